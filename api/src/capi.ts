@@ -1,0 +1,96 @@
+/**
+ * The Cluster API v1beta2 objects Kindling writes, limited to the fields it sets or reads
+ * (checked against the cluster-api v1.14.2 CRDs in core/config/crd/bases).
+ */
+import type { IntOrPercent, ObjectMeta, ObjectRef } from './nodepool.js';
+
+export const CAPI_GROUP = 'cluster.x-k8s.io';
+export const CAPI_API_VERSION = 'cluster.x-k8s.io/v1beta2';
+
+export interface LabelSelector {
+  matchLabels?: Record<string, string>;
+}
+
+export interface MachineTaint {
+  key: string;
+  value?: string;
+  effect: 'NoSchedule' | 'PreferNoSchedule' | 'NoExecute';
+  /** Always: kept in sync on the Node; OnInitialization: set once at registration. */
+  propagation: 'Always' | 'OnInitialization';
+}
+
+export interface MachineDeletion {
+  nodeDrainTimeoutSeconds?: number;
+  nodeVolumeDetachTimeoutSeconds?: number;
+  nodeDeletionTimeoutSeconds?: number;
+}
+
+export interface MachineSpec {
+  clusterName: string;
+  bootstrap: { dataSecretName?: string; configRef?: ObjectRef };
+  infrastructureRef: ObjectRef;
+  version?: string;
+  failureDomain?: string;
+  providerID?: string;
+  deletion?: MachineDeletion;
+  taints?: MachineTaint[];
+}
+
+export interface MachineTemplate {
+  metadata?: { labels?: Record<string, string>; annotations?: Record<string, string> };
+  spec: MachineSpec;
+}
+
+export interface MachineSet {
+  apiVersion: typeof CAPI_API_VERSION;
+  kind: 'MachineSet';
+  metadata: ObjectMeta;
+  spec: { clusterName: string; replicas?: number; selector: LabelSelector; template: MachineTemplate };
+  status?: { replicas?: number; readyReplicas?: number; availableReplicas?: number; upToDateReplicas?: number };
+}
+
+export interface MachineDeployment {
+  apiVersion: typeof CAPI_API_VERSION;
+  kind: 'MachineDeployment';
+  metadata: ObjectMeta;
+  spec: {
+    clusterName: string;
+    replicas?: number;
+    paused?: boolean;
+    selector: LabelSelector;
+    template: MachineTemplate;
+    rollout?: {
+      strategy?: {
+        type: 'RollingUpdate' | 'OnDelete';
+        rollingUpdate?: { maxSurge?: IntOrPercent; maxUnavailable?: IntOrPercent };
+      };
+    };
+  };
+  status?: { replicas?: number; readyReplicas?: number; availableReplicas?: number; upToDateReplicas?: number };
+}
+
+export interface UnhealthyCondition {
+  type: string;
+  status: 'True' | 'False' | 'Unknown';
+  timeoutSeconds: number;
+}
+
+export interface MachineHealthCheck {
+  apiVersion: typeof CAPI_API_VERSION;
+  kind: 'MachineHealthCheck';
+  metadata: ObjectMeta;
+  spec: {
+    clusterName: string;
+    selector: LabelSelector;
+    checks?: { nodeStartupTimeoutSeconds?: number; unhealthyNodeConditions?: UnhealthyCondition[] };
+    remediation?: { triggerIf?: { unhealthyLessThanOrEqualTo?: IntOrPercent } };
+  };
+}
+
+export interface Machine {
+  apiVersion: typeof CAPI_API_VERSION;
+  kind: 'Machine';
+  metadata: ObjectMeta;
+  spec: MachineSpec;
+  status?: { nodeRef?: { name: string }; phase?: string };
+}

@@ -1,0 +1,96 @@
+/**
+ * NodePool condition types and their reasons, in one table. Each type says whether a False status needs a
+ * spec change by the user (spec), will clear by itself (transient), or reports progress (progress).
+ */
+export const CONDITIONS = {
+  /** spec: the release image cannot be resolved or read. */
+  ValidReleaseImage: {
+    kind: 'spec',
+    reasons: { AsExpected: 'AsExpected', InvalidImage: 'InvalidImage', ImageUnreachable: 'ImageUnreachable' },
+  },
+  /** spec: a referenced config ConfigMap is missing or holds what cannot be parsed. */
+  ValidMachineConfig: {
+    kind: 'spec',
+    reasons: { AsExpected: 'AsExpected', ConfigMapMissing: 'ConfigMapMissing', InvalidConfig: 'InvalidConfig' },
+  },
+  /** spec: the release breaks the version-skew policy against the guest control plane. */
+  SupportedVersionSkew: {
+    kind: 'spec',
+    reasons: {
+      AsExpected: 'AsExpected',
+      NodeNewerThanControlPlane: 'NodeNewerThanControlPlane',
+      TooFarBehindControlPlane: 'TooFarBehindControlPlane',
+      UpgradeSkipsMinor: 'UpgradeSkipsMinor',
+      PrereleaseNotAllowed: 'PrereleaseNotAllowed',
+      ControlPlaneUnreachable: 'ControlPlaneUnreachable',
+    },
+  },
+  /** spec or transient: the ignition server's verdict on the payload of the current hash. */
+  ValidGeneratedPayload: {
+    kind: 'spec',
+    reasons: {
+      AsExpected: 'AsExpected',
+      Pending: 'Pending',
+      InvalidConfig: 'InvalidConfig',
+      ReleaseUnavailable: 'ReleaseUnavailable',
+    },
+  },
+  /** progress: a host fetched its payload with the current token. */
+  ReachedIgnitionEndpoint: {
+    kind: 'progress',
+    reasons: { AsExpected: 'AsExpected', NotReached: 'NotReached' },
+  },
+  /** progress: nodes are moving to a new config. */
+  UpdatingConfig: {
+    kind: 'progress',
+    reasons: { AsExpected: 'AsExpected', InProgress: 'InProgress', Failed: 'Failed' },
+  },
+  /** progress: nodes are moving to a new release version. */
+  UpdatingVersion: {
+    kind: 'progress',
+    reasons: { AsExpected: 'AsExpected', InProgress: 'InProgress', Failed: 'Failed' },
+  },
+  /** progress: the cluster autoscaler owns the replica count. */
+  AutoscalingEnabled: {
+    kind: 'progress',
+    reasons: { AsExpected: 'AsExpected', Disabled: 'Disabled' },
+  },
+  /** progress: a MachineHealthCheck remediates unhealthy machines. */
+  AutorepairEnabled: {
+    kind: 'progress',
+    reasons: { AsExpected: 'AsExpected', Disabled: 'Disabled', WaitingForIgnition: 'WaitingForIgnition' },
+  },
+  /** spec: reconciliation is paused by spec.pausedUntil. */
+  ReconciliationActive: {
+    kind: 'spec',
+    reasons: { AsExpected: 'AsExpected', Paused: 'Paused' },
+  },
+  /** transient: every Machine of the pool is Ready. */
+  AllMachinesReady: {
+    kind: 'transient',
+    reasons: { AsExpected: 'AsExpected', MachinesNotReady: 'MachinesNotReady', InternalError: 'InternalError' },
+  },
+  /** transient: every Node of the pool is Ready. */
+  AllNodesHealthy: {
+    kind: 'transient',
+    reasons: { AsExpected: 'AsExpected', NodesNotHealthy: 'NodesNotHealthy', InternalError: 'InternalError' },
+  },
+  /** summary: True when the pool has the replicas it asked for and nothing above is wrong. */
+  Ready: {
+    kind: 'transient',
+    reasons: { AsExpected: 'AsExpected', NotReady: 'NotReady', InternalError: 'InternalError' },
+  },
+} as const;
+
+export type ConditionType = keyof typeof CONDITIONS;
+export type ConditionReason<T extends ConditionType> = keyof (typeof CONDITIONS)[T]['reasons'];
+export const CONDITION_TYPES = Object.keys(CONDITIONS) as ConditionType[];
+
+export interface Condition {
+  type: ConditionType;
+  status: 'True' | 'False' | 'Unknown';
+  reason: string;
+  message: string;
+  lastTransitionTime: string;
+  observedGeneration?: number;
+}

@@ -1,0 +1,120 @@
+/**
+ * The NodePool CRD on a real kube-apiserver: bad NodePools are refused with the schema/CEL message a person
+ * reads, and a valid one is accepted and defaulted. Each assertion would fail against a fake apiserver.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import * as k8s from '@kubernetes/client-node';
+import { startCluster, installKindlingCrds, type Cluster } from '../../test/bed/src/index.js';
+import type { NodePool } from './nodepool.js';
+
+const NS = 'default';
+
+/** The message of the Status the apiserver answered with. */
+function statusMessage(err: unknown): string {
+  const body = (err as { body?: unknown }).body;
+  return (JSON.parse(typeof body === 'string' ? body : '{}') as { message?: string }).message ?? String(err);
+}
+
+function pool(name: string, patch: (p: NodePool) => void = () => {}): NodePool {
+  const p: NodePool = {
+    apiVersion: 'kindling.dev/v1beta1',
+    kind: 'NodePool',
+    metadata: { name, namespace: NS },
+    spec: {
+      clusterName: 'guest',
+      release: { image: 'registry.local/release:1.36.3' },
+      replicas: 2,
+      management: { upgradeType: 'Replace' },
+      platform: { infrastructureTemplateRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachineTemplate', name: 'small' } },
+    },
+  };
+  patch(p);
+  return p;
+}
+
+describe('NodePool CRD on a real apiserver', () => {
+  let cluster: Cluster;
+  let objects: k8s.KubernetesObjectApi;
+
+  before(async () => {
+    cluster = await startCluster({ name: 'crd', controllerManager: false });
+    await installKindlingCrds(cluster);
+    objects = k8s.KubernetesObjectApi.makeApiClient(cluster.kubeConfig);
+  });
+  after(async () => cluster?.stop());
+
+  async function refusal(obj: NodePool): Promise<string> {
+    try {
+      await objects.create(obj);
+    } catch (err) {
+      assert.equal((err as { code?: number }).code, 422, `expected 422, got ${String(err)}`);
+      return statusMessage(err);
+    }
+    assert.fail(`NodePool ${obj.metadata.name} was accepted`);
+  }
+
+  const invalid: [string, (p: NodePool) => void, RegExp][] = [
+    ['both replicas and autoScaling are set', (p) => (p.spec.autoScaling = { min: 1, max: 3 }), /set exactly one of spec.replicas or spec.autoScaling/],
+    ['neither replicas nor autoScaling is set', (p) => delete p.spec.replicas, /set exactly one of spec.replicas or spec.autoScaling/],
+    ['autoScaling.max is below min', (p) => { delete p.spec.replicas; p.spec.autoScaling = { min: 5, max: 2 }; }, /autoScaling.max must be greater than or equal to spec.autoScaling.min/],
+    ['inPlace is set on a Replace pool', (p) => (p.spec.management.inPlace = { maxUnavailable: 2 }), /inPlace may only be set when spec.management.upgradeType is InPlace/],
+    ['inPlace.maxUnavailable is 150%', (p) => (p.spec.management = { upgradeType: 'InPlace', inPlace: { maxUnavailable: '150%' } }), /maxUnavailable must be an integer of at least 1 or a percentage/],
+    ['inPlace.maxUnavailable is 0', (p) => (p.spec.management = { upgradeType: 'InPlace', inPlace: { maxUnavailable: 0 } }), /maxUnavailable must be an integer of at least 1/],
+    ['nodeDrainTimeout is prose', (p) => (p.spec.nodeDrainTimeout = 'ten minutes'), /must be a duration such as 30s, 10m or 1h30m/],
+    ['pausedUntil is not a date', (p) => (p.spec.pausedUntil = 'tomorrow'), /pausedUntil must be 'true', 'false' or an RFC3339 date/],
+    ['upgradeType is unknown', (p) => (p.spec.management.upgradeType = 'Rolling' as 'Replace'), /Unsupported value: "Rolling": supported values: "Replace", "InPlace"/],
+    ['more than 10 config ConfigMaps', (p) => (p.spec.config = Array.from({ length: 11 }, (_, i) => ({ name: `c${i}` }))), /Too many: 11: must have at most 10 items/],
+    ['more than 50 taints', (p) => (p.spec.taints = Array.from({ length: 51 }, (_, i) => ({ key: `k${i}`, effect: 'NoSchedule' as const }))), /Too many: 51: must have at most 50 items/],
+    ['maxSurge and maxUnavailable are both 0', (p) => (p.spec.management.replace = { rollingUpdate: { maxSurge: 0, maxUnavailable: 0 } }), /maxSurge and maxUnavailable cannot both be 0/],
+    ['rollingUpdate is set with OnDelete', (p) => (p.spec.management.replace = { strategy: 'OnDelete', rollingUpdate: { maxSurge: 2 } }), /rollingUpdate may only be set when the strategy is RollingUpdate/],
+    ['maxSurge is a malformed percentage', (p) => (p.spec.management.replace = { rollingUpdate: { maxSurge: '10 percent' } }), /must be a non-negative integer or a percentage from 0% to 100%/],
+    ['a node label key has a space', (p) => (p.spec.nodeLabels = { 'my role': 'x' }), /nodeLabels keys must be label keys/],
+    ['the release image is missing', (p) => (p.spec.release = {} as NodePool['spec']['release']), /spec.release.image: Required value/],
+    ['the platform is missing', (p) => delete (p.spec as Partial<NodePool['spec']>).platform, /spec.platform: Required value/],
+    ['the cluster name is not a DNS label', (p) => (p.spec.clusterName = 'Guest_1'), /clusterName must be a DNS label/],
+  ];
+
+  for (const [condition, mistake, message] of invalid) {
+    it(`when ${condition}, it should be refused with a message that says so`, async () => {
+      const body = await refusal(pool(`bad-${invalid.findIndex((c) => c[0] === condition)}`, mistake));
+      assert.match(body, message);
+    });
+  }
+
+  it('when a NodePool is valid, it should be accepted with its defaults filled in', async () => {
+    const created = await objects.create(pool('good', (p) => (p.spec.pausedUntil = '2026-12-31T18:00:00Z')));
+    assert.deepEqual(created.spec.management, {
+      upgradeType: 'Replace',
+      replace: { strategy: 'RollingUpdate', rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } },
+      autoRepair: false,
+    });
+    assert.equal(created.spec.release.allowPrerelease, false);
+  });
+
+  it('when an InPlace pool gives an empty inPlace, it should default maxUnavailable to 1', async () => {
+    const created = await objects.create(pool('inplace', (p) => (p.spec.management = { upgradeType: 'InPlace', inPlace: {} })));
+    assert.deepEqual(created.spec.management.inPlace, { maxUnavailable: 1 });
+  });
+
+  it('when clusterName or upgradeType changes on an existing pool, it should be refused as immutable', async () => {
+    const created = await objects.create(pool('immutable'));
+    const moved = structuredClone(created);
+    moved.spec.clusterName = 'other';
+    await assert.rejects(objects.replace(moved), (err) => /spec.clusterName is immutable/.test(statusMessage(err)));
+    const retyped = structuredClone(created);
+    retyped.spec.management.upgradeType = 'InPlace';
+    await assert.rejects(objects.replace(retyped), (err) => /spec.management.upgradeType is immutable/.test(statusMessage(err)));
+  });
+
+  it('when a pool is scaled through the scale subresource, it should change spec.replicas', async () => {
+    await objects.create(pool('scaled'));
+    const api = cluster.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
+    await api.patchNamespacedCustomObjectScale(
+      { group: 'kindling.dev', version: 'v1beta1', namespace: NS, plural: 'nodepools', name: 'scaled', body: { spec: { replicas: 7 } } },
+      k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+    );
+    const read = await objects.read<NodePool>({ apiVersion: 'kindling.dev/v1beta1', kind: 'NodePool', metadata: { name: 'scaled', namespace: NS } });
+    assert.equal(read.spec.replicas, 7);
+  });
+});

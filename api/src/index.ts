@@ -1,0 +1,5 @@
+export * from './keys.js';
+export * from './conditions.js';
+export * from './nodepool.js';
+export * from './capi.js';
+export * from './crd.js';

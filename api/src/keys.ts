@@ -1,0 +1,164 @@
+/**
+ * Every annotation, label, Secret key, header and field manager that crosses a component boundary.
+ * Each comment says who writes the key and who reads it: that is the contract between the deployables.
+ */
+
+export const GROUP = 'kindling.dev';
+
+/** Finalizer on NodePools. Written and removed by the nodepool-controller, so children and tokens go first. */
+export const NODEPOOL_FINALIZER = 'kindling.dev/nodepool';
+
+/** Field managers for server-side apply: one per component, so ownership of co-owned maps is exact. */
+export const FIELD_MANAGERS = {
+  nodepoolController: 'kindling-nodepool-controller',
+  ignitionServer: 'kindling-ignition-server',
+  inplaceUpgrader: 'kindling-inplace-upgrader',
+  drainer: 'kindling-drainer',
+  agent: 'kindling-agent',
+  local: 'kindling-local',
+} as const;
+
+export const LABELS = {
+  /** `<namespace>/<name>` is not a valid label value, so this holds the pool name; the namespace is the object's.
+   * Written by the nodepool-controller on token/user-data Secrets and CAPI children; read by every component
+   * that lists a pool's objects (ignition-server, inplace-upgrader). */
+  nodePool: 'kindling.dev/nodepool',
+  /** Marks a Secret as a token Secret. Written by the nodepool-controller; the ignition-server's token
+   * controller watches only Secrets with this label. */
+  tokenSecret: 'kindling.dev/token-secret',
+  /** Marks a Secret as user-data (CAPI bootstrap data). Written by the nodepool-controller; read by it for
+   * garbage collection of user-data nothing references any more. */
+  userDataSecret: 'kindling.dev/user-data-secret',
+  /** Config hash of a token/user-data Secret. Written by the nodepool-controller; read by the ignition-server. */
+  configHash: 'kindling.dev/config-hash',
+  /** Namespace label for the guest namespace holding agent Pods and payload Secrets (Pod Security "privileged").
+   * Written by the inplace-upgrader; read by the guest apiserver's pod-security admission. */
+  podSecurityEnforce: 'pod-security.kubernetes.io/enforce',
+  /** Cluster API: the Cluster an object belongs to. Written by the nodepool-controller and the test bed on
+   * kubeconfig Secrets; read by Cluster API and the inplace-upgrader. */
+  capiClusterName: 'cluster.x-k8s.io/cluster-name',
+  /** Cluster API: the MachineSet a Machine belongs to. Written by Cluster API; read by the inplace-upgrader. */
+  capiSetName: 'cluster.x-k8s.io/set-name',
+  /** Cluster API: the MachineDeployment a Machine/MachineSet belongs to. Written by Cluster API; read by the
+   * nodepool-controller for status. */
+  capiDeploymentName: 'cluster.x-k8s.io/deployment-name',
+  /** Guest Node: the zone used to spread in-place updates. Written by the host (kubelet / local provider);
+   * read by the inplace-upgrader. */
+  zone: 'topology.kubernetes.io/zone',
+} as const;
+
+export const ANNOTATIONS = {
+  // ---- token Secret (management cluster) ----
+  /** When the token Secret stops being valid (RFC3339): set when the pool's hash moved on, after a grace so
+   * hosts booting right now finish. Written by the nodepool-controller; read by the ignition-server, which
+   * deletes the Secret and forgets its tokens once it has passed. */
+  tokenExpiresAt: 'kindling.dev/token-expires-at',
+  /** When the current token was minted (RFC3339). Written by the ignition-server at mint/rotation; read by it
+   * to rotate at TTL/2 and by the nodepool-controller to refresh the user-data Secret after a rotation. */
+  tokenIssuedAt: 'kindling.dev/token-issued-at',
+  /** First successful `/ignition` fetch with this Secret's token (RFC3339). Written by the ignition-server;
+   * read by the nodepool-controller (ReachedIgnitionEndpoint, and the MachineHealthCheck gate). */
+  ignitionReachedAt: 'kindling.dev/ignition-reached-at',
+  /** Outcome of payload generation: a reason of CONDITION_REASONS.ValidGeneratedPayload. Written by the
+   * ignition-server; read by the nodepool-controller (ValidGeneratedPayload condition). */
+  payloadReason: 'kindling.dev/payload-reason',
+  /** Human message for payloadReason. Same writer and reader. */
+  payloadMessage: 'kindling.dev/payload-message',
+
+  // ---- MachineSet (management cluster), Flow 3 ----
+  /** Config hash every node of the MachineSet should reach. Written by the nodepool-controller; read by the
+   * inplace-upgrader. */
+  targetConfigHash: 'kindling.dev/target-config-hash',
+  /** Config hash every node of the MachineSet is at. Written by the inplace-upgrader when a rollout
+   * completes; read by the nodepool-controller (UpdatingConfig/UpdatingVersion). */
+  currentConfigHash: 'kindling.dev/current-config-hash',
+  /** Resolved maxUnavailable (an integer ≥ 1). Written by the nodepool-controller; read by the upgrader. */
+  maxUnavailable: 'kindling.dev/max-unavailable',
+  /** Rollout progress, "N of M updated". Written by the inplace-upgrader; read by the nodepool-controller
+   * and `kindling status`. */
+  inPlaceProgress: 'kindling.dev/inplace-progress',
+  /** Rollout halted: "<node>: <reason>". Written by the inplace-upgrader; read by the nodepool-controller. */
+  inPlaceFailure: 'kindling.dev/inplace-failure',
+
+  // ---- guest Node, machine-config-daemon protocol (so existing agents fit) ----
+  /** Config the node is at. Written by the agent; read by the inplace-upgrader. */
+  currentConfig: 'machineconfiguration.openshift.io/currentConfig',
+  /** Config the node should reach. Written by the inplace-upgrader; read by the agent. */
+  desiredConfig: 'machineconfiguration.openshift.io/desiredConfig',
+  /** Agent state: one of NODE_STATES. Written by the agent; read by the inplace-upgrader. */
+  state: 'machineconfiguration.openshift.io/state',
+  /** Why the agent is Degraded. Written by the agent; read by the inplace-upgrader. */
+  reason: 'machineconfiguration.openshift.io/reason',
+  /** `drain-<hash>` or `uncordon-<hash>`. Written by the agent; read by the drainer. */
+  desiredDrain: 'machineconfiguration.openshift.io/desiredDrain',
+  /** The desiredDrain value last carried out. Written by the drainer; read by the agent. */
+  lastAppliedDrain: 'machineconfiguration.openshift.io/lastAppliedDrain',
+  /** "true" when the node was cordoned before the drainer drained it, so uncordon leaves it cordoned.
+   * Written and read by the drainer. */
+  cordonedBeforeDrain: 'kindling.dev/cordoned-before-drain',
+  /** Why the last drain failed (e.g. nodeDrainTimeout reached). Written by the drainer; read by the upgrader
+   * and operators. */
+  drainFailure: 'kindling.dev/drain-failure',
+
+  // ---- Cluster API ----
+  /** Pauses Cluster API reconciliation of an object. Written by the nodepool-controller (pausedUntil). */
+  capiPaused: 'cluster.x-k8s.io/paused',
+  /** Cluster autoscaler bounds on a MachineSet/MachineDeployment. Written by the nodepool-controller; read
+   * by the cluster-autoscaler's Cluster API provider. */
+  autoscalerMinSize: 'cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size',
+  autoscalerMaxSize: 'cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size',
+} as const;
+
+/** Values of ANNOTATIONS.state, as the machine-config-daemon writes them. */
+export const NODE_STATES = { working: 'Working', done: 'Done', degraded: 'Degraded' } as const;
+export type NodeState = (typeof NODE_STATES)[keyof typeof NODE_STATES];
+
+/** Prefixes of ANNOTATIONS.desiredDrain / lastAppliedDrain values: `drain-<hash>`, `uncordon-<hash>`. */
+export const DRAIN_PREFIX = 'drain-';
+export const UNCORDON_PREFIX = 'uncordon-';
+
+export const SECRET_KEYS = {
+  /** Token Secret: the current bearer token (a JWT). Written by the ignition-server; read by the
+   * nodepool-controller (into the user-data stub) and the inplace-upgrader (to fetch payloads). */
+  token: 'token',
+  /** Token Secret: the token before the last rotation, valid until its own expiry. Written and read by the
+   * ignition-server. */
+  rotatedToken: 'rotated-token',
+  /** Token Secret: the inputs of the hash. Written by the nodepool-controller; read by the ignition-server
+   * to generate the payload. `release` is the release image reference. */
+  release: 'release',
+  /** Token Secret: the pool's config ConfigMaps' normalised contents, as JSON. Same writer and reader. */
+  config: 'config',
+  /** Token Secret: `<namespace>/<name>` of the pool. Same writer and reader. */
+  pool: 'pool',
+  /** User-data Secret (CAPI bootstrap-data convention): the Ignition stub. Written by the
+   * nodepool-controller; read by Cluster API infrastructure providers (the host). */
+  value: 'value',
+  /** User-data Secret: always "ignition". Same writer and reader. */
+  format: 'format',
+  /** `<cluster>-kubeconfig` Secret (CAPI convention): a kubeconfig for the guest cluster. Written by the
+   * control-plane provider (the test bed / local provider); read by the nodepool-controller and the upgrader. */
+  kubeconfig: 'value',
+} as const;
+
+/** HTTP headers of the `/ignition` request the stub makes (Flow 2). Written by the nodepool-controller into
+ * the stub; read by the ignition-server. */
+export const IGNITION_HEADERS = {
+  nodePool: 'NodePool',
+  targetConfigVersionHash: 'TargetConfigVersionHash',
+} as const;
+
+/** Name of the token Secret of a pool at a config hash. */
+export function tokenSecretName(pool: string, hash: string): string {
+  return `token-${pool}-${hash}`;
+}
+
+/** Name of the user-data Secret of a pool at a config hash. */
+export function userDataSecretName(pool: string, hash: string): string {
+  return `user-data-${pool}-${hash}`;
+}
+
+/** Name of the CAPI kubeconfig Secret of a Cluster. */
+export function kubeconfigSecretName(cluster: string): string {
+  return `${cluster}-kubeconfig`;
+}

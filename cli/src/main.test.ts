@@ -1,0 +1,53 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { main } from './main.js';
+import { defineCommand } from './command.js';
+
+function io(): { out: string[]; err: string[]; io: Parameters<typeof main>[1] } {
+  const out: string[] = [];
+  const err: string[] = [];
+  return { out, err, io: { out: (t) => void out.push(t), err: (t) => void err.push(t), env: { KINDLING_GREETING: 'hi' } } };
+}
+
+const echo = defineCommand({
+  name: 'echo',
+  summary: 'Echo the config.',
+  args: '<word>',
+  flags: {
+    greeting: { type: 'string', default: 'hello', help: 'What to say' },
+    times: { type: 'int', default: 1, help: 'How often' },
+    loud: { type: 'bool', default: false, help: 'Shout' },
+  },
+  async run(cfg, io, args) {
+    io.out(JSON.stringify({ ...cfg, args }));
+    return 0;
+  },
+});
+
+describe('kindling main', () => {
+  it('when a subcommand runs, it should get its typed config from flags and environment and its positional args', async () => {
+    const t = io();
+    assert.equal(await main(['echo', 'world', '--times', '3', '--loud'], t.io, [echo]), 0);
+    assert.deepEqual(JSON.parse(t.out.join('')), { greeting: 'hi', times: 3, loud: true, args: ['world'] });
+  });
+
+  it('when asked for a subcommand\'s help, it should list every flag with its default', async () => {
+    const t = io();
+    assert.equal(await main(['echo', '--help'], t.io, [echo]), 0);
+    assert.match(t.out.join(''), /Usage: kindling echo <word> \[flags\][\s\S]*--times <int>[\s\S]*default: "1", env: KINDLING_TIMES/);
+  });
+
+  it('when the command or a flag is unknown, it should exit 2 with a message', async () => {
+    const t = io();
+    assert.equal(await main(['nope'], t.io, [echo]), 2);
+    assert.match(t.err.join(''), /unknown command "nope"/);
+    assert.equal(await main(['echo', '--tims=2'], t.io, [echo]), 2);
+    assert.match(t.err.join(''), /unknown flag "--tims=2"/);
+  });
+
+  it('when the real crds command runs, it should print the NodePool CRD', async () => {
+    const t = io();
+    assert.equal(await main(['crds'], t.io), 0);
+    assert.match(t.out.join(''), /name: nodepools\.kindling\.dev/);
+  });
+});

@@ -1,0 +1,115 @@
+/**
+ * Flags and environment, parsed once into a frozen, typed config. Each flag has one default, one
+ * environment variable (KINDLING_<FLAG>), and help text; the command line wins over the environment.
+ */
+export type FlagType = 'string' | 'int' | 'duration' | 'bool' | 'list';
+
+interface FlagValue {
+  string: string;
+  int: number;
+  duration: number;
+  bool: boolean;
+  list: string[];
+}
+
+export interface FlagSpec<T extends FlagType = FlagType> {
+  type: T;
+  default: FlagValue[T];
+  help: string;
+}
+
+export type FlagSpecs = Record<string, FlagSpec>;
+export type ConfigOf<S extends FlagSpecs> = Readonly<{ [K in keyof S]: FlagValue[S[K]['type']] }>;
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+}
+
+/** `--log-level` ↔ `logLevel` ↔ `KINDLING_LOG_LEVEL`. */
+export const flagName = (key: string): string => key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+export const envName = (key: string): string => `KINDLING_${flagName(key).replace(/-/g, '_').toUpperCase()}`;
+
+const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+/** Go-style durations ("30s", "1h30m", "250ms") to milliseconds. */
+export function parseDuration(text: string): number {
+  const parts = [...text.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h)/g)];
+  if (parts.length === 0 || parts.map((p) => p[0]).join('') !== text) {
+    throw new ConfigError(`"${text}" is not a duration such as 30s, 10m or 1h30m`);
+  }
+  return parts.reduce((ms, p) => ms + Number(p[1]) * (DURATION_UNITS[p[2] ?? ''] ?? 0), 0);
+}
+
+export function formatDuration(ms: number): string {
+  if (ms % 3_600_000 === 0 && ms > 0) return `${ms / 3_600_000}h`;
+  if (ms % 60_000 === 0 && ms > 0) return `${ms / 60_000}m`;
+  if (ms % 1000 === 0) return `${ms / 1000}s`;
+  return `${ms}ms`;
+}
+
+function convert(key: string, spec: FlagSpec, raw: string): FlagValue[FlagType] {
+  const where = `--${flagName(key)}`;
+  switch (spec.type) {
+    case 'int': {
+      if (!/^-?\d+$/.test(raw)) throw new ConfigError(`${where}: "${raw}" is not an integer`);
+      return Number(raw);
+    }
+    case 'duration':
+      try {
+        return parseDuration(raw);
+      } catch (err) {
+        throw new ConfigError(`${where}: ${(err as Error).message}`);
+      }
+    case 'bool':
+      if (!['true', 'false', '1', '0'].includes(raw)) throw new ConfigError(`${where}: "${raw}" is not true or false`);
+      return raw === 'true' || raw === '1';
+    case 'list':
+      return raw === '' ? [] : raw.split(',').map((s) => s.trim());
+    default:
+      return raw;
+  }
+}
+
+/** Reads `--flag=value`, `--flag value`, `--bool-flag` and the environment; refuses unknown flags. */
+export function parseConfig<S extends FlagSpecs>(specs: S, argv: readonly string[], env: NodeJS.ProcessEnv): ConfigOf<S> {
+  const byFlag = new Map(Object.keys(specs).map((k) => [flagName(k), k]));
+  const values: Record<string, unknown> = {};
+  for (const [key, spec] of Object.entries(specs)) {
+    const fromEnv = env[envName(key)];
+    values[key] = fromEnv === undefined ? spec.default : convert(key, spec, fromEnv);
+  }
+  for (let i = 0; i < argv.length; i++) {
+    const { key, raw, consumed } = readFlag(specs, byFlag, argv, i);
+    values[key] = convert(key, specs[key] as FlagSpec, raw);
+    i += consumed;
+  }
+  return Object.freeze(values) as ConfigOf<S>;
+}
+
+/** Reads the flag at argv[i]: its key, raw value, and how many extra arguments its value took. */
+function readFlag(specs: FlagSpecs, byFlag: Map<string, string>, argv: readonly string[], i: number): { key: string; raw: string; consumed: number } {
+  const arg = argv[i] ?? '';
+  const match = /^--([a-z0-9-]+)(?:=(.*))?$/.exec(arg);
+  const key = match ? byFlag.get(match[1] ?? '') : undefined;
+  if (!match || key === undefined) throw new ConfigError(`unknown flag "${arg}" (see --help)`);
+  if (match[2] !== undefined) return { key, raw: match[2], consumed: 0 };
+  if (specs[key]?.type === 'bool') return { key, raw: 'true', consumed: 0 };
+  const next = argv[i + 1];
+  if (next === undefined) throw new ConfigError(`--${match[1]} needs a value`);
+  return { key, raw: next, consumed: 1 };
+}
+
+function showDefault(spec: FlagSpec): string {
+  if (spec.type === 'duration') return formatDuration(spec.default as number);
+  if (spec.type === 'list') return (spec.default as string[]).join(',');
+  return String(spec.default);
+}
+
+/** Help text: every flag with its type, default and environment variable. */
+export function formatHelp(usage: string, summary: string, specs: FlagSpecs): string {
+  const rows = Object.entries(specs).map(([key, spec]) => {
+    const flag = `  --${flagName(key)}${spec.type === 'bool' ? '' : ` <${spec.type}>`}`;
+    return `${flag}\n      ${spec.help} (default: "${showDefault(spec)}", env: ${envName(key)})`;
+  });
+  return `Usage: ${usage}\n\n${summary}\n\nFlags:\n${rows.join('\n')}\n`;
+}

@@ -1,0 +1,51 @@
+/** One prom-client registry per process, with the process defaults and the work-queue metrics. */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Outcome, WorkQueue } from './queue.js';
+
+export function createRegistry(component: string): Registry {
+  const registry = new Registry();
+  registry.setDefaultLabels({ component });
+  collectDefaultMetrics({ register: registry });
+  return registry;
+}
+
+export interface QueueMetrics {
+  observe(queue: string, outcome: Outcome, durationMs: number): void;
+  watch(queue: WorkQueue): void;
+}
+
+/** Reconcile count and duration by result, and queue depth (sampled at scrape time). */
+export function createQueueMetrics(registry: Registry): QueueMetrics {
+  const total = new Counter({
+    name: 'kindling_reconcile_total',
+    help: 'Reconciles by queue and result (success, requeue, not_ready, terminal, error).',
+    labelNames: ['queue', 'result'],
+    registers: [registry],
+  });
+  const duration = new Histogram({
+    name: 'kindling_reconcile_duration_seconds',
+    help: 'Reconcile duration by queue.',
+    labelNames: ['queue'],
+    buckets: [0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [registry],
+  });
+  const queues: WorkQueue[] = [];
+  new Gauge({
+    name: 'kindling_queue_depth',
+    help: 'Keys waiting in a work queue.',
+    labelNames: ['queue'],
+    registers: [registry],
+    collect() {
+      for (const q of queues) this.set({ queue: q.name }, q.depth);
+    },
+  });
+  return {
+    observe(queue, outcome, durationMs) {
+      total.inc({ queue, result: outcome });
+      duration.observe({ queue }, durationMs / 1000);
+    },
+    watch(queue) {
+      queues.push(queue);
+    },
+  };
+}

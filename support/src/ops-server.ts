@@ -1,0 +1,55 @@
+/**
+ * The plain-HTTP operations port: /healthz (the process is alive), /readyz (its caches synced and, where it
+ * matters, it can serve), /metrics (Prometheus). Kept apart from any serving port.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Registry } from 'prom-client';
+
+export interface ReadinessCheck {
+  name: string;
+  check: () => boolean;
+}
+
+export interface OpsServer {
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+export async function startOpsServer(opts: { address: string; registry: Registry; readiness: ReadinessCheck[] }): Promise<OpsServer> {
+  const server: Server = createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    if (req.method !== 'GET') {
+      res.writeHead(405).end();
+    } else if (path === '/healthz') {
+      res.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
+    } else if (path === '/readyz') {
+      const failing = opts.readiness.filter((r) => !r.check()).map((r) => r.name);
+      res.writeHead(failing.length === 0 ? 200 : 503, { 'content-type': 'text/plain' });
+      res.end(failing.length === 0 ? 'ok' : `not ready: ${failing.join(', ')}`);
+    } else if (path === '/metrics') {
+      opts.registry.metrics().then(
+        (body) => res.writeHead(200, { 'content-type': opts.registry.contentType }).end(body),
+        () => res.writeHead(500).end(),
+      );
+    } else {
+      res.writeHead(404).end();
+    }
+  });
+  const [host, port] = splitAddress(opts.address);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, resolve);
+  });
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+}
+
+/** "127.0.0.1:8080", ":8080" or "8080" → [host, port]. */
+export function splitAddress(address: string): [string | undefined, number] {
+  const i = address.lastIndexOf(':');
+  const host = i > 0 ? address.slice(0, i) : undefined;
+  return [host, Number(i >= 0 ? address.slice(i + 1) : address)];
+}

@@ -1,0 +1,109 @@
+/**
+ * Small PKI for the test bed and the local environment: a CA, serving and client certificates (ECDSA P-256).
+ * Production gets its certificates from files (cert-manager or the like); this only makes them.
+ */
+// @peculiar/x509 resolves its providers through tsyringe, which needs the Reflect metadata polyfill loaded first.
+import 'reflect-metadata';
+import { webcrypto, randomBytes } from 'node:crypto';
+import * as x509 from '@peculiar/x509';
+
+x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
+
+type Key = webcrypto.CryptoKey;
+
+const ALG = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' } as const;
+const DAY_MS = 86_400_000;
+
+export interface KeyPairPem {
+  certPem: string;
+  keyPem: string;
+}
+
+export interface CertificateAuthority extends KeyPairPem {
+  /** Issues a certificate signed by this CA. */
+  issue(opts: IssueOptions): Promise<KeyPairPem>;
+}
+
+export interface IssueOptions {
+  commonName: string;
+  /** Organisations: Kubernetes reads them as the groups of a client certificate. */
+  organizations?: string[];
+  dnsNames?: string[];
+  ipAddresses?: string[];
+  usage: 'server' | 'client';
+  validDays?: number;
+}
+
+function toPem(der: ArrayBuffer, label: string): string {
+  const b64 = Buffer.from(der).toString('base64').replace(/(.{64})/g, '$1\n');
+  return `-----BEGIN ${label}-----\n${b64}${b64.endsWith('\n') ? '' : '\n'}-----END ${label}-----\n`;
+}
+
+async function keyPem(key: Key): Promise<string> {
+  return toPem(await webcrypto.subtle.exportKey('pkcs8', key), 'PRIVATE KEY');
+}
+
+function subject(commonName: string, organizations: string[] = []): string {
+  const escape = (v: string): string => v.replace(/([,+"\\<>;=])/g, '\\$1');
+  return [`CN=${escape(commonName)}`, ...organizations.map((o) => `O=${escape(o)}`)].join(', ');
+}
+
+function serial(): string {
+  const bytes = randomBytes(16);
+  bytes[0] = (bytes[0] ?? 0) & 0x7f;
+  return bytes.toString('hex');
+}
+
+export async function createCertificateAuthority(commonName: string, validDays = 3650): Promise<CertificateAuthority> {
+  const keys = (await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify']));
+  const now = Date.now();
+  const cert = await x509.X509CertificateGenerator.createSelfSigned({
+    serialNumber: serial(),
+    name: subject(commonName),
+    notBefore: new Date(now - 60_000),
+    notAfter: new Date(now + validDays * DAY_MS),
+    keys,
+    signingAlgorithm: ALG,
+    extensions: [
+      new x509.BasicConstraintsExtension(true, undefined, true),
+      new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign, true),
+      await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
+    ],
+  });
+  const caKeyPem = await keyPem(keys.privateKey);
+  return {
+    certPem: cert.toString('pem') + '\n',
+    keyPem: caKeyPem,
+    issue: (opts) => issue(cert, keys.privateKey, opts),
+  };
+}
+
+async function issue(ca: x509.X509Certificate, caKey: Key, opts: IssueOptions): Promise<KeyPairPem> {
+  const keys = (await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify']));
+  const now = Date.now();
+  const names = [
+    ...(opts.dnsNames ?? []).map((value) => ({ type: 'dns' as const, value })),
+    ...(opts.ipAddresses ?? []).map((value) => ({ type: 'ip' as const, value })),
+  ];
+  const extensions: x509.Extension[] = [
+    new x509.BasicConstraintsExtension(false, undefined, true),
+    new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.keyEncipherment, true),
+    new x509.ExtendedKeyUsageExtension([
+      opts.usage === 'server' ? x509.ExtendedKeyUsage.serverAuth : x509.ExtendedKeyUsage.clientAuth,
+    ]),
+    await x509.AuthorityKeyIdentifierExtension.create(ca),
+  ];
+  if (names.length > 0) extensions.push(new x509.SubjectAlternativeNameExtension(names));
+  const cert = await x509.X509CertificateGenerator.create({
+    serialNumber: serial(),
+    subject: subject(opts.commonName, opts.organizations),
+    issuer: ca.subject,
+    notBefore: new Date(now - 60_000),
+    notAfter: new Date(now + (opts.validDays ?? 365) * DAY_MS),
+    signingKey: caKey,
+    publicKey: keys.publicKey,
+    signingAlgorithm: ALG,
+    extensions,
+  });
+  return { certPem: cert.toString('pem') + '\n', keyPem: await keyPem(keys.privateKey) };
+}

@@ -1,0 +1,126 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { WorkQueue, type Outcome } from './queue.js';
+import { NotReadyError, TerminalError } from './errors.js';
+import type { Clock } from './timers.js';
+
+/** A clock whose timers fire only when the test advances it. */
+function manualClock(): Clock & { advance(ms: number): void; pending(): number[] } {
+  let now = 0;
+  let timers: { at: number; fn: () => void; id: number }[] = [];
+  let next = 0;
+  return {
+    now: () => now,
+    setTimeout(fn, ms) {
+      const id = next++;
+      timers.push({ at: now + ms, fn, id });
+      return id;
+    },
+    clearTimeout(id) {
+      timers = timers.filter((t) => t.id !== id);
+    },
+    advance(ms) {
+      now += ms;
+      const due = timers.filter((t) => t.at <= now);
+      timers = timers.filter((t) => t.at > now);
+      due.forEach((t) => t.fn());
+    },
+    pending: () => timers.map((t) => t.at - now).sort((a, b) => a - b),
+  };
+}
+
+const tick = (): Promise<void> => new Promise((r) => setImmediate(r));
+
+describe('WorkQueue', () => {
+  it('when a key is added twice before it runs, it should reconcile it once', async () => {
+    const seen: string[] = [];
+    const q = new WorkQueue({ name: 't', reconcile: async (k) => void seen.push(k) });
+    q.add('a');
+    q.add('a');
+    q.add('b');
+    await q.drained();
+    assert.deepEqual(seen, ['a', 'b']);
+  });
+
+  it('when a key is added while it runs, it should run it again afterwards and never twice at once', async () => {
+    let inFlight = 0;
+    let maxInFlight = 0;
+    let runs = 0;
+    let release!: () => void;
+    const q = new WorkQueue({
+      name: 't',
+      concurrency: 4,
+      reconcile: async () => {
+        inFlight++;
+        maxInFlight = Math.max(maxInFlight, inFlight);
+        runs++;
+        if (runs === 1) await new Promise<void>((r) => (release = r));
+        inFlight--;
+      },
+    });
+    q.add('a');
+    await tick();
+    q.add('a');
+    q.add('a');
+    release();
+    await q.drained();
+    assert.equal(runs, 2);
+    assert.equal(maxInFlight, 1);
+  });
+
+  it('when reconcile fails repeatedly, it should requeue with exponential backoff up to the cap', async () => {
+    const clock = manualClock();
+    const outcomes: Outcome[] = [];
+    const q = new WorkQueue({
+      name: 't',
+      clock,
+      baseBackoffMs: 100,
+      maxBackoffMs: 350,
+      reconcile: async () => {
+        throw new Error('boom');
+      },
+      onDone: (_k, o) => outcomes.push(o),
+    });
+    q.add('a');
+    const delays: number[] = [];
+    for (let i = 0; i < 4; i++) {
+      await q.drained();
+      delays.push(clock.pending()[0] ?? -1);
+      clock.advance(delays.at(-1) ?? 0);
+    }
+    assert.deepEqual(delays, [100, 200, 350, 350]);
+    assert.ok(outcomes.every((o) => o === 'error'));
+    await q.stop();
+  });
+
+  it('when reconcile throws a TerminalError, it should not retry', async () => {
+    const clock = manualClock();
+    const q = new WorkQueue({ name: 't', clock, reconcile: async () => Promise.reject(new TerminalError('bad spec', 'Invalid')) });
+    q.add('a');
+    await q.drained();
+    assert.deepEqual(clock.pending(), []);
+  });
+
+  it('when reconcile throws a NotReadyError, it should requeue after its delay without backoff', async () => {
+    const clock = manualClock();
+    const q = new WorkQueue({ name: 't', clock, reconcile: async () => Promise.reject(new NotReadyError('wait', 5000)) });
+    q.add('a');
+    await q.drained();
+    assert.deepEqual(clock.pending(), [5000]);
+    clock.advance(5000);
+    await q.drained();
+    assert.deepEqual(clock.pending(), [5000]);
+    await q.stop();
+  });
+
+  it('when reconcile asks for a requeue and the key is also delayed later, it should keep the earlier time', async () => {
+    const clock = manualClock();
+    const q = new WorkQueue({ name: 't', clock, reconcile: async () => ({ requeueAfterMs: 1000 }) });
+    q.add('a');
+    await q.drained();
+    q.addAfter('a', 9000);
+    assert.deepEqual(clock.pending(), [1000]);
+    await q.stop();
+    assert.deepEqual(clock.pending(), []);
+  });
+});

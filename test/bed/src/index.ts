@@ -1,0 +1,6 @@
+export { startCluster, writeKubeconfigSecret, kubeconfigFor, type Cluster, type ClusterOptions } from './cluster.js';
+export { installCrds, installKindlingCrds, installCapiCrds } from './install.js';
+export { testbedBinDir, testbedBinary, capiCrdDir } from './testbed.js';
+export { freePort } from './ports.js';
+export { treeRssBytes } from './memory.js';
+export { ManagedProcess } from './process.js';
