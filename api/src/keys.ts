@@ -127,7 +127,10 @@ export const SECRET_KEYS = {
   /** Token Secret: the inputs of the hash. Written by the nodepool-controller; read by the ignition-server
    * to generate the payload. `release` is the release image reference. */
   release: 'release',
-  /** Token Secret: the pool's config ConfigMaps' normalised contents, as JSON. Same writer and reader. */
+  /** Token Secret: the pool's config documents, normalised, as a JSON array: every YAML document of every
+   * data value of the referenced ConfigMaps (MachineConfig / KubeletConfig objects), parsed, sorted by kind
+   * then metadata.name, keys sorted. The config hash is computed over `release` and this. Written by the
+   * nodepool-controller; read by the ignition-server to render the payload. */
   config: 'config',
   /** Token Secret: `<namespace>/<name>` of the pool. Same writer and reader. */
   pool: 'pool',
