@@ -80,7 +80,7 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
   async #connect(relist = false): Promise<void> {
     if (this.#stopped) return;
     let failed = false;
-    const onFail = (): void => void (failed = true);
+    const onFail = (err: unknown): void => void (failed ||= (err as { name?: string } | undefined)?.name !== 'AbortError');
     this.#lw.on(k8s.ERROR, onFail);
     try {
       // ListWatch relists only when it has no resourceVersion (its 410 path); a watchdog relist needs that.
@@ -108,7 +108,8 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
   }
 
   #onError(err: unknown): void {
-    if (this.#stopped) return;
+    // ListWatch reports the abort of its own request (on stop, and at every restart) as an error.
+    if (this.#stopped || (err as { name?: string } | undefined)?.name === 'AbortError') return;
     this.#failures++;
     this.restarts++;
     const delay = Math.min(this.#opts.maxRestartDelayMs ?? 30_000, 250 * 2 ** Math.min(this.#failures - 1, 10));

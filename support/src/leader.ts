@@ -130,8 +130,9 @@ export function nextLeaseSpec(current: k8s.V1LeaseSpec | undefined, identity: st
   return {
     holderIdentity: identity,
     leaseDurationSeconds: Math.ceil(leaseDurationMs / 1000),
-    renewTime: new Date(now),
-    acquireTime: mine && acquireTime ? acquireTime : new Date(now),
+    renewTime: new k8s.V1MicroTime(now),
+    // Lease times are MicroTime on the wire (6 fractional digits); a plain Date would be refused.
+    acquireTime: new k8s.V1MicroTime(mine && acquireTime ? new Date(acquireTime).getTime() : now),
     // A takeover from another holder counts as a transition; a first acquisition or a renewal does not.
     leaseTransitions: leaseTransitions + (mine || !holder ? 0 : 1),
   };

@@ -78,6 +78,14 @@ export async function createCertificateAuthority(commonName: string, validDays =
   };
 }
 
+/** A CA from its PEM certificate and PKCS#8 key (e.g. a test-bed cluster's), to issue more certificates. */
+export async function loadCertificateAuthority(pair: KeyPairPem): Promise<CertificateAuthority> {
+  const cert = new x509.X509Certificate(pair.certPem);
+  const der = Buffer.from(pair.keyPem.replace(/-----[^-]+-----|\s/g, ''), 'base64');
+  const key = await webcrypto.subtle.importKey('pkcs8', der, ALG, true, ['sign']);
+  return { ...pair, issue: (opts) => issue(cert, key, opts) };
+}
+
 async function issue(ca: x509.X509Certificate, caKey: Key, opts: IssueOptions): Promise<KeyPairPem> {
   const keys = (await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify']));
   const now = Date.now();

@@ -7,7 +7,8 @@ export interface Clock {
 
 export const realClock: Clock = {
   now: () => Date.now(),
-  setTimeout: (fn, ms) => setTimeout(fn, ms),
+  // Timers alone never keep a process alive: servers and watches do that.
+  setTimeout: (fn, ms) => setTimeout(fn, ms).unref(),
   clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout),
 };
 
