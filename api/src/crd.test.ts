@@ -5,7 +5,8 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import * as k8s from '@kubernetes/client-node';
-import { startCluster, installKindlingCrds, type Cluster } from '../../test/bed/src/index.js';
+import { execFileSync } from 'node:child_process';
+import { startCluster, installKindlingCrds, testbedBinary, type Cluster } from '../../test/bed/src/index.js';
 import type { NodePool } from './nodepool.js';
 
 const NS = 'default';
@@ -116,5 +117,13 @@ describe('NodePool CRD on a real apiserver', () => {
     );
     const read = await objects.read<NodePool>({ apiVersion: 'kindling.dev/v1beta1', kind: 'NodePool', metadata: { name: 'scaled', namespace: NS } });
     assert.equal(read.spec.replicas, 7);
+  });
+
+  it('when kubectl lists pools by short name, it should show the printer columns', async () => {
+    await objects.create(pool('listed'));
+    const table = execFileSync(testbedBinary('kubectl'), ['--kubeconfig', cluster.kubeconfigPath, 'get', 'np', 'listed', '-n', NS], { encoding: 'utf8' });
+    const [header, row] = table.trim().split('\n');
+    assert.deepEqual(header?.split(/\s+/), ['NAME', 'CLUSTER', 'DESIRED', 'CURRENT', 'VERSION', 'UPDATINGVERSION', 'UPDATINGCONFIG', 'MESSAGE', 'AGE']);
+    assert.match(row ?? '', /^listed\s+guest\s+2\s/);
   });
 });
