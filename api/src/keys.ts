@@ -29,7 +29,8 @@ export const LABELS = {
   /** Marks a Secret as user-data (CAPI bootstrap data). Written by the nodepool-controller; read by it for
    * garbage collection of user-data nothing references any more. */
   userDataSecret: 'kindling.dev/user-data-secret',
-  /** Config hash of a token/user-data Secret. Written by the nodepool-controller; read by the ignition-server. */
+  /** Config hash of a token/user-data Secret. Written by the nodepool-controller; read by the ignition-server.
+   * Also on a guest payload Secret: written by the inplace-upgrader, read by it to know the Secret is current. */
   configHash: 'kindling.dev/config-hash',
   /** Namespace label for the guest namespace holding agent Pods and payload Secrets (Pod Security "privileged").
    * Written by the inplace-upgrader; read by the guest apiserver's pod-security admission. */
@@ -45,6 +46,12 @@ export const LABELS = {
   /** Guest Node: the zone used to spread in-place updates. Written by the host (kubelet / local provider);
    * read by the inplace-upgrader. */
   zone: 'topology.kubernetes.io/zone',
+  /** Marks an agent Pod ("true") in a guest cluster. Written by the inplace-upgrader on the Pods it creates;
+   * read by the drainer (never evicts the agent that asked for the drain) and by the upgrader (clean-up). */
+  agentPod: 'kindling.dev/agent',
+  /** Marks a payload Secret ("true") in a guest cluster. Written by the inplace-upgrader; read by it for
+   * clean-up (the agent reads its Secret by name). */
+  payloadSecret: 'kindling.dev/payload',
 } as const;
 
 export const ANNOTATIONS = {

@@ -7,6 +7,11 @@ import { join } from 'node:path';
 import { CRD_DIR } from '../../api/src/crd.js';
 import { defineCommand, type Command } from './command.js';
 import { VERSION } from './version.js';
+import { nodePoolControllerCommand } from '../../nodepool-controller/src/command.js';
+import { ignitionServerCommand, releaseCommand } from '../../ignition-server/src/command.js';
+import { drainerCommand } from '../../drainer/src/command.js';
+import { inplaceUpgraderCommand } from '../../inplace-upgrader/src/command.js';
+import { agentCommand } from '../../inplace-upgrader/src/agent/command.js';
 
 const version = defineCommand({
   name: 'version',
@@ -30,4 +35,4 @@ const crds = defineCommand({
   },
 });
 
-export const COMMANDS: readonly Command[] = [version, crds];
+export const COMMANDS: readonly Command[] = [version, crds, nodePoolControllerCommand, drainerCommand, inplaceUpgraderCommand, agentCommand, ignitionServerCommand, releaseCommand];

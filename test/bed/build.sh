@@ -40,6 +40,19 @@ if [ ! -x "$bin/kwok" ]; then
   log "built kwok in $((SECONDS - start)) s"
 fi
 
+# The Cluster API core manager, from its own wrapper module (capi/), cached apart so a Kubernetes bump and a
+# Cluster API bump rebuild only what changed. $bin/capi-manager links to the current build.
+capikey="$(cat "$here/versions.env" "$here/capi/go.mod" "$here/capi/go.sum" | sha256sum | cut -c1-12)"
+capibin="${KINDLING_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kindling}/capi-$CLUSTER_API_VERSION-$capikey"
+if [ ! -x "$capibin/capi-manager" ]; then
+  log "building Cluster API core manager $CLUSTER_API_VERSION…"; start=$SECONDS
+  mkdir -p "$capibin"
+  (cd "$here/capi" && go build -trimpath -ldflags "-s -w" -o "$capibin/.capi-manager.tmp" sigs.k8s.io/cluster-api/core)
+  mv "$capibin/.capi-manager.tmp" "$capibin/capi-manager"
+  log "built capi-manager in $((SECONDS - start)) s"
+fi
+ln -sfn "$capibin/capi-manager" "$bin/capi-manager"
+
 # The real Cluster API CRDs, taken from the published module (v1.14 keeps them under core/config/crd/bases).
 if [ ! -f "$cache/crds/cluster-api/.complete" ]; then
   dir="$(cd "$here/go" && GOFLAGS= go mod download -json "sigs.k8s.io/cluster-api@$CLUSTER_API_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
@@ -48,5 +61,12 @@ if [ ! -f "$cache/crds/cluster-api/.complete" ]; then
   chmod -R u+w "$cache/crds/cluster-api"
   touch "$cache/crds/cluster-api/.complete"
   log "copied Cluster API $CLUSTER_API_VERSION CRDs"
+fi
+# Its admission webhooks, registered against the local manager by the harness (rewritten to a loopback URL).
+if [ ! -f "$cache/crds/cluster-api-webhooks.yaml" ]; then
+  dir="$(cd "$here/go" && GOFLAGS= go mod download -json "sigs.k8s.io/cluster-api@$CLUSTER_API_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+  cp "$dir/core/config/webhook/manifests.yaml" "$cache/crds/.cluster-api-webhooks.yaml.tmp"
+  chmod u+w "$cache/crds/.cluster-api-webhooks.yaml.tmp"
+  mv "$cache/crds/.cluster-api-webhooks.yaml.tmp" "$cache/crds/cluster-api-webhooks.yaml"
 fi
 echo "$bin"

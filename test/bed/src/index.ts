@@ -4,3 +4,4 @@ export { testbedBinDir, testbedBinary, capiCrdDir } from './testbed.js';
 export { freePort } from './ports.js';
 export { treeRssBytes } from './memory.js';
 export { ManagedProcess } from './process.js';
+export { startCapiManager, loopbackWebhooks, type CapiManager } from './capi.js';

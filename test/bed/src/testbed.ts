@@ -19,7 +19,7 @@ export function testbedBinDir(): string {
   return dir;
 }
 
-export function testbedBinary(name: 'etcd' | 'kube-apiserver' | 'kube-controller-manager' | 'kubectl' | 'kwok'): string {
+export function testbedBinary(name: 'etcd' | 'kube-apiserver' | 'kube-controller-manager' | 'kubectl' | 'kwok' | 'capi-manager'): string {
   return join(testbedBinDir(), name);
 }
 

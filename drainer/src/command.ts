@@ -1,0 +1,36 @@
+/** `kindling drainer`: the central drainer, one replica leading. */
+import { defineCommand, type Command } from '../../cli/src/command.js';
+import { COMPONENT_FLAGS, runComponent } from '../../support/src/component.js';
+import { Drainer } from './drainer.js';
+
+export const drainerCommand: Command = defineCommand({
+  name: 'drainer',
+  summary: 'Cordon, drain (Eviction API) and uncordon guest Nodes on request (desiredDrain/lastAppliedDrain).',
+  flags: {
+    ...COMPONENT_FLAGS,
+    defaultDrainTimeout: { type: 'duration', default: 0, help: "Drain timeout when the node's MachineSet sets none (0: wait forever)" },
+    workers: { type: 'int', default: 16, help: 'Nodes reconciled at once' },
+    evictionConcurrency: { type: 'int', default: 16, help: 'Evictions in flight at once per drain' },
+  },
+  async run(config) {
+    await runComponent({
+      name: 'kindling-drainer',
+      config,
+      start: () => Promise.resolve([]),
+      async lead(ctx) {
+        const drainer = new Drainer({
+          kubeConfig: ctx.kubeConfig,
+          log: ctx.log,
+          registry: ctx.registry,
+          queueMetrics: ctx.queueMetrics,
+          defaultDrainTimeoutMs: config.defaultDrainTimeout,
+          workers: config.workers,
+          evictionConcurrency: config.evictionConcurrency,
+        });
+        await drainer.start();
+        return () => drainer.stop();
+      },
+    });
+    return 0;
+  },
+});

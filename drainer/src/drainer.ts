@@ -1,0 +1,296 @@
+/**
+ * The central drainer (management cluster, never on nodes). For every guest cluster it watches Nodes; a Node
+ * whose desiredDrain differs from lastAppliedDrain is drained (cordon, evict through the Eviction API, wait)
+ * or uncordoned, and lastAppliedDrain is written only once that is done. A drain is level-based and
+ * non-blocking: each reconcile cordons if needed, lists the node's pods, evicts those whose backoff passed
+ * and requeues, so one slow PDB never holds a worker and a restarted drainer simply carries on.
+ */
+import * as k8s from '@kubernetes/client-node';
+import { Gauge, Histogram, type Registry } from 'prom-client';
+import { CAPI_API_VERSION, CAPI_GROUP, type Machine, type MachineSet } from '../../api/src/capi.js';
+import { LABELS } from '../../api/src/keys.js';
+import { ResilientInformer } from '../../support/src/informer.js';
+import type { Logger } from '../../support/src/logger.js';
+import type { QueueMetrics } from '../../support/src/metrics.js';
+import { WorkQueue, type ReconcileResult } from '../../support/src/queue.js';
+import { realClock, type Clock } from '../../support/src/timers.js';
+import { formatDuration } from '../../support/src/config.js';
+import { GuestClusters, type GuestCluster } from './guest-clusters.js';
+import { Evictor } from './evict.js';
+import { cordonPatch, DRAIN_STARTED_AT, drainedPatch, drainFailedPatch, drainRequest, drainTimeoutMs, planEvictions, podList, uncordonPatch } from './plan.js';
+
+export interface DrainerOptions {
+  kubeConfig: k8s.KubeConfig;
+  log: Logger;
+  registry: Registry;
+  queueMetrics?: QueueMetrics;
+  /** Drain timeout when the node's MachineSet/Machine says nothing (0: none). */
+  defaultDrainTimeoutMs: number;
+  /** Evictions in flight at once, per drain. */
+  evictionConcurrency?: number;
+  /** Nodes reconciled at once. */
+  workers?: number;
+  clock?: Clock;
+}
+
+interface Session {
+  cluster: GuestCluster;
+  core: k8s.CoreV1Api;
+  nodes: ResilientInformer<k8s.V1Node>;
+}
+
+interface DrainerMetrics {
+  inProgress: Set<string>;
+  duration: Histogram<'result'>;
+}
+
+const nodeKey = (clusterKey: string, node: string): string => `${clusterKey}/${node}`;
+function parseKey(key: string): { clusterKey: string; node: string } {
+  const i = key.lastIndexOf('/');
+  return { clusterKey: key.slice(0, i), node: key.slice(i + 1) };
+}
+
+function capiInformer<T extends k8s.KubernetesObject>(kc: k8s.KubeConfig, plural: string, log: Logger): ResilientInformer<T> {
+  const api = kc.makeApiClient(k8s.CustomObjectsApi);
+  const [, version] = CAPI_API_VERSION.split('/') as [string, string];
+  return new ResilientInformer<T>({
+    kubeConfig: kc,
+    path: `/apis/${CAPI_GROUP}/${version}/${plural}`,
+    list: async () => (await api.listClusterCustomObject({ group: CAPI_GROUP, version, plural })) as k8s.KubernetesListObject<T>,
+    log,
+    onEvent: () => undefined,
+  });
+}
+
+export class Drainer {
+  readonly queue: WorkQueue;
+  #opts: DrainerOptions;
+  #clock: Clock;
+  #log: Logger;
+  #clusters: GuestClusters<Session>;
+  #machines: ResilientInformer<Machine & k8s.KubernetesObject>;
+  #machineSets: ResilientInformer<MachineSet & k8s.KubernetesObject>;
+  #evictor: Evictor;
+  #metrics: DrainerMetrics;
+
+  constructor(opts: DrainerOptions) {
+    this.#opts = opts;
+    this.#clock = opts.clock ?? realClock;
+    this.#log = opts.log;
+    this.#metrics = createMetrics(opts.registry);
+    this.#evictor = new Evictor({ log: opts.log, clock: this.#clock, concurrency: opts.evictionConcurrency ?? 16, registry: opts.registry });
+    this.queue = new WorkQueue({
+      name: 'drainer',
+      concurrency: opts.workers ?? 16,
+      clock: this.#clock,
+      reconcile: (key) => this.#reconcile(key),
+      onDone: (key, outcome, ms, err) => {
+        opts.queueMetrics?.observe('drainer', outcome, ms);
+        if (outcome === 'error') this.#log.warn({ err, node: key }, 'Drain reconcile failed: retrying with backoff');
+      },
+    });
+    opts.queueMetrics?.watch(this.queue);
+    this.#machines = capiInformer(opts.kubeConfig, 'machines', opts.log);
+    this.#machineSets = capiInformer(opts.kubeConfig, 'machinesets', opts.log);
+    this.#clusters = new GuestClusters<Session>({
+      kubeConfig: opts.kubeConfig,
+      log: opts.log,
+      create: (cluster) => this.#createSession(cluster),
+      start: (s) => s.nodes.start(),
+      close: (s) => s.nodes.stop(),
+      onOpened: (cluster) => this.#clusters.get(cluster.key)?.nodes.list().forEach((n) => this.#enqueue(cluster.key, n)),
+    });
+  }
+
+  async start(): Promise<void> {
+    await Promise.all([this.#machines.start(), this.#machineSets.start()]);
+    await this.#clusters.start();
+  }
+
+  async stop(): Promise<void> {
+    await this.queue.stop();
+    await Promise.all([this.#clusters.stop(), this.#machines.stop(), this.#machineSets.stop()]);
+  }
+
+  #createSession(cluster: GuestCluster): Session {
+    const core = cluster.kubeConfig.makeApiClient(k8s.CoreV1Api);
+    const nodes = new ResilientInformer<k8s.V1Node>({
+      kubeConfig: cluster.kubeConfig,
+      path: '/api/v1/nodes',
+      list: () => core.listNode(),
+      log: cluster.log,
+      onEvent: (node, event) => (event === 'delete' ? this.#forget(nodeKey(cluster.key, node.metadata?.name ?? '')) : this.#enqueue(cluster.key, node)),
+    });
+    return { cluster, core, nodes };
+  }
+
+  #enqueue(clusterKey: string, node: k8s.V1Node): void {
+    const key = nodeKey(clusterKey, node.metadata?.name ?? '');
+    if (drainRequest(node).kind === 'none' && !this.#metrics.inProgress.has(key)) return;
+    this.queue.add(key);
+  }
+
+  #forget(key: string): void {
+    this.#metrics.inProgress.delete(key);
+    this.queue.forget(key);
+  }
+
+  async #reconcile(key: string): Promise<ReconcileResult | void> {
+    const { clusterKey, node: name } = parseKey(key);
+    const session = this.#clusters.get(clusterKey);
+    // Not open (yet): onOpened enqueues every node of the cluster once its informers are synced.
+    if (!session) return;
+    const node = session.nodes.get(name);
+    if (!node) return this.#forget(key);
+    const log = session.cluster.log.child({ node: name });
+    const request = drainRequest(node);
+    switch (request.kind) {
+      case 'drain':
+        return this.#drain(session, node, request.value, log);
+      case 'uncordon':
+        return this.#uncordon(session, node, request.value, log);
+      case 'invalid':
+        log.warn({ desiredDrain: request.value }, 'desiredDrain is neither drain-<hash> nor uncordon-<hash>: ignored');
+        return;
+      default:
+        this.#metrics.inProgress.delete(key);
+        return;
+    }
+  }
+
+  async #drain(session: Session, node: k8s.V1Node, value: string, log: Logger): Promise<ReconcileResult | void> {
+    const name = node.metadata?.name ?? '';
+    const current = await this.#cordon(session, node, value, log);
+    const startedAt = startedAtOf(current, this.#clock.now());
+    const pods = (await session.core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${name}` })).items;
+    const plan = planEvictions(pods);
+    const target = { session, node: current, value, log };
+    if (plan.evict.length === 0 && plan.waitFor.length === 0) return this.#drained(target, startedAt, plan.skipped.length);
+    const timeoutMs = drainTimeoutMs({ ...this.#capiObjectsOf(session.cluster, name), defaultMs: this.#opts.defaultDrainTimeoutMs });
+    const untilDeadline = timeoutMs > 0 ? timeoutMs - (this.#clock.now() - startedAt) : Infinity;
+    if (untilDeadline <= 0) return this.#giveUp(target, { timeoutMs, startedAt, left: [...plan.evict, ...plan.waitFor] });
+    const retryInMs = await this.#evictor.evictAll(session.core, plan.evict, log);
+    return { requeueAfterMs: Math.min(retryInMs, Math.max(untilDeadline, 10)) };
+  }
+
+  async #drained(target: { session: Session; node: k8s.V1Node; value: string; log: Logger }, startedAt: number, skipped: number): Promise<void> {
+    const { session, node, value, log } = target;
+    const name = node.metadata?.name ?? '';
+    await patchNode(session.core, name, drainedPatch(value));
+    this.#finish(nodeKey(session.cluster.key, name), startedAt, 'success');
+    log.info({ desiredDrain: value, skipped }, 'Drained');
+    await this.#event(session, node, { type: 'Normal', reason: 'Drained', message: `Drained for ${value}` }, log);
+  }
+
+  /** Cordons (if not yet) and returns the node as it is now. */
+  async #cordon(session: Session, node: k8s.V1Node, value: string, log: Logger): Promise<k8s.V1Node> {
+    const name = node.metadata?.name ?? '';
+    this.#metrics.inProgress.add(nodeKey(session.cluster.key, name));
+    const cordon = cordonPatch(node, new Date(this.#clock.now()));
+    if (!cordon) return node;
+    const patched = await patchNode(session.core, name, cordon);
+    log.info({ desiredDrain: value }, 'Cordoned: draining');
+    return patched;
+  }
+
+  async #giveUp(
+    target: { session: Session; node: k8s.V1Node; value: string; log: Logger },
+    why: { timeoutMs: number; startedAt: number; left: k8s.V1Pod[] },
+  ): Promise<void> {
+    const { session, node, value, log } = target;
+    const name = node.metadata?.name ?? '';
+    const refusals = this.#evictor.refusals(why.left);
+    const message =
+      `nodeDrainTimeout ${formatDuration(why.timeoutMs)} reached with ${why.left.length} pod(s) not evicted: ${podList(why.left)}` +
+      (refusals ? ` (last refusal: ${refusals})` : '');
+    await patchNode(session.core, name, drainFailedPatch(value, message));
+    this.#finish(nodeKey(session.cluster.key, name), why.startedAt, 'timeout');
+    log.warn({ desiredDrain: value, message }, 'Drain failed: gave up');
+    await this.#event(session, node, { type: 'Warning', reason: 'DrainFailed', message }, log);
+  }
+
+  async #uncordon(session: Session, node: k8s.V1Node, value: string, log: Logger): Promise<void> {
+    const name = node.metadata?.name ?? '';
+    const patch = uncordonPatch(node, value);
+    await patchNode(session.core, name, patch);
+    this.#metrics.inProgress.delete(nodeKey(session.cluster.key, name));
+    const kept = patch.spec === undefined && node.spec?.unschedulable === true;
+    const message = kept ? `Left cordoned for ${value}: it was cordoned before the drain` : `Uncordoned for ${value}`;
+    log.info({ desiredDrain: value, keptCordon: kept }, message);
+    await this.#event(session, node, { type: 'Normal', reason: kept ? 'CordonKept' : 'Uncordoned', message }, log);
+  }
+
+  #finish(key: string, startedAt: number, result: 'success' | 'timeout'): void {
+    this.#metrics.inProgress.delete(key);
+    this.#metrics.duration.observe({ result }, Math.max(0, this.#clock.now() - startedAt) / 1000);
+  }
+
+  /** The node's Machine (status.nodeRef, same Cluster) and its MachineSet (label set-name). */
+  #capiObjectsOf(cluster: GuestCluster, node: string): { machine?: Machine; machineSet?: MachineSet } {
+    const machine = this.#machines
+      .list(cluster.namespace)
+      .find((m) => m.spec.clusterName === cluster.name && m.status?.nodeRef?.name === node);
+    const setName = machine?.metadata.labels?.[LABELS.capiSetName];
+    const machineSet = setName ? this.#machineSets.get(setName, cluster.namespace) : undefined;
+    return { machine, machineSet };
+  }
+
+  async #event(session: Session, node: k8s.V1Node, e: { type: string; reason: string; message: string }, log: Logger): Promise<void> {
+    const now = new Date(this.#clock.now());
+    try {
+      await session.core.createNamespacedEvent({
+        namespace: 'default',
+        body: {
+          metadata: { generateName: `${node.metadata?.name}.` },
+          involvedObject: { apiVersion: 'v1', kind: 'Node', name: node.metadata?.name, uid: node.metadata?.uid },
+          type: e.type,
+          reason: e.reason,
+          message: e.message,
+          source: { component: 'kindling-drainer' },
+          reportingComponent: 'kindling-drainer',
+          reportingInstance: 'kindling-drainer',
+          firstTimestamp: now,
+          lastTimestamp: now,
+          count: 1,
+        },
+      });
+    } catch (err) {
+      // An Event is a courtesy: the annotation carries the outcome.
+      log.warn({ err }, 'Failed to record an Event');
+    }
+  }
+}
+
+function startedAtOf(node: k8s.V1Node, now: number): number {
+  const at = Date.parse(node.metadata?.annotations?.[DRAIN_STARTED_AT] ?? '');
+  return Number.isNaN(at) ? now : at;
+}
+
+/** Merge patch of a Node: annotations only ever name the drainer's own keys. */
+async function patchNode(core: k8s.CoreV1Api, name: string, body: object): Promise<k8s.V1Node> {
+  try {
+    return await core.patchNode({ name, body }, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch));
+  } catch (err) {
+    throw new Error(`failed to patch Node ${name}`, { cause: err });
+  }
+}
+
+function createMetrics(registry: Registry): DrainerMetrics {
+  const inProgress = new Set<string>();
+  new Gauge({
+    name: 'kindling_drainer_drains_in_progress',
+    help: 'Nodes being drained right now (cordoned, pods still to go).',
+    registers: [registry],
+    collect() {
+      this.set(inProgress.size);
+    },
+  });
+  const duration = new Histogram({
+    name: 'kindling_drainer_drain_duration_seconds',
+    help: 'Time from cordon to drained (success) or to giving up (timeout).',
+    labelNames: ['result'],
+    buckets: [0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800],
+    registers: [registry],
+  });
+  return { inProgress, duration };
+}

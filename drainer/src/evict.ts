@@ -1,0 +1,126 @@
+/**
+ * Evictions through the Eviction API (policy/v1), many at once. A 429 (a PodDisruptionBudget allows no
+ * disruption now, or the apiserver throttles) is not an error: the pod is retried after a per-pod backoff,
+ * and the last refusal is remembered so a drain that gives up can say why.
+ */
+import type * as k8s from '@kubernetes/client-node';
+import { Counter, type Registry } from 'prom-client';
+import { statusCode } from '../../support/src/errors.js';
+import type { Logger } from '../../support/src/logger.js';
+import type { Clock } from '../../support/src/timers.js';
+
+export interface EvictorOptions {
+  log: Logger;
+  clock: Clock;
+  concurrency: number;
+  registry: Registry;
+  baseBackoffMs?: number;
+  maxBackoffMs?: number;
+}
+
+interface Backoff {
+  failures: number;
+  nextAt: number;
+  lastRefusal: string;
+}
+
+/** How often to look again at a drain whose evictions all went through (waiting for pods to go). */
+const POLL_MS = 250;
+/** How often at most to look again at a drain that waits only on backoffs. */
+const IDLE_POLL_MS = 1000;
+
+export type EvictionResult = 'evicted' | 'gone' | 'refused_pdb' | 'throttled' | 'error' | 'backing_off';
+
+/** Message of a Status body, when client-node kept one. */
+function statusMessage(err: unknown): string {
+  const body = (err as { body?: unknown }).body;
+  try {
+    const parsed = (typeof body === 'string' ? JSON.parse(body) : body) as { message?: string } | undefined;
+    return parsed?.message ?? String(err);
+  } catch {
+    return String(err);
+  }
+}
+
+export class Evictor {
+  #opts: Required<EvictorOptions>;
+  #backoff = new Map<string, Backoff>();
+  #total: Counter<'result'>;
+
+  constructor(opts: EvictorOptions) {
+    this.#opts = { baseBackoffMs: 250, maxBackoffMs: 5_000, ...opts };
+    this.#total = new Counter({
+      name: 'kindling_drainer_evictions_total',
+      help: 'Eviction requests by result: evicted, gone, refused_pdb (429 from a PodDisruptionBudget), throttled (other 429), error.',
+      labelNames: ['result'],
+      registers: [opts.registry],
+    });
+  }
+
+  /** Evicts every pod whose backoff has passed; resolves with how soon the drain should look again. */
+  async evictAll(core: k8s.CoreV1Api, pods: readonly k8s.V1Pod[], log: Logger): Promise<number> {
+    const now = this.#opts.clock.now();
+    this.#prune(now);
+    const due = pods.filter((p) => (this.#backoff.get(p.metadata?.uid ?? '')?.nextAt ?? 0) <= now);
+    const queue = [...due];
+    const results: EvictionResult[] = [];
+    const worker = async (): Promise<void> => {
+      for (let pod = queue.shift(); pod; pod = queue.shift()) results.push(await this.#evict(core, pod, log));
+    };
+    await Promise.all(Array.from({ length: Math.min(this.#opts.concurrency, queue.length) }, worker));
+    if (results.some((r) => r === 'evicted' || r === 'gone')) return POLL_MS;
+    const waits = pods.map((p) => (this.#backoff.get(p.metadata?.uid ?? '')?.nextAt ?? now) - this.#opts.clock.now());
+    return Math.max(50, Math.min(IDLE_POLL_MS, ...waits.filter((w) => w > 0)));
+  }
+
+  /** The last refusals of these pods, for a failure message. */
+  refusals(pods: readonly k8s.V1Pod[]): string {
+    const seen = new Set(pods.flatMap((p) => {
+      const refusal = this.#backoff.get(p.metadata?.uid ?? '')?.lastRefusal;
+      return refusal ? [refusal] : [];
+    }));
+    return [...seen].slice(0, 2).join('; ');
+  }
+
+  async #evict(core: k8s.CoreV1Api, pod: k8s.V1Pod, log: Logger): Promise<EvictionResult> {
+    const { name = '', namespace = '', uid = '' } = pod.metadata ?? {};
+    try {
+      await core.createNamespacedPodEviction({
+        name,
+        namespace,
+        body: { apiVersion: 'policy/v1', kind: 'Eviction', metadata: { name, namespace }, deleteOptions: { preconditions: { uid } } },
+      });
+      this.#backoff.delete(uid);
+      return this.#count('evicted');
+    } catch (err) {
+      return this.#count(this.#refused(err, { uid, pod: `${namespace}/${name}`, log }));
+    }
+  }
+
+  #refused(err: unknown, ctx: { uid: string; pod: string; log: Logger }): EvictionResult {
+    const code = statusCode(err);
+    // Gone already, or replaced by a pod of the same name (the UID precondition failed): nothing to evict.
+    if (code === 404 || code === 409) {
+      this.#backoff.delete(ctx.uid);
+      return 'gone';
+    }
+    const message = statusMessage(err);
+    const previous = this.#backoff.get(ctx.uid);
+    const failures = (previous?.failures ?? 0) + 1;
+    const delay = Math.min(this.#opts.maxBackoffMs, this.#opts.baseBackoffMs * 2 ** (failures - 1));
+    this.#backoff.set(ctx.uid, { failures, nextAt: this.#opts.clock.now() + delay, lastRefusal: `${ctx.pod}: ${message}` });
+    if (code === 429) return /disruption budget/i.test(message) ? 'refused_pdb' : 'throttled';
+    ctx.log.warn({ err, pod: ctx.pod, retryInMs: delay }, 'Eviction failed: retrying');
+    return 'error';
+  }
+
+  /** Pods that went away some other way leave their backoff behind: forget those idle for long. */
+  #prune(now: number): void {
+    for (const [uid, b] of this.#backoff) if (now - b.nextAt > 600_000) this.#backoff.delete(uid);
+  }
+
+  #count(result: EvictionResult): EvictionResult {
+    this.#total.inc({ result });
+    return result;
+  }
+}

@@ -1,0 +1,254 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer, type Server } from 'node:http';
+import { connect, type AddressInfo } from 'node:net';
+import { SignJWT } from 'jose';
+import request from 'supertest';
+import { createLogger } from '../../support/src/logger.js';
+import { createApp, type AppDeps } from './app.js';
+import { createTokenAuthority, type TokenAuthority } from './tokens.js';
+import { TokenIndex, type TokenSecret, type TokenSecretEntry } from './token-index.js';
+import { payloadBytes, type Payload } from './payload/store.js';
+import { ecKeyPem, manualClock, memoryDestination } from './testing.js';
+
+const POOL = 'clusters/workers';
+const HASH = 'abc123';
+const ACCEPT = 'application/vnd.coreos.ignition+json;version=3.3.0, */*;q=0.1';
+const PAYLOAD: Payload = { key: 'a'.repeat(64), minVersion: '3.0.0', tail: Buffer.from('"},"storage":{"files":[{"path":"/etc/secret-payload-marker","contents":{"source":"data:,x"}}]}}') };
+const MARKER = 'secret-payload-marker';
+
+interface Harness {
+  app: ReturnType<typeof createApp>;
+  clock: ReturnType<typeof manualClock>;
+  authority: TokenAuthority;
+  index: TokenIndex;
+  logs: string[];
+  served: TokenSecretEntry[];
+  missing: TokenSecretEntry[];
+  secret(name: string, over?: Partial<TokenSecret>): Promise<{ token: string; entry: TokenSecretEntry }>;
+}
+
+async function harness(): Promise<Harness> {
+  const clock = manualClock();
+  const authority = await createTokenAuthority(ecKeyPem(), clock);
+  const index = new TokenIndex();
+  const dest = memoryDestination();
+  const served: TokenSecretEntry[] = [];
+  const missing: TokenSecretEntry[] = [];
+  const payloads = new Map([[PAYLOAD.key, PAYLOAD]]);
+  const deps: AppDeps = {
+    authority,
+    tokens: index,
+    payloads: { peek: (k) => payloads.get(k), lookup: (k) => Promise.resolve(payloads.get(k)) },
+    onServed: (e) => void served.push(e),
+    onPayloadMissing: (e) => void missing.push(e),
+    log: createLogger({ name: 'test', destination: dest }),
+    now: () => clock.now(),
+  };
+  return {
+    app: createApp(deps),
+    clock,
+    authority,
+    index,
+    logs: dest.lines,
+    served,
+    missing,
+    async secret(name, over = {}) {
+      const { token } = await authority.mint({ pool: over.pool ?? POOL, hash: over.hash ?? HASH, ttlMs: 3_600_000 });
+      const entry = index.upsert({ key: `clusters/${name}`, namespace: 'clusters', name, uid: name, pool: POOL, hash: HASH, release: 'r', config: '[]', token, resourceVersion: '1', ...over });
+      entry.payload = { state: 'ready', key: PAYLOAD.key };
+      return { token, entry };
+    },
+  };
+}
+
+describe('GET /ignition', () => {
+  let h: Harness;
+  before(async () => (h = await harness()));
+
+  it('when the token is valid and the payload ready, it should serve the payload at the highest version the client accepts', async () => {
+    const { token, entry } = await h.secret('ok');
+    const res = await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`).set('NodePool', POOL).set('TargetConfigVersionHash', HASH).set('Accept', ACCEPT);
+    assert.equal(res.status, 200);
+    assert.equal(res.headers['content-type'], 'application/vnd.coreos.ignition+json;version=3.3.0');
+    assert.deepEqual(Buffer.from(res.text), payloadBytes(PAYLOAD, '3.3.0'));
+    assert.deepEqual(h.served, [entry]);
+    const again = await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`).set('Accept', 'application/vnd.coreos.ignition+json;version=3.1.0');
+    assert.equal(again.status, 200);
+    assert.match(again.text, /"version":"3\.1\.0"/);
+    assert.equal(h.served.length, 1, 'the first fetch is recorded once');
+  });
+
+  it('when the bearer token is missing, garbled, forged or expired, it should answer 401 without echoing it', async () => {
+    const { token } = await h.secret('auth');
+    const forger = await createTokenAuthority(ecKeyPem(), h.clock);
+    const forged = (await forger.mint({ pool: POOL, hash: HASH, ttlMs: 3_600_000 })).token;
+    const cases: [string | undefined, string][] = [
+      [undefined, 'missing'],
+      [`Basic ${Buffer.from('a:b').toString('base64')}`, 'basic'],
+      ['Bearer', 'empty'],
+      [`Bearer ${token} extra`, 'two words'],
+      [`Bearer not-a-jwt`, 'garbled'],
+      [`Bearer ${forged}`, 'forged'],
+      [`Bearer ${token.slice(0, -4)}AAAA`, 'bad signature'],
+    ];
+    for (const [auth, what] of cases) {
+      let r = request(h.app).get('/ignition');
+      if (auth !== undefined) r = r.set('Authorization', auth);
+      const res = await r;
+      assert.equal(res.status, 401, what);
+      assert.equal(res.headers['www-authenticate'], 'Bearer realm="ignition"');
+      assert.ok(!res.text.includes(token.slice(20)) && !res.text.includes(forged.slice(20)), `${what}: body echoes nothing`);
+    }
+    h.clock.advance(3_600_000);
+    const expired = await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`);
+    assert.equal(expired.status, 401);
+    assert.equal(expired.text, 'invalid or expired token\n');
+  });
+
+  it('when the token Secret was deleted or its expiry annotation passed, it should answer 401', async () => {
+    const { token, entry } = await h.secret('revoked');
+    assert.equal((await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`)).status, 200);
+    h.index.remove(entry.secret.key);
+    assert.equal((await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`)).status, 401);
+    const { token: t2 } = await h.secret('expiring', { expiresAtMs: h.clock.now() + 1000 });
+    assert.equal((await request(h.app).get('/ignition').set('Authorization', `Bearer ${t2}`)).status, 200);
+    h.clock.advance(1000);
+    assert.equal((await request(h.app).get('/ignition').set('Authorization', `Bearer ${t2}`)).status, 401);
+  });
+
+  it('when a valid token is presented for a Secret of another pool or hash, it should answer 401', async () => {
+    const { token } = await h.secret('mismatch', { pool: 'clusters/other' });
+    // The JWT says clusters/other, the Secret says clusters/other too, but the index was fed a different hash.
+    h.index.upsert({ ...(h.index.find(token, h.clock.now())?.secret as TokenSecret), hash: 'different' });
+    assert.equal((await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`)).status, 401);
+  });
+
+  it('when the NodePool or TargetConfigVersionHash header names another pool or hash, it should answer 403', async () => {
+    const { token } = await h.secret('cross');
+    const other = await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`).set('NodePool', 'clusters/other');
+    assert.equal(other.status, 403);
+    assert.ok(!other.text.includes(MARKER));
+    assert.equal((await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`).set('TargetConfigVersionHash', 'zzz')).status, 403);
+  });
+
+  it('when the payload is pending, failed, or gone from memory and disk, it should answer 511', async () => {
+    const { token, entry } = await h.secret('pending');
+    entry.payload = { state: 'pending' };
+    assert.equal((await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`)).status, 511);
+    entry.payload = { state: 'failed', reason: 'InvalidConfig', message: 'bad' };
+    const failed = await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`);
+    assert.equal(failed.status, 511);
+    assert.match(failed.text, /InvalidConfig/);
+    entry.payload = { state: 'ready', key: 'b'.repeat(64) };
+    assert.equal((await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`)).status, 511);
+    assert.deepEqual(h.missing, [entry]);
+  });
+
+  it('when the client accepts no spec version the payload fits, it should answer 406', async () => {
+    const { token } = await h.secret('old-client');
+    assert.equal((await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`).set('Accept', 'application/vnd.coreos.ignition+json;version=2.2.0')).status, 406);
+  });
+
+  it('when another path or method is asked for, it should answer 404 whatever the token', async () => {
+    const { token } = await h.secret('paths');
+    for (const path of ['/', '/ignition/', '/ignitionx', '/config/worker', '/healthz']) {
+      assert.equal((await request(h.app).get(path).set('Authorization', `Bearer ${token}`)).status, 404, path);
+    }
+    assert.equal((await request(h.app).post('/ignition').set('Authorization', `Bearer ${token}`)).status, 404);
+    assert.equal((await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`).set('Content-Length', '100000').send('x'.repeat(100000))).status, 413);
+  });
+
+  it('when requests are logged, it should give the pool and status and never a token', async () => {
+    const { token } = await h.secret('logged');
+    await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`);
+    await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`).set('NodePool', 'x/y');
+    const lines = h.logs.map((l) => JSON.parse(l) as { status?: number; nodePool?: string });
+    assert.ok(lines.some((l) => l.status === 200 && l.nodePool === POOL));
+    assert.ok(lines.some((l) => l.status === 403 && l.nodePool === POOL));
+    const all = h.logs.join('\n');
+    assert.ok(!all.includes(token.split('.')[1] as string), 'no token payload in any log line');
+    assert.ok(!/Bearer\s+ey/i.test(all));
+  });
+});
+
+/** Deterministic pseudo-random numbers, so a failing fuzz case can be replayed. */
+function prng(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s * 1664525 + 1013904223) >>> 0;
+    return s / 2 ** 32;
+  };
+}
+
+describe('fuzz', () => {
+  let h: Harness;
+  let server: Server;
+  before(async () => {
+    h = await harness();
+    server = createServer(h.app);
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  });
+  after(() => new Promise<void>((r) => server.close(() => r())));
+
+  it('when 10,000 malformed, forged, expired, revoked and cross-pool requests arrive, it should serve no payload byte, no 500, and keep running', async () => {
+    const rand = prng(42);
+    const pick = <T>(xs: T[]): T => xs[Math.floor(rand() * xs.length)] as T;
+    const { token: good } = await h.secret('fuzz-good');
+    const { token: revoked, entry: revokedEntry } = await h.secret('fuzz-revoked');
+    h.index.remove(revokedEntry.secret.key);
+    const { token: short } = await h.authority.mint({ pool: POOL, hash: HASH, ttlMs: 1000 });
+    h.index.upsert({ key: 'clusters/fuzz-short', namespace: 'clusters', name: 'fuzz-short', uid: 's', pool: POOL, hash: HASH, release: 'r', config: '[]', token: short, resourceVersion: '1' }).payload = { state: 'ready', key: PAYLOAD.key };
+    h.clock.advance(1000);
+    const otherKey = ecKeyPem();
+    const forger = await createTokenAuthority(otherKey, h.clock);
+    const forged = (await forger.mint({ pool: POOL, hash: HASH, ttlMs: 3_600_000 })).token;
+    const [hd, body, sig] = good.split('.') as [string, string, string];
+    const noneAlg = `${Buffer.from('{"alg":"none","typ":"JWT"}').toString('base64url')}.${body}.`;
+    const hs256 = await new SignJWT(JSON.parse(Buffer.from(body, 'base64url').toString()) as Record<string, unknown>).setProtectedHeader({ alg: 'HS256' }).sign(Buffer.from('x'.repeat(32)));
+    const mutate = (t: string): string => {
+      const i = Math.floor(rand() * t.length);
+      return t.slice(0, i) + pick(['A', '_', '-', '.', '', '==', 'é'.normalize('NFD').slice(0, 1)]) + t.slice(i + 1);
+    };
+    const tokens = (): string => pick([revoked, short, forged, noneAlg, hs256, mutate(good), mutate(good), `${hd}.${body}`, `${hd}..${sig}`, `${body}.${hd}.${sig}`, '', 'x'.repeat(Math.floor(rand() * 5000)), good.toUpperCase(), `${good}.${sig}`]);
+    const authorization = (): string | undefined => pick([undefined, `Bearer ${tokens()}`, `bearer ${good}`, `Bearer  ${good}`, `Bearer ${good} `, `Token ${good}`, tokens(), `Bearer ${good}`]);
+    const poolHeader = (): string | undefined => pick([undefined, 'clusters/other', 'clusters/workers ', '', 'x'.repeat(300), '../../etc', 'clusters/workers\u0000']);
+    let served = 0;
+    const statuses = new Map<number, number>();
+    const build = (auth: string | undefined, pool: string | undefined): request.Test => {
+      let r = request(server).get(rand() < 0.85 ? '/ignition' : pick(['/ignition?x=1', '/Ignition', '/ignition/../ignition', '/%00', '/ignition/']));
+      if (auth !== undefined) r = r.set('Authorization', auth);
+      if (pool !== undefined && !pool.includes('\u0000')) r = r.set('NodePool', pool);
+      if (rand() < 0.2) r = r.set('Accept', pick(['text/html', 'application/vnd.coreos.ignition+json;version=9', '*/*;q=abc', ',,,;;']));
+      return r;
+    };
+    const one = async (): Promise<void> => {
+      const auth = authorization();
+      const pool = poolHeader();
+      // The only requests allowed to succeed: the good token (the HTTP parser trims outer blanks) with no or
+      // its own pool header; they are not counted.
+      const legit = auth?.trim() === `Bearer ${good}` && (pool === undefined || pool.includes('\u0000') || pool.trim() === POOL);
+      const res = await build(auth, pool).ok(() => true);
+      statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+      if (!legit && res.text.includes(MARKER)) served++;
+      assert.ok(res.status < 500 || res.status === 511, `status ${res.status} for ${auth?.slice(0, 30)}`);
+    };
+    for (let i = 0; i < 10_000; i += 50) await Promise.all(Array.from({ length: 50 }, one));
+    assert.equal(served, 0);
+    assert.ok(!statuses.has(500));
+    assert.ok((statuses.get(401) ?? 0) > 5000, JSON.stringify([...statuses]));
+    assert.ok((statuses.get(403) ?? 0) > 0 && (statuses.get(404) ?? 0) > 0);
+    // Raw bytes the HTTP client would not send: the server's parser answers, the process stays up.
+    for (const raw of ['GET /ignition HTTP/1.1\r\nAuthorization: Bearer \x01\x02\r\n\r\n', 'GET /ignition HTTP/1.1\r\nHost: x\r\nAuthorization: ' + 'A'.repeat(70_000) + '\r\n\r\n', '\x16\x03\x01garbage\r\n\r\n']) {
+      const answer = await new Promise<string>((resolve) => {
+        const s = connect((server.address() as AddressInfo).port, '127.0.0.1', () => s.end(raw));
+        let data = '';
+        s.on('data', (d: Buffer) => (data += d.toString()));
+        s.on('close', () => resolve(data));
+        s.on('error', () => resolve(data));
+      });
+      assert.ok(!answer.includes(MARKER) && !/^HTTP\/1\.1 (200|500)/.test(answer), answer.slice(0, 60));
+    }
+    assert.equal((await request(server).get('/ignition').set('Authorization', `Bearer ${good}`)).status, 200, 'still serving');
+  });
+});

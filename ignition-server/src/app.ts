@@ -1,0 +1,169 @@
+/**
+ * The serving port's HTTP app: `GET /ignition` and nothing else. Authentication runs in a fixed order —
+ * bearer present → JWT signature and expiry → token of a live token Secret → pool/hash headers — so a
+ * forged or stale token never reaches a look-up. Status codes (Flow 2): 401 for a missing, garbled,
+ * forged, expired or revoked token; 403 when the NodePool header names another pool; 406 when the client
+ * takes no spec version the payload fits in; 511 while the payload is not generated (Ignition retries 5xx);
+ * 404 elsewhere. Error bodies are fixed texts: nothing from the request is echoed.
+ */
+import express, { type NextFunction, type Request, type Response } from 'express';
+import type { Logger } from '../../support/src/logger.js';
+import { IGNITION_HEADERS } from '../../api/src/keys.js';
+import type { TokenAuthority, TokenClaims } from './tokens.js';
+import type { TokenIndex, TokenSecretEntry } from './token-index.js';
+import { payloadChunks, type Payload } from './payload/store.js';
+import { IGNITION_MEDIA_TYPE, negotiateVersion, servable, type SpecVersion } from './payload/versions.js';
+
+export interface AppDeps {
+  authority: Pick<TokenAuthority, 'verify'>;
+  tokens: Pick<TokenIndex, 'find'>;
+  payloads: { peek(key: string): Payload | undefined; lookup(key: string): Promise<Payload | undefined> };
+  /** Called after a payload was served (not awaited: a Kubernetes write never sits in a request). */
+  onServed: (entry: TokenSecretEntry) => void;
+  /** Called when a ready payload is in neither memory nor disk (the cache dir was wiped): regenerate. */
+  onPayloadMissing: (entry: TokenSecretEntry) => void;
+  log: Logger;
+  metrics?: { request(code: number): void };
+  now?: () => number;
+}
+
+/** An HTTP outcome other than 200, with a fixed public message. */
+export class HttpError extends Error {
+  override readonly name = 'HttpError';
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+  }
+}
+
+const unauthorized = (why: string): HttpError => new HttpError(401, why, { 'www-authenticate': 'Bearer realm="ignition"' });
+const BEARER = /^Bearer ([A-Za-z0-9._~+/-]+=*)$/;
+/** GET carries no body; anything bigger than this is not an Ignition client. */
+const MAX_BODY_BYTES = 1024;
+
+interface Authorized {
+  claims: TokenClaims;
+  entry: TokenSecretEntry;
+}
+
+function bearerToken(req: Request): string {
+  const header = req.headers.authorization;
+  if (header === undefined) throw unauthorized('missing bearer token');
+  const token = BEARER.exec(header)?.[1];
+  if (token === undefined) throw unauthorized('malformed Authorization header');
+  return token;
+}
+
+/** The optional headers of the stub must agree with the token. */
+function checkHeaders(req: Request, claims: TokenClaims): void {
+  const pool = req.headers[IGNITION_HEADERS.nodePool.toLowerCase()];
+  if (pool !== undefined && pool !== claims.pool) throw new HttpError(403, 'the NodePool header does not match the token');
+  const hash = req.headers[IGNITION_HEADERS.targetConfigVersionHash.toLowerCase()];
+  if (hash !== undefined && hash !== claims.hash) throw new HttpError(403, 'the TargetConfigVersionHash header does not match the token');
+}
+
+async function authorize(req: Request, deps: AppDeps, res: Response): Promise<Authorized> {
+  const token = bearerToken(req);
+  const claims = await deps.authority.verify(token);
+  if (!claims) throw unauthorized('invalid or expired token');
+  res.locals.nodePool = claims.pool;
+  const entry = deps.tokens.find(token, (deps.now ?? Date.now)());
+  if (!entry || entry.secret.pool !== claims.pool || entry.secret.hash !== claims.hash) throw unauthorized('token revoked or unknown');
+  checkHeaders(req, claims);
+  return { claims, entry };
+}
+
+async function payloadFor(entry: TokenSecretEntry, deps: AppDeps): Promise<Payload> {
+  const state = entry.payload;
+  if (state.state === 'pending') throw new HttpError(511, 'payload not generated yet, retry later');
+  if (state.state === 'failed') throw new HttpError(511, `payload generation failed (${state.reason}), see the token Secret`);
+  const payload = deps.payloads.peek(state.key) ?? (await deps.payloads.lookup(state.key));
+  if (!payload) {
+    deps.onPayloadMissing(entry);
+    throw new HttpError(511, 'payload not generated yet, retry later');
+  }
+  return payload;
+}
+
+function send(res: Response, payload: Payload, version: SpecVersion, head: boolean): void {
+  const chunks = payloadChunks(payload, version);
+  res.status(200);
+  res.set({
+    'content-type': `${IGNITION_MEDIA_TYPE};version=${version}`,
+    'content-length': String(chunks.reduce((n, c) => n + c.length, 0)),
+    'cache-control': 'no-store',
+  });
+  if (head) return void res.end();
+  for (const c of chunks.slice(0, -1)) res.write(c);
+  res.end(chunks[chunks.length - 1]);
+}
+
+function ignitionHandler(deps: AppDeps) {
+  return async (req: Request, res: Response): Promise<void> => {
+    const { entry } = await authorize(req, deps, res);
+    const version = negotiateVersion(req.headers.accept);
+    if (version === undefined) throw new HttpError(406, 'no acceptable Ignition spec version (this server serves 3.0.0 to 3.4.0)');
+    const payload = await payloadFor(entry, deps);
+    if (!servable(payload.minVersion, version)) throw new HttpError(406, `the payload needs Ignition spec ${payload.minVersion} or newer`);
+    send(res, payload, version, req.method === 'HEAD');
+    if (!entry.served) {
+      entry.served = true;
+      deps.onServed(entry);
+    }
+  };
+}
+
+function requestLog(deps: AppDeps) {
+  return (req: Request, res: Response, next: NextFunction): void => {
+    const started = performance.now();
+    res.on('finish', () => {
+      deps.metrics?.request(res.statusCode);
+      const nodePool = typeof res.locals.nodePool === 'string' ? res.locals.nodePool : undefined;
+      const line = { method: req.method, path: req.path, status: res.statusCode, nodePool, durationMs: Math.round((performance.now() - started) * 10) / 10 };
+      if (res.statusCode >= 500 && res.statusCode !== 511) deps.log.error(line, 'Request failed');
+      else deps.log.info(line, 'Request');
+    });
+    next();
+  };
+}
+
+function boundedBody(req: Request, _res: Response, next: NextFunction): void {
+  const length = Number(req.headers['content-length'] ?? 0);
+  if (req.headers['transfer-encoding'] !== undefined || !(length <= MAX_BODY_BYTES)) throw new HttpError(413, 'request body too large');
+  next();
+}
+
+/** Errors of express itself (e.g. a malformed URL) carry a status; anything else is ours and a 500. */
+function toHttpError(err: unknown): HttpError {
+  if (err instanceof HttpError) return err;
+  const status = (err as { status?: unknown } | undefined)?.status;
+  if (typeof status === 'number' && status >= 400 && status < 500) return new HttpError(status, 'bad request');
+  return new HttpError(500, 'internal error');
+}
+
+export function createApp(deps: AppDeps): express.Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.disable('etag');
+  app.set('query parser', false);
+  app.set('strict routing', true);
+  app.set('case sensitive routing', true);
+  app.use(requestLog(deps));
+  app.use(boundedBody);
+  app.get('/ignition', ignitionHandler(deps));
+  app.use(() => {
+    throw new HttpError(404, 'not found');
+  });
+  // The one error middleware: known outcomes get their status and fixed text; anything else is a 500 whose
+  // details stay in the log.
+  app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
+    const known = toHttpError(err);
+    if (known.status >= 500 && !(err instanceof HttpError)) deps.log.error({ err }, 'Unexpected error serving a request');
+    res.status(known.status).set({ 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store', ...known.headers });
+    res.send(`${known.message}\n`);
+  });
+  return app;
+}

@@ -1,0 +1,122 @@
+/**
+ * `kindling ignition-server`: the HTTPS `/ignition` endpoint and the token-Secret controller in one process.
+ * Every replica serves; the elected leader mints, rotates and expires tokens.
+ * `kindling release build`: builds a release image from a folder (tests and the local environment).
+ */
+import { readFile } from 'node:fs/promises';
+import { COMPONENT_FLAGS, runComponent, type ComponentContext } from '../../support/src/component.js';
+import { ConfigError, flagName, type ConfigOf } from '../../support/src/config.js';
+import type { ReadinessCheck } from '../../support/src/ops-server.js';
+import { defineCommand, type Command } from '../../cli/src/command.js';
+import { createApp } from './app.js';
+import { TokenSecretController } from './controller.js';
+import { startHttpsServer } from './https.js';
+import { createIgnitionMetrics } from './metrics.js';
+import { PayloadStore } from './payload/store.js';
+import { createValidator } from './payload/validate.js';
+import { readRelease, resolveRelease } from './release/open.js';
+import { parsePullSecret, type RegistryOptions } from './release/registry.js';
+import { TokenIndex } from './token-index.js';
+import { loadTokenAuthority } from './tokens.js';
+import { releaseCommandRun } from './release/command.js';
+
+const FLAGS = {
+  ...COMPONENT_FLAGS,
+  servingAddress: { type: 'string', default: '0.0.0.0:9443', help: 'HTTPS address of /ignition' },
+  tlsCertFile: { type: 'string', default: '', help: 'Serving certificate (PEM), reloaded when it changes' },
+  tlsKeyFile: { type: 'string', default: '', help: 'Serving key (PEM), reloaded when it changes' },
+  signingKeyFile: { type: 'string', default: '', help: 'ECDSA P-256 private key (PEM) signing the bearer tokens; the same file on every replica' },
+  tokenTtl: { type: 'duration', default: 11 * 3_600_000, help: 'Token lifetime; tokens rotate at half of it' },
+  namespace: { type: 'string', default: '', help: 'Namespace of the token Secrets; empty: all namespaces' },
+  cacheDir: { type: 'string', default: '/var/cache/kindling-ignition', help: 'Directory persisting generated payloads across restarts' },
+  cacheMaxBytes: { type: 'int', default: 256 * 1024 * 1024, help: 'Bytes of payloads kept in memory (the rest is read back from the cache directory)' },
+  pullSecretFile: { type: 'string', default: '', help: 'dockerconfigjson pull secret for release registries' },
+  registryCaFile: { type: 'string', default: '', help: 'Extra CA bundle (PEM) trusted for release registries' },
+  ignitionValidate: { type: 'string', default: 'ignition-validate', help: 'ignition-validate binary checking each generated payload; empty: skip' },
+  certReloadInterval: { type: 'duration', default: 10_000, help: 'How often the serving certificate files are checked for changes' },
+} as const;
+
+type IgnitionServerConfig = ConfigOf<typeof FLAGS>;
+
+function required(cfg: IgnitionServerConfig): void {
+  for (const key of ['tlsCertFile', 'tlsKeyFile', 'signingKeyFile'] as const) {
+    if (cfg[key] === '') throw new ConfigError(`--${flagName(key)} is required`);
+  }
+}
+
+async function registryOptions(cfg: IgnitionServerConfig): Promise<RegistryOptions> {
+  const opts: RegistryOptions = {};
+  if (cfg.registryCaFile !== '') opts.ca = await readFile(cfg.registryCaFile, 'utf8');
+  if (cfg.pullSecretFile !== '') opts.credentials = parsePullSecret(await readFile(cfg.pullSecretFile, 'utf8'));
+  return opts;
+}
+
+/** What every replica runs: the store, the controller's informer, the HTTPS server. */
+export async function startIgnitionServer(cfg: IgnitionServerConfig, ctx: ComponentContext): Promise<{ controller: TokenSecretController; port: number; readiness: ReadinessCheck[] }> {
+  required(cfg);
+  const metrics = createIgnitionMetrics(ctx.registry);
+  const authority = await loadTokenAuthority(cfg.signingKeyFile);
+  const registry = await registryOptions(cfg);
+  const store = new PayloadStore({
+    cacheDir: cfg.cacheDir,
+    maxBytes: cfg.cacheMaxBytes,
+    resolve: (ref) => resolveRelease(ref, registry),
+    read: (ref, digest) => readRelease(ref, registry, digest),
+    validate: cfg.ignitionValidate === '' ? undefined : createValidator(cfg.ignitionValidate),
+    metrics,
+    log: ctx.log.child({ part: 'payloads' }),
+  });
+  await store.init();
+  const index = new TokenIndex();
+  const controller = new TokenSecretController({ kubeConfig: ctx.kubeConfig, log: ctx.log.child({ part: 'tokens' }), authority, index, store, ttlMs: cfg.tokenTtl, namespace: cfg.namespace, metrics, queueMetrics: ctx.queueMetrics });
+  await controller.start();
+  ctx.shutdown.add('token controller', () => controller.stop());
+  const app = createApp({
+    authority,
+    tokens: index,
+    payloads: store,
+    onServed: (entry) => controller.served(entry),
+    onPayloadMissing: (entry) => controller.regenerate(entry),
+    log: ctx.log.child({ part: 'http' }),
+    metrics,
+  });
+  const https = await startHttpsServer({ address: cfg.servingAddress, certFile: cfg.tlsCertFile, keyFile: cfg.tlsKeyFile, app, log: ctx.log, reloadIntervalMs: cfg.certReloadInterval });
+  ctx.shutdown.add('https server', () => https.close());
+  ctx.log.info({ servingPort: https.port }, 'Serving /ignition');
+  return { controller, port: https.port, readiness: [{ name: 'token-secrets-synced', check: () => controller.synced }] };
+}
+
+export const ignitionServerCommand: Command = defineCommand({
+  name: 'ignition-server',
+  summary: 'Serve Ignition payloads over HTTPS to booting hosts and manage their tokens.',
+  flags: FLAGS,
+  async run(cfg) {
+    required(cfg);
+    let controller: TokenSecretController | undefined;
+    await runComponent({
+      name: 'kindling-ignition-server',
+      config: cfg,
+      async start(ctx) {
+        const started = await startIgnitionServer(cfg, ctx);
+        controller = started.controller;
+        return started.readiness;
+      },
+      lead: () => Promise.resolve(controller ? controller.lead() : async () => {}),
+    });
+    return 0;
+  },
+});
+
+export const releaseCommand: Command = defineCommand({
+  name: 'release',
+  summary: 'Build a release image from a folder: release build <folder> --output <layout dir|file.tar> [--push <registry ref>].',
+  args: 'build <folder>',
+  flags: {
+    output: { type: 'string', default: '', help: 'Write an OCI image layout: a directory, or a tar file when it ends in .tar' },
+    tag: { type: 'string', default: 'latest', help: 'Tag of the image in the layout' },
+    push: { type: 'string', default: '', help: 'Push to this registry reference (host[:port]/repository[:tag])' },
+    pullSecretFile: { type: 'string', default: '', help: 'dockerconfigjson credentials for --push' },
+    registryCaFile: { type: 'string', default: '', help: 'Extra CA bundle (PEM) trusted for --push' },
+  },
+  run: releaseCommandRun,
+});

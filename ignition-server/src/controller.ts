@@ -1,0 +1,228 @@
+/**
+ * The token-Secret controller. Every replica watches token Secrets (label LABELS.tokenSecret), keeps the
+ * TokenIndex the HTTP app authenticates against, and generates the payloads it serves. Only the leader
+ * writes: it mints the first token, rotates at TTL/2 (the old token moves to the rotated slot and stays valid
+ * until its own expiry), deletes a Secret once its expiry annotation has passed, and writes the generation
+ * outcome. The first successful fetch is recorded by the replica that served it, off the request path (a
+ * set-if-absent annotation only that replica can know about).
+ */
+import * as k8s from '@kubernetes/client-node';
+import { ANNOTATIONS, FIELD_MANAGERS, LABELS, SECRET_KEYS } from '../../api/src/keys.js';
+import { ResilientInformer } from '../../support/src/informer.js';
+import { WorkQueue, type ReconcileResult } from '../../support/src/queue.js';
+import type { Logger } from '../../support/src/logger.js';
+import type { QueueMetrics } from '../../support/src/metrics.js';
+import { isNotFound } from '../../support/src/errors.js';
+import { realClock, type Clock } from '../../support/src/timers.js';
+import type { TokenAuthority } from './tokens.js';
+import { readTokenSecret, type TokenIndex, type TokenSecret, type TokenSecretEntry } from './token-index.js';
+import { GenerationError, type PayloadStore } from './payload/store.js';
+import type { IgnitionMetrics } from './metrics.js';
+
+export interface ControllerOptions {
+  kubeConfig: k8s.KubeConfig;
+  log: Logger;
+  authority: TokenAuthority;
+  index: TokenIndex;
+  store: PayloadStore;
+  ttlMs: number;
+  /** Watch one namespace; empty: all. */
+  namespace?: string;
+  metrics?: IgnitionMetrics;
+  queueMetrics?: QueueMetrics;
+  clock?: Clock;
+  /** Retry delay after a release could not be read. */
+  retryMs?: number;
+}
+
+const b64 = (s: string): string => Buffer.from(s).toString('base64');
+const iso = (ms: number): string => new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
+const splitKey = (key: string): { namespace: string; name: string } => {
+  const i = key.indexOf('/');
+  return { namespace: key.slice(0, i), name: key.slice(i + 1) };
+};
+
+export class TokenSecretController {
+  readonly #opts: ControllerOptions;
+  readonly #clock: Clock;
+  readonly #core: k8s.CoreV1Api;
+  readonly #informer: ResilientInformer<k8s.V1Secret>;
+  readonly #generate: WorkQueue;
+  readonly #reached: WorkQueue;
+  #writer: WorkQueue | undefined;
+
+  constructor(opts: ControllerOptions) {
+    this.#opts = opts;
+    this.#clock = opts.clock ?? realClock;
+    this.#core = opts.kubeConfig.makeApiClient(k8s.CoreV1Api);
+    const ns = opts.namespace ?? '';
+    const labelSelector = LABELS.tokenSecret;
+    this.#informer = new ResilientInformer<k8s.V1Secret>({
+      kubeConfig: opts.kubeConfig,
+      path: ns === '' ? '/api/v1/secrets' : `/api/v1/namespaces/${ns}/secrets`,
+      list: () => (ns === '' ? this.#core.listSecretForAllNamespaces({ labelSelector }) : this.#core.listNamespacedSecret({ namespace: ns, labelSelector })),
+      labelSelector,
+      log: opts.log,
+      onEvent: (secret, event) => this.#onEvent(secret, event),
+    });
+    this.#generate = this.#queue('ignition-payloads', (key) => this.#generatePayload(key));
+    this.#reached = this.#queue('ignition-reached', (key) => this.#recordReached(key));
+  }
+
+  get synced(): boolean {
+    return this.#informer.synced;
+  }
+
+  #queue(name: string, reconcile: (key: string) => Promise<ReconcileResult | void>): WorkQueue {
+    const q = new WorkQueue({
+      name,
+      reconcile,
+      concurrency: 4,
+      clock: this.#clock,
+      onDone: (key, outcome, ms, err) => {
+        this.#opts.queueMetrics?.observe(name, outcome, ms);
+        if (outcome === 'error') this.#opts.log.warn({ err, secret: key, queue: name }, 'Reconcile failed; retrying with backoff');
+      },
+    });
+    this.#opts.queueMetrics?.watch(q);
+    return q;
+  }
+
+  async start(): Promise<void> {
+    this.#opts.metrics?.watchLiveTokens(() => this.#opts.index.liveTokens);
+    await this.#informer.start();
+  }
+
+  async stop(): Promise<void> {
+    await this.#informer.stop();
+    await Promise.all([this.#generate.stop(), this.#reached.stop(), this.#writer?.stop()]);
+  }
+
+  /** Starts the leader's writes; returns how to stop them. */
+  lead(): () => Promise<void> {
+    const writer = this.#queue('ignition-token-secrets', (key) => this.#reconcile(key));
+    this.#writer = writer;
+    for (const entry of this.#opts.index.entries()) writer.add(entry.secret.key);
+    return async () => {
+      this.#writer = undefined;
+      await writer.stop();
+    };
+  }
+
+  /** A payload was served for the entry: record the first fetch without delaying the response. */
+  served(entry: TokenSecretEntry): void {
+    if (!entry.secret.reachedAt) this.#reached.add(entry.secret.key);
+  }
+
+  /** The entry's payload vanished from memory and disk: generate it again. */
+  regenerate(entry: TokenSecretEntry): void {
+    entry.payload = { state: 'pending' };
+    this.#generate.add(entry.secret.key);
+  }
+
+  #onEvent(secret: k8s.V1Secret, event: string): void {
+    const meta = secret.metadata ?? {};
+    const key = `${meta.namespace}/${meta.name}`;
+    const parsed = event === 'delete' ? undefined : readTokenSecret(secret);
+    if (!parsed) {
+      // Deleted (or no longer a usable token Secret): its tokens stop working now.
+      this.#opts.index.remove(key);
+      this.#writer?.forget(key);
+      if (event !== 'delete') this.#opts.log.warn({ secret: key }, 'Token Secret lacks pool, hash or release: ignored');
+      return;
+    }
+    const entry = this.#opts.index.upsert(parsed);
+    if (entry.payload.state === 'pending') this.#generate.add(key);
+    this.#writer?.add(key);
+  }
+
+  async #generatePayload(key: string): Promise<ReconcileResult | void> {
+    const entry = this.#opts.index.get(key);
+    if (!entry || entry.payload.state === 'ready') return;
+    const { release, config } = entry.secret;
+    try {
+      const payload = await this.#opts.store.ensure(release, config);
+      if (this.#opts.index.get(key) === entry) entry.payload = { state: 'ready', key: payload.key };
+    } catch (err) {
+      const failure = err instanceof GenerationError ? err : new GenerationError('ReleaseUnavailable', (err as Error).message);
+      entry.payload = { state: 'failed', reason: failure.reason, message: failure.message };
+      this.#opts.log.warn({ secret: key, reason: failure.reason, message: failure.message }, 'Payload generation failed');
+      this.#writer?.add(key);
+      if (failure.reason === 'ReleaseUnavailable') return { requeueAfterMs: this.#opts.retryMs ?? 15_000 };
+      return;
+    }
+    this.#writer?.add(key);
+  }
+
+  /** The leader's pass over one token Secret: expire, mint or rotate, report the payload; then wait. */
+  async #reconcile(key: string): Promise<ReconcileResult | void> {
+    const { namespace, name } = splitKey(key);
+    const raw = this.#informer.get(name, namespace);
+    const secret = raw ? readTokenSecret(raw) : undefined;
+    if (!secret) return;
+    const now = this.#clock.now();
+    if (secret.expiresAtMs !== undefined && secret.expiresAtMs <= now) return this.#delete(secret);
+    const patch: { data: Record<string, string>; annotations: Record<string, string> } = { data: {}, annotations: {} };
+    const rotateAt = await this.#tokenPatch(secret, now, patch);
+    this.#payloadPatch(secret, patch);
+    if (Object.keys(patch.data).length + Object.keys(patch.annotations).length > 0) await this.#patch(secret, patch);
+    const waits = [rotateAt - now, (secret.expiresAtMs ?? Infinity) - now].filter((ms) => Number.isFinite(ms));
+    return { requeueAfterMs: Math.max(50, Math.min(...waits) + 50) };
+  }
+
+  /** Mints or rotates into the patch when due; returns when the next rotation is due. */
+  async #tokenPatch(secret: TokenSecret, now: number, patch: { data: Record<string, string>; annotations: Record<string, string> }): Promise<number> {
+    const half = this.#opts.ttlMs / 2;
+    if (secret.token && secret.issuedAtMs !== undefined && now < secret.issuedAtMs + half) return secret.issuedAtMs + half;
+    const { token, claims } = await this.#opts.authority.mint({ pool: secret.pool, hash: secret.hash, ttlMs: this.#opts.ttlMs });
+    patch.data[SECRET_KEYS.token] = b64(token);
+    if (secret.token) {
+      patch.data[SECRET_KEYS.rotatedToken] = b64(secret.token);
+      this.#opts.metrics?.rotation();
+    }
+    patch.annotations[ANNOTATIONS.tokenIssuedAt] = iso(claims.issuedAtMs);
+    this.#opts.log.info({ secret: secret.key, nodePool: secret.pool, rotated: secret.token !== undefined }, secret.token ? 'Rotated the token' : 'Minted the token');
+    return claims.issuedAtMs + half;
+  }
+
+  #payloadPatch(secret: TokenSecret, patch: { annotations: Record<string, string> }): void {
+    const state = this.#opts.index.get(secret.key)?.payload;
+    if (!state || state.state === 'pending') return;
+    const reason = state.state === 'ready' ? 'AsExpected' : state.reason;
+    const message = state.state === 'ready' ? `Payload ${state.key.slice(0, 12)} generated from ${secret.release}` : state.message.slice(0, 1000);
+    if (secret.payloadReason === reason && secret.payloadMessage === message) return;
+    patch.annotations[ANNOTATIONS.payloadReason] = reason;
+    patch.annotations[ANNOTATIONS.payloadMessage] = message;
+  }
+
+  /** A merge patch guarded by the resourceVersion it was computed from: a stale cache cannot rotate twice. */
+  async #patch(secret: TokenSecret, patch: { data: Record<string, string>; annotations: Record<string, string> }): Promise<void> {
+    const body = { metadata: { resourceVersion: secret.resourceVersion, annotations: patch.annotations }, data: patch.data };
+    await this.#core.patchNamespacedSecret(
+      { name: secret.name, namespace: secret.namespace, body, fieldManager: FIELD_MANAGERS.ignitionServer },
+      k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+    );
+  }
+
+  async #delete(secret: TokenSecret): Promise<void> {
+    this.#opts.index.remove(secret.key);
+    try {
+      await this.#core.deleteNamespacedSecret({ name: secret.name, namespace: secret.namespace, body: { preconditions: { uid: secret.uid } } });
+      this.#opts.log.info({ secret: secret.key, nodePool: secret.pool }, 'Deleted the expired token Secret');
+    } catch (err) {
+      if (!isNotFound(err)) throw new Error('failed to delete the expired token Secret', { cause: err });
+    }
+  }
+
+  async #recordReached(key: string): Promise<void> {
+    const entry = this.#opts.index.get(key);
+    if (!entry || entry.secret.reachedAt) return;
+    const { namespace, name } = entry.secret;
+    const body = { metadata: { annotations: { [ANNOTATIONS.ignitionReachedAt]: iso(this.#clock.now()) } } };
+    try {
+      await this.#core.patchNamespacedSecret({ name, namespace, body, fieldManager: FIELD_MANAGERS.ignitionServer }, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch));
+    } catch (err) {
+      if (!isNotFound(err)) throw new Error('failed to record the first Ignition fetch', { cause: err });
+    }
+  }
+}

@@ -1,0 +1,43 @@
+/** The ignition server's metrics, on the component's registry (served on the ops port). */
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import type { StoreMetrics } from './payload/store.js';
+
+export interface IgnitionMetrics extends StoreMetrics {
+  request(code: number): void;
+  rotation(): void;
+  /** Sampled at scrape time. */
+  watchLiveTokens(read: () => number): void;
+}
+
+export function createIgnitionMetrics(registry: Registry): IgnitionMetrics {
+  const requests = new Counter({ name: 'kindling_ignition_requests_total', help: 'Requests to the serving port by HTTP status code.', labelNames: ['code'], registers: [registry] });
+  const generation = new Histogram({
+    name: 'kindling_ignition_payload_generation_seconds',
+    help: 'Time to generate one payload (release read, merge, validation), by outcome.',
+    labelNames: ['outcome'],
+    buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 15, 30, 60],
+    registers: [registry],
+  });
+  const hits = new Counter({ name: 'kindling_ignition_payload_cache_hits_total', help: 'Payload look-ups served from memory.', registers: [registry] });
+  const misses = new Counter({ name: 'kindling_ignition_payload_cache_misses_total', help: 'Payload look-ups that went to disk or generation.', registers: [registry] });
+  const bytes = new Gauge({ name: 'kindling_ignition_payload_cache_bytes', help: 'Bytes of payloads held in memory.', registers: [registry] });
+  const rotations = new Counter({ name: 'kindling_ignition_token_rotations_total', help: 'Tokens rotated at TTL/2.', registers: [registry] });
+  let live: () => number = () => 0;
+  new Gauge({
+    name: 'kindling_ignition_tokens_live',
+    help: 'Tokens (current and rotated) of live token Secrets.',
+    registers: [registry],
+    collect() {
+      this.set(live());
+    },
+  });
+  return {
+    request: (code) => requests.inc({ code: String(code) }),
+    rotation: () => rotations.inc(),
+    watchLiveTokens: (read) => void (live = read),
+    generationSeconds: (s, outcome) => generation.observe({ outcome }, s),
+    cacheHit: () => hits.inc(),
+    cacheMiss: () => misses.inc(),
+    cacheBytes: (b) => bytes.set(b),
+  };
+}

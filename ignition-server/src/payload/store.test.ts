@@ -1,0 +1,123 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createLogger } from '../../../support/src/logger.js';
+import { GenerationError, PayloadStore, payloadBytes, type PayloadStoreOptions } from './store.js';
+import { createValidator } from './validate.js';
+import { BASE_FRAGMENTS, RELEASE_MANIFEST } from '../testing.js';
+import { ReleaseUnavailableError, type Release } from '../release/types.js';
+
+const log = createLogger({ name: 'test', level: 'silent' });
+const DIGEST = `sha256:${'2'.repeat(64)}`;
+const release: Release = { digest: DIGEST, manifest: RELEASE_MANIFEST, fragments: Object.entries(BASE_FRAGMENTS).map(([name, config]) => ({ name, config })) };
+const mcDoc = (name: string, path: string, size = 10): Record<string, unknown> => ({
+  apiVersion: 'machineconfiguration.openshift.io/v1',
+  kind: 'MachineConfig',
+  metadata: { name },
+  spec: { config: { ignition: { version: '3.2.0' }, storage: { files: [{ path, mode: 420, contents: { source: `data:,${'x'.repeat(size)}` } }] } } },
+});
+
+interface Counting {
+  opts: PayloadStoreOptions;
+  calls: { resolve: number; read: number };
+}
+
+function options(cacheDir: string, extra: Partial<PayloadStoreOptions> = {}): Counting {
+  const calls = { resolve: 0, read: 0 };
+  return {
+    calls,
+    opts: {
+      cacheDir,
+      maxBytes: 10 * 1024 * 1024,
+      log,
+      resolve: async (ref) => {
+        calls.resolve++;
+        if (ref.includes('missing')) throw new ReleaseUnavailableError('no such image');
+        return DIGEST;
+      },
+      read: async () => {
+        calls.read++;
+        await new Promise((r) => setTimeout(r, 20));
+        return release;
+      },
+      ...extra,
+    },
+  };
+}
+
+describe('payload store', () => {
+  let dir: string;
+  before(async () => (dir = await mkdtemp(join(tmpdir(), 'store-'))));
+  after(() => rm(dir, { recursive: true, force: true }));
+
+  it('when many pools ask for the same pair at once, it should generate once and share the payload', async () => {
+    const { opts, calls } = options(join(dir, 'a'));
+    const store = new PayloadStore(opts);
+    await store.init();
+    const config = JSON.stringify([mcDoc('99-a', '/etc/a')]);
+    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => store.ensure(i % 2 === 0 ? 'r.example/rel:1' : 'r.example/rel@' + DIGEST, config)));
+    assert.equal(store.generations, 1);
+    assert.equal(calls.read, 1);
+    assert.ok(results.every((p) => p === results[0]));
+    assert.match(payloadBytes(results[0]!, '3.2.0').toString(), /^\{"ignition":\{"version":"3\.2\.0"\}/);
+  });
+
+  it('when the server restarts on the same cache directory, it should regenerate nothing and not resolve the release again', async () => {
+    const first = options(join(dir, 'b'));
+    const store = new PayloadStore(first.opts);
+    await store.init();
+    const config = JSON.stringify([mcDoc('99-a', '/etc/a')]);
+    const original = await store.ensure('r.example/rel:1', config);
+    const second = options(join(dir, 'b'));
+    const restarted = new PayloadStore(second.opts);
+    await restarted.init();
+    const again = await restarted.ensure('r.example/rel:1', config);
+    assert.equal(restarted.generations, 0);
+    assert.deepEqual(second.calls, { resolve: 0, read: 0 });
+    assert.deepEqual(payloadBytes(again, '3.3.0'), payloadBytes(original, '3.3.0'));
+    assert.ok((await readdir(join(dir, 'b', 'payloads'))).every((f) => !f.endsWith('.tmp')));
+  });
+
+  it('when the payloads exceed the byte bound, it should evict from memory and serve them back from disk', async () => {
+    const { opts } = options(join(dir, 'c'), { maxBytes: 150_000 });
+    const store = new PayloadStore(opts);
+    await store.init();
+    const keys: string[] = [];
+    for (let i = 0; i < 5; i++) keys.push((await store.ensure('r.example/rel:1', JSON.stringify([mcDoc(`99-${i}`, `/etc/f${i}`, 60_000)]))).key);
+    assert.ok(store.bytesInMemory <= 150_000, `${store.bytesInMemory} bytes in memory`);
+    assert.equal(store.peek(keys[0]!), undefined, 'the oldest was evicted');
+    const back = await store.lookup(keys[0]!);
+    assert.ok(back && back.tail.length > 60_000);
+    assert.equal(store.generations, 5);
+  });
+
+  it('when the config cannot be merged, it should fail with InvalidConfig once and not try again', async () => {
+    const { opts, calls } = options(join(dir, 'd'));
+    const store = new PayloadStore(opts);
+    await store.init();
+    const bad = JSON.stringify([{ kind: 'MachineConfig', apiVersion: 'machineconfiguration.openshift.io/v1', metadata: { name: 'x' }, spec: { osImageURL: 'x' } }]);
+    for (let i = 0; i < 3; i++) await assert.rejects(store.ensure('r.example/rel:1', bad), (err: unknown) => err instanceof GenerationError && err.reason === 'InvalidConfig');
+    assert.equal(calls.read, 1);
+    await assert.rejects(store.ensure('r.example/rel:1', '{not json'), (err: unknown) => err instanceof GenerationError && err.reason === 'InvalidConfig');
+  });
+
+  it('when the release cannot be reached, it should fail with ReleaseUnavailable and try again next time', async () => {
+    const { opts, calls } = options(join(dir, 'e'));
+    const store = new PayloadStore(opts);
+    await store.init();
+    for (let i = 0; i < 2; i++) await assert.rejects(store.ensure('r.example/missing:1', '[]'), (err: unknown) => err instanceof GenerationError && err.reason === 'ReleaseUnavailable');
+    assert.equal(calls.resolve, 2);
+  });
+
+  it('when ignition-validate reports a problem with the merged payload, it should fail with its report', async () => {
+    const { opts } = options(join(dir, 'f'), { validate: createValidator() });
+    const store = new PayloadStore(opts);
+    await store.init();
+    const typo = JSON.stringify([{ ...mcDoc('99-typo', '/etc/x'), spec: { config: { ignition: { version: '3.2.0' }, stroage: { files: [] } } } }]);
+    await assert.rejects(store.ensure('r.example/rel:1', typo), (err: unknown) => err instanceof GenerationError && err.reason === 'InvalidConfig' && /Unused key stroage/.test(err.message));
+    const ok = await store.ensure('r.example/rel:1', JSON.stringify([mcDoc('99-a', '/etc/a')]));
+    assert.ok(ok.tail.length > 0);
+  });
+});

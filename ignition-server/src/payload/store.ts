@@ -1,0 +1,255 @@
+/**
+ * Payloads, generated once per (release digest, config) pair and shared by every pool and token with that
+ * pair. Concurrent first requests wait on the same generation (single flight). Results live in a
+ * byte-bounded LRU and on disk (`--cache-dir`): a restarted server reads them back instead of generating
+ * again, and a payload evicted from memory comes back from disk.
+ *
+ * Two small files make that work without the registry: `pins/<sha256(ref, config)>` pins a release
+ * reference (a tag may move) to the manifest digest it had at first generation, so a pool's hosts all get
+ * the same bytes; `payloads/<sha256(digest, config)>` holds the payload.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { LRUCache } from 'lru-cache';
+import type { Logger } from '../../../support/src/logger.js';
+import { InvalidReleaseError, ReleaseUnavailableError, type Release } from '../release/types.js';
+import { InvalidConfigError, renderPayload, type RenderedPayload } from './render.js';
+import type { Validator } from './validate.js';
+import { SPEC_VERSIONS, versionIndex, type SpecVersion } from './versions.js';
+
+/** The first bytes of every payload: `ignition.version` is the first field, so it is cheap to vary. */
+const HEAD = '{"ignition":{"version":"';
+const SLOT = '@@KINDLING_SPEC_VERSION@@';
+const HEAD_BYTES = Buffer.from(HEAD);
+const VERSION_BYTES = new Map<string, Buffer>(SPEC_VERSIONS.map((v) => [v, Buffer.from(v)]));
+/** The newest version the local ignition-validate parses. */
+const VALIDATE_AT: SpecVersion = '3.3.0';
+
+export interface Payload {
+  key: string;
+  minVersion: SpecVersion;
+  /** Everything after the version string; the payload at version v is HEAD + v + tail. */
+  tail: Buffer;
+}
+
+/** The payload's bytes at a version, as chunks (no copy of the large part). */
+export function payloadChunks(p: Payload, version: SpecVersion): Buffer[] {
+  return [HEAD_BYTES, VERSION_BYTES.get(version) as Buffer, p.tail];
+}
+
+export function payloadBytes(p: Payload, version: SpecVersion): Buffer {
+  return Buffer.concat(payloadChunks(p, version));
+}
+
+export type FailureReason = 'InvalidConfig' | 'ReleaseUnavailable';
+
+export class GenerationError extends Error {
+  override readonly name = 'GenerationError';
+  constructor(
+    readonly reason: FailureReason,
+    message: string,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
+
+export interface StoreMetrics {
+  generationSeconds(seconds: number, outcome: 'success' | 'failure'): void;
+  cacheHit(): void;
+  cacheMiss(): void;
+  cacheBytes(bytes: number): void;
+}
+
+export interface PayloadStoreOptions {
+  cacheDir: string;
+  maxBytes: number;
+  /** Resolves a reference to its manifest digest (a registry round trip for a tag). */
+  resolve: (ref: string) => Promise<string>;
+  read: (ref: string, digest: string) => Promise<Release>;
+  validate?: Validator;
+  metrics?: StoreMetrics;
+  log: Logger;
+}
+
+const sha = (...parts: string[]): string => createHash('sha256').update(parts.join('\0')).digest('hex');
+
+function toPayload(key: string, rendered: RenderedPayload): Payload {
+  const { ignition, ...rest } = rendered.config;
+  const json = JSON.stringify({ ignition: { ...(typeof ignition === 'object' && ignition !== null && !Array.isArray(ignition) ? ignition : {}), version: SLOT }, ...rest });
+  if (!json.startsWith(HEAD + SLOT)) throw new Error('payload serialization lost its version slot');
+  return { key, minVersion: rendered.minVersion, tail: Buffer.from(json.slice(HEAD.length + SLOT.length)) };
+}
+
+function classify(err: unknown): GenerationError {
+  if (err instanceof GenerationError) return err;
+  if (err instanceof InvalidConfigError || err instanceof InvalidReleaseError) return new GenerationError('InvalidConfig', err.message, { cause: err });
+  if (err instanceof ReleaseUnavailableError) return new GenerationError('ReleaseUnavailable', err.message, { cause: err });
+  return new GenerationError('ReleaseUnavailable', `payload generation failed: ${(err as Error).message}`, { cause: err });
+}
+
+export class PayloadStore {
+  readonly #opts: PayloadStoreOptions;
+  readonly #cache: LRUCache<string, Payload>;
+  readonly #pins = new Map<string, string>();
+  readonly #flights = new Map<string, Promise<Payload>>();
+  /** Generations that failed for good (invalid config or release), so they are not retried in a loop. */
+  readonly #invalid = new Map<string, GenerationError>();
+  /** How many generations ran (not served from memory or disk): a restart with a warm disk makes none. */
+  generations = 0;
+
+  constructor(opts: PayloadStoreOptions) {
+    this.#opts = opts;
+    this.#cache = new LRUCache<string, Payload>({
+      maxSize: opts.maxBytes,
+      sizeCalculation: (p) => Math.max(1, p.tail.length + 64),
+      // Entries bigger than the whole cache are served from disk instead.
+      maxEntrySize: opts.maxBytes,
+      dispose: () => opts.metrics?.cacheBytes(this.#cache.calculatedSize),
+    });
+  }
+
+  async init(): Promise<void> {
+    await mkdir(join(this.#opts.cacheDir, 'pins'), { recursive: true });
+    await mkdir(join(this.#opts.cacheDir, 'payloads'), { recursive: true });
+  }
+
+  /** The payload when it is in memory: the request path's only synchronous look-up. */
+  peek(key: string): Payload | undefined {
+    const p = this.#cache.get(key);
+    if (p) this.#opts.metrics?.cacheHit();
+    return p;
+  }
+
+  /** The payload by content key from memory or disk; undefined when it was never generated here. */
+  async lookup(key: string): Promise<Payload | undefined> {
+    const hit = this.peek(key);
+    if (hit) return hit;
+    this.#opts.metrics?.cacheMiss();
+    return this.#readPayload(key);
+  }
+
+  /** The payload of (release reference, config documents): from memory, disk, or one shared generation. */
+  async ensure(ref: string, config: string): Promise<Payload> {
+    const digest = await this.#pin(ref, config);
+    const key = sha(digest, config);
+    const known = this.#invalid.get(key);
+    if (known) throw known;
+    const hit = this.peek(key);
+    if (hit) return hit;
+    let flight = this.#flights.get(key);
+    if (!flight) {
+      this.#opts.metrics?.cacheMiss();
+      flight = this.#loadOrGenerate(ref, digest, config, key).finally(() => this.#flights.delete(key));
+      this.#flights.set(key, flight);
+    }
+    return flight;
+  }
+
+  async #pin(ref: string, config: string): Promise<string> {
+    const pinKey = sha(ref, config);
+    const known = this.#pins.get(pinKey) ?? (await this.#readFile(join('pins', pinKey)))?.toString('utf8');
+    if (known) {
+      this.#pins.set(pinKey, known);
+      return known;
+    }
+    let digest: string;
+    try {
+      digest = await this.#opts.resolve(ref);
+    } catch (err) {
+      throw classify(err);
+    }
+    await this.#writeFile(join('pins', pinKey), Buffer.from(digest));
+    this.#pins.set(pinKey, digest);
+    return digest;
+  }
+
+  async #loadOrGenerate(ref: string, digest: string, config: string, key: string): Promise<Payload> {
+    const stored = await this.#readPayload(key);
+    if (stored) return stored;
+    const started = performance.now();
+    try {
+      const payload = await this.#generate(ref, digest, config, key);
+      this.#opts.metrics?.generationSeconds((performance.now() - started) / 1000, 'success');
+      await this.#writeFile(join('payloads', key), Buffer.concat([Buffer.from(`${payload.minVersion}\n`), payload.tail]));
+      this.#remember(payload);
+      return payload;
+    } catch (err) {
+      this.#opts.metrics?.generationSeconds((performance.now() - started) / 1000, 'failure');
+      const failure = classify(err);
+      if (failure.reason === 'InvalidConfig') this.#invalid.set(key, failure);
+      throw failure;
+    }
+  }
+
+  async #generate(ref: string, digest: string, config: string, key: string): Promise<Payload> {
+    this.generations++;
+    let docs: unknown;
+    try {
+      docs = JSON.parse(config === '' ? '[]' : config);
+    } catch (err) {
+      throw new InvalidConfigError('the config documents are not JSON', { cause: err });
+    }
+    const release = await this.#opts.read(ref, digest);
+    if (release.digest !== digest) throw new ReleaseUnavailableError(`release ${ref} resolved to ${release.digest}, expected the pinned ${digest}`);
+    const payload = toPayload(key, renderPayload(release, docs));
+    await this.#validate(payload);
+    this.#opts.log.info({ payload: key.slice(0, 16), release: ref, digest, bytes: payload.tail.length }, 'Generated a payload');
+    return payload;
+  }
+
+  async #validate(payload: Payload): Promise<void> {
+    if (!this.#opts.validate || versionIndex(payload.minVersion) > versionIndex(VALIDATE_AT)) return;
+    let report: string | undefined;
+    try {
+      report = await this.#opts.validate(payloadBytes(payload, VALIDATE_AT));
+    } catch (err) {
+      this.#opts.log.warn({ err }, 'Could not run the Ignition validator; serving the payload unvalidated');
+      return;
+    }
+    if (report !== undefined) throw new InvalidConfigError(`the merged payload is not valid Ignition: ${report.slice(0, 500)}`);
+  }
+
+  #remember(payload: Payload): void {
+    this.#cache.set(payload.key, payload);
+    this.#opts.metrics?.cacheBytes(this.#cache.calculatedSize);
+  }
+
+  async #readPayload(key: string): Promise<Payload | undefined> {
+    if (!/^[a-f0-9]{64}$/.test(key)) return undefined;
+    const bytes = await this.#readFile(join('payloads', key));
+    if (!bytes) return undefined;
+    const newline = bytes.indexOf(0x0a);
+    const minVersion = bytes.subarray(0, newline).toString('utf8') as SpecVersion;
+    if (newline < 0 || !SPEC_VERSIONS.includes(minVersion)) return undefined;
+    const payload: Payload = { key, minVersion, tail: Buffer.from(bytes.subarray(newline + 1)) };
+    this.#remember(payload);
+    return payload;
+  }
+
+  async #readFile(rel: string): Promise<Buffer | undefined> {
+    try {
+      return await readFile(join(this.#opts.cacheDir, rel));
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Written to a temporary name then renamed: a crash never leaves a half payload behind. */
+  async #writeFile(rel: string, bytes: Buffer): Promise<void> {
+    const path = join(this.#opts.cacheDir, rel);
+    const tmp = `${path}.${randomBytes(6).toString('hex')}.tmp`;
+    try {
+      await writeFile(tmp, bytes);
+      await rename(tmp, path);
+    } catch (err) {
+      // The disk copy is an optimisation; serving from memory still works.
+      this.#opts.log.warn({ err, path }, 'Could not persist to the payload cache directory');
+    }
+  }
+
+  get bytesInMemory(): number {
+    return this.#cache.calculatedSize;
+  }
+}

@@ -1,0 +1,196 @@
+/**
+ * A small OCI distribution client over HTTPS: pull (manifests and blobs, digest-verified) and push (blob
+ * uploads, manifest PUT). Authentication follows the registry's challenge: a 401 with
+ * `WWW-Authenticate: Bearer realm=…,service=…,scope=…` gets a token from the realm (anonymously, or with the
+ * pull secret's credentials as Basic auth); `Basic` challenges get the credentials directly.
+ */
+import { request as httpsRequest } from 'node:https';
+import type { IncomingHttpHeaders } from 'node:http';
+import { MAX_BLOB_BYTES, type ImageSource, type ManifestBytes } from './image.js';
+import { InvalidReleaseError, MEDIA_TYPES, ReleaseUnavailableError } from './types.js';
+
+export interface RegistryCredentials {
+  username: string;
+  password: string;
+}
+
+export interface RegistryOptions {
+  /** Extra CA certificates (PEM) trusted for registries, besides the system ones. */
+  ca?: string;
+  /** Credentials per registry host, from a dockerconfigjson pull secret. */
+  credentials?: (host: string) => RegistryCredentials | undefined;
+  timeoutMs?: number;
+}
+
+interface HttpResponse {
+  status: number;
+  headers: IncomingHttpHeaders;
+  body: Buffer;
+}
+
+interface HttpRequest {
+  method: string;
+  url: string;
+  headers?: Record<string, string>;
+  body?: Buffer;
+  maxBytes?: number;
+}
+
+const MANIFEST_ACCEPT = [MEDIA_TYPES.ociIndex, MEDIA_TYPES.ociManifest, MEDIA_TYPES.dockerList, MEDIA_TYPES.dockerManifest].join(', ');
+
+/** Reads `{"auths": {"host": {"auth": b64(user:pass)} | {"username","password"}}}`. */
+export function parsePullSecret(json: string): (host: string) => RegistryCredentials | undefined {
+  const parsed = JSON.parse(json) as { auths?: Record<string, { auth?: string; username?: string; password?: string }> };
+  const byHost = new Map<string, RegistryCredentials>();
+  for (const [key, entry] of Object.entries(parsed.auths ?? {})) {
+    const host = key.replace(/^https?:\/\//, '').replace(/\/.*$/, '');
+    const decoded = entry.auth ? Buffer.from(entry.auth, 'base64').toString('utf8') : `${entry.username ?? ''}:${entry.password ?? ''}`;
+    const colon = decoded.indexOf(':');
+    if (colon > 0) byHost.set(host, { username: decoded.slice(0, colon), password: decoded.slice(colon + 1) });
+  }
+  return (host) => byHost.get(host) ?? (host === 'registry-1.docker.io' ? byHost.get('docker.io') ?? byHost.get('index.docker.io') : undefined);
+}
+
+function send(req: HttpRequest, opts: RegistryOptions): Promise<HttpResponse> {
+  const maxBytes = req.maxBytes ?? MAX_BLOB_BYTES;
+  return new Promise((resolve, reject) => {
+    const r = httpsRequest(req.url, { method: req.method, headers: req.headers, ca: opts.ca, timeout: opts.timeoutMs ?? 30_000, minVersion: 'TLSv1.2' }, (res) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      res.on('data', (c: Buffer) => {
+        size += c.length;
+        if (size > maxBytes) r.destroy(new InvalidReleaseError(`${req.url} answered more than ${maxBytes} bytes`));
+        else chunks.push(c);
+      });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
+      res.on('error', reject);
+    });
+    r.on('timeout', () => r.destroy(new Error(`${req.method} ${req.url} timed out`)));
+    r.on('error', (err) => reject(err instanceof InvalidReleaseError ? err : new ReleaseUnavailableError(`${req.method} ${req.url} failed: ${err.message}`, { cause: err })));
+    r.end(req.body);
+  });
+}
+
+/** `Bearer realm="…",service="…"` → { scheme, params }. */
+export function parseChallenge(header: string | undefined): { scheme: string; params: Record<string, string> } | undefined {
+  if (!header) return undefined;
+  const m = /^(\w+)\s*(.*)$/.exec(header.trim());
+  if (!m) return undefined;
+  const params: Record<string, string> = {};
+  for (const p of (m[2] ?? '').matchAll(/(\w+)="([^"]*)"/g)) params[(p[1] ?? '').toLowerCase()] = p[2] ?? '';
+  return { scheme: (m[1] ?? '').toLowerCase(), params };
+}
+
+const basic = (c: RegistryCredentials): string => `Basic ${Buffer.from(`${c.username}:${c.password}`).toString('base64')}`;
+
+export class RegistryClient {
+  readonly #host: string;
+  readonly #repository: string;
+  readonly #opts: RegistryOptions;
+  /** Authorization per scope ("pull" or "push,pull"), once a challenge was answered. */
+  readonly #auth = new Map<string, string>();
+
+  constructor(host: string, repository: string, opts: RegistryOptions = {}) {
+    this.#host = host;
+    this.#repository = repository;
+    this.#opts = opts;
+  }
+
+  get #base(): string {
+    return `https://${this.#host}/v2/${this.#repository}`;
+  }
+
+  /** Sends with the scope's authorization; answers a 401 challenge once, then retries. */
+  async #call(req: HttpRequest, actions: string): Promise<HttpResponse> {
+    const auth = this.#auth.get(actions);
+    const first = await this.#follow({ ...req, headers: { ...req.headers, ...(auth ? { authorization: auth } : {}) } });
+    if (first.status !== 401) return first;
+    const challenge = parseChallenge(first.headers['www-authenticate']);
+    const authorization = await this.#answer(challenge, actions);
+    this.#auth.set(actions, authorization);
+    return this.#follow({ ...req, headers: { ...req.headers, authorization } });
+  }
+
+  /** Follows redirects (blob storage); credentials never go to another host. */
+  async #follow(req: HttpRequest): Promise<HttpResponse> {
+    let current = req;
+    for (let hops = 0; hops < 5; hops++) {
+      const res = await send(current, this.#opts);
+      const location = res.headers.location;
+      if (![301, 302, 303, 307, 308].includes(res.status) || !location) return res;
+      const next = new URL(location, current.url);
+      const sameHost = next.host === new URL(current.url).host;
+      const headers = { ...current.headers };
+      if (!sameHost) delete headers.authorization;
+      current = { ...current, url: next.toString(), headers };
+    }
+    throw new ReleaseUnavailableError(`too many redirects from ${req.url}`);
+  }
+
+  async #answer(challenge: ReturnType<typeof parseChallenge>, actions: string): Promise<string> {
+    const creds = this.#opts.credentials?.(this.#host);
+    if (challenge?.scheme === 'basic') {
+      if (!creds) throw new ReleaseUnavailableError(`registry ${this.#host} needs credentials and the pull secret has none for it`);
+      return basic(creds);
+    }
+    const realm = challenge?.params.realm;
+    if (challenge?.scheme !== 'bearer' || !realm) throw new ReleaseUnavailableError(`registry ${this.#host} refused access without a usable challenge`);
+    return `Bearer ${await this.#fetchToken(realm, challenge.params.service, actions, creds)}`;
+  }
+
+  /** The distribution token flow: GET realm?service&scope, anonymously or with Basic credentials. */
+  async #fetchToken(realm: string, service: string | undefined, actions: string, creds: RegistryCredentials | undefined): Promise<string> {
+    const url = new URL(realm);
+    if (service) url.searchParams.set('service', service);
+    url.searchParams.set('scope', `repository:${this.#repository}:${actions}`);
+    const res = await this.#follow({ method: 'GET', url: url.toString(), headers: creds ? { authorization: basic(creds) } : {}, maxBytes: 1024 * 1024 });
+    if (res.status !== 200) throw new ReleaseUnavailableError(`the token service of ${this.#host} answered ${res.status}`);
+    const body = JSON.parse(res.body.toString('utf8')) as { token?: string; access_token?: string };
+    const token = body.token ?? body.access_token;
+    if (!token) throw new ReleaseUnavailableError(`the token service of ${this.#host} gave no token`);
+    return token;
+  }
+
+  #check(res: HttpResponse, what: string): HttpResponse {
+    if (res.status >= 200 && res.status < 300) return res;
+    throw new ReleaseUnavailableError(`${what} on ${this.#host}/${this.#repository}: HTTP ${res.status} ${res.body.toString('utf8').slice(0, 200)}`);
+  }
+
+  async getManifest(reference: string): Promise<ManifestBytes> {
+    const res = await this.#call({ method: 'GET', url: `${this.#base}/manifests/${reference}`, headers: { accept: MANIFEST_ACCEPT }, maxBytes: 4 * 1024 * 1024 }, 'pull');
+    this.#check(res, `manifest ${reference}`);
+    return { bytes: res.body, mediaType: String(res.headers['content-type'] ?? '').split(';')[0] ?? '' };
+  }
+
+  async getBlob(digest: string): Promise<Buffer> {
+    return this.#check(await this.#call({ method: 'GET', url: `${this.#base}/blobs/${digest}` }, 'pull'), `blob ${digest}`).body;
+  }
+
+  async #hasBlob(digest: string): Promise<boolean> {
+    const res = await this.#call({ method: 'HEAD', url: `${this.#base}/blobs/${digest}` }, 'push,pull');
+    return res.status === 200;
+  }
+
+  /** Monolithic upload: POST a session, PUT the bytes with their digest. */
+  async putBlob(digest: string, bytes: Buffer): Promise<void> {
+    if (await this.#hasBlob(digest)) return;
+    const start = this.#check(await this.#call({ method: 'POST', url: `${this.#base}/blobs/uploads/`, headers: { 'content-length': '0' } }, 'push,pull'), 'starting an upload');
+    const location = new URL(String(start.headers.location ?? ''), `https://${this.#host}`);
+    location.searchParams.set('digest', digest);
+    const headers = { 'content-type': 'application/octet-stream', 'content-length': String(bytes.length) };
+    this.#check(await this.#call({ method: 'PUT', url: location.toString(), headers, body: bytes }, 'push,pull'), `uploading ${digest}`);
+  }
+
+  async putManifest(reference: string, bytes: Buffer, mediaType: string): Promise<void> {
+    const headers = { 'content-type': mediaType, 'content-length': String(bytes.length) };
+    this.#check(await this.#call({ method: 'PUT', url: `${this.#base}/manifests/${reference}`, headers, body: bytes }, 'push,pull'), `pushing manifest ${reference}`);
+  }
+}
+
+export function registrySource(client: RegistryClient, reference: string): ImageSource {
+  return {
+    root: () => client.getManifest(reference),
+    manifest: (digest) => client.getManifest(digest),
+    blob: (digest) => client.getBlob(digest),
+  };
+}

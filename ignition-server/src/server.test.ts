@@ -1,0 +1,318 @@
+/**
+ * The ignition server as it runs: two `kindling ignition-server` processes (one leader) against a real
+ * apiserver, serving HTTPS; hosts booting with the real Ignition client (fetch then files stage into a
+ * scratch root) from a user-data stub in the Flow 1 format.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { request } from 'node:https';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { existsSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import * as k8s from '@kubernetes/client-node';
+import { startCluster, freePort, ManagedProcess, type Cluster } from '../../test/bed/src/index.js';
+import { createCertificateAuthority, type CertificateAuthority } from '../../support/src/pki.js';
+import { ANNOTATIONS, IGNITION_HEADERS, LABELS, SECRET_KEYS, tokenSecretName } from '../../api/src/keys.js';
+import { buildRelease, writeLayoutDir } from './release/build.js';
+import { createValidator } from './payload/validate.js';
+import { ecKeyPem, writeReleaseFolder } from './testing.js';
+
+const NS = 'clusters';
+const POOL = 'workers';
+const KINDLING = fileURLToPath(new URL('../../../bin/kindling.js', import.meta.url));
+const IGNITION = '/usr/lib/dracut/modules.d/30ignition/ignition';
+const TTL_S = 8;
+
+async function eventually<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const v = await fn();
+      if (v !== undefined) return v;
+    } catch (err) {
+      last = err;
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`timed out waiting for ${what}`, { cause: last });
+}
+
+interface Replica {
+  proc: ManagedProcess;
+  port: number;
+  opsPort: number;
+  log: string;
+}
+
+function get(port: number, ca: string, headers: Record<string, string>): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const r = request({ host: '127.0.0.1', port, path: '/ignition', ca, headers, servername: 'localhost' }, (res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    r.on('error', reject);
+    r.end();
+  });
+}
+
+function run(cmd: string, args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number; output: string }> {
+  return new Promise((resolve) => {
+    execFile(cmd, args, { env, timeout: 60_000 }, (err, stdout, stderr) => resolve({ code: err ? Number(err.code ?? 1) : 0, output: `${stdout}${stderr}` }));
+  });
+}
+
+describe('ignition server on the test bed', { timeout: 180_000 }, () => {
+  let cluster: Cluster;
+  let dir: string;
+  let ca: CertificateAuthority;
+  let core: k8s.CoreV1Api;
+  let releaseRef: string;
+  const replicas: Replica[] = [];
+
+  async function startReplica(name: string): Promise<Replica> {
+    const port = await freePort();
+    const opsPort = await freePort();
+    const log = join(dir, `${name}.log`);
+    const args = [
+      KINDLING, 'ignition-server',
+      '--kubeconfig', cluster.kubeconfigPath,
+      '--serving-address', `127.0.0.1:${port}`,
+      '--ops-address', `127.0.0.1:${opsPort}`,
+      '--tls-cert-file', join(dir, 'tls.crt'),
+      '--tls-key-file', join(dir, 'tls.key'),
+      '--signing-key-file', join(dir, 'signing.pem'),
+      '--token-ttl', `${TTL_S}s`,
+      '--namespace', NS,
+      '--cache-dir', join(dir, `cache-${name}`),
+      '--leader-election-namespace', 'kindling-system',
+    ];
+    const proc = new ManagedProcess({ name, command: process.execPath, args, logFile: log });
+    await eventually(`${name} to serve`, async () => ((await get(port, ca.certPem, {})).status === 401 ? true : undefined));
+    return { proc, port, opsPort, log };
+  }
+
+  async function createTokenSecret(hash: string, config: unknown[], extra: Record<string, string> = {}): Promise<string> {
+    const name = tokenSecretName(POOL, hash);
+    await core.createNamespacedSecret({
+      namespace: NS,
+      body: {
+        metadata: { name, namespace: NS, labels: { [LABELS.tokenSecret]: 'true', [LABELS.nodePool]: POOL, [LABELS.configHash]: hash }, annotations: extra },
+        stringData: { [SECRET_KEYS.release]: releaseRef, [SECRET_KEYS.config]: JSON.stringify(config), [SECRET_KEYS.pool]: `${NS}/${POOL}` },
+      },
+    });
+    return name;
+  }
+
+  const readSecret = (name: string): Promise<k8s.V1Secret> => core.readNamespacedSecret({ name, namespace: NS });
+  const dataOf = (s: k8s.V1Secret, key: string): string | undefined => (s.data?.[key] ? Buffer.from(s.data[key], 'base64').toString() : undefined);
+  const tokenOf = async (name: string): Promise<string | undefined> => dataOf(await readSecret(name), SECRET_KEYS.token);
+  const headers = (token: string, hash: string): Record<string, string> => ({
+    authorization: `Bearer ${token}`,
+    [IGNITION_HEADERS.nodePool]: `${NS}/${POOL}`,
+    [IGNITION_HEADERS.targetConfigVersionHash]: hash,
+    accept: 'application/vnd.coreos.ignition+json;version=3.3.0, */*;q=0.1',
+  });
+
+  /** The user-data stub of Flow 1 step 3. */
+  function stub(replica: Replica, token: string, hash: string): string {
+    return JSON.stringify({
+      ignition: {
+        version: '3.2.0',
+        config: {
+          merge: [{
+            source: `https://localhost:${replica.port}/ignition`,
+            httpHeaders: [
+              { name: 'Authorization', value: `Bearer ${token}` },
+              { name: IGNITION_HEADERS.nodePool, value: `${NS}/${POOL}` },
+              { name: IGNITION_HEADERS.targetConfigVersionHash, value: hash },
+            ],
+          }],
+        },
+        security: { tls: { certificateAuthorities: [{ source: `data:text/plain;base64,${Buffer.from(ca.certPem).toString('base64')}` }] } },
+      },
+    });
+  }
+
+  /** Boots a host: the real Ignition client's fetch stage, then its files stage into a scratch root. */
+  async function boot(replica: Replica, token: string, hash: string, fetchTimeout = '60s'): Promise<{ code: number; root: string; output: string }> {
+    const host = await mkdtemp(join(dir, 'host-'));
+    const root = join(host, 'root');
+    // The host's OS image. Debian's Ignition relabels every written file with SELinux's `setfiles` whatever
+    // /etc/selinux/config says; the simulated host has no SELinux, so its `setfiles` does nothing.
+    await mkdir(join(root, 'etc', 'selinux'), { recursive: true });
+    await writeFile(join(root, 'etc', 'selinux', 'config'), 'SELINUX=disabled\nSELINUXTYPE=targeted\n');
+    await mkdir(join(host, 'bin'));
+    await writeFile(join(host, 'bin', 'setfiles'), '#!/bin/sh\ncat >/dev/null\n', { mode: 0o755 });
+    await writeFile(join(host, 'user-data.ign'), stub(replica, token, hash));
+    const env = { ...process.env, IGNITION_CONFIG_FILE: join(host, 'user-data.ign'), PATH: `${join(host, 'bin')}:${process.env.PATH ?? ''}` };
+    const common = ['-platform', 'file', '-root', root, '-config-cache', join(host, 'ignition.json'), '-state-file', join(host, 'state'), '-neednet', join(host, 'neednet'), '-log-to-stdout', '-fetch-timeout', fetchTimeout];
+    const fetch = await run(IGNITION, [...common, '-stage', 'fetch'], env);
+    if (fetch.code !== 0) return { code: fetch.code, root, output: fetch.output };
+    const files = await run(IGNITION, [...common, '-stage', 'files'], env);
+    return { code: files.code, root, output: `${fetch.output}${files.output}` };
+  }
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'ignition-server-'));
+    cluster = await startCluster({ name: 'mgmt', controllerManager: false });
+    core = cluster.kubeConfig.makeApiClient(k8s.CoreV1Api);
+    for (const name of [NS, 'kindling-system']) await core.createNamespace({ body: { metadata: { name } } });
+    ca = await createCertificateAuthority('ignition serving CA');
+    const serving = await ca.issue({ commonName: 'ignition', dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'], usage: 'server' });
+    await writeFile(join(dir, 'tls.crt'), serving.certPem);
+    await writeFile(join(dir, 'tls.key'), serving.keyPem);
+    await writeFile(join(dir, 'signing.pem'), ecKeyPem());
+    const image = await buildRelease(await writeReleaseFolder(join(dir, 'release-src')), 'v1');
+    await writeLayoutDir(image, join(dir, 'release'));
+    releaseRef = `oci:${join(dir, 'release')}:v1`;
+    replicas.push(await startReplica('a'), await startReplica('b'));
+  });
+
+  after(async () => {
+    await Promise.all(replicas.map((r) => r.proc.stop()));
+    await cluster?.stop();
+    if (process.env.KEEP_TEST_DIR === undefined) await rm(dir, { recursive: true, force: true });
+  });
+
+  const MACHINE_CONFIG = {
+    apiVersion: 'machineconfiguration.openshift.io/v1',
+    kind: 'MachineConfig',
+    metadata: { name: '99-worker-motd' },
+    spec: { config: { ignition: { version: '3.2.0' }, storage: { files: [{ path: '/etc/motd', mode: 420, contents: { source: 'data:,hello%20from%20kindling%0A' } }] } } },
+  };
+  const KUBELET_CONFIG = { apiVersion: 'machineconfiguration.openshift.io/v1', kind: 'KubeletConfig', metadata: { name: 'max-pods' }, spec: { kubeletConfig: { maxPods: 42 } } };
+
+  it('when a token Secret appears, it should mint its token, generate the payload once, and let a host boot with the real Ignition client', async () => {
+    const hash = 'boot0001';
+    const name = await createTokenSecret(hash, [KUBELET_CONFIG, MACHINE_CONFIG]);
+    const token = await eventually('a minted token', () => tokenOf(name));
+    const secret = await eventually('the payload result', async () => {
+      const s = await readSecret(name);
+      return s.metadata?.annotations?.[ANNOTATIONS.payloadReason] ? s : undefined;
+    });
+    assert.equal(secret.metadata?.annotations?.[ANNOTATIONS.payloadReason], 'AsExpected');
+    assert.ok(secret.metadata?.annotations?.[ANNOTATIONS.tokenIssuedAt]);
+    assert.equal(dataOf(secret, SECRET_KEYS.rotatedToken), undefined);
+    // Both replicas serve the leader's token.
+    for (const r of replicas) await eventually(`replica ${r.log} serving`, async () => ((await get(r.port, ca.certPem, headers(token, hash))).status === 200 ? true : undefined));
+
+    const host = await boot(replicas[1] as Replica, token, hash);
+    assert.equal(host.code, 0, host.output);
+    assert.equal(await readFile(join(host.root, 'etc/motd'), 'utf8'), 'hello from kindling\n');
+    assert.equal((JSON.parse(await readFile(join(host.root, 'etc/kubernetes/kubelet.conf'), 'utf8')) as { maxPods: number }).maxPods, 42);
+    assert.equal((JSON.parse(await readFile(join(host.root, 'etc/kindling/release.json'), 'utf8')) as { version: string }).version, '4.18.2');
+    assert.ok(existsSync(join(host.root, 'etc/systemd/system/kubelet.service')));
+    const fetched = await readFile(join(host.root, '..', 'ignition.json'));
+    assert.equal(await createValidator()(fetched), undefined, 'the fetched config passes ignition-validate');
+
+    const reached = await eventually('the first fetch recorded', async () => (await readSecret(name)).metadata?.annotations?.[ANNOTATIONS.ignitionReachedAt]);
+    assert.ok(Date.parse(reached) > 0);
+    const logs = replicas.map((r) => readFileSync(r.log, 'utf8')).join('\n');
+    assert.equal(logs.split('Minted the token').length - 1, 1, 'one replica (the leader) minted');
+    assert.equal(logs.split('Generated a payload').length - 1, 2, 'one generation per replica for the pair');
+    assert.ok(!logs.includes(token.split('.')[1] as string), 'no token in any log');
+    assert.match(logs, /"status":200,"nodePool":"clusters\/workers"/);
+  });
+
+  it('when the token reaches TTL/2, it should rotate it, keep the old one valid until its own expiry, and boot with either', async () => {
+    const hash = 'rotate01';
+    const name = await createTokenSecret(hash, [MACHINE_CONFIG]);
+    const first = await eventually('a minted token', () => tokenOf(name));
+    const [replica] = replicas as [Replica];
+    await eventually('payload', async () => ((await get(replica.port, ca.certPem, headers(first, hash))).status === 200 ? true : undefined));
+    const second = await eventually('a rotated token', async () => {
+      const s = await readSecret(name);
+      const t = dataOf(s, SECRET_KEYS.token);
+      return t !== first ? s : undefined;
+    }, TTL_S * 1000);
+    assert.equal(dataOf(second, SECRET_KEYS.rotatedToken), first);
+    const current = dataOf(second, SECRET_KEYS.token) as string;
+    await eventually('the new token served', async () => ((await get(replica.port, ca.certPem, headers(current, hash))).status === 200 ? true : undefined));
+    assert.equal((await get(replica.port, ca.certPem, headers(first, hash))).status, 200, 'the rotated token still works');
+    const host = await boot(replica, first, hash);
+    assert.equal(host.code, 0, host.output);
+    assert.equal(await readFile(join(host.root, 'etc/motd'), 'utf8'), 'hello from kindling\n');
+    // The first token's own expiry (iat + TTL) passes: refused, while the current one still works.
+    const firstExp = (JSON.parse(Buffer.from(first.split('.')[1] as string, 'base64url').toString()) as { exp: number }).exp * 1000;
+    await new Promise((r) => setTimeout(r, Math.max(0, firstExp - Date.now() + 200)));
+    assert.equal((await get(replica.port, ca.certPem, headers(first, hash))).status, 401);
+    const latest = (await tokenOf(name)) as string;
+    assert.equal((await get(replica.port, ca.certPem, headers(latest, hash))).status, 200);
+  });
+
+  it('when the token Secret is deleted, it should refuse its token at once on every replica', async () => {
+    const hash = 'revoke01';
+    const name = await createTokenSecret(hash, []);
+    const token = await eventually('a minted token', () => tokenOf(name));
+    for (const r of replicas) await eventually('served', async () => ((await get(r.port, ca.certPem, headers(token, hash))).status === 200 ? true : undefined));
+    await core.deleteNamespacedSecret({ name, namespace: NS });
+    const started = Date.now();
+    for (const r of replicas) await eventually('refused', async () => ((await get(r.port, ca.certPem, headers(token, hash))).status === 401 ? true : undefined), 3000);
+    assert.ok(Date.now() - started < 3000);
+  });
+
+  it('when the expiry annotation passes, it should refuse the token, delete the Secret, and a booting host should fail', async () => {
+    const hash = 'expire01';
+    const name = await createTokenSecret(hash, []);
+    const token = await eventually('a minted token', () => tokenOf(name));
+    const [replica] = replicas as [Replica];
+    await eventually('served', async () => ((await get(replica.port, ca.certPem, headers(token, hash))).status === 200 ? true : undefined));
+    const expiresAt = new Date(Date.now() + 1500).toISOString();
+    await core.patchNamespacedSecret({ name, namespace: NS, body: { metadata: { annotations: { [ANNOTATIONS.tokenExpiresAt]: expiresAt } } } }, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch));
+    await eventually('the Secret deleted', async () => {
+      try {
+        await readSecret(name);
+        return undefined;
+      } catch {
+        return true;
+      }
+    });
+    assert.equal((await get(replica.port, ca.certPem, headers(token, hash))).status, 401);
+    const host = await boot(replica, token, hash, '3s');
+    assert.notEqual(host.code, 0);
+    assert.ok(!existsSync(join(host.root, 'etc/kindling/release.json')));
+  });
+
+  it('when the config cannot be merged, it should say why on the token Secret and answer 511', async () => {
+    const hash = 'invalid1';
+    const bad = { ...MACHINE_CONFIG, metadata: { name: '50-bad' }, spec: { osImageURL: 'quay.io/os@sha256:0' } };
+    const name = await createTokenSecret(hash, [bad]);
+    const secret = await eventually('the payload result', async () => {
+      const s = await readSecret(name);
+      return s.metadata?.annotations?.[ANNOTATIONS.payloadReason] ? s : undefined;
+    });
+    assert.equal(secret.metadata?.annotations?.[ANNOTATIONS.payloadReason], 'InvalidConfig');
+    assert.match(secret.metadata?.annotations?.[ANNOTATIONS.payloadMessage] ?? '', /MachineConfig 50-bad: spec.osImageURL is not supported/);
+    const token = (await tokenOf(name)) as string;
+    assert.equal((await get(replicas[0]!.port, ca.certPem, headers(token, hash))).status, 511);
+  });
+
+  it('when a replica restarts on its cache directory, it should serve at once and generate nothing', async () => {
+    const b = replicas[1] as Replica;
+    await b.proc.stop();
+    const restarted = await startReplica('b');
+    replicas[1] = restarted;
+    const logB = (): string => readFileSync(restarted.log, 'utf8');
+    const name = tokenSecretName(POOL, 'boot0001');
+    const token = (await tokenOf(name)) as string;
+    await eventually('served after restart', async () => ((await get(restarted.port, ca.certPem, headers(token, 'boot0001'))).status === 200 ? true : undefined));
+    const lines = logB().split('\n');
+    const sinceRestart = lines.slice(lines.findLastIndex((l) => l.includes('"Started"')) - 5).join('\n');
+    assert.ok(!sinceRestart.includes('Generated a payload'), 'no generation after the restart');
+    const metrics = await new Promise<string>((resolve, reject) => {
+      import('node:http').then(({ get: httpGet }) => httpGet(`http://127.0.0.1:${restarted.opsPort}/metrics`, (res) => {
+        let body = '';
+        res.on('data', (c: Buffer) => (body += c.toString()));
+        res.on('end', () => resolve(body));
+      }).on('error', reject), reject);
+    });
+    assert.match(metrics, /kindling_ignition_requests_total\{code="200"/);
+    assert.doesNotMatch(metrics, /kindling_ignition_payload_generation_seconds_count\{outcome="success"[^}]*\} [1-9]/);
+    assert.match(metrics, /kindling_ignition_tokens_live\{[^}]*\} [1-9]/);
+  });
+});

@@ -1,0 +1,135 @@
+/**
+ * Every replica's picture of the live token Secrets, fed by the Secret informer: which tokens are valid (the
+ * current and the rotated one of each Secret), for which pool and hash, and where the payload stands. A
+ * token whose Secret is deleted or past its expiry annotation is unknown at once, whatever its JWT says.
+ */
+import type * as k8s from '@kubernetes/client-node';
+import { ANNOTATIONS, LABELS, SECRET_KEYS } from '../../api/src/keys.js';
+import type { FailureReason } from './payload/store.js';
+
+export type PayloadState =
+  | { state: 'pending' }
+  | { state: 'ready'; key: string }
+  | { state: 'failed'; reason: FailureReason; message: string };
+
+export interface TokenSecret {
+  /** `namespace/name` of the Secret. */
+  key: string;
+  namespace: string;
+  name: string;
+  uid: string;
+  /** `namespace/name` of the pool. */
+  pool: string;
+  hash: string;
+  release: string;
+  config: string;
+  token?: string;
+  rotatedToken?: string;
+  issuedAtMs?: number;
+  expiresAtMs?: number;
+  reachedAt?: string;
+  payloadReason?: string;
+  payloadMessage?: string;
+  resourceVersion: string;
+}
+
+export interface TokenSecretEntry {
+  secret: TokenSecret;
+  payload: PayloadState;
+  /** Set when this replica served the Secret's payload once, so it records ReachedIgnition only once. */
+  served: boolean;
+}
+
+const decode = (data: Record<string, string> | undefined, key: string): string | undefined => {
+  const v = data?.[key];
+  return v === undefined ? undefined : Buffer.from(v, 'base64').toString('utf8');
+};
+
+function timeOf(value: string | undefined): number | undefined {
+  if (!value) return undefined;
+  const t = Date.parse(value);
+  return Number.isNaN(t) ? undefined : t;
+}
+
+/** Reads a token Secret; undefined when it lacks what a token needs (pool, hash, release). */
+export function readTokenSecret(secret: k8s.V1Secret): TokenSecret | undefined {
+  const meta = secret.metadata ?? {};
+  const namespace = meta.namespace ?? '';
+  const pool = poolOf(secret, namespace);
+  const hash = meta.labels?.[LABELS.configHash];
+  const release = decode(secret.data, SECRET_KEYS.release);
+  if (!pool || !hash || !release || !meta.name) return undefined;
+  const identity = { key: `${namespace}/${meta.name}`, namespace, name: meta.name, uid: String(meta.uid), resourceVersion: String(meta.resourceVersion) };
+  return { ...identity, pool, hash, release, ...fromData(secret.data), ...fromAnnotations(meta.annotations ?? {}) };
+}
+
+/** `namespace/name` of the pool: the Secret's `pool` key, else its namespace and pool label. */
+function poolOf(secret: k8s.V1Secret, namespace: string): string | undefined {
+  const poolName = secret.metadata?.labels?.[LABELS.nodePool];
+  return decode(secret.data, SECRET_KEYS.pool) ?? (poolName ? `${namespace}/${poolName}` : undefined);
+}
+
+function fromData(data: Record<string, string> | undefined): Pick<TokenSecret, 'config' | 'token' | 'rotatedToken'> {
+  return { config: decode(data, SECRET_KEYS.config) ?? '[]', token: decode(data, SECRET_KEYS.token), rotatedToken: decode(data, SECRET_KEYS.rotatedToken) };
+}
+
+function fromAnnotations(a: Record<string, string>): Pick<TokenSecret, 'issuedAtMs' | 'expiresAtMs' | 'reachedAt' | 'payloadReason' | 'payloadMessage'> {
+  return {
+    issuedAtMs: timeOf(a[ANNOTATIONS.tokenIssuedAt]),
+    expiresAtMs: timeOf(a[ANNOTATIONS.tokenExpiresAt]),
+    reachedAt: a[ANNOTATIONS.ignitionReachedAt],
+    payloadReason: a[ANNOTATIONS.payloadReason],
+    payloadMessage: a[ANNOTATIONS.payloadMessage],
+  };
+}
+
+export class TokenIndex {
+  readonly #bySecret = new Map<string, TokenSecretEntry>();
+  readonly #byToken = new Map<string, string>();
+
+  /** Records the Secret's current state; returns its entry (payload state kept if the inputs did not change). */
+  upsert(secret: TokenSecret): TokenSecretEntry {
+    const previous = this.#bySecret.get(secret.key);
+    this.#dropTokens(previous);
+    const sameInputs = previous && previous.secret.release === secret.release && previous.secret.config === secret.config;
+    const entry: TokenSecretEntry = { secret, payload: sameInputs ? previous.payload : { state: 'pending' }, served: previous?.served ?? false };
+    this.#bySecret.set(secret.key, entry);
+    for (const t of [secret.token, secret.rotatedToken]) if (t) this.#byToken.set(t, secret.key);
+    return entry;
+  }
+
+  remove(key: string): void {
+    this.#dropTokens(this.#bySecret.get(key));
+    this.#bySecret.delete(key);
+  }
+
+  get(key: string): TokenSecretEntry | undefined {
+    return this.#bySecret.get(key);
+  }
+
+  /** The entry the token belongs to, if its Secret is live and not past its expiry annotation. */
+  find(token: string, nowMs: number): TokenSecretEntry | undefined {
+    const key = this.#byToken.get(token);
+    const entry = key === undefined ? undefined : this.#bySecret.get(key);
+    if (!entry) return undefined;
+    if (entry.secret.expiresAtMs !== undefined && entry.secret.expiresAtMs <= nowMs) return undefined;
+    return entry;
+  }
+
+  /** Entries whose payload comes from this content key. */
+  entries(): TokenSecretEntry[] {
+    return [...this.#bySecret.values()];
+  }
+
+  /** Tokens a host could present right now (current and rotated of every live Secret). */
+  get liveTokens(): number {
+    return this.#byToken.size;
+  }
+
+  #dropTokens(entry: TokenSecretEntry | undefined): void {
+    if (!entry) return;
+    for (const t of [entry.secret.token, entry.secret.rotatedToken]) {
+      if (t && this.#byToken.get(t) === entry.secret.key) this.#byToken.delete(t);
+    }
+  }
+}

@@ -1,0 +1,90 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { generateKeyPairSync } from 'node:crypto';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { decodeJwt, decodeProtectedHeader, SignJWT } from 'jose';
+import { createTokenAuthority, loadTokenAuthority } from './tokens.js';
+import { ecKeyPem, manualClock } from './testing.js';
+
+describe('tokens', () => {
+  it('when a token is minted, it should verify with the pool, hash, issue and expiry it was minted with', async () => {
+    const clock = manualClock();
+    const auth = await createTokenAuthority(ecKeyPem(), clock);
+    const { token, claims } = await auth.mint({ pool: 'clusters/workers', hash: 'abc123', ttlMs: 3_600_000 });
+    const verified = await auth.verify(token);
+    assert.deepEqual(verified, claims);
+    assert.equal(claims.pool, 'clusters/workers');
+    assert.equal(claims.expiresAtMs - claims.issuedAtMs, 3_600_000);
+    assert.equal(decodeProtectedHeader(token).alg, 'ES256');
+    assert.equal(decodeProtectedHeader(token).kid, auth.keyId);
+  });
+
+  it('when two tokens are minted in the same second, it should make them differ', async () => {
+    const auth = await createTokenAuthority(ecKeyPem(), manualClock());
+    const a = await auth.mint({ pool: 'ns/p', hash: 'h', ttlMs: 1000 });
+    const b = await auth.mint({ pool: 'ns/p', hash: 'h', ttlMs: 1000 });
+    assert.notEqual(a.token, b.token);
+  });
+
+  it('when the expiry has passed, it should refuse the token', async () => {
+    const clock = manualClock();
+    const auth = await createTokenAuthority(ecKeyPem(), clock);
+    const { token } = await auth.mint({ pool: 'ns/p', hash: 'h', ttlMs: 10_000 });
+    clock.advance(9_999);
+    assert.ok(await auth.verify(token));
+    clock.advance(1);
+    assert.equal(await auth.verify(token), undefined);
+  });
+
+  it('when a token is signed by another key, it should refuse it', async () => {
+    const auth = await createTokenAuthority(ecKeyPem(), manualClock());
+    const other = await createTokenAuthority(ecKeyPem(), manualClock());
+    const { token } = await other.mint({ pool: 'ns/p', hash: 'h', ttlMs: 10_000 });
+    assert.equal(await auth.verify(token), undefined);
+  });
+
+  it('when a token is tampered with, unsigned or garbled, it should refuse it', async () => {
+    const clock = manualClock();
+    const auth = await createTokenAuthority(ecKeyPem(), clock);
+    const { token } = await auth.mint({ pool: 'ns/p', hash: 'h', ttlMs: 10_000 });
+    const [h, , s] = token.split('.') as [string, string, string];
+    const claims = { ...decodeJwt(token), sub: 'ns/other' };
+    const tampered = `${h}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}.${s}`;
+    const none = `${Buffer.from('{"alg":"none"}').toString('base64url')}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}.`;
+    for (const bad of [tampered, none, '', 'abc', 'a.b.c', token.slice(0, -3), `${token}x`, 'x'.repeat(5000)]) {
+      assert.equal(await auth.verify(bad), undefined, bad.slice(0, 40));
+    }
+  });
+
+  it('when a token of the same key lacks the hash claim or has the wrong audience, it should refuse it', async () => {
+    const pem = ecKeyPem();
+    const auth = await createTokenAuthority(pem, manualClock());
+    const key = (await import('node:crypto')).createPrivateKey(pem);
+    const base = (): SignJWT => new SignJWT({}).setProtectedHeader({ alg: 'ES256' }).setIssuer('kindling-ignition-server').setSubject('ns/p').setIssuedAt().setJti('x').setExpirationTime('1h');
+    const noHash = await base().setAudience('kindling-ignition').sign(key);
+    const otherAudience = await new SignJWT({ hash: 'h' }).setProtectedHeader({ alg: 'ES256' }).setIssuer('kindling-ignition-server').setSubject('ns/p').setIssuedAt().setJti('x').setExpirationTime('1h').setAudience('kube').sign(key);
+    assert.equal(await auth.verify(noHash), undefined);
+    assert.equal(await auth.verify(otherAudience), undefined);
+  });
+
+  it('when the key file holds an RSA or P-384 key, it should refuse to start', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'tokens-'));
+    const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+    await writeFile(join(dir, 'rsa.pem'), rsa);
+    await writeFile(join(dir, 'p384.pem'), ecKeyPem('P-384'));
+    await writeFile(join(dir, 'ok.pem'), ecKeyPem());
+    await assert.rejects(loadTokenAuthority(join(dir, 'rsa.pem')), /failed to load/);
+    await assert.rejects(loadTokenAuthority(join(dir, 'p384.pem')), /failed to load/);
+    assert.ok((await loadTokenAuthority(join(dir, 'ok.pem'))).keyId);
+  });
+
+  it('when two replicas load the same key file, it should verify each other\'s tokens', async () => {
+    const pem = ecKeyPem();
+    const a = await createTokenAuthority(pem);
+    const b = await createTokenAuthority(pem);
+    const { token } = await a.mint({ pool: 'ns/p', hash: 'h', ttlMs: 60_000 });
+    assert.equal((await b.verify(token))?.pool, 'ns/p');
+  });
+});

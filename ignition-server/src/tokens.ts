@@ -1,0 +1,101 @@
+/**
+ * Bearer tokens of `/ignition`: ES256 JWTs bound to one pool (`namespace/name`) and one config hash, with an
+ * issue and an expiry time. The signing key comes from a PEM file so every replica verifies every token;
+ * signature and expiry are checked before anything is looked up, so a forged or stale token costs no more
+ * than one signature verification.
+ */
+import { createPrivateKey, createPublicKey, randomBytes, type KeyObject } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { calculateJwkThumbprint, exportJWK, jwtVerify, SignJWT } from 'jose';
+import { realClock, type Clock } from '../../support/src/timers.js';
+
+const ISSUER = 'kindling-ignition-server';
+const AUDIENCE = 'kindling-ignition';
+const ALG = 'ES256';
+/** The longest token we are willing to parse: a real one is ~400 bytes; anything bigger is not ours. */
+export const MAX_TOKEN_LENGTH = 2048;
+
+export interface TokenClaims {
+  /** `namespace/name` of the pool. */
+  pool: string;
+  /** Config hash of the token Secret the token was minted for. */
+  hash: string;
+  /** Issue and expiry times, in milliseconds since the epoch (the JWT holds seconds). */
+  issuedAtMs: number;
+  expiresAtMs: number;
+  /** Unique id, so two tokens minted in the same second differ. */
+  id: string;
+}
+
+export interface MintOptions {
+  pool: string;
+  hash: string;
+  ttlMs: number;
+}
+
+export interface TokenAuthority {
+  /** Key id (RFC 7638 thumbprint of the public key), in every token's header. */
+  readonly keyId: string;
+  mint(opts: MintOptions): Promise<{ token: string; claims: TokenClaims }>;
+  /** The token's claims when its signature, issuer, audience and expiry hold; undefined otherwise. */
+  verify(token: string): Promise<TokenClaims | undefined>;
+}
+
+/** Builds the authority from a PKCS#8 or SEC1 PEM private key on the P-256 curve. */
+export async function createTokenAuthority(privateKeyPem: string, clock: Clock = realClock): Promise<TokenAuthority> {
+  const privateKey = createPrivateKey(privateKeyPem);
+  if (privateKey.asymmetricKeyType !== 'ec' || privateKey.asymmetricKeyDetails?.namedCurve !== 'prime256v1') {
+    throw new Error('the token signing key must be an ECDSA P-256 private key (ES256)');
+  }
+  const publicKey = createPublicKey(privateKey);
+  const keyId = await calculateJwkThumbprint(await exportJWK(publicKey));
+  return {
+    keyId,
+    mint: (opts) => mint(privateKey, keyId, opts, clock),
+    verify: (token) => verify(publicKey, token, clock),
+  };
+}
+
+export async function loadTokenAuthority(path: string, clock: Clock = realClock): Promise<TokenAuthority> {
+  try {
+    return await createTokenAuthority(await readFile(path, 'utf8'), clock);
+  } catch (err) {
+    throw new Error(`failed to load the token signing key from ${path}`, { cause: err });
+  }
+}
+
+async function mint(key: KeyObject, keyId: string, opts: MintOptions, clock: Clock): Promise<{ token: string; claims: TokenClaims }> {
+  const iat = Math.floor(clock.now() / 1000);
+  const exp = iat + Math.max(1, Math.ceil(opts.ttlMs / 1000));
+  const id = randomBytes(12).toString('base64url');
+  const token = await new SignJWT({ hash: opts.hash })
+    .setProtectedHeader({ alg: ALG, kid: keyId, typ: 'JWT' })
+    .setIssuer(ISSUER)
+    .setAudience(AUDIENCE)
+    .setSubject(opts.pool)
+    .setIssuedAt(iat)
+    .setExpirationTime(exp)
+    .setJti(id)
+    .sign(key);
+  return { token, claims: { pool: opts.pool, hash: opts.hash, issuedAtMs: iat * 1000, expiresAtMs: exp * 1000, id } };
+}
+
+async function verify(key: KeyObject, token: string, clock: Clock): Promise<TokenClaims | undefined> {
+  if (token.length > MAX_TOKEN_LENGTH) return undefined;
+  try {
+    const { payload } = await jwtVerify(token, key, {
+      algorithms: [ALG],
+      issuer: ISSUER,
+      audience: AUDIENCE,
+      requiredClaims: ['sub', 'iat', 'exp', 'jti', 'hash'],
+      currentDate: new Date(clock.now()),
+      clockTolerance: 0,
+    });
+    const { sub, hash, iat, exp, jti } = payload;
+    if (typeof hash !== 'string' || sub === undefined || iat === undefined || exp === undefined || jti === undefined) return undefined;
+    return { pool: sub, hash, issuedAtMs: iat * 1000, expiresAtMs: exp * 1000, id: jti };
+  } catch {
+    // Every failure (garbled, forged, expired, wrong audience) is the same 401 to the caller.
+    return undefined;
+  }
+}

@@ -1,0 +1,224 @@
+/**
+ * The node agent (`kindling agent`, on the host, privileged, host root mounted). It follows the
+ * machine-config-daemon protocol on its Node's annotations and is level-based: every step reads the Node and
+ * the journal in the host root and does the next thing, so a restart (a reboot, a kill at any line) resumes
+ * where it was, and running it twice changes nothing.
+ *
+ *   desiredConfig ≠ currentConfig → state Working → compare payload with the host →
+ *   [drain-<hash>, wait lastAppliedDrain] → apply atomically (journal, backup, write, verify) →
+ *   [reboot] → [uncordon-<hash>, wait lastAppliedDrain] → currentConfig = hash, state Done.
+ *   Any failure: backup restored, state Degraded, reason.
+ *
+ * Drain and reboot rule: a change that only touches users' SSH authorized keys needs neither (sshd reads the
+ * keys at each login and nothing running depends on them). Any other change — a file, directory or link
+ * anywhere (kubelet config and certificates under /etc/kubernetes included), a systemd unit, drop-in or
+ * enablement — needs a drain and a reboot: the agent cannot know which running process reads it, and a
+ * reboot is the one way every service, kubelet included, starts from the new config.
+ */
+import { existsSync } from 'node:fs';
+import * as k8s from '@kubernetes/client-node';
+import { ANNOTATIONS, DRAIN_PREFIX, NODE_STATES, UNCORDON_PREFIX } from '../../../api/src/keys.js';
+import { isNotFound } from '../../../support/src/errors.js';
+import { ResilientInformer } from '../../../support/src/informer.js';
+import type { Logger } from '../../../support/src/logger.js';
+import { PAYLOAD_KEYS, payloadSecretName } from '../desired.js';
+import { entriesOf, parseIgnition, UnsupportedConfigError, type Entry } from './ignition.js';
+import type { Host, Journal } from './host.js';
+import type { RebootAction } from './reboot.js';
+
+export interface AgentOptions {
+  kubeConfig: k8s.KubeConfig;
+  node: string;
+  host: Host;
+  /** Guest namespace of the payload Secret. */
+  namespace: string;
+  reboot: RebootAction;
+  log: Logger;
+  /** Longest wait between steps when no event arrives. */
+  pollMs?: number;
+}
+
+export type StepOutcome = 'idle' | 'wait' | 'continue';
+type Annotations = Record<string, string>;
+
+/** See the rule at the top of this file. */
+export function disruptionOf(changes: readonly Entry[]): { drain: boolean; reboot: boolean } {
+  const disruptive = changes.some((c) => c.origin !== 'ssh');
+  return { drain: disruptive, reboot: disruptive };
+}
+
+const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
+
+function finished(ann: Annotations, desired: string): boolean {
+  const drain = ann[ANNOTATIONS.desiredDrain];
+  return ann[ANNOTATIONS.currentConfig] === desired && ann[ANNOTATIONS.state] === NODE_STATES.done && (drain === undefined || drain === ann[ANNOTATIONS.lastAppliedDrain]);
+}
+
+export class Agent {
+  #opts: AgentOptions;
+  #core: k8s.CoreV1Api;
+  #informer: ResilientInformer<k8s.V1Node>;
+  #wake: () => void = () => undefined;
+  /** The hash this process failed on: not retried until desiredConfig changes or the agent restarts. */
+  #failedHash: string | undefined;
+
+  constructor(opts: AgentOptions) {
+    this.#opts = opts;
+    this.#core = opts.kubeConfig.makeApiClient(k8s.CoreV1Api);
+    const fieldSelector = `metadata.name=${opts.node}`;
+    this.#informer = new ResilientInformer<k8s.V1Node>({
+      kubeConfig: opts.kubeConfig,
+      path: '/api/v1/nodes',
+      fieldSelector,
+      list: () => this.#core.listNode({ fieldSelector }),
+      log: opts.log,
+      onEvent: () => this.#wake(),
+    });
+  }
+
+  /** Steps until the signal aborts. */
+  async run(signal: AbortSignal): Promise<void> {
+    await this.#informer.start();
+    this.#opts.log.info({ node: this.#opts.node, root: this.#opts.host.root }, 'Agent started');
+    while (!signal.aborted) {
+      let outcome: StepOutcome = 'wait';
+      try {
+        outcome = await this.step();
+      } catch (err) {
+        this.#opts.log.warn({ err }, 'Step failed: retrying');
+      }
+      if (outcome !== 'continue') await this.#sleep(outcome === 'idle' ? 4 * (this.#opts.pollMs ?? 5_000) : (this.#opts.pollMs ?? 5_000), signal);
+    }
+    await this.#informer.stop();
+  }
+
+  /** One step of the protocol. */
+  async step(): Promise<StepOutcome> {
+    const node = this.#informer.get(this.#opts.node);
+    if (!node) return 'wait';
+    const journal = await this.#opts.host.readJournal();
+    if (journal?.phase === 'applying') return this.#recover(journal);
+    return this.#next(node.metadata?.annotations ?? {}, journal);
+  }
+
+  async #next(ann: Annotations, journal: Journal | undefined): Promise<StepOutcome> {
+    const desired = ann[ANNOTATIONS.desiredConfig];
+    if (!desired) return 'idle';
+    if (finished(ann, desired)) {
+      if (journal) await this.#opts.host.clearJournal();
+      return 'idle';
+    }
+    if (ann[ANNOTATIONS.state] === NODE_STATES.degraded && this.#failedHash === desired) return 'idle';
+    if (journal?.hash === desired) return this.#afterApply(ann, journal);
+    // A journal for another hash: that config is on disk and the new one is compared against it.
+    if (journal) await this.#opts.host.clearJournal();
+    return this.#update(ann, desired);
+  }
+
+  /** Killed mid-write: put the host back as it was, then start over. */
+  async #recover(journal: Journal): Promise<StepOutcome> {
+    await this.#opts.host.restore(journal);
+    await this.#opts.host.clearJournal();
+    this.#opts.log.warn({ hash: journal.hash }, 'Found an interrupted apply: restored the backup');
+    return 'continue';
+  }
+
+  async #update(ann: Annotations, desired: string): Promise<StepOutcome> {
+    const payload = await this.#payload(desired);
+    if (!payload) return 'wait';
+    const host = this.#opts.host;
+    let changes: Entry[];
+    try {
+      const entries = entriesOf(parseIgnition(payload), (home) => existsSync(host.at(`${home}/.ssh/authorized_keys.d`)));
+      changes = await host.changes(entries);
+    } catch (err) {
+      if (err instanceof UnsupportedConfigError) return this.#degrade(desired, err.message);
+      throw err;
+    }
+    await this.#annotate(ann, { [ANNOTATIONS.state]: NODE_STATES.working, [ANNOTATIONS.reason]: null });
+    if (changes.length === 0) return this.#finish(ann, desired);
+    const disruption = disruptionOf(changes);
+    if (disruption.drain && !(await this.#drained(ann, desired))) return 'wait';
+    try {
+      await host.apply(changes, { hash: desired, reboot: disruption.reboot, bootId: await this.#opts.reboot.bootId() });
+    } catch (err) {
+      return this.#degrade(desired, `${(err as Error).message} (all changes rolled back)`);
+    }
+    this.#opts.log.info({ hash: desired, changes: changes.length, ...disruption }, 'Applied the config');
+    return 'continue';
+  }
+
+  async #afterApply(ann: Annotations, journal: Journal): Promise<StepOutcome> {
+    if (journal.reboot && journal.bootId === (await this.#opts.reboot.bootId())) {
+      this.#opts.log.info({ hash: journal.hash }, 'Rebooting');
+      await this.#opts.reboot.reboot();
+      return 'wait';
+    }
+    return this.#finish(ann, journal.hash);
+  }
+
+  /** Asks for a drain for this hash; true once the drainer says it is done. */
+  async #drained(ann: Annotations, desired: string): Promise<boolean> {
+    const want = `${DRAIN_PREFIX}${desired}`;
+    if (ann[ANNOTATIONS.desiredDrain] !== want) {
+      await this.#annotate(ann, { [ANNOTATIONS.desiredDrain]: want });
+      this.#opts.log.info({ desiredDrain: want }, 'Asked for a drain');
+      return false;
+    }
+    return ann[ANNOTATIONS.lastAppliedDrain] === want;
+  }
+
+  async #finish(ann: Annotations, hash: string): Promise<StepOutcome> {
+    const drain = ann[ANNOTATIONS.desiredDrain];
+    if (drain?.startsWith(DRAIN_PREFIX)) {
+      await this.#annotate(ann, { [ANNOTATIONS.desiredDrain]: `${UNCORDON_PREFIX}${hash}` });
+      return 'wait';
+    }
+    if (drain !== undefined && drain !== ann[ANNOTATIONS.lastAppliedDrain]) return 'wait';
+    await this.#annotate(ann, { [ANNOTATIONS.currentConfig]: hash, [ANNOTATIONS.state]: NODE_STATES.done, [ANNOTATIONS.reason]: null });
+    await this.#opts.host.clearJournal();
+    this.#failedHash = undefined;
+    this.#opts.log.info({ hash }, 'Node at the desired config');
+    return 'idle';
+  }
+
+  async #degrade(desired: string, reason: string): Promise<StepOutcome> {
+    this.#failedHash = desired;
+    await this.#annotate({}, { [ANNOTATIONS.state]: NODE_STATES.degraded, [ANNOTATIONS.reason]: reason });
+    this.#opts.log.error({ hash: desired, reason }, 'Degraded');
+    return 'idle';
+  }
+
+  /** The payload for this hash, or nothing while the upgrader has not written it (yet). */
+  async #payload(hash: string): Promise<Buffer | undefined> {
+    try {
+      const secret = await this.#core.readNamespacedSecret({ name: payloadSecretName(this.#opts.node), namespace: this.#opts.namespace });
+      const data = secret.data ?? {};
+      if (Buffer.from(data[PAYLOAD_KEYS.hash] ?? '', 'base64').toString() !== hash) return undefined;
+      return Buffer.from(data[PAYLOAD_KEYS.config] ?? '', 'base64');
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
+  /** Merge patch of the agent's own annotations; skipped when the Node already holds them. */
+  async #annotate(ann: Annotations, want: Record<string, string | null>): Promise<void> {
+    if (Object.entries(want).every(([k, v]) => (ann[k] ?? null) === v)) return;
+    await this.#core.patchNode({ name: this.#opts.node, body: { metadata: { annotations: want } } }, merge);
+  }
+
+  #sleep(ms: number, signal: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        this.#wake = () => undefined;
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      signal.addEventListener('abort', done);
+      this.#wake = done;
+    });
+  }
+}

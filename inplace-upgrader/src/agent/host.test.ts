@@ -1,0 +1,123 @@
+import { after, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtemp, mkdir, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
+import { createHash } from 'node:crypto';
+import { disruptionOf } from './agent.js';
+import { Host } from './host.js';
+import { entriesOf, parseIgnition, UnsupportedConfigError, type Entry, type IgnitionConfig } from './ignition.js';
+
+const roots: string[] = [];
+after(() => Promise.all(roots.map((r) => rm(r, { recursive: true, force: true }))));
+async function scratch(): Promise<Host> {
+  const root = await mkdtemp(join(tmpdir(), 'kindling-host-'));
+  roots.push(root);
+  return new Host(root);
+}
+const dataUrl = (b: Buffer): string => `data:;base64,${b.toString('base64')}`;
+const cfg = (c: Omit<IgnitionConfig, 'ignition'>): Buffer => Buffer.from(JSON.stringify({ ignition: { version: '3.4.0' }, ...c }));
+const entries = (_host: Host, bytes: Buffer): Entry[] => entriesOf(parseIgnition(bytes), () => false);
+
+describe('Ignition in place', () => {
+  it('when a config has files (plain, gzip, appended, verified), directories, links, units with drop-ins and SSH keys, it should write them all and then see no change', async () => {
+    const host = await scratch();
+    await mkdir(host.at('/home/core'), { recursive: true });
+    const gz = gzipSync(Buffer.from('compressed\n'));
+    const config = cfg({
+      storage: {
+        directories: [{ path: '/etc/kindling', mode: 0o750 }],
+        files: [
+          { path: '/etc/kindling/plain.conf', contents: { source: 'data:,hello%20world' }, mode: 0o600 },
+          { path: '/etc/kubernetes/kubelet.conf', contents: { source: dataUrl(gz), compression: 'gzip', verification: { hash: `sha512-${createHash('sha512').update(gz).digest('hex')}` } } },
+          { path: '/etc/motd', contents: { source: 'data:,a' }, append: [{ source: 'data:,b' }], overwrite: true },
+        ],
+        links: [{ path: '/etc/kindling/current', target: '/etc/kindling/plain.conf' }],
+      },
+      systemd: { units: [{ name: 'kubelet.service', enabled: true, contents: '[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n', dropins: [{ name: '10-extra.conf', contents: '[Service]\nEnvironment=A=1\n' }] }] },
+      passwd: { users: [{ name: 'core', sshAuthorizedKeys: ['ssh-ed25519 AAAA one', 'ssh-ed25519 BBBB two'] }] },
+    });
+    const changes = await host.changes(entries(host, config));
+    await host.apply(changes, { hash: 'h1', reboot: true, bootId: 'b' });
+    assert.equal(await readFile(host.at('/etc/kindling/plain.conf'), 'utf8'), 'hello world');
+    assert.equal((await stat(host.at('/etc/kindling/plain.conf'))).mode & 0o777, 0o600);
+    assert.equal((await stat(host.at('/etc/kindling'))).mode & 0o777, 0o750);
+    assert.equal(await readFile(host.at('/etc/kubernetes/kubelet.conf'), 'utf8'), 'compressed\n');
+    assert.equal(await readFile(host.at('/etc/motd'), 'utf8'), 'ab');
+    assert.equal(await readlink(host.at('/etc/kindling/current')), '/etc/kindling/plain.conf');
+    assert.match(await readFile(host.at('/etc/systemd/system/kubelet.service'), 'utf8'), /ExecStart/);
+    assert.match(await readFile(host.at('/etc/systemd/system/kubelet.service.d/10-extra.conf'), 'utf8'), /A=1/);
+    assert.equal(await readlink(host.at('/etc/systemd/system/multi-user.target.wants/kubelet.service')), '/etc/systemd/system/kubelet.service');
+    assert.equal(await readFile(host.at('/home/core/.ssh/authorized_keys'), 'utf8'), 'ssh-ed25519 AAAA one\nssh-ed25519 BBBB two\n');
+    assert.equal((await host.readJournal())?.phase, 'applied');
+    assert.deepEqual(await host.changes(entries(host, config)), []);
+  });
+
+  it('when a unit is disabled, it should remove its wants symlink', async () => {
+    const host = await scratch();
+    const unit = (enabled: boolean): Buffer => cfg({ systemd: { units: [{ name: 'x.service', enabled, contents: '[Install]\nWantedBy=timers.target\n' }] } });
+    await host.apply(await host.changes(entries(host, unit(true))), { hash: 'a', reboot: false, bootId: 'b' });
+    await readlink(host.at('/etc/systemd/system/timers.target.wants/x.service'));
+    await host.apply(await host.changes(entries(host, unit(false))), { hash: 'b', reboot: false, bootId: 'b' });
+    await assert.rejects(readlink(host.at('/etc/systemd/system/timers.target.wants/x.service')), { code: 'ENOENT' });
+  });
+
+  it('when a write fails half-way (a path under a regular file), it should restore every file it changed and remove what it created', async () => {
+    const host = await scratch();
+    await mkdir(host.at('/etc'), { recursive: true });
+    await writeFile(host.at('/etc/a.conf'), 'old', { mode: 0o644 });
+    await writeFile(host.at('/etc/blocker'), 'a file, not a folder');
+    const config = cfg({
+      storage: {
+        files: [
+          { path: '/etc/a.conf', contents: { source: 'data:,new' }, overwrite: true },
+          { path: '/etc/new/b.conf', contents: { source: 'data:,b' } },
+          { path: '/etc/blocker/c.conf', contents: { source: 'data:,c' } },
+        ],
+      },
+    });
+    const changes = await host.changes(entries(host, config));
+    await assert.rejects(host.apply(changes, { hash: 'h', reboot: true, bootId: 'b' }), /failed to write \/etc\/blocker\/c\.conf/);
+    assert.equal(await readFile(host.at('/etc/a.conf'), 'utf8'), 'old');
+    await assert.rejects(stat(host.at('/etc/new')), { code: 'ENOENT' });
+    assert.equal(await host.readJournal(), undefined);
+  });
+
+  it('when the agent died mid-apply, restoring from the journal should put the host back', async () => {
+    const host = await scratch();
+    await mkdir(host.at('/etc'), { recursive: true });
+    await writeFile(host.at('/etc/a.conf'), 'old');
+    const changes = await host.changes(entries(host, cfg({ storage: { files: [{ path: '/etc/a.conf', contents: { source: 'data:,new' }, overwrite: true }] } })));
+    await host.apply(changes, { hash: 'h', reboot: false, bootId: 'b' });
+    // Pretend the process died before the journal said "applied".
+    const journal = await host.readJournal();
+    assert.ok(journal);
+    await host.restore({ ...journal, phase: 'applying' });
+    assert.equal(await readFile(host.at('/etc/a.conf'), 'utf8'), 'old');
+  });
+
+  it("when a file exists that the agent did not write and overwrite is false, it should refuse rather than clobber it", async () => {
+    const host = await scratch();
+    await mkdir(host.at('/etc'), { recursive: true });
+    await writeFile(host.at('/etc/mine'), 'operator');
+    await assert.rejects(host.changes(entries(host, cfg({ storage: { files: [{ path: '/etc/mine', contents: { source: 'data:,x' } }] } }))), /overwrite is false/);
+  });
+
+  it('when the config asks for disks, filesystems or new users, it should refuse naming each', () => {
+    assert.throws(
+      () => parseIgnition(cfg({ storage: { disks: [{ device: '/dev/sdb' }], filesystems: [{ device: '/dev/sdb1' }] }, passwd: { users: [{ name: 'new', passwordHash: 'x' }] } })),
+      (err: Error) => err instanceof UnsupportedConfigError && /storage\.disks/.test(err.message) && /storage\.filesystems/.test(err.message) && /passwd\.users\[new\]\.passwordHash/.test(err.message),
+    );
+  });
+
+  it('when only SSH keys change, it should need neither drain nor reboot; when a file or unit changes, both', async () => {
+    const host = await scratch();
+    const ssh = entries(host, cfg({ passwd: { users: [{ name: 'core', sshAuthorizedKeys: ['k'] }] } }));
+    assert.deepEqual(disruptionOf(ssh), { drain: false, reboot: false });
+    const unit = entries(host, cfg({ systemd: { units: [{ name: 'a.service', contents: 'x' }] }, passwd: { users: [{ name: 'core', sshAuthorizedKeys: ['k'] }] } }));
+    assert.deepEqual(disruptionOf(unit), { drain: true, reboot: true });
+    const file = entries(host, cfg({ storage: { files: [{ path: '/etc/kubernetes/kubelet.conf', contents: { source: 'data:,x' } }] } }));
+    assert.deepEqual(disruptionOf(file), { drain: true, reboot: true });
+  });
+});

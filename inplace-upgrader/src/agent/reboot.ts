@@ -1,0 +1,64 @@
+/**
+ * How the agent reboots its host, and how it knows a reboot happened: the boot ID changes. Real: the
+ * host's systemd (through the host's namespaces: the agent runs with hostPID). Simulated (tests, the local
+ * environment): a new boot ID in the host root, then the agent process exits; whatever runs it (kubelet's
+ * restart, the test's fleet) starts it again, and it resumes from the annotations and its journal.
+ */
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Host } from './host.js';
+
+export interface RebootAction {
+  bootId(): Promise<string>;
+  /** Does not return on success (the host goes down, or the process exits). */
+  reboot(): Promise<void>;
+}
+
+export class SystemdReboot implements RebootAction {
+  async bootId(): Promise<string> {
+    return (await readFile('/proc/sys/kernel/random/boot_id', 'utf8')).trim();
+  }
+
+  async reboot(): Promise<void> {
+    await new Promise<void>((resolve, reject) => {
+      const child = spawn('nsenter', ['--target', '1', '--mount', '--uts', '--ipc', '--net', '--pid', '--', 'systemctl', 'reboot'], { stdio: 'inherit' });
+      child.once('error', reject);
+      child.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`systemctl reboot exited with ${code}`))));
+    });
+    // The host is going down; wait for it rather than carry on.
+    await new Promise(() => undefined);
+  }
+}
+
+export class SimulatedReboot implements RebootAction {
+  #file: string;
+  #exit: () => void;
+
+  constructor(host: Host, exit: () => void) {
+    this.#file = join(host.stateDir, 'simulated-boot-id');
+    this.#exit = exit;
+  }
+
+  async bootId(): Promise<string> {
+    try {
+      return (await readFile(this.#file, 'utf8')).trim();
+    } catch {
+      await this.#write(randomUUID());
+      return this.bootId();
+    }
+  }
+
+  async reboot(): Promise<void> {
+    await this.#write(randomUUID());
+    this.#exit();
+    await new Promise(() => undefined);
+  }
+
+  async #write(id: string): Promise<void> {
+    await mkdir(join(this.#file, '..'), { recursive: true });
+    await writeFile(`${this.#file}.tmp`, id);
+    await rename(`${this.#file}.tmp`, this.#file);
+  }
+}

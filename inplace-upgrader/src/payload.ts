@@ -1,0 +1,116 @@
+/**
+ * Where the upgrader gets a node's payload (the full Ignition config of a pool at a hash). The real source
+ * asks the ignition server exactly as a host does: GET /ignition with the pool's token and headers.
+ */
+import { request as httpsRequest } from 'node:https';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import * as k8s from '@kubernetes/client-node';
+import { IGNITION_HEADERS, SECRET_KEYS, tokenSecretName } from '../../api/src/keys.js';
+import { isNotFound, NotReadyError } from '../../support/src/errors.js';
+
+export interface PayloadRequest {
+  /** Management namespace of the pool (and of its token Secret). */
+  namespace: string;
+  pool: string;
+  hash: string;
+}
+
+export interface PayloadSource {
+  /** The Ignition config (JSON bytes); NotReadyError while it cannot be had yet. */
+  fetch(req: PayloadRequest): Promise<Buffer>;
+}
+
+/** What the Ignition client announces it accepts; the server answers in that spec version. */
+export const IGNITION_ACCEPT = 'application/vnd.coreos.ignition+json;version=3.4.0, */*;q=0.1';
+
+export interface IgnitionServerOptions {
+  kubeConfig: k8s.KubeConfig;
+  /** Base URL of the ignition server, e.g. https://ignition.example:9090 */
+  url: string;
+  /** PEM CA bundle of its serving certificate (empty: the system's). */
+  caPem?: string;
+  timeoutMs?: number;
+}
+
+function get(url: URL, headers: Record<string, string>, opts: { caPem?: string; timeoutMs: number }): Promise<{ status: number; body: Buffer }> {
+  return new Promise((resolve, reject) => {
+    const onResponse = (res: IncomingMessage): void => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks) }));
+      res.on('error', reject);
+    };
+    const req =
+      url.protocol === 'https:'
+        ? httpsRequest(url, { headers, ca: opts.caPem || undefined, timeout: opts.timeoutMs }, onResponse)
+        : httpRequest(url, { headers, timeout: opts.timeoutMs }, onResponse);
+    req.on('timeout', () => req.destroy(new Error(`no answer from ${url.origin} in ${opts.timeoutMs} ms`)));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+export class IgnitionServerPayloadSource implements PayloadSource {
+  #opts: IgnitionServerOptions;
+  #core: k8s.CoreV1Api;
+
+  constructor(opts: IgnitionServerOptions) {
+    this.#opts = opts;
+    this.#core = opts.kubeConfig.makeApiClient(k8s.CoreV1Api);
+  }
+
+  async fetch(req: PayloadRequest): Promise<Buffer> {
+    const token = await this.#token(req);
+    const url = new URL('/ignition', this.#opts.url);
+    const headers = {
+      Authorization: `Bearer ${token}`,
+      [IGNITION_HEADERS.nodePool]: `${req.namespace}/${req.pool}`,
+      [IGNITION_HEADERS.targetConfigVersionHash]: req.hash,
+      Accept: IGNITION_ACCEPT,
+    };
+    const res = await get(url, headers, { caPem: this.#opts.caPem, timeoutMs: this.#opts.timeoutMs ?? 30_000 }).catch((err: unknown) => {
+      throw new NotReadyError(`ignition server unreachable: ${(err as Error).message}`, 5_000, { cause: err });
+    });
+    if (res.status === 200) return res.body;
+    // 511: the token is known but its payload is not generated yet; any 5xx: retry, as Ignition does.
+    if (res.status >= 500) throw new NotReadyError(`ignition server answered ${res.status} for ${req.pool}@${req.hash}`, 5_000);
+    throw new Error(`ignition server refused the payload of ${req.namespace}/${req.pool}@${req.hash}: HTTP ${res.status}`);
+  }
+
+  async #token(req: PayloadRequest): Promise<string> {
+    const name = tokenSecretName(req.pool, req.hash);
+    try {
+      const secret = await this.#core.readNamespacedSecret({ name, namespace: req.namespace });
+      const token = secret.data?.[SECRET_KEYS.token];
+      if (!token) throw new NotReadyError(`token Secret ${req.namespace}/${name} has no token yet`);
+      return Buffer.from(token, 'base64').toString('utf8');
+    } catch (err) {
+      if (isNotFound(err)) throw new NotReadyError(`token Secret ${req.namespace}/${name} does not exist yet`, 5_000, { cause: err });
+      throw err;
+    }
+  }
+}
+
+/** Keeps the last few payloads: every node of a rollout gets the same one. */
+export class CachedPayloadSource implements PayloadSource {
+  #inner: PayloadSource;
+  #cache = new Map<string, Promise<Buffer>>();
+  #max: number;
+
+  constructor(inner: PayloadSource, max = 8) {
+    this.#inner = inner;
+    this.#max = max;
+  }
+
+  fetch(req: PayloadRequest): Promise<Buffer> {
+    const key = `${req.namespace}/${req.pool}/${req.hash}`;
+    const hit = this.#cache.get(key);
+    if (hit) return hit;
+    const pending = this.#inner.fetch(req);
+    this.#cache.set(key, pending);
+    // A failure is not cached: the next reconcile asks again.
+    pending.catch(() => this.#cache.delete(key));
+    while (this.#cache.size > this.#max) this.#cache.delete(this.#cache.keys().next().value as string);
+    return pending;
+  }
+}

@@ -1,0 +1,134 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import type * as k8s from '@kubernetes/client-node';
+import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
+import { classifyNode, pickNodes, planRollout, resolveMaxUnavailable, type NodeView } from './select.js';
+
+const T = 'target';
+const view = (name: string, phase: NodeView['phase'], extra: Partial<NodeView> = {}): NodeView => ({ name, zone: '', phase, unavailable: false, ...extra });
+const node = (annotations: Record<string, string>, opts: { ready?: boolean; unschedulable?: boolean; zone?: string } = {}): k8s.V1Node => ({
+  metadata: { name: 'n', annotations, labels: opts.zone ? { [LABELS.zone]: opts.zone } : {} },
+  spec: { unschedulable: opts.unschedulable },
+  status: { conditions: [{ type: 'Ready', status: opts.ready === false ? 'False' : 'True' }] },
+});
+
+describe('classifyNode', () => {
+  const cases: { name: string; ann: Record<string, string>; phase: NodeView['phase']; reason?: RegExp }[] = [
+    { name: 'a node at the target', ann: { [ANNOTATIONS.currentConfig]: T, [ANNOTATIONS.state]: 'Done' }, phase: 'done' },
+    { name: 'a node that booted at the target (no state yet)', ann: { [ANNOTATIONS.currentConfig]: T }, phase: 'done' },
+    { name: 'a node on an old config', ann: { [ANNOTATIONS.currentConfig]: 'old', [ANNOTATIONS.state]: 'Done' }, phase: 'idle' },
+    { name: 'a node with no annotation', ann: {}, phase: 'idle' },
+    { name: 'a node handed the target', ann: { [ANNOTATIONS.currentConfig]: 'old', [ANNOTATIONS.desiredConfig]: T }, phase: 'updating' },
+    { name: 'a node at the target still uncordoning', ann: { [ANNOTATIONS.currentConfig]: T, [ANNOTATIONS.desiredDrain]: `uncordon-${T}`, [ANNOTATIONS.lastAppliedDrain]: `drain-${T}` }, phase: 'updating' },
+    { name: 'a node the agent is working on', ann: { [ANNOTATIONS.currentConfig]: T, [ANNOTATIONS.desiredConfig]: T, [ANNOTATIONS.state]: 'Working' }, phase: 'updating' },
+    { name: 'a degraded node on the target', ann: { [ANNOTATIONS.desiredConfig]: T, [ANNOTATIONS.state]: 'Degraded', [ANNOTATIONS.reason]: 'disk full' }, phase: 'degraded', reason: /^disk full$/ },
+    { name: 'a degraded node on an older target', ann: { [ANNOTATIONS.desiredConfig]: 'old', [ANNOTATIONS.state]: 'Degraded' }, phase: 'updating' },
+    {
+      name: 'a node whose drain was given up',
+      ann: { [ANNOTATIONS.desiredConfig]: T, [ANNOTATIONS.desiredDrain]: `drain-${T}`, [ANNOTATIONS.drainFailure]: `drain-${T}: nodeDrainTimeout 2s reached` },
+      phase: 'degraded',
+      reason: /^drain failed: nodeDrainTimeout 2s reached$/,
+    },
+  ];
+  for (const c of cases) {
+    it(`when it sees ${c.name}, it should say ${c.phase}`, () => {
+      const v = classifyNode(node(c.ann), T);
+      assert.equal(v.phase, c.phase);
+      if (c.reason) assert.match(v.reason ?? '', c.reason);
+    });
+  }
+
+  it('when the cache has not caught up with a desiredConfig this upgrader wrote, it should count the node as updating', () => {
+    assert.equal(classifyNode(node({ [ANNOTATIONS.currentConfig]: 'old' }), T, T).phase, 'updating');
+  });
+
+  it('when a node is not Ready or is cordoned, it should be unavailable', () => {
+    assert.equal(classifyNode(node({}, { ready: false }), T).unavailable, true);
+    assert.equal(classifyNode(node({}, { unschedulable: true }), T).unavailable, true);
+    assert.equal(classifyNode(node({}, { zone: 'z1' }), T).unavailable, false);
+    assert.equal(classifyNode(node({}, { zone: 'z1' }), T).zone, 'z1');
+  });
+});
+
+describe('resolveMaxUnavailable', () => {
+  const cases: [string | undefined, number, number][] = [
+    ['3', 10, 3],
+    ['30%', 10, 3],
+    ['25%', 10, 2],
+    ['5%', 10, 1],
+    ['0', 10, 1],
+    [undefined, 10, 1],
+    ['banana', 10, 1],
+    ['100%', 7, 7],
+  ];
+  for (const [value, nodes, want] of cases) {
+    it(`when maxUnavailable is ${String(value)} of ${nodes} nodes, it should allow ${want}`, () => {
+      assert.equal(resolveMaxUnavailable(value, nodes), want);
+    });
+  }
+});
+
+describe('pickNodes', () => {
+  const cases: { name: string; nodes: NodeView[]; capacity: number; want: string[] }[] = [
+    { name: 'no capacity', nodes: [view('a', 'idle')], capacity: 0, want: [] },
+    { name: 'names only', nodes: [view('c', 'idle'), view('a', 'idle'), view('b', 'idle')], capacity: 2, want: ['a', 'b'] },
+    { name: 'done and updating nodes', nodes: [view('a', 'done'), view('b', 'updating'), view('c', 'idle')], capacity: 3, want: ['c'] },
+    { name: 'an unavailable node', nodes: [view('a', 'idle'), view('z', 'idle', { unavailable: true })], capacity: 1, want: ['z'] },
+    {
+      name: 'three zones',
+      nodes: [view('a1', 'idle', { zone: 'a' }), view('a2', 'idle', { zone: 'a' }), view('a3', 'idle', { zone: 'a' }), view('b1', 'idle', { zone: 'b' }), view('c1', 'idle', { zone: 'c' })],
+      capacity: 4,
+      want: ['a1', 'b1', 'c1', 'a2'],
+    },
+    {
+      name: 'a zone already busy',
+      nodes: [view('a0', 'updating', { zone: 'a' }), view('a1', 'idle', { zone: 'a' }), view('b1', 'idle', { zone: 'b' }), view('b2', 'idle', { zone: 'b' })],
+      capacity: 2,
+      want: ['b1', 'a1'],
+    },
+    {
+      name: 'an unavailable node and zones',
+      nodes: [view('a1', 'idle', { zone: 'a' }), view('a2', 'idle', { zone: 'a', unavailable: true }), view('b1', 'idle', { zone: 'b' })],
+      capacity: 2,
+      want: ['a2', 'b1'],
+    },
+  ];
+  for (const c of cases) {
+    it(`when picking with ${c.name}, it should pick ${JSON.stringify(c.want)}`, () => {
+      assert.deepEqual(pickNodes(c.nodes, c.capacity), c.want);
+    });
+  }
+});
+
+describe('planRollout', () => {
+  it('when 10 idle nodes and maxUnavailable 3, it should start 3 and report progress', () => {
+    const nodes = Array.from({ length: 10 }, (_, i) => view(`n${i}`, 'idle'));
+    const plan = planRollout(nodes, T, 3);
+    assert.deepEqual(plan.start, ['n0', 'n1', 'n2']);
+    assert.equal(plan.progress, '0 of 10 updated');
+    assert.equal(plan.complete, false);
+  });
+
+  it('when nodes are updating or unavailable, it should start only what is left of maxUnavailable', () => {
+    const nodes = [view('a', 'updating', { desiredConfig: T }), view('b', 'done', { unavailable: true }), view('c', 'idle'), view('d', 'idle')];
+    assert.deepEqual(planRollout(nodes, T, 3).start, ['c']);
+  });
+
+  it('when a node is in flight towards an older target, it should retarget it', () => {
+    const nodes = [view('a', 'updating', { desiredConfig: 'old' }), view('b', 'updating', { desiredConfig: T })];
+    assert.deepEqual(planRollout(nodes, T, 2).retarget, ['a']);
+  });
+
+  it('when a node is degraded, it should halt with its name and reason and start nothing', () => {
+    const nodes = [view('a', 'idle'), view('b', 'degraded', { reason: 'boom', desiredConfig: T })];
+    const plan = planRollout(nodes, T, 5);
+    assert.deepEqual(plan.halted, { node: 'b', reason: 'boom' });
+    assert.deepEqual(plan.start, []);
+  });
+
+  it('when every node is done, it should be complete', () => {
+    const plan = planRollout([view('a', 'done'), view('b', 'done')], T, 1);
+    assert.equal(plan.complete, true);
+    assert.equal(plan.progress, '2 of 2 updated');
+  });
+});

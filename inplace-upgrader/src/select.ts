@@ -1,0 +1,147 @@
+/**
+ * The upgrader's decisions as pure functions: what each node of a MachineSet is doing, how many more may
+ * start, and which ones, in a deterministic order (unavailable first, then spread across zones, then name).
+ */
+import type * as k8s from '@kubernetes/client-node';
+import { ANNOTATIONS, LABELS, NODE_STATES } from '../../api/src/keys.js';
+
+export type NodePhase = 'done' | 'updating' | 'degraded' | 'idle';
+
+export interface NodeView {
+  name: string;
+  zone: string;
+  phase: NodePhase;
+  /** Not Ready, or unschedulable. */
+  unavailable: boolean;
+  desiredConfig?: string;
+  /** Why the node is degraded. */
+  reason?: string;
+}
+
+export const isReady = (node: k8s.V1Node): boolean => node.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true;
+
+/** The drain failure that blocks the node's current drain request, if any. */
+function blockingDrainFailure(ann: Record<string, string>): string | undefined {
+  const request = ann[ANNOTATIONS.desiredDrain];
+  const failure = ann[ANNOTATIONS.drainFailure];
+  if (!request || !failure || request === ann[ANNOTATIONS.lastAppliedDrain] || !failure.startsWith(`${request}:`)) return undefined;
+  return `drain failed: ${failure.slice(request.length + 1).trim()}`;
+}
+
+/** In flight: handed a config not reached yet, the agent working or failed, or a drain request pending. */
+function inFlight(ann: Record<string, string>): boolean {
+  const desired = ann[ANNOTATIONS.desiredConfig];
+  const state = ann[ANNOTATIONS.state];
+  const drain = ann[ANNOTATIONS.desiredDrain];
+  if (desired !== undefined && desired !== ann[ANNOTATIONS.currentConfig]) return true;
+  if (state === NODE_STATES.working || state === NODE_STATES.degraded) return true;
+  return drain !== undefined && drain !== ann[ANNOTATIONS.lastAppliedDrain];
+}
+
+function phaseOf(ann: Record<string, string>, target: string): { phase: NodePhase; reason?: string } {
+  const desired = ann[ANNOTATIONS.desiredConfig];
+  // A node failing on an older target is retargeted (the new config may be the fix), not a reason to halt.
+  if (desired === undefined || desired === target) {
+    if (ann[ANNOTATIONS.state] === NODE_STATES.degraded) return { phase: 'degraded', reason: ann[ANNOTATIONS.reason] ?? 'Degraded (no reason given)' };
+    const drainFailure = blockingDrainFailure(ann);
+    if (drainFailure) return { phase: 'degraded', reason: drainFailure };
+  }
+  if (inFlight(ann)) return { phase: 'updating' };
+  return { phase: ann[ANNOTATIONS.currentConfig] === target ? 'done' : 'idle' };
+}
+
+/**
+ * What a node is doing with respect to the target. `expectedDesired` is the desiredConfig this upgrader
+ * wrote and its informer has not shown yet: without it a stale cache would show the node idle and the
+ * upgrader would start more nodes than maxUnavailable allows.
+ */
+export function classifyNode(node: k8s.V1Node, target: string, expectedDesired?: string): NodeView {
+  const meta = node.metadata ?? {};
+  const ann = { ...(meta.annotations ?? {}) };
+  if (expectedDesired !== undefined) ann[ANNOTATIONS.desiredConfig] = expectedDesired;
+  return {
+    name: meta.name ?? '',
+    zone: meta.labels?.[LABELS.zone] ?? '',
+    ...phaseOf(ann, target),
+    unavailable: node.spec?.unschedulable === true || !isReady(node),
+    desiredConfig: ann[ANNOTATIONS.desiredConfig],
+  };
+}
+
+/** maxUnavailable as the nodepool-controller resolved it (an integer ≥ 1); a percentage of the nodes is
+ * accepted too (rounded down); anything else, or nothing, means 1. Never below 1, or nothing would move. */
+export function resolveMaxUnavailable(value: string | undefined, nodes: number): number {
+  const text = (value ?? '').trim();
+  const percent = /^(\d+)%$/.exec(text);
+  const n = percent ? Math.floor((nodes * Number(percent[1])) / 100) : /^\d+$/.test(text) ? Number(text) : 1;
+  return Math.max(1, n);
+}
+
+/**
+ * Up to `capacity` idle nodes: unavailable ones first (updating them costs no availability), then one at a
+ * time from the zone with the fewest nodes busy (already updating, or picked now), then by name.
+ */
+export function pickNodes(nodes: readonly NodeView[], capacity: number): string[] {
+  if (capacity <= 0) return [];
+  const idle = nodes.filter((n) => n.phase === 'idle').sort((a, b) => a.name.localeCompare(b.name));
+  const picked = idle.filter((n) => n.unavailable).slice(0, capacity);
+  const busy = new ZoneCount([...nodes.filter((n) => n.phase === 'updating' || n.phase === 'degraded'), ...picked]);
+  const byZone = new Map<string, NodeView[]>();
+  for (const n of idle.filter((x) => !x.unavailable)) byZone.set(n.zone, [...(byZone.get(n.zone) ?? []), n]);
+  while (picked.length < capacity && byZone.size > 0) {
+    const zone = busy.leastBusy([...byZone.keys()]);
+    const queue = byZone.get(zone) ?? [];
+    const next = queue.shift();
+    if (next) picked.push(next);
+    busy.add(zone);
+    if (queue.length === 0) byZone.delete(zone);
+  }
+  return picked.map((n) => n.name);
+}
+
+class ZoneCount {
+  #count = new Map<string, number>();
+  constructor(nodes: readonly NodeView[]) {
+    for (const n of nodes) this.add(n.zone);
+  }
+  add(zone: string): void {
+    this.#count.set(zone, this.get(zone) + 1);
+  }
+  get(zone: string): number {
+    return this.#count.get(zone) ?? 0;
+  }
+  /** The zone with the fewest busy nodes; ties by zone name. */
+  leastBusy(zones: string[]): string {
+    return zones.sort((a, b) => this.get(a) - this.get(b) || a.localeCompare(b))[0] ?? '';
+  }
+}
+
+export interface RolloutPlan {
+  total: number;
+  done: number;
+  /** The first degraded node (by name): the rollout is halted on it. */
+  halted?: { node: string; reason: string };
+  /** Nodes in flight towards an older target: point them at the new one. */
+  retarget: string[];
+  /** Idle nodes to start now. */
+  start: string[];
+  complete: boolean;
+  progress: string;
+}
+
+export function planRollout(nodes: readonly NodeView[], target: string, maxUnavailable: number): RolloutPlan {
+  const done = nodes.filter((n) => n.phase === 'done').length;
+  const degraded = nodes.filter((n) => n.phase === 'degraded').sort((a, b) => a.name.localeCompare(b.name))[0];
+  const retarget = nodes.filter((n) => n.phase === 'updating' && n.desiredConfig !== target).map((n) => n.name).sort();
+  const busy = nodes.filter((n) => n.phase === 'updating' || n.phase === 'degraded' || n.unavailable).length;
+  const start = degraded ? [] : pickNodes(nodes, maxUnavailable - busy);
+  return {
+    total: nodes.length,
+    done,
+    halted: degraded ? { node: degraded.name, reason: degraded.reason ?? '' } : undefined,
+    retarget,
+    start,
+    complete: done === nodes.length,
+    progress: `${done} of ${nodes.length} updated`,
+  };
+}

@@ -1,0 +1,187 @@
+/**
+ * Helpers for the in-place integration tests and the benchmark (not shipped in any command).
+ *
+ * - IgnitionServerStandIn: a real HTTPS server, in the test process, answering GET /ignition the way the
+ *   ignition server's contract says (bearer token of the pool's token Secret, NodePool and
+ *   TargetConfigVersionHash headers → 200 with the config; else 401/403/404). It stands in for
+ *   ignition-server/, which is being built in parallel; the upgrader reaches it across a real socket.
+ * - AgentFleet: plays the kubelet for agent Pods. KWOK marks a Pod Running but runs nothing, so for each
+ *   agent Pod the fleet runs a real `kindling agent` child process for that node against the node's own
+ *   scratch root, restarts it whenever it exits (a simulated reboot exits it), and kills it when the Pod goes.
+ * - AvailabilityWatcher: an independent watch on every Node event, counting the unavailable nodes.
+ */
+import { createServer, type Server } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import * as k8s from '@kubernetes/client-node';
+import { ANNOTATIONS, IGNITION_HEADERS, LABELS, NODE_STATES } from '../../api/src/keys.js';
+import { createCertificateAuthority } from '../../support/src/pki.js';
+import { GUEST_NAMESPACE } from './desired.js';
+import { isReady } from './select.js';
+
+export const KINDLING_BIN = fileURLToPath(new URL('../../../bin/kindling.js', import.meta.url));
+
+export class IgnitionServerStandIn {
+  readonly requests: { pool: string; hash: string; status: number }[] = [];
+  caPem = '';
+  url = '';
+  #server: Server | undefined;
+  #configs = new Map<string, { token: string; pool: string; config: object }>();
+
+  /** Serves `config` for `pool` (ns/name) at `hash` to whoever presents `token`. */
+  serve(opts: { pool: string; hash: string; token: string; config: object }): void {
+    this.#configs.set(opts.hash, opts);
+  }
+
+  async start(): Promise<void> {
+    const ca = await createCertificateAuthority('ignition-stand-in-ca');
+    const cert = await ca.issue({ commonName: '127.0.0.1', ipAddresses: ['127.0.0.1'], usage: 'server' });
+    this.caPem = ca.certPem;
+    this.#server = createServer({ cert: cert.certPem, key: cert.keyPem }, (req, res) => {
+      const pool = String(req.headers[IGNITION_HEADERS.nodePool.toLowerCase()] ?? '');
+      const hash = String(req.headers[IGNITION_HEADERS.targetConfigVersionHash.toLowerCase()] ?? '');
+      const entry = this.#configs.get(hash);
+      let status = 200;
+      if (req.url !== '/ignition') status = 404;
+      else if (!entry || req.headers.authorization !== `Bearer ${entry.token}`) status = 401;
+      else if (entry.pool !== pool) status = 403;
+      this.requests.push({ pool, hash, status });
+      res.writeHead(status, { 'Content-Type': 'application/vnd.coreos.ignition+json' });
+      res.end(status === 200 ? JSON.stringify(entry?.config) : '');
+    });
+    await new Promise<void>((r) => this.#server?.listen(0, '127.0.0.1', r));
+    this.url = `https://127.0.0.1:${(this.#server.address() as AddressInfo).port}`;
+  }
+
+  async stop(): Promise<void> {
+    await new Promise<void>((r) => (this.#server ? this.#server.close(() => r()) : r()));
+  }
+}
+
+export interface FleetOptions {
+  guest: k8s.KubeConfig;
+  kubeconfigPath: string;
+  /** Folder holding one scratch host root per node. */
+  rootsDir: string;
+  logLevel?: string;
+}
+
+export class AgentFleet {
+  readonly starts = new Map<string, number>();
+  #opts: FleetOptions;
+  #procs = new Map<string, ChildProcess>();
+  #wanted = new Set<string>();
+  #stopped = false;
+  #informer: k8s.Informer<k8s.V1Pod> & k8s.ObjectCache<k8s.V1Pod>;
+
+  constructor(opts: FleetOptions) {
+    this.#opts = opts;
+    const core = opts.guest.makeApiClient(k8s.CoreV1Api);
+    this.#informer = k8s.makeInformer(opts.guest, `/api/v1/namespaces/${GUEST_NAMESPACE}/pods`, () => core.listNamespacedPod({ namespace: GUEST_NAMESPACE, labelSelector: LABELS.agentPod }), LABELS.agentPod);
+    this.#informer.on(k8s.ADD, (p) => this.#want(p));
+    this.#informer.on(k8s.UPDATE, (p) => this.#want(p));
+    this.#informer.on(k8s.DELETE, (p) => this.#unwant(p.spec?.nodeName ?? ''));
+    this.#informer.on(k8s.ERROR, () => {
+      if (!this.#stopped) setTimeout(() => void this.#informer.start().catch(() => undefined), 500);
+    });
+  }
+
+  rootOf(node: string): string {
+    return join(this.#opts.rootsDir, node);
+  }
+
+  async start(): Promise<void> {
+    await this.#informer.start();
+  }
+
+  /** Nodes whose agent process is running now. */
+  running(): string[] {
+    return [...this.#procs.keys()];
+  }
+
+  /** SIGKILLs a node's agent (it comes back, as a crashed container would). */
+  kill(node: string): boolean {
+    return this.#procs.get(node)?.kill('SIGKILL') ?? false;
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    await this.#informer.stop();
+    this.#wanted.clear();
+    await Promise.all([...this.#procs.values()].map((p) => new Promise((r) => (p.exitCode === null && p.signalCode === null ? (p.once('exit', r), p.kill('SIGKILL')) : r(undefined)))));
+  }
+
+  #want(pod: k8s.V1Pod): void {
+    const node = pod.spec?.nodeName;
+    if (!node || pod.metadata?.deletionTimestamp || this.#wanted.has(node)) return;
+    this.#wanted.add(node);
+    void this.#spawn(node);
+  }
+
+  #unwant(node: string): void {
+    this.#wanted.delete(node);
+    this.#procs.get(node)?.kill('SIGTERM');
+  }
+
+  async #spawn(node: string): Promise<void> {
+    if (!this.#wanted.has(node) || this.#procs.has(node)) return;
+    await mkdir(this.rootOf(node), { recursive: true });
+    const args = [KINDLING_BIN, 'agent', '--node', node, '--root', this.rootOf(node), '--kubeconfig', this.#opts.kubeconfigPath, '--reboot', 'simulated', '--poll', '1s', '--log-level', this.#opts.logLevel ?? 'warn'];
+    const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'inherit'] });
+    this.#procs.set(node, child);
+    this.starts.set(node, (this.starts.get(node) ?? 0) + 1);
+    child.once('exit', () => {
+      this.#procs.delete(node);
+      // The kubelet restarts a container that exited (restartPolicy Always): a simulated reboot, or a kill.
+      setTimeout(() => void this.#spawn(node), 100);
+    });
+  }
+}
+
+/** Unavailable, as the invariant counts it: cordoned, not Ready, or the agent working on it. */
+export const unavailable = (node: k8s.V1Node): boolean =>
+  node.spec?.unschedulable === true || !isReady(node) || node.metadata?.annotations?.[ANNOTATIONS.state] === NODE_STATES.working;
+
+export class AvailabilityWatcher {
+  max = 0;
+  events = 0;
+  #state = new Map<string, boolean>();
+  #request: { abort(): void } | undefined;
+  #kc: k8s.KubeConfig;
+  #nodes: Set<string>;
+
+  constructor(kc: k8s.KubeConfig, nodes: Iterable<string>) {
+    this.#kc = kc;
+    this.#nodes = new Set(nodes);
+  }
+
+  #stopped = false;
+
+  async start(): Promise<void> {
+    // A watch the server ends is started again: the count must not miss a window.
+    this.#request = await new k8s.Watch(this.#kc).watch('/api/v1/nodes', {}, (type: string, node: k8s.V1Node) => this.#observe(type, node), () => {
+      if (!this.#stopped) void this.start();
+    });
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    this.#request?.abort();
+  }
+
+  /** Starts the count again (between rollouts). */
+  reset(): void {
+    this.max = [...this.#state.values()].filter(Boolean).length;
+  }
+
+  #observe(type: string, node: k8s.V1Node): void {
+    const name = node.metadata?.name ?? '';
+    if (!this.#nodes.has(name)) return;
+    this.events++;
+    this.#state.set(name, type !== 'DELETED' && unavailable(node));
+    this.max = Math.max(this.max, [...this.#state.values()].filter(Boolean).length);
+  }
+}

@@ -1,0 +1,141 @@
+/**
+ * The local providers under the real Cluster API core manager: a Cluster backed by a LocalControlPlane, a
+ * MachineSet of LocalMachines; Cluster API creates the Machines, hosts boot with the real Ignition client,
+ * join the guest cluster as Nodes (KWOK), and the Machines reach Running. Scaling down removes host and Node.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtemp, readFile, rm, access } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as k8s from '@kubernetes/client-node';
+import { startCluster, installCapiCrds, installCrds, startCapiManager, type Cluster, type CapiManager } from '../../../test/bed/src/index.js';
+import { createLogger } from '../../../support/src/logger.js';
+import { LOCAL_CRD_DIR } from '../crds.js';
+import { startProviders, type Providers } from './run.js';
+
+const NS = 'tenants';
+const log = createLogger({ name: 'providers-test', level: process.env.TEST_LOG_LEVEL ?? 'silent' });
+
+async function eventually<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const v = await fn();
+      if (v !== undefined) return v;
+    } catch (err) {
+      last = err;
+    }
+    await new Promise((r) => setTimeout(r, 300));
+  }
+  throw new Error(`timed out waiting for ${what}`, { cause: last });
+}
+
+const exists = (p: string): Promise<boolean> => access(p).then(() => true, () => false);
+
+interface MachineObject extends k8s.KubernetesObject {
+  status?: { phase?: string; nodeRef?: { name: string } };
+}
+
+describe('local providers under Cluster API', () => {
+  let mgmt: Cluster;
+  let guest: Cluster;
+  let capi: CapiManager;
+  let providers: Providers;
+  let stateDir: string;
+  let objects: k8s.KubernetesObjectApi;
+
+  before(async () => {
+    stateDir = await mkdtemp(join(tmpdir(), 'kindling-hosts-'));
+    [mgmt, guest] = await Promise.all([startCluster({ name: 'mgmt' }), startCluster({ name: 'guest', kwok: true })]);
+    await Promise.all([installCapiCrds(mgmt), installCrds(mgmt, LOCAL_CRD_DIR)]);
+    capi = await startCapiManager(mgmt);
+    providers = await startProviders({ kubeConfig: mgmt.kubeConfig, stateDir, log });
+    objects = k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig);
+    const core = mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api);
+    await core.createNamespace({ body: { metadata: { name: NS } } });
+    await core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: 'guest-admin' }, stringData: { value: guest.kubeconfigYaml } } });
+    // A complete Ignition config as bootstrap data: this test is about the providers, not the ignition server.
+    const config = { ignition: { version: '3.3.0' }, storage: { files: [{ path: '/etc/kindling/hello', mode: 420, contents: { source: 'data:,booted%20by%20ignition' } }] } };
+    await core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: 'boot' }, stringData: { value: JSON.stringify(config), format: 'ignition' } } });
+  });
+  after(async () => {
+    await providers?.stop();
+    await capi?.stop();
+    await Promise.all([guest?.stop(), mgmt?.stop()]);
+    await rm(stateDir, { recursive: true, force: true });
+  });
+
+  it('when a MachineSet of LocalMachines is created, it should boot hosts with Ignition, join Nodes and run the Machines', async () => {
+    const create = (o: object): Promise<k8s.KubernetesObject> => objects.create(o);
+    await create({ apiVersion: 'controlplane.kindling.dev/v1alpha1', kind: 'LocalControlPlane', metadata: { name: 'guest', namespace: NS }, spec: { adminKubeconfigSecretRef: { name: 'guest-admin' } } });
+    await create({ apiVersion: 'cluster.x-k8s.io/v1beta2', kind: 'Cluster', metadata: { name: 'guest', namespace: NS }, spec: { controlPlaneRef: { apiGroup: 'controlplane.kindling.dev', kind: 'LocalControlPlane', name: 'guest' } } });
+    await create({ apiVersion: 'infrastructure.kindling.dev/v1alpha1', kind: 'LocalMachineTemplate', metadata: { name: 'small', namespace: NS }, spec: { template: { spec: { failureDomains: ['zone-a', 'zone-b'] } } } });
+    await create({
+      apiVersion: 'cluster.x-k8s.io/v1beta2',
+      kind: 'MachineSet',
+      metadata: { name: 'workers', namespace: NS },
+      spec: {
+        clusterName: 'guest',
+        replicas: 2,
+        selector: { matchLabels: { pool: 'workers' } },
+        template: {
+          metadata: { labels: { pool: 'workers' } },
+          spec: { clusterName: 'guest', bootstrap: { dataSecretName: 'boot' }, infrastructureRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachineTemplate', name: 'small' } },
+        },
+      },
+    });
+
+    const machines = await eventually('two Running Machines', async () => {
+      const list = await objects.list<MachineObject>('cluster.x-k8s.io/v1beta2', 'Machine', NS);
+      return list.items.length === 2 && list.items.every((m) => m.status?.phase === 'Running') ? list.items : undefined;
+    }, 90_000);
+    const guestCore = guest.kubeConfig.makeApiClient(k8s.CoreV1Api);
+    const nodes = (await guestCore.listNode()).items;
+    assert.deepEqual(nodes.map((n) => n.metadata?.name).sort(), machines.map((m) => m.status?.nodeRef?.name).sort());
+    assert.deepEqual(nodes.map((n) => n.metadata?.labels?.['topology.kubernetes.io/zone']).sort(), ['zone-a', 'zone-b']);
+    for (const m of machines) {
+      const hello = await readFile(join(stateDir, 'hosts', NS, m.metadata?.name ?? '', 'etc/kindling/hello'), 'utf8');
+      assert.equal(hello, 'booted by ignition');
+    }
+
+    await objects.patch(
+      { apiVersion: 'cluster.x-k8s.io/v1beta2', kind: 'MachineSet', metadata: { name: 'workers', namespace: NS }, spec: { replicas: 1 } } as k8s.KubernetesObject,
+      undefined, undefined, undefined, undefined, k8s.PatchStrategy.MergePatch,
+    );
+    const gone = await eventually('one Machine, Node and host to go', async () => {
+      const list = await objects.list<MachineObject>('cluster.x-k8s.io/v1beta2', 'Machine', NS);
+      const left = (await guestCore.listNode()).items;
+      const removed = machines.find((m) => !list.items.some((l) => l.metadata?.name === m.metadata?.name));
+      return list.items.length === 1 && left.length === 1 && removed ? removed : undefined;
+    }, 90_000);
+    assert.equal(await exists(join(stateDir, 'hosts', NS, gone.metadata?.name ?? '')), false);
+  });
+
+  it('when a host cannot fetch its config, it should say why on the LocalMachine', async () => {
+    const core = mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api);
+    const stub = { ignition: { version: '3.3.0', config: { merge: [{ source: 'https://127.0.0.1:1/ignition' }] }, timeouts: { httpTotal: 5 } } };
+    await core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: 'broken' }, stringData: { value: JSON.stringify(stub), format: 'ignition' } } });
+    await objects.create({
+      apiVersion: 'cluster.x-k8s.io/v1beta2',
+      kind: 'MachineSet',
+      metadata: { name: 'broken', namespace: NS },
+      spec: {
+        clusterName: 'guest',
+        replicas: 1,
+        selector: { matchLabels: { pool: 'broken' } },
+        template: {
+          metadata: { labels: { pool: 'broken' } },
+          spec: { clusterName: 'guest', bootstrap: { dataSecretName: 'broken' }, infrastructureRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachineTemplate', name: 'small' } },
+        },
+      },
+    } as k8s.KubernetesObject);
+    type LM = k8s.KubernetesObject & { status?: { conditions?: { type: string; status: string; message: string }[] } };
+    const booted = await eventually('a Booted=False condition', async () => {
+      const list = await objects.list<LM>('infrastructure.kindling.dev/v1alpha1', 'LocalMachine', NS, undefined, undefined, undefined, undefined, 'pool=broken');
+      return list.items[0]?.status?.conditions?.find((c) => c.type === 'Booted' && c.status === 'False');
+    }, 120_000);
+    assert.match(booted.message, /ignition fetch stage failed/);
+  });
+});

@@ -1,0 +1,79 @@
+/** Runs the local providers' controllers: LocalMachine and LocalControlPlane, each behind a key queue. */
+import * as k8s from '@kubernetes/client-node';
+import { LABELS } from '../../../api/src/keys.js';
+import { ResilientInformer } from '../../../support/src/informer.js';
+import { WorkQueue } from '../../../support/src/queue.js';
+import type { Logger } from '../../../support/src/logger.js';
+import type { ProviderContext } from './common.js';
+import { LocalMachineReconciler, type LocalMachine } from './local-machine.js';
+import { LocalControlPlaneReconciler, type LocalControlPlane } from './control-plane.js';
+
+export interface Providers {
+  stop(): Promise<void>;
+}
+
+const keyOf = (o: k8s.KubernetesObject): string => `${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;
+
+function siblingsOf(all: LocalMachine[], lm: LocalMachine): LocalMachine[] {
+  const group = (m: LocalMachine): string | undefined => m.metadata.labels?.[LABELS.capiSetName] ?? m.metadata.labels?.[LABELS.capiDeploymentName];
+  return all.filter((m) => m.metadata.namespace === lm.metadata.namespace && m.metadata.name !== lm.metadata.name && group(m) === group(lm));
+}
+
+interface Controlled<T extends k8s.KubernetesObject> {
+  informer: ResilientInformer<T>;
+  queue: WorkQueue;
+}
+
+function control<T extends k8s.KubernetesObject>(opts: {
+  kc: k8s.KubeConfig;
+  plural: string;
+  group: string;
+  log: Logger;
+  reconcile: (obj: T, log: Logger) => Promise<void>;
+}): Controlled<T> {
+  const custom = opts.kc.makeApiClient(k8s.CustomObjectsApi);
+  const informer: ResilientInformer<T> = new ResilientInformer<T>({
+    kubeConfig: opts.kc,
+    path: `/apis/${opts.group}/v1alpha1/${opts.plural}`,
+    list: async () => (await custom.listClusterCustomObject({ group: opts.group, version: 'v1alpha1', plural: opts.plural })) as k8s.KubernetesListObject<T>,
+    log: opts.log,
+    onEvent: (o) => queue.add(keyOf(o)),
+  });
+  const queue = new WorkQueue({
+    name: opts.plural,
+    concurrency: 4,
+    reconcile: async (key) => {
+      const [namespace, name] = key.split('/') as [string, string];
+      const obj = informer.get(name, namespace);
+      if (obj) await opts.reconcile(obj, opts.log.child({ [opts.plural]: key }));
+    },
+    onDone: (key, outcome, _ms, err) => {
+      if (outcome === 'error') opts.log.warn({ err, key }, 'Reconcile failed; retrying');
+    },
+  });
+  return { informer, queue };
+}
+
+export async function startProviders(opts: { kubeConfig: k8s.KubeConfig; stateDir: string; log: Logger }): Promise<Providers> {
+  const kc = opts.kubeConfig;
+  const ctx: ProviderContext & { kubeConfig: k8s.KubeConfig } = {
+    kubeConfig: kc,
+    stateDir: opts.stateDir,
+    objects: k8s.KubernetesObjectApi.makeApiClient(kc),
+    core: kc.makeApiClient(k8s.CoreV1Api),
+    custom: kc.makeApiClient(k8s.CustomObjectsApi),
+    siblings: (lm) => siblingsOf(machines.informer.list(), lm),
+    guests: new Map(),
+  };
+  const machineReconciler = new LocalMachineReconciler(ctx);
+  const cpReconciler = new LocalControlPlaneReconciler(ctx);
+  const machines: Controlled<LocalMachine> = control<LocalMachine>({ kc, plural: 'localmachines', group: 'infrastructure.kindling.dev', log: opts.log, reconcile: (o, l) => machineReconciler.reconcile(o, l) });
+  const planes = control<LocalControlPlane>({ kc, plural: 'localcontrolplanes', group: 'controlplane.kindling.dev', log: opts.log, reconcile: (o, l) => cpReconciler.reconcile(o, l) });
+  await Promise.all([machines.informer.start(), planes.informer.start()]);
+  return {
+    async stop() {
+      await Promise.all([machines.informer.stop(), planes.informer.stop()]);
+      await Promise.all([machines.queue.stop(), planes.queue.stop()]);
+    },
+  };
+}

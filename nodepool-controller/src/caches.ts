@@ -1,0 +1,67 @@
+/** The reconciler's view of the management cluster: one overlay cache per informer, plus the pool-scoped lists. */
+import type * as k8s from '@kubernetes/client-node';
+import { LABELS } from '../../api/src/keys.js';
+import type { NodePool } from '../../api/src/nodepool.js';
+import { CAPI_API_VERSION, type Machine, type MachineDeployment, type MachineHealthCheck, type MachineSet } from '../../api/src/capi.js';
+import { OverlayCache, type CacheSource } from './store.js';
+
+export interface CacheSources {
+  nodePools: CacheSource<NodePool>;
+  configMaps: CacheSource<k8s.V1ConfigMap>;
+  secrets: CacheSource<k8s.V1Secret>;
+  machineSets: CacheSource<MachineSet>;
+  machineDeployments: CacheSource<MachineDeployment>;
+  healthChecks: CacheSource<MachineHealthCheck>;
+  machines: CacheSource<Machine>;
+}
+
+export interface ChildCache {
+  cache: OverlayCache<k8s.KubernetesObject>;
+  apiVersion: string;
+  kind: 'MachineSet' | 'MachineDeployment' | 'MachineHealthCheck';
+}
+
+const ofPool = (pool: string) => (o: k8s.KubernetesObject): boolean => o.metadata?.labels?.[LABELS.nodePool] === pool;
+
+export class Caches {
+  readonly nodePools: OverlayCache<NodePool>;
+  readonly configMaps: OverlayCache<k8s.V1ConfigMap>;
+  readonly secrets: OverlayCache<k8s.V1Secret>;
+  readonly machineSets: OverlayCache<MachineSet>;
+  readonly machineDeployments: OverlayCache<MachineDeployment>;
+  readonly healthChecks: OverlayCache<MachineHealthCheck>;
+  readonly machines: OverlayCache<Machine>;
+
+  constructor(s: CacheSources) {
+    this.nodePools = new OverlayCache(s.nodePools);
+    this.configMaps = new OverlayCache(s.configMaps);
+    this.secrets = new OverlayCache(s.secrets);
+    this.machineSets = new OverlayCache(s.machineSets);
+    this.machineDeployments = new OverlayCache(s.machineDeployments);
+    this.healthChecks = new OverlayCache(s.healthChecks);
+    this.machines = new OverlayCache(s.machines);
+  }
+
+  /** The pool's token and user-data Secrets. */
+  poolSecrets(namespace: string, pool: string): k8s.V1Secret[] {
+    return this.secrets.list(namespace, ofPool(pool));
+  }
+
+  /** Every MachineSet of the pool: its own (InPlace) or those CAPI made from its MachineDeployment (Replace). */
+  poolMachineSets(namespace: string, pool: string): MachineSet[] {
+    return this.machineSets.list(namespace, ofPool(pool));
+  }
+
+  poolMachines(namespace: string, pool: string): Machine[] {
+    return this.machines.list(namespace, ofPool(pool));
+  }
+
+  /** The children named after the pool, in deletion order (health check first, so it remediates nothing). */
+  children(): ChildCache[] {
+    return [
+      { cache: this.healthChecks, apiVersion: CAPI_API_VERSION, kind: 'MachineHealthCheck' },
+      { cache: this.machineDeployments, apiVersion: CAPI_API_VERSION, kind: 'MachineDeployment' },
+      { cache: this.machineSets, apiVersion: CAPI_API_VERSION, kind: 'MachineSet' },
+    ];
+  }
+}

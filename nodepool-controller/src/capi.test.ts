@@ -1,0 +1,105 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { desiredMachineDeployment, desiredMachineHealthCheck, desiredMachinePropagation, desiredMachineSet, desiredReplicas, durationSeconds, resolveMaxUnavailable } from './capi.js';
+import { assertGolden } from './golden.js';
+import { sampleInPlacePool, samplePool } from './fixtures.js';
+
+const opts = { hash: '0123456789abcdef', version: 'v1.36.3' };
+
+describe('desiredMachineDeployment', () => {
+  it('when the pool is Replace, it should be a v1beta2 MachineDeployment owned by the pool (golden)', () => {
+    assertGolden('machinedeployment.json', desiredMachineDeployment(samplePool(), opts));
+  });
+
+  it('when the pool autoscales, it should carry min/max annotations and clamp the live replicas (golden)', () => {
+    const pool = samplePool((p) => {
+      delete p.spec.replicas;
+      p.spec.autoScaling = { min: 2, max: 5 };
+      p.spec.management.replace = { strategy: 'OnDelete' };
+    });
+    assertGolden('machinedeployment-autoscaling.json', desiredMachineDeployment(pool, { ...opts, liveReplicas: 9 }));
+  });
+
+  it('when the strategy is OnDelete, it should not carry rollingUpdate', () => {
+    const md = desiredMachineDeployment(samplePool((p) => (p.spec.management.replace = { strategy: 'OnDelete' })), opts);
+    assert.deepEqual(md.spec.rollout, { strategy: { type: 'OnDelete' } });
+  });
+
+  it('when only labels, taints, timeouts or replicas change, it should keep the bootstrap data and version', () => {
+    const before = desiredMachineDeployment(samplePool(), opts);
+    const after = desiredMachineDeployment(samplePool((p) => {
+      p.spec.nodeLabels = {};
+      p.spec.taints = [];
+      p.spec.nodeDrainTimeout = '1h';
+      p.spec.replicas = 7;
+    }), opts);
+    assert.deepEqual(after.spec.template.spec.bootstrap, before.spec.template.spec.bootstrap);
+    assert.equal(after.spec.template.spec.version, before.spec.template.spec.version);
+    assert.deepEqual(after.spec.template.metadata?.labels, { 'kindling.dev/nodepool': 'workers', 'cluster.x-k8s.io/cluster-name': 'guest' });
+    assert.equal(after.spec.template.spec.taints, undefined);
+  });
+});
+
+describe('desiredMachineSet', () => {
+  it('when the pool is InPlace, it should be a v1beta2 MachineSet with target hash and resolved maxUnavailable (golden)', () => {
+    assertGolden('machineset.json', desiredMachineSet(sampleInPlacePool(), opts));
+  });
+
+  it('when a node label tries to take a selector key, it should keep the selector label', () => {
+    const ms = desiredMachineSet(sampleInPlacePool((p) => (p.spec.nodeLabels = { 'kindling.dev/nodepool': 'evil' })), opts);
+    assert.equal(ms.spec.template.metadata?.labels?.['kindling.dev/nodepool'], 'workers');
+    assert.deepEqual(ms.spec.selector.matchLabels, { 'kindling.dev/nodepool': 'workers', 'cluster.x-k8s.io/cluster-name': 'guest' });
+  });
+});
+
+describe('resolveMaxUnavailable', () => {
+  const cases: [string | number | undefined, number, number][] = [
+    [undefined, 10, 1], [3, 10, 3], [0, 10, 1], ['50%', 3, 1], ['25%', 10, 2], ['10%', 5, 1], ['100%', 7, 7], ['0%', 7, 1],
+  ];
+  for (const [value, replicas, expected] of cases) {
+    it(`when maxUnavailable is ${String(value)} of ${replicas} replicas, it should resolve to ${expected}`, () => {
+      assert.equal(resolveMaxUnavailable(value, replicas), expected);
+    });
+  }
+});
+
+describe('desiredReplicas', () => {
+  it('when autoscaling, it should keep a live count in range and clamp one out of range', () => {
+    const pool = samplePool((p) => {
+      delete p.spec.replicas;
+      p.spec.autoScaling = { min: 2, max: 5 };
+    });
+    assert.deepEqual([undefined, 0, 3, 5, 9].map((n) => desiredReplicas(pool, n)), [2, 2, 3, 5, 5]);
+    assert.equal(desiredReplicas(samplePool(), 9), 3);
+  });
+});
+
+describe('durationSeconds', () => {
+  it('when given Go durations, it should give whole seconds', () => {
+    assert.deepEqual(['10m', '1m30s', '1.5h', '500ms', '0s', '2h3m4s'].map(durationSeconds), [600, 90, 5400, 0, 0, 7384]);
+    assert.equal(durationSeconds(undefined), undefined);
+    assert.throws(() => durationSeconds('ten'));
+  });
+});
+
+describe('desiredMachineHealthCheck', () => {
+  it('when autoRepair is on, it should select the pool with sane defaults (golden)', () => {
+    assertGolden('machinehealthcheck.json', desiredMachineHealthCheck(sampleInPlacePool()));
+  });
+});
+
+describe('desiredMachinePropagation', () => {
+  it('when propagating onto a Machine, it should hold only labels, taints and timeouts (golden)', () => {
+    assertGolden('machine-propagation.json', desiredMachinePropagation(samplePool(), { name: 'workers-abcde', namespace: 'tenant-a' }));
+  });
+
+  it('when the pool has no labels, taints or timeouts, it should apply empty labels so earlier ones are removed', () => {
+    const pool = samplePool((p) => {
+      delete p.spec.nodeLabels;
+      delete p.spec.taints;
+      delete p.spec.nodeDrainTimeout;
+      delete p.spec.nodeVolumeDetachTimeout;
+    });
+    assert.deepEqual(desiredMachinePropagation(pool, { name: 'm', namespace: 'ns' }), { apiVersion: 'cluster.x-k8s.io/v1beta2', kind: 'Machine', metadata: { name: 'm', namespace: 'ns', labels: {} }, spec: {} });
+  });
+});

@@ -1,0 +1,174 @@
+/**
+ * The Cluster API children of a pool, as pure functions: MachineDeployment (Replace) or MachineSet (InPlace),
+ * the MachineHealthCheck (autoRepair), and what the pool propagates onto existing Machines. All
+ * cluster.x-k8s.io/v1beta2 (CAPI's storage version), named after the pool, controlled by it.
+ */
+import { ANNOTATIONS, LABELS, userDataSecretName } from '../../api/src/keys.js';
+import { CAPI_API_VERSION, type MachineDeployment, type MachineHealthCheck, type MachineSet, type MachineSpec, type MachineTaint, type MachineTemplate } from '../../api/src/capi.js';
+import type { IntOrPercent, NodePool } from '../../api/src/nodepool.js';
+import { ownerReference } from './secrets.js';
+
+/** What the children point at: the config hash (its user-data) and the release's Kubernetes version. */
+export interface ChildOptions {
+  hash: string;
+  /** "v1.36.3" */
+  version: string;
+  /** spec.replicas of the live child, if any: with autoscaling, the autoscaler owns it (kept when in range). */
+  liveReplicas?: number;
+}
+
+const GO_UNITS: Record<string, number> = { ns: 1e-9, us: 1e-6, µs: 1e-6, ms: 1e-3, s: 1, m: 60, h: 3600 };
+
+/** A Go duration ("1h30m", "90s", "1.5h") in whole seconds, rounded down; undefined when unset. */
+export function durationSeconds(text: string | undefined): number | undefined {
+  if (text === undefined || text === '') return undefined;
+  const parts = [...text.matchAll(/(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)/g)];
+  if (parts.length === 0 || parts.map((p) => p[0]).join('') !== text) throw new Error(`"${text}" is not a duration`);
+  return Math.floor(parts.reduce((s, p) => s + Number(p[1]) * (GO_UNITS[p[2] ?? ''] ?? 0), 0) + 1e-9);
+}
+
+/** Labels that identify a pool's objects: the selector of its children, always in their template. */
+export function selectorLabels(pool: NodePool): Record<string, string> {
+  return { [LABELS.nodePool]: pool.metadata.name, [LABELS.capiClusterName]: pool.spec.clusterName };
+}
+
+/** Replicas the child should have: the pool's count, or with autoscaling the live count clamped into [min, max]. */
+export function desiredReplicas(pool: NodePool, liveReplicas: number | undefined): number {
+  const scaling = pool.spec.autoScaling;
+  if (!scaling) return pool.spec.replicas ?? 0;
+  return Math.min(scaling.max, Math.max(scaling.min, liveReplicas ?? scaling.min));
+}
+
+function autoscalerAnnotations(pool: NodePool): Record<string, string> {
+  const scaling = pool.spec.autoScaling;
+  if (!scaling) return {};
+  return { [ANNOTATIONS.autoscalerMinSize]: String(scaling.min), [ANNOTATIONS.autoscalerMaxSize]: String(scaling.max) };
+}
+
+export function machineTaints(pool: NodePool): MachineTaint[] {
+  return (pool.spec.taints ?? []).map((t) => ({ key: t.key, ...(t.value === undefined ? {} : { value: t.value }), effect: t.effect, propagation: 'Always' }));
+}
+
+/** The fields of a Machine that propagate in place (no rollout): deletion timeouts and taints. */
+function inPlaceSpec(pool: NodePool): Pick<MachineSpec, 'deletion' | 'taints'> {
+  const drain = durationSeconds(pool.spec.nodeDrainTimeout);
+  const detach = durationSeconds(pool.spec.nodeVolumeDetachTimeout);
+  const deletion = {
+    ...(drain === undefined ? {} : { nodeDrainTimeoutSeconds: drain }),
+    ...(detach === undefined ? {} : { nodeVolumeDetachTimeoutSeconds: detach }),
+  };
+  const taints = machineTaints(pool);
+  return { ...(Object.keys(deletion).length > 0 ? { deletion } : {}), ...(taints.length > 0 ? { taints } : {}) };
+}
+
+function machineTemplate(pool: NodePool, opts: ChildOptions): MachineTemplate {
+  return {
+    metadata: { labels: { ...(pool.spec.nodeLabels ?? {}), ...selectorLabels(pool) } },
+    spec: {
+      clusterName: pool.spec.clusterName,
+      bootstrap: { dataSecretName: userDataSecretName(pool.metadata.name, opts.hash) },
+      infrastructureRef: { ...pool.spec.platform.infrastructureTemplateRef },
+      version: opts.version,
+      ...inPlaceSpec(pool),
+    },
+  };
+}
+
+function childMetadata(pool: NodePool, annotations: Record<string, string>): MachineSet['metadata'] {
+  return {
+    name: pool.metadata.name,
+    namespace: pool.metadata.namespace,
+    labels: selectorLabels(pool),
+    ...(Object.keys(annotations).length > 0 ? { annotations } : {}),
+    ownerReferences: [ownerReference(pool)],
+  };
+}
+
+/** InPlace maxUnavailable as the upgrader reads it: an int, or a % of replicas rounded down; at least 1. */
+export function resolveMaxUnavailable(value: IntOrPercent | undefined, replicas: number): number {
+  if (value === undefined) return 1;
+  if (typeof value === 'number') return Math.max(1, Math.floor(value));
+  const percent = Number(value.replace(/%$/, ''));
+  return Math.max(1, Math.floor((replicas * percent) / 100));
+}
+
+/** Replace pools: CAPI rolls the machines when the template (user-data, version) changes. */
+export function desiredMachineDeployment(pool: NodePool, opts: ChildOptions): MachineDeployment {
+  const replace = pool.spec.management.replace ?? {};
+  const type = replace.strategy ?? 'RollingUpdate';
+  const rolling = replace.rollingUpdate ?? {};
+  return {
+    apiVersion: CAPI_API_VERSION,
+    kind: 'MachineDeployment',
+    metadata: childMetadata(pool, autoscalerAnnotations(pool)),
+    spec: {
+      clusterName: pool.spec.clusterName,
+      replicas: desiredReplicas(pool, opts.liveReplicas),
+      selector: { matchLabels: selectorLabels(pool) },
+      template: machineTemplate(pool, opts),
+      rollout: {
+        strategy:
+          type === 'RollingUpdate'
+            ? { type, rollingUpdate: { maxSurge: rolling.maxSurge ?? 1, maxUnavailable: rolling.maxUnavailable ?? 0 } }
+            : { type },
+      },
+    },
+  };
+}
+
+/** InPlace pools: new machines boot the target hash; the upgrader moves existing ones (Flow 3 annotations). */
+export function desiredMachineSet(pool: NodePool, opts: ChildOptions): MachineSet {
+  const replicas = desiredReplicas(pool, opts.liveReplicas);
+  const annotations = {
+    ...autoscalerAnnotations(pool),
+    [ANNOTATIONS.targetConfigHash]: opts.hash,
+    [ANNOTATIONS.maxUnavailable]: String(resolveMaxUnavailable(pool.spec.management.inPlace?.maxUnavailable, replicas)),
+  };
+  return {
+    apiVersion: CAPI_API_VERSION,
+    kind: 'MachineSet',
+    metadata: childMetadata(pool, annotations),
+    spec: {
+      clusterName: pool.spec.clusterName,
+      replicas,
+      selector: { matchLabels: selectorLabels(pool) },
+      template: machineTemplate(pool, opts),
+    },
+  };
+}
+
+/** Defaults after HyperShift's: a Node NotReady/Unknown for 8 minutes, or not started in 20, is remediated;
+ * at most 2 machines at once, so a wider outage (e.g. the network) does not delete the whole pool. */
+export const HEALTH_CHECK_DEFAULTS = { unhealthyAfterSeconds: 480, nodeStartupTimeoutSeconds: 1200, maxUnhealthy: 2 } as const;
+
+export function desiredMachineHealthCheck(pool: NodePool): MachineHealthCheck {
+  const after = HEALTH_CHECK_DEFAULTS.unhealthyAfterSeconds;
+  return {
+    apiVersion: CAPI_API_VERSION,
+    kind: 'MachineHealthCheck',
+    metadata: childMetadata(pool, {}),
+    spec: {
+      clusterName: pool.spec.clusterName,
+      selector: { matchLabels: selectorLabels(pool) },
+      checks: {
+        nodeStartupTimeoutSeconds: HEALTH_CHECK_DEFAULTS.nodeStartupTimeoutSeconds,
+        unhealthyNodeConditions: [
+          { type: 'Ready', status: 'False', timeoutSeconds: after },
+          { type: 'Ready', status: 'Unknown', timeoutSeconds: after },
+        ],
+      },
+      remediation: { triggerIf: { unhealthyLessThanOrEqualTo: HEALTH_CHECK_DEFAULTS.maxUnhealthy } },
+    },
+  };
+}
+
+/** What the pool applies onto an existing Machine (server-side apply, its own field manager): node labels,
+ * taints and deletion timeouts. A key the pool drops is removed; keys others wrote are not touched. */
+export function desiredMachinePropagation(pool: NodePool, machine: { name: string; namespace?: string }): { apiVersion: string; kind: 'Machine'; metadata: Record<string, unknown>; spec: Partial<MachineSpec> } {
+  return {
+    apiVersion: CAPI_API_VERSION,
+    kind: 'Machine',
+    metadata: { name: machine.name, namespace: machine.namespace, labels: { ...(pool.spec.nodeLabels ?? {}) } },
+    spec: inPlaceSpec(pool),
+  };
+}

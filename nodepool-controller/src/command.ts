@@ -1,0 +1,52 @@
+/** `kindling nodepool-controller`: the NodePool controller as a long-running component; reconciles only while leading. */
+import { readFile } from 'node:fs/promises';
+import { defineCommand, type Command } from '../../cli/src/command.js';
+import { COMPONENT_FLAGS, runComponent } from '../../support/src/component.js';
+import { createNodePoolController, type NodePoolController } from './controller.js';
+
+export const NODEPOOL_CONTROLLER_FLAGS = {
+  ...COMPONENT_FLAGS,
+  ignitionEndpoint: { type: 'string', default: '', help: 'host[:port] of the ignition server that hosts fetch https://<endpoint>/ignition from (required)' },
+  ignitionCaFile: { type: 'string', default: '', help: 'PEM file of the CA that signs the ignition server\'s serving certificate, put in every stub (required)' },
+  tokenGrace: { type: 'duration', default: 7_200_000, help: 'How long an old token stays valid after the pool\'s config hash moved on' },
+  maxSkewMinors: { type: 'int', default: 3, help: 'How many minor versions the nodes may be behind the control plane' },
+  workers: { type: 'int', default: 4, help: 'Pools reconciled at once' },
+} as const;
+
+export const nodePoolControllerCommand: Command = defineCommand({
+  name: 'nodepool-controller',
+  summary: 'Run the NodePool controller: NodePools become token/user-data Secrets and Cluster API objects.',
+  flags: NODEPOOL_CONTROLLER_FLAGS,
+  async run(cfg, io) {
+    if (cfg.ignitionEndpoint === '' || cfg.ignitionCaFile === '') {
+      io.err('nodepool-controller: --ignition-endpoint and --ignition-ca-file are required\n');
+      return 2;
+    }
+    if (cfg.maxSkewMinors < 0 || cfg.workers < 1) {
+      io.err('nodepool-controller: --max-skew-minors must be ≥ 0 and --workers ≥ 1\n');
+      return 2;
+    }
+    const caPem = await readFile(cfg.ignitionCaFile, 'utf8');
+    let controller: NodePoolController | undefined;
+    await runComponent({
+      name: 'kindling-nodepool-controller',
+      config: cfg,
+      // A replica that is not leading has nothing to sync; the leader is ready once its caches are.
+      start: () => Promise.resolve([{ name: 'caches', check: () => controller === undefined || controller.synced }]),
+      async lead(ctx) {
+        const c = createNodePoolController({
+          kubeConfig: ctx.kubeConfig,
+          log: ctx.log,
+          config: { ignition: { endpoint: cfg.ignitionEndpoint, caPem }, tokenGraceMs: cfg.tokenGrace, maxSkewMinors: cfg.maxSkewMinors },
+          workers: cfg.workers,
+          queueMetrics: ctx.queueMetrics,
+          registry: ctx.registry,
+        });
+        controller = c;
+        await c.start();
+        return () => c.stop();
+      },
+    });
+    return 0;
+  },
+});

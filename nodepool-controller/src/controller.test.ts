@@ -1,0 +1,392 @@
+/**
+ * The NodePool controller on the real test bed: a management cluster with the Kindling and real Cluster API
+ * CRDs, and a guest cluster (its `guest-kubeconfig` Secret in the management cluster) whose /version the skew
+ * policy reads. The controller runs in-process; a stand-in plays the ignition server's token minting.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import * as k8s from '@kubernetes/client-node';
+import { startCluster, installCapiCrds, installKindlingCrds, type Cluster } from '../../test/bed/src/index.js';
+import { createLogger } from '../../support/src/logger.js';
+import { ANNOTATIONS, LABELS, NODEPOOL_FINALIZER, SECRET_KEYS, tokenSecretName, userDataSecretName } from '../../api/src/keys.js';
+import { CONDITION_TYPES, type Condition } from '../../api/src/conditions.js';
+import type { NodePool } from '../../api/src/nodepool.js';
+import type { Machine, MachineDeployment, MachineHealthCheck, MachineSet } from '../../api/src/capi.js';
+import { createNodePoolController, type NodePoolController } from './controller.js';
+import { startTokenStandIn, type TokenStandIn } from './token-stand-in.js';
+import { ignitionValidate } from './ignition-validate.js';
+import { KUBELET_CONFIG } from './fixtures.js';
+
+const NS = 'default';
+const CA = '-----BEGIN CERTIFICATE-----\nMIIBtestca\n-----END CERTIFICATE-----\n';
+const CONFIG = { ignition: { endpoint: 'ignition.kindling.test:9443', caPem: CA }, tokenGraceMs: 2 * 3600_000, maxSkewMinors: 3 };
+const MERGE = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
+const CAPI = 'cluster.x-k8s.io/v1beta2';
+
+async function eventually<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const v = await fn();
+      if (v !== undefined && v !== false) return v;
+    } catch (err) {
+      last = err;
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`timed out waiting for ${what}`, { cause: last });
+}
+
+function pool(name: string, patch: (p: NodePool) => void = () => {}): NodePool {
+  const p: NodePool = {
+    apiVersion: 'kindling.dev/v1beta1',
+    kind: 'NodePool',
+    metadata: { name, namespace: NS },
+    spec: {
+      clusterName: 'guest',
+      release: { image: 'registry.local:5000/kindling/release:1.36.3' },
+      replicas: 2,
+      management: { upgradeType: 'Replace' },
+      platform: { infrastructureTemplateRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachineTemplate', name: 'small' } },
+    },
+  };
+  patch(p);
+  return p;
+}
+
+const cond = (p: NodePool, type: string): Condition | undefined => p.status?.conditions?.find((c) => c.type === type);
+
+describe('nodepool-controller on the real test bed', () => {
+  let mgmt: Cluster;
+  let guest: Cluster;
+  let objects: k8s.KubernetesObjectApi;
+  let core: k8s.CoreV1Api;
+  let controller: NodePoolController;
+  let tokens: TokenStandIn;
+  const log = createLogger({ name: 'nodepool-controller-test', level: process.env['TEST_LOG_LEVEL'] ?? 'warn' });
+
+  const startController = async (): Promise<NodePoolController> => {
+    const c = createNodePoolController({ kubeConfig: mgmt.kubeConfig, log, config: CONFIG, workers: 4 });
+    await c.start();
+    return c;
+  };
+
+  before(async () => {
+    mgmt = await startCluster({ name: 'mgmt' });
+    [guest] = await Promise.all([
+      startCluster({ name: 'guest', controllerManager: false, management: { cluster: mgmt, namespace: NS } }),
+      installKindlingCrds(mgmt),
+      installCapiCrds(mgmt),
+    ]);
+    objects = k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig);
+    core = mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api);
+    await core.createNamespacedConfigMap({ namespace: NS, body: { metadata: { name: 'kubelet-config' }, data: { config: KUBELET_CONFIG } } });
+    tokens = startTokenStandIn(mgmt.kubeConfig);
+    controller = await startController();
+  });
+  after(async () => {
+    tokens?.stop();
+    await controller?.stop();
+    await Promise.all([guest?.stop(), mgmt?.stop()]);
+  });
+
+  const readPool = (name: string): Promise<NodePool> => objects.read<NodePool>({ apiVersion: 'kindling.dev/v1beta1', kind: 'NodePool', metadata: { name, namespace: NS } });
+  const read = <T extends k8s.KubernetesObject>(kind: string, name: string, apiVersion = CAPI): Promise<T> => objects.read<T>({ apiVersion, kind, metadata: { name, namespace: NS } });
+  const tryRead = <T extends k8s.KubernetesObject>(kind: string, name: string, apiVersion = CAPI): Promise<T | undefined> =>
+    read<T>(kind, name, apiVersion).catch((err: { code?: number }) => (err.code === 404 ? undefined : Promise.reject(err as Error)));
+  const patchPool = (name: string, body: object): Promise<unknown> =>
+    mgmt.kubeConfig.makeApiClient(k8s.CustomObjectsApi).patchNamespacedCustomObject({ group: 'kindling.dev', version: 'v1beta1', namespace: NS, plural: 'nodepools', name, body }, MERGE);
+  const patchCapi = (plural: string, name: string, body: object): Promise<unknown> =>
+    mgmt.kubeConfig.makeApiClient(k8s.CustomObjectsApi).patchNamespacedCustomObject({ group: 'cluster.x-k8s.io', version: 'v1beta2', namespace: NS, plural, name, body }, MERGE);
+  const poolSecrets = async (name: string): Promise<k8s.V1Secret[]> => (await core.listNamespacedSecret({ namespace: NS, labelSelector: `${LABELS.nodePool}=${name}` })).items;
+
+  /** Waits until the pool's status caught up with its generation and the queue has nothing left to do. */
+  const converged = async (name: string, extra: (p: NodePool) => boolean = () => true): Promise<NodePool> => {
+    const p = await eventually(`pool ${name} to converge`, async () => {
+      const p = await readPool(name);
+      return p.status?.observedGeneration === p.metadata.generation && cond(p, 'Ready') !== undefined && extra(p) ? p : undefined;
+    });
+    await controller.queue.drained();
+    return p;
+  };
+
+  const userDataStub = async (name: string): Promise<{ secret: k8s.V1Secret; stub: string }> => {
+    const secret = await read<k8s.V1Secret>('Secret', name, 'v1');
+    return { secret, stub: Buffer.from(secret.data?.[SECRET_KEYS.value] ?? '', 'base64').toString() };
+  };
+
+  // eslint-disable-next-line complexity -- optional chaining in assertions counts as branches
+  it('when a Replace pool is created, it should get a token Secret, a valid user-data stub and a MachineDeployment the CAPI CRDs accept', async () => {
+    await objects.create(pool('replace-a', (p) => (p.spec.config = [{ name: 'kubelet-config' }])));
+    const p = await converged('replace-a', (x) => x.status?.configHash !== undefined);
+    const hash = p.status?.configHash ?? '';
+    assert.deepEqual(p.metadata.finalizers, [NODEPOOL_FINALIZER]);
+    const md = await read<MachineDeployment>('MachineDeployment', 'replace-a');
+    assert.equal(md.spec.template.spec.bootstrap.dataSecretName, userDataSecretName('replace-a', hash));
+    assert.equal(md.spec.replicas, 2);
+    assert.equal(md.spec.template.spec.version, 'v1.36.3');
+    assert.equal(md.metadata.ownerReferences?.[0]?.kind, 'NodePool');
+    const token = await read<k8s.V1Secret>('Secret', tokenSecretName('replace-a', hash), 'v1');
+    assert.equal(Buffer.from(token.data?.[SECRET_KEYS.pool] ?? '', 'base64').toString(), `${NS}/replace-a`);
+    const { secret, stub } = await userDataStub(userDataSecretName('replace-a', hash));
+    assert.equal(Buffer.from(secret.data?.[SECRET_KEYS.format] ?? '', 'base64').toString(), 'ignition');
+    assert.match(stub, /"value":"Bearer stand-in-token-token-replace-a-/);
+    const validated = await ignitionValidate(stub);
+    assert.ok(validated.ok, validated.output);
+    assert.deepEqual(p.status?.conditions?.map((c) => c.type), CONDITION_TYPES);
+    for (const type of ['ValidReleaseImage', 'ValidMachineConfig', 'SupportedVersionSkew', 'ReconciliationActive']) assert.equal(cond(p, type)?.status, 'True', type);
+    assert.equal(cond(p, 'ValidGeneratedPayload')?.reason, 'Pending');
+    assert.equal(p.status?.version, 'v1.36.3');
+  });
+
+  it('when an InPlace pool is created with autoRepair, it should get a MachineSet with the Flow 3 annotations and a health check only once a host reached the ignition endpoint', async () => {
+    await objects.create(pool('inplace-a', (p) => {
+      p.spec.replicas = 5;
+      p.spec.management = { upgradeType: 'InPlace', inPlace: { maxUnavailable: '40%' }, autoRepair: true };
+    }));
+    const p = await converged('inplace-a', (x) => x.status?.configHash !== undefined);
+    const hash = p.status?.configHash ?? '';
+    const ms = await read<MachineSet>('MachineSet', 'inplace-a');
+    assert.equal(ms.metadata.annotations?.[ANNOTATIONS.targetConfigHash], hash);
+    assert.equal(ms.metadata.annotations?.[ANNOTATIONS.maxUnavailable], '2');
+    assert.equal(await tryRead('MachineHealthCheck', 'inplace-a'), undefined);
+    assert.equal(cond(p, 'AutorepairEnabled')?.reason, 'WaitingForIgnition');
+    // The ignition server marks the token Secret at the first fetch; the payload verdict comes with it.
+    const reachedAt = '2026-11-23T10:00:00Z';
+    await core.patchNamespacedSecret({ name: tokenSecretName('inplace-a', hash), namespace: NS, body: { metadata: { annotations: { [ANNOTATIONS.ignitionReachedAt]: reachedAt, [ANNOTATIONS.payloadReason]: 'AsExpected', [ANNOTATIONS.payloadMessage]: 'Payload generated' } } } }, MERGE);
+    const mhc = await eventually('the MachineHealthCheck', () => tryRead<MachineHealthCheck>('MachineHealthCheck', 'inplace-a'));
+    assert.deepEqual(mhc.spec.selector.matchLabels, { [LABELS.nodePool]: 'inplace-a', [LABELS.capiClusterName]: 'guest' });
+    const after = await converged('inplace-a', (x) => cond(x, 'AutorepairEnabled')?.status === 'True');
+    assert.equal(cond(after, 'ReachedIgnitionEndpoint')?.status, 'True');
+    assert.equal(cond(after, 'ValidGeneratedPayload')?.status, 'True');
+    await patchPool('inplace-a', { spec: { management: { autoRepair: false } } });
+    await eventually('the MachineHealthCheck to be removed', async () => (await tryRead('MachineHealthCheck', 'inplace-a')) === undefined);
+  });
+
+  it('when everything is in place and every pool is resynced, it should write nothing (resourceVersions stay put)', async () => {
+    await converged('replace-a');
+    await converged('inplace-a');
+    const snapshot = async (): Promise<string[]> => {
+      const names = ['replace-a', 'inplace-a'];
+      const secrets = (await Promise.all(names.map(poolSecrets))).flat();
+      const children = await Promise.all([read('MachineDeployment', 'replace-a'), read('MachineSet', 'inplace-a'), readPool('replace-a'), readPool('inplace-a')]);
+      return [...secrets, ...children].map((o) => `${o.kind ?? 'Secret'}/${o.metadata?.name ?? ''}@${o.metadata?.resourceVersion ?? ''}`).sort();
+    };
+    const before = await snapshot();
+    const writes = controller.writer.count;
+    controller.resyncAll();
+    await new Promise((r) => setTimeout(r, 300));
+    await controller.queue.drained();
+    assert.equal(controller.writer.count - writes, 0);
+    assert.deepEqual(await snapshot(), before);
+  });
+
+  it('when a pool is scaled, it should change the replicas and nothing that rolls', async () => {
+    const before = await read<MachineDeployment>('MachineDeployment', 'replace-a');
+    await patchPool('replace-a', { spec: { replicas: 4 } });
+    const md = await eventually('replicas 4', async () => {
+      const md = await read<MachineDeployment>('MachineDeployment', 'replace-a');
+      return md.spec.replicas === 4 ? md : undefined;
+    });
+    assert.deepEqual(md.spec.template, before.spec.template);
+  });
+
+  it('when autoscaling is turned on, it should set the min/max annotations, clamp the replicas and then leave the count to the autoscaler; when off, drop them', async () => {
+    await patchPool('replace-a', { spec: { replicas: null, autoScaling: { min: 1, max: 3 } } });
+    await eventually('autoscaler annotations and clamped replicas', async () => {
+      const md = await read<MachineDeployment>('MachineDeployment', 'replace-a');
+      return md.metadata.annotations?.[ANNOTATIONS.autoscalerMaxSize] === '3' && md.metadata.annotations[ANNOTATIONS.autoscalerMinSize] === '1' && md.spec.replicas === 3;
+    });
+    let p = await converged('replace-a');
+    assert.equal(cond(p, 'AutoscalingEnabled')?.status, 'True');
+    await patchCapi('machinedeployments', 'replace-a', { spec: { replicas: 2 } }); // the cluster autoscaler scales down
+    await new Promise((r) => setTimeout(r, 500));
+    await controller.queue.drained();
+    assert.equal((await read<MachineDeployment>('MachineDeployment', 'replace-a')).spec.replicas, 2);
+    await patchPool('replace-a', { spec: { replicas: 2, autoScaling: null } });
+    await eventually('annotations to go', async () => {
+      const md = await read<MachineDeployment>('MachineDeployment', 'replace-a');
+      return md.metadata.annotations?.[ANNOTATIONS.autoscalerMaxSize] === undefined && md.spec.replicas === 2;
+    });
+    p = await converged('replace-a', (x) => cond(x, 'AutoscalingEnabled')?.status === 'False');
+    assert.equal(cond(p, 'AutoscalingEnabled')?.reason, 'Disabled');
+  });
+
+  // eslint-disable-next-line complexity -- optional chaining in assertions counts as branches
+  it('when the config changes, it should make a new token and user-data, expire the old token after the grace, and delete the old user-data once no Machine uses it', async () => {
+    await core.createNamespacedConfigMap({ namespace: NS, body: { metadata: { name: 'cfg-b' }, data: { config: KUBELET_CONFIG } } });
+    await objects.create(pool('inplace-b', (p) => {
+      p.spec.config = [{ name: 'cfg-b' }];
+      p.spec.management = { upgradeType: 'InPlace' };
+    }));
+    const oldHash = (await converged('inplace-b', (x) => x.status?.configHash !== undefined)).status?.configHash ?? '';
+    const machine = (await objects.create({
+      apiVersion: CAPI,
+      kind: 'Machine',
+      metadata: { name: 'inplace-b-m1', namespace: NS, labels: { [LABELS.nodePool]: 'inplace-b', [LABELS.capiClusterName]: 'guest' } },
+      spec: { clusterName: 'guest', bootstrap: { dataSecretName: userDataSecretName('inplace-b', oldHash) }, infrastructureRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachine', name: 'm1' } },
+    }));
+    const changedAt = Date.now();
+    await core.patchNamespacedConfigMap({ name: 'cfg-b', namespace: NS, body: { data: { config: KUBELET_CONFIG.replace('maxPods: 250', 'maxPods: 300') } } }, MERGE);
+    const p = await converged('inplace-b', (x) => x.status?.configHash !== oldHash);
+    const newHash = p.status?.configHash ?? '';
+    const ms = await read<MachineSet>('MachineSet', 'inplace-b');
+    assert.equal(ms.metadata.annotations?.[ANNOTATIONS.targetConfigHash], newHash);
+    assert.equal(ms.spec.template.spec.bootstrap.dataSecretName, userDataSecretName('inplace-b', newHash));
+    assert.ok((await ignitionValidate((await userDataStub(userDataSecretName('inplace-b', newHash))).stub)).ok);
+    const oldToken = await read<k8s.V1Secret>('Secret', tokenSecretName('inplace-b', oldHash), 'v1');
+    const expires = Date.parse(oldToken.metadata?.annotations?.[ANNOTATIONS.tokenExpiresAt] ?? '');
+    assert.ok(Math.abs(expires - (changedAt + 2 * 3600_000)) < 60_000, `expiry ${oldToken.metadata?.annotations?.[ANNOTATIONS.tokenExpiresAt]}`);
+    assert.equal((await read<k8s.V1Secret>('Secret', tokenSecretName('inplace-b', newHash), 'v1')).metadata?.annotations?.[ANNOTATIONS.tokenExpiresAt], undefined);
+    // The Machine still boots from the old user-data: it stays.
+    assert.ok(await tryRead('Secret', userDataSecretName('inplace-b', oldHash), 'v1'));
+    // The upgrader (stand-in) reports its progress: the status says the config, not the version, is moving.
+    await patchCapi('machinesets', 'inplace-b', { metadata: { annotations: { [ANNOTATIONS.currentConfigHash]: oldHash, [ANNOTATIONS.inPlaceProgress]: '0 of 1 updated' } } });
+    const updating = await converged('inplace-b', (x) => cond(x, 'UpdatingConfig')?.status === 'True');
+    assert.match(cond(updating, 'UpdatingConfig')?.message ?? '', /0 of 1 updated/);
+    assert.equal(cond(updating, 'UpdatingVersion')?.status, 'False');
+    await objects.delete(machine);
+    await eventually('the old user-data to go', async () => (await tryRead('Secret', userDataSecretName('inplace-b', oldHash), 'v1')) === undefined);
+  });
+
+  it('when the ignition server rotates a token, it should rewrite the user-data with the new token', async () => {
+    const hash = (await converged('inplace-b')).status?.configHash ?? '';
+    const fresh = await tokens.rotate(NS, tokenSecretName('inplace-b', hash));
+    await eventually('the user-data to carry the new token', async () => (await userDataStub(userDataSecretName('inplace-b', hash))).stub.includes(`Bearer ${fresh}`));
+  });
+
+  it('when node labels and taints are added and removed, they should reach the template and existing Machines without a rollout, leaving others\' labels alone', async () => {
+    const before = await read<MachineDeployment>('MachineDeployment', 'replace-a');
+    await objects.create({
+      apiVersion: CAPI,
+      kind: 'Machine',
+      metadata: { name: 'replace-a-m1', namespace: NS, labels: { [LABELS.nodePool]: 'replace-a', [LABELS.capiClusterName]: 'guest', 'other.example/keep': 'yes' } },
+      spec: { clusterName: 'guest', bootstrap: { dataSecretName: before.spec.template.spec.bootstrap.dataSecretName }, infrastructureRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachine', name: 'm1' } },
+    });
+    await patchPool('replace-a', { spec: { nodeLabels: { 'example.com/role': 'db' }, taints: [{ key: 'example.com/dedicated', value: 'db', effect: 'NoSchedule' }], nodeDrainTimeout: '5m' } });
+    const m = await eventually('labels and taints on the Machine', async () => {
+      const m = await read<Machine>('Machine', 'replace-a-m1');
+      return m.metadata.labels?.['example.com/role'] === 'db' && m.spec.taints?.length === 1 && m.spec.deletion?.nodeDrainTimeoutSeconds === 300 ? m : undefined;
+    });
+    assert.equal(m.metadata.labels?.['other.example/keep'], 'yes');
+    const md = await read<MachineDeployment>('MachineDeployment', 'replace-a');
+    assert.equal(md.spec.template.metadata?.labels?.['example.com/role'], 'db');
+    assert.deepEqual(md.spec.template.spec.taints, [{ key: 'example.com/dedicated', value: 'db', effect: 'NoSchedule', propagation: 'Always' }]);
+    assert.equal(md.spec.template.spec.bootstrap.dataSecretName, before.spec.template.spec.bootstrap.dataSecretName);
+    assert.equal(md.spec.template.spec.version, before.spec.template.spec.version);
+    assert.equal((await readPool('replace-a')).status?.configHash, before.spec.template.spec.bootstrap.dataSecretName?.split('-').pop());
+
+    await patchPool('replace-a', { spec: { nodeLabels: null, taints: null } });
+    const cleared = await eventually('labels and taints removed from the Machine', async () => {
+      const m = await read<Machine>('Machine', 'replace-a-m1');
+      return m.metadata.labels?.['example.com/role'] === undefined && (m.spec.taints ?? []).length === 0 ? m : undefined;
+    });
+    assert.equal(cleared.metadata.labels?.['other.example/keep'], 'yes');
+    assert.equal(cleared.metadata.labels?.[LABELS.nodePool], 'replace-a');
+    const md2 = await read<MachineDeployment>('MachineDeployment', 'replace-a');
+    assert.equal(md2.spec.template.metadata?.labels?.['example.com/role'], undefined);
+    assert.equal(md2.spec.template.spec.taints, undefined);
+    await objects.delete({ apiVersion: CAPI, kind: 'Machine', metadata: { name: 'replace-a-m1', namespace: NS } });
+  });
+
+  const refusals: [string, string, boolean, string][] = [
+    ['the release is newer than the control plane', '1.37.0', false, 'NodeNewerThanControlPlane'],
+    ['the release is 4 minors behind the control plane', '1.32.5', false, 'TooFarBehindControlPlane'],
+    ['the release is a pre-release without opt-in', '1.36.4-rc.1', false, 'PrereleaseNotAllowed'],
+  ];
+  for (const [condition, tag, allowPrerelease, reason] of refusals) {
+    it(`when ${condition}, it should create nothing and set SupportedVersionSkew=False/${reason}`, async () => {
+      const name = `skew-${reason.toLowerCase().slice(0, 20)}`;
+      await objects.create(pool(name, (p) => (p.spec.release = { image: `registry.local:5000/kindling/release:${tag}`, allowPrerelease })));
+      const p = await converged(name);
+      assert.equal(cond(p, 'SupportedVersionSkew')?.status, 'False');
+      assert.equal(cond(p, 'SupportedVersionSkew')?.reason, reason);
+      assert.equal(cond(p, 'Ready')?.status, 'False');
+      assert.deepEqual(await poolSecrets(name), []);
+      assert.equal(await tryRead('MachineDeployment', name), undefined);
+    });
+  }
+
+  it('when an upgrade would skip a minor, it should block it (nothing rolls) and say so; a one-minor upgrade then goes through', async () => {
+    await objects.create(pool('skew-upgrade', (p) => (p.spec.release.image = 'registry.local:5000/kindling/release:1.34.2')));
+    const before = await converged('skew-upgrade', (x) => x.status?.configHash !== undefined);
+    await patchPool('skew-upgrade', { spec: { release: { image: 'registry.local:5000/kindling/release:v1.36.3' } } });
+    const p = await converged('skew-upgrade', (x) => cond(x, 'SupportedVersionSkew')?.status === 'False');
+    assert.equal(cond(p, 'SupportedVersionSkew')?.reason, 'UpgradeSkipsMinor');
+    assert.match(cond(p, 'SupportedVersionSkew')?.message ?? '', /upgrade to a 1.35 release first/);
+    assert.equal(p.status?.configHash, before.status?.configHash);
+    const md = await read<MachineDeployment>('MachineDeployment', 'skew-upgrade');
+    assert.equal(md.spec.template.spec.version, 'v1.34.2');
+    assert.equal((await poolSecrets('skew-upgrade')).length, 2);
+    await patchPool('skew-upgrade', { spec: { release: { image: 'registry.local:5000/kindling/release:1.35.0' } } });
+    const upgraded = await converged('skew-upgrade', (x) => cond(x, 'SupportedVersionSkew')?.status === 'True' && x.status?.configHash !== before.status?.configHash);
+    assert.equal((await read<MachineDeployment>('MachineDeployment', 'skew-upgrade')).spec.template.spec.version, 'v1.35.0');
+    assert.equal(upgraded.status?.version, 'v1.35.0');
+  });
+
+  it('when pausedUntil is a near date, it should pause the children and hold changes until then, then resume', async () => {
+    const until = new Date(Date.now() + 4_000).toISOString().replace(/\.\d+Z$/, 'Z');
+    await patchPool('replace-a', { spec: { pausedUntil: until } });
+    await eventually('the paused annotation', async () => (await read<MachineDeployment>('MachineDeployment', 'replace-a')).metadata.annotations?.[ANNOTATIONS.capiPaused] === 'true');
+    const p = await converged('replace-a', (x) => cond(x, 'ReconciliationActive')?.status === 'False');
+    assert.equal(cond(p, 'ReconciliationActive')?.reason, 'Paused');
+    await patchPool('replace-a', { spec: { replicas: 3 } });
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal((await read<MachineDeployment>('MachineDeployment', 'replace-a')).spec.replicas, 2);
+    const md = await eventually('the pause to end', async () => {
+      const md = await read<MachineDeployment>('MachineDeployment', 'replace-a');
+      return md.metadata.annotations?.[ANNOTATIONS.capiPaused] === undefined && md.spec.replicas === 3 ? md : undefined;
+    }, 15_000);
+    assert.equal(md.spec.replicas, 3);
+    assert.equal(cond(await converged('replace-a', (x) => cond(x, 'ReconciliationActive')?.status === 'True'), 'ReconciliationActive')?.reason, 'AsExpected');
+  });
+
+  it('when one pool has a missing ConfigMap and another a bad release, they should get False conditions while a healthy pool next to them converges', async () => {
+    await Promise.all([
+      objects.create(pool('broken-cm', (p) => (p.spec.config = [{ name: 'does-not-exist' }]))),
+      objects.create(pool('broken-release', (p) => (p.spec.release.image = 'registry.local:5000/kindling/release:latest'))),
+      objects.create(pool('healthy')),
+    ]);
+    const healthy = await converged('healthy', (x) => x.status?.configHash !== undefined);
+    assert.ok(await tryRead('MachineDeployment', 'healthy'));
+    const cm = await converged('broken-cm');
+    assert.deepEqual([cond(cm, 'ValidMachineConfig')?.status, cond(cm, 'ValidMachineConfig')?.reason], ['False', 'ConfigMapMissing']);
+    const rel = await converged('broken-release');
+    assert.deepEqual([cond(rel, 'ValidReleaseImage')?.status, cond(rel, 'ValidReleaseImage')?.reason], ['False', 'InvalidImage']);
+    assert.equal(await tryRead('MachineDeployment', 'broken-cm'), undefined);
+    assert.ok(healthy.status?.configHash);
+    await core.createNamespacedConfigMap({ namespace: NS, body: { metadata: { name: 'does-not-exist' }, data: { config: KUBELET_CONFIG } } });
+    await converged('broken-cm', (x) => cond(x, 'ValidMachineConfig')?.status === 'True' && x.status?.configHash !== undefined);
+    assert.ok(await tryRead('MachineDeployment', 'broken-cm'));
+  });
+
+  it('when a pool is deleted, it should delete its children and Secrets, then let the pool go', async () => {
+    await converged('inplace-a');
+    await objects.delete({ apiVersion: 'kindling.dev/v1beta1', kind: 'NodePool', metadata: { name: 'inplace-a', namespace: NS } });
+    await eventually('the pool to be gone', async () => (await tryRead('NodePool', 'inplace-a', 'kindling.dev/v1beta1')) === undefined);
+    assert.equal(await tryRead('MachineSet', 'inplace-a'), undefined);
+    assert.deepEqual(await poolSecrets('inplace-a'), []);
+  });
+
+  it('when the controller stops mid-reconcile and a new one starts, it should converge to the same objects with no duplicates', async () => {
+    tokens.pause(); // the first controller stops while it waits for the token
+    await objects.create(pool('restart', (p) => (p.spec.config = [{ name: 'kubelet-config' }])));
+    await eventually('the token Secret', async () => (await poolSecrets('restart')).length === 1);
+    await controller.stop();
+    tokens.resume();
+    controller = await startController();
+    const p = await converged('restart', (x) => x.status?.configHash !== undefined);
+    const secrets = (await poolSecrets('restart')).map((s) => s.metadata?.name).sort();
+    const hash = p.status?.configHash ?? '';
+    assert.deepEqual(secrets, [tokenSecretName('restart', hash), userDataSecretName('restart', hash)]);
+    // Same inputs as replace-a's first config: the same hash, whichever process computed it.
+    const md = await read<MachineDeployment>('MachineDeployment', 'restart');
+    assert.equal(md.spec.template.spec.bootstrap.dataSecretName, userDataSecretName('restart', hash));
+    const writes = controller.writer.count;
+    controller.resyncAll();
+    await new Promise((r) => setTimeout(r, 300));
+    await controller.queue.drained();
+    assert.equal(controller.writer.count - writes, 0);
+  });
+});

@@ -1,0 +1,108 @@
+/**
+ * The NodePool reconciler, Cluster API style: get the pool (gone: done) → deletion path (children, then Secrets,
+ * then the finalizer) → ensure the finalizer → ordered phases → status, always, at the end. Every write is
+ * server-side apply under FIELD_MANAGERS.nodepoolController, and only when the live object differs.
+ */
+import type * as k8s from '@kubernetes/client-node';
+import { FIELD_MANAGERS, NODEPOOL_FINALIZER } from '../../api/src/keys.js';
+import type { NodePool } from '../../api/src/nodepool.js';
+import { TerminalError } from '../../support/src/errors.js';
+import type { ReconcileResult } from '../../support/src/queue.js';
+import type { Logger } from '../../support/src/logger.js';
+import { canonicalJson } from './hash.js';
+import { isUpToDate } from './diff.js';
+import { computeStatus } from './status.js';
+import type { OverlayCache } from './store.js';
+import { newScope, runPhases, type PhaseDeps, type Scope } from './phases.js';
+
+export type ReconcilerDeps = PhaseDeps & { log: Logger };
+
+export class NodePoolReconciler {
+  readonly #deps: ReconcilerDeps;
+
+  constructor(deps: ReconcilerDeps) {
+    this.#deps = deps;
+  }
+
+  async reconcile(key: string): Promise<ReconcileResult> {
+    const [namespace = '', name = ''] = key.split('/');
+    const pool = this.#deps.caches.nodePools.get(namespace, name);
+    if (!pool) return {};
+    const log = this.#deps.log.child({ nodePool: key });
+    if (pool.metadata.deletionTimestamp) return this.#reconcileDelete(pool, log);
+    const live = await this.#ensureFinalizer(pool);
+    const scope = newScope(live, log, this.#deps.clock.now());
+    let error: unknown;
+    try {
+      await runPhases(scope, this.#deps);
+    } catch (err) {
+      error = err;
+    }
+    await this.#writeStatus(scope);
+    return this.#resultOf(scope, error);
+  }
+
+  #resultOf(scope: Scope, error: unknown): ReconcileResult {
+    if (error instanceof TerminalError) {
+      scope.log.info({ reason: error.reason, err: error.message }, 'The pool needs a spec change');
+      return {};
+    }
+    if (error !== undefined) throw error instanceof Error ? error : new Error('reconcile failed', { cause: error });
+    const notReady = scope.notReady;
+    if (notReady !== undefined) throw notReady;
+    return scope.requeueAfterMs === undefined ? {} : { requeueAfterMs: scope.requeueAfterMs };
+  }
+
+  async #ensureFinalizer(pool: NodePool): Promise<NodePool> {
+    if (pool.metadata.finalizers?.includes(NODEPOOL_FINALIZER)) return pool;
+    const meta = { name: pool.metadata.name, namespace: pool.metadata.namespace, finalizers: [NODEPOOL_FINALIZER] };
+    return this.#deps.writer.apply({ apiVersion: pool.apiVersion, kind: pool.kind, metadata: meta } as NodePool, this.#deps.caches.nodePools);
+  }
+
+  /** Status is written only when it differs: a converged pool costs no write. */
+  async #writeStatus(scope: Scope): Promise<void> {
+    const { pool } = scope;
+    const status = computeStatus({ observations: scope.obs, now: new Date(scope.now).toISOString(), version: scope.effective?.version });
+    if (canonicalJson(status) === canonicalJson(pool.status ?? {})) return;
+    const body = { apiVersion: pool.apiVersion, kind: pool.kind, metadata: { name: pool.metadata.name, namespace: pool.metadata.namespace }, status } as NodePool;
+    try {
+      await this.#deps.writer.applyStatus(body, this.#deps.caches.nodePools);
+    } catch (err) {
+      throw new Error('failed to write the NodePool status', { cause: err });
+    }
+  }
+
+  /** Children first (CAPI drains and deletes the machines), then the Secrets (tokens stop working), then the finalizer. */
+  async #reconcileDelete(pool: NodePool, log: Logger): Promise<ReconcileResult> {
+    if (!pool.metadata.finalizers?.includes(NODEPOOL_FINALIZER)) return {};
+    const { caches, writer } = this.#deps;
+    const ns = pool.metadata.namespace ?? '';
+    const children = caches.children().map((c) => ({ ...c, obj: c.cache.get(ns, pool.metadata.name) }));
+    const present = children.filter((c) => c.obj !== undefined);
+    for (const c of present) {
+      if (!c.obj?.metadata?.deletionTimestamp) await writer.remove(withKind(c.obj as k8s.KubernetesObject, c.apiVersion, c.kind), c.cache);
+    }
+    if (present.length > 0) {
+      log.info({ children: present.map((c) => c.kind) }, 'Waiting for the pool\'s children to go');
+      return { requeueAfterMs: 2_000 };
+    }
+    for (const secret of caches.poolSecrets(ns, pool.metadata.name)) {
+      await writer.remove(withKind(secret, 'v1', 'Secret'), caches.secrets);
+    }
+    const meta = { name: pool.metadata.name, namespace: ns, finalizers: [] };
+    await writer.apply({ apiVersion: pool.apiVersion, kind: pool.kind, metadata: meta } as unknown as NodePool, caches.nodePools);
+    log.info('Deleted the pool\'s children and Secrets');
+    return {};
+  }
+}
+
+/** List items come without apiVersion/kind; writes need them. */
+export function withKind<T extends k8s.KubernetesObject>(obj: T, apiVersion: string, kind: string): T {
+  return { ...obj, apiVersion, kind };
+}
+
+/** Applies when the live object differs from the desired one; returns what is live afterwards. */
+export async function applyIfNeeded<T extends k8s.KubernetesObject>(deps: Pick<PhaseDeps, 'writer'>, live: T | undefined, desired: T, cache: OverlayCache<T>): Promise<T> {
+  if (live && isUpToDate(live, desired, FIELD_MANAGERS.nodepoolController)) return live;
+  return deps.writer.apply(desired, cache);
+}

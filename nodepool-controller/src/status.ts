@@ -1,0 +1,158 @@
+/**
+ * The pool's status as a pure function of what a reconcile observed: every condition type of
+ * api/src/conditions.ts, each from one small setter, with lastTransitionTime kept while a status holds.
+ */
+import { CONDITION_TYPES, CONDITIONS, type Condition, type ConditionType } from '../../api/src/conditions.js';
+import type { NodePool, NodePoolStatus } from '../../api/src/nodepool.js';
+import type { Machine } from '../../api/src/capi.js';
+import type { HashInput } from './hash.js';
+
+export interface Verdict {
+  ok: boolean;
+  reason: string;
+  message: string;
+}
+
+/** An in-progress or failed move of the nodes from one hash to another. */
+export interface Rollout {
+  from: string;
+  to: string;
+  /** Which inputs differ; empty when the old inputs are gone (both are then reported). */
+  changed: HashInput[];
+  progress?: string;
+  failure?: string;
+}
+
+export interface Observations {
+  pool: NodePool;
+  release?: Verdict & { version?: string };
+  config?: Verdict;
+  skew?: Verdict;
+  /** pausedUntil in effect: "true" or the date. */
+  pausedUntil?: string;
+  targetHash?: string;
+  effectiveHash?: string;
+  /** Why the target is not deployed yet (skew, token pending, bad input). */
+  pending?: string;
+  /** ANNOTATIONS.payloadReason / payloadMessage of the target's token Secret. */
+  payload?: { reason?: string; message?: string };
+  reachedIgnitionAt?: string;
+  healthCheckExists: boolean;
+  rollout?: Rollout;
+  child?: { desired: number; available: number };
+  machines: Machine[];
+}
+
+type Status = Condition['status'];
+type Setter = (o: Observations) => [Status, string, string];
+
+const R = <T extends ConditionType>(type: T): (typeof CONDITIONS)[T]['reasons'] => CONDITIONS[type].reasons;
+
+function fromVerdict(v: Verdict | undefined, what: string): [Status, string, string] {
+  if (!v) return ['Unknown', 'AsExpected', `${what} not checked yet`];
+  return [v.ok ? 'True' : 'False', v.reason, v.message];
+}
+
+function machineCondition(m: Machine, type: string): string | undefined {
+  const conditions = (m.status as { conditions?: { type: string; status: string }[] } | undefined)?.conditions;
+  return conditions?.find((c) => c.type === type)?.status;
+}
+
+function machinesSetter(type: string, okReason: string, badReason: string, what: string): Setter {
+  return (o) => {
+    const bad = o.machines.filter((m) => machineCondition(m, type) !== 'True').map((m) => m.metadata.name).sort();
+    if (bad.length === 0) return ['True', okReason, `All ${o.machines.length} machines are ${what}`];
+    const names = bad.slice(0, 5).join(', ') + (bad.length > 5 ? `, and ${bad.length - 5} more` : '');
+    return ['False', badReason, `${bad.length} of ${o.machines.length} machines are not ${what}: ${names}`];
+  };
+}
+
+function updating(kind: HashInput, reasons: { AsExpected: string; InProgress: string; Failed: string }): Setter {
+  return (o) => {
+    const r = o.rollout;
+    const affected = r && (r.changed.length === 0 ? kind === 'config' : r.changed.includes(kind));
+    if (!r || !affected) return ['False', reasons.AsExpected, `No ${kind === 'release' ? 'version' : 'config'} update in progress`];
+    const what = kind === 'release' ? 'release' : 'config';
+    if (r.failure) return ['False', reasons.Failed, `Updating the ${what} (hash ${r.from} to ${r.to}) failed: ${r.failure}`];
+    return ['True', reasons.InProgress, `Updating the ${what} (hash ${r.from} to ${r.to})${r.progress ? `: ${r.progress}` : ''}`];
+  };
+}
+
+const SETTERS: Record<ConditionType, Setter> = {
+  ValidReleaseImage: (o) => fromVerdict(o.release, 'Release image'),
+  ValidMachineConfig: (o) => fromVerdict(o.config, 'Config'),
+  SupportedVersionSkew: (o) => fromVerdict(o.skew, 'Version skew'),
+  ValidGeneratedPayload: (o) => {
+    const reason = o.payload?.reason;
+    if (reason === undefined) return ['Unknown', R('ValidGeneratedPayload').Pending, 'Waiting for the ignition server to generate the payload'];
+    return [reason === 'AsExpected' ? 'True' : 'False', reason, o.payload?.message ?? ''];
+  },
+  ReachedIgnitionEndpoint: (o) =>
+    o.reachedIgnitionAt
+      ? ['True', 'AsExpected', `A host fetched its payload at ${o.reachedIgnitionAt}`]
+      : ['False', R('ReachedIgnitionEndpoint').NotReached, 'No host has fetched its payload with the current token yet'],
+  UpdatingConfig: updating('config', R('UpdatingConfig')),
+  UpdatingVersion: updating('release', R('UpdatingVersion')),
+  AutoscalingEnabled: (o) => {
+    const s = o.pool.spec.autoScaling;
+    return s ? ['True', 'AsExpected', `The cluster autoscaler keeps between ${s.min} and ${s.max} nodes`] : ['False', R('AutoscalingEnabled').Disabled, 'spec.autoScaling is not set'];
+  },
+  AutorepairEnabled: (o) => {
+    if (!o.pool.spec.management.autoRepair) return ['False', R('AutorepairEnabled').Disabled, 'spec.management.autoRepair is off'];
+    if (!o.healthCheckExists) return ['False', R('AutorepairEnabled').WaitingForIgnition, 'The MachineHealthCheck is created once a host has reached the ignition endpoint'];
+    return ['True', 'AsExpected', 'A MachineHealthCheck remediates unhealthy machines'];
+  },
+  ReconciliationActive: (o) =>
+    o.pausedUntil === undefined
+      ? ['True', 'AsExpected', 'Reconciliation is active']
+      : ['False', R('ReconciliationActive').Paused, o.pausedUntil === 'true' ? 'Paused by spec.pausedUntil' : `Paused by spec.pausedUntil until ${o.pausedUntil}`],
+  AllMachinesReady: machinesSetter('Ready', 'AsExpected', R('AllMachinesReady').MachinesNotReady, 'ready'),
+  AllNodesHealthy: machinesSetter('NodeHealthy', 'AsExpected', R('AllNodesHealthy').NodesNotHealthy, 'healthy'),
+  Ready: () => ['Unknown', '', ''], // summarised from the others below
+};
+
+/** The first reason the pool is not ready, or undefined. */
+function notReadyBecause(o: Observations, conds: Map<ConditionType, Condition>): string | undefined {
+  for (const type of ['ValidReleaseImage', 'ValidMachineConfig', 'SupportedVersionSkew', 'ReconciliationActive'] as const) {
+    const c = conds.get(type);
+    if (c?.status !== 'True') return `${type}: ${c?.message ?? ''}`;
+  }
+  if (o.pending) return o.pending;
+  if (!o.child) return 'The pool has no machines yet';
+  if (o.child.available < o.child.desired) return `${o.child.available} of ${o.child.desired} machines are available`;
+  return undefined;
+}
+
+/** Conditions in CONDITION_TYPES order; a condition whose status did not change keeps its transition time. */
+export function computeConditions(o: Observations, previous: readonly Condition[], now: string): Condition[] {
+  const generation = o.pool.metadata.generation;
+  const byType = new Map<ConditionType, Condition>();
+  const make = (type: ConditionType, [status, reason, message]: [Status, string, string]): Condition => {
+    const prev = previous.find((c) => c.type === type);
+    const lastTransitionTime = prev && prev.status === status ? prev.lastTransitionTime : now;
+    return { type, status, reason, message, lastTransitionTime, ...(generation === undefined ? {} : { observedGeneration: generation }) };
+  };
+  for (const type of CONDITION_TYPES) if (type !== 'Ready') byType.set(type, make(type, SETTERS[type](o)));
+  const why = notReadyBecause(o, byType);
+  byType.set('Ready', make('Ready', why === undefined ? ['True', 'AsExpected', 'All machines are available at the desired config'] : ['False', R('Ready').NotReady, why]));
+  return CONDITION_TYPES.map((t) => byType.get(t) as Condition);
+}
+
+export interface StatusInput {
+  observations: Observations;
+  now: string;
+  /** The release version the nodes run (effective, once no rollout is in progress). */
+  version?: string;
+}
+
+export function computeStatus({ observations: o, now, version }: StatusInput): NodePoolStatus {
+  const previous = o.pool.status ?? {};
+  const status: NodePoolStatus = {
+    replicas: o.child?.available ?? 0,
+    ...(o.rollout ? (previous.version === undefined ? {} : { version: previous.version }) : version === undefined ? {} : { version }),
+    ...(o.effectiveHash === undefined ? {} : { configHash: o.effectiveHash }),
+    ...(o.pool.metadata.generation === undefined ? {} : { observedGeneration: o.pool.metadata.generation }),
+    conditions: computeConditions(o, previous.conditions ?? [], now),
+  };
+  return status;
+}

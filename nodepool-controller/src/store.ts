@@ -1,0 +1,116 @@
+/**
+ * What the reconciler reads (informer caches) and how it writes (server-side apply, delete, merge patch), with
+ * one twist: an object the controller just wrote is remembered until its informer catches up, so a reconcile
+ * that runs before the watch event arrives sees the write and does not repeat it.
+ */
+import * as k8s from '@kubernetes/client-node';
+import type { Counter } from 'prom-client';
+import type { Applier } from '../../support/src/apply.js';
+import { isNotFound } from '../../support/src/errors.js';
+
+/** A minimal informer view (ResilientInformer fits). */
+export interface CacheSource<T extends k8s.KubernetesObject> {
+  get(name: string, namespace?: string): T | undefined;
+  list(namespace?: string): T[];
+}
+
+const keyOf = (o: k8s.KubernetesObject): string => `${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;
+
+/** etcd resourceVersions are integers in practice; the API calls them opaque, so this is only a freshness hint. */
+const rvOf = (o: k8s.KubernetesObject | undefined): number => Number(o?.metadata?.resourceVersion ?? 0) || 0;
+
+export class OverlayCache<T extends k8s.KubernetesObject> {
+  readonly #source: CacheSource<T>;
+  readonly #written = new Map<string, { obj: T | null; rv: number }>();
+
+  constructor(source: CacheSource<T>) {
+    this.#source = source;
+  }
+
+  remember(obj: T): void {
+    this.#written.set(keyOf(obj), { obj, rv: rvOf(obj) });
+  }
+
+  rememberDeleted(obj: T): void {
+    this.#written.set(keyOf(obj), { obj: null, rv: rvOf(obj) });
+  }
+
+  get(namespace: string, name: string): T | undefined {
+    return this.#pick(`${namespace}/${name}`, this.#source.get(name, namespace));
+  }
+
+  list(namespace: string, filter: (o: T) => boolean): T[] {
+    const byKey = new Map(this.#source.list(namespace).map((o) => [keyOf(o), o]));
+    for (const key of this.#written.keys()) if (key.startsWith(`${namespace}/`) && !byKey.has(key)) byKey.set(key, undefined as unknown as T);
+    return [...byKey.entries()].map(([k, o]) => this.#pick(k, o)).filter((o): o is T => o !== undefined && filter(o));
+  }
+
+  #pick(key: string, cached: T | undefined): T | undefined {
+    const w = this.#written.get(key);
+    if (!w) return cached;
+    if (w.obj === null) {
+      if (!cached || rvOf(cached) > w.rv) {
+        this.#written.delete(key);
+        return cached;
+      }
+      return undefined;
+    }
+    if (cached && rvOf(cached) >= w.rv) {
+      this.#written.delete(key);
+      return cached;
+    }
+    return w.obj;
+  }
+}
+
+export interface Writer {
+  apply<T extends k8s.KubernetesObject>(desired: T, cache?: OverlayCache<T>): Promise<T>;
+  applyStatus<T extends k8s.KubernetesObject>(desired: T, cache?: OverlayCache<T>): Promise<T>;
+  mergePatch<T extends k8s.KubernetesObject>(target: T, patch: object, cache?: OverlayCache<T>): Promise<T>;
+  remove<T extends k8s.KubernetesObject>(live: T, cache?: OverlayCache<T>): Promise<void>;
+  /** Writes so far (applies, patches, deletes): the benchmark's and the no-op tests' measure. */
+  readonly count: number;
+}
+
+export function createWriter(kc: k8s.KubeConfig, applier: Applier, counter?: Counter<'verb' | 'kind'>): Writer {
+  const objects = k8s.KubernetesObjectApi.makeApiClient(kc);
+  let count = 0;
+  const record = (verb: string, obj: k8s.KubernetesObject): void => {
+    count++;
+    counter?.inc({ verb, kind: obj.kind ?? '' });
+  };
+  return {
+    get count() {
+      return count;
+    },
+    async apply(desired, cache) {
+      record('apply', desired);
+      const live = await applier.apply(desired);
+      cache?.remember(live);
+      return live;
+    },
+    async applyStatus(desired, cache) {
+      record('status', desired);
+      const live = await applier.applyStatus(desired);
+      cache?.remember(live);
+      return live;
+    },
+    async mergePatch(target, patch, cache) {
+      record('patch', target);
+      const extra = (patch as { metadata?: object }).metadata ?? {};
+      const body = { ...patch, apiVersion: target.apiVersion, kind: target.kind, metadata: { ...extra, name: target.metadata?.name, namespace: target.metadata?.namespace } };
+      const live = await objects.patch(body, undefined, undefined, applier.fieldManager, undefined, k8s.PatchStrategy.MergePatch);
+      cache?.remember(live as typeof target);
+      return live as typeof target;
+    },
+    async remove(live, cache) {
+      record('delete', live);
+      try {
+        await objects.delete({ apiVersion: live.apiVersion, kind: live.kind, metadata: { name: live.metadata?.name, namespace: live.metadata?.namespace } });
+      } catch (err) {
+        if (!isNotFound(err)) throw new Error(`failed to delete ${live.kind ?? ''} ${keyOf(live)}`, { cause: err });
+      }
+      cache?.rememberDeleted(live);
+    },
+  };
+}
