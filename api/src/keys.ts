@@ -103,6 +103,9 @@ export const ANNOTATIONS = {
   /** "true" when the node was cordoned before the drainer drained it, so uncordon leaves it cordoned.
    * Written and read by the drainer. */
   cordonedBeforeDrain: 'kindling.dev/cordoned-before-drain',
+  /** When the drainer began the current drain (RFC3339), so nodeDrainTimeout counts across drainer restarts.
+   * Written and cleared by the drainer; read by it. */
+  drainStartedAt: 'kindling.dev/drain-started-at',
   /** Why the last drain failed (e.g. nodeDrainTimeout reached). Written by the drainer; read by the upgrader
    * and operators. */
   drainFailure: 'kindling.dev/drain-failure',

@@ -154,8 +154,12 @@ describe('drainer', () => {
     assert.ok(elapsed >= 2000, `gave up after ${elapsed} ms, before the 2 s timeout`);
     assert.equal(failed.metadata?.annotations?.[ANNOTATIONS.lastAppliedDrain], undefined);
     assert.equal(failed.spec?.unschedulable, true);
-    const events = await core.listNamespacedEvent({ namespace: 'default', fieldSelector: 'involvedObject.name=n2,reason=DrainFailed' });
-    assert.equal(events.items.length, 1);
+    // The Event follows the annotation (its write never delays the verdict): wait for it, then count.
+    const events = await eventually('the DrainFailed Event', async () => {
+      const list = await core.listNamespacedEvent({ namespace: 'default', fieldSelector: 'involvedObject.name=n2,reason=DrainFailed' });
+      return list.items.length > 0 ? list.items : undefined;
+    });
+    assert.equal(events.length, 1);
     // Given up means given up: the same request is not retried.
     await new Promise((r) => setTimeout(r, 1500));
     assert.equal((await nodeNamed('n2')).metadata?.annotations?.[ANNOTATIONS.lastAppliedDrain], undefined);

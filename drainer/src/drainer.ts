@@ -8,16 +8,16 @@
 import * as k8s from '@kubernetes/client-node';
 import { Gauge, Histogram, type Registry } from 'prom-client';
 import { CAPI_API_VERSION, CAPI_GROUP, type Machine, type MachineSet } from '../../api/src/capi.js';
-import { LABELS } from '../../api/src/keys.js';
+import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
 import { ResilientInformer } from '../../support/src/informer.js';
 import type { Logger } from '../../support/src/logger.js';
 import type { QueueMetrics } from '../../support/src/metrics.js';
 import { WorkQueue, type ReconcileResult } from '../../support/src/queue.js';
 import { realClock, type Clock } from '../../support/src/timers.js';
 import { formatDuration } from '../../support/src/config.js';
-import { GuestClusters, type GuestCluster } from './guest-clusters.js';
+import { GuestClusters, type GuestCluster } from '../../support/src/guest-clusters.js';
 import { Evictor } from './evict.js';
-import { cordonPatch, DRAIN_STARTED_AT, drainedPatch, drainFailedPatch, drainRequest, drainTimeoutMs, planEvictions, podList, uncordonPatch } from './plan.js';
+import { cordonPatch, drainedPatch, drainFailedPatch, drainRequest, drainTimeoutMs, planEvictions, podList, uncordonPatch } from './plan.js';
 
 export interface DrainerOptions {
   kubeConfig: k8s.KubeConfig;
@@ -262,7 +262,7 @@ export class Drainer {
 }
 
 function startedAtOf(node: k8s.V1Node, now: number): number {
-  const at = Date.parse(node.metadata?.annotations?.[DRAIN_STARTED_AT] ?? '');
+  const at = Date.parse(node.metadata?.annotations?.[ANNOTATIONS.drainStartedAt] ?? '');
   return Number.isNaN(at) ? now : at;
 }
 

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import type * as k8s from '@kubernetes/client-node';
 import type { Machine, MachineSet } from '../../api/src/capi.js';
 import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
-import { cordonPatch, DRAIN_STARTED_AT, drainRequest, drainTimeoutMs, planEvictions, podVerdict, uncordonPatch } from './plan.js';
+import { cordonPatch, drainRequest, drainTimeoutMs, planEvictions, podVerdict, uncordonPatch } from './plan.js';
 
 const node = (annotations: Record<string, string>, unschedulable?: boolean): k8s.V1Node => ({
   metadata: { name: 'n1', resourceVersion: '7', annotations },
@@ -77,7 +77,7 @@ describe('cordon and uncordon patches', () => {
   it('when a schedulable node is drained, it should cordon and remember it was not cordoned before', () => {
     const patch = cordonPatch(node({}, false), now);
     assert.deepEqual(patch, {
-      metadata: { annotations: { [ANNOTATIONS.cordonedBeforeDrain]: 'false', [DRAIN_STARTED_AT]: now.toISOString() }, resourceVersion: '7' },
+      metadata: { annotations: { [ANNOTATIONS.cordonedBeforeDrain]: 'false', [ANNOTATIONS.drainStartedAt]: now.toISOString() }, resourceVersion: '7' },
       spec: { unschedulable: true },
     });
   });
@@ -89,11 +89,11 @@ describe('cordon and uncordon patches', () => {
   it('when the node is still cordoned from an earlier drain of this cycle, it should keep the first answer', () => {
     const patch = cordonPatch(node({ [ANNOTATIONS.cordonedBeforeDrain]: 'false' }, true), now);
     assert.equal(patch?.metadata.annotations[ANNOTATIONS.cordonedBeforeDrain], undefined);
-    assert.equal(patch?.metadata.annotations[DRAIN_STARTED_AT], now.toISOString());
+    assert.equal(patch?.metadata.annotations[ANNOTATIONS.drainStartedAt], now.toISOString());
   });
 
   it('when the node is cordoned and everything is recorded, it should write nothing', () => {
-    assert.equal(cordonPatch(node({ [ANNOTATIONS.cordonedBeforeDrain]: 'false', [DRAIN_STARTED_AT]: 'x' }, true), now), undefined);
+    assert.equal(cordonPatch(node({ [ANNOTATIONS.cordonedBeforeDrain]: 'false', [ANNOTATIONS.drainStartedAt]: 'x' }, true), now), undefined);
   });
 
   it('when the drainer cordoned the node, uncordon should make it schedulable again', () => {

@@ -6,10 +6,6 @@ import type * as k8s from '@kubernetes/client-node';
 import type { Machine, MachineSet } from '../../api/src/capi.js';
 import { ANNOTATIONS, DRAIN_PREFIX, LABELS, UNCORDON_PREFIX } from '../../api/src/keys.js';
 
-/** When the current drain started (RFC3339). Written and read by the drainer only: the timeout survives a
- * drainer restart because it is measured from here, not from a timer in memory. */
-export const DRAIN_STARTED_AT = 'kindling.dev/drain-started-at';
-
 /** Annotation kubelet puts on a mirror pod (a static pod's API shadow): evicting it does nothing. */
 export const MIRROR_POD_ANNOTATION = 'kubernetes.io/config.mirror';
 
@@ -89,19 +85,19 @@ export function cordonPatch(node: k8s.V1Node, now: Date): Patch | undefined {
   const cordoned = node.spec?.unschedulable === true;
   const annotations: Record<string, string | null> = {};
   if (ann[ANNOTATIONS.cordonedBeforeDrain] === undefined) annotations[ANNOTATIONS.cordonedBeforeDrain] = String(cordoned);
-  if (ann[DRAIN_STARTED_AT] === undefined) annotations[DRAIN_STARTED_AT] = now.toISOString();
+  if (ann[ANNOTATIONS.drainStartedAt] === undefined) annotations[ANNOTATIONS.drainStartedAt] = now.toISOString();
   if (cordoned && Object.keys(annotations).length === 0) return undefined;
   return { metadata: { annotations, resourceVersion: node.metadata?.resourceVersion }, spec: { unschedulable: true } };
 }
 
 /** The drain is done: say so, keep the cordon (and what it remembers) until uncordon. */
 export function drainedPatch(value: string): Patch {
-  return { metadata: { annotations: { [ANNOTATIONS.lastAppliedDrain]: value, [DRAIN_STARTED_AT]: null, [ANNOTATIONS.drainFailure]: null } } };
+  return { metadata: { annotations: { [ANNOTATIONS.lastAppliedDrain]: value, [ANNOTATIONS.drainStartedAt]: null, [ANNOTATIONS.drainFailure]: null } } };
 }
 
 /** Gave up: the failure names the request, so the same request is not retried; the timer restarts on retry. */
 export function drainFailedPatch(value: string, message: string): Patch {
-  return { metadata: { annotations: { [ANNOTATIONS.drainFailure]: `${value}: ${message}`, [DRAIN_STARTED_AT]: null } } };
+  return { metadata: { annotations: { [ANNOTATIONS.drainFailure]: `${value}: ${message}`, [ANNOTATIONS.drainStartedAt]: null } } };
 }
 
 /**
@@ -116,7 +112,7 @@ export function uncordonPatch(node: k8s.V1Node, value: string): Patch {
       annotations: {
         [ANNOTATIONS.lastAppliedDrain]: value,
         [ANNOTATIONS.cordonedBeforeDrain]: null,
-        [DRAIN_STARTED_AT]: null,
+        [ANNOTATIONS.drainStartedAt]: null,
         [ANNOTATIONS.drainFailure]: null,
       },
       resourceVersion: node.metadata?.resourceVersion,

@@ -11,20 +11,8 @@ import { CAPI_API_VERSION } from '../../api/src/capi.js';
 import { LABELS } from '../../api/src/keys.js';
 import { createApplier } from '../../support/src/apply.js';
 
-export async function eventually<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 30_000, everyMs = 100): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const v = await fn();
-      if (v !== undefined && v !== false) return v;
-    } catch (err) {
-      last = err;
-    }
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`, { cause: last });
-}
+export { eventually } from '../../test/bed/src/eventually.js';
+
 
 export const isReady = (node: k8s.V1Node): boolean => node.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true;
 

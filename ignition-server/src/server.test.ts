@@ -5,9 +5,8 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { request } from 'node:https';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { existsSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,27 +18,14 @@ import { ANNOTATIONS, IGNITION_HEADERS, LABELS, SECRET_KEYS, tokenSecretName } f
 import { buildRelease, writeLayoutDir } from './release/build.js';
 import { createValidator } from './payload/validate.js';
 import { ecKeyPem, writeReleaseFolder } from './testing.js';
+import { eventually } from '../../test/bed/src/eventually.js';
+import { bootHost } from '../../local/src/providers/boot.js';
 
 const NS = 'clusters';
 const POOL = 'workers';
 const KINDLING = fileURLToPath(new URL('../../../bin/kindling.js', import.meta.url));
-const IGNITION = '/usr/lib/dracut/modules.d/30ignition/ignition';
 const TTL_S = 8;
 
-async function eventually<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const v = await fn();
-      if (v !== undefined) return v;
-    } catch (err) {
-      last = err;
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out waiting for ${what}`, { cause: last });
-}
 
 interface Replica {
   proc: ManagedProcess;
@@ -57,12 +43,6 @@ function get(port: number, ca: string, headers: Record<string, string>): Promise
     });
     r.on('error', reject);
     r.end();
-  });
-}
-
-function run(cmd: string, args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number; output: string }> {
-  return new Promise((resolve) => {
-    execFile(cmd, args, { env, timeout: 60_000 }, (err, stdout, stderr) => resolve({ code: err ? Number(err.code ?? 1) : 0, output: `${stdout}${stderr}` }));
   });
 }
 
@@ -138,23 +118,15 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     });
   }
 
-  /** Boots a host: the real Ignition client's fetch stage, then its files stage into a scratch root. */
-  async function boot(replica: Replica, token: string, hash: string, fetchTimeout = '60s'): Promise<{ code: number; root: string; output: string }> {
-    const host = await mkdtemp(join(dir, 'host-'));
-    const root = join(host, 'root');
-    // The host's OS image. Debian's Ignition relabels every written file with SELinux's `setfiles` whatever
-    // /etc/selinux/config says; the simulated host has no SELinux, so its `setfiles` does nothing.
-    await mkdir(join(root, 'etc', 'selinux'), { recursive: true });
-    await writeFile(join(root, 'etc', 'selinux', 'config'), 'SELINUX=disabled\nSELINUXTYPE=targeted\n');
-    await mkdir(join(host, 'bin'));
-    await writeFile(join(host, 'bin', 'setfiles'), '#!/bin/sh\ncat >/dev/null\n', { mode: 0o755 });
-    await writeFile(join(host, 'user-data.ign'), stub(replica, token, hash));
-    const env = { ...process.env, IGNITION_CONFIG_FILE: join(host, 'user-data.ign'), PATH: `${join(host, 'bin')}:${process.env.PATH ?? ''}` };
-    const common = ['-platform', 'file', '-root', root, '-config-cache', join(host, 'ignition.json'), '-state-file', join(host, 'state'), '-neednet', join(host, 'neednet'), '-log-to-stdout', '-fetch-timeout', fetchTimeout];
-    const fetch = await run(IGNITION, [...common, '-stage', 'fetch'], env);
-    if (fetch.code !== 0) return { code: fetch.code, root, output: fetch.output };
-    const files = await run(IGNITION, [...common, '-stage', 'files'], env);
-    return { code: files.code, root, output: `${fetch.output}${files.output}` };
+  /** Boots a host with the real Ignition client (fetch, then files into a scratch root), as the local hosts do. */
+  async function boot(replica: Replica, token: string, hash: string, fetchTimeoutMs = 60_000): Promise<{ code: number; root: string; output: string }> {
+    const root = join(await mkdtemp(join(dir, 'host-')), 'root');
+    try {
+      await bootHost({ root, userData: stub(replica, token, hash), fetchTimeoutMs });
+      return { code: 0, root, output: '' };
+    } catch (err) {
+      return { code: 1, root, output: (err as Error).message };
+    }
   }
 
   before(async () => {
@@ -207,7 +179,7 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     assert.equal((JSON.parse(await readFile(join(host.root, 'etc/kubernetes/kubelet.conf'), 'utf8')) as { maxPods: number }).maxPods, 42);
     assert.equal((JSON.parse(await readFile(join(host.root, 'etc/kindling/release.json'), 'utf8')) as { version: string }).version, '4.18.2');
     assert.ok(existsSync(join(host.root, 'etc/systemd/system/kubelet.service')));
-    const fetched = await readFile(join(host.root, '..', 'ignition.json'));
+    const fetched = await readFile(join(host.root, 'run', 'ignition', 'config.json'));
     assert.equal(await createValidator()(fetched), undefined, 'the fetched config passes ignition-validate');
 
     const reached = await eventually('the first fetch recorded', async () => (await readSecret(name)).metadata?.annotations?.[ANNOTATIONS.ignitionReachedAt]);
@@ -273,7 +245,7 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
       }
     });
     assert.equal((await get(replica.port, ca.certPem, headers(token, hash))).status, 401);
-    const host = await boot(replica, token, hash, '3s');
+    const host = await boot(replica, token, hash, 3000);
     assert.notEqual(host.code, 0);
     assert.ok(!existsSync(join(host.root, 'etc/kindling/release.json')));
   });

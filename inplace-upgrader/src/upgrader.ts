@@ -15,7 +15,7 @@ import { ResilientInformer } from '../../support/src/informer.js';
 import type { Logger } from '../../support/src/logger.js';
 import type { QueueMetrics } from '../../support/src/metrics.js';
 import { WorkQueue, type ReconcileResult } from '../../support/src/queue.js';
-import { GuestClusters, clusterKey, type GuestCluster } from '../../drainer/src/guest-clusters.js';
+import { GuestClusters, clusterKey, type GuestCluster } from '../../support/src/guest-clusters.js';
 import { agentPod, agentPodName, agentRbac, GUEST_NAMESPACE, guestNamespace, payloadSecret, payloadSecretName } from './desired.js';
 import type { PayloadSource } from './payload.js';
 import { classifyNode, planRollout, resolveMaxUnavailable, type RolloutPlan } from './select.js';

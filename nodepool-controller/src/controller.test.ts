@@ -16,6 +16,7 @@ import { createNodePoolController, type NodePoolController } from './controller.
 import { startTokenStandIn, type TokenStandIn } from './token-stand-in.js';
 import { ignitionValidate } from './ignition-validate.js';
 import { KUBELET_CONFIG } from './fixtures.js';
+import { eventually } from '../../test/bed/src/eventually.js';
 
 const NS = 'default';
 const CA = '-----BEGIN CERTIFICATE-----\nMIIBtestca\n-----END CERTIFICATE-----\n';
@@ -23,20 +24,6 @@ const CONFIG = { ignition: { endpoint: 'ignition.kindling.test:9443', caPem: CA 
 const MERGE = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
 const CAPI = 'cluster.x-k8s.io/v1beta2';
 
-async function eventually<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const v = await fn();
-      if (v !== undefined && v !== false) return v;
-    } catch (err) {
-      last = err;
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out waiting for ${what}`, { cause: last });
-}
 
 function pool(name: string, patch: (p: NodePool) => void = () => {}): NodePool {
   const p: NodePool = {

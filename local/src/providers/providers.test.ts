@@ -13,24 +13,11 @@ import { startCluster, installCapiCrds, installCrds, startCapiManager, type Clus
 import { createLogger } from '../../../support/src/logger.js';
 import { LOCAL_CRD_DIR } from '../crds.js';
 import { startProviders, type Providers } from './run.js';
+import { eventually } from '../../../test/bed/src/eventually.js';
 
 const NS = 'tenants';
 const log = createLogger({ name: 'providers-test', level: process.env.TEST_LOG_LEVEL ?? 'silent' });
 
-async function eventually<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const v = await fn();
-      if (v !== undefined) return v;
-    } catch (err) {
-      last = err;
-    }
-    await new Promise((r) => setTimeout(r, 300));
-  }
-  throw new Error(`timed out waiting for ${what}`, { cause: last });
-}
 
 const exists = (p: string): Promise<boolean> => access(p).then(() => true, () => false);
 

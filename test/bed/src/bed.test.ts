@@ -14,23 +14,10 @@ import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { createApplier } from '../../../support/src/apply.js';
 import { startCluster, installCapiCrds, type Cluster } from './index.js';
+import { eventually } from './eventually.js';
 
 const NS = 'default';
 
-async function eventually<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const v = await fn();
-      if (v !== undefined) return v;
-    } catch (err) {
-      last = err;
-    }
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error(`timed out waiting for ${what}`, { cause: last });
-}
 
 function portOpen(port: number): Promise<boolean> {
   return new Promise((resolve) => {

@@ -5,3 +5,4 @@ export { freePort } from './ports.js';
 export { treeRssBytes } from './memory.js';
 export { ManagedProcess } from './process.js';
 export { startCapiManager, loopbackWebhooks, type CapiManager } from './capi.js';
+export { eventually } from './eventually.js';

@@ -7,8 +7,8 @@
 import { createHash } from 'node:crypto';
 import * as k8s from '@kubernetes/client-node';
 import { kubeconfigSecretName, LABELS, SECRET_KEYS } from '../../api/src/keys.js';
-import { ResilientInformer } from '../../support/src/informer.js';
-import type { Logger } from '../../support/src/logger.js';
+import { ResilientInformer } from './informer.js';
+import type { Logger } from './logger.js';
 
 export interface GuestCluster {
   /** `<namespace>/<cluster>`: the namespace is the management namespace holding the Cluster. */
