@@ -1,40 +1,61 @@
 /**
- * Kindling's components in the local environment: each runs as its own `kindling <command>` process against
- * the management cluster, logging to <state>/logs/<name>.log. A component is started only once its command
- * exists in the CLI, so the environment grows as the deployables land.
+ * Kindling's components in the local environment: each runs as its own process against the management
+ * cluster (the deployables as `kindling <command>`, plus the local providers), logging to
+ * <state>/logs/<name>.log. A deployable is started only once its command exists in the CLI.
  */
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { COMMANDS } from '../../cli/src/commands.js';
 import { ManagedProcess, type Cluster } from '../../test/bed/src/index.js';
+import type { IgnitionFiles } from './environment.js';
 
 const KINDLING = fileURLToPath(new URL('../../../bin/kindling.js', import.meta.url));
+const PROVIDERS = fileURLToPath(new URL('./providers/main.js', import.meta.url));
 
 export interface RunningComponent {
   name: string;
   process: ManagedProcess;
 }
 
-interface ComponentLaunch {
-  command: string;
-  args(env: { mgmt: Cluster; stateDir: string }): string[];
+export interface ComponentEnv {
+  mgmt: Cluster;
+  stateDir: string;
+  ignition: IgnitionFiles;
 }
 
-/** The long-running components and their local flags (single replica: no leader election). */
-const LAUNCHES: ComponentLaunch[] = [];
+interface ComponentLaunch {
+  name: string;
+  /** Arguments after `node`: the script and what it runs. */
+  argv: (env: ComponentEnv) => string[];
+}
 
-export async function startComponents(env: { mgmt: Cluster; stateDir: string }): Promise<RunningComponent[]> {
+const kindling = (command: string, flags: (env: ComponentEnv) => string[]): ComponentLaunch => ({
+  name: command,
+  // One replica each: no leader election needed locally.
+  argv: (env) => [KINDLING, command, `--kubeconfig=${env.mgmt.kubeconfigPath}`, '--leader-elect=false', ...flags(env)],
+});
+
+const LAUNCHES: ComponentLaunch[] = [
+  kindling('ignition-server', ({ ignition: i }) => [
+    `--serving-address=127.0.0.1:${i.port}`,
+    `--tls-cert-file=${i.certFile}`,
+    `--tls-key-file=${i.keyFile}`,
+    `--signing-key-file=${i.signingKeyFile}`,
+    `--cache-dir=${i.cacheDir}`,
+  ]),
+  kindling('nodepool-controller', ({ ignition: i }) => [`--ignition-endpoint=127.0.0.1:${i.port}`, `--ignition-ca-file=${i.caFile}`]),
+  kindling('inplace-upgrader', ({ ignition: i }) => [`--ignition-url=https://127.0.0.1:${i.port}`, `--ignition-ca-file=${i.caFile}`, '--agent-image=kindling:local']),
+  kindling('drainer', () => []),
+  { name: 'local-providers', argv: (env) => [PROVIDERS, `--kubeconfig=${env.mgmt.kubeconfigPath}`, `--state-dir=${env.stateDir}`] },
+];
+
+export async function startComponents(env: ComponentEnv): Promise<RunningComponent[]> {
   const logs = join(env.stateDir, 'logs');
   await mkdir(logs, { recursive: true });
   const available = new Set(COMMANDS.map((c) => c.name));
-  return LAUNCHES.filter((l) => available.has(l.command)).map((l) => ({
-    name: l.command,
-    process: new ManagedProcess({
-      name: l.command,
-      command: process.execPath,
-      args: [KINDLING, l.command, `--kubeconfig=${env.mgmt.kubeconfigPath}`, '--leader-elect=false', ...l.args(env)],
-      logFile: join(logs, `${l.command}.log`),
-    }),
+  return LAUNCHES.filter((l) => l.argv(env)[0] !== KINDLING || available.has(l.name)).map((l) => ({
+    name: l.name,
+    process: new ManagedProcess({ name: l.name, command: process.execPath, args: l.argv(env), logFile: join(logs, `${l.name}.log`) }),
   }));
 }

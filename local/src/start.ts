@@ -8,14 +8,28 @@ import { mkdir, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { formatHelp, parseConfig, ConfigError } from '../../support/src/config.js';
-import { startCluster, installKindlingCrds, installCapiCrds, testbedBinary, type Cluster } from '../../test/bed/src/index.js';
+import {
+  startCluster,
+  installKindlingCrds,
+  installCapiCrds,
+  installCrds,
+  startCapiManager,
+  testbedBinary,
+  type Cluster,
+  type CapiManager,
+} from '../../test/bed/src/index.js';
 import { startComponents, type RunningComponent } from './components.js';
+import { applySamples, ignitionFiles, sampleReleases, SAMPLE_RELEASES } from './environment.js';
+import { LOCAL_CRD_DIR } from './crds.js';
+import { waitForPools } from './pools.js';
 
 const FLAGS = {
   stateDir: { type: 'string', default: '.state/local', help: 'Folder holding the clusters, logs and host roots (kept between runs)' },
   fresh: { type: 'bool', default: false, help: 'Remove the state folder first and start from nothing' },
   namespace: { type: 'string', default: 'tenants', help: 'Management-cluster namespace of the guest Cluster and its NodePools' },
   exitAfterStart: { type: 'bool', default: false, help: 'Stop everything once it is up (for smoke tests and timing)' },
+  samples: { type: 'bool', default: true, help: 'Create the sample tenant (Cluster, LocalControlPlane, two NodePools) and wait for its pools to be Ready' },
+  readyTimeout: { type: 'duration', default: 300_000, help: 'How long to wait for the sample pools to be Ready' },
 } as const;
 
 const out = (line: string): void => void process.stdout.write(`${line}\n`);
@@ -38,23 +52,38 @@ async function ensureNamespace(cluster: Cluster, name: string): Promise<void> {
 interface Environment {
   mgmt: Cluster;
   guest: Cluster;
+  capi?: CapiManager;
   components: RunningComponent[];
+  ignitionPort?: number;
 }
 
-async function bringUp(stateDir: string, namespace: string): Promise<Environment> {
+type Config = { stateDir: string; namespace: string; samples: boolean; readyTimeout: number };
+
+async function bringUp(cfg: Config): Promise<Environment> {
+  const { stateDir, namespace } = cfg;
   const mgmt = await step('management cluster (etcd, kube-apiserver, kube-controller-manager)', () =>
     startCluster({ name: 'management', dir: join(stateDir, 'management') }),
   );
   const env: Environment = { mgmt, guest: undefined as unknown as Cluster, components: [] };
   try {
-    await step('CRDs (Kindling, Cluster API v1.14.2)', async () => {
-      await Promise.all([installKindlingCrds(mgmt), installCapiCrds(mgmt)]);
+    await step('CRDs (Kindling, Cluster API v1.14.2, local providers)', async () => {
+      await Promise.all([installKindlingCrds(mgmt), installCapiCrds(mgmt), installCrds(mgmt, LOCAL_CRD_DIR)]);
       await ensureNamespace(mgmt, namespace);
     });
     env.guest = await step('guest cluster "guest" (etcd, kube-apiserver, kube-controller-manager, KWOK)', () =>
-      startCluster({ name: 'guest', dir: join(stateDir, 'guest'), kwok: true, management: { cluster: mgmt, namespace } }),
+      startCluster({ name: 'guest', dir: join(stateDir, 'guest'), kwok: true }),
     );
-    env.components = await step('Kindling components', () => startComponents({ mgmt, stateDir }));
+    env.capi = await step('Cluster API core manager v1.14.2 (webhooks registered)', () => startCapiManager(mgmt));
+    const ignition = await step('ignition serving certificate, signing key', () => ignitionFiles(stateDir, mgmt));
+    env.ignitionPort = ignition.port;
+    const releases = await step(`release images ${SAMPLE_RELEASES.join(', ')} (kindling release build)`, () => sampleReleases(stateDir));
+    env.components = await step('Kindling components and local providers', () => startComponents({ mgmt, stateDir, ignition }));
+    if (cfg.samples) {
+      await step('sample tenant (Cluster, LocalControlPlane, NodePools inplace ×3 and replace ×2)', () =>
+        applySamples(mgmt, env.guest, { namespace, release: releases[SAMPLE_RELEASES[0]] ?? '' }),
+      );
+      await step('sample pools Ready (hosts booted through Ignition)', () => waitForPools(mgmt, namespace, cfg.readyTimeout, out));
+    }
     return env;
   } catch (err) {
     await tearDown(env);
@@ -64,6 +93,7 @@ async function bringUp(stateDir: string, namespace: string): Promise<Environment
 
 async function tearDown(env: Partial<Environment>): Promise<void> {
   for (const c of env.components ?? []) await c.process.stop();
+  await env.capi?.stop();
   await env.guest?.stop();
   await env.mgmt?.stop();
 }
@@ -74,12 +104,14 @@ function summary(env: Environment, stateDir: string, namespace: string): void {
   out('Kindling is up.');
   out(`  management kubeconfig: ${env.mgmt.kubeconfigPath}`);
   out(`  guest kubeconfig:      ${env.guest.kubeconfigPath}`);
+  out(`  ignition endpoint:     https://127.0.0.1:${env.ignitionPort ?? '?'}/ignition`);
+  out(`  host roots:            ${join(stateDir, 'hosts')}`);
   out(`  state and logs:        ${stateDir}`);
   for (const c of env.components) out(`  ${c.name.padEnd(22)} log: ${c.process.logFile}`);
   out('');
   out('Try:');
   out(`  ${kubectl} --kubeconfig ${env.mgmt.kubeconfigPath} get nodepools -A`);
-  out(`  ${kubectl} --kubeconfig ${env.mgmt.kubeconfigPath} -n ${namespace} get secret guest-kubeconfig`);
+  out(`  ${kubectl} --kubeconfig ${env.mgmt.kubeconfigPath} -n ${namespace} get machines,localmachines`);
   out(`  ${kubectl} --kubeconfig ${env.guest.kubeconfigPath} get nodes`);
   out('');
   out('Ctrl-C stops everything.');
@@ -95,7 +127,7 @@ function untilStopped(env: Environment): Promise<string> {
     };
     process.once('SIGINT', () => stop('SIGINT'));
     process.once('SIGTERM', () => stop('SIGTERM'));
-    const all = [...env.components.map((c) => c.process), ...env.mgmt.processes, ...env.guest.processes];
+    const all = [...env.components.map((c) => c.process), ...env.mgmt.processes, ...env.guest.processes, ...(env.capi ? [env.capi.process] : [])];
     for (const p of all) {
       void p.exited.then((code) => {
         if (stopping) return;
@@ -117,7 +149,7 @@ export async function start(argv: string[]): Promise<number> {
   await mkdir(stateDir, { recursive: true });
   const started = Date.now();
   out(`Starting Kindling's local environment in ${stateDir}`);
-  const env = await bringUp(stateDir, config.namespace);
+  const env = await bringUp({ ...config, stateDir });
   out(`  everything up in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   summary(env, stateDir, config.namespace);
   const reason = config.exitAfterStart ? 'exit-after-start' : await untilStopped(env);

@@ -1,0 +1,87 @@
+/**
+ * What the local environment prepares besides clusters: the ignition server's serving certificate and
+ * token-signing key (kept in the state folder, so a restart serves the same tokens), the sample release images
+ * built by Kindling's release tool, and the sample tenant (local/samples.yaml).
+ */
+import { access, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { generateKeyPairSync } from 'node:crypto';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import * as k8s from '@kubernetes/client-node';
+import { FIELD_MANAGERS } from '../../api/src/keys.js';
+import { createApplier } from '../../support/src/apply.js';
+import { parseManifests } from '../../support/src/manifests.js';
+import { loadCertificateAuthority } from '../../support/src/pki.js';
+import { buildRelease, writeLayoutDir } from '../../ignition-server/src/release/build.js';
+import { freePort, type Cluster } from '../../test/bed/src/index.js';
+
+const LOCAL_DIR = fileURLToPath(new URL('../../../local/', import.meta.url));
+export const SAMPLE_RELEASES = ['1.36.2', '1.36.3'] as const;
+
+const exists = (p: string): Promise<boolean> => access(p).then(() => true, () => false);
+
+export interface IgnitionFiles {
+  port: number;
+  caFile: string;
+  certFile: string;
+  keyFile: string;
+  signingKeyFile: string;
+  cacheDir: string;
+}
+
+/** The ignition server's port, certificate and signing key; made once, then reused so hosts and tokens stay valid. */
+export async function ignitionFiles(stateDir: string, mgmt: Cluster): Promise<IgnitionFiles> {
+  const dir = join(stateDir, 'ignition-server');
+  await mkdir(join(dir, 'cache'), { recursive: true });
+  const files: IgnitionFiles = {
+    port: 0,
+    caFile: join(dir, 'ca.crt'),
+    certFile: join(dir, 'tls.crt'),
+    keyFile: join(dir, 'tls.key'),
+    signingKeyFile: join(dir, 'signing-key.pem'),
+    cacheDir: join(dir, 'cache'),
+  };
+  const portFile = join(dir, 'port');
+  files.port = (await exists(portFile)) ? Number(await readFile(portFile, 'utf8')) : await freePort();
+  await writeFile(portFile, String(files.port));
+  if (await exists(files.signingKeyFile)) return files;
+  const ca = await loadCertificateAuthority(mgmt.ca);
+  const serving = await ca.issue({ commonName: 'kindling-ignition-server', ipAddresses: ['127.0.0.1'], dnsNames: ['localhost'], usage: 'server' });
+  const signing = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+  await writeFile(files.caFile, mgmt.ca.certPem);
+  await writeFile(files.certFile, serving.certPem);
+  await writeFile(files.keyFile, serving.keyPem, { mode: 0o600 });
+  await writeFile(files.signingKeyFile, signing, { mode: 0o600 });
+  return files;
+}
+
+/** Builds the sample releases (local/releases/<version>) into OCI image layouts; returns version → reference. */
+export async function sampleReleases(stateDir: string): Promise<Record<string, string>> {
+  const refs: Record<string, string> = {};
+  for (const version of SAMPLE_RELEASES) {
+    const dir = join(stateDir, 'releases', `kindling-${version}`);
+    if (!(await exists(join(dir, 'index.json')))) await writeLayoutDir(await buildRelease(join(LOCAL_DIR, 'releases', version), version), dir);
+    refs[version] = `oci:${dir}:${version}`;
+  }
+  return refs;
+}
+
+/** Applies the sample tenant (server-side apply, so a restart changes nothing the user has not changed). */
+export async function applySamples(mgmt: Cluster, guest: Cluster, opts: { namespace: string; release: string }): Promise<void> {
+  const applier = createApplier(mgmt.kubeConfig, FIELD_MANAGERS.local);
+  const secret = {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name: 'guest-admin', namespace: opts.namespace },
+    stringData: { value: guest.kubeconfigYaml },
+  } as k8s.KubernetesObject;
+  await applier.apply(secret);
+  const text = (await readFile(join(LOCAL_DIR, 'samples.yaml'), 'utf8')).replaceAll('${NAMESPACE}', opts.namespace).replaceAll('${RELEASE}', opts.release);
+  // Create-only: on a restart the user's own changes (a new release, a scale) are kept.
+  const objects = k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig);
+  for (const obj of parseManifests(text, 'samples.yaml')) {
+    await objects.create(obj).catch((err: { code?: number }) => {
+      if (err.code !== 409) throw err;
+    });
+  }
+}
