@@ -109,6 +109,10 @@ export const ANNOTATIONS = {
   /** Why the last drain failed (e.g. nodeDrainTimeout reached). Written by the drainer; read by the upgrader
    * and operators. */
   drainFailure: 'kindling.dev/drain-failure',
+  /** JSON list of the `key:effect` taints the pool put on the Node. Node spec.taints is an atomic list, so
+   * server-side apply cannot tell Kindling's taints from others'; this remembers which ones to remove when the
+   * pool drops them. Written and read by the nodepool-controller only. */
+  poolTaints: 'kindling.dev/pool-taints',
 
   // ---- Cluster API ----
   /** Pauses Cluster API reconciliation of an object. Written by the nodepool-controller (pausedUntil). */

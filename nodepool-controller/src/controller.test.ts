@@ -17,6 +17,12 @@ import { startTokenStandIn, type TokenStandIn } from './token-stand-in.js';
 import { ignitionValidate } from './ignition-validate.js';
 import { KUBELET_CONFIG } from './fixtures.js';
 import { eventually } from '../../test/bed/src/eventually.js';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, open, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { configHash, normaliseConfig } from './hash.js';
 
 const NS = 'default';
 const CA = '-----BEGIN CERTIFICATE-----\nMIIBtestca\n-----END CERTIFICATE-----\n';
@@ -62,7 +68,7 @@ describe('nodepool-controller on the real test bed', () => {
   before(async () => {
     mgmt = await startCluster({ name: 'mgmt' });
     [guest] = await Promise.all([
-      startCluster({ name: 'guest', controllerManager: false, management: { cluster: mgmt, namespace: NS } }),
+      startCluster({ name: 'guest', controllerManager: false, kwok: true, management: { cluster: mgmt, namespace: NS } }),
       installKindlingCrds(mgmt),
       installCapiCrds(mgmt),
     ]);
@@ -277,6 +283,66 @@ describe('nodepool-controller on the real test bed', () => {
     await objects.delete({ apiVersion: CAPI, kind: 'Machine', metadata: { name: 'replace-a-m1', namespace: NS } });
   });
 
+  // eslint-disable-next-line complexity -- optional chaining in assertions counts as branches
+  it('when node labels and taints are added and removed, they should reach the pool\'s guest Nodes by server-side apply, leaving others\' labels and taints alone', async () => {
+    const guestCore = guest.kubeConfig.makeApiClient(k8s.CoreV1Api);
+    const taintsOf = (n: k8s.V1Node): string[] => (n.spec?.taints ?? []).map((t) => `${t.key}=${t.value ?? ''}:${t.effect}`).sort();
+    // The apiserver's TaintNodesByCondition admission adds node.kubernetes.io/not-ready at creation, and no node
+    // lifecycle controller runs in the guest to lift it: one more taint that is not the pool's and must stay.
+    const NOT_READY = 'node.kubernetes.io/not-ready=:NoSchedule';
+    await guestCore.createNode({ body: {
+      metadata: { name: 'nodes-a-n1', labels: { 'other.example/keep': 'yes' }, annotations: { 'kwok.x-k8s.io/node': 'fake' } },
+      spec: { taints: [{ key: 'other.example/maintenance', value: 'soon', effect: 'PreferNoSchedule' }] },
+    } });
+    await objects.create(pool('nodes-a', (p) => {
+      p.spec.nodeLabels = { 'example.com/role': 'web' };
+      p.spec.taints = [{ key: 'example.com/dedicated', value: 'web', effect: 'NoSchedule' }];
+    }));
+    const before = await converged('nodes-a', (x) => x.status?.configHash !== undefined);
+    await objects.create({
+      apiVersion: CAPI,
+      kind: 'Machine',
+      metadata: { name: 'nodes-a-m1', namespace: NS, labels: { [LABELS.nodePool]: 'nodes-a', [LABELS.capiClusterName]: 'guest' } },
+      spec: { clusterName: 'guest', bootstrap: { dataSecretName: userDataSecretName('nodes-a', before.status?.configHash ?? '') }, infrastructureRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachine', name: 'n1' } },
+    });
+    // No CAPI controllers run here: the test plays CAPI's part of linking the Machine to its Node.
+    await mgmt.kubeConfig.makeApiClient(k8s.CustomObjectsApi).patchNamespacedCustomObjectStatus({ group: 'cluster.x-k8s.io', version: 'v1beta2', namespace: NS, plural: 'machines', name: 'nodes-a-m1', body: { status: { nodeRef: { name: 'nodes-a-n1' } } } }, MERGE);
+    const labelled = await eventually('the pool\'s label and taint on the Node', async () => {
+      const n = await guestCore.readNode({ name: 'nodes-a-n1' });
+      return n.metadata?.labels?.['example.com/role'] === 'web' && taintsOf(n).includes('example.com/dedicated=web:NoSchedule') ? n : undefined;
+    });
+    assert.equal(labelled.metadata?.labels?.['other.example/keep'], 'yes');
+    assert.deepEqual(taintsOf(labelled), ['example.com/dedicated=web:NoSchedule', NOT_READY, 'other.example/maintenance=soon:PreferNoSchedule']);
+    assert.ok(labelled.metadata?.managedFields?.some((m) => m.manager === 'kindling-nodepool-controller' && m.operation === 'Apply'));
+
+    // Someone else adds a label and a taint of their own; then the pool swaps its label and drops its taint.
+    await guestCore.patchNode({ name: 'nodes-a-n1', body: { metadata: { labels: { 'other.example/late': 'x' } }, spec: { taints: [...(labelled.spec?.taints ?? []), { key: 'other.example/late', effect: 'NoExecute' }] } } }, MERGE);
+    // A merge patch merges maps: the role label goes by setting it to null.
+    await patchPool('nodes-a', { spec: { nodeLabels: { 'example.com/role': null, 'example.com/tier': 'gold' }, taints: null } });
+    const swapped = await eventually('the old label and the taint to go, the new label to come', async () => {
+      const n = await guestCore.readNode({ name: 'nodes-a-n1' });
+      return n.metadata?.labels?.['example.com/tier'] === 'gold' && n.metadata.labels['example.com/role'] === undefined && !taintsOf(n).some((t) => t.startsWith('example.com/')) ? n : undefined;
+    });
+    assert.equal(swapped.metadata?.labels?.['other.example/keep'], 'yes');
+    assert.equal(swapped.metadata?.labels?.['other.example/late'], 'x');
+    assert.deepEqual(taintsOf(swapped), [NOT_READY, 'other.example/late=:NoExecute', 'other.example/maintenance=soon:PreferNoSchedule']);
+    // Labels and taints are no rollout: the pool still boots the same user-data.
+    const md = await read<MachineDeployment>('MachineDeployment', 'nodes-a');
+    assert.equal(md.spec.template.spec.bootstrap.dataSecretName, userDataSecretName('nodes-a', before.status?.configHash ?? ''));
+
+    // Once in place, a resync writes nothing to the Node.
+    await converged('nodes-a');
+    const nodeWrites = controller.nodes.count;
+    // KWOK heartbeats move the Node's resourceVersion; our manager's entry is what a write of ours would move.
+    const ours = async (): Promise<string> => JSON.stringify((await guestCore.readNode({ name: 'nodes-a-n1' })).metadata?.managedFields?.find((m) => m.manager === 'kindling-nodepool-controller'));
+    const entry = await ours();
+    controller.resyncAll();
+    await new Promise((r) => setTimeout(r, 300));
+    await controller.queue.drained();
+    assert.equal(controller.nodes.count - nodeWrites, 0);
+    assert.equal(await ours(), entry);
+  });
+
   const refusals: [string, string, boolean, string][] = [
     ['the release is newer than the control plane', '1.37.0', false, 'NodeNewerThanControlPlane'],
     ['the release is 4 minors behind the control plane', '1.32.5', false, 'TooFarBehindControlPlane'],
@@ -348,6 +414,29 @@ describe('nodepool-controller on the real test bed', () => {
     assert.ok(await tryRead('MachineDeployment', 'broken-cm'));
   });
 
+  it('when a pool\'s ConfigMap is missing and then created, it should record a Warning Event naming ConfigMapMissing and then a Normal one', async () => {
+    await objects.create(pool('events-a', (p) => (p.spec.config = [{ name: 'events-cm' }])));
+    const poolEvents = async (): Promise<k8s.CoreV1Event[]> =>
+      (await core.listNamespacedEvent({ namespace: NS, fieldSelector: 'involvedObject.kind=NodePool,involvedObject.name=events-a' })).items;
+    const warning = await eventually('a Warning Event', async () => (await poolEvents()).find((e) => e.type === 'Warning' && e.reason === 'ConfigMapMissing'));
+    assert.match(warning.message ?? '', /ValidMachineConfig is False: ConfigMap events-cm does not exist/);
+    assert.equal(warning.source?.component, 'kindling-nodepool-controller');
+    assert.equal(warning.reportingComponent, 'kindling-nodepool-controller');
+    assert.equal(warning.involvedObject.uid, (await readPool('events-a')).metadata.uid);
+    assert.equal((await poolEvents()).filter((e) => e.type === 'Normal').length, 0);
+    await core.createNamespacedConfigMap({ namespace: NS, body: { metadata: { name: 'events-cm' }, data: { config: KUBELET_CONFIG } } });
+    const normal = await eventually('a Normal Event', async () => (await poolEvents()).find((e) => e.type === 'Normal' && e.message?.startsWith('ValidMachineConfig')));
+    assert.equal(normal.reason, 'AsExpected');
+    assert.match(normal.message ?? '', /ValidMachineConfig is True \(was False\)/);
+    await converged('events-a', (x) => x.status?.configHash !== undefined);
+    // A converged pool makes no more Events: a resync is no transition.
+    const count = (await poolEvents()).length;
+    controller.resyncAll();
+    await new Promise((r) => setTimeout(r, 300));
+    await controller.queue.drained();
+    assert.equal((await poolEvents()).length, count);
+  });
+
   it('when a pool is deleted, it should delete its children and Secrets, then let the pool go', async () => {
     await converged('inplace-a');
     await objects.delete({ apiVersion: 'kindling.dev/v1beta1', kind: 'NodePool', metadata: { name: 'inplace-a', namespace: NS } });
@@ -376,4 +465,101 @@ describe('nodepool-controller on the real test bed', () => {
     await controller.queue.drained();
     assert.equal(controller.writer.count - writes, 0);
   });
+  it('when the controller process is SIGKILLed at random moments while pools are created and changed, a restart should converge to the same objects and a resync then writes nothing', async () => {
+    await controller.stop();
+    const dir = await mkdtemp(join(tmpdir(), 'nodepool-sigkill-'));
+    const caFile = join(dir, 'ca.pem');
+    await writeFile(caFile, CA);
+    const logFile = await open(join(dir, 'controller.log'), 'a');
+    const bin = fileURLToPath(new URL('../../../bin/kindling.js', import.meta.url));
+    const startChild = (): ChildProcess =>
+      spawn(process.execPath, [bin, 'nodepool-controller', '--kubeconfig', mgmt.kubeconfigPath, '--ignition-endpoint', CONFIG.ignition.endpoint, '--ignition-ca-file', caFile, '--leader-elect=false', '--log-level', 'warn'], { stdio: ['ignore', logFile.fd, logFile.fd] });
+    /** Returns how the process ended: SIGKILL when it was still running (it must be, or the test proves nothing). */
+    const kill = async (child: ChildProcess): Promise<string> => {
+      if (child.exitCode !== null || child.signalCode !== null) return `exit ${child.exitCode ?? child.signalCode ?? ''}`;
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGKILL');
+      await exited;
+      return child.signalCode ?? `exit ${child.exitCode ?? ''}`;
+    };
+    const names = [0, 1, 2, 3, 4, 5].map((i) => `kill-${i}`);
+    const inPlace = (i: number): boolean => i % 2 === 1;
+    await core.createNamespacedConfigMap({ namespace: NS, body: { metadata: { name: 'kill-cfg' }, data: { config: KUBELET_CONFIG } } });
+    const rounds: (() => Promise<unknown>)[] = [
+      () => Promise.all(names.map((n, i) => objects.create(pool(n, (p) => {
+        if (i < 2) p.spec.config = [{ name: 'kill-cfg' }];
+        if (inPlace(i)) p.spec.management = { upgradeType: 'InPlace' };
+        p.spec.nodeLabels = { 'example.com/pool': n };
+      })))),
+      () => Promise.all([...names.map((n) => patchPool(n, { spec: { replicas: 3 } })), core.patchNamespacedConfigMap({ name: 'kill-cfg', namespace: NS, body: { data: { config: KUBELET_CONFIG.replace('maxPods: 250', 'maxPods: 120') } } }, MERGE)]),
+      () => Promise.all(names.slice(2).map((n) => patchPool(n, { spec: { nodeLabels: { 'example.com/pool': null, 'example.com/tier': 'gold' }, replicas: n === 'kill-4' ? 1 : 3 } }))),
+      () => Promise.resolve(),
+    ];
+    const delays: number[] = [];
+    const ends: string[] = [];
+    try {
+      for (const round of rounds) {
+        const child = startChild();
+        const delay = 200 + Math.floor(Math.random() * 2300);
+        delays.push(delay);
+        await Promise.all([round(), new Promise((r) => setTimeout(r, delay))]);
+        ends.push(await kill(child));
+      }
+      assert.deepEqual(ends, rounds.map(() => 'SIGKILL'), `every controller was running when killed (delays ${delays.join(', ')} ms)`);
+      const survivor = startChild();
+      try {
+        const config = normaliseConfig([{ name: 'kill-cfg', data: (await core.readNamespacedConfigMap({ name: 'kill-cfg', namespace: NS })).data ?? {} }]);
+        const release = pool('x').spec.release.image;
+        const expected = (i: number): string => configHash({ release, config: i < 2 ? config : normaliseConfig([]) });
+        await Promise.all(names.map((n, i) => eventually(`${n} to converge after SIGKILLs at ${delays.join(', ')} ms`, async () => {
+          const p = await readPool(n);
+          return p.status?.observedGeneration === p.metadata.generation && p.status?.configHash === expected(i);
+        }, 60_000)));
+        for (const [i, n] of names.entries()) await assertPoolConverged(n, expected(i), inPlace(i));
+      } finally {
+        const exited = new Promise((r) => survivor.once('exit', r));
+        survivor.kill('SIGTERM');
+        await exited;
+      }
+      // A fresh controller's first pass over every pool is a full resync: it must find everything in place.
+      const snapshot = async (): Promise<string[]> => {
+        const all = (await Promise.all(names.map(async (n) => [await readPool(n), ...(await poolSecrets(n)), await read(inPlaceKind(n), n)]))).flat();
+        return all.map((o) => `${o.kind ?? 'Secret'}/${o.metadata?.name ?? ''}@${o.metadata?.resourceVersion ?? ''}`).sort();
+      };
+      const before = await snapshot();
+      controller = await startController();
+      await new Promise((r) => setTimeout(r, 500));
+      await controller.queue.drained();
+      assert.equal(controller.writer.count, 0, 'writes by a fresh controller over converged pools');
+      assert.deepEqual(await snapshot(), before);
+    } finally {
+      await logFile.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  const inPlaceKind = (name: string): string => (Number(name.split('-').pop()) % 2 === 1 ? 'MachineSet' : 'MachineDeployment');
+
+  // eslint-disable-next-line complexity -- optional chaining in assertions counts as branches
+  async function assertPoolConverged(name: string, hash: string, inPlace: boolean): Promise<void> {
+    const p = await readPool(name);
+    const secrets = await poolSecrets(name);
+    const current = secrets.filter((x) => x.metadata?.labels?.[LABELS.configHash] === hash).map((x) => x.metadata?.name).sort();
+    assert.deepEqual(current, [tokenSecretName(name, hash), userDataSecretName(name, hash)], `${name}: one token and one user-data Secret at the current hash`);
+    for (const old of secrets.filter((x) => x.metadata?.labels?.[LABELS.configHash] !== hash)) {
+      // Only old tokens may remain (until their expiry); old user-data nothing references is gone.
+      assert.equal(old.metadata?.labels?.[LABELS.tokenSecret], 'true', `${name}: leftover ${old.metadata?.name ?? ''}`);
+      assert.ok(old.metadata?.annotations?.[ANNOTATIONS.tokenExpiresAt], `${name}: old token ${old.metadata?.name ?? ''} has an expiry`);
+    }
+    const token = Buffer.from(secrets.find((x) => x.metadata?.name === tokenSecretName(name, hash))?.data?.[SECRET_KEYS.token] ?? '', 'base64').toString();
+    assert.ok((await userDataStub(userDataSecretName(name, hash))).stub.includes(`Bearer ${token}`), `${name}: the user-data carries the current token`);
+    const child = await read<MachineSet | MachineDeployment>(inPlace ? 'MachineSet' : 'MachineDeployment', name);
+    assert.equal(await tryRead(inPlace ? 'MachineDeployment' : 'MachineSet', name), undefined);
+    assert.equal(child.spec.template.spec.bootstrap.dataSecretName, userDataSecretName(name, hash));
+    assert.equal(child.spec.replicas, p.spec.replicas);
+    assert.deepEqual(Object.keys(child.spec.template.metadata?.labels ?? {}).filter((k) => k.startsWith('example.com/')), Object.keys(p.spec.nodeLabels ?? {}));
+    if (inPlace) assert.equal(child.metadata.annotations?.[ANNOTATIONS.targetConfigHash], hash);
+    assert.equal(cond(p, 'ValidMachineConfig')?.status, 'True');
+    assert.deepEqual(p.metadata.finalizers, [NODEPOOL_FINALIZER]);
+  }
 });

@@ -16,11 +16,13 @@ import type { QueueMetrics } from '../../support/src/metrics.js';
 import { WorkQueue } from '../../support/src/queue.js';
 import { realClock, type Clock } from '../../support/src/timers.js';
 import { Caches, type CacheSources } from './caches.js';
-import { createGuestVersions, type ControlPlaneVersions } from './guest.js';
+import { createGuestKubeConfigs, createGuestVersions, type ControlPlaneVersions } from './guest.js';
+import { createGuestNodes, type GuestNodes } from './nodes.js';
 import type { ControllerConfig } from './phases.js';
 import { NodePoolReconciler } from './reconciler.js';
 import { tagVersionResolver, type ReleaseVersionResolver } from './release.js';
 import { createWriter, type Writer } from './store.js';
+import { createEventRecorder, type EventRecorder } from './events.js';
 
 export const QUEUE_NAME = 'nodepool';
 
@@ -43,6 +45,9 @@ export interface NodePoolController {
   readonly queue: WorkQueue;
   readonly writer: Writer;
   readonly caches: Caches;
+  readonly events: EventRecorder;
+  /** Writes to guest Nodes. */
+  readonly nodes: GuestNodes;
   readonly synced: boolean;
   start(): Promise<void>;
   stop(): Promise<void>;
@@ -96,13 +101,19 @@ export function createNodePoolController(opts: ControllerOptions): NodePoolContr
   const [machineSets, machineDeployments, healthChecks, machines] = ['machinesets', 'machinedeployments', 'machinehealthchecks', 'machines'].map(capi) as [AnyInformer, AnyInformer, AnyInformer, AnyInformer];
   const informers: AnyInformer[] = [pools, configMaps, secrets, machineSets, machineDeployments, healthChecks, machines] as AnyInformer[];
   const caches = new Caches({ nodePools: pools, configMaps, secrets, machineSets, machineDeployments, healthChecks, machines } as unknown as CacheSources);
-  const versions = opts.versions ?? createGuestVersions({ readSecret: (namespace, name) => core.readNamespacedSecret({ namespace, name }), clock: opts.clock });
-  const reconciler = new NodePoolReconciler({ caches, writer, versions, releases: opts.releases ?? tagVersionResolver, clock: opts.clock ?? realClock, config: opts.config, log });
+  const kubeConfigs = createGuestKubeConfigs((namespace, name) => core.readNamespacedSecret({ namespace, name }));
+  const versions = opts.versions ?? createGuestVersions({ kubeConfigs, clock: opts.clock });
+  const nodes = createGuestNodes(kubeConfigs);
+  const clock = opts.clock ?? realClock;
+  const events = createEventRecorder(kc, () => clock.now());
+  const reconciler = new NodePoolReconciler({ caches, writer, events, nodes, versions, releases: opts.releases ?? tagVersionResolver, clock, config: opts.config, log });
   opts.queueMetrics?.watch(queue);
   return {
     queue,
     writer,
     caches,
+    events,
+    nodes,
     get synced() {
       return informers.every((i) => i.synced);
     },

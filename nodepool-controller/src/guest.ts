@@ -1,7 +1,8 @@
 /**
- * The guest control plane's version: `/version` of the guest apiserver, reached through the CAPI convention
- * Secret `<cluster>-kubeconfig`. One client per cluster (rebuilt when the Secret changes), one request in flight
- * per cluster, and the answer cached briefly, so a thousand pools of one cluster ask once.
+ * The guest clusters, reached through the CAPI convention Secret `<cluster>-kubeconfig`: one KubeConfig per
+ * cluster (rebuilt after an error, so rotated credentials or a moved endpoint are picked up), shared by the
+ * control-plane version check and the Node propagation. `/version` is cached briefly with one request in
+ * flight per cluster, so a thousand pools of one cluster ask once.
  */
 import * as k8s from '@kubernetes/client-node';
 import { SECRET_KEYS, kubeconfigSecretName } from '../../api/src/keys.js';
@@ -13,16 +14,51 @@ export interface ControlPlaneVersions {
   versionOf(namespace: string, cluster: string): Promise<Version>;
 }
 
+/** Reads the kubeconfig Secret from the management cluster. */
+export type ReadSecret = (namespace: string, name: string) => Promise<k8s.V1Secret>;
+
+export interface GuestKubeConfigs {
+  get(namespace: string, cluster: string): Promise<k8s.KubeConfig>;
+  /** Forget a cluster's KubeConfig (after an error), so the next call reads the Secret again. */
+  forget(namespace: string, cluster: string): void;
+}
+
+export function createGuestKubeConfigs(readSecret: ReadSecret): GuestKubeConfigs {
+  const configs = new Map<string, Promise<k8s.KubeConfig>>();
+  const load = async (namespace: string, cluster: string): Promise<k8s.KubeConfig> => {
+    const secret = await readSecret(namespace, kubeconfigSecretName(cluster));
+    const text = Buffer.from(secret.data?.[SECRET_KEYS.kubeconfig] ?? '', 'base64').toString('utf8');
+    if (text === '') throw new Error(`Secret ${kubeconfigSecretName(cluster)} has no ${SECRET_KEYS.kubeconfig} key`);
+    const kc = new k8s.KubeConfig();
+    kc.loadFromString(text);
+    return kc;
+  };
+  return {
+    get(namespace, cluster) {
+      const key = `${namespace}/${cluster}`;
+      let kc = configs.get(key);
+      if (!kc) {
+        kc = load(namespace, cluster);
+        configs.set(key, kc);
+        kc.catch(() => configs.delete(key));
+      }
+      return kc;
+    },
+    forget(namespace, cluster) {
+      configs.delete(`${namespace}/${cluster}`);
+    },
+  };
+}
+
 export interface GuestVersionOptions {
-  /** Reads the kubeconfig Secret from the management cluster. */
-  readSecret: (namespace: string, name: string) => Promise<k8s.V1Secret>;
+  readSecret?: ReadSecret;
+  /** Shared with the other users of the guest clusters; made from readSecret when absent. */
+  kubeConfigs?: GuestKubeConfigs;
   ttlMs?: number;
   clock?: Clock;
 }
 
 interface Entry {
-  resourceVersion: string;
-  api: k8s.VersionApi;
   version?: { value: Version; at: number };
   inFlight?: Promise<Version>;
 }
@@ -30,32 +66,19 @@ interface Entry {
 export function createGuestVersions(opts: GuestVersionOptions): ControlPlaneVersions {
   const clock = opts.clock ?? realClock;
   const ttlMs = opts.ttlMs ?? 30_000;
+  const kubeConfigs = opts.kubeConfigs ?? createGuestKubeConfigs(opts.readSecret ?? (() => Promise.reject(new Error('no way to read the kubeconfig Secret'))));
   const entries = new Map<string, Entry>();
 
-  async function clientFor(namespace: string, cluster: string): Promise<Entry> {
-    const key = `${namespace}/${cluster}`;
-    const cached = entries.get(key);
-    if (cached) return cached;
-    const secret = await opts.readSecret(namespace, kubeconfigSecretName(cluster));
-    const text = Buffer.from(secret.data?.[SECRET_KEYS.kubeconfig] ?? '', 'base64').toString('utf8');
-    if (text === '') throw new Error(`Secret ${kubeconfigSecretName(cluster)} has no ${SECRET_KEYS.kubeconfig} key`);
-    const kc = new k8s.KubeConfig();
-    kc.loadFromString(text);
-    const entry: Entry = { resourceVersion: secret.metadata?.resourceVersion ?? '', api: kc.makeApiClient(k8s.VersionApi) };
-    entries.set(key, entry);
-    return entry;
-  }
-
-  async function fetchVersion(key: string, entry: Entry): Promise<Version> {
+  async function fetchVersion(namespace: string, cluster: string, entry: Entry): Promise<Version> {
     try {
-      const info = await entry.api.getCode();
+      const api = (await kubeConfigs.get(namespace, cluster)).makeApiClient(k8s.VersionApi);
+      const info = await api.getCode();
       const version = parseVersion(info.gitVersion);
       if (!version) throw new Error(`the guest apiserver reports version "${info.gitVersion}"`);
       entry.version = { value: version, at: clock.now() };
       return version;
     } catch (err) {
-      // A broken client (rotated credentials, moved endpoint) is rebuilt from the Secret next time.
-      entries.delete(key);
+      kubeConfigs.forget(namespace, cluster);
       throw err;
     } finally {
       entry.inFlight = undefined;
@@ -65,9 +88,13 @@ export function createGuestVersions(opts: GuestVersionOptions): ControlPlaneVers
   return {
     async versionOf(namespace: string, cluster: string): Promise<Version> {
       const key = `${namespace}/${cluster}`;
-      const entry = await clientFor(namespace, cluster);
+      let entry = entries.get(key);
+      if (!entry) {
+        entry = {};
+        entries.set(key, entry);
+      }
       if (entry.version && clock.now() - entry.version.at < ttlMs) return entry.version.value;
-      entry.inFlight ??= fetchVersion(key, entry);
+      entry.inFlight ??= fetchVersion(namespace, cluster, entry);
       return entry.inFlight;
     },
   };

@@ -15,6 +15,8 @@ import { changedInputs, configHash, normaliseConfig, type ConfigSource, type Has
 import { formatVersion, parseVersion, type ReleaseVersionResolver, type Version } from './release.js';
 import { checkVersionSkew } from './skew.js';
 import type { ControlPlaneVersions } from './guest.js';
+import type { GuestNodes } from './nodes.js';
+import { isConflict } from '../../support/src/errors.js';
 import { desiredTokenSecret, desiredUserDataSecret, hashOfUserData, type IgnitionEndpoint } from './secrets.js';
 import { desiredMachineDeployment, desiredMachineHealthCheck, desiredMachinePropagation, desiredMachineSet } from './capi.js';
 import { pauseState } from './pause.js';
@@ -37,6 +39,8 @@ export interface PhaseDeps {
   releases: ReleaseVersionResolver;
   clock: Clock;
   config: ControllerConfig;
+  /** Labels and taints onto the pool's guest Nodes; absent: the Nodes are left alone. */
+  nodes?: GuestNodes;
 }
 
 interface Target {
@@ -236,6 +240,24 @@ async function phaseMachines(s: Scope, deps: PhaseDeps): Promise<void> {
   await Promise.all(alive.map((m) => applyIfNeeded(deps, m, desiredMachinePropagation(s.pool, m.metadata) as unknown as typeof m, deps.caches.machines)));
 }
 
+/** Labels and taints reach the guest Nodes the pool's Machines run. A guest that cannot be reached does not
+ * hold up the rest of the pool: the attempt is logged and retried later. */
+async function phaseNodes(s: Scope, deps: PhaseDeps): Promise<void> {
+  if (!deps.nodes) return;
+  const names = deps.caches
+    .poolMachines(s.ns, s.pool.metadata.name)
+    .filter((m) => !m.metadata.deletionTimestamp)
+    .map((m) => m.status?.nodeRef?.name)
+    .filter((n): n is string => n !== undefined && n !== '');
+  try {
+    await deps.nodes.propagate(s.pool, names);
+  } catch (err) {
+    const conflict = isConflict((err as Error).cause);
+    if (!conflict) s.log.warn({ err }, 'Could not propagate labels and taints to the guest Nodes');
+    requeue(s, conflict ? 500 : 10_000);
+  }
+}
+
 // ---- old Secrets: expire tokens, delete user-data nothing references ----
 
 /** User-data names something still boots or rebuilds from: the child's template, CAPI's MachineSets, Machines. */
@@ -341,7 +363,7 @@ async function phasePause(s: Scope, deps: PhaseDeps): Promise<void> {
 type Phase = (s: Scope, deps: PhaseDeps) => Promise<void>;
 
 /** Phases that write; skipped while the pool is paused. */
-const WRITING_PHASES: Phase[] = [phaseToken, phaseUserData, phaseChildren, phaseHealthCheck, phaseMachines, phaseCleanup];
+const WRITING_PHASES: Phase[] = [phaseToken, phaseUserData, phaseChildren, phaseHealthCheck, phaseMachines, phaseNodes, phaseCleanup];
 
 export async function runPhases(s: Scope, deps: PhaseDeps): Promise<void> {
   await phasePause(s, deps);

@@ -12,10 +12,11 @@ import type { Logger } from '../../support/src/logger.js';
 import { canonicalJson } from './hash.js';
 import { isUpToDate } from './diff.js';
 import { computeStatus } from './status.js';
+import { conditionTransitions, type EventRecorder } from './events.js';
 import type { OverlayCache } from './store.js';
 import { newScope, runPhases, type PhaseDeps, type Scope } from './phases.js';
 
-export type ReconcilerDeps = PhaseDeps & { log: Logger };
+export type ReconcilerDeps = PhaseDeps & { log: Logger; events?: EventRecorder };
 
 export class NodePoolReconciler {
   readonly #deps: ReconcilerDeps;
@@ -59,7 +60,8 @@ export class NodePoolReconciler {
     return this.#deps.writer.apply({ apiVersion: pool.apiVersion, kind: pool.kind, metadata: meta } as NodePool, this.#deps.caches.nodePools);
   }
 
-  /** Status is written only when it differs: a converged pool costs no write. */
+  /** Status is written only when it differs: a converged pool costs no write. Events follow a written status,
+   * so a transition is reported once it is what the API says. */
   async #writeStatus(scope: Scope): Promise<void> {
     const { pool } = scope;
     const status = computeStatus({ observations: scope.obs, now: new Date(scope.now).toISOString(), version: scope.effective?.version });
@@ -70,6 +72,8 @@ export class NodePoolReconciler {
     } catch (err) {
       throw new Error('failed to write the NodePool status', { cause: err });
     }
+    const transitions = conditionTransitions(pool.status?.conditions ?? [], status.conditions ?? []);
+    if (transitions.length > 0) await this.#deps.events?.record(pool, transitions, scope.log);
   }
 
   /** Children first (CAPI drains and deletes the machines), then the Secrets (tokens stop working), then the finalizer. */

@@ -85,6 +85,7 @@ async function main(): Promise<void> {
     out(`floor (5 writes/pool ÷ raw rate): ${floorSeconds.toFixed(1)} s; ratio ours/floor: ${(seconds / floorSeconds).toFixed(2)}`);
     out(`controller writes: ${writes} (${(writes / POOLS).toFixed(2)} per pool)`);
     out(`forced resync of all ${POOLS} pools: ${controller.writer.count - before} writes in ${resyncSeconds.toFixed(1)} s`);
+    out(`Events recorded on condition transitions: ${controller.events.count} (${(controller.events.count / POOLS).toFixed(2)} per pool; not in the write counts above)`);
     tokens.stop();
     await controller.stop();
   } finally {

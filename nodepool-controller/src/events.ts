@@ -1,0 +1,95 @@
+/**
+ * Kubernetes Events on the pool's condition transitions, so `kubectl describe nodepool` tells the story.
+ * Which transitions make an Event is a pure function of the previous and the new conditions; emitting is
+ * best effort (an Event lost to a crash or a failed create does not fail the reconcile: the status holds the truth).
+ */
+import { hostname } from 'node:os';
+import * as k8s from '@kubernetes/client-node';
+import { CONDITIONS, type Condition } from '../../api/src/conditions.js';
+import { FIELD_MANAGERS } from '../../api/src/keys.js';
+import type { NodePool } from '../../api/src/nodepool.js';
+import type { Logger } from '../../support/src/logger.js';
+
+export const EVENT_COMPONENT = FIELD_MANAGERS.nodepoolController;
+
+export interface Transition {
+  type: 'Normal' | 'Warning';
+  reason: string;
+  message: string;
+}
+
+/** Warning for a False spec/transient condition (someone must act or something is wrong); Normal otherwise. */
+function eventType(c: Condition): Transition['type'] {
+  const kind = CONDITIONS[c.type].kind as string;
+  return c.status === 'False' && (kind === 'spec' || kind === 'transient') ? 'Warning' : 'Normal';
+}
+
+/**
+ * A condition whose status changed makes one Event. A condition seen for the first time makes one only when
+ * it starts out as a Warning on a spec condition (a pool broken from birth): the usual first statuses (Ready
+ * False, payload Pending) would make a dozen Events per new pool that say nothing.
+ */
+export function conditionTransitions(previous: readonly Condition[], next: readonly Condition[]): Transition[] {
+  const out: Transition[] = [];
+  for (const c of next) {
+    const prev = previous.find((p) => p.type === c.type);
+    if (prev?.status === c.status) continue;
+    const type = eventType(c);
+    if (!prev && !(type === 'Warning' && CONDITIONS[c.type].kind === 'spec')) continue;
+    const reason = c.reason === '' ? c.type : c.reason;
+    out.push({ type, reason, message: `${c.type} is ${c.status}${prev ? ` (was ${prev.status})` : ''}: ${c.message}` });
+  }
+  return out;
+}
+
+/** The core/v1 Event for one transition (the legacy API `kubectl describe` shows). */
+export function desiredEvent(pool: NodePool, t: Transition, now: Date, instance: string): k8s.CoreV1Event {
+  return {
+    metadata: { generateName: `${pool.metadata.name}.`, namespace: pool.metadata.namespace },
+    involvedObject: {
+      apiVersion: pool.apiVersion,
+      kind: pool.kind,
+      name: pool.metadata.name,
+      namespace: pool.metadata.namespace,
+      uid: pool.metadata.uid,
+    },
+    type: t.type,
+    reason: t.reason,
+    message: t.message.slice(0, 1024),
+    source: { component: EVENT_COMPONENT },
+    reportingComponent: EVENT_COMPONENT,
+    reportingInstance: instance,
+    firstTimestamp: now,
+    lastTimestamp: now,
+    count: 1,
+  };
+}
+
+export interface EventRecorder {
+  record(pool: NodePool, transitions: readonly Transition[], log: Logger): Promise<void>;
+  /** Events created so far. */
+  readonly count: number;
+}
+
+export function createEventRecorder(kc: k8s.KubeConfig, now: () => number): EventRecorder {
+  const core = kc.makeApiClient(k8s.CoreV1Api);
+  const instance = hostname();
+  let count = 0;
+  return {
+    get count() {
+      return count;
+    },
+    async record(pool, transitions, log) {
+      await Promise.all(
+        transitions.map(async (t) => {
+          try {
+            await core.createNamespacedEvent({ namespace: pool.metadata.namespace ?? '', body: desiredEvent(pool, t, new Date(now()), instance) });
+            count++;
+          } catch (err) {
+            log.warn({ err, reason: t.reason }, 'Could not record an Event');
+          }
+        }),
+      );
+    },
+  };
+}
