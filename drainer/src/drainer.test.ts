@@ -133,18 +133,20 @@ describe('drainer', () => {
   });
 
   it("when the MachineSet's nodeDrainTimeout passes with a pod that cannot be evicted, it should give up, say so on the node and in an Event, and not mark the drain applied", async () => {
+    // A node of its own, cordoned from the start, so pods the other tests moved around cannot land on it.
+    await core.createNode({ body: { metadata: { name: 'n4' }, spec: { unschedulable: true } } });
     const objects = k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig);
     await objects.create(testMachineSet({ name: 'pool', namespace: NS, cluster: 'tenant', replicas: 1, drainTimeoutSeconds: 2 }));
-    await createTestMachine(mgmt.kubeConfig, { name: 'pool-m2', namespace: NS, cluster: 'tenant', machineSet: 'pool', node: 'n2' });
+    await createTestMachine(mgmt.kubeConfig, { name: 'pool-m2', namespace: NS, cluster: 'tenant', machineSet: 'pool', node: 'n4' });
     const policy = guest.kubeConfig.makeApiClient(k8s.PolicyV1Api);
-    await core.createNamespacedPod({ namespace: NS, body: { metadata: { name: 'precious', labels: { app: 'precious' } }, spec: { nodeName: 'n2', containers: [{ name: 'c', image: 'x' }] } } });
+    await core.createNamespacedPod({ namespace: NS, body: { metadata: { name: 'precious', labels: { app: 'precious' } }, spec: { nodeName: 'n4', containers: [{ name: 'c', image: 'x' }] } } });
     await policy.createNamespacedPodDisruptionBudget({ namespace: NS, body: { metadata: { name: 'precious' }, spec: { maxUnavailable: 0, selector: { matchLabels: { app: 'precious' } } } } });
     await eventually('the PDB to observe the pod', async () => (await policy.readNamespacedPodDisruptionBudget({ name: 'precious', namespace: NS })).status?.currentHealthy === 1);
 
     const started = Date.now();
-    await annotate('n2', { [ANNOTATIONS.desiredDrain]: 'drain-h3' });
-    const failed = await eventually('the drain of n2 to fail', async () => {
-      const n = await nodeNamed('n2');
+    await annotate('n4', { [ANNOTATIONS.desiredDrain]: 'drain-h3' });
+    const failed = await eventually('the drain of n4 to fail', async () => {
+      const n = await nodeNamed('n4');
       return n.metadata?.annotations?.[ANNOTATIONS.drainFailure] ? n : undefined;
     }, 30_000);
     const elapsed = Date.now() - started;
@@ -156,13 +158,13 @@ describe('drainer', () => {
     assert.equal(failed.spec?.unschedulable, true);
     // The Event follows the annotation (its write never delays the verdict): wait for it, then count.
     const events = await eventually('the DrainFailed Event', async () => {
-      const list = await core.listNamespacedEvent({ namespace: 'default', fieldSelector: 'involvedObject.name=n2,reason=DrainFailed' });
+      const list = await core.listNamespacedEvent({ namespace: 'default', fieldSelector: 'involvedObject.name=n4,reason=DrainFailed' });
       return list.items.length > 0 ? list.items : undefined;
     });
     assert.equal(events.length, 1);
     // Given up means given up: the same request is not retried.
     await new Promise((r) => setTimeout(r, 1500));
-    assert.equal((await nodeNamed('n2')).metadata?.annotations?.[ANNOTATIONS.lastAppliedDrain], undefined);
+    assert.equal((await nodeNamed('n4')).metadata?.annotations?.[ANNOTATIONS.lastAppliedDrain], undefined);
     assert.equal((await core.readNamespacedPod({ name: 'precious', namespace: NS })).metadata?.deletionTimestamp, undefined);
   });
 });
