@@ -8,6 +8,7 @@ import * as k8s from '@kubernetes/client-node';
 import { execFileSync } from 'node:child_process';
 import { startCluster, installKindlingCrds, testbedBinary, type Cluster } from '../../test/bed/src/index.js';
 import type { NodePool } from './nodepool.js';
+import { nodePoolFixture } from './testing.js';
 
 const NS = 'default';
 
@@ -17,22 +18,7 @@ function statusMessage(err: unknown): string {
   return (JSON.parse(typeof body === 'string' ? body : '{}') as { message?: string }).message ?? String(err);
 }
 
-function pool(name: string, patch: (p: NodePool) => void = () => {}): NodePool {
-  const p: NodePool = {
-    apiVersion: 'kindling.dev/v1beta1',
-    kind: 'NodePool',
-    metadata: { name, namespace: NS },
-    spec: {
-      clusterName: 'guest',
-      release: { image: 'registry.local/release:1.36.3' },
-      replicas: 2,
-      management: { upgradeType: 'Replace' },
-      platform: { infrastructureTemplateRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachineTemplate', name: 'small' } },
-    },
-  };
-  patch(p);
-  return p;
-}
+const pool = (name: string, patch?: (p: NodePool) => void): NodePool => nodePoolFixture(name, NS, patch);
 
 describe('NodePool CRD on a real apiserver', () => {
   let cluster: Cluster;

@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import type { RequestListener } from 'node:http';
 import { createSecureContext } from 'node:tls';
 import type { Logger } from '../../support/src/logger.js';
-import { splitAddress } from '../../support/src/ops-server.js';
+import { listen } from '../../support/src/ops-server.js';
 
 export interface HttpsOptions {
   address: string;
@@ -75,11 +75,7 @@ export async function startHttpsServer(opts: HttpsOptions): Promise<HttpsServer>
   };
   const timer = setInterval(() => void reload(), opts.reloadIntervalMs ?? 10_000);
   timer.unref();
-  const [host, port] = splitAddress(opts.address);
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, resolve);
-  });
+  await listen(server, opts.address);
   return {
     port: (server.address() as AddressInfo).port,
     server,

@@ -23,6 +23,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { configHash, normaliseConfig } from './hash.js';
+import { nodePoolFixture } from '../../api/src/testing.js';
 
 const NS = 'default';
 const CA = '-----BEGIN CERTIFICATE-----\nMIIBtestca\n-----END CERTIFICATE-----\n';
@@ -31,22 +32,7 @@ const MERGE = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch)
 const CAPI = 'cluster.x-k8s.io/v1beta2';
 
 
-function pool(name: string, patch: (p: NodePool) => void = () => {}): NodePool {
-  const p: NodePool = {
-    apiVersion: 'kindling.dev/v1beta1',
-    kind: 'NodePool',
-    metadata: { name, namespace: NS },
-    spec: {
-      clusterName: 'guest',
-      release: { image: 'registry.local:5000/kindling/release:1.36.3' },
-      replicas: 2,
-      management: { upgradeType: 'Replace' },
-      platform: { infrastructureTemplateRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachineTemplate', name: 'small' } },
-    },
-  };
-  patch(p);
-  return p;
-}
+const pool = (name: string, patch?: (p: NodePool) => void): NodePool => nodePoolFixture(name, NS, patch);
 
 const cond = (p: NodePool, type: string): Condition | undefined => p.status?.conditions?.find((c) => c.type === type);
 

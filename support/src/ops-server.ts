@@ -3,7 +3,7 @@
  * matters, it can serve), /metrics (Prometheus). Kept apart from any serving port.
  */
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Server as NetServer } from 'node:net';
 import type { Registry } from 'prom-client';
 
 export interface ReadinessCheck {
@@ -36,15 +36,20 @@ export async function startOpsServer(opts: { address: string; registry: Registry
       res.writeHead(404).end();
     }
   });
-  const [host, port] = splitAddress(opts.address);
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, resolve);
-  });
+  await listen(server, opts.address);
   return {
     port: (server.address() as AddressInfo).port,
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
+}
+
+/** Listens on an address of splitAddress's forms; rejects when the port cannot be bound. */
+export async function listen(server: Server | NetServer, address: string): Promise<void> {
+  const [host, port] = splitAddress(address);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, resolve);
+  });
 }
 
 /** "127.0.0.1:8080", ":8080" or "8080" → [host, port]. */
