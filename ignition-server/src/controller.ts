@@ -8,7 +8,7 @@
  */
 import * as k8s from '@kubernetes/client-node';
 import { ANNOTATIONS, FIELD_MANAGERS, LABELS, SECRET_KEYS } from '../../api/src/keys.js';
-import { ResilientInformer } from '../../support/src/informer.js';
+import { ResilientInformer, pagedList } from '../../support/src/informer.js';
 import { WorkQueue, type ReconcileResult } from '../../support/src/queue.js';
 import type { Logger } from '../../support/src/logger.js';
 import type { QueueMetrics } from '../../support/src/metrics.js';
@@ -60,7 +60,10 @@ export class TokenSecretController {
     this.#informer = new ResilientInformer<k8s.V1Secret>({
       kubeConfig: opts.kubeConfig,
       path: ns === '' ? '/api/v1/secrets' : `/api/v1/namespaces/${ns}/secrets`,
-      list: () => (ns === '' ? this.#core.listSecretForAllNamespaces({ labelSelector }) : this.#core.listNamespacedSecret({ namespace: ns, labelSelector })),
+      // Token Secrets carry their config: page the list so a large fleet still lists within the request timeout.
+      list: pagedList((page) =>
+        ns === '' ? this.#core.listSecretForAllNamespaces({ labelSelector, ...page }) : this.#core.listNamespacedSecret({ namespace: ns, labelSelector, ...page }),
+      ),
       labelSelector,
       log: opts.log,
       onEvent: (secret, event) => this.#onEvent(secret, event),

@@ -2,7 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import * as k8s from '@kubernetes/client-node';
 import { startCluster, kubeconfigFor, type Cluster } from '../../test/bed/src/index.js';
-import { ResilientInformer, type InformerEvent } from './informer.js';
+import { ResilientInformer, pagedList, type InformerEvent } from './informer.js';
 import { loadCertificateAuthority } from './pki.js';
 import { createLogger } from './logger.js';
 
@@ -79,6 +79,20 @@ describe('ResilientInformer on a real apiserver', () => {
     await informer.stop();
   });
 
+  it('when listing in pages of 2 from the real apiserver, it should return every object', async () => {
+    const core = cluster.kubeConfig.makeApiClient(k8s.CoreV1Api);
+    for (let i = 0; i < 5; i++) await core.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { name: `paged-${i}`, labels: { paged: 'yes' } } } });
+    let pages = 0;
+    const list = pagedList<k8s.V1ConfigMap>((page) => {
+      pages++;
+      return core.listNamespacedConfigMap({ namespace: 'default', labelSelector: 'paged=yes', ...page });
+    }, 2);
+    const all = await list();
+    assert.deepEqual(all.items.map((c) => c.metadata?.name).sort(), ['paged-0', 'paged-1', 'paged-2', 'paged-3', 'paged-4']);
+    assert.equal(pages, 3);
+    assert.ok(all.metadata?.resourceVersion);
+  });
+
   it('when the watchdog fires, it should relist and emit a resync of every cached object', async () => {
     const core = cluster.kubeConfig.makeApiClient(k8s.CoreV1Api);
     await core.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { name: 'steady' } } });
@@ -87,5 +101,26 @@ describe('ResilientInformer on a real apiserver', () => {
     await informer.start();
     await until('two resyncs of the steady object', () => events.filter(([n, e]) => n === 'steady' && e === 'resync').length >= 2);
     await informer.stop();
+  });
+});
+
+describe('pagedList', () => {
+  it('when the apiserver answers in pages, it should follow the continue tokens and keep the first page\'s resourceVersion', async () => {
+    const asked: (string | undefined)[] = [];
+    const pages: Record<string, k8s.KubernetesListObject<k8s.V1ConfigMap>> = {
+      start: { items: [{ metadata: { name: 'a' } }, { metadata: { name: 'b' } }], metadata: { resourceVersion: '42', _continue: 'p2' } },
+      p2: { items: [{ metadata: { name: 'c' } }], metadata: { resourceVersion: '42', _continue: 'p3' } },
+      p3: { items: [{ metadata: { name: 'd' } }], metadata: { resourceVersion: '42' } },
+    };
+    const list = pagedList<k8s.V1ConfigMap>(async ({ limit, _continue }) => {
+      assert.equal(limit, 2);
+      asked.push(_continue);
+      return pages[_continue ?? 'start'] as k8s.KubernetesListObject<k8s.V1ConfigMap>;
+    }, 2);
+    const all = await list();
+    assert.deepEqual(all.items.map((i) => i.metadata?.name), ['a', 'b', 'c', 'd']);
+    assert.equal(all.metadata?.resourceVersion, '42');
+    assert.equal(all.metadata?._continue, undefined);
+    assert.deepEqual(asked, [undefined, 'p2', 'p3']);
   });
 });

@@ -9,6 +9,27 @@ import { realClock, type Clock } from './timers.js';
 
 export type InformerEvent = 'add' | 'update' | 'delete' | 'resync';
 
+/**
+ * A list function that reads in pages of `limit` (continue tokens), for informers over large objects: one
+ * unpaginated list of many large Secrets can outlast the apiserver's request timeout and never complete.
+ * The pages come from one snapshot, so the first page's resourceVersion is the whole list's.
+ */
+export function pagedList<T extends k8s.KubernetesObject>(
+  page: (opts: { limit: number; _continue?: string }) => Promise<k8s.KubernetesListObject<T>>,
+  limit = 100,
+): () => Promise<k8s.KubernetesListObject<T>> {
+  return async () => {
+    const first = await page({ limit });
+    const items = [...first.items];
+    for (let next = first.metadata?._continue; next; ) {
+      const more = await page({ limit, _continue: next });
+      items.push(...more.items);
+      next = more.metadata?._continue;
+    }
+    return { ...first, items, metadata: { ...first.metadata, _continue: undefined } };
+  };
+}
+
 export interface InformerOptions<T extends k8s.KubernetesObject> {
   kubeConfig: k8s.KubeConfig;
   /** Watch path, e.g. /apis/cluster.x-k8s.io/v1beta2/machinesets. */
