@@ -21,6 +21,24 @@ const log = createLogger({ name: 'providers-test', level: process.env.TEST_LOG_L
 
 const exists = (p: string): Promise<boolean> => access(p).then(() => true, () => false);
 
+/** A MachineSet of LocalMachines from the "small" template, booting with the given bootstrap Secret. */
+function machineSet(name: string, replicas: number, dataSecretName: string): k8s.KubernetesObject {
+  return {
+    apiVersion: 'cluster.x-k8s.io/v1beta2',
+    kind: 'MachineSet',
+    metadata: { name, namespace: NS },
+    spec: {
+      clusterName: 'guest',
+      replicas,
+      selector: { matchLabels: { pool: name } },
+      template: {
+        metadata: { labels: { pool: name } },
+        spec: { clusterName: 'guest', bootstrap: { dataSecretName }, infrastructureRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachineTemplate', name: 'small' } },
+      },
+    },
+  } as k8s.KubernetesObject;
+}
+
 interface MachineObject extends k8s.KubernetesObject {
   status?: { phase?: string; nodeRef?: { name: string } };
 }
@@ -59,20 +77,7 @@ describe('local providers under Cluster API', () => {
     await create({ apiVersion: 'controlplane.kindling.dev/v1alpha1', kind: 'LocalControlPlane', metadata: { name: 'guest', namespace: NS }, spec: { adminKubeconfigSecretRef: { name: 'guest-admin' } } });
     await create({ apiVersion: 'cluster.x-k8s.io/v1beta2', kind: 'Cluster', metadata: { name: 'guest', namespace: NS }, spec: { controlPlaneRef: { apiGroup: 'controlplane.kindling.dev', kind: 'LocalControlPlane', name: 'guest' } } });
     await create({ apiVersion: 'infrastructure.kindling.dev/v1alpha1', kind: 'LocalMachineTemplate', metadata: { name: 'small', namespace: NS }, spec: { template: { spec: { failureDomains: ['zone-a', 'zone-b'] } } } });
-    await create({
-      apiVersion: 'cluster.x-k8s.io/v1beta2',
-      kind: 'MachineSet',
-      metadata: { name: 'workers', namespace: NS },
-      spec: {
-        clusterName: 'guest',
-        replicas: 2,
-        selector: { matchLabels: { pool: 'workers' } },
-        template: {
-          metadata: { labels: { pool: 'workers' } },
-          spec: { clusterName: 'guest', bootstrap: { dataSecretName: 'boot' }, infrastructureRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachineTemplate', name: 'small' } },
-        },
-      },
-    });
+    await create(machineSet('workers', 2, 'boot'));
 
     const machines = await eventually('two Running Machines', async () => {
       const list = await objects.list<MachineObject>('cluster.x-k8s.io/v1beta2', 'Machine', NS);
@@ -104,20 +109,7 @@ describe('local providers under Cluster API', () => {
     const core = mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api);
     const stub = { ignition: { version: '3.3.0', config: { merge: [{ source: 'https://127.0.0.1:1/ignition' }] }, timeouts: { httpTotal: 5 } } };
     await core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: 'broken' }, stringData: { value: JSON.stringify(stub), format: 'ignition' } } });
-    await objects.create({
-      apiVersion: 'cluster.x-k8s.io/v1beta2',
-      kind: 'MachineSet',
-      metadata: { name: 'broken', namespace: NS },
-      spec: {
-        clusterName: 'guest',
-        replicas: 1,
-        selector: { matchLabels: { pool: 'broken' } },
-        template: {
-          metadata: { labels: { pool: 'broken' } },
-          spec: { clusterName: 'guest', bootstrap: { dataSecretName: 'broken' }, infrastructureRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachineTemplate', name: 'small' } },
-        },
-      },
-    } as k8s.KubernetesObject);
+    await objects.create(machineSet('broken', 1, 'broken'));
     type LM = k8s.KubernetesObject & { status?: { conditions?: { type: string; status: string; message: string }[] } };
     const booted = await eventually('a Booted=False condition', async () => {
       const list = await objects.list<LM>('infrastructure.kindling.dev/v1alpha1', 'LocalMachine', NS, undefined, undefined, undefined, undefined, 'pool=broken');
