@@ -55,6 +55,12 @@ export const LABELS = {
 } as const;
 
 export const ANNOTATIONS = {
+  // ---- NodePool (management cluster) ----
+  /** How long a Node may be NotReady/Unknown before the pool's MachineHealthCheck remediates it (a Go
+   * duration, e.g. "2m"; default 8m), as HyperShift's machine-health-check-timeout annotation. Written by the
+   * service provider; read by the nodepool-controller. */
+  machineHealthCheckTimeout: 'kindling.dev/machine-health-check-timeout',
+
   // ---- token Secret (management cluster) ----
   /** When the token Secret stops being valid (RFC3339): set when the pool's hash moved on, after a grace so
    * hosts booting right now finish. Written by the nodepool-controller; read by the ignition-server, which

@@ -5,6 +5,8 @@ export interface CommandIO {
   out: (text: string) => void;
   err: (text: string) => void;
   env: NodeJS.ProcessEnv;
+  /** stdout is a terminal: commands that redraw in place may (`status --watch`). */
+  tty?: boolean;
 }
 
 export interface Command<S extends FlagSpecs = FlagSpecs> {
@@ -13,6 +15,8 @@ export interface Command<S extends FlagSpecs = FlagSpecs> {
   /** Positional arguments, for the usage line (e.g. "<pool>"). */
   args?: string;
   flags: S;
+  /** One-letter aliases of flags, e.g. { f: 'file' } for `-f` as `--file`. */
+  short?: Record<string, string>;
   /** Returns the exit code. */
   run(config: ConfigOf<S>, io: CommandIO, args: string[]): Promise<number>;
 }

@@ -7,6 +7,8 @@ import { join } from 'node:path';
 import { CRD_DIR } from '../../api/src/crd.js';
 import { defineCommand, type Command } from './command.js';
 import { VERSION } from './version.js';
+import { planCommand } from './plan.js';
+import { statusCommand } from './status.js';
 import { nodePoolControllerCommand } from '../../nodepool-controller/src/command.js';
 import { ignitionServerCommand, releaseCommand } from '../../ignition-server/src/command.js';
 import { drainerCommand } from '../../drainer/src/command.js';
@@ -35,4 +37,4 @@ const crds = defineCommand({
   },
 });
 
-export const COMMANDS: readonly Command[] = [version, crds, nodePoolControllerCommand, drainerCommand, inplaceUpgraderCommand, agentCommand, ignitionServerCommand, releaseCommand];
+export const COMMANDS: readonly Command[] = [version, crds, planCommand, statusCommand, nodePoolControllerCommand, drainerCommand, inplaceUpgraderCommand, agentCommand, ignitionServerCommand, releaseCommand];

@@ -83,8 +83,11 @@ export function testMachineSet(opts: { name: string; namespace: string; cluster:
   };
 }
 
-/** Creates a Machine of a MachineSet with status.nodeRef, as Cluster API would once the node registered. */
-export async function createTestMachine(mgmt: k8s.KubeConfig, opts: { name: string; namespace: string; cluster: string; machineSet: string; node: string }): Promise<void> {
+/**
+ * Creates a Machine of a MachineSet, as Cluster API would; with `node`, also its status.nodeRef, as once the
+ * node registered (without: a Machine still provisioning, see setTestNodeRef).
+ */
+export async function createTestMachine(mgmt: k8s.KubeConfig, opts: { name: string; namespace: string; cluster: string; machineSet: string; node?: string }): Promise<void> {
   const applier = createApplier(mgmt, 'kindling-test');
   const machine: Machine = {
     apiVersion: CAPI_API_VERSION,
@@ -97,7 +100,12 @@ export async function createTestMachine(mgmt: k8s.KubeConfig, opts: { name: stri
     },
   };
   await applier.apply(machine);
-  await applier.applyStatus({ apiVersion: CAPI_API_VERSION, kind: 'Machine', metadata: { name: opts.name, namespace: opts.namespace }, status: { nodeRef: { name: opts.node } } } as k8s.KubernetesObject);
+  if (opts.node !== undefined) await setTestNodeRef(mgmt, { name: opts.name, namespace: opts.namespace, node: opts.node });
+}
+
+/** Sets a Machine's status.nodeRef, as Cluster API does once its node registered. */
+export async function setTestNodeRef(mgmt: k8s.KubeConfig, opts: { name: string; namespace: string; node: string }): Promise<void> {
+  await createApplier(mgmt, 'kindling-test').applyStatus({ apiVersion: CAPI_API_VERSION, kind: 'Machine', metadata: { name: opts.name, namespace: opts.namespace }, status: { nodeRef: { name: opts.node } } } as k8s.KubernetesObject);
 }
 
 /** Creates a guest Node; KWOK makes it Ready. */

@@ -55,7 +55,7 @@ async function harness(): Promise<Harness> {
     missing,
     async secret(name, over = {}) {
       const { token } = await authority.mint({ pool: over.pool ?? POOL, hash: over.hash ?? HASH, ttlMs: 3_600_000 });
-      const entry = index.upsert({ key: `clusters/${name}`, namespace: 'clusters', name, uid: name, pool: POOL, hash: HASH, release: 'r', config: '[]', token, resourceVersion: '1', ...over });
+      const entry = index.upsert({ key: `clusters/${name}`, namespace: 'clusters', name, uid: name, pool: POOL, hash: HASH, release: 'r', configSha256: 'c', token, resourceVersion: '1', ...over });
       entry.payload = { state: 'ready', key: PAYLOAD.key };
       return { token, entry };
     },
@@ -115,6 +115,22 @@ describe('GET /ignition', () => {
     assert.equal((await request(h.app).get('/ignition').set('Authorization', `Bearer ${t2}`)).status, 200);
     h.clock.advance(1000);
     assert.equal((await request(h.app).get('/ignition').set('Authorization', `Bearer ${t2}`)).status, 401);
+  });
+
+  it('when a served token is remembered as verified, it should still refuse it once its Secret is deleted or its exp passes', async () => {
+    const { token, entry } = await h.secret('remembered');
+    const get = (): request.Test => request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`);
+    for (let i = 0; i < 2; i++) assert.equal((await get()).status, 200);
+    h.index.remove(entry.secret.key);
+    const revoked = await get();
+    assert.equal(revoked.status, 401);
+    assert.equal(revoked.text, 'token revoked or unknown\n');
+    h.index.upsert(entry.secret).payload = entry.payload;
+    assert.equal((await get()).status, 200, 'the Secret back: served again');
+    h.clock.advance(3_600_000);
+    const expired = await get();
+    assert.equal(expired.status, 401);
+    assert.equal(expired.text, 'invalid or expired token\n');
   });
 
   it('when a valid token is presented for a Secret of another pool or hash, it should answer 401', async () => {
@@ -198,7 +214,7 @@ describe('fuzz', () => {
     const { token: revoked, entry: revokedEntry } = await h.secret('fuzz-revoked');
     h.index.remove(revokedEntry.secret.key);
     const { token: short } = await h.authority.mint({ pool: POOL, hash: HASH, ttlMs: 1000 });
-    h.index.upsert({ key: 'clusters/fuzz-short', namespace: 'clusters', name: 'fuzz-short', uid: 's', pool: POOL, hash: HASH, release: 'r', config: '[]', token: short, resourceVersion: '1' }).payload = { state: 'ready', key: PAYLOAD.key };
+    h.index.upsert({ key: 'clusters/fuzz-short', namespace: 'clusters', name: 'fuzz-short', uid: 's', pool: POOL, hash: HASH, release: 'r', configSha256: 'c', token: short, resourceVersion: '1' }).payload = { state: 'ready', key: PAYLOAD.key };
     h.clock.advance(1000);
     const otherKey = ecKeyPem();
     const forger = await createTokenAuthority(otherKey, h.clock);

@@ -43,6 +43,7 @@ const unauthorized = (why: string): HttpError => new HttpError(401, why, { 'www-
 const BEARER = /^Bearer ([A-Za-z0-9._~+/-]+=*)$/;
 /** GET carries no body; anything bigger than this is not an Ignition client. */
 const MAX_BODY_BYTES = 1024;
+const SMALL_PAYLOAD_BYTES = 64 * 1024;
 
 interface Authorized {
   claims: TokenClaims;
@@ -97,6 +98,9 @@ function send(res: Response, payload: Payload, version: SpecVersion, head: boole
     'cache-control': 'no-store',
   });
   if (head) return void res.end();
+  // A small payload goes out in one write (one TLS record batch, no writev of three slices); a large one
+  // without copying its tail.
+  if (payload.tail.length < SMALL_PAYLOAD_BYTES) return void res.end(Buffer.concat(chunks));
   for (const c of chunks.slice(0, -1)) res.write(c);
   res.end(chunks[chunks.length - 1]);
 }

@@ -30,6 +30,7 @@ const FLAGS = {
   namespace: { type: 'string', default: '', help: 'Namespace of the token Secrets; empty: all namespaces' },
   cacheDir: { type: 'string', default: '/var/cache/kindling-ignition', help: 'Directory persisting generated payloads across restarts' },
   cacheMaxBytes: { type: 'int', default: 256 * 1024 * 1024, help: 'Bytes of payloads kept in memory (the rest is read back from the cache directory)' },
+  cacheDirMaxBytes: { type: 'int', default: 2 * 1024 * 1024 * 1024, help: 'Bytes of payload files kept in the cache directory (least recently used pruned first)' },
   pullSecretFile: { type: 'string', default: '', help: 'dockerconfigjson pull secret for release registries' },
   registryCaFile: { type: 'string', default: '', help: 'Extra CA bundle (PEM) trusted for release registries' },
   ignitionValidate: { type: 'string', default: 'ignition-validate', help: 'ignition-validate binary checking each generated payload; empty: skip' },
@@ -60,6 +61,7 @@ export async function startIgnitionServer(cfg: IgnitionServerConfig, ctx: Compon
   const store = new PayloadStore({
     cacheDir: cfg.cacheDir,
     maxBytes: cfg.cacheMaxBytes,
+    maxDirBytes: cfg.cacheDirMaxBytes,
     resolve: (ref) => resolveRelease(ref, registry),
     read: (ref, digest) => readRelease(ref, registry, digest),
     validate: cfg.ignitionValidate === '' ? undefined : createValidator(cfg.ignitionValidate),

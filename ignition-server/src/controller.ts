@@ -15,9 +15,10 @@ import type { QueueMetrics } from '../../support/src/metrics.js';
 import { isNotFound } from '../../support/src/errors.js';
 import { realClock, type Clock } from '../../support/src/timers.js';
 import type { TokenAuthority } from './tokens.js';
-import { readTokenSecret, type TokenIndex, type TokenSecret, type TokenSecretEntry } from './token-index.js';
-import { GenerationError, type PayloadStore } from './payload/store.js';
+import { configText, readTokenSecret, slimTokenSecret, type CachedTokenSecret, type TokenIndex, type TokenSecret, type TokenSecretEntry } from './token-index.js';
+import { GenerationError, type ConfigSource, type PayloadStore } from './payload/store.js';
 import type { IgnitionMetrics } from './metrics.js';
+import { EVENT_REASONS, TokenSecretEvents } from './events.js';
 
 export interface ControllerOptions {
   kubeConfig: k8s.KubeConfig;
@@ -33,6 +34,8 @@ export interface ControllerOptions {
   clock?: Clock;
   /** Retry delay after a release could not be read. */
   retryMs?: number;
+  /** At most one Event per (token Secret, reason) in this window. */
+  eventWindowMs?: number;
 }
 
 const b64 = (s: string): string => Buffer.from(s).toString('base64');
@@ -46,24 +49,29 @@ export class TokenSecretController {
   readonly #opts: ControllerOptions;
   readonly #clock: Clock;
   readonly #core: k8s.CoreV1Api;
-  readonly #informer: ResilientInformer<k8s.V1Secret>;
+  readonly #informer: ResilientInformer<CachedTokenSecret>;
   readonly #generate: WorkQueue;
   readonly #reached: WorkQueue;
+  readonly #events: TokenSecretEvents;
   #writer: WorkQueue | undefined;
 
   constructor(opts: ControllerOptions) {
     this.#opts = opts;
     this.#clock = opts.clock ?? realClock;
     this.#core = opts.kubeConfig.makeApiClient(k8s.CoreV1Api);
+    this.#events = new TokenSecretEvents({ kubeConfig: opts.kubeConfig, clock: this.#clock, log: opts.log, windowMs: opts.eventWindowMs });
     const ns = opts.namespace ?? '';
     const labelSelector = LABELS.tokenSecret;
-    this.#informer = new ResilientInformer<k8s.V1Secret>({
+    this.#informer = new ResilientInformer<CachedTokenSecret>({
       kubeConfig: opts.kubeConfig,
       path: ns === '' ? '/api/v1/secrets' : `/api/v1/namespaces/${ns}/secrets`,
-      // Token Secrets carry their config: page the list so a large fleet still lists within the request timeout.
-      list: pagedList((page) =>
-        ns === '' ? this.#core.listSecretForAllNamespaces({ labelSelector, ...page }) : this.#core.listNamespacedSecret({ namespace: ns, labelSelector, ...page }),
-      ),
+      // Token Secrets carry their config: page the list so a large fleet still lists within the request timeout,
+      // and drop each page's configs as it arrives so a relist never holds them all at once.
+      list: pagedList(async (page) => {
+        const list = ns === '' ? await this.#core.listSecretForAllNamespaces({ labelSelector, ...page }) : await this.#core.listNamespacedSecret({ namespace: ns, labelSelector, ...page });
+        return { ...list, items: list.items.map(slimTokenSecret) };
+      }),
+      transform: slimTokenSecret,
       labelSelector,
       log: opts.log,
       onEvent: (secret, event) => this.#onEvent(secret, event),
@@ -142,9 +150,8 @@ export class TokenSecretController {
   async #generatePayload(key: string): Promise<ReconcileResult | void> {
     const entry = this.#opts.index.get(key);
     if (!entry || entry.payload.state === 'ready') return;
-    const { release, config } = entry.secret;
     try {
-      const payload = await this.#opts.store.ensure(release, config);
+      const payload = await this.#opts.store.ensure(entry.secret.release, this.#configOf(entry.secret));
       if (this.#opts.index.get(key) === entry) entry.payload = { state: 'ready', key: payload.key };
     } catch (err) {
       const failure = err instanceof GenerationError ? err : new GenerationError('ReleaseUnavailable', (err as Error).message);
@@ -155,6 +162,18 @@ export class TokenSecretController {
       return;
     }
     this.#writer?.add(key);
+  }
+
+  /** The Secret's config documents, read from the apiserver when (and only when) a generation needs them. */
+  #configOf(secret: TokenSecret): ConfigSource {
+    const { namespace, name } = secret;
+    return {
+      sha256: secret.configSha256,
+      read: async () => {
+        this.#opts.log.debug({ secret: secret.key }, 'Reading the config of a token Secret to generate its payload');
+        return configText((await this.#core.readNamespacedSecret({ name, namespace })).data?.[SECRET_KEYS.config]);
+      },
+    };
   }
 
   /** The leader's pass over one token Secret: expire, mint or rotate, report the payload; then wait. */
@@ -169,6 +188,7 @@ export class TokenSecretController {
     const rotateAt = await this.#tokenPatch(secret, now, patch);
     this.#payloadPatch(secret, patch);
     if (Object.keys(patch.data).length + Object.keys(patch.annotations).length > 0) await this.#patch(secret, patch);
+    await this.#recordEvents(secret, patch);
     const waits = [rotateAt - now, (secret.expiresAtMs ?? Infinity) - now].filter((ms) => Number.isFinite(ms));
     return { requeueAfterMs: Math.max(50, Math.min(...waits) + 50) };
   }
@@ -186,6 +206,15 @@ export class TokenSecretController {
     patch.annotations[ANNOTATIONS.tokenIssuedAt] = iso(claims.issuedAtMs);
     this.#opts.log.info({ secret: secret.key, nodePool: secret.pool, rotated: secret.token !== undefined }, secret.token ? 'Rotated the token' : 'Minted the token');
     return claims.issuedAtMs + half;
+  }
+
+  /** The leader's Events for what this pass did or found: a rotation, a failed generation. */
+  async #recordEvents(secret: TokenSecret, patch: { data: Record<string, string> }): Promise<void> {
+    if (patch.data[SECRET_KEYS.rotatedToken] !== undefined) {
+      await this.#events.record(secret, { type: 'Normal', reason: EVENT_REASONS.rotated, message: 'Rotated the token; the previous one stays valid until its own expiry' });
+    }
+    const state = this.#opts.index.get(secret.key)?.payload;
+    if (state?.state === 'failed') await this.#events.record(secret, { type: 'Warning', reason: state.reason, message: `Payload generation failed: ${state.message}` });
   }
 
   #payloadPatch(secret: TokenSecret, patch: { annotations: Record<string, string> }): void {
@@ -212,6 +241,8 @@ export class TokenSecretController {
     try {
       await this.#core.deleteNamespacedSecret({ name: secret.name, namespace: secret.namespace, body: { preconditions: { uid: secret.uid } } });
       this.#opts.log.info({ secret: secret.key, nodePool: secret.pool }, 'Deleted the expired token Secret');
+      const message = `Deleted the token Secret: its expiry (${iso(secret.expiresAtMs ?? 0)}) has passed, so its tokens are refused`;
+      await this.#events.record(secret, { type: 'Normal', reason: EVENT_REASONS.expired, message });
     } catch (err) {
       if (!isNotFound(err)) throw new Error('failed to delete the expired token Secret', { cause: err });
     }

@@ -13,7 +13,7 @@ import type { AddressInfo } from 'node:net';
 import { SignJWT } from 'jose';
 import { createCertificateAuthority, type CertificateAuthority } from '../../support/src/pki.js';
 import { ManagedProcess } from '../../test/bed/src/process.js';
-import { freePort } from '../../test/bed/src/ports.js';
+import { freePort, waitForPort } from '../../test/bed/src/ports.js';
 
 export const REGISTRY_USER = { username: 'kindling', password: 'pull-secret-password' };
 const SERVICE = 'kindling-test-registry';
@@ -96,18 +96,4 @@ export async function startRegistry(): Promise<RegistryFixture> {
       await rm(dir, { recursive: true, force: true });
     },
   };
-}
-
-async function waitForPort(port: number, proc: ManagedProcess): Promise<void> {
-  const { connect } = await import('node:net');
-  for (let i = 0; i < 100; i++) {
-    if (!proc.alive) throw new Error(`docker-registry exited: ${proc.tail()}`);
-    const open = await new Promise<boolean>((resolve) => {
-      const s = connect(port, '127.0.0.1', () => (s.destroy(), resolve(true)));
-      s.on('error', () => resolve(false));
-    });
-    if (open) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`docker-registry did not listen on ${port}: ${proc.tail()}`);
 }

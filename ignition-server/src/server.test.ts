@@ -6,8 +6,9 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'node:https';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { existsSync, readFileSync } from 'node:fs';
+import { mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -28,6 +29,7 @@ const TTL_S = 8;
 
 
 interface Replica {
+  name: string;
   proc: ManagedProcess;
   port: number;
   opsPort: number;
@@ -54,11 +56,35 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
   let releaseRef: string;
   const replicas: Replica[] = [];
 
+  /** The V8 heap of a replica (node --heapsnapshot-signal), as text: what the process holds, after a full GC. */
+  async function heapSnapshot(replica: Replica): Promise<string> {
+    const guard = replica.proc.guardPid as number;
+    const pid = Number(readdirSync(`/proc/${guard}/task`).flatMap((t) => readFileSync(`/proc/${guard}/task/${t}/children`, 'utf8').trim().split(/\s+/).filter(Boolean))[0]);
+    const heapDir = join(dir, `heap-${replica.name}`);
+    const before = new Set(await readdir(heapDir));
+    process.kill(pid, 'SIGUSR2');
+    const file = await eventually('a heap snapshot', async () => (await readdir(heapDir)).find((f) => !before.has(f) && f.endsWith('.heapsnapshot')));
+    // Written in place: done when its size stops changing.
+    let size = -1;
+    await eventually('the heap snapshot written', async () => {
+      const now = (await stat(join(heapDir, file))).size;
+      const done = now > 0 && now === size;
+      size = now;
+      return done ? true : undefined;
+    }, 60_000, 500);
+    return readFile(join(heapDir, file), 'utf8');
+  }
+
+  const eventsOf = async (name: string, reason: string): Promise<k8s.CoreV1Event[]> =>
+    (await core.listNamespacedEvent({ namespace: NS, fieldSelector: `involvedObject.name=${name},reason=${reason}` })).items;
+
   async function startReplica(name: string): Promise<Replica> {
     const port = await freePort();
     const opsPort = await freePort();
     const log = join(dir, `${name}.log`);
+    await mkdir(join(dir, `heap-${name}`), { recursive: true });
     const args = [
+      '--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${join(dir, `heap-${name}`)}`,
       KINDLING, 'ignition-server',
       '--kubeconfig', cluster.kubeconfigPath,
       '--serving-address', `127.0.0.1:${port}`,
@@ -73,7 +99,7 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     ];
     const proc = new ManagedProcess({ name, command: process.execPath, args, logFile: log });
     await eventually(`${name} to serve`, async () => ((await get(port, ca.certPem, {})).status === 401 ? true : undefined));
-    return { proc, port, opsPort, log };
+    return { name, proc, port, opsPort, log };
   }
 
   async function createTokenSecret(hash: string, config: unknown[], extra: Record<string, string> = {}): Promise<string> {
@@ -215,6 +241,12 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     assert.equal((await get(replica.port, ca.certPem, headers(first, hash))).status, 401);
     const latest = (await tokenOf(name)) as string;
     assert.equal((await get(replica.port, ca.certPem, headers(latest, hash))).status, 200);
+    // Rotations every TTL/2 by the leader alone: one Event per (Secret, reason) per window, not one per rotation.
+    const rotated = await eventually('the rotation Event', async () => ((await eventsOf(name, 'TokenRotated')).length > 0 ? eventsOf(name, 'TokenRotated') : undefined));
+    assert.equal(rotated.length, 1);
+    assert.equal(rotated[0]?.reportingComponent, 'kindling-ignition-server');
+    assert.equal(rotated[0]?.involvedObject.kind, 'Secret');
+    assert.equal(rotated[0]?.involvedObject.uid, (await readSecret(name)).metadata?.uid);
   });
 
   it('when the token Secret is deleted, it should refuse its token at once on every replica', async () => {
@@ -245,6 +277,9 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
       }
     });
     assert.equal((await get(replica.port, ca.certPem, headers(token, hash))).status, 401);
+    const expired = await eventually('the expiry Event', async () => ((await eventsOf(name, 'TokenSecretExpired')).length > 0 ? eventsOf(name, 'TokenSecretExpired') : undefined));
+    assert.equal(expired.length, 1);
+    assert.match(expired[0]?.message ?? '', /expiry .* has passed/);
     const host = await boot(replica, token, hash, 3000);
     assert.notEqual(host.code, 0);
     assert.ok(!existsSync(join(host.root, 'etc/kindling/release.json')));
@@ -261,7 +296,33 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     assert.equal(secret.metadata?.annotations?.[ANNOTATIONS.payloadReason], 'InvalidConfig');
     assert.match(secret.metadata?.annotations?.[ANNOTATIONS.payloadMessage] ?? '', /MachineConfig 50-bad: spec.osImageURL is not supported/);
     const token = (await tokenOf(name)) as string;
-    assert.equal((await get(replicas[0]!.port, ca.certPem, headers(token, hash))).status, 511);
+    for (const r of replicas) assert.equal((await get(r.port, ca.certPem, headers(token, hash))).status, 511);
+    const failed = await eventually('the failure Event', async () => ((await eventsOf(name, 'InvalidConfig')).length > 0 ? eventsOf(name, 'InvalidConfig') : undefined));
+    assert.equal(failed.length, 1, 'one Event, from the leader only');
+    assert.equal(failed[0]?.type, 'Warning');
+    assert.match(failed[0]?.message ?? '', /^Payload generation failed: .*spec.osImageURL is not supported/);
+  });
+
+  it('when token Secrets carry their config, it should hold no config bytes in memory and still generate the payload from it', async () => {
+    const hash = 'slim0001';
+    const marker = `kindling-marker-${randomBytes(16).toString('hex')}`;
+    // The marker sits in metadata, which no payload carries: after generation nothing in the process may hold it.
+    const config = [{ metadata: { name: '98-marked', labels: { 'kindling.dev/test-marker': marker } }, apiVersion: MACHINE_CONFIG.apiVersion, kind: MACHINE_CONFIG.kind, spec: MACHINE_CONFIG.spec }];
+    const name = await createTokenSecret(hash, config);
+    // A replica of its own: writing a snapshot stops the process for seconds, which would cost a leader its Lease.
+    const replica = await startReplica('c');
+    // The current token on every try: with an 8 s TTL a slow start outlives the first one.
+    const served = await eventually('served', async () => {
+      const token = await tokenOf(name);
+      const r = token === undefined ? undefined : await get(replica.port, ca.certPem, headers(token, hash));
+      return r?.status === 200 ? r : undefined;
+    });
+    assert.match(served.body, /hello%20from%20kindling/, 'the payload was generated from the config read at that moment');
+    const heap = await heapSnapshot(replica).finally(() => replica.proc.stop());
+    assert.ok(heap.includes(`${NS}/${name}`), 'the snapshot holds what the server keeps (the Secret\'s key): the search works');
+    assert.ok(!heap.includes(marker), 'no copy of the config documents');
+    const base64Prefix = Buffer.from(JSON.stringify(config)).toString('base64').slice(0, 120);
+    assert.ok(!heap.includes(base64Prefix), 'no copy of the Secret\'s config value');
   });
 
   it('when a replica restarts on its cache directory, it should serve at once and generate nothing', async () => {
@@ -273,8 +334,10 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     const name = tokenSecretName(POOL, 'boot0001');
     const token = (await tokenOf(name)) as string;
     await eventually('served after restart', async () => ((await get(restarted.port, ca.certPem, headers(token, 'boot0001'))).status === 200 ? true : undefined));
+    // The restarted process's lines (by pid: it may log before its "Started" line, and the old one just before).
     const lines = logB().split('\n');
-    const sinceRestart = lines.slice(lines.findLastIndex((l) => l.includes('"Started"')) - 5).join('\n');
+    const pid = /"pid":(\d+)/.exec(lines.findLast((l) => l.includes('"Started"')) ?? '')?.[1];
+    const sinceRestart = lines.filter((l) => l.includes(`"pid":${pid},`)).join('\n');
     assert.ok(!sinceRestart.includes('Generated a payload'), 'no generation after the restart');
     const metrics = await new Promise<string>((resolve, reject) => {
       import('node:http').then(({ get: httpGet }) => httpGet(`http://127.0.0.1:${restarted.opsPort}/metrics`, (res) => {

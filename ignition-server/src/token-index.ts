@@ -5,7 +5,7 @@
  */
 import type * as k8s from '@kubernetes/client-node';
 import { ANNOTATIONS, LABELS, SECRET_KEYS } from '../../api/src/keys.js';
-import type { FailureReason } from './payload/store.js';
+import { configDigest, type FailureReason } from './payload/store.js';
 
 export type PayloadState =
   | { state: 'pending' }
@@ -22,7 +22,8 @@ export interface TokenSecret {
   pool: string;
   hash: string;
   release: string;
-  config: string;
+  /** configDigest of the Secret's `config`: the config itself is read from the apiserver only to generate. */
+  configSha256: string;
   token?: string;
   rotatedToken?: string;
   issuedAtMs?: number;
@@ -40,6 +41,25 @@ export interface TokenSecretEntry {
   served: boolean;
 }
 
+/**
+ * A token Secret as the informer keeps it: without its `config` (up to megabytes per Secret, and thousands of
+ * Secrets), which only a generation needs, nor managedFields. `configSha256` stands in for the config.
+ */
+export type CachedTokenSecret = k8s.V1Secret & { configSha256?: string };
+
+/** The informer's transform: everything serving needs, nothing it does not. */
+export function slimTokenSecret(secret: CachedTokenSecret): CachedTokenSecret {
+  if (secret.configSha256 !== undefined) return secret;
+  const { [SECRET_KEYS.config]: config, ...data } = secret.data ?? {};
+  const { managedFields: _, ...metadata } = secret.metadata ?? {};
+  return { ...secret, metadata, data, configSha256: configDigest(configText(config)) };
+}
+
+/** The config documents of a Secret's base64 `config` value ('[]' when it has none). */
+export function configText(base64: string | undefined): string {
+  return base64 === undefined ? '[]' : Buffer.from(base64, 'base64').toString('utf8');
+}
+
 const decode = (data: Record<string, string> | undefined, key: string): string | undefined => {
   const v = data?.[key];
   return v === undefined ? undefined : Buffer.from(v, 'base64').toString('utf8');
@@ -52,7 +72,7 @@ function timeOf(value: string | undefined): number | undefined {
 }
 
 /** Reads a token Secret; undefined when it lacks what a token needs (pool, hash, release). */
-export function readTokenSecret(secret: k8s.V1Secret): TokenSecret | undefined {
+export function readTokenSecret(secret: CachedTokenSecret): TokenSecret | undefined {
   const meta = secret.metadata ?? {};
   const namespace = meta.namespace ?? '';
   const pool = poolOf(secret, namespace);
@@ -60,7 +80,12 @@ export function readTokenSecret(secret: k8s.V1Secret): TokenSecret | undefined {
   const release = decode(secret.data, SECRET_KEYS.release);
   if (!pool || !hash || !release || !meta.name) return undefined;
   const identity = { key: `${namespace}/${meta.name}`, namespace, name: meta.name, uid: String(meta.uid), resourceVersion: String(meta.resourceVersion) };
-  return { ...identity, pool, hash, release, ...fromData(secret.data), ...fromAnnotations(meta.annotations ?? {}) };
+  return { ...identity, pool, hash, release, configSha256: configSha256Of(secret), ...fromData(secret.data), ...fromAnnotations(meta.annotations ?? {}) };
+}
+
+/** A cached Secret has its digest; one straight from the apiserver still has its config. */
+function configSha256Of(secret: CachedTokenSecret): string {
+  return secret.configSha256 ?? configDigest(configText(secret.data?.[SECRET_KEYS.config]));
 }
 
 /** `namespace/name` of the pool: the Secret's `pool` key, else its namespace and pool label. */
@@ -69,8 +94,8 @@ function poolOf(secret: k8s.V1Secret, namespace: string): string | undefined {
   return decode(secret.data, SECRET_KEYS.pool) ?? (poolName ? `${namespace}/${poolName}` : undefined);
 }
 
-function fromData(data: Record<string, string> | undefined): Pick<TokenSecret, 'config' | 'token' | 'rotatedToken'> {
-  return { config: decode(data, SECRET_KEYS.config) ?? '[]', token: decode(data, SECRET_KEYS.token), rotatedToken: decode(data, SECRET_KEYS.rotatedToken) };
+function fromData(data: Record<string, string> | undefined): Pick<TokenSecret, 'token' | 'rotatedToken'> {
+  return { token: decode(data, SECRET_KEYS.token), rotatedToken: decode(data, SECRET_KEYS.rotatedToken) };
 }
 
 function fromAnnotations(a: Record<string, string>): Pick<TokenSecret, 'issuedAtMs' | 'expiresAtMs' | 'reachedAt' | 'payloadReason' | 'payloadMessage'> {
@@ -91,7 +116,7 @@ export class TokenIndex {
   upsert(secret: TokenSecret): TokenSecretEntry {
     const previous = this.#bySecret.get(secret.key);
     this.#dropTokens(previous);
-    const sameInputs = previous && previous.secret.release === secret.release && previous.secret.config === secret.config;
+    const sameInputs = previous && previous.secret.release === secret.release && previous.secret.configSha256 === secret.configSha256;
     const entry: TokenSecretEntry = { secret, payload: sameInputs ? previous.payload : { state: 'pending' }, served: previous?.served ?? false };
     this.#bySecret.set(secret.key, entry);
     for (const t of [secret.token, secret.rotatedToken]) if (t) this.#byToken.set(t, secret.key);

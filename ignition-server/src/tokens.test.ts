@@ -38,6 +38,19 @@ describe('tokens', () => {
     assert.equal(await auth.verify(token), undefined);
   });
 
+  it('when a verified token is presented again, it should answer from memory, and refuse it from its exp on', async () => {
+    const clock = manualClock();
+    const auth = await createTokenAuthority(ecKeyPem(), clock);
+    const { token } = await auth.mint({ pool: 'ns/p', hash: 'h', ttlMs: 10_000 });
+    const first = await auth.verify(token);
+    clock.advance(9_999);
+    assert.ok(first);
+    assert.equal(await auth.verify(token), first, 'the same claims object: no second signature check');
+    clock.advance(1);
+    assert.equal(await auth.verify(token), undefined);
+    assert.equal(await auth.verify(token), undefined, 'and not remembered again');
+  });
+
   it('when a token is signed by another key, it should refuse it', async () => {
     const auth = await createTokenAuthority(ecKeyPem(), manualClock());
     const other = await createTokenAuthority(ecKeyPem(), manualClock());

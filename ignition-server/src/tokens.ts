@@ -7,6 +7,7 @@
 import { createPrivateKey, createPublicKey, randomBytes, type KeyObject } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { calculateJwkThumbprint, exportJWK, jwtVerify, SignJWT } from 'jose';
+import { LRUCache } from 'lru-cache';
 import { realClock, type Clock } from '../../support/src/timers.js';
 
 const ISSUER = 'kindling-ignition-server';
@@ -14,6 +15,8 @@ const AUDIENCE = 'kindling-ignition';
 const ALG = 'ES256';
 /** The longest token we are willing to parse: a real one is ~400 bytes; anything bigger is not ours. */
 export const MAX_TOKEN_LENGTH = 2048;
+/** Verified tokens remembered: every host of a booting fleet retries with the same token until it gets 200. */
+const VERIFIED_TOKENS = 4096;
 
 export interface TokenClaims {
   /** `namespace/name` of the pool. */
@@ -52,7 +55,28 @@ export async function createTokenAuthority(privateKeyPem: string, clock: Clock =
   return {
     keyId,
     mint: (opts) => mint(privateKey, keyId, opts, clock),
-    verify: (token) => verify(publicKey, token, clock),
+    verify: rememberVerified((token) => verify(publicKey, token, clock), clock),
+  };
+}
+
+/**
+ * The signature check of a token is the same every time (only its expiry moves), and it dominated the
+ * request path: a bounded LRU remembers the claims of tokens that verified, and a remembered token is
+ * refused the moment its `exp` passes. Revocation is not this cache's concern: the caller checks the token
+ * against the live Secrets on every request. Failures are not remembered (a forged token is not worth a slot).
+ */
+function rememberVerified(verifyToken: (token: string) => Promise<TokenClaims | undefined>, clock: Clock): (token: string) => Promise<TokenClaims | undefined> {
+  const verified = new LRUCache<string, TokenClaims>({ max: VERIFIED_TOKENS });
+  return async (token) => {
+    const known = verified.get(token);
+    if (known) {
+      if (known.expiresAtMs > clock.now()) return known;
+      verified.delete(token);
+      return undefined;
+    }
+    const claims = await verifyToken(token);
+    if (claims) verified.set(token, claims);
+    return claims;
   };
 }
 

@@ -2,28 +2,30 @@
  * In-place rollouts on the real test bed: a management cluster with the real Cluster API CRDs (MachineSet,
  * Machines with nodeRef; no CAPI controller runs), a guest cluster with KWOK (10 nodes), the upgrader and
  * the drainer, a real `kindling agent` process per node against its own scratch root (AgentFleet), and the
- * ignition server's contract served by IgnitionServerStandIn over HTTPS. An independent watcher sees every
- * Node event and checks that never more than maxUnavailable nodes are unavailable.
+ * real ignition server (its own process), which mints each pool token and renders each payload from a
+ * release image and the pool's MachineConfig; the upgrader fetches it with that token. An independent
+ * watcher sees every Node event and checks that never more than maxUnavailable nodes are unavailable.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { randomUUID } from 'node:crypto';
+import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import * as k8s from '@kubernetes/client-node';
 import { Registry } from 'prom-client';
 import { startCluster, installCapiCrds, type Cluster } from '../../test/bed/src/index.js';
-import { ANNOTATIONS, LABELS, tokenSecretName } from '../../api/src/keys.js';
-import { CAPI_GROUP } from '../../api/src/capi.js';
+import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
+import { CAPI_API_VERSION, CAPI_GROUP } from '../../api/src/capi.js';
 import { createLogger, type Logger } from '../../support/src/logger.js';
 import { Drainer } from '../../drainer/src/drainer.js';
-import { createTestMachine, createTestNode, eventually, testMachineSet } from '../../drainer/src/testing.js';
+import { createTestMachine, createTestNode, eventually, setTestNodeRef, testMachineSet } from '../../drainer/src/testing.js';
 import { GUEST_NAMESPACE } from './desired.js';
+import { isReady } from './select.js';
 import { CachedPayloadSource, IgnitionServerPayloadSource } from './payload.js';
-import { AgentFleet, AvailabilityWatcher, IgnitionServerStandIn, KINDLING_BIN } from './testing.js';
+import { STATE_DIR } from './agent/host.js';
+import { AgentFleet, AvailabilityWatcher, KINDLING_BIN, machineConfig, runIgnitionServer, tokenSecret, type IgnitionServerFixture } from './testing.js';
 import { InPlaceUpgrader } from './upgrader.js';
 
 const NS = 'default';
@@ -49,7 +51,7 @@ function payload(version: string, extraFiles: object[] = []): object {
 describe('in-place rollout', () => {
   let mgmt: Cluster;
   let guest: Cluster;
-  let standIn: IgnitionServerStandIn;
+  let ignition: IgnitionServerFixture;
   let fleet: AgentFleet;
   let watcher: AvailabilityWatcher;
   let rootsDir: string;
@@ -63,14 +65,14 @@ describe('in-place rollout', () => {
     (await custom.getNamespacedCustomObject({ group: CAPI_GROUP, version: 'v1beta2', namespace: NS, plural: 'machinesets', name: POOL })) as MachineSetLike;
   const annotateSet = (annotations: Record<string, string | null>): Promise<unknown> =>
     custom.patchNamespacedCustomObject({ group: CAPI_GROUP, version: 'v1beta2', namespace: NS, plural: 'machinesets', name: POOL, body: { metadata: { annotations } } }, merge);
-  const nodes = async (): Promise<k8s.V1Node[]> => (await core.listNode()).items.filter((n) => NODES.includes(n.metadata?.name ?? ''));
+  /** Every node of the guest cluster: all of them are the pool's. */
+  const nodes = async (): Promise<k8s.V1Node[]> => (await core.listNode()).items;
   const fileOn = (node: string, path: string): Promise<string> => readFile(join(fleet.rootOf(node), path), 'utf8');
 
-  /** What the nodepool-controller and the ignition server do for a new hash: token Secret, payload, target. */
+  /** What the nodepool-controller does for a new hash: the token Secret (the server mints and renders), the target. */
   async function target(hash: string, config: object, maxUnavailable?: string): Promise<void> {
-    const token = randomUUID();
-    await mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api).createNamespacedSecret({ namespace: NS, body: { metadata: { name: tokenSecretName(POOL, hash), labels: { [LABELS.nodePool]: POOL } }, stringData: { token } } });
-    standIn.serve({ pool: `${NS}/${POOL}`, hash, token, config });
+    const secret = tokenSecret({ namespace: NS, pool: POOL, hash, release: ignition.release, config: [machineConfig('50-test', config)] });
+    await mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api).createNamespacedSecret({ namespace: NS, body: secret });
     await annotateSet({ [ANNOTATIONS.targetConfigHash]: hash, ...(maxUnavailable ? { [ANNOTATIONS.maxUnavailable]: maxUnavailable } : {}) });
   }
 
@@ -102,9 +104,59 @@ describe('in-place rollout', () => {
     assert.notEqual((await machineSet()).metadata.annotations?.[ANNOTATIONS.currentConfigHash], 'h4');
   }
 
+  const patchSet = (body: object): Promise<unknown> =>
+    custom.patchNamespacedCustomObject({ group: CAPI_GROUP, version: 'v1beta2', namespace: NS, plural: 'machinesets', name: POOL, body }, merge);
+
+  /**
+   * A node joining the pool as Cluster API brings it: the Node registers (with `annotations`), and once it is
+   * Ready the watcher counts it (a node never Ready was never available) and its Machine gets the nodeRef.
+   */
+  async function joinNode(node: string, annotations: Record<string, string> = {}, opts = { machine: true }): Promise<void> {
+    await createTestNode(guest.kubeConfig, node, { [LABELS.zone]: `zone-${Number(node.slice(1)) % 3}` });
+    if (Object.keys(annotations).length > 0) await core.patchNode({ name: node, body: { metadata: { annotations } } }, merge);
+    await eventually(`${node} to be Ready`, async () => isReady(await core.readNode({ name: node })) || undefined);
+    watcher.track([node]);
+    if (opts.machine) await createTestMachine(mgmt.kubeConfig, { name: `${POOL}-${node}`, namespace: NS, cluster: 'tenant', machineSet: POOL, node });
+  }
+
+  /** Scales the MachineSet as the NodePool controller would; scaling down, Cluster API's part: Machines and Nodes go. */
+  async function scaleTo(replicas: number): Promise<void> {
+    await patchSet({ spec: { replicas } });
+    const objects = k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig);
+    for (const n of (await nodes()).map((x) => x.metadata?.name ?? '').filter((name) => Number(name.slice(1)) > replicas)) {
+      await objects.delete({ apiVersion: CAPI_API_VERSION, kind: 'Machine', metadata: { name: `${POOL}-${n}`, namespace: NS } });
+      await core.deleteNode({ name: n });
+    }
+  }
+
+  /** n11 (booted from the target) needed nothing; n12 (older payload) was drained and rebooted; n13 was never touched. */
+  async function assertJoinedNodes(): Promise<void> {
+    const ann = async (n: string): Promise<Record<string, string>> => (await core.readNode({ name: n })).metadata?.annotations ?? {};
+    const n11 = await ann('n11');
+    assert.equal(n11[ANNOTATIONS.desiredConfig], 'h6');
+    assert.equal(n11[ANNOTATIONS.desiredDrain], undefined, 'n11 was drained although its host held the target');
+    assert.equal(fleet.starts.get('n11'), 1, 'n11 was rebooted although its host held the target');
+    assert.equal((await ann('n12'))[ANNOTATIONS.lastAppliedDrain], 'uncordon-h6');
+    assert.ok((fleet.starts.get('n12') ?? 0) >= 2, "n12's agent never rebooted");
+    assert.equal((await ann('n13'))[ANNOTATIONS.desiredConfig], undefined, 'n13 was handed the target it was at');
+    assert.equal(fleet.starts.get('n13'), undefined, 'n13 got an agent');
+  }
+
+  /** The drain failure is on the node (annotation and Event), the drain is not marked done, nothing was applied. */
+  async function assertDrainGivenUp(node: string, hash: string): Promise<void> {
+    const ann = (await core.readNode({ name: node })).metadata?.annotations ?? {};
+    assert.equal(ann[ANNOTATIONS.desiredDrain], `drain-${hash}`);
+    assert.notEqual(ann[ANNOTATIONS.lastAppliedDrain], `drain-${hash}`);
+    assert.match(ann[ANNOTATIONS.drainFailure] ?? '', new RegExp(`^drain-${hash}: nodeDrainTimeout 3s reached`));
+    const events = await core.listNamespacedEvent({ namespace: 'default', fieldSelector: `involvedObject.name=${node},reason=DrainFailed` });
+    assert.equal(events.items.length, 1, 'no DrainFailed Event on the node');
+    assert.equal((await core.readNamespacedPod({ name: 'pinned', namespace: NS })).metadata?.deletionTimestamp, undefined);
+    assert.notEqual(await fileOn(node, '/etc/kindling/version'), 'v7', 'the config was applied without a drain');
+  }
+
   function startInProcess(): void {
     const registry = new Registry();
-    const payloads = new CachedPayloadSource(new IgnitionServerPayloadSource({ kubeConfig: mgmt.kubeConfig, url: standIn.url, caPem: standIn.caPem }));
+    const payloads = new CachedPayloadSource(new IgnitionServerPayloadSource({ kubeConfig: mgmt.kubeConfig, url: ignition.url, caPem: ignition.caPem }));
     upgrader = new InPlaceUpgrader({ kubeConfig: mgmt.kubeConfig, log, payloads, agentImage: 'kindling:test', registry, resyncMs: 2_000 });
     drainer = new Drainer({ kubeConfig: mgmt.kubeConfig, log, registry, defaultDrainTimeoutMs: 0 });
   }
@@ -114,8 +166,8 @@ describe('in-place rollout', () => {
     [guest] = await Promise.all([startCluster({ name: 'tenant', kwok: true, controllerManager: false, management: { cluster: mgmt, namespace: NS } }), installCapiCrds(mgmt)]);
     core = guest.kubeConfig.makeApiClient(k8s.CoreV1Api);
     custom = mgmt.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
-    standIn = new IgnitionServerStandIn();
-    await standIn.start();
+    rootsDir = await mkdtemp(join(tmpdir(), 'kindling-roots-'));
+    ignition = await runIgnitionServer({ kubeconfigPath: mgmt.kubeconfigPath, dir: join(rootsDir, 'ignition-server'), namespace: NS });
     const objects = k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig);
     await objects.create(testMachineSet({ name: POOL, namespace: NS, cluster: 'tenant', replicas: NODES.length, annotations: { [ANNOTATIONS.targetConfigHash]: 'h0', [ANNOTATIONS.currentConfigHash]: 'h0', [ANNOTATIONS.maxUnavailable]: '3' } }));
     await Promise.all(
@@ -126,7 +178,6 @@ describe('in-place rollout', () => {
         await createTestMachine(mgmt.kubeConfig, { name: `${POOL}-${name}`, namespace: NS, cluster: 'tenant', machineSet: POOL, node: name });
       }),
     );
-    rootsDir = await mkdtemp(join(tmpdir(), 'kindling-roots-'));
     fleet = new AgentFleet({ guest: guest.kubeConfig, kubeconfigPath: guest.kubeconfigPath, rootsDir });
     await fleet.start();
     watcher = new AvailabilityWatcher(guest.kubeConfig, NODES);
@@ -138,7 +189,7 @@ describe('in-place rollout', () => {
 
   after(async () => {
     watcher?.stop();
-    await Promise.all([upgrader?.stop(), drainer?.stop(), fleet?.stop(), standIn?.stop()]);
+    await Promise.all([upgrader?.stop(), drainer?.stop(), fleet?.stop(), ignition?.stop()]);
     await Promise.all([guest?.stop(), mgmt?.stop()]);
     if (rootsDir) await rm(rootsDir, { recursive: true, force: true });
   });
@@ -201,15 +252,73 @@ describe('in-place rollout', () => {
     assert.ok(watcher.max <= 3, `${watcher.max} nodes were unavailable at once`);
   });
 
+  it('when the pool is scaled up mid-rollout, it should update only the joined nodes that need it, and complete once every Machine has a node at the target', async () => {
+    watcher.reset();
+    await target('h6', payload('v6'), '3');
+    const first = await eventually('a node at h6 while others are not yet', async () => {
+      const ns = await nodes();
+      const at = ns.filter((n) => n.metadata?.annotations?.[ANNOTATIONS.currentConfig] === 'h6');
+      return at.length > 0 && at.length < ns.length ? (at[0]?.metadata?.name ?? '') : undefined;
+    }, 120_000, 100);
+    await scaleTo(NODES.length + 3);
+    // n11 booted from the target's payload: its root is a copy of a node at h6 (without the agent's state), and
+    // like any freshly booted node it carries no currentConfig. n13 joins with currentConfig already at h6.
+    for (const joiner of ['n11', 'n13']) await cp(fleet.rootOf(first), fleet.rootOf(joiner), { recursive: true, filter: (src) => !src.startsWith(join(fleet.rootOf(first), STATE_DIR)) });
+    await joinNode('n11');
+    await joinNode('n13', { [ANNOTATIONS.currentConfig]: 'h6', [ANNOTATIONS.state]: 'Done' });
+    // n12's Machine is still provisioning: it may boot an older payload, so the rollout must wait for its node.
+    await createTestMachine(mgmt.kubeConfig, { name: `${POOL}-n12`, namespace: NS, cluster: 'tenant', machineSet: POOL });
+    const progress = await eventually('every node with a Machine at h6, the provisioning one pending', async () => {
+      const ann = (await machineSet()).metadata.annotations ?? {};
+      return ann[ANNOTATIONS.inPlaceProgress] === '12 of 13 updated' ? ann : undefined;
+    }, 120_000, 200);
+    assert.notEqual(progress[ANNOTATIONS.currentConfigHash], 'h6', 'the rollout completed while a Machine had no node');
+    // n12 booted from an older payload (an empty root here): it needs the full update, drain and reboot.
+    await joinNode('n12', {}, { machine: false });
+    await setTestNodeRef(mgmt.kubeConfig, { name: `${POOL}-n12`, namespace: NS, node: 'n12' });
+    await completed('h6');
+    assert.ok(watcher.max <= 3, `${watcher.max} nodes were unavailable at once`);
+    await assertAllAt('h6', 'v6');
+    await assertJoinedNodes();
+    await scaleTo(NODES.length);
+  });
+
+  it('when a pod can never be evicted and nodeDrainTimeout is reached, it should report it on the node, not mark it drained, and halt the rollout with the reason; once cleared, it should go on', async () => {
+    const policy = guest.kubeConfig.makeApiClient(k8s.PolicyV1Api);
+    // n01 is among the first nodes picked (one per zone, then by name). Its pod's PDB allows no disruption.
+    await core.createNamespacedPod({ namespace: NS, body: { metadata: { name: 'pinned', labels: { app: 'pinned' } }, spec: { nodeName: 'n01', containers: [{ name: 'c', image: 'x' }] } } });
+    await policy.createNamespacedPodDisruptionBudget({ namespace: NS, body: { metadata: { name: 'pinned' }, spec: { maxUnavailable: 0, selector: { matchLabels: { app: 'pinned' } } } } });
+    await patchSet({ spec: { template: { spec: { deletion: { nodeDrainTimeoutSeconds: 3 } } } } });
+    watcher.reset();
+    await target('h7', payload('v7'), '3');
+    const failure = await eventually('the rollout to halt', async () => (await machineSet()).metadata.annotations?.[ANNOTATIONS.inPlaceFailure], 120_000, 200);
+    assert.match(failure, /^n01: drain failed: nodeDrainTimeout 3s reached with 1 pod\(s\) not evicted: default\/pinned/);
+    await assertDrainGivenUp('n01', 'h7');
+    // Nodes handed out before the timeout (capacity freed by finished ones) finish; the halt starts no other.
+    const handedH7 = async (): Promise<string[]> => (await nodes()).filter((n) => n.metadata?.annotations?.[ANNOTATIONS.desiredConfig] === 'h7').map((n) => n.metadata?.name ?? '').sort();
+    const atHalt = await handedH7();
+    assert.ok(atHalt.includes('n01') && atHalt.length >= 3, `nodes handed h7 by the halt: ${atHalt.join(', ')}`);
+    await eventually('the other nodes in flight to finish', async () => (await machineSet()).metadata.annotations?.[ANNOTATIONS.inPlaceProgress] === `${atHalt.length - 1} of 10 updated`, 120_000, 200);
+    assert.deepEqual(await handedH7(), atHalt, 'no node was handed h7 after the halt');
+
+    // The operator's fix: the pod goes, the timeout is lifted, the failure is cleared; the drain is retried.
+    await core.deleteNamespacedPod({ name: 'pinned', namespace: NS, gracePeriodSeconds: 0 });
+    await policy.deleteNamespacedPodDisruptionBudget({ name: 'pinned', namespace: NS });
+    await patchSet({ spec: { template: { spec: { deletion: null } } } });
+    await core.patchNode({ name: 'n01', body: { metadata: { annotations: { [ANNOTATIONS.drainFailure]: null } } } }, merge);
+    const ms = await completed('h7');
+    assert.equal(ms.metadata.annotations?.[ANNOTATIONS.inPlaceFailure], undefined);
+    await assertAllAt('h7', 'v7');
+    assert.ok(watcher.max <= 3, `${watcher.max} nodes were unavailable at once`);
+  });
+
   it('when the upgrader, the drainer and agents are SIGKILLed at random moments mid-rollout, it should still complete with the invariants held', async () => {
     await Promise.all([upgrader?.stop(), drainer?.stop()]);
     upgrader = undefined;
     drainer = undefined;
-    const caFile = join(rootsDir, 'ignition-ca.pem');
-    await writeFile(caFile, standIn.caPem);
     const common = ['--kubeconfig', mgmt.kubeconfigPath, '--leader-elect=false', '--log-level', 'error'];
     const commands: Record<'upgrader' | 'drainer', string[]> = {
-      upgrader: ['inplace-upgrader', ...common, '--ignition-url', standIn.url, '--ignition-ca-file', caFile, '--resync', '2s'],
+      upgrader: ['inplace-upgrader', ...common, '--ignition-url', ignition.url, '--ignition-ca-file', ignition.caFile, '--resync', '2s'],
       drainer: ['drainer', ...common],
     };
     const procs = new Map<string, ChildProcess>();
@@ -219,8 +328,8 @@ describe('in-place rollout', () => {
     const kills: string[] = [];
     try {
       watcher.reset();
-      await target('h6', payload('v6'), '3');
-      const done = completed('h6', 180_000);
+      await target('h8', payload('v8'), '3');
+      const done = completed('h8', 180_000);
       let finished = false;
       void done.then(() => (finished = true), () => undefined);
       await killAtRandom({ kills, isFinished: () => finished, fleet, log, kill: (kind) => {
@@ -236,7 +345,7 @@ describe('in-place rollout', () => {
     assert.ok(real.length >= 5, `only ${real.length} kills happened before the rollout completed: ${kills.join(', ')}`);
     assert.ok(real.some((k) => k.startsWith('agent ')) && real.includes('upgrader') && real.includes('drainer'), `not every kind was killed: ${kills.join(', ')}`);
     assert.ok(watcher.max <= 3, `${watcher.max} nodes were unavailable at once`);
-    await assertAllAt('h6', 'v6');
+    await assertAllAt('h8', 'v8');
   });
 });
 

@@ -131,4 +131,12 @@ describe('planRollout', () => {
     assert.equal(plan.complete, true);
     assert.equal(plan.progress, '2 of 2 updated');
   });
+
+  it('when every node is done but a Machine has no Node yet, it should not be complete, and the Machine should take no capacity', () => {
+    const plan = planRollout([view('a', 'done'), view('b', 'idle')], T, 1, 1);
+    assert.equal(plan.complete, false);
+    assert.equal(plan.progress, '1 of 3 updated');
+    assert.deepEqual(plan.start, ['b']);
+    assert.equal(planRollout([view('a', 'done')], T, 1, 1).complete, false);
+  });
 });

@@ -117,6 +117,7 @@ class ZoneCount {
 }
 
 export interface RolloutPlan {
+  /** Nodes, plus Machines that have no Node yet. */
   total: number;
   done: number;
   /** The first degraded node (by name): the rollout is halted on it. */
@@ -129,19 +130,24 @@ export interface RolloutPlan {
   progress: string;
 }
 
-export function planRollout(nodes: readonly NodeView[], target: string, maxUnavailable: number): RolloutPlan {
+/**
+ * `pending`: the MachineSet's Machines without a Node yet (provisioning, or a Node gone). They block
+ * completion: a Machine created before the target moved may boot an older payload, and current = target
+ * is a claim about every node of the set. They take no capacity: they never were available.
+ */
+export function planRollout(nodes: readonly NodeView[], target: string, maxUnavailable: number, pending = 0): RolloutPlan {
   const done = nodes.filter((n) => n.phase === 'done').length;
   const degraded = nodes.filter((n) => n.phase === 'degraded').sort((a, b) => a.name.localeCompare(b.name))[0];
   const retarget = nodes.filter((n) => n.phase === 'updating' && n.desiredConfig !== target).map((n) => n.name).sort();
   const busy = nodes.filter((n) => n.phase === 'updating' || n.phase === 'degraded' || n.unavailable).length;
   const start = degraded ? [] : pickNodes(nodes, maxUnavailable - busy);
   return {
-    total: nodes.length,
+    total: nodes.length + pending,
     done,
     halted: degraded ? { node: degraded.name, reason: degraded.reason ?? '' } : undefined,
     retarget,
     start,
-    complete: done === nodes.length,
-    progress: `${done} of ${nodes.length} updated`,
+    complete: done === nodes.length && pending === 0,
+    progress: `${done} of ${nodes.length + pending} updated`,
   };
 }

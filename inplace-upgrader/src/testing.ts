@@ -1,64 +1,82 @@
 /**
  * Helpers for the in-place integration tests and the benchmark (not shipped in any command).
  *
- * - IgnitionServerStandIn: a real HTTPS server, in the test process, answering GET /ignition the way the
- *   ignition server's contract says (bearer token of the pool's token Secret, NodePool and
- *   TargetConfigVersionHash headers → 200 with the config; else 401/403/404). It stands in for
- *   ignition-server/, which is being built in parallel; the upgrader reaches it across a real socket.
+ * - runIgnitionServer: the real ignition server, `kindling ignition-server` as its own process against the
+ *   management cluster, serving HTTPS under a CA made for the test, with a release image built by the code
+ *   of `kindling release build` into an OCI layout. The test plays the nodepool-controller with
+ *   tokenSecret(); the server mints the token and generates the payload; the upgrader fetches it with the
+ *   pool's token, exactly as in production.
  * - AgentFleet: plays the kubelet for agent Pods. KWOK marks a Pod Running but runs nothing, so for each
  *   agent Pod the fleet runs a real `kindling agent` child process for that node against the node's own
  *   scratch root, restarts it whenever it exits (a simulated reboot exits it), and kills it when the Pod goes.
  * - AvailabilityWatcher: an independent watch on every Node event, counting the unavailable nodes.
  */
-import { createServer, type Server } from 'node:https';
-import type { AddressInfo } from 'node:net';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdir } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
-import { ANNOTATIONS, IGNITION_HEADERS, LABELS, NODE_STATES } from '../../api/src/keys.js';
+import { ANNOTATIONS, LABELS, NODE_STATES, SECRET_KEYS, tokenSecretName } from '../../api/src/keys.js';
 import { createCertificateAuthority } from '../../support/src/pki.js';
+import { buildRelease, writeLayoutDir } from '../../ignition-server/src/release/build.js';
+import { ecKeyPem, writeReleaseFolder } from '../../ignition-server/src/testing.js';
+import { freePort, ManagedProcess, waitForPort } from '../../test/bed/src/index.js';
 import { GUEST_NAMESPACE } from './desired.js';
 import { isReady } from './select.js';
 
 export const KINDLING_BIN = fileURLToPath(new URL('../../../bin/kindling.js', import.meta.url));
 
-export class IgnitionServerStandIn {
-  readonly requests: { pool: string; hash: string; status: number }[] = [];
-  caPem = '';
-  url = '';
-  #server: Server | undefined;
-  #configs = new Map<string, { token: string; pool: string; config: object }>();
+export interface IgnitionServerFixture {
+  /** Base URL of /ignition. */
+  url: string;
+  caPem: string;
+  /** The CA in a file, for the upgrader's --ignition-ca-file. */
+  caFile: string;
+  /** Reference of the release image (an OCI layout), for tokenSecret(). */
+  release: string;
+  stop(): Promise<void>;
+}
 
-  /** Serves `config` for `pool` (ns/name) at `hash` to whoever presents `token`. */
-  serve(opts: { pool: string; hash: string; token: string; config: object }): void {
-    this.#configs.set(opts.hash, opts);
-  }
+/** Starts the real ignition server in `dir` (its keys, release, payload cache and log), watching `namespace`. */
+export async function runIgnitionServer(opts: { kubeconfigPath: string; dir: string; namespace: string }): Promise<IgnitionServerFixture> {
+  const { dir } = opts;
+  await mkdir(dir, { recursive: true });
+  const ca = await createCertificateAuthority('ignition serving CA');
+  const serving = await ca.issue({ commonName: '127.0.0.1', ipAddresses: ['127.0.0.1'], usage: 'server' });
+  const file = (name: string): string => join(dir, name);
+  await Promise.all([
+    writeFile(file('ca.pem'), ca.certPem),
+    writeFile(file('tls.crt'), serving.certPem),
+    writeFile(file('tls.key'), serving.keyPem),
+    writeFile(file('signing.pem'), ecKeyPem()),
+    buildRelease(await writeReleaseFolder(file('release-src')), 'v1').then((image) => writeLayoutDir(image, file('release'))),
+  ]);
+  const [port, opsPort] = [await freePort(), await freePort()];
+  const proc = new ManagedProcess({
+    name: 'ignition-server',
+    command: process.execPath,
+    logFile: file('ignition-server.log'),
+    args: [
+      KINDLING_BIN, 'ignition-server', '--kubeconfig', opts.kubeconfigPath, '--leader-elect=false', '--namespace', opts.namespace,
+      '--serving-address', `127.0.0.1:${port}`, '--ops-address', `127.0.0.1:${opsPort}`, '--tls-cert-file', file('tls.crt'),
+      '--tls-key-file', file('tls.key'), '--signing-key-file', file('signing.pem'), '--cache-dir', file('cache'),
+    ],
+  });
+  await waitForPort(port, proc, 30_000);
+  return { url: `https://127.0.0.1:${port}`, caPem: ca.certPem, caFile: file('ca.pem'), release: `oci:${file('release')}:v1`, stop: () => proc.stop() };
+}
 
-  async start(): Promise<void> {
-    const ca = await createCertificateAuthority('ignition-stand-in-ca');
-    const cert = await ca.issue({ commonName: '127.0.0.1', ipAddresses: ['127.0.0.1'], usage: 'server' });
-    this.caPem = ca.certPem;
-    this.#server = createServer({ cert: cert.certPem, key: cert.keyPem }, (req, res) => {
-      const pool = String(req.headers[IGNITION_HEADERS.nodePool.toLowerCase()] ?? '');
-      const hash = String(req.headers[IGNITION_HEADERS.targetConfigVersionHash.toLowerCase()] ?? '');
-      const entry = this.#configs.get(hash);
-      let status = 200;
-      if (req.url !== '/ignition') status = 404;
-      else if (!entry || req.headers.authorization !== `Bearer ${entry.token}`) status = 401;
-      else if (entry.pool !== pool) status = 403;
-      this.requests.push({ pool, hash, status });
-      res.writeHead(status, { 'Content-Type': 'application/vnd.coreos.ignition+json' });
-      res.end(status === 200 ? JSON.stringify(entry?.config) : '');
-    });
-    await new Promise<void>((r) => this.#server?.listen(0, '127.0.0.1', r));
-    this.url = `https://127.0.0.1:${(this.#server.address() as AddressInfo).port}`;
-  }
+/** The token Secret of a pool at a hash, as the nodepool-controller writes it: the server mints its token. */
+export function tokenSecret(opts: { namespace: string; pool: string; hash: string; release: string; config: object[] }): k8s.V1Secret {
+  return {
+    metadata: { name: tokenSecretName(opts.pool, opts.hash), namespace: opts.namespace, labels: { [LABELS.tokenSecret]: 'true', [LABELS.nodePool]: opts.pool, [LABELS.configHash]: opts.hash } },
+    stringData: { [SECRET_KEYS.release]: opts.release, [SECRET_KEYS.config]: JSON.stringify(opts.config), [SECRET_KEYS.pool]: `${opts.namespace}/${opts.pool}` },
+  };
+}
 
-  async stop(): Promise<void> {
-    await new Promise<void>((r) => (this.#server ? this.#server.close(() => r()) : r()));
-  }
+/** A MachineConfig document carrying an Ignition config: what a pool's config ConfigMap holds. */
+export function machineConfig(name: string, config: object): object {
+  return { apiVersion: 'machineconfiguration.openshift.io/v1', kind: 'MachineConfig', metadata: { name }, spec: { config } };
 }
 
 export interface FleetOptions {
@@ -170,6 +188,11 @@ export class AvailabilityWatcher {
   stop(): void {
     this.#stopped = true;
     this.#request?.abort();
+  }
+
+  /** Counts these nodes too from now on: nodes that joined, once Ready (a joining node never was available). */
+  track(names: Iterable<string>): void {
+    for (const name of names) this.#nodes.add(name);
   }
 
   /** Starts the count again (between rollouts). */

@@ -186,8 +186,9 @@ export class InPlaceUpgrader {
 
   async #rollOut(ctx: RolloutContext): Promise<ReconcileResult | void> {
     const { session, ms, target, log } = ctx;
-    const views = this.#nodesOf(ms, session).map((n) => classifyNode(n, target, this.#expectation(session, n)));
-    const plan = planRollout(views, target, resolveMaxUnavailable(ms.metadata.annotations?.[ANNOTATIONS.maxUnavailable], views.length));
+    const { nodes, pending } = this.#nodesOf(ms, session);
+    const views = nodes.map((n) => classifyNode(n, target, this.#expectation(session, n)));
+    const plan = planRollout(views, target, resolveMaxUnavailable(ms.metadata.annotations?.[ANNOTATIONS.maxUnavailable], views.length), pending);
     if (plan.complete) {
       await this.#cleanUp(session, ctx.pool);
       await this.#writeStatus(ms, { current: target });
@@ -200,15 +201,20 @@ export class InPlaceUpgrader {
     return { requeueAfterMs: this.#opts.resyncMs ?? 30_000 };
   }
 
-  /** The MachineSet's nodes: its Machines (label set-name) that have a Node (status.nodeRef). */
-  #nodesOf(ms: MS, session: Session): k8s.V1Node[] {
-    return this.#machines
-      .list(ms.metadata.namespace)
-      .filter((m) => m.metadata.labels?.[LABELS.capiSetName] === ms.metadata.name && m.spec.clusterName === ms.spec.clusterName)
-      .flatMap((m) => {
-        const node = m.status?.nodeRef?.name ? session.nodes.get(m.status.nodeRef.name) : undefined;
-        return node ? [node] : [];
-      });
+  /**
+   * The MachineSet's nodes: the Nodes (status.nodeRef) of its Machines (label set-name); and how many of
+   * those Machines have no Node yet, leaving out Machines being deleted (scaled down: they will have none).
+   */
+  #nodesOf(ms: MS, session: Session): { nodes: k8s.V1Node[]; pending: number } {
+    const nodes: k8s.V1Node[] = [];
+    let pending = 0;
+    for (const m of this.#machines.list(ms.metadata.namespace)) {
+      if (m.metadata.labels?.[LABELS.capiSetName] !== ms.metadata.name || m.spec.clusterName !== ms.spec.clusterName) continue;
+      const node = m.status?.nodeRef?.name ? session.nodes.get(m.status.nodeRef.name) : undefined;
+      if (node) nodes.push(node);
+      else if (!m.metadata.deletionTimestamp) pending++;
+    }
+    return { nodes, pending };
   }
 
   #expectation(session: Session, node: k8s.V1Node): string | undefined {

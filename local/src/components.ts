@@ -2,6 +2,9 @@
  * Kindling's components in the local environment: each runs as its own process against the management
  * cluster (the deployables as `kindling <command>`, plus the local providers), logging to
  * <state>/logs/<name>.log. A deployable is started only once its command exists in the CLI.
+ * The deployables run as in production: with their own ServiceAccount's token and the RBAC of deploy/
+ * (credentials.ts), electing a leader through their Lease. The local providers keep the admin credentials:
+ * they stand for the infrastructure provider, not for Kindling.
  */
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -9,6 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { COMMANDS } from '../../cli/src/commands.js';
 import { ManagedProcess, type Cluster } from '../../test/bed/src/index.js';
 import type { IgnitionFiles } from './environment.js';
+import { componentKubeconfigs } from './credentials.js';
 
 const KINDLING = fileURLToPath(new URL('../../../bin/kindling.js', import.meta.url));
 const PROVIDERS = fileURLToPath(new URL('./providers/main.js', import.meta.url));
@@ -24,16 +28,18 @@ export interface ComponentEnv {
   ignition: IgnitionFiles;
 }
 
+/** What a launch needs besides the environment: each component's kubeconfig (component name → path). */
+type LaunchEnv = ComponentEnv & { kubeconfigs: Record<string, string> };
+
 interface ComponentLaunch {
   name: string;
   /** Arguments after `node`: the script and what it runs. */
-  argv: (env: ComponentEnv) => string[];
+  argv: (env: LaunchEnv) => string[];
 }
 
 const kindling = (command: string, flags: (env: ComponentEnv) => string[]): ComponentLaunch => ({
   name: command,
-  // One replica each: no leader election needed locally.
-  argv: (env) => [KINDLING, command, `--kubeconfig=${env.mgmt.kubeconfigPath}`, '--leader-elect=false', ...flags(env)],
+  argv: (env) => [KINDLING, command, `--kubeconfig=${env.kubeconfigs[command] ?? ''}`, ...flags(env)],
 });
 
 const LAUNCHES: ComponentLaunch[] = [
@@ -43,6 +49,8 @@ const LAUNCHES: ComponentLaunch[] = [
     `--tls-key-file=${i.keyFile}`,
     `--signing-key-file=${i.signingKeyFile}`,
     `--cache-dir=${i.cacheDir}`,
+    // The local registry's certificate comes from the same CA as the ignition server's.
+    `--registry-ca-file=${i.caFile}`,
   ]),
   kindling('nodepool-controller', ({ ignition: i }) => [`--ignition-endpoint=127.0.0.1:${i.port}`, `--ignition-ca-file=${i.caFile}`]),
   kindling('inplace-upgrader', ({ ignition: i }) => [`--ignition-url=https://127.0.0.1:${i.port}`, `--ignition-ca-file=${i.caFile}`, '--agent-image=kindling:local']),
@@ -50,7 +58,8 @@ const LAUNCHES: ComponentLaunch[] = [
   { name: 'local-providers', argv: (env) => [PROVIDERS, `--kubeconfig=${env.mgmt.kubeconfigPath}`, `--state-dir=${env.stateDir}`] },
 ];
 
-export async function startComponents(env: ComponentEnv): Promise<RunningComponent[]> {
+export async function startComponents(componentEnv: ComponentEnv): Promise<RunningComponent[]> {
+  const env: LaunchEnv = { ...componentEnv, kubeconfigs: await componentKubeconfigs(componentEnv.mgmt, componentEnv.stateDir) };
   const logs = join(env.stateDir, 'logs');
   await mkdir(logs, { recursive: true });
   const available = new Set(COMMANDS.map((c) => c.name));

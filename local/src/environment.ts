@@ -1,7 +1,8 @@
 /**
  * What the local environment prepares besides clusters: the ignition server's serving certificate and
- * token-signing key (kept in the state folder, so a restart serves the same tokens), the sample release images
- * built by Kindling's release tool, and the sample tenant (local/samples.yaml).
+ * token-signing key (kept in the state folder, so a restart serves the same tokens), a real OCI registry
+ * (Debian `docker-registry`) holding the sample release images built by Kindling's release tool, and the
+ * sample tenant (local/samples.yaml).
  */
 import { access, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { generateKeyPairSync } from 'node:crypto';
@@ -12,8 +13,8 @@ import { FIELD_MANAGERS } from '../../api/src/keys.js';
 import { createApplier } from '../../support/src/apply.js';
 import { parseManifests } from '../../support/src/manifests.js';
 import { loadCertificateAuthority } from '../../support/src/pki.js';
-import { buildRelease, writeLayoutDir } from '../../ignition-server/src/release/build.js';
-import { freePort, type Cluster } from '../../test/bed/src/index.js';
+import { buildRelease, pushRelease } from '../../ignition-server/src/release/build.js';
+import { freePort, ManagedProcess, waitForPort, type Cluster } from '../../test/bed/src/index.js';
 
 const LOCAL_DIR = fileURLToPath(new URL('../../../local/', import.meta.url));
 export const SAMPLE_RELEASES = ['1.36.2', '1.36.3'] as const;
@@ -29,6 +30,14 @@ export interface IgnitionFiles {
   cacheDir: string;
 }
 
+/** A loopback port chosen once and kept in the folder: what hosts and pools were given must stay valid. */
+async function keptPort(dir: string): Promise<number> {
+  const file = join(dir, 'port');
+  const port = (await exists(file)) ? Number(await readFile(file, 'utf8')) : await freePort();
+  await writeFile(file, String(port));
+  return port;
+}
+
 /** The ignition server's port, certificate and signing key; made once, then reused so hosts and tokens stay valid. */
 export async function ignitionFiles(stateDir: string, mgmt: Cluster): Promise<IgnitionFiles> {
   const dir = join(stateDir, 'ignition-server');
@@ -41,9 +50,7 @@ export async function ignitionFiles(stateDir: string, mgmt: Cluster): Promise<Ig
     signingKeyFile: join(dir, 'signing-key.pem'),
     cacheDir: join(dir, 'cache'),
   };
-  const portFile = join(dir, 'port');
-  files.port = (await exists(portFile)) ? Number(await readFile(portFile, 'utf8')) : await freePort();
-  await writeFile(portFile, String(files.port));
+  files.port = await keptPort(dir);
   if (await exists(files.signingKeyFile)) return files;
   const ca = await loadCertificateAuthority(mgmt.ca);
   const serving = await ca.issue({ commonName: 'kindling-ignition-server', ipAddresses: ['127.0.0.1'], dnsNames: ['localhost'], usage: 'server' });
@@ -55,13 +62,51 @@ export async function ignitionFiles(stateDir: string, mgmt: Cluster): Promise<Ig
   return files;
 }
 
-/** Builds the sample releases (local/releases/<version>) into OCI image layouts; returns version → reference. */
-export async function sampleReleases(stateDir: string): Promise<Record<string, string>> {
+export interface LocalRegistry {
+  /** host:port of the registry, for image references. */
+  host: string;
+  process: ManagedProcess;
+}
+
+/**
+ * A real OCI registry over TLS (certificate from the management cluster's CA, which the ignition server is
+ * told to trust), with its storage, port and certificate kept in the state folder. Pulls and pushes are
+ * anonymous: the pull-secret and token-auth paths are covered by the ignition server's own tests.
+ */
+export async function startRegistry(stateDir: string, mgmt: Cluster): Promise<LocalRegistry> {
+  const dir = join(stateDir, 'registry');
+  await mkdir(join(dir, 'data'), { recursive: true });
+  const port = await keptPort(dir);
+  if (!(await exists(join(dir, 'tls.key')))) {
+    const ca = await loadCertificateAuthority(mgmt.ca);
+    const serving = await ca.issue({ commonName: 'kindling-local-registry', ipAddresses: ['127.0.0.1'], dnsNames: ['localhost'], usage: 'server' });
+    await writeFile(join(dir, 'tls.crt'), serving.certPem);
+    await writeFile(join(dir, 'tls.key'), serving.keyPem, { mode: 0o600 });
+  }
+  const config = [
+    'version: 0.1',
+    'log: {level: warn}',
+    `storage: {filesystem: {rootdirectory: ${join(dir, 'data')}}}`,
+    `http: {addr: "127.0.0.1:${port}", secret: kindling-local, tls: {certificate: ${join(dir, 'tls.crt')}, key: ${join(dir, 'tls.key')}}}`,
+  ].join('\n');
+  await writeFile(join(dir, 'config.yml'), `${config}\n`);
+  await mkdir(join(stateDir, 'logs'), { recursive: true });
+  const proc = new ManagedProcess({ name: 'docker-registry', command: '/usr/bin/docker-registry', args: ['serve', join(dir, 'config.yml')], logFile: join(stateDir, 'logs', 'registry.log') });
+  await waitForPort(port, proc);
+  return { host: `127.0.0.1:${port}`, process: proc };
+}
+
+/**
+ * Builds the sample releases (local/releases/<version>) and pushes them to the registry; returns version →
+ * reference. The build is reproducible (fixed timestamps and owners), so pushing again on a restart stores the
+ * same digests and regenerates nothing.
+ */
+export async function sampleReleases(registry: LocalRegistry, caPem: string): Promise<Record<string, string>> {
   const refs: Record<string, string> = {};
   for (const version of SAMPLE_RELEASES) {
-    const dir = join(stateDir, 'releases', `kindling-${version}`);
-    if (!(await exists(join(dir, 'index.json')))) await writeLayoutDir(await buildRelease(join(LOCAL_DIR, 'releases', version), version), dir);
-    refs[version] = `oci:${dir}:${version}`;
+    const image = await buildRelease(join(LOCAL_DIR, 'releases', version), version);
+    await pushRelease(image, registry.host, 'kindling/release', { ca: caPem, tag: version });
+    refs[version] = `${registry.host}/kindling/release:${version}`;
   }
   return refs;
 }

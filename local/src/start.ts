@@ -6,6 +6,7 @@
  */
 import { mkdir, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
 import { formatHelp, parseConfig, ConfigError } from '../../support/src/config.js';
 import {
@@ -19,7 +20,7 @@ import {
   type CapiManager,
 } from '../../test/bed/src/index.js';
 import { startComponents, type RunningComponent } from './components.js';
-import { applySamples, ignitionFiles, sampleReleases, SAMPLE_RELEASES } from './environment.js';
+import { applySamples, ignitionFiles, sampleReleases, startRegistry, SAMPLE_RELEASES, type LocalRegistry } from './environment.js';
 import { LOCAL_CRD_DIR } from './crds.js';
 import { waitForPools } from './pools.js';
 
@@ -53,6 +54,8 @@ interface Environment {
   mgmt: Cluster;
   guest: Cluster;
   capi?: CapiManager;
+  registry?: LocalRegistry;
+  releases?: Record<string, string>;
   components: RunningComponent[];
   ignitionPort?: number;
 }
@@ -76,7 +79,10 @@ async function bringUp(cfg: Config): Promise<Environment> {
     env.capi = await step('Cluster API core manager v1.14.2 (webhooks registered)', () => startCapiManager(mgmt));
     const ignition = await step('ignition serving certificate, signing key', () => ignitionFiles(stateDir, mgmt));
     env.ignitionPort = ignition.port;
-    const releases = await step(`release images ${SAMPLE_RELEASES.join(', ')} (kindling release build)`, () => sampleReleases(stateDir));
+    env.registry = await step('OCI registry (docker-registry, TLS)', () => startRegistry(stateDir, mgmt));
+    const registry = env.registry;
+    const releases = await step(`release images ${SAMPLE_RELEASES.join(', ')} (kindling release build, pushed)`, () => sampleReleases(registry, mgmt.ca.certPem));
+    env.releases = releases;
     env.components = await step('Kindling components and local providers', () => startComponents({ mgmt, stateDir, ignition }));
     if (cfg.samples) {
       await step('sample tenant (Cluster, LocalControlPlane, NodePools inplace ×3 and replace ×2)', () =>
@@ -94,6 +100,7 @@ async function bringUp(cfg: Config): Promise<Environment> {
 async function tearDown(env: Partial<Environment>): Promise<void> {
   for (const c of env.components ?? []) await c.process.stop();
   await env.capi?.stop();
+  await env.registry?.process.stop();
   await env.guest?.stop();
   await env.mgmt?.stop();
 }
@@ -105,14 +112,18 @@ function summary(env: Environment, stateDir: string, namespace: string): void {
   out(`  management kubeconfig: ${env.mgmt.kubeconfigPath}`);
   out(`  guest kubeconfig:      ${env.guest.kubeconfigPath}`);
   out(`  ignition endpoint:     https://127.0.0.1:${env.ignitionPort ?? '?'}/ignition`);
+  out(`  release registry:      https://${env.registry?.host ?? '?'} (${Object.values(env.releases ?? {}).join(', ')})`);
   out(`  host roots:            ${join(stateDir, 'hosts')}`);
   out(`  state and logs:        ${stateDir}`);
   for (const c of env.components) out(`  ${c.name.padEnd(22)} log: ${c.process.logFile}`);
   out('');
+  const kindling = `KUBECONFIG=${env.mgmt.kubeconfigPath} ${fileURLToPath(new URL('../../../bin/kindling.js', import.meta.url))}`;
+  const next = env.releases?.[SAMPLE_RELEASES[1]] ?? '<release image>';
   out('Try:');
   out(`  ${kubectl} --kubeconfig ${env.mgmt.kubeconfigPath} get nodepools -A`);
-  out(`  ${kubectl} --kubeconfig ${env.mgmt.kubeconfigPath} -n ${namespace} get machines,localmachines`);
-  out(`  ${kubectl} --kubeconfig ${env.guest.kubeconfigPath} get nodes`);
+  out(`  ${kindling} status --watch`);
+  out(`  ${kindling} plan ${namespace}/inplace --release ${next}`);
+  out(`  ${kubectl} --kubeconfig ${env.mgmt.kubeconfigPath} -n ${namespace} patch np inplace --type merge -p '{"spec":{"release":{"image":"${next}"}}}'`);
   out('');
   out('Ctrl-C stops everything.');
 }
@@ -127,7 +138,7 @@ function untilStopped(env: Environment): Promise<string> {
     };
     process.once('SIGINT', () => stop('SIGINT'));
     process.once('SIGTERM', () => stop('SIGTERM'));
-    const all = [...env.components.map((c) => c.process), ...env.mgmt.processes, ...env.guest.processes, ...(env.capi ? [env.capi.process] : [])];
+    const all = [...env.components.map((c) => c.process), ...env.mgmt.processes, ...env.guest.processes, ...(env.capi ? [env.capi.process] : []), ...(env.registry ? [env.registry.process] : [])];
     for (const p of all) {
       void p.exited.then((code) => {
         if (stopping) return;

@@ -2,6 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { desiredMachineDeployment, desiredMachineHealthCheck, desiredMachinePropagation, desiredMachineSet, desiredReplicas, durationSeconds, resolveMaxUnavailable } from './capi.js';
 import { assertGolden } from './golden.js';
+import { ANNOTATIONS } from '../../api/src/keys.js';
 import { sampleInPlacePool, samplePool } from './fixtures.js';
 
 const opts = { hash: '0123456789abcdef', version: 'v1.36.3' };
@@ -85,6 +86,17 @@ describe('durationSeconds', () => {
 describe('desiredMachineHealthCheck', () => {
   it('when autoRepair is on, it should select the pool with sane defaults (golden)', () => {
     assertGolden('machinehealthcheck.json', desiredMachineHealthCheck(sampleInPlacePool()));
+  });
+
+  it('when the pool carries a health-check timeout annotation, it should use it; a malformed one keeps the default', () => {
+    const withTimeout = (value: string): number[] => {
+      const pool = sampleInPlacePool();
+      pool.metadata.annotations = { ...pool.metadata.annotations, [ANNOTATIONS.machineHealthCheckTimeout]: value };
+      return desiredMachineHealthCheck(pool).spec.checks?.unhealthyNodeConditions?.map((c) => c.timeoutSeconds) ?? [];
+    };
+    assert.deepEqual(withTimeout('1m30s'), [90, 90]);
+    assert.deepEqual(withTimeout('soon'), [480, 480]);
+    assert.deepEqual(withTimeout('0s'), [480, 480]);
   });
 });
 

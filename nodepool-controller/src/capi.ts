@@ -141,8 +141,19 @@ export function desiredMachineSet(pool: NodePool, opts: ChildOptions): MachineSe
  * at most 2 machines at once, so a wider outage (e.g. the network) does not delete the whole pool. */
 export const HEALTH_CHECK_DEFAULTS = { unhealthyAfterSeconds: 480, nodeStartupTimeoutSeconds: 1200, maxUnhealthy: 2 } as const;
 
+/** The pool's unhealthy timeout: its annotation when it holds a positive duration, else the default. */
+function unhealthyAfterSeconds(pool: NodePool): number {
+  try {
+    const seconds = durationSeconds(pool.metadata.annotations?.[ANNOTATIONS.machineHealthCheckTimeout]);
+    if (seconds !== undefined && seconds > 0) return seconds;
+  } catch {
+    // A malformed value keeps the default: remediation must never stop because of a typo.
+  }
+  return HEALTH_CHECK_DEFAULTS.unhealthyAfterSeconds;
+}
+
 export function desiredMachineHealthCheck(pool: NodePool): MachineHealthCheck {
-  const after = HEALTH_CHECK_DEFAULTS.unhealthyAfterSeconds;
+  const after = unhealthyAfterSeconds(pool);
   return {
     apiVersion: CAPI_API_VERSION,
     kind: 'MachineHealthCheck',

@@ -83,7 +83,7 @@ function secretText(secret: k8s.V1Secret | undefined, key: string): string | und
   return value === undefined ? undefined : Buffer.from(value, 'base64').toString('utf8');
 }
 
-function inputsOf(secret: k8s.V1Secret | undefined): HashInputs | undefined {
+export function inputsOf(secret: k8s.V1Secret | undefined): HashInputs | undefined {
   const release = secretText(secret, SECRET_KEYS.release);
   const config = secretText(secret, SECRET_KEYS.config);
   return release === undefined || config === undefined ? undefined : { release, config };
@@ -358,6 +358,13 @@ async function phasePause(s: Scope, deps: PhaseDeps): Promise<void> {
     const patch = { metadata: { annotations: { [ANNOTATIONS.capiPaused]: state.paused ? 'true' : null } } };
     await deps.writer.mergePatch(child, patch, child.kind === 'MachineSet' ? (deps.caches.machineSets as never) : (deps.caches.machineDeployments as never));
   }
+}
+
+/** The target hash and the verdicts on it (release, config, version skew) without any write: what
+ * `kindling plan` shows, computed by the same phases the reconcile runs. */
+export async function evaluateTarget(s: Scope, deps: PhaseDeps): Promise<void> {
+  await phaseInputs(s, deps);
+  await phaseSkew(s, deps);
 }
 
 type Phase = (s: Scope, deps: PhaseDeps) => Promise<void>;

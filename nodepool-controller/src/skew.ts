@@ -1,6 +1,8 @@
 /**
  * The version-skew policy (kubeadm's): a node is never newer than its control plane, at most N minors behind
- * it, an upgrade moves at most one minor, and a pre-release needs the pool's explicit opt-in.
+ * it, an upgrade moves at most one minor, and a pre-release needs the pool's explicit opt-in. Each rule is one
+ * entry of SKEW_POLICIES, so `kindling plan` can show every rule's verdict; the controller takes the first
+ * refusal.
  */
 import type { CONDITIONS } from '../../api/src/conditions.js';
 import { compareVersions, formatVersion, type Version } from './release.js';
@@ -20,29 +22,73 @@ export interface SkewInput {
   allowPrerelease: boolean;
 }
 
+export interface SkewPolicy {
+  /** The reason it refuses with. */
+  reason: SkewReason;
+  /** What the rule says, for `kindling plan`. */
+  title: string;
+  check(input: SkewInput): SkewVerdict;
+}
+
 /** Minor distance a → b, counting a major bump as too far to measure in minors. */
 function minorsBetween(from: Version, to: Version): number {
   return from.major === to.major ? to.minor - from.minor : Number.POSITIVE_INFINITY * Math.sign(to.major - from.major);
 }
 
+const pass = (message: string): SkewVerdict => ({ ok: true, message });
+
+/** In the order the controller checks them. */
+export const SKEW_POLICIES: readonly SkewPolicy[] = [
+  {
+    reason: 'PrereleaseNotAllowed',
+    title: 'A pre-release needs spec.release.allowPrerelease',
+    check(input: SkewInput): SkewVerdict {
+      const node = formatVersion(input.node);
+      if (input.node.prerelease === '') return pass(`Release ${node} is not a pre-release`);
+      if (input.allowPrerelease) return pass(`Pre-release ${node} is allowed by spec.release.allowPrerelease`);
+      return { ok: false, reason: 'PrereleaseNotAllowed', message: `Release ${node} is a pre-release: set spec.release.allowPrerelease to use it` };
+    },
+  },
+  {
+    reason: 'NodeNewerThanControlPlane',
+    title: 'Nodes are never newer than the control plane',
+    check(input: SkewInput): SkewVerdict {
+      const [node, cp] = [formatVersion(input.node), formatVersion(input.controlPlane)];
+      if (compareVersions(input.node, input.controlPlane) <= 0) return pass(`Release ${node} is not newer than the control plane (${cp})`);
+      return { ok: false, reason: 'NodeNewerThanControlPlane', message: `Release ${node} is newer than the control plane (${cp}): upgrade the control plane first` };
+    },
+  },
+  {
+    reason: 'TooFarBehindControlPlane',
+    title: 'Nodes are at most N minor versions behind the control plane',
+    check(input: SkewInput): SkewVerdict {
+      const [node, cp] = [formatVersion(input.node), formatVersion(input.controlPlane)];
+      const behind = minorsBetween(input.node, input.controlPlane);
+      if (behind <= 0) return pass(`Release ${node} is not behind the control plane (${cp}) by a minor version`);
+      if (behind <= input.maxMinorsBehind) return pass(`Release ${node} is ${behind} minor versions behind the control plane (${cp}); at most ${input.maxMinorsBehind} are supported`);
+      const why = `Release ${node} is ${Number.isFinite(behind) ? `${behind} minor versions` : 'a major version'} behind the control plane (${cp}); at most ${input.maxMinorsBehind} are supported`;
+      return { ok: false, reason: 'TooFarBehindControlPlane', message: `${why}: choose a release of ${input.controlPlane.major}.${Math.max(0, input.controlPlane.minor - input.maxMinorsBehind)} or later` };
+    },
+  },
+  {
+    reason: 'UpgradeSkipsMinor',
+    title: 'An upgrade moves at most one minor version',
+    check(input: SkewInput): SkewVerdict {
+      const node = formatVersion(input.node);
+      if (!input.current) return pass('No nodes run a release yet');
+      const current = formatVersion(input.current);
+      if (minorsBetween(input.current, input.node) <= 1) return pass(`From ${current} to ${node} moves at most one minor version`);
+      const next = `${input.current.major}.${input.current.minor + 1}`;
+      return { ok: false, reason: 'UpgradeSkipsMinor', message: `Upgrading the nodes from ${current} to ${node} skips a minor version: upgrade to a ${next} release first` };
+    },
+  },
+];
+
+/** The first refusal of SKEW_POLICIES, or a pass. */
 export function checkVersionSkew(input: SkewInput): SkewVerdict {
-  const node = formatVersion(input.node);
-  const cp = formatVersion(input.controlPlane);
-  if (input.node.prerelease !== '' && !input.allowPrerelease) {
-    return { ok: false, reason: 'PrereleaseNotAllowed', message: `Release ${node} is a pre-release: set spec.release.allowPrerelease to use it` };
+  for (const policy of SKEW_POLICIES) {
+    const verdict = policy.check(input);
+    if (!verdict.ok) return verdict;
   }
-  if (compareVersions(input.node, input.controlPlane) > 0) {
-    return { ok: false, reason: 'NodeNewerThanControlPlane', message: `Release ${node} is newer than the control plane (${cp}): upgrade the control plane first` };
-  }
-  const behind = minorsBetween(input.node, input.controlPlane);
-  if (behind > input.maxMinorsBehind) {
-    const why = `Release ${node} is ${Number.isFinite(behind) ? `${behind} minor versions` : 'a major version'} behind the control plane (${cp}); at most ${input.maxMinorsBehind} are supported`;
-    return { ok: false, reason: 'TooFarBehindControlPlane', message: `${why}: choose a release of ${input.controlPlane.major}.${Math.max(0, input.controlPlane.minor - input.maxMinorsBehind)} or later` };
-  }
-  if (input.current && minorsBetween(input.current, input.node) > 1) {
-    const current = formatVersion(input.current);
-    const next = `${input.current.major}.${input.current.minor + 1}`;
-    return { ok: false, reason: 'UpgradeSkipsMinor', message: `Upgrading the nodes from ${current} to ${node} skips a minor version: upgrade to a ${next} release first` };
-  }
-  return { ok: true, message: `Release ${node} is supported with control plane ${cp}` };
+  return pass(`Release ${formatVersion(input.node)} is supported with control plane ${formatVersion(input.controlPlane)}`);
 }

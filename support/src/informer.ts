@@ -30,6 +30,21 @@ export function pagedList<T extends k8s.KubernetesObject>(
   };
 }
 
+/** A Watch handing its objects through `transform` first, so the ListWatch caches what transform returns. */
+class TransformingWatch<T> extends k8s.Watch {
+  constructor(
+    config: k8s.KubeConfig,
+    readonly transform: (obj: T) => T,
+  ) {
+    super(config);
+  }
+
+  override watch(...[path, params, callback, done]: Parameters<k8s.Watch['watch']>): ReturnType<k8s.Watch['watch']> {
+    const objectPhases = new Set(['ADDED', 'MODIFIED', 'DELETED']);
+    return super.watch(path, params, (phase, obj, raw) => callback(phase, objectPhases.has(phase) ? this.transform(obj as T) : obj, raw), done);
+  }
+}
+
 export interface InformerOptions<T extends k8s.KubernetesObject> {
   kubeConfig: k8s.KubeConfig;
   /** Watch path, e.g. /apis/cluster.x-k8s.io/v1beta2/machinesets. */
@@ -39,6 +54,9 @@ export interface InformerOptions<T extends k8s.KubernetesObject> {
   fieldSelector?: string;
   log: Logger;
   onEvent: (obj: T, event: InformerEvent) => void;
+  /** Applied to every listed or watched object before it is cached or handed to onEvent: keep only what the
+   * component reads (the cache otherwise holds every object whole for the life of the process). */
+  transform?: (obj: T) => T;
   /** Relist this often even when nothing failed (default 10 min). */
   watchdogMs?: number;
   maxRestartDelayMs?: number;
@@ -63,8 +81,10 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
     this.#opts = opts;
     this.#clock = opts.clock ?? realClock;
     this.#firstSync = new Promise((r) => (this.#resolveFirstSync = r));
-    const watch = new k8s.Watch(opts.kubeConfig);
-    this.#lw = new k8s.ListWatch<T>(opts.path, watch, opts.list, false, opts.labelSelector, opts.fieldSelector);
+    const { transform } = opts;
+    const watch = transform ? new TransformingWatch(opts.kubeConfig, transform) : new k8s.Watch(opts.kubeConfig);
+    const list = transform ? async () => { const l = await opts.list(); return { ...l, items: l.items.map(transform) }; } : opts.list;
+    this.#lw = new k8s.ListWatch<T>(opts.path, watch, list, false, opts.labelSelector, opts.fieldSelector);
     this.#lw.on(k8s.ADD, (o) => opts.onEvent(o, 'add'));
     this.#lw.on(k8s.UPDATE, (o) => opts.onEvent(o, 'update'));
     this.#lw.on(k8s.DELETE, (o) => opts.onEvent(o, 'delete'));

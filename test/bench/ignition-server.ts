@@ -13,7 +13,10 @@
  * the MachineConfig at a tenth of the tokens.
  *
  *   npm run build && node dist/test/bench/ignition-server.js [--duration 15] [--configs 100]
- *     [--secrets-per-config 10] [--config-kib 100] [--release-kib 900]
+ *     [--secrets-per-config 10] [--config-kib 100] [--release-kib 900] [--cpu-prof <dir>] [--skip-memory]
+ *
+ * `--cpu-prof <dir>` runs the server under `node --cpu-prof` and leaves its .cpuprofile files in <dir>;
+ * `--skip-memory` stops after the throughput phase (for profiling it alone).
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -47,7 +50,14 @@ function flag(name: string, fallback: number): number {
   return v;
 }
 
+function textFlag(name: string): string | undefined {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? process.argv[i + 1] : undefined;
+}
+
 const OPTS = {
+  cpuProfDir: textFlag('cpu-prof'),
+  skipMemory: process.argv.includes('--skip-memory'),
   durationS: flag('duration', 15),
   configs: Math.min(flag('configs', 100), 500),
   secretsPerConfig: Math.min(flag('secrets-per-config', 10), 20),
@@ -231,6 +241,7 @@ async function startServer(b: Bench, name: string): Promise<Server & { spawnedAt
     command: process.execPath,
     logFile: join(b.dir, `${name}.log`),
     args: [
+      ...(OPTS.cpuProfDir === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', OPTS.cpuProfDir]),
       KINDLING, 'ignition-server',
       '--kubeconfig', b.cluster.kubeconfigPath,
       '--serving-address', `127.0.0.1:${port}`,
@@ -479,6 +490,7 @@ async function main(): Promise<void> {
   try {
     const server = await startServer(b, 'server');
     reportThroughput(await throughput(b, server));
+    if (OPTS.skipMemory) return;
     const m = await memory(b, server);
     reportMemory(m);
     reportRestart(m.tokens, await restart(b, server, m.probe));

@@ -4,24 +4,27 @@
  * nodes an independent watcher saw unavailable at once (must be ≤ k).
  *
  * Real: both test-bed clusters, the Cluster API CRDs, the upgrader and the drainer (in this process), the
- * HTTPS payload fetch (from IgnitionServerStandIn, a stand-in for ignition-server/). Simulated: the agent —
+ * ignition server (its own process; the payload is generated before the clock starts) and the HTTPS payload
+ * fetch with the pool's token. Simulated: the agent —
  * one in-process state machine per node that follows the same annotation protocol (Working, drain-<hash>,
  * a t-second step, uncordon-<hash>, Done) without touching a filesystem; 100 agent processes would measure
  * process start-up on a 2-core machine, not the rollout.
  *
  *   node dist/test/bench/inplace.js [--nodes 100] [--max-unavailable 10] [--step 5]
  */
-import { randomUUID } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import * as k8s from '@kubernetes/client-node';
 import { Registry } from 'prom-client';
-import { ANNOTATIONS, DRAIN_PREFIX, LABELS, NODE_STATES, UNCORDON_PREFIX, tokenSecretName } from '../../api/src/keys.js';
+import { ANNOTATIONS, DRAIN_PREFIX, LABELS, NODE_STATES, UNCORDON_PREFIX } from '../../api/src/keys.js';
 import { CAPI_GROUP } from '../../api/src/capi.js';
 import { createLogger } from '../../support/src/logger.js';
 import { Drainer } from '../../drainer/src/drainer.js';
 import { createTestMachine, createTestNode, eventually, testMachineSet } from '../../drainer/src/testing.js';
 import { CachedPayloadSource, IgnitionServerPayloadSource } from '../../inplace-upgrader/src/payload.js';
-import { AvailabilityWatcher, IgnitionServerStandIn } from '../../inplace-upgrader/src/testing.js';
+import { AvailabilityWatcher, runIgnitionServer, tokenSecret } from '../../inplace-upgrader/src/testing.js';
 import { InPlaceUpgrader } from '../../inplace-upgrader/src/upgrader.js';
 import { installCapiCrds, startCluster } from '../bed/src/index.js';
 
@@ -99,11 +102,12 @@ async function main(): Promise<void> {
 
   const mgmt = await startCluster({ name: 'mgmt', controllerManager: false });
   const guest = await startCluster({ name: 'tenant', kwok: true, controllerManager: false, management: { cluster: mgmt, namespace: NS } });
-  const standIn = new IgnitionServerStandIn();
-  const parts: { stop(): Promise<void> | void }[] = [standIn];
+  const dir = await mkdtemp(join(tmpdir(), 'kindling-bench-'));
+  const parts: { stop(): Promise<void> | void }[] = [];
   try {
     await installCapiCrds(mgmt);
-    await standIn.start();
+    const ignition = await runIgnitionServer({ kubeconfigPath: mgmt.kubeconfigPath, dir, namespace: NS });
+    parts.push(ignition);
     const names = Array.from({ length: n }, (_, i) => `node-${String(i).padStart(3, '0')}`);
     const core = guest.kubeConfig.makeApiClient(k8s.CoreV1Api);
     await k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig).create(
@@ -121,7 +125,7 @@ async function main(): Promise<void> {
     await eventually('every node to be Ready', async () => (await core.listNode()).items.filter((x) => x.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')).length === n, 120_000, 500);
 
     const registry = new Registry();
-    const payloads = new CachedPayloadSource(new IgnitionServerPayloadSource({ kubeConfig: mgmt.kubeConfig, url: standIn.url, caPem: standIn.caPem }));
+    const payloads = new CachedPayloadSource(new IgnitionServerPayloadSource({ kubeConfig: mgmt.kubeConfig, url: ignition.url, caPem: ignition.caPem }));
     const upgrader = new InPlaceUpgrader({ kubeConfig: mgmt.kubeConfig, log, payloads, agentImage: 'kindling:bench', registry, resyncMs: 2_000 });
     const drainer = new Drainer({ kubeConfig: mgmt.kubeConfig, log, registry, defaultDrainTimeoutMs: 0 });
     const agents = new SimulatedAgents(guest.kubeConfig, t * 1000);
@@ -129,9 +133,12 @@ async function main(): Promise<void> {
     parts.push(upgrader, drainer, agents, watcher);
     await Promise.all([upgrader.start(), drainer.start(), agents.start(), watcher.start()]);
 
-    const token = randomUUID();
-    await mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api).createNamespacedSecret({ namespace: NS, body: { metadata: { name: tokenSecretName(POOL, 'new') }, stringData: { token } } });
-    standIn.serve({ pool: `${NS}/${POOL}`, hash: 'new', token, config: { ignition: { version: '3.4.0' } } });
+    const mgmtCore = mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api);
+    const secret = await mgmtCore.createNamespacedSecret({ namespace: NS, body: tokenSecret({ namespace: NS, pool: POOL, hash: 'new', release: ignition.release, config: [] }) });
+    await eventually('the payload to be generated', async () => {
+      const s = await mgmtCore.readNamespacedSecret({ name: secret.metadata?.name ?? '', namespace: NS });
+      return s.metadata?.annotations?.[ANNOTATIONS.payloadReason] === 'AsExpected' || undefined;
+    }, 120_000, 200);
     const custom = mgmt.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
     const started = Date.now();
     await custom.patchNamespacedCustomObject({ group: CAPI_GROUP, version: 'v1beta2', namespace: NS, plural: 'machinesets', name: POOL, body: { metadata: { annotations: { [ANNOTATIONS.targetConfigHash]: 'new' } } } }, merge);
@@ -148,6 +155,7 @@ async function main(): Promise<void> {
   } finally {
     for (const p of parts.reverse()) await p.stop();
     await Promise.all([guest.stop(), mgmt.stop()]);
+    await rm(dir, { recursive: true, force: true });
   }
 }
 

@@ -1,10 +1,10 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLogger } from '../../../support/src/logger.js';
-import { GenerationError, PayloadStore, payloadBytes, type PayloadStoreOptions } from './store.js';
+import { configDigest, GenerationError, PayloadStore, payloadBytes, type ConfigSource, type PayloadStoreOptions } from './store.js';
 import { createValidator } from './validate.js';
 import { BASE_FRAGMENTS, RELEASE_MANIFEST } from '../testing.js';
 import { ReleaseUnavailableError, type Release } from '../release/types.js';
@@ -21,16 +21,24 @@ const mcDoc = (name: string, path: string, size = 10): Record<string, unknown> =
 
 interface Counting {
   opts: PayloadStoreOptions;
-  calls: { resolve: number; read: number };
+  calls: { resolve: number; read: number; config: number };
+  /** Config documents as the store gets them: by digest, read (and counted) only to generate. */
+  source: (docs: unknown[] | string) => ConfigSource;
 }
 
 function options(cacheDir: string, extra: Partial<PayloadStoreOptions> = {}): Counting {
-  const calls = { resolve: 0, read: 0 };
+  const calls = { resolve: 0, read: 0, config: 0 };
+  const source = (docs: unknown[] | string): ConfigSource => {
+    const text = typeof docs === 'string' ? docs : JSON.stringify(docs);
+    return { sha256: configDigest(text), read: () => Promise.resolve(text).finally(() => calls.config++) };
+  };
   return {
     calls,
+    source,
     opts: {
       cacheDir,
       maxBytes: 10 * 1024 * 1024,
+      maxDirBytes: 1024 * 1024 * 1024,
       log,
       resolve: async (ref) => {
         calls.resolve++;
@@ -53,13 +61,14 @@ describe('payload store', () => {
   after(() => rm(dir, { recursive: true, force: true }));
 
   it('when many pools ask for the same pair at once, it should generate once and share the payload', async () => {
-    const { opts, calls } = options(join(dir, 'a'));
+    const { opts, calls, source } = options(join(dir, 'a'));
     const store = new PayloadStore(opts);
     await store.init();
-    const config = JSON.stringify([mcDoc('99-a', '/etc/a')]);
+    const config = source([mcDoc('99-a', '/etc/a')]);
     const results = await Promise.all(Array.from({ length: 20 }, (_, i) => store.ensure(i % 2 === 0 ? 'r.example/rel:1' : 'r.example/rel@' + DIGEST, config)));
     assert.equal(store.generations, 1);
     assert.equal(calls.read, 1);
+    assert.equal(calls.config, 1, 'the config documents were read once, for the one generation');
     assert.ok(results.every((p) => p === results[0]));
     assert.match(payloadBytes(results[0]!, '3.2.0').toString(), /^\{"ignition":\{"version":"3\.2\.0"\}/);
   });
@@ -68,24 +77,24 @@ describe('payload store', () => {
     const first = options(join(dir, 'b'));
     const store = new PayloadStore(first.opts);
     await store.init();
-    const config = JSON.stringify([mcDoc('99-a', '/etc/a')]);
-    const original = await store.ensure('r.example/rel:1', config);
+    const docs = [mcDoc('99-a', '/etc/a')];
+    const original = await store.ensure('r.example/rel:1', first.source(docs));
     const second = options(join(dir, 'b'));
     const restarted = new PayloadStore(second.opts);
     await restarted.init();
-    const again = await restarted.ensure('r.example/rel:1', config);
+    const again = await restarted.ensure('r.example/rel:1', second.source(docs));
     assert.equal(restarted.generations, 0);
-    assert.deepEqual(second.calls, { resolve: 0, read: 0 });
+    assert.deepEqual(second.calls, { resolve: 0, read: 0, config: 0 });
     assert.deepEqual(payloadBytes(again, '3.3.0'), payloadBytes(original, '3.3.0'));
     assert.ok((await readdir(join(dir, 'b', 'payloads'))).every((f) => !f.endsWith('.tmp')));
   });
 
   it('when the payloads exceed the byte bound, it should evict from memory and serve them back from disk', async () => {
-    const { opts } = options(join(dir, 'c'), { maxBytes: 150_000 });
+    const { opts, source } = options(join(dir, 'c'), { maxBytes: 150_000 });
     const store = new PayloadStore(opts);
     await store.init();
     const keys: string[] = [];
-    for (let i = 0; i < 5; i++) keys.push((await store.ensure('r.example/rel:1', JSON.stringify([mcDoc(`99-${i}`, `/etc/f${i}`, 60_000)]))).key);
+    for (let i = 0; i < 5; i++) keys.push((await store.ensure('r.example/rel:1', source([mcDoc(`99-${i}`, `/etc/f${i}`, 60_000)]))).key);
     assert.ok(store.bytesInMemory <= 150_000, `${store.bytesInMemory} bytes in memory`);
     assert.equal(store.peek(keys[0]!), undefined, 'the oldest was evicted');
     const back = await store.lookup(keys[0]!);
@@ -94,30 +103,64 @@ describe('payload store', () => {
   });
 
   it('when the config cannot be merged, it should fail with InvalidConfig once and not try again', async () => {
-    const { opts, calls } = options(join(dir, 'd'));
+    const { opts, calls, source } = options(join(dir, 'd'));
     const store = new PayloadStore(opts);
     await store.init();
-    const bad = JSON.stringify([{ kind: 'MachineConfig', apiVersion: 'machineconfiguration.openshift.io/v1', metadata: { name: 'x' }, spec: { osImageURL: 'x' } }]);
+    const bad = source([{ kind: 'MachineConfig', apiVersion: 'machineconfiguration.openshift.io/v1', metadata: { name: 'x' }, spec: { osImageURL: 'x' } }]);
     for (let i = 0; i < 3; i++) await assert.rejects(store.ensure('r.example/rel:1', bad), (err: unknown) => err instanceof GenerationError && err.reason === 'InvalidConfig');
     assert.equal(calls.read, 1);
-    await assert.rejects(store.ensure('r.example/rel:1', '{not json'), (err: unknown) => err instanceof GenerationError && err.reason === 'InvalidConfig');
+    await assert.rejects(store.ensure('r.example/rel:1', source('{not json')), (err: unknown) => err instanceof GenerationError && err.reason === 'InvalidConfig');
   });
 
   it('when the release cannot be reached, it should fail with ReleaseUnavailable and try again next time', async () => {
-    const { opts, calls } = options(join(dir, 'e'));
+    const { opts, calls, source } = options(join(dir, 'e'));
     const store = new PayloadStore(opts);
     await store.init();
-    for (let i = 0; i < 2; i++) await assert.rejects(store.ensure('r.example/missing:1', '[]'), (err: unknown) => err instanceof GenerationError && err.reason === 'ReleaseUnavailable');
+    for (let i = 0; i < 2; i++) await assert.rejects(store.ensure('r.example/missing:1', source([])), (err: unknown) => err instanceof GenerationError && err.reason === 'ReleaseUnavailable');
     assert.equal(calls.resolve, 2);
   });
 
   it('when ignition-validate reports a problem with the merged payload, it should fail with its report', async () => {
-    const { opts } = options(join(dir, 'f'), { validate: createValidator() });
+    const { opts, source } = options(join(dir, 'f'), { validate: createValidator() });
     const store = new PayloadStore(opts);
     await store.init();
-    const typo = JSON.stringify([{ ...mcDoc('99-typo', '/etc/x'), spec: { config: { ignition: { version: '3.2.0' }, stroage: { files: [] } } } }]);
+    const typo = source([{ ...mcDoc('99-typo', '/etc/x'), spec: { config: { ignition: { version: '3.2.0' }, stroage: { files: [] } } } }]);
     await assert.rejects(store.ensure('r.example/rel:1', typo), (err: unknown) => err instanceof GenerationError && err.reason === 'InvalidConfig' && /Unused key stroage/.test(err.message));
-    const ok = await store.ensure('r.example/rel:1', JSON.stringify([mcDoc('99-a', '/etc/a')]));
+    const ok = await store.ensure('r.example/rel:1', source([mcDoc('99-a', '/etc/a')]));
     assert.ok(ok.tail.length > 0);
+  });
+
+  it('when the config documents read for a generation are not the ones the digest names, it should fail and generate nothing', async () => {
+    const { opts, source } = options(join(dir, 'g'));
+    const store = new PayloadStore(opts);
+    await store.init();
+    const changed: ConfigSource = { ...source([mcDoc('99-a', '/etc/a')]), read: () => Promise.resolve(JSON.stringify([mcDoc('99-b', '/etc/b')])) };
+    await assert.rejects(store.ensure('r.example/rel:1', changed), (err: unknown) => err instanceof GenerationError && err.reason === 'ReleaseUnavailable' && /config changed/.test(err.message));
+    assert.deepEqual(await readdir(join(dir, 'g', 'payloads')), []);
+  });
+
+  it('when the payload files exceed the directory budget, it should prune the least recently used, at start and after each write', async () => {
+    const cacheDir = join(dir, 'h');
+    const { opts, source } = options(cacheDir, { maxDirBytes: 150_000 });
+    const files = join(cacheDir, 'payloads');
+    const seed = new PayloadStore(opts);
+    await seed.init();
+    // Three ~60 KB payloads under a 150 KB budget: the third write prunes the least recently used.
+    const [a, b] = [await seed.ensure('r.example/rel:1', source([mcDoc('99-a', '/etc/a', 60_000)])), await seed.ensure('r.example/rel:1', source([mcDoc('99-b', '/etc/b', 60_000)]))];
+    // `a` was served after `b` (a restart reads the order from the mtimes).
+    await utimes(join(files, b.key), new Date(Date.now() - 3_600_000), new Date(Date.now() - 3_600_000));
+    await utimes(join(files, a.key), new Date(Date.now() - 60_000), new Date(Date.now() - 60_000));
+    await writeFile(join(files, `${a.key}.0123.tmp`), 'half a payload');
+    const restarted = new PayloadStore(opts);
+    await restarted.init();
+    assert.deepEqual((await readdir(files)).sort(), [a.key, b.key].sort(), 'a crash\'s temporary file removed at start');
+    const c = await restarted.ensure('r.example/rel:1', source([mcDoc('99-c', '/etc/c', 60_000)]));
+    assert.deepEqual((await readdir(files)).sort(), [a.key, c.key].sort(), 'the least recently used payload pruned');
+    assert.ok(restarted.bytesOnDisk <= 150_000, `${restarted.bytesOnDisk} bytes on disk`);
+    assert.equal(restarted.bytesOnDisk, (await stat(join(files, a.key))).size + (await stat(join(files, c.key))).size);
+    // A budget smaller than what is there prunes at start, oldest first.
+    const tight = new PayloadStore({ ...opts, maxDirBytes: 100_000 });
+    await tight.init();
+    assert.deepEqual(await readdir(files), [c.key]);
   });
 });

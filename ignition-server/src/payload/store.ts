@@ -6,7 +6,9 @@
  *
  * Two small files make that work without the registry: `pins/<sha256(ref, config)>` pins a release
  * reference (a tag may move) to the manifest digest it had at first generation, so a pool's hosts all get
- * the same bytes; `payloads/<sha256(digest, config)>` holds the payload.
+ * the same bytes; `payloads/<sha256(digest, config)>` holds the payload; `config` in both is the configDigest
+ * of the config documents. The documents themselves are read (ConfigSource) only when a payload is in
+ * neither place: a server holding thousands of token Secrets keeps one digest per Secret, not its config.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
@@ -16,6 +18,7 @@ import type { Logger } from '../../../support/src/logger.js';
 import { InvalidReleaseError, ReleaseUnavailableError, type Release } from '../release/types.js';
 import { InvalidConfigError, renderPayload, type RenderedPayload } from './render.js';
 import type { Validator } from './validate.js';
+import { DirBudget } from './dir-budget.js';
 import { SPEC_VERSIONS, versionIndex, type SpecVersion } from './versions.js';
 
 /** The first bytes of every payload: `ignition.version` is the first field, so it is cheap to vary. */
@@ -62,9 +65,17 @@ export interface StoreMetrics {
   cacheBytes(bytes: number): void;
 }
 
+/** A pool's config documents, known by digest and read only to generate. */
+export interface ConfigSource {
+  sha256: string;
+  read: () => Promise<string>;
+}
+
 export interface PayloadStoreOptions {
   cacheDir: string;
   maxBytes: number;
+  /** Budget of the payload files in the cache directory, least recently used pruned first. */
+  maxDirBytes: number;
   /** Resolves a reference to its manifest digest (a registry round trip for a tag). */
   resolve: (ref: string) => Promise<string>;
   read: (ref: string, digest: string) => Promise<Release>;
@@ -74,6 +85,9 @@ export interface PayloadStoreOptions {
 }
 
 const sha = (...parts: string[]): string => createHash('sha256').update(parts.join('\0')).digest('hex');
+
+/** What identifies config documents in the cache keys. */
+export const configDigest = (config: string): string => sha(config);
 
 function toPayload(key: string, rendered: RenderedPayload): Payload {
   const { ignition, ...rest } = rendered.config;
@@ -94,6 +108,7 @@ export class PayloadStore {
   readonly #cache: LRUCache<string, Payload>;
   readonly #pins = new Map<string, string>();
   readonly #flights = new Map<string, Promise<Payload>>();
+  readonly #dir: DirBudget;
   /** Generations that failed for good (invalid config or release), so they are not retried in a loop. */
   readonly #invalid = new Map<string, GenerationError>();
   /** How many generations ran (not served from memory or disk): a restart with a warm disk makes none. */
@@ -108,17 +123,21 @@ export class PayloadStore {
       maxEntrySize: opts.maxBytes,
       dispose: () => opts.metrics?.cacheBytes(this.#cache.calculatedSize),
     });
+    this.#dir = new DirBudget({ dir: join(opts.cacheDir, 'payloads'), maxBytes: opts.maxDirBytes, log: opts.log });
   }
 
   async init(): Promise<void> {
     await mkdir(join(this.#opts.cacheDir, 'pins'), { recursive: true });
     await mkdir(join(this.#opts.cacheDir, 'payloads'), { recursive: true });
+    await this.#dir.load();
   }
 
   /** The payload when it is in memory: the request path's only synchronous look-up. */
   peek(key: string): Payload | undefined {
     const p = this.#cache.get(key);
-    if (p) this.#opts.metrics?.cacheHit();
+    if (!p) return undefined;
+    this.#opts.metrics?.cacheHit();
+    this.#dir.used(key);
     return p;
   }
 
@@ -131,9 +150,9 @@ export class PayloadStore {
   }
 
   /** The payload of (release reference, config documents): from memory, disk, or one shared generation. */
-  async ensure(ref: string, config: string): Promise<Payload> {
-    const digest = await this.#pin(ref, config);
-    const key = sha(digest, config);
+  async ensure(ref: string, config: ConfigSource): Promise<Payload> {
+    const digest = await this.#pin(ref, config.sha256);
+    const key = sha(digest, config.sha256);
     const known = this.#invalid.get(key);
     if (known) throw known;
     const hit = this.peek(key);
@@ -147,8 +166,8 @@ export class PayloadStore {
     return flight;
   }
 
-  async #pin(ref: string, config: string): Promise<string> {
-    const pinKey = sha(ref, config);
+  async #pin(ref: string, configSha256: string): Promise<string> {
+    const pinKey = sha(ref, configSha256);
     const known = this.#pins.get(pinKey) ?? (await this.#readFile(join('pins', pinKey)))?.toString('utf8');
     if (known) {
       this.#pins.set(pinKey, known);
@@ -165,14 +184,15 @@ export class PayloadStore {
     return digest;
   }
 
-  async #loadOrGenerate(ref: string, digest: string, config: string, key: string): Promise<Payload> {
+  async #loadOrGenerate(ref: string, digest: string, config: ConfigSource, key: string): Promise<Payload> {
     const stored = await this.#readPayload(key);
     if (stored) return stored;
     const started = performance.now();
     try {
       const payload = await this.#generate(ref, digest, config, key);
       this.#opts.metrics?.generationSeconds((performance.now() - started) / 1000, 'success');
-      await this.#writeFile(join('payloads', key), Buffer.concat([Buffer.from(`${payload.minVersion}\n`), payload.tail]));
+      const bytes = Buffer.concat([Buffer.from(`${payload.minVersion}\n`), payload.tail]);
+      if (await this.#writeFile(join('payloads', key), bytes)) await this.#dir.added(key, bytes.length);
       this.#remember(payload);
       return payload;
     } catch (err) {
@@ -183,8 +203,11 @@ export class PayloadStore {
     }
   }
 
-  async #generate(ref: string, digest: string, config: string, key: string): Promise<Payload> {
+  async #generate(ref: string, digest: string, source: ConfigSource, key: string): Promise<Payload> {
     this.generations++;
+    const config = await source.read();
+    // The Secret was replaced under the same name: its update is on the way and generates the new pair.
+    if (configDigest(config) !== source.sha256) throw new Error('the config changed since the token Secret was seen; retrying');
     let docs: unknown;
     try {
       docs = JSON.parse(config === '' ? '[]' : config);
@@ -224,6 +247,7 @@ export class PayloadStore {
     const minVersion = bytes.subarray(0, newline).toString('utf8') as SpecVersion;
     if (newline < 0 || !SPEC_VERSIONS.includes(minVersion)) return undefined;
     const payload: Payload = { key, minVersion, tail: Buffer.from(bytes.subarray(newline + 1)) };
+    this.#dir.used(key);
     this.#remember(payload);
     return payload;
   }
@@ -237,19 +261,26 @@ export class PayloadStore {
   }
 
   /** Written to a temporary name then renamed: a crash never leaves a half payload behind. */
-  async #writeFile(rel: string, bytes: Buffer): Promise<void> {
+  async #writeFile(rel: string, bytes: Buffer): Promise<boolean> {
     const path = join(this.#opts.cacheDir, rel);
     const tmp = `${path}.${randomBytes(6).toString('hex')}.tmp`;
     try {
       await writeFile(tmp, bytes);
       await rename(tmp, path);
+      return true;
     } catch (err) {
       // The disk copy is an optimisation; serving from memory still works.
       this.#opts.log.warn({ err, path }, 'Could not persist to the payload cache directory');
+      return false;
     }
   }
 
   get bytesInMemory(): number {
     return this.#cache.calculatedSize;
+  }
+
+  /** Bytes of the payload files in the cache directory. */
+  get bytesOnDisk(): number {
+    return this.#dir.bytes;
   }
 }

@@ -97,11 +97,13 @@ describe('Ignition in place', () => {
     assert.equal(await readFile(host.at('/etc/a.conf'), 'utf8'), 'old');
   });
 
-  it("when a file exists that the agent did not write and overwrite is false, it should refuse rather than clobber it", async () => {
+  it('when a file the first boot wrote has overwrite false, it should still update it (the config owns it), but refuse to replace a directory with it', async () => {
     const host = await scratch();
-    await mkdir(host.at('/etc'), { recursive: true });
-    await writeFile(host.at('/etc/mine'), 'operator');
-    await assert.rejects(host.changes(entries(host, cfg({ storage: { files: [{ path: '/etc/mine', contents: { source: 'data:,x' } }] } }))), /overwrite is false/);
+    await mkdir(host.at('/etc/dir'), { recursive: true });
+    await writeFile(host.at('/etc/booted'), 'from the boot payload');
+    const changes = await host.changes(entries(host, cfg({ storage: { files: [{ path: '/etc/booted', contents: { source: 'data:,next' } }] } })));
+    assert.deepEqual(changes.map((c) => c.path), ['/etc/booted']);
+    await assert.rejects(host.changes(entries(host, cfg({ storage: { files: [{ path: '/etc/dir', contents: { source: 'data:,x' } }] } }))), /is a directory on the host/);
   });
 
   it('when the config asks for disks, filesystems or new users, it should refuse naming each', () => {

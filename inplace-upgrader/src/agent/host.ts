@@ -77,29 +77,12 @@ export class Host {
     return x !== undefined && y !== undefined && x.ino === y.ino && x.dev === y.dev;
   }
 
-  /** Paths written by this agent before: Ignition's overwrite=false protects what someone else put there. */
-  async managed(): Promise<Set<string>> {
-    try {
-      return new Set(JSON.parse(await readFile(join(this.stateDir, 'managed.json'), 'utf8')) as string[]);
-    } catch {
-      return new Set();
-    }
-  }
-
-  async recordManaged(paths: Iterable<string>): Promise<void> {
-    const all = await this.managed();
-    for (const p of paths) all.add(p);
-    await this.#writeAtomic(join(this.stateDir, 'managed.json'), JSON.stringify([...all].sort()));
-  }
-
-  /** The entries the host does not hold yet; refuses what would clobber what is not ours. */
+  /** The entries the host does not hold yet; refuses what would replace a thing of another kind. */
   async changes(entries: readonly Entry[]): Promise<Entry[]> {
-    const managed = await this.managed();
     const changes: Entry[] = [];
     for (const entry of entries) {
       if (await this.satisfied(entry)) continue;
-      const now = await this.prior(entry.path);
-      refuseClobber(entry, now, managed);
+      refuseClobber(entry, await this.prior(entry.path));
       changes.push(entry);
     }
     return changes;
@@ -138,7 +121,6 @@ export class Host {
       await this.clearJournal();
       throw err;
     }
-    await this.recordManaged(changes.filter((c) => c.kind !== 'absent').map((c) => c.path));
     await this.writeJournal({ ...journal, phase: 'applied' });
   }
 
@@ -222,18 +204,22 @@ async function rmQuiet(path: string, recursive = false): Promise<void> {
   }
 }
 
-/** Replacing these would lose what is not Kindling's: the host holds something of another kind, or a
- * file someone else wrote where the config says overwrite: false. */
-function clobberReason(entry: Entry, now: Prior, managed: Set<string>): string | undefined {
+/**
+ * Replacing these would lose what is not a file of the config: the host holds something of another kind.
+ * A file the config names is the config's, whatever `overwrite` says, as with the machine-config-daemon:
+ * `overwrite: false` tells Ignition not to replace a file at first boot, and an in-place update is replacing
+ * what that boot (or an earlier update) wrote. The backup taken first restores it if the update fails.
+ */
+function clobberReason(entry: Entry, now: Prior): string | undefined {
   if (now.kind === 'absent') return undefined;
   if (now.kind === 'other') return 'is neither a file, a directory nor a link on the host';
   if (entry.kind === 'absent') return undefined;
   if (entry.kind === 'dir') return now.kind === 'dir' ? undefined : 'is not a directory on the host';
   if (now.kind === 'dir') return 'is a directory on the host';
-  return entry.overwrite || managed.has(entry.path) ? undefined : 'exists on the host and overwrite is false';
+  return undefined;
 }
 
-function refuseClobber(entry: Entry, now: Prior, managed: Set<string>): void {
-  const reason = clobberReason(entry, now, managed);
+function refuseClobber(entry: Entry, now: Prior): void {
+  const reason = clobberReason(entry, now);
   if (reason) throw new UnsupportedConfigError(`${entry.path} ${reason}`);
 }

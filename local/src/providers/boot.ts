@@ -5,6 +5,7 @@
  */
 import { execFile } from 'node:child_process';
 import { mkdir, writeFile, access, rm } from 'node:fs/promises';
+import { STATUS_CODES } from 'node:http';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 
@@ -27,7 +28,12 @@ export interface BootOptions {
 export function reason(output: string): string {
   const lines = output.split('\n');
   const line = lines.find((l) => l.startsWith('CRITICAL')) ?? lines.filter((l) => /^(ERROR|WARNING)\b/.test(l)).at(-1) ?? lines.filter(Boolean).at(-1) ?? '';
-  return line.replace(/^(CRITICAL|ERROR|WARNING)\s*:\s*/, '').trim();
+  const message = line.replace(/^(CRITICAL|ERROR|WARNING)\s*:\s*/, '').trim();
+  // The client's verdict alone ("failed to fetch resource") hides why; the server's last answer says it.
+  const answer = lines.filter((l) => l.includes('GET result:')).at(-1)?.replace(/^.*GET result:\s*/, '').trim();
+  if (!answer || answer === 'OK') return message;
+  const code = Object.entries(STATUS_CODES).find(([, text]) => text === answer)?.[0];
+  return `${message} (last answer: ${code ? `${code} ` : ''}${answer})`;
 }
 
 /**

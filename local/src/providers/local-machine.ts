@@ -33,7 +33,9 @@ interface MachineView {
 }
 
 export const providerIDOf = (lm: LocalMachine): string => `kindling-local://${lm.metadata.namespace}/${lm.metadata.name}`;
-export const hostRootOf = (stateDir: string, lm: LocalMachine): string => join(stateDir, 'hosts', lm.metadata.namespace, lm.metadata.name);
+/** A host's root folder: <state>/hosts/<management namespace>/<LocalMachine name> (the Node has its name). */
+export const hostRootFor = (stateDir: string, namespace: string, name: string): string => join(stateDir, 'hosts', namespace, name);
+export const hostRootOf = (stateDir: string, lm: LocalMachine): string => hostRootFor(stateDir, lm.metadata.namespace, lm.metadata.name);
 
 /**
  * The zone for a new host: one of the template's zones least used by its siblings. Siblings still choosing

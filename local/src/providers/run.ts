@@ -5,7 +5,8 @@ import { ResilientInformer } from '../../../support/src/informer.js';
 import { WorkQueue } from '../../../support/src/queue.js';
 import type { Logger } from '../../../support/src/logger.js';
 import type { ProviderContext } from './common.js';
-import { LocalMachineReconciler, type LocalMachine } from './local-machine.js';
+import { LocalMachineReconciler, hostRootFor, type LocalMachine } from './local-machine.js';
+import { startHostAgents } from './host-agents.js';
 import { LocalControlPlaneReconciler, type LocalControlPlane } from './control-plane.js';
 
 export interface Providers {
@@ -54,6 +55,15 @@ function control<T extends k8s.KubernetesObject>(opts: {
   return { informer, queue };
 }
 
+/** A LocalCluster has nothing to provision: it is reported provisioned at once. */
+async function provisionLocalCluster(custom: k8s.CustomObjectsApi, lc: k8s.KubernetesObject & { status?: { initialization?: { provisioned?: boolean } } }): Promise<void> {
+  if (lc.metadata?.deletionTimestamp || lc.status?.initialization?.provisioned === true) return;
+  await custom.patchNamespacedCustomObjectStatus(
+    { group: 'infrastructure.kindling.dev', version: 'v1alpha1', namespace: lc.metadata?.namespace ?? '', plural: 'localclusters', name: lc.metadata?.name ?? '', body: { status: { initialization: { provisioned: true } } } },
+    k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+  );
+}
+
 export async function startProviders(opts: { kubeConfig: k8s.KubeConfig; stateDir: string; log: Logger }): Promise<Providers> {
   const kc = opts.kubeConfig;
   const ctx: ProviderContext & { kubeConfig: k8s.KubeConfig } = {
@@ -69,11 +79,19 @@ export async function startProviders(opts: { kubeConfig: k8s.KubeConfig; stateDi
   const cpReconciler = new LocalControlPlaneReconciler(ctx);
   const machines: Controlled<LocalMachine> = control<LocalMachine>({ kc, plural: 'localmachines', group: 'infrastructure.kindling.dev', log: opts.log, reconcile: (o, l) => machineReconciler.reconcile(o, l) });
   const planes = control<LocalControlPlane>({ kc, plural: 'localcontrolplanes', group: 'controlplane.kindling.dev', log: opts.log, reconcile: (o, l) => cpReconciler.reconcile(o, l) });
-  await Promise.all([machines.informer.start(), planes.informer.start()]);
+  const clusters = control<k8s.KubernetesObject & { status?: { initialization?: { provisioned?: boolean } } }>({
+    kc,
+    plural: 'localclusters',
+    group: 'infrastructure.kindling.dev',
+    log: opts.log,
+    reconcile: (o) => provisionLocalCluster(ctx.custom, o),
+  });
+  const agents = startHostAgents({ kubeConfig: kc, stateDir: opts.stateDir, log: opts.log.child({ part: 'host-agents' }), hostRoot: (ns, node) => hostRootFor(opts.stateDir, ns, node) });
+  await Promise.all([machines.informer.start(), planes.informer.start(), clusters.informer.start(), agents.start()]);
   return {
     async stop() {
-      await Promise.all([machines.informer.stop(), planes.informer.stop()]);
-      await Promise.all([machines.queue.stop(), planes.queue.stop()]);
+      await Promise.all([machines.informer.stop(), planes.informer.stop(), clusters.informer.stop(), agents.stop()]);
+      await Promise.all([machines.queue.stop(), planes.queue.stop(), clusters.queue.stop()]);
     },
   };
 }

@@ -29,6 +29,10 @@ export interface ClusterOptions {
   kwok?: boolean;
   /** Management cluster in which to write the CAPI kubeconfig Secret `<name>-kubeconfig`. */
   management?: { cluster: Cluster; namespace: string };
+  /** Audit every request at Metadata level (who, verb, resource, answer code) to `<dir>/audit.log`. */
+  audit?: boolean;
+  /** Admission plugins enabled besides the defaults (e.g. OwnerReferencesPermissionEnforcement, as in production). */
+  admissionPlugins?: string[];
 }
 
 export interface Cluster {
@@ -40,6 +44,8 @@ export interface Cluster {
   readonly kubeconfigYaml: string;
   readonly kubeConfig: k8s.KubeConfig;
   readonly ca: KeyPairPem;
+  /** The audit log (JSON lines), when started with `audit`. */
+  readonly auditLogPath?: string;
   readonly processes: readonly ManagedProcess[];
   /** Resident memory of every process of this cluster, in bytes. */
   rssBytes(): number;
@@ -167,7 +173,26 @@ function startEtcd(dir: string, ports: Ports): ManagedProcess {
   });
 }
 
-function startApiserver(dir: string, ports: Ports, files: Record<string, string>): ManagedProcess {
+const AUDIT_POLICY = JSON.stringify({
+  apiVersion: 'audit.k8s.io/v1',
+  kind: 'Policy',
+  omitStages: ['RequestReceived'],
+  rules: [{ level: 'Metadata' }],
+});
+
+/** kube-apiserver flags of the optional features (audit log, extra admission plugins). */
+async function optionalApiserverArgs(dir: string, opts: ClusterOptions): Promise<string[]> {
+  const args: string[] = [];
+  if (opts.audit) {
+    const policy = join(dir, 'audit-policy.json');
+    await writeFile(policy, AUDIT_POLICY);
+    args.push(`--audit-policy-file=${policy}`, `--audit-log-path=${join(dir, 'audit.log')}`, '--audit-log-format=json', '--audit-log-mode=blocking');
+  }
+  if (opts.admissionPlugins?.length) args.push(`--enable-admission-plugins=${opts.admissionPlugins.join(',')}`);
+  return args;
+}
+
+function startApiserver(dir: string, ports: Ports, files: Record<string, string>, extraArgs: string[]): ManagedProcess {
   const server = `https://127.0.0.1:${ports.apiserver}`;
   return new ManagedProcess({
     name: 'kube-apiserver',
@@ -193,6 +218,7 @@ function startApiserver(dir: string, ports: Ports, files: Record<string, string>
       '--enable-priority-and-fairness=false',
       '--endpoint-reconciler-type=none',
       '--v=1',
+      ...extraArgs,
     ],
     logFile: join(dir, 'kube-apiserver.log'),
   });
@@ -261,7 +287,7 @@ async function launch(dir: string, opts: ClusterOptions, pki: Pki, started: Mana
   await writeFile(kubeconfigPath, kubeconfigYaml, { mode: 0o600 });
 
   started.push(startEtcd(dir, ports));
-  const apiserver = startApiserver(dir, ports, files);
+  const apiserver = startApiserver(dir, ports, files, await optionalApiserverArgs(dir, opts));
   started.push(apiserver);
   await waitHealthy(`${server}/readyz`, pki, apiserver);
   if (opts.controllerManager ?? true) started.push(startControllerManager(dir, kubeconfigPath, files));
@@ -297,6 +323,7 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
       kubeconfigYaml,
       kubeConfig,
       ca: pki.ca,
+      auditLogPath: opts.audit ? join(dir, 'audit.log') : undefined,
       processes,
       rssBytes: () => processes.reduce((sum, p) => sum + (p.guardPid ? treeRssBytes(p.guardPid) : 0), 0),
       stop,

@@ -13,3 +13,18 @@ export async function freePort(): Promise<number> {
     });
   });
 }
+
+/** Waits until something accepts connections on a loopback port, failing early if the process meant to listen exits. */
+export async function waitForPort(port: number, proc: { alive: boolean; name: string; tail(): string }, timeoutMs = 10_000): Promise<void> {
+  const { connect } = await import('node:net');
+  for (const deadline = Date.now() + timeoutMs; Date.now() < deadline; ) {
+    if (!proc.alive) throw new Error(`${proc.name} exited: ${proc.tail()}`);
+    const open = await new Promise<boolean>((resolve) => {
+      const s = connect(port, '127.0.0.1', () => (s.destroy(), resolve(true)));
+      s.on('error', () => resolve(false));
+    });
+    if (open) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${proc.name} did not listen on ${port}: ${proc.tail()}`);
+}

@@ -1,0 +1,39 @@
+# One image for every `kindling` subcommand (nodepool-controller, ignition-server, inplace-upgrader, drainer,
+# agent, release, crds). Not built on the development machines: they have no container engine (see README).
+#
+#   docker build -t ghcr.io/kindling/kindling:0.1.0 .
+
+# Build: full dependencies, the TypeScript compile, then only production dependencies.
+FROM node:20-bookworm-slim AS build
+WORKDIR /src
+COPY package.json package-lock.json ./
+RUN npm ci --ignore-scripts
+COPY tsconfig.json ./
+COPY api/ api/
+COPY support/ support/
+COPY cli/ cli/
+COPY nodepool-controller/ nodepool-controller/
+COPY ignition-server/ ignition-server/
+COPY inplace-upgrader/ inplace-upgrader/
+COPY drainer/ drainer/
+COPY local/ local/
+COPY test/ test/
+RUN npx tsc -p tsconfig.json && npm prune --omit=dev --ignore-scripts
+
+# Runtime: the compiled JavaScript, production node_modules, the CRDs (`kindling crds`), and ignition-validate,
+# which the ignition server runs on every payload it generates.
+FROM node:20-bookworm-slim
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends ignition ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /opt/kindling
+COPY --from=build /src/package.json ./
+COPY --from=build /src/node_modules/ node_modules/
+COPY --from=build /src/dist/ dist/
+COPY api/crds/ api/crds/
+COPY bin/ bin/
+RUN chmod 0755 bin/kindling.js && ln -s /opt/kindling/bin/kindling.js /usr/local/bin/kindling
+# The uid the Deployments run as (deploy/base/deployment-defaults.yaml); nothing in the image is writable by it.
+USER 65532:65532
+ENV NODE_ENV=production
+ENTRYPOINT ["kindling"]

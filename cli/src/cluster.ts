@@ -1,0 +1,84 @@
+/** One-shot reads for the operator commands: a pool's objects in the management cluster and its guest Nodes. */
+import * as k8s from '@kubernetes/client-node';
+import { parse } from 'yaml';
+import { LABELS } from '../../api/src/keys.js';
+import { NODEPOOL_API_VERSION, NODEPOOL_KIND, NODEPOOL_PLURAL, type NodePool } from '../../api/src/nodepool.js';
+import { CAPI_API_VERSION, CAPI_GROUP, type Machine, type MachineDeployment, type MachineSet } from '../../api/src/capi.js';
+import { isNotFound } from '../../support/src/errors.js';
+import { createGuestKubeConfigs, type GuestKubeConfigs } from '../../nodepool-controller/src/guest.js';
+import type { PoolState } from './plan.js';
+
+const CAPI_VERSION = CAPI_API_VERSION.split('/')[1] ?? '';
+const [KINDLING_GROUP = '', KINDLING_VERSION = ''] = NODEPOOL_API_VERSION.split('/');
+
+/** `namespace/name`, or `name` in the default namespace. */
+export function parsePoolRef(ref: string, defaultNamespace = 'default'): { namespace: string; name: string } {
+  const parts = ref.split('/');
+  if (parts.length > 2 || parts.some((p) => p === '')) throw new Error(`"${ref}" is not a pool: use <namespace>/<name>`);
+  return parts.length === 2 ? { namespace: parts[0] ?? '', name: parts[1] ?? '' } : { namespace: defaultNamespace, name: ref };
+}
+
+/** A NodePool from a YAML file's text (the first NodePool document). */
+export function poolFromYaml(text: string): NodePool {
+  const docs = text.split(/^---\s*$/m).map((d) => parse(d) as unknown).filter((d) => d !== null && d !== undefined);
+  const pool = docs.find((d): d is NodePool => typeof d === 'object' && (d as { kind?: unknown }).kind === NODEPOOL_KIND);
+  if (!pool?.metadata?.name || !pool.spec) throw new Error('the file holds no NodePool with metadata.name and spec');
+  return pool;
+}
+
+async function orUndefined<T>(read: Promise<T>): Promise<T | undefined> {
+  try {
+    return await read;
+  } catch (err) {
+    if (isNotFound(err)) return undefined;
+    throw err;
+  }
+}
+
+export async function readNodePool(kc: k8s.KubeConfig, namespace: string, name: string): Promise<NodePool | undefined> {
+  const custom = kc.makeApiClient(k8s.CustomObjectsApi);
+  return (await orUndefined(custom.getNamespacedCustomObject({ group: KINDLING_GROUP, version: KINDLING_VERSION, namespace, plural: NODEPOOL_PLURAL, name }))) as NodePool | undefined;
+}
+
+/** The guest clusters' kubeconfigs, read from their CAPI `<cluster>-kubeconfig` Secrets. */
+export function guestKubeConfigs(kc: k8s.KubeConfig): GuestKubeConfigs {
+  const core = kc.makeApiClient(k8s.CoreV1Api);
+  return createGuestKubeConfigs((namespace, name) => core.readNamespacedSecret({ namespace, name }));
+}
+
+async function guestNodes(guests: GuestKubeConfigs, pool: NodePool, machines: readonly Machine[]): Promise<Pick<PoolState, 'nodes' | 'guestError'>> {
+  const names = new Set(machines.map((m) => m.status?.nodeRef?.name).filter((n): n is string => !!n));
+  if (names.size === 0) return { nodes: [] };
+  try {
+    const kc = await guests.get(pool.metadata.namespace ?? '', pool.spec.clusterName);
+    const nodes = await kc.makeApiClient(k8s.CoreV1Api).listNode();
+    return { nodes: nodes.items.filter((n) => names.has(n.metadata?.name ?? '')) };
+  } catch (err) {
+    return { nodes: [], guestError: `guest cluster ${pool.spec.clusterName}: ${(err as Error).message}` };
+  }
+}
+
+/** Everything `plan` needs about a pool, read once. */
+export async function readPoolState(kc: k8s.KubeConfig, guests: GuestKubeConfigs, pool: NodePool): Promise<PoolState> {
+  const namespace = pool.metadata.namespace ?? '';
+  const core = kc.makeApiClient(k8s.CoreV1Api);
+  const custom = kc.makeApiClient(k8s.CustomObjectsApi);
+  const labelSelector = `${LABELS.nodePool}=${pool.metadata.name}`;
+  const capi = async <T>(plural: string): Promise<T[]> =>
+    ((await custom.listNamespacedCustomObject({ group: CAPI_GROUP, version: CAPI_VERSION, namespace, plural, labelSelector })) as { items: T[] }).items;
+  const [configMaps, secrets, machineSets, machineDeployments, machines] = await Promise.all([
+    Promise.all((pool.spec.config ?? []).map((c) => orUndefined(core.readNamespacedConfigMap({ namespace, name: c.name })))),
+    core.listNamespacedSecret({ namespace, labelSelector }),
+    capi<MachineSet>('machinesets'),
+    capi<MachineDeployment>('machinedeployments'),
+    capi<Machine>('machines'),
+  ]);
+  return {
+    configMaps: configMaps.filter((c): c is k8s.V1ConfigMap => c !== undefined),
+    secrets: secrets.items,
+    machineSets,
+    machineDeployments,
+    machines,
+    ...(await guestNodes(guests, pool, machines)),
+  };
+}

@@ -1,0 +1,520 @@
+/**
+ * `kindling plan`: what the NodePool controller, Cluster API and the in-place upgrader would do with a pool,
+ * computed by their own code (the controller's input and skew phases, its desired children, diff.ts, the
+ * upgrader's node selection) over the objects read from the clusters. Nothing is written: the phases run
+ * against read-only caches and a writer that refuses every call.
+ */
+import { readFile } from 'node:fs/promises';
+import type * as k8s from '@kubernetes/client-node';
+import { ANNOTATIONS, FIELD_MANAGERS, LABELS, tokenSecretName } from '../../api/src/keys.js';
+import type { IntOrPercent, NodePool } from '../../api/src/nodepool.js';
+import type { Machine, MachineDeployment, MachineSet } from '../../api/src/capi.js';
+import { createLogger } from '../../support/src/logger.js';
+import { realClock } from '../../support/src/timers.js';
+import { Caches } from '../../nodepool-controller/src/caches.js';
+import type { CacheSource, Writer } from '../../nodepool-controller/src/store.js';
+import { desiredMachineDeployment, desiredMachinePropagation, desiredMachineSet } from '../../nodepool-controller/src/capi.js';
+import { contains, ownedFields, ownsMoreThan } from '../../nodepool-controller/src/diff.js';
+import { changedInputs, normaliseConfig } from '../../nodepool-controller/src/hash.js';
+import { desiredNode } from '../../nodepool-controller/src/nodes.js';
+import { pauseState } from '../../nodepool-controller/src/pause.js';
+import { evaluateTarget, inputsOf, newScope, type PhaseDeps, type Scope } from '../../nodepool-controller/src/phases.js';
+import { formatVersion, tagVersionResolver, type ReleaseVersionResolver } from '../../nodepool-controller/src/release.js';
+import { SKEW_POLICIES } from '../../nodepool-controller/src/skew.js';
+import { classifyNode, planRollout, resolveMaxUnavailable, type NodeView } from '../../inplace-upgrader/src/select.js';
+import { ConfigError, type ConfigOf, type FlagSpecs } from '../../support/src/config.js';
+import { COMPONENT_FLAGS, loadKubeConfig } from '../../support/src/component.js';
+import { createGuestVersions, type ControlPlaneVersions } from '../../nodepool-controller/src/guest.js';
+import { NODEPOOL_CONTROLLER_FLAGS } from '../../nodepool-controller/src/command.js';
+import { defineCommand, type Command } from './command.js';
+import { guestKubeConfigs, parsePoolRef, poolFromYaml, readNodePool, readPoolState } from './cluster.js';
+import { formatPlan } from './plan-text.js';
+
+/** Exit code of `plan` when a policy blocks the change. */
+export const PLAN_BLOCKED_EXIT = 3;
+/** The JSON Schema of `plan -o json`, relative to the repository. */
+export const PLAN_SCHEMA_PATH = 'cli/plan.schema.json';
+
+/** What `plan` reads: the pool's objects in the management cluster and its Nodes in the guest cluster. */
+export interface PoolState {
+  configMaps: k8s.V1ConfigMap[];
+  /** The pool's token and user-data Secrets. */
+  secrets: k8s.V1Secret[];
+  machineSets: MachineSet[];
+  machineDeployments: MachineDeployment[];
+  machines: Machine[];
+  /** Guest Nodes of the pool's Machines. */
+  nodes: k8s.V1Node[];
+  /** Why the guest Nodes could not be read, if they could not. */
+  guestError?: string;
+}
+
+export interface PlanInput {
+  /** The pool as planned (the live one with --release/--config, or the -f file). */
+  pool: NodePool;
+  /** Whether the pool exists in the management cluster. */
+  exists: boolean;
+  state: PoolState;
+  versions: ControlPlaneVersions;
+  releases?: ReleaseVersionResolver;
+  maxSkewMinors: number;
+  now: number;
+}
+
+export type PolicyStatus = 'pass' | 'fail' | 'skipped';
+export type Effect = 'propagate' | 'update-in-place' | 'replace' | 'new-machines';
+export type Action = 'none' | 'create' | 'propagate' | 'update-in-place' | 'replace' | 'blocked';
+
+export interface Policy {
+  name: string;
+  status: PolicyStatus;
+  reason: string;
+  message: string;
+}
+
+export interface DocumentChange {
+  kind: string;
+  name: string;
+  change: 'added' | 'removed' | 'changed';
+  /** The ConfigMaps of the planned pool holding the document (none when removed). */
+  configMaps: string[];
+}
+
+export interface FieldChange {
+  field: string;
+  what: string;
+  effect: Effect;
+  from?: string;
+  to?: string;
+}
+
+export interface PlannedNode {
+  name: string;
+  zone: string;
+  phase: string;
+  unavailable: boolean;
+  /** 1-based batch, or 0 when the node does not move. */
+  batch: number;
+}
+
+export interface InPlacePlan {
+  targetHash: string;
+  maxUnavailable: number;
+  nodes: PlannedNode[];
+  batches: string[][];
+  /** Machines without a Node yet: they boot the target config from their user-data. */
+  machinesWithoutNode: number;
+  halted?: { node: string; reason: string };
+  stalled?: string;
+}
+
+export interface ReplacePlan {
+  strategy: 'RollingUpdate' | 'OnDelete';
+  replicas: number;
+  maxSurge: number;
+  maxUnavailable: number;
+  /** Machines that run an older template and are replaced. */
+  machines: string[];
+  maxMachines: number;
+  minAvailable: number;
+  waves: number;
+}
+
+export interface Plan {
+  pool: { namespace: string; name: string; cluster: string; upgradeType: 'Replace' | 'InPlace'; exists: boolean };
+  release: { image: string; version?: string; currentVersion?: string };
+  controlPlane: { version?: string; error?: string };
+  paused?: string;
+  policies: Policy[];
+  blocked: boolean;
+  blockedReason?: string;
+  configHash: { current?: string; target?: string; changed: boolean; release?: { from?: string; to: string }; documents: DocumentChange[] };
+  changes: FieldChange[];
+  propagation: { machines: string[]; nodes: string[]; guestError?: string };
+  action: Action;
+  inPlace?: InPlacePlan;
+  replace?: ReplacePlan;
+}
+
+/** Never called: phases that only read must not write, and this makes sure of it. */
+const refusingWriter: Writer = {
+  count: 0,
+  apply: () => Promise.reject(new Error('kindling plan writes nothing')),
+  applyStatus: () => Promise.reject(new Error('kindling plan writes nothing')),
+  mergePatch: () => Promise.reject(new Error('kindling plan writes nothing')),
+  remove: () => Promise.reject(new Error('kindling plan writes nothing')),
+};
+
+function source<T extends k8s.KubernetesObject>(items: readonly T[]): CacheSource<T> {
+  const inNs = (o: T, ns?: string): boolean => ns === undefined || o.metadata?.namespace === ns;
+  return {
+    get: (name, ns) => items.find((o) => o.metadata?.name === name && inNs(o, ns)),
+    list: (ns) => items.filter((o) => inNs(o, ns)),
+  };
+}
+
+function readOnlyDeps(input: PlanInput): PhaseDeps {
+  const { state } = input;
+  const caches = new Caches({
+    nodePools: source([input.pool]),
+    configMaps: source(state.configMaps),
+    secrets: source(state.secrets),
+    machineSets: source(state.machineSets),
+    machineDeployments: source(state.machineDeployments),
+    healthChecks: source([]),
+    machines: source(state.machines),
+  });
+  const config = { ignition: { endpoint: '', caPem: '' }, tokenGraceMs: 0, maxSkewMinors: input.maxSkewMinors };
+  return { caches, writer: refusingWriter, versions: input.versions, releases: input.releases ?? tagVersionResolver, clock: realClock, config };
+}
+
+// ---- policies ----
+
+function verdictPolicy(name: string, v: { ok: boolean; reason: string; message: string } | undefined): Policy {
+  return v ? { name, status: v.ok ? 'pass' : 'fail', reason: v.reason, message: v.message } : { name, status: 'skipped', reason: '', message: 'Not checked' };
+}
+
+async function skewPolicies(s: Scope, input: PlanInput): Promise<{ policies: Policy[]; controlPlane: Plan['controlPlane'] }> {
+  if (s.obs.skew?.reason === 'ControlPlaneUnreachable') {
+    return { policies: [verdictPolicy('Control plane version is known', s.obs.skew)], controlPlane: { error: s.obs.skew.message } };
+  }
+  if (!s.target) {
+    const skipped = SKEW_POLICIES.map((p) => ({ name: p.title, status: 'skipped' as const, reason: '', message: 'Not checked: the release or config is invalid' }));
+    return { policies: skipped, controlPlane: {} };
+  }
+  // The controller asked the same resolver a moment ago; the guest version cache answers this one.
+  const controlPlane = await input.versions.versionOf(s.ns, input.pool.spec.clusterName);
+  const skew = { node: s.target.version, controlPlane, current: s.deployed?.version, maxMinorsBehind: input.maxSkewMinors, allowPrerelease: input.pool.spec.release.allowPrerelease ?? false };
+  const policies = SKEW_POLICIES.map((p) => {
+    const v = p.check(skew);
+    return { name: p.title, status: v.ok ? ('pass' as const) : ('fail' as const), reason: v.ok ? 'AsExpected' : v.reason, message: v.message };
+  });
+  return { policies, controlPlane: { version: formatVersion(controlPlane) } };
+}
+
+// ---- the config hash and what changed it ----
+
+interface Doc {
+  kind: string;
+  metadata: { name: string };
+}
+
+function documents(config: string): Map<string, string> {
+  const docs = JSON.parse(config) as Doc[];
+  return new Map(docs.map((d) => [`${d.kind}/${d.metadata.name}`, JSON.stringify(d)]));
+}
+
+/** Which ConfigMaps of the planned pool hold each document (each ConfigMap normalised alone). */
+function documentSources(input: PlanInput): Map<string, string[]> {
+  const where = new Map<string, string[]>();
+  for (const ref of input.pool.spec.config ?? []) {
+    const cm = input.state.configMaps.find((c) => c.metadata?.name === ref.name);
+    if (!cm) continue;
+    for (const key of documents(normaliseConfig([{ name: ref.name, data: cm.data ?? {} }])).keys()) where.set(key, [...(where.get(key) ?? []), ref.name]);
+  }
+  return where;
+}
+
+function documentChanges(input: PlanInput, before: string, after: string): DocumentChange[] {
+  const [a, b] = [documents(before), documents(after)];
+  const sources = documentSources(input);
+  const keys = [...new Set([...a.keys(), ...b.keys()])].sort();
+  return keys.flatMap((key) => {
+    const change = !a.has(key) ? 'added' : !b.has(key) ? 'removed' : a.get(key) === b.get(key) ? undefined : 'changed';
+    if (!change) return [];
+    const [kind = '', name = ''] = key.split('/');
+    return [{ kind, name, change, configMaps: change === 'removed' ? [] : (sources.get(key) ?? []) }];
+  });
+}
+
+function hashChange(s: Scope, input: PlanInput): Plan['configHash'] {
+  const current = s.deployed?.hash;
+  const target = s.target?.hash;
+  const base = { current, target, changed: target !== undefined && current !== target, documents: [] as DocumentChange[] };
+  if (!s.target || !base.changed) return base;
+  const old = current === undefined ? undefined : inputsOf(input.state.secrets.find((x) => x.metadata?.name === tokenSecretName(input.pool.metadata.name, current)));
+  if (!old) return { ...base, release: { to: s.target.inputs.release }, documents: documentChanges(input, '[]', s.target.inputs.config) };
+  const changed = changedInputs(old, s.target.inputs);
+  return {
+    ...base,
+    ...(changed.includes('release') ? { release: { from: old.release, to: s.target.inputs.release } } : {}),
+    documents: changed.includes('config') ? documentChanges(input, old.config, s.target.inputs.config) : [],
+  };
+}
+
+// ---- the Cluster API child: which fields change, and what each change does ----
+
+interface Field {
+  path: string[];
+  what: string;
+  /** A change here makes new machines (Replace: CAPI rolls; InPlace: the upgrader or new machines only). */
+  rolls?: 'config' | 'infrastructure';
+}
+
+const CHILD_FIELDS: Field[] = [
+  { path: ['spec', 'template', 'spec', 'bootstrap'], what: 'user-data (config hash)', rolls: 'config' },
+  { path: ['spec', 'template', 'spec', 'version'], what: 'Kubernetes version', rolls: 'config' },
+  { path: ['spec', 'template', 'spec', 'infrastructureRef'], what: 'infrastructure template', rolls: 'infrastructure' },
+  { path: ['spec', 'template', 'metadata', 'labels'], what: 'node labels' },
+  { path: ['spec', 'template', 'spec', 'taints'], what: 'taints' },
+  { path: ['spec', 'template', 'spec', 'deletion'], what: 'drain and volume-detach timeouts' },
+  { path: ['spec', 'replicas'], what: 'replicas' },
+  { path: ['spec', 'rollout'], what: 'rollout strategy' },
+  { path: ['metadata', 'annotations'], what: 'annotations (target hash, maxUnavailable, autoscaler bounds)' },
+];
+
+function at(value: unknown, path: readonly string[]): unknown {
+  return path.reduce<unknown>((v, k) => (v !== null && typeof v === 'object' ? (v as Record<string, unknown>)[k] : undefined), value);
+}
+
+const isMap = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+const short = (v: unknown): string => {
+  const text = v === undefined ? '(none)' : JSON.stringify(v);
+  return text.length > 70 ? `${text.slice(0, 67)}...` : text;
+};
+
+/** Both sides, cut down when both are maps (labels, annotations) to the keys that change: those the
+ * controller wants with another value, and those it owns and drops. Others' keys are left out. */
+function fromTo(have: unknown, want: unknown, owned: unknown): { from: string; to: string } {
+  if (!isMap(have) || !isMap(want)) return { from: short(have), to: short(want) };
+  const dropped = isMap(owned) ? Object.keys(owned).filter((k) => k.startsWith('f:') && !(k.slice(2) in want)).map((k) => k.slice(2)) : [];
+  const keys = [...Object.keys(want), ...dropped].filter((k) => JSON.stringify(have[k]) !== JSON.stringify(want[k]));
+  const pick = (m: Record<string, unknown>): Record<string, unknown> => Object.fromEntries(keys.filter((k) => k in m).map((k) => [k, m[k]]));
+  return { from: short(pick(have)), to: short(pick(want)) };
+}
+
+function effectOf(field: Field, upgradeType: NodePool['spec']['management']['upgradeType']): Effect {
+  if (!field.rolls) return 'propagate';
+  if (upgradeType === 'Replace') return 'replace';
+  return field.rolls === 'config' ? 'update-in-place' : 'new-machines';
+}
+
+/** The fields the controller's apply would change: a desired value the live child lacks, or (from its
+ * managedFields) a value the controller owns and no longer wants. */
+export function childChanges(live: k8s.KubernetesObject, desired: k8s.KubernetesObject, upgradeType: 'Replace' | 'InPlace'): FieldChange[] {
+  const owned = ownedFields(live, FIELD_MANAGERS.nodepoolController);
+  return CHILD_FIELDS.flatMap((field) => {
+    const [want, have] = [at(desired, field.path), at(live, field.path)];
+    const ownedHere = at(owned, field.path.map((k) => `f:${k}`));
+    const removes = ownedHere !== null && typeof ownedHere === 'object' && ownsMoreThan(ownedHere as Record<string, unknown>, want);
+    if (contains(have, want) && !removes) return [];
+    return [{ field: field.path.join('.'), what: field.what, effect: effectOf(field, upgradeType), ...fromTo(have, want, ownedHere) }];
+  });
+}
+
+type Child = MachineSet | MachineDeployment;
+
+function desiredChild(pool: NodePool, live: Child | undefined, hash: string, version: string): Child {
+  const opts = { hash, version, liveReplicas: live?.spec.replicas };
+  return pool.spec.management.upgradeType === 'InPlace' ? desiredMachineSet(pool, opts) : desiredMachineDeployment(pool, opts);
+}
+
+function liveChild(input: PlanInput): Child | undefined {
+  const name = input.pool.metadata.name;
+  const list: Child[] = input.pool.spec.management.upgradeType === 'InPlace' ? input.state.machineSets : input.state.machineDeployments;
+  return list.find((c) => c.metadata.name === name);
+}
+
+const alive = (machines: readonly Machine[]): Machine[] => machines.filter((m) => !m.metadata.deletionTimestamp);
+
+function propagation(input: PlanInput): Plan['propagation'] {
+  const machines = alive(input.state.machines)
+    .filter((m) => !contains(m, desiredMachinePropagation(input.pool, m.metadata)) || ownsMoreThanWanted(m, input.pool))
+    .map((m) => m.metadata.name)
+    .sort();
+  const nodes = input.state.nodes.filter((n) => desiredNode(input.pool, n) !== undefined).map((n) => n.metadata?.name ?? '').sort();
+  return { machines, nodes, ...(input.state.guestError === undefined ? {} : { guestError: input.state.guestError }) };
+}
+
+function ownsMoreThanWanted(m: Machine, pool: NodePool): boolean {
+  const owned = ownedFields(m, FIELD_MANAGERS.nodepoolController);
+  return owned !== undefined && ownsMoreThan(owned, desiredMachinePropagation(pool, m.metadata));
+}
+
+// ---- InPlace: the upgrader's node order and batches ----
+
+/**
+ * Waves of the upgrader's own selection: each wave is what planRollout starts (plus what is in flight), and
+ * the wave is assumed to finish before the next one is picked. The real rollout starts a node as soon as
+ * another one finishes; the order and the bound (maxUnavailable) are the same.
+ */
+export function simulateRollout(views: readonly NodeView[], target: string, maxUnavailable: number): Pick<InPlacePlan, 'batches' | 'halted' | 'stalled'> {
+  let nodes = [...views];
+  const batches: string[][] = [];
+  for (;;) {
+    const plan = planRollout(nodes, target, maxUnavailable);
+    if (plan.complete) return { batches };
+    if (plan.halted) return { batches, halted: plan.halted };
+    const moving = [...nodes.filter((n) => n.phase === 'updating').map((n) => n.name).sort(), ...plan.start];
+    if (moving.length === 0) {
+      const unavailable = nodes.filter((n) => n.unavailable).length;
+      return { batches, stalled: `${unavailable} unavailable nodes use the whole maxUnavailable budget (${maxUnavailable}): nothing starts until they are Ready` };
+    }
+    batches.push(moving);
+    nodes = nodes.map((n) => (moving.includes(n.name) ? { ...n, phase: 'done', unavailable: false, desiredConfig: target } : n));
+  }
+}
+
+function inPlacePlan(input: PlanInput, ms: MachineSet | undefined, desired: MachineSet): InPlacePlan {
+  const target = desired.metadata.annotations?.[ANNOTATIONS.targetConfigHash] ?? '';
+  // The upgrader's view of the MachineSet: its Machines (set-name label) that have a Node.
+  const mine = alive(input.state.machines).filter((m) => m.metadata.labels?.[LABELS.capiSetName] === (ms?.metadata.name ?? desired.metadata.name));
+  const byName = new Map(input.state.nodes.map((n) => [n.metadata?.name ?? '', n]));
+  const nodes = mine.flatMap((m) => {
+    const node = byName.get(m.status?.nodeRef?.name ?? '');
+    return node ? [node] : [];
+  });
+  const views = nodes.map((n) => classifyNode(n, target));
+  const maxUnavailable = resolveMaxUnavailable(desired.metadata.annotations?.[ANNOTATIONS.maxUnavailable], views.length);
+  const sim = simulateRollout(views, target, maxUnavailable);
+  const batchOf = (name: string): number => sim.batches.findIndex((b) => b.includes(name)) + 1;
+  const order = (n: PlannedNode): number => (n.batch === 0 ? Number.MAX_SAFE_INTEGER : n.batch * 1000 + (sim.batches[n.batch - 1]?.indexOf(n.name) ?? 0));
+  const planned = views.map((v) => ({ name: v.name, zone: v.zone, phase: v.phase, unavailable: v.unavailable, batch: batchOf(v.name) }));
+  planned.sort((a, b) => order(a) - order(b) || a.name.localeCompare(b.name));
+  return { targetHash: target, maxUnavailable, nodes: planned, batches: sim.batches, machinesWithoutNode: mine.length - nodes.length, ...(sim.halted ? { halted: sim.halted } : {}), ...(sim.stalled ? { stalled: sim.stalled } : {}) };
+}
+
+// ---- Replace: Cluster API's rolling update bounds ----
+
+/** Cluster API (as Deployments): maxSurge rounds up, maxUnavailable down; both 0 means maxUnavailable 1. */
+export function resolveFenceposts(surge: IntOrPercent | undefined, unavailable: IntOrPercent | undefined, replicas: number): { maxSurge: number; maxUnavailable: number } {
+  const resolve = (v: IntOrPercent | undefined, round: (n: number) => number): number => (typeof v === 'string' ? round((replicas * Number(v.replace(/%$/, ''))) / 100) : (v ?? 0));
+  const maxSurge = resolve(surge, Math.ceil);
+  const maxUnavailable = resolve(unavailable, Math.floor);
+  return maxSurge === 0 && maxUnavailable === 0 ? { maxSurge, maxUnavailable: 1 } : { maxSurge, maxUnavailable };
+}
+
+function replacePlan(input: PlanInput, desired: MachineDeployment): ReplacePlan {
+  const replicas = desired.spec.replicas ?? 0;
+  const strategy = desired.spec.rollout?.strategy;
+  const { maxSurge, maxUnavailable } = resolveFenceposts(strategy?.rollingUpdate?.maxSurge, strategy?.rollingUpdate?.maxUnavailable, replicas);
+  const want = desired.spec.template.spec;
+  const stale = alive(input.state.machines)
+    .filter((m) => m.spec.bootstrap.dataSecretName !== want.bootstrap.dataSecretName || m.spec.version !== want.version || !contains(m.spec.infrastructureRef, { name: want.infrastructureRef.name }))
+    .map((m) => m.metadata.name)
+    .sort();
+  const onDelete = strategy?.type === 'OnDelete';
+  return {
+    strategy: onDelete ? 'OnDelete' : 'RollingUpdate',
+    replicas,
+    maxSurge,
+    maxUnavailable,
+    machines: stale,
+    maxMachines: replicas + maxSurge,
+    minAvailable: Math.max(0, replicas - maxUnavailable),
+    waves: onDelete ? 0 : Math.ceil(stale.length / (maxSurge + maxUnavailable)),
+  };
+}
+
+// ---- the plan ----
+
+function actionOf(plan: Omit<Plan, 'action'>, hasChild: boolean): Action {
+  if (plan.blocked) return 'blocked';
+  if (!hasChild) return 'create';
+  if (plan.changes.some((c) => c.effect === 'replace')) return 'replace';
+  if (plan.configHash.changed || plan.changes.some((c) => c.effect === 'update-in-place')) return 'update-in-place';
+  if (plan.changes.length > 0 || plan.propagation.machines.length > 0 || plan.propagation.nodes.length > 0) return 'propagate';
+  return 'none';
+}
+
+/** What the controller would apply: the target once nothing blocks it, else what is deployed. */
+function effectiveOf(s: Scope): { hash: string; version: string } | undefined {
+  if (!s.blocked && s.target) return { hash: s.target.hash, version: formatVersion(s.target.version) };
+  return s.deployed?.version ? { hash: s.deployed.hash, version: formatVersion(s.deployed.version) } : undefined;
+}
+
+function releaseOf(s: Scope): Plan['release'] {
+  const version = s.obs.release?.version;
+  const current = s.deployed?.version;
+  return { image: s.pool.spec.release.image, ...(version ? { version } : {}), ...(current ? { currentVersion: formatVersion(current) } : {}) };
+}
+
+/** An InPlace rollout still under way: the upgrader's current hash is not the one the controller applies. */
+function rollingOut(live: Child | undefined, effectiveHash: string | undefined): boolean {
+  const current = live?.metadata.annotations?.[ANNOTATIONS.currentConfigHash];
+  return current !== undefined && current !== effectiveHash;
+}
+
+/** The upgrade-type part: InPlace batches (of a new target, or of a rollout still under way), Replace bounds. */
+function rolloutOf(input: PlanInput, plan: Plan, child: { live?: Child; desired?: Child; effectiveHash?: string }): Pick<Plan, 'inPlace' | 'replace'> {
+  const { live, desired } = child;
+  if (desired?.kind === 'MachineDeployment') return plan.action === 'replace' ? { replace: replacePlan(input, desired) } : {};
+  if (!desired || plan.action === 'blocked') return {};
+  return plan.action === 'update-in-place' || rollingOut(live, child.effectiveHash) ? { inPlace: inPlacePlan(input, live as MachineSet | undefined, desired) } : {};
+}
+
+export async function computePlan(input: PlanInput): Promise<Plan> {
+  const { pool } = input;
+  const s = newScope(pool, createLogger({ name: 'kindling-plan', level: 'silent' }), input.now);
+  await evaluateTarget(s, readOnlyDeps(input));
+  const skew = await skewPolicies(s, input);
+  const effective = effectiveOf(s);
+  const live = liveChild(input);
+  const desired = effective ? desiredChild(pool, live, effective.hash, effective.version) : undefined;
+  const pause = pauseState(pool.spec.pausedUntil, input.now);
+  const plan: Omit<Plan, 'action'> = {
+    pool: { namespace: s.ns, name: pool.metadata.name, cluster: pool.spec.clusterName, upgradeType: pool.spec.management.upgradeType, exists: input.exists },
+    release: releaseOf(s),
+    controlPlane: skew.controlPlane,
+    ...(pause.paused ? { paused: pause.until } : {}),
+    policies: [verdictPolicy('Release image is valid', s.obs.release), verdictPolicy('Config ConfigMaps are valid', s.obs.config), ...skew.policies],
+    blocked: s.blocked,
+    ...(s.blocked && s.obs.pending ? { blockedReason: s.obs.pending } : {}),
+    configHash: hashChange(s, input),
+    changes: live && desired ? childChanges(live, desired, pool.spec.management.upgradeType) : [],
+    propagation: effective ? propagation(input) : { machines: [], nodes: [] },
+  };
+  const result: Plan = { ...plan, action: actionOf(plan, live !== undefined) };
+  return { ...result, ...rolloutOf(input, result, { live, desired, effectiveHash: effective?.hash }) };
+}
+
+// ---- the command ----
+
+export const PLAN_FLAGS = {
+  kubeconfig: COMPONENT_FLAGS.kubeconfig,
+  release: { type: 'string', default: '', help: 'Plan with this release image instead of spec.release.image' },
+  config: { type: 'list', default: [], help: 'Plan with these config ConfigMaps instead of spec.config (repeat the flag or separate with commas)' },
+  file: { type: 'string', default: '', help: 'Plan the NodePool of this YAML file, as it would be applied, instead of the live one (-f)' },
+  output: { type: 'string', default: 'text', help: `Output: text, or json (schema: ${PLAN_SCHEMA_PATH}) (-o)` },
+  maxSkewMinors: NODEPOOL_CONTROLLER_FLAGS.maxSkewMinors,
+} satisfies FlagSpecs;
+
+/** The pool to plan: the file's or the live one, with --release and --config applied. */
+function poolRef(arg: string | undefined, fromFile: NodePool | undefined): { namespace: string; name: string } {
+  if (arg !== undefined) return parsePoolRef(arg);
+  if (fromFile) return { namespace: fromFile.metadata.namespace ?? 'default', name: fromFile.metadata.name };
+  throw new ConfigError('name the pool (<namespace>/<name>) or give -f nodepool.yaml');
+}
+
+async function plannedPool(cfg: ConfigOf<typeof PLAN_FLAGS>, args: string[], kc: k8s.KubeConfig): Promise<{ pool: NodePool; exists: boolean }> {
+  const fromFile = cfg.file === '' ? undefined : poolFromYaml(await readFile(cfg.file, 'utf8'));
+  const ref = poolRef(args[0], fromFile);
+  const live = await readNodePool(kc, ref.namespace, ref.name);
+  const base = fromFile ?? live;
+  if (!base) throw new Error(`NodePool ${ref.namespace}/${ref.name} does not exist (plan a new one with -f)`);
+  const pool = structuredClone(base);
+  pool.metadata = { ...pool.metadata, namespace: ref.namespace, name: ref.name, uid: live?.metadata.uid ?? pool.metadata.uid };
+  if (cfg.release !== '') pool.spec.release = { ...pool.spec.release, image: cfg.release };
+  if (cfg.config.length > 0) pool.spec.config = cfg.config.map((name) => ({ name }));
+  return { pool, exists: live !== undefined };
+}
+
+export const planCommand: Command = defineCommand({
+  name: 'plan',
+  summary: 'Show what a NodePool change would do (policies, config hash, in place or replace, node batches); changes nothing. Exit 3 when a policy blocks it.',
+  args: '<namespace/pool>',
+  short: { f: 'file', o: 'output' },
+  flags: PLAN_FLAGS,
+  async run(cfg, io, args) {
+    if (!['text', 'json'].includes(cfg.output)) throw new ConfigError(`-o ${cfg.output}: use text or json`);
+    if (args.length > 1) throw new ConfigError('plan takes one pool');
+    const kc = loadKubeConfig(cfg.kubeconfig);
+    const { pool, exists } = await plannedPool(cfg, args, kc);
+    const guests = guestKubeConfigs(kc);
+    const state = await readPoolState(kc, guests, pool);
+    const plan = await computePlan({ pool, exists, state, versions: createGuestVersions({ kubeConfigs: guests }), maxSkewMinors: cfg.maxSkewMinors, now: Date.now() });
+    io.out(cfg.output === 'json' ? `${JSON.stringify(plan, null, 2)}\n` : formatPlan(plan));
+    return plan.blocked ? PLAN_BLOCKED_EXIT : 0;
+  },
+});

@@ -1,0 +1,150 @@
+/**
+ * The local environment as the end-to-end tests drive it: `node dist/local/src/start.js` in a child process
+ * (exactly what `npm start` runs after its set-up), read back through the kubeconfigs its summary prints,
+ * plus the few moves a test makes on it: patch a pool, list a pool's Machines, Nodes and hosts, and boot an
+ * extra host from a user-data stub of the test's choosing.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFile, readdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import * as k8s from '@kubernetes/client-node';
+import { LABELS } from '../../api/src/keys.js';
+import type { NodePool } from '../../api/src/nodepool.js';
+
+const START = fileURLToPath(new URL('../../local/src/start.js', import.meta.url));
+export const NS = 'tenants';
+const CAPI = { apiVersion: 'cluster.x-k8s.io/v1beta2', group: 'cluster.x-k8s.io', version: 'v1beta2' } as const;
+
+export interface Machine extends k8s.KubernetesObject {
+  metadata: k8s.V1ObjectMeta & { name: string };
+  status?: { phase?: string; nodeRef?: { name: string } };
+}
+
+export class LocalEnvironment {
+  readonly stateDir: string;
+  readonly mgmt = new k8s.KubeConfig();
+  readonly guest = new k8s.KubeConfig();
+  mgmtKubeconfig = '';
+  output = '';
+  #child: ChildProcess | undefined;
+
+  constructor(stateDir: string) {
+    this.stateDir = stateDir;
+  }
+
+  /** Starts the environment and resolves once its summary is printed (both sample pools Ready). */
+  async start(timeoutMs = 600_000): Promise<void> {
+    const child = spawn(process.execPath, [START, `--state-dir=${this.stateDir}`], { stdio: ['ignore', 'pipe', 'pipe'] });
+    this.#child = child;
+    child.stderr.on('data', (d: Buffer) => (this.output += d.toString()));
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`the environment was not up after ${timeoutMs / 1000} s:\n${this.output}`)), timeoutMs);
+      child.stdout.on('data', (d: Buffer) => {
+        this.output += d.toString();
+        if (!this.output.includes('Ctrl-C stops everything.')) return;
+        clearTimeout(timer);
+        resolve();
+      });
+      child.once('exit', (code) => (clearTimeout(timer), reject(new Error(`the environment exited (${code}):\n${this.output}`))));
+    });
+    const path = (label: string): string => new RegExp(`${label} kubeconfig: +(\\S+)`).exec(this.output)?.[1] ?? '';
+    this.mgmtKubeconfig = path('management');
+    this.mgmt.loadFromFile(this.mgmtKubeconfig);
+    this.guest.loadFromFile(path('guest'));
+  }
+
+  get pid(): number | undefined {
+    return this.#child?.pid;
+  }
+
+  /** SIGTERM, as Ctrl-C would; resolves with the exit code. */
+  async stop(): Promise<number | null> {
+    const child = this.#child;
+    if (!child || child.exitCode !== null) return child?.exitCode ?? null;
+    const exited = new Promise<number | null>((r) => child.once('exit', r));
+    child.kill('SIGTERM');
+    return exited;
+  }
+
+  get custom(): k8s.CustomObjectsApi {
+    return this.mgmt.makeApiClient(k8s.CustomObjectsApi);
+  }
+
+  async pool(name: string): Promise<NodePool> {
+    return (await this.custom.getNamespacedCustomObject({ group: 'kindling.dev', version: 'v1beta1', namespace: NS, plural: 'nodepools', name })) as NodePool;
+  }
+
+  async patchPool(name: string, body: object): Promise<void> {
+    await this.custom.patchNamespacedCustomObject(
+      { group: 'kindling.dev', version: 'v1beta1', namespace: NS, plural: 'nodepools', name, body },
+      k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+    );
+  }
+
+  async machines(pool: string): Promise<Machine[]> {
+    const list = (await this.custom.listNamespacedCustomObject({ ...CAPI, namespace: NS, plural: 'machines', labelSelector: `${LABELS.nodePool}=${pool}` })) as { items: Machine[] };
+    return list.items;
+  }
+
+  async nodes(pool: string): Promise<k8s.V1Node[]> {
+    return (await this.guest.makeApiClient(k8s.CoreV1Api).listNode({ labelSelector: `kindling.dev/pool=${pool}` })).items;
+  }
+
+  hostRoot(name: string): string {
+    return join(this.stateDir, 'hosts', NS, name);
+  }
+
+  async hosts(prefix: string): Promise<string[]> {
+    return (await readdir(join(this.stateDir, 'hosts', NS)).catch(() => [])).filter((h) => h.startsWith(`${prefix}-`)).sort();
+  }
+
+  async hostFile(host: string, path: string): Promise<string | undefined> {
+    return readFile(join(this.hostRoot(host), path), 'utf8').catch(() => undefined);
+  }
+
+  /**
+   * Whether a pool's Machines, Nodes and hosts agree on `count` members: every Machine Running with a Node,
+   * the same names as the pool's Nodes, and a booted host folder each.
+   */
+  async agrees(pool: string, count: number): Promise<boolean> {
+    const machines = (await this.machines(pool)).filter((m) => !m.metadata.deletionTimestamp);
+    const running = machines.filter((m) => m.status?.phase === 'Running' && m.status.nodeRef);
+    const nodes = (await this.nodes(pool)).map((n) => n.metadata?.name ?? '').sort();
+    const hosts = await this.hosts(pool);
+    const refs = running.map((m) => m.status?.nodeRef?.name ?? '').sort();
+    return machines.length === count && running.length === count && refs.join() === nodes.join() && refs.join() === hosts.join();
+  }
+
+  /**
+   * A host of the test's own: a Secret holding `userData`, a LocalMachine and a standalone Machine pointing at
+   * both, so Cluster API and the local provider treat it like any other (it is no pool's member).
+   */
+  async bootExtraHost(name: string, userData: string): Promise<void> {
+    const objects = k8s.KubernetesObjectApi.makeApiClient(this.mgmt);
+    await objects.create({ apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace: NS }, stringData: { value: userData, format: 'ignition' } } as k8s.KubernetesObject);
+    await objects.create({ apiVersion: 'infrastructure.kindling.dev/v1alpha1', kind: 'LocalMachine', metadata: { name, namespace: NS }, spec: {} } as k8s.KubernetesObject);
+    await objects.create({
+      apiVersion: CAPI.apiVersion,
+      kind: 'Machine',
+      metadata: { name, namespace: NS },
+      spec: {
+        clusterName: 'guest',
+        bootstrap: { dataSecretName: name },
+        infrastructureRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachine', name },
+      },
+    } as k8s.KubernetesObject);
+  }
+
+  /** The LocalMachine's Booted condition, once it has one. */
+  async booted(name: string): Promise<{ status: string; message: string } | undefined> {
+    const lm = (await this.custom.getNamespacedCustomObject({ group: 'infrastructure.kindling.dev', version: 'v1alpha1', namespace: NS, plural: 'localmachines', name })) as {
+      status?: { conditions?: { type: string; status: string; message: string }[] };
+    };
+    return lm.status?.conditions?.find((c) => c.type === 'Booted');
+  }
+
+  async deleteMachine(name: string): Promise<void> {
+    await this.custom.deleteNamespacedCustomObject({ ...CAPI, namespace: NS, plural: 'machines', name });
+  }
+}
