@@ -1,10 +1,10 @@
 /** One-shot reads for the operator commands: a pool's objects in the management cluster and its guest Nodes. */
 import * as k8s from '@kubernetes/client-node';
-import { parse } from 'yaml';
 import { LABELS } from '../../api/src/keys.js';
 import { NODEPOOL_API_VERSION, NODEPOOL_KIND, NODEPOOL_PLURAL, type NodePool } from '../../api/src/nodepool.js';
 import { CAPI_API_VERSION, CAPI_GROUP, type Machine, type MachineDeployment, type MachineSet } from '../../api/src/capi.js';
 import { isNotFound } from '../../support/src/errors.js';
+import { parseManifests } from '../../support/src/manifests.js';
 import { createGuestKubeConfigs, type GuestKubeConfigs } from '../../nodepool-controller/src/guest.js';
 import type { PoolState } from './plan.js';
 
@@ -19,9 +19,8 @@ export function parsePoolRef(ref: string, defaultNamespace = 'default'): { names
 }
 
 /** A NodePool from a YAML file's text (the first NodePool document). */
-export function poolFromYaml(text: string): NodePool {
-  const docs = text.split(/^---\s*$/m).map((d) => parse(d) as unknown).filter((d) => d !== null && d !== undefined);
-  const pool = docs.find((d): d is NodePool => typeof d === 'object' && (d as { kind?: unknown }).kind === NODEPOOL_KIND);
+export function poolFromYaml(text: string, source?: string): NodePool {
+  const pool = parseManifests(text, source).find((d): d is NodePool => d.kind === NODEPOOL_KIND);
   if (!pool?.metadata?.name || !pool.spec) throw new Error('the file holds no NodePool with metadata.name and spec');
   return pool;
 }

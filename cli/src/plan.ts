@@ -488,7 +488,7 @@ function poolRef(arg: string | undefined, fromFile: NodePool | undefined): { nam
 }
 
 async function plannedPool(cfg: ConfigOf<typeof PLAN_FLAGS>, args: string[], kc: k8s.KubeConfig): Promise<{ pool: NodePool; exists: boolean }> {
-  const fromFile = cfg.file === '' ? undefined : poolFromYaml(await readFile(cfg.file, 'utf8'));
+  const fromFile = cfg.file === '' ? undefined : poolFromYaml(await readFile(cfg.file, 'utf8'), cfg.file);
   const ref = poolRef(args[0], fromFile);
   const live = await readNodePool(kc, ref.namespace, ref.name);
   const base = fromFile ?? live;
