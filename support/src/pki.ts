@@ -4,7 +4,7 @@
  */
 // @peculiar/x509 resolves its providers through tsyringe, which needs the Reflect metadata polyfill loaded first.
 import 'reflect-metadata';
-import { webcrypto, randomBytes } from 'node:crypto';
+import { webcrypto, randomBytes, createPrivateKey, createPublicKey } from 'node:crypto';
 import * as x509 from '@peculiar/x509';
 
 x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
@@ -114,4 +114,64 @@ async function issue(ca: x509.X509Certificate, caKey: Key, opts: IssueOptions): 
     extensions,
   });
   return { certPem: cert.toString('pem') + '\n', keyPem: await keyPem(keys.privateKey) };
+}
+
+export interface CertificateRequestOptions {
+  commonName: string;
+  organizations?: string[];
+  dnsNames?: string[];
+  ipAddresses?: string[];
+  /** The private key (PKCS#8 PEM) to request for; a new P-256 key when absent. */
+  keyPem?: string;
+}
+
+export interface CertificateRequestPem {
+  /** PEM `CERTIFICATE REQUEST` (PKCS#10). */
+  csrPem: string;
+  keyPem: string;
+}
+
+async function keyPairOf(pem: string | undefined): Promise<webcrypto.CryptoKeyPair> {
+  if (pem === undefined) return webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify']);
+  const privateKey = createPrivateKey(pem);
+  const spki = createPublicKey(privateKey).export({ type: 'spki', format: 'der' });
+  return {
+    privateKey: await webcrypto.subtle.importKey('pkcs8', privateKey.export({ type: 'pkcs8', format: 'der' }), ALG, true, ['sign']),
+    publicKey: await webcrypto.subtle.importKey('spki', spki, ALG, true, ['verify']),
+  };
+}
+
+/** A PKCS#10 certificate request (ECDSA P-256, SHA-256), e.g. a kubelet's; the same key when `keyPem` is given. */
+export async function createCertificateRequest(opts: CertificateRequestOptions): Promise<CertificateRequestPem> {
+  const keys = await keyPairOf(opts.keyPem);
+  const names = [
+    ...(opts.dnsNames ?? []).map((value) => ({ type: 'dns' as const, value })),
+    ...(opts.ipAddresses ?? []).map((value) => ({ type: 'ip' as const, value })),
+  ];
+  const csr = await x509.Pkcs10CertificateRequestGenerator.create({
+    name: subject(opts.commonName, opts.organizations),
+    keys,
+    signingAlgorithm: ALG,
+    extensions: names.length > 0 ? [new x509.SubjectAlternativeNameExtension(names)] : [],
+  });
+  return { csrPem: csr.toString('pem') + '\n', keyPem: opts.keyPem ?? (await keyPem(keys.privateKey)) };
+}
+
+export interface CertificateInfo {
+  commonName: string;
+  organizations: string[];
+  notAfter: Date;
+}
+
+/**
+ * Reads a PEM certificate and checks it was signed by the CA and is valid at `at`; throws saying which check
+ * failed.
+ */
+export async function verifyCertificate(certPem: string, caPem: string, at = new Date()): Promise<CertificateInfo> {
+  const cert = new x509.X509Certificate(certPem);
+  const ca = new x509.X509Certificate(caPem);
+  if (!(await cert.verify({ publicKey: ca.publicKey, signatureOnly: true }))) throw new Error(`certificate "${cert.subject}" is not signed by CA "${ca.subject}"`);
+  if (at < cert.notBefore || at > cert.notAfter) throw new Error(`certificate "${cert.subject}" is not valid at ${at.toISOString()} (valid ${cert.notBefore.toISOString()} to ${cert.notAfter.toISOString()})`);
+  const name = cert.subjectName;
+  return { commonName: name.getField('CN')[0] ?? '', organizations: name.getField('O'), notAfter: cert.notAfter };
 }
