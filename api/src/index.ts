@@ -3,3 +3,4 @@ export * from './conditions.js';
 export * from './nodepool.js';
 export * from './capi.js';
 export * from './crd.js';
+export * from './host-paths.js';

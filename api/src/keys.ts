@@ -46,6 +46,9 @@ export const LABELS = {
   /** Guest Node: the zone used to spread in-place updates. Written by the host (kubelet / local provider);
    * read by the inplace-upgrader. */
   zone: 'topology.kubernetes.io/zone',
+  /** Guest Node of a host of the local environment ("local"). Written by the local providers' kubelet when it
+   * registers its Node; read by people and tests telling local hosts from other Nodes. */
+  localHost: 'kindling.dev/host',
   /** Marks an agent Pod ("true") in a guest cluster. Written by the inplace-upgrader on the Pods it creates;
    * read by the drainer (never evicts the agent that asked for the drain) and by the upgrader (clean-up). */
   agentPod: 'kindling.dev/agent',

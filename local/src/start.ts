@@ -73,8 +73,8 @@ async function bringUp(cfg: Config): Promise<Environment> {
       await Promise.all([installKindlingCrds(mgmt), installCapiCrds(mgmt), installCrds(mgmt, LOCAL_CRD_DIR)]);
       await ensureNamespace(mgmt, namespace);
     });
-    env.guest = await step('guest cluster "guest" (etcd, kube-apiserver, kube-controller-manager, KWOK)', () =>
-      startCluster({ name: 'guest', dir: join(stateDir, 'guest'), kwok: true }),
+    env.guest = await step('guest cluster "guest" (etcd, kube-apiserver with node authentication, kube-controller-manager signing CSRs, KWOK)', () =>
+      startCluster({ name: 'guest', dir: join(stateDir, 'guest'), kwok: true, nodeAuth: true }),
     );
     env.capi = await step('Cluster API core manager v1.14.2 (webhooks registered)', () => startCapiManager(mgmt));
     const ignition = await step('ignition serving certificate, signing key', () => ignitionFiles(stateDir, mgmt));

@@ -18,13 +18,16 @@ export interface BootstrapToken {
   username: string;
 }
 
+/** A random bootstrap token, `<id>.<secret>` ([a-z0-9]{6}.[a-z0-9]{16}). */
+export const newBootstrapToken = (): string => `${randomToken(6)}.${randomToken(16)}`;
+
 /**
- * Creates a `bootstrap.kubernetes.io/token` Secret in kube-system. Its user is `system:bootstrap:<id>` in
+ * Creates a `bootstrap.kubernetes.io/token` Secret in kube-system (for `token` when given, else a new one). Its user is `system:bootstrap:<id>` in
  * `system:bootstrappers` plus `groups` (each must start with `system:bootstrappers:`).
  */
-export async function createBootstrapToken(cluster: Cluster, opts: { groups?: string[]; expiresInMs?: number } = {}): Promise<BootstrapToken> {
-  const id = randomToken(6);
-  const secret = randomToken(16);
+export async function createBootstrapToken(cluster: Cluster, opts: { groups?: string[]; expiresInMs?: number; token?: string } = {}): Promise<BootstrapToken> {
+  const [id, secret] = opts.token?.split('.') ?? [randomToken(6), randomToken(16)];
+  if (!id || !secret) throw new Error('a bootstrap token reads <id>.<secret>');
   const data: Record<string, string> = { 'token-id': id, 'token-secret': secret, 'usage-bootstrap-authentication': 'true' };
   if (opts.groups?.length) data['auth-extra-groups'] = opts.groups.join(',');
   if (opts.expiresInMs !== undefined) data.expiration = new Date(Date.now() + opts.expiresInMs).toISOString().replace(/\.\d+Z$/, 'Z');
