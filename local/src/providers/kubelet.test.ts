@@ -97,10 +97,12 @@ describe('kubelet: the Node it registers', () => {
 });
 
 describe('kubelet: CSRs', () => {
-  it('when the same key and request are named twice, it should give the same valid name; another key another name', () => {
-    const a = csrName('node-csr-', 'key-a', 'req');
-    assert.equal(csrName('node-csr-', 'key-a', 'req'), a);
-    assert.notEqual(csrName('node-csr-', 'key-b', 'req'), a);
+  it('when the same key asks for the same thing twice, it should give the same valid name; another key or subject another name', () => {
+    const asked = [KUBELET_CLIENT_SIGNER, 'system:node:a', 'system:nodes'];
+    const a = csrName('node-csr-', 'key-a', asked);
+    assert.equal(csrName('node-csr-', 'key-a', [...asked]), a);
+    assert.notEqual(csrName('node-csr-', 'key-b', asked), a);
+    assert.notEqual(csrName('node-csr-', 'key-a', [KUBELET_CLIENT_SIGNER, 'system:node:b', 'system:nodes']), a);
     assert.match(a, /^node-csr-[a-z0-9]+$/);
     assert.ok(a.length <= 63);
   });
@@ -145,7 +147,8 @@ class HostUnderTest {
         log,
         clock: realClock,
         signal: this.#abort.signal,
-        timing: { pollMs: 50, retryMs: 100, maxRetryMs: 500, statusSyncMs: 200 },
+        // The default CSR poll (500 ms), so the boot-to-Ready figure is the one hosts see.
+        timing: { retryMs: 100, maxRetryMs: 500, statusSyncMs: 200 },
         report: async (c) => void this.conditions.set(c.type, c),
       },
     );
@@ -272,6 +275,23 @@ describe('kubelet against a hosted guest control plane (test bed)', () => {
       assert.equal((await certificates.listCertificateSigningRequest()).items.length, before);
       assert.equal(await readFile(join(host.root, HOST_PATHS.kubeletClientCert), 'utf8'), pem);
     });
+  });
+
+  it('when restarted while its client CSR waits, it should wait for the same CSR and join once it is approved', async () => {
+    const token = await createBootstrapToken(guest, { groups: [BOOTSTRAP_GROUP] });
+    const first = (await newHost('host-f', joinMaterialFiles(guest, { token: token.token }))).start();
+    const csr = await csrOf(token.username, KUBELET_CLIENT_SIGNER);
+    await eventually('the kubelet to wait for approval', async () => first.condition('Joined', KUBELET_REASONS.waitingForApproval));
+    await first.stop();
+    const again = new HostUnderTest(first.root, 'host-f');
+    hosts.push(again);
+    again.start();
+    await eventually('the restarted kubelet to wait for approval', async () => again.condition('Joined', KUBELET_REASONS.waitingForApproval));
+    assert.match(again.conditions.get('Joined')?.message ?? '', new RegExp(`CSR ${csr.metadata?.name ?? '?'} `));
+    const mine = (await certificates.listCertificateSigningRequest()).items.filter((c) => c.spec.username === token.username);
+    assert.equal(mine.length, 1, 'the restarted kubelet submitted a second CSR');
+    await decideCsr(guest, csr.metadata?.name ?? '', { approve: true });
+    await eventually('the restarted kubelet to join', async () => again.condition('Joined', KUBELET_REASONS.joined), 30_000);
   });
 
   it('when its client CSR is denied, it should stay unjoined and say CSRDenied with the denial\'s message', async () => {

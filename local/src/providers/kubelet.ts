@@ -185,9 +185,14 @@ export function registrationNode(spec: KubeletSpec, opts: { registerWithTaints: 
   };
 }
 
-/** A CSR's name from its key and request, so a restarted kubelet finds the CSR it submitted. */
-export function csrName(prefix: string, keyPem: string, csrPem: string): string {
-  return `${prefix}${createHash('sha256').update(keyPem).update('\0').update(csrPem).digest('base64url').toLowerCase().replace(/[^a-z0-9]/g, '')}`.slice(0, 63);
+/**
+ * A CSR's name from its key and what it asks for (not the request's bytes: an ECDSA signature differs each
+ * time), so a restarted kubelet, or one whose wait ran out, finds the CSR it submitted rather than adding one.
+ */
+export function csrName(prefix: string, keyPem: string, asked: readonly string[]): string {
+  const digest = createHash('sha256').update(keyPem);
+  for (const part of asked) digest.update('\0').update(part);
+  return `${prefix}${digest.digest('base64url').toLowerCase().replace(/[^a-z0-9]/g, '')}`.slice(0, 63);
 }
 
 export type CsrOutcome =
@@ -397,7 +402,7 @@ export class Kubelet {
     const pending = await this.#fs.read(req.keyPath);
     const request = await createCertificateRequest({ ...subject, keyPem: pending }).catch(() => createCertificateRequest(subject));
     if (request.keyPem !== pending) await this.#fs.write(req.keyPath, request.keyPem, 0o600);
-    const name = csrName(req.prefix, request.keyPem, request.csrPem);
+    const name = csrName(req.prefix, request.keyPem, [req.signerName, subject.commonName, ...subject.organizations, ...(req.dnsNames ?? []), ...(req.ipAddresses ?? []), ...req.usages]);
     const certificates = req.client.makeApiClient(k8s.CertificatesV1Api);
     await certificates
       .createCertificateSigningRequest(
