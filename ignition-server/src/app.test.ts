@@ -14,7 +14,9 @@ import { ecKeyPem, manualClock, memoryDestination } from './testing.js';
 const POOL = 'clusters/workers';
 const HASH = 'abc123';
 const ACCEPT = 'application/vnd.coreos.ignition+json;version=3.3.0, */*;q=0.1';
-const PAYLOAD: Payload = { key: 'a'.repeat(64), minVersion: '3.0.0', tail: Buffer.from('"},"storage":{"files":[{"path":"/etc/secret-payload-marker","contents":{"source":"data:,x"}}]}}') };
+const TAIL = '"},"storage":{"files":[{"path":"/etc/secret-payload-marker","contents":{"source":"data:,x"}}]}}';
+const PAYLOAD: Payload = { key: 'a'.repeat(64), minVersion: '3.0.0', tail: Buffer.from(TAIL), joinAt: TAIL.length - 3 };
+const JOIN = { joinServer: 'https://guest.example:6443', joinCa: '-----BEGIN CERTIFICATE-----\nguest\n-----END CERTIFICATE-----\n', bootstrapToken: 'abcdef.0123456789abcdef' };
 const MARKER = 'secret-payload-marker';
 
 interface Harness {
@@ -77,6 +79,30 @@ describe('GET /ignition', () => {
     assert.equal(again.status, 200);
     assert.match(again.text, /"version":"3\.1\.0"/);
     assert.equal(h.served.length, 1, 'the first fetch is recorded once');
+  });
+
+  it('when the token Secret holds join material, it should splice the pool\'s join files into the payload, for the bootstrap token paired with the presented token', async () => {
+    const { token } = await h.secret('joined', JOIN);
+    const res = await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`).set('Accept', ACCEPT);
+    assert.equal(res.status, 200);
+    const body = JSON.parse(res.text) as { storage: { files: { path: string; contents: { source: string } }[] } };
+    assert.deepEqual(body.storage.files.map((f) => f.path), ['/etc/secret-payload-marker', '/etc/kubernetes/pki/ca.crt', '/etc/kubernetes/bootstrap-kubeconfig']);
+    const kubeconfig = Buffer.from(body.storage.files[2]?.contents.source.split(',')[1] ?? '', 'base64').toString();
+    assert.match(kubeconfig, /token: abcdef\.0123456789abcdef/);
+    assert.match(kubeconfig, /server: https:\/\/guest\.example:6443/);
+    assert.equal(Number(res.headers['content-length']), Buffer.byteLength(res.text));
+  });
+
+  it('when the rotated token is presented, it should get the rotated bootstrap token, and with Kindling-Join: omit no join files at all', async () => {
+    const { token: rotated } = await h.authority.mint({ pool: POOL, hash: HASH, ttlMs: 3_600_000 });
+    const { token } = await h.secret('rotated', { ...JOIN, rotatedToken: rotated, rotatedBootstrapToken: 'zyxwvu.0123456789zyxwvu' });
+    const old = await request(h.app).get('/ignition').set('Authorization', `Bearer ${rotated}`).set('Accept', ACCEPT);
+    const files = (text: string): string[] => (JSON.parse(text) as { storage: { files: { path: string; contents: { source: string } }[] } }).storage.files.map((f) => Buffer.from(f.contents.source.split(',')[1] ?? '', 'base64').toString());
+    assert.ok(files(old.text).some((f) => f.includes('zyxwvu.0123456789zyxwvu')), 'the rotated token gets the rotated bootstrap token');
+    const current = await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`).set('Accept', ACCEPT);
+    assert.ok(files(current.text).some((f) => f.includes('abcdef.0123456789abcdef')), 'the current token gets the current bootstrap token');
+    const omitted = await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`).set('Kindling-Join', 'omit').set('Accept', ACCEPT);
+    assert.deepEqual(Buffer.from(omitted.text), payloadBytes(PAYLOAD, '3.3.0'));
   });
 
   it('when the bearer token is missing, garbled, forged or expired, it should answer 401 without echoing it', async () => {

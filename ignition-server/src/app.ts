@@ -10,7 +10,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import type { Logger } from '../../support/src/logger.js';
 import { IGNITION_HEADERS } from '../../api/src/keys.js';
 import type { TokenAuthority, TokenClaims } from './tokens.js';
-import type { TokenIndex, TokenSecretEntry } from './token-index.js';
+import { joinFor, type TokenIndex, type TokenSecretEntry } from './token-index.js';
 import { payloadChunks, type Payload } from './payload/store.js';
 import { IGNITION_MEDIA_TYPE, negotiateVersion, servable, type SpecVersion } from './payload/versions.js';
 
@@ -48,6 +48,7 @@ const SMALL_PAYLOAD_BYTES = 64 * 1024;
 interface Authorized {
   claims: TokenClaims;
   entry: TokenSecretEntry;
+  token: string;
 }
 
 function bearerToken(req: Request): string {
@@ -74,7 +75,7 @@ async function authorize(req: Request, deps: AppDeps, res: Response): Promise<Au
   const entry = deps.tokens.find(token, (deps.now ?? Date.now)());
   if (!entry || entry.secret.pool !== claims.pool || entry.secret.hash !== claims.hash) throw unauthorized('token revoked or unknown');
   checkHeaders(req, claims);
-  return { claims, entry };
+  return { claims, entry, token };
 }
 
 async function payloadFor(entry: TokenSecretEntry, deps: AppDeps): Promise<Payload> {
@@ -89,30 +90,32 @@ async function payloadFor(entry: TokenSecretEntry, deps: AppDeps): Promise<Paylo
   return payload;
 }
 
-function send(res: Response, payload: Payload, version: SpecVersion, head: boolean): void {
-  const chunks = payloadChunks(payload, version);
+function send(res: Response, chunks: Buffer[], version: SpecVersion, head: boolean): void {
+  const length = chunks.reduce((n, c) => n + c.length, 0);
   res.status(200);
   res.set({
     'content-type': `${IGNITION_MEDIA_TYPE};version=${version}`,
-    'content-length': String(chunks.reduce((n, c) => n + c.length, 0)),
+    'content-length': String(length),
     'cache-control': 'no-store',
   });
   if (head) return void res.end();
   // A small payload goes out in one write (one TLS record batch, no writev of three slices); a large one
   // without copying its tail.
-  if (payload.tail.length < SMALL_PAYLOAD_BYTES) return void res.end(Buffer.concat(chunks));
+  if (length < SMALL_PAYLOAD_BYTES) return void res.end(Buffer.concat(chunks, length));
   for (const c of chunks.slice(0, -1)) res.write(c);
   res.end(chunks[chunks.length - 1]);
 }
 
 function ignitionHandler(deps: AppDeps) {
   return async (req: Request, res: Response): Promise<void> => {
-    const { entry } = await authorize(req, deps, res);
+    const { entry, token } = await authorize(req, deps, res);
     const version = negotiateVersion(req.headers.accept);
     if (version === undefined) throw new HttpError(406, 'no acceptable Ignition spec version (this server serves 3.0.0 to 3.4.0)');
     const payload = await payloadFor(entry, deps);
     if (!servable(payload.minVersion, version)) throw new HttpError(406, `the payload needs Ignition spec ${payload.minVersion} or newer`);
-    send(res, payload, version, req.method === 'HEAD');
+    // The pool's join material goes to hosts; the upgrader's nodes joined long ago and ask without it.
+    const join = req.headers[IGNITION_HEADERS.joinMaterial.toLowerCase()] === 'omit' ? undefined : joinFor(entry, token);
+    send(res, payloadChunks(payload, version, join), version, req.method === 'HEAD');
     if (!entry.served) {
       entry.served = true;
       deps.onServed(entry);

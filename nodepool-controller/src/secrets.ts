@@ -37,7 +37,8 @@ export function desiredTokenSecret(pool: NodePool, opts: TokenSecretOptions): V1
     metadata: {
       name: tokenSecretName(pool.metadata.name, opts.hash),
       namespace: pool.metadata.namespace,
-      labels: { [LABELS.nodePool]: pool.metadata.name, [LABELS.tokenSecret]: 'true', [LABELS.configHash]: opts.hash },
+      // The cluster label tells the ignition server which guest cluster the pool's bootstrap tokens go to.
+      labels: { [LABELS.nodePool]: pool.metadata.name, [LABELS.tokenSecret]: 'true', [LABELS.configHash]: opts.hash, [LABELS.capiClusterName]: pool.spec.clusterName },
       ...(opts.expiresAt === undefined ? {} : { annotations: { [ANNOTATIONS.tokenExpiresAt]: opts.expiresAt } }),
       ownerReferences: [ownerReference(pool)],
     },
