@@ -70,6 +70,12 @@ export const CONDITIONS = {
     kind: 'transient',
     reasons: { AsExpected: 'AsExpected', MachinesNotReady: 'MachinesNotReady', InternalError: 'InternalError' },
   },
+  /** transient: every host that booted (its Machine's infrastructure is provisioned) registered its Node
+   * within the join timeout: a False names how many did not and the first reason (a denied CSR, none seen). */
+  AllNodesJoined: {
+    kind: 'transient',
+    reasons: { AsExpected: 'AsExpected', NodesNotJoined: 'NodesNotJoined' },
+  },
   /** transient: every Node of the pool is Ready. */
   AllNodesHealthy: {
     kind: 'transient',

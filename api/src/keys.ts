@@ -121,6 +121,11 @@ export const ANNOTATIONS = {
    * pool drops them. Written and read by the nodepool-controller only. */
   poolTaints: 'kindling.dev/pool-taints',
 
+  // ---- Machine (management cluster), joining ----
+  /** Why the last client CSR naming this Machine's host was denied (a readable reason). Written by the
+   * nodepool-controller's CSR approver; read by the nodepool-controller (AllNodesJoined) and `kindling status`. */
+  joinFailure: 'kindling.dev/join-failure',
+
   // ---- Cluster API ----
   /** Pauses Cluster API reconciliation of an object. Written by the nodepool-controller (pausedUntil). */
   capiPaused: 'cluster.x-k8s.io/paused',

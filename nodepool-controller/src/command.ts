@@ -10,6 +10,7 @@ export const NODEPOOL_CONTROLLER_FLAGS = {
   ignitionCaFile: { type: 'string', default: '', help: 'PEM file of the CA that signs the ignition server\'s serving certificate, put in every stub (required)' },
   tokenGrace: { type: 'duration', default: 7_200_000, help: 'How long an old token stays valid after the pool\'s config hash moved on' },
   maxSkewMinors: { type: 'int', default: 3, help: 'How many minor versions the nodes may be behind the control plane' },
+  joinTimeout: { type: 'duration', default: 600_000, help: 'How long a booted host may take to register its Node before the pool\'s AllNodesJoined condition says so' },
   workers: { type: 'int', default: 4, help: 'Pools reconciled at once' },
 } as const;
 
@@ -37,7 +38,7 @@ export const nodePoolControllerCommand: Command = defineCommand({
         const c = createNodePoolController({
           kubeConfig: ctx.kubeConfig,
           log: ctx.log,
-          config: { ignition: { endpoint: cfg.ignitionEndpoint, caPem }, tokenGraceMs: cfg.tokenGrace, maxSkewMinors: cfg.maxSkewMinors },
+          config: { ignition: { endpoint: cfg.ignitionEndpoint, caPem }, tokenGraceMs: cfg.tokenGrace, maxSkewMinors: cfg.maxSkewMinors, joinTimeoutMs: cfg.joinTimeout },
           workers: cfg.workers,
           queueMetrics: ctx.queueMetrics,
           registry: ctx.registry,
