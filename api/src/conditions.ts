@@ -25,6 +25,12 @@ export const CONDITIONS = {
       ControlPlaneUnreachable: 'ControlPlaneUnreachable',
     },
   },
+  /** spec: the apiserver accepted every object the pool's controller wrote (a 400/403/422 — a webhook, an
+   * admission plugin, validation, RBAC — says which object and the apiserver's own message). */
+  ChildObjectsAccepted: {
+    kind: 'spec',
+    reasons: { AsExpected: 'AsExpected', Refused: 'Refused' },
+  },
   /** spec or transient: the ignition server's verdict on the payload of the current hash. */
   ValidGeneratedPayload: {
     kind: 'spec',

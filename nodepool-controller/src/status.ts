@@ -42,6 +42,8 @@ export interface Observations {
   rollout?: Rollout;
   child?: { desired: number; available: number };
   machines: Machine[];
+  /** The apiserver's refusal of an object this reconcile wrote, if any. */
+  refusal?: { kind: string; key: string; code: number; message: string };
   /** Booted hosts without a Node, and the timeout that makes them late. */
   joining?: JoinStatus & { timeoutMs: number };
 }
@@ -98,6 +100,10 @@ const SETTERS: Record<ConditionType, Setter> = {
   ValidReleaseImage: (o) => fromVerdict(o.release, 'Release image'),
   ValidMachineConfig: (o) => fromVerdict(o.config, 'Config'),
   SupportedVersionSkew: (o) => fromVerdict(o.skew, 'Version skew'),
+  ChildObjectsAccepted: (o) =>
+    o.refusal
+      ? ['False', R('ChildObjectsAccepted').Refused, `The apiserver refused ${o.refusal.kind} ${o.refusal.key} (${o.refusal.code}): ${o.refusal.message}`]
+      : ['True', 'AsExpected', 'The apiserver accepted every object of the pool'],
   ValidGeneratedPayload: (o) => {
     const reason = o.payload?.reason;
     if (reason === undefined) return ['Unknown', R('ValidGeneratedPayload').Pending, 'Waiting for the ignition server to generate the payload'];
@@ -130,7 +136,7 @@ const SETTERS: Record<ConditionType, Setter> = {
 
 /** The first reason the pool is not ready, or undefined. */
 function notReadyBecause(o: Observations, conds: Map<ConditionType, Condition>): string | undefined {
-  for (const type of ['ValidReleaseImage', 'ValidMachineConfig', 'SupportedVersionSkew', 'ReconciliationActive'] as const) {
+  for (const type of ['ValidReleaseImage', 'ValidMachineConfig', 'SupportedVersionSkew', 'ChildObjectsAccepted', 'ReconciliationActive'] as const) {
     const c = conds.get(type);
     if (c?.status !== 'True') return `${type}: ${c?.message ?? ''}`;
   }
