@@ -39,7 +39,7 @@ export class NodePoolReconciler {
     } catch (err) {
       error = err;
       const refusal = findRefusal(err);
-      if (refusal) scope.obs.refusal = { kind: refusal.kind, key: refusal.key, code: refusal.code, message: refusal.apiMessage };
+      if (refusal) scope.obs.refusal = refusal.refusal;
     }
     await this.#writeStatus(scope);
     return this.#resultOf(scope, error);

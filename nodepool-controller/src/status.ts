@@ -7,6 +7,7 @@ import type { NodePool, NodePoolStatus } from '../../api/src/nodepool.js';
 import type { Machine } from '../../api/src/capi.js';
 import type { HashInput } from './hash.js';
 import type { JoinStatus } from './joining.js';
+import type { Refusal } from '../../support/src/errors.js';
 
 export interface Verdict {
   ok: boolean;
@@ -43,7 +44,7 @@ export interface Observations {
   child?: { desired: number; available: number };
   machines: Machine[];
   /** The apiserver's refusal of an object this reconcile wrote, if any. */
-  refusal?: { kind: string; key: string; code: number; message: string };
+  refusal?: Refusal;
   /** Booted hosts without a Node, and the timeout that makes them late. */
   joining?: JoinStatus & { timeoutMs: number };
 }

@@ -32,16 +32,21 @@ export class NotReadyError extends Error {
  * caller turns it into a condition carrying the apiserver's message, and retries with backoff, since a
  * webhook or a feature gate may change its mind without any spec change.
  */
+export interface Refusal {
+  kind: string;
+  key: string;
+  code: number;
+  /** The apiserver's own message. */
+  message: string;
+}
+
 export class RefusedError extends Error {
   override readonly name = 'RefusedError';
   constructor(
-    readonly kind: string,
-    readonly key: string,
-    readonly code: number,
-    readonly apiMessage: string,
+    readonly refusal: Refusal,
     options?: ErrorOptions,
   ) {
-    super(`the apiserver refused ${kind} ${key} (${code}): ${apiMessage}`, options);
+    super(`the apiserver refused ${refusal.kind} ${refusal.key} (${refusal.code}): ${refusal.message}`, options);
   }
 }
 
@@ -51,7 +56,7 @@ const REFUSALS = new Set([400, 403, 422]);
 export function asRefusal(err: unknown, kind: string, key: string): RefusedError | undefined {
   const code = statusCode(err);
   if (code === undefined || !REFUSALS.has(code)) return undefined;
-  return new RefusedError(kind, key, code, apiMessageOf(err), { cause: err });
+  return new RefusedError({ kind, key, code, message: apiMessageOf(err) }, { cause: err });
 }
 
 /** The first RefusedError in an error's cause chain. */
