@@ -1,6 +1,6 @@
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtemp, mkdir, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdtemp, mkdir, readFile, readlink, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import { disruptionOf } from './agent.js';
 import { Host } from './host.js';
 import { entriesOf, parseIgnition, UnsupportedConfigError, type Entry, type IgnitionConfig } from './ignition.js';
+import { confinedRoot, ESCAPES, tree } from './testing.js';
 
 const roots: string[] = [];
 after(() => Promise.all(roots.map((r) => rm(r, { recursive: true, force: true }))));
@@ -121,5 +122,67 @@ describe('Ignition in place', () => {
     assert.deepEqual(disruptionOf(unit), { drain: true, reboot: true });
     const file = entries(host, cfg({ storage: { files: [{ path: '/etc/kubernetes/kubelet.conf', contents: { source: 'data:,x' } }] } }));
     assert.deepEqual(disruptionOf(file), { drain: true, reboot: true });
+  });
+});
+
+/** Plans and applies a config as the agent does; the refusal it ended with, if any. */
+async function applyConfig(host: Host, bytes: Buffer): Promise<Error | undefined> {
+  try {
+    await host.apply(await host.changes(entries(host, bytes)), { hash: 'h', reboot: false, bootId: 'b' });
+    return undefined;
+  } catch (err) {
+    return err as Error;
+  }
+}
+
+describe('Confinement to the host root', () => {
+  const confinedHost = async (): Promise<{ host: Host; outside: string }> => {
+    const { base, root, outside } = await confinedRoot();
+    roots.push(base);
+    return { host: new Host(root), outside };
+  };
+
+  for (const { condition, prepare, config, reason } of ESCAPES) {
+    it(`when ${condition}, it should refuse the config naming the entry, and write nothing inside or outside the root`, async () => {
+      const { host, outside } = await confinedHost();
+      await prepare(host.root);
+      const [rootBefore, outsideBefore] = [await tree(host.root), await tree(outside)];
+      const err = await applyConfig(host, cfg(config));
+      assert.ok(err instanceof UnsupportedConfigError, `not refused as a config error: ${String(err)}`);
+      assert.match(err.message, reason);
+      assert.deepEqual(await tree(outside), outsideBefore, 'something was written outside the host root');
+      assert.deepEqual(await tree(host.root), rootBefore, 'the host root changed although the config was refused');
+    });
+  }
+
+  it('when a file is to be written below a host link with an absolute target, it should resolve the link against the root and write inside it', async () => {
+    const { host, outside } = await confinedHost();
+    // On this machine the target is the sentinel folder; on the host it is a folder of the host's own.
+    await symlink(outside, join(host.root, 'etc', 'abs'));
+    const outsideBefore = await tree(outside);
+    const config = cfg({ storage: { files: [{ path: '/etc/abs/x.conf', contents: { source: 'data:,inside' } }] } });
+    assert.equal(await applyConfig(host, config), undefined);
+    assert.deepEqual(await tree(outside), outsideBefore, 'the file was written outside the host root');
+    assert.equal(await readFile(join(host.root, outside, 'x.conf'), 'utf8'), 'inside');
+    assert.deepEqual(await host.changes(entries(host, config)), [], 'the read-back check looked at another file than the one written');
+  });
+
+  it('when home is an absolute link inside the root (as /home -> /var/home), it should write SSH keys through it inside the root', async () => {
+    const { host, outside } = await confinedHost();
+    await symlink(join(outside, 'home'), join(host.root, 'home'));
+    const outsideBefore = await tree(outside);
+    const keys = cfg({ passwd: { users: [{ name: 'core', sshAuthorizedKeys: ['ssh-ed25519 AAAA core'] }] } });
+    assert.equal(await applyConfig(host, keys), undefined);
+    assert.deepEqual(await tree(outside), outsideBefore, 'the keys were written outside the host root');
+    assert.equal(await readFile(join(host.root, outside, 'home', 'core', '.ssh', 'authorized_keys'), 'utf8'), 'ssh-ed25519 AAAA core\n');
+    assert.deepEqual(await host.changes(entries(host, keys)), [], 'the read-back check looked at another file than the one written');
+  });
+
+  it('when home is a relative link (as on Fedora CoreOS), it should write SSH keys through it', async () => {
+    const { host } = await confinedHost();
+    await mkdir(join(host.root, 'var', 'home'), { recursive: true });
+    await symlink('var/home', join(host.root, 'home'));
+    assert.equal(await applyConfig(host, cfg({ passwd: { users: [{ name: 'core', sshAuthorizedKeys: ['k'] }] } })), undefined);
+    assert.equal(await readFile(join(host.root, 'var', 'home', 'core', '.ssh', 'authorized_keys'), 'utf8'), 'k\n');
   });
 });
