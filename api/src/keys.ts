@@ -191,6 +191,10 @@ export const IGNITION_HEADERS = {
   joinMaterial: 'Kindling-Join',
 } as const;
 
+/** Response header of every refused `/ignition` request: the error code (docs/errors.md), also the body's first
+ * word. Written by the ignition-server; read by operators and any client that logs it. */
+export const IGNITION_ERROR_HEADER = 'Kindling-Error';
+
 /**
  * Guest bootstrap tokens (Flow 2, joining). Every token Kindling mints carries BOOTSTRAP_GROUP, which the
  * guest RBAC binds to `system:node-bootstrapper` (create CSRs), and its pool's group, which Kindling's CSR

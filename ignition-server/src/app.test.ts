@@ -124,12 +124,14 @@ describe('GET /ignition', () => {
       const res = await r;
       assert.equal(res.status, 401, what);
       assert.equal(res.headers['www-authenticate'], 'Bearer realm="ignition"');
+      assert.match(res.headers['kindling-error'] ?? '', /^IGN_TOKEN_(MISSING|MALFORMED|INVALID)$/, what);
+      assert.ok(res.text.startsWith(`${res.headers['kindling-error']}: `), `${what}: the body starts with the code`);
       assert.ok(!res.text.includes(token.slice(20)) && !res.text.includes(forged.slice(20)), `${what}: body echoes nothing`);
     }
     h.clock.advance(3_600_000);
     const expired = await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`);
     assert.equal(expired.status, 401);
-    assert.equal(expired.text, 'invalid or expired token\n');
+    assert.equal(expired.text, 'IGN_TOKEN_INVALID: invalid or expired token\n');
   });
 
   it('when the token Secret was deleted or its expiry annotation passed, it should answer 401', async () => {
@@ -150,13 +152,14 @@ describe('GET /ignition', () => {
     h.index.remove(entry.secret.key);
     const revoked = await get();
     assert.equal(revoked.status, 401);
-    assert.equal(revoked.text, 'token revoked or unknown\n');
+    assert.equal(revoked.text, 'IGN_TOKEN_REVOKED: token revoked or unknown\n');
+    assert.equal(revoked.headers['kindling-error'], 'IGN_TOKEN_REVOKED');
     h.index.upsert(entry.secret).payload = entry.payload;
     assert.equal((await get()).status, 200, 'the Secret back: served again');
     h.clock.advance(3_600_000);
     const expired = await get();
     assert.equal(expired.status, 401);
-    assert.equal(expired.text, 'invalid or expired token\n');
+    assert.equal(expired.text, 'IGN_TOKEN_INVALID: invalid or expired token\n');
   });
 
   it('when a valid token is presented for a Secret of another pool or hash, it should answer 401', async () => {
@@ -181,9 +184,11 @@ describe('GET /ignition', () => {
     entry.payload = { state: 'failed', reason: 'InvalidConfig', message: 'bad' };
     const failed = await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`);
     assert.equal(failed.status, 511);
-    assert.match(failed.text, /InvalidConfig/);
+    assert.match(failed.text, /^IGN_PAYLOAD_INVALID_CONFIG: .*InvalidConfig/);
     entry.payload = { state: 'ready', key: 'b'.repeat(64) };
-    assert.equal((await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`)).status, 511);
+    const gone = await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`);
+    assert.equal(gone.status, 511);
+    assert.equal(gone.headers['kindling-error'], 'IGN_PAYLOAD_REGENERATING');
     assert.deepEqual(h.missing, [entry]);
   });
 
