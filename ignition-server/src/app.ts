@@ -1,7 +1,7 @@
 /**
  * The serving port's HTTP app: `GET /ignition` and nothing else. Authentication runs in a fixed order —
  * bearer present → JWT signature and expiry → token of a live token Secret → pool/hash headers — so a
- * forged or stale token never reaches a look-up. Status codes (Flow 2): 401 for a missing, garbled,
+ * forged or stale token never reaches a look-up. Status codes (Flow 2 step 4): 401 for a missing, garbled,
  * forged, expired or revoked token; 403 when the NodePool header names another pool; 406 when the client
  * takes no spec version the payload fits in; 511 while the payload is not generated (Ignition retries 5xx);
  * 404 elsewhere. Every refusal is a code of errors.ts (listed in docs/errors.md) with a fixed text.

@@ -63,7 +63,7 @@ export interface StubOptions extends IgnitionEndpoint {
   token: string;
 }
 
-/** The Ignition 3.x stub of ARCHITECTURE.md Flow 1 step 3: merge the payload served by the ignition server. */
+/** The Ignition 3.x stub of Flow 1 step 3 (docs/architecture.md): merge the payload served by the ignition server. */
 export function ignitionStub(opts: StubOptions): Record<string, unknown> {
   return {
     ignition: {
