@@ -162,11 +162,28 @@ describe('GET /ignition', () => {
     assert.equal(expired.text, 'IGN_TOKEN_INVALID: invalid or expired token\n');
   });
 
-  it('when a valid token is presented for a Secret of another pool or hash, it should answer 401', async () => {
-    const { token } = await h.secret('mismatch', { pool: 'clusters/other' });
-    // The JWT says clusters/other, the Secret says clusters/other too, but the index was fed a different hash.
-    h.index.upsert({ ...(h.index.find(token, h.clock.now())?.secret as TokenSecret), hash: 'different' });
-    assert.equal((await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`)).status, 401);
+  it('when a valid token of another pool, or of another hash, sits in a Secret, it should answer 401', async () => {
+    const other = 'clusters/other';
+    // Each token is signed by this server and current; only the Secret holding it belongs elsewhere.
+    const cases: [string, { pool: string; hash: string }][] = [
+      ['a token of another pool', { pool: other, hash: HASH }],
+      ['a token of another hash', { pool: POOL, hash: 'different' }],
+    ];
+    for (const [what, claims] of cases) {
+      const { token } = await h.authority.mint({ ...claims, ttlMs: 3_600_000 });
+      const put = (name: string, pool: string, hash: string): void => {
+        h.index.upsert({ key: `clusters/${name}`, namespace: 'clusters', name, uid: name, pool, hash, release: 'r', configSha256: 'c', token, resourceVersion: '1' }).payload = { state: 'ready', key: PAYLOAD.key };
+      };
+      const get = (): request.Test => request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`);
+      // The control: in a Secret of its own pool and hash, the same token is served.
+      put(`own-${claims.hash}`, claims.pool, claims.hash);
+      assert.equal((await get()).status, 200, `${what}, in its own Secret`);
+      put(`mismatch-${claims.hash}`, POOL, HASH);
+      const res = await get();
+      assert.equal(res.status, 401, `${what}, in a Secret of ${POOL} at ${HASH}`);
+      assert.equal(res.text, 'token revoked or unknown\n');
+      assert.ok(!res.text.includes(MARKER));
+    }
   });
 
   it('when the NodePool or TargetConfigVersionHash header names another pool or hash, it should answer 403', async () => {
