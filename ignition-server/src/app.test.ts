@@ -181,7 +181,7 @@ describe('GET /ignition', () => {
       put(`mismatch-${claims.hash}`, POOL, HASH);
       const res = await get();
       assert.equal(res.status, 401, `${what}, in a Secret of ${POOL} at ${HASH}`);
-      assert.equal(res.text, 'token revoked or unknown\n');
+      assert.equal(res.text, 'IGN_TOKEN_REVOKED: token revoked or unknown\n');
       assert.ok(!res.text.includes(MARKER));
     }
   });

@@ -153,9 +153,10 @@ export class LocalEnvironment {
 const decode = (b64: string | undefined): string => Buffer.from(b64 ?? '', 'base64').toString();
 
 /**
- * Every token value the run hands out: the management cluster's token Secrets (current and rotated token),
- * watched for the whole suite since a rotation or a retired hash removes a value for good, and the guest's
- * bootstrap-token Secrets, if it has any.
+ * Every token value the run hands out: the management cluster's token Secrets (current and rotated Ignition
+ * token, current and rotated bootstrap token), watched for the whole suite since a rotation or a retired hash
+ * removes a value for good, and the guest's bootstrap-token Secrets. A bootstrap token's secret half counts
+ * on its own too: its id is public.
  */
 export class TokenRecorder {
   readonly values = new Set<string>();
@@ -192,6 +193,10 @@ export class TokenRecorder {
     for (const key of [SECRET_KEYS.token, SECRET_KEYS.rotatedToken]) {
       const value = decode(secret.data?.[key]);
       if (value) this.values.add(value);
+    }
+    for (const key of [SECRET_KEYS.bootstrapToken, SECRET_KEYS.rotatedBootstrapToken]) {
+      const [id, secretHalf] = decode(secret.data?.[key]).split('.');
+      if (id && secretHalf) this.values.add(`${id}.${secretHalf}`).add(secretHalf);
     }
   }
 }
