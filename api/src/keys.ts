@@ -125,6 +125,10 @@ export const ANNOTATIONS = {
   /** Why the last client CSR naming this Machine's host was denied (a readable reason). Written by the
    * nodepool-controller's CSR approver; read by the nodepool-controller (AllNodesJoined) and `kindling status`. */
   joinFailure: 'kindling.dev/join-failure',
+  /** The kubelet client CSR approved for this Machine, as `<csr name>/<csr uid>`: a Machine joins once. Written
+   * by the nodepool-controller's CSR approver on the Machine before it approves the CSR (so a retry of the same
+   * CSR is idempotent and any other client CSR naming the Machine is denied); read by the approver. */
+  approvedClientCsr: 'kindling.dev/approved-client-csr',
 
   // ---- Cluster API ----
   /** Pauses Cluster API reconciliation of an object. Written by the nodepool-controller (pausedUntil). */

@@ -115,3 +115,30 @@ async function issue(ca: x509.X509Certificate, caKey: Key, opts: IssueOptions): 
   });
   return { certPem: cert.toString('pem') + '\n', keyPem: await keyPem(keys.privateKey) };
 }
+
+export interface CertificateRequestOptions {
+  commonName: string;
+  organizations?: string[];
+  dnsNames?: string[];
+  ipAddresses?: string[];
+  emails?: string[];
+  uris?: string[];
+}
+
+/** A new ECDSA P-256 key and a PKCS#10 request for it (what a kubelet submits as a CertificateSigningRequest). */
+export async function createCertificateRequest(opts: CertificateRequestOptions): Promise<{ csrPem: string; keyPem: string }> {
+  const keys = await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify']);
+  const names = [
+    ...(opts.dnsNames ?? []).map((value) => ({ type: 'dns' as const, value })),
+    ...(opts.ipAddresses ?? []).map((value) => ({ type: 'ip' as const, value })),
+    ...(opts.emails ?? []).map((value) => ({ type: 'email' as const, value })),
+    ...(opts.uris ?? []).map((value) => ({ type: 'url' as const, value })),
+  ];
+  const csr = await x509.Pkcs10CertificateRequestGenerator.create({
+    name: subject(opts.commonName, opts.organizations),
+    keys,
+    signingAlgorithm: ALG,
+    extensions: names.length > 0 ? [new x509.SubjectAlternativeNameExtension(names)] : [],
+  });
+  return { csrPem: csr.toString('pem') + '\n', keyPem: await keyPem(keys.privateKey) };
+}
