@@ -4,7 +4,7 @@
  */
 // @peculiar/x509 resolves its providers through tsyringe, which needs the Reflect metadata polyfill loaded first.
 import 'reflect-metadata';
-import { webcrypto, randomBytes } from 'node:crypto';
+import { webcrypto, randomBytes, createPrivateKey, createPublicKey } from 'node:crypto';
 import * as x509 from '@peculiar/x509';
 
 x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
@@ -121,13 +121,32 @@ export interface CertificateRequestOptions {
   organizations?: string[];
   dnsNames?: string[];
   ipAddresses?: string[];
+  /** Names a kubelet never asks for, to make requests an approver must refuse. */
   emails?: string[];
   uris?: string[];
+  /** The private key (PKCS#8 PEM) to request for; a new P-256 key when absent. */
+  keyPem?: string;
 }
 
-/** A new ECDSA P-256 key and a PKCS#10 request for it (what a kubelet submits as a CertificateSigningRequest). */
-export async function createCertificateRequest(opts: CertificateRequestOptions): Promise<{ csrPem: string; keyPem: string }> {
-  const keys = await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify']);
+export interface CertificateRequestPem {
+  /** PEM `CERTIFICATE REQUEST` (PKCS#10). */
+  csrPem: string;
+  keyPem: string;
+}
+
+async function keyPairOf(pem: string | undefined): Promise<webcrypto.CryptoKeyPair> {
+  if (pem === undefined) return webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify']);
+  const privateKey = createPrivateKey(pem);
+  const spki = createPublicKey(privateKey).export({ type: 'spki', format: 'der' });
+  return {
+    privateKey: await webcrypto.subtle.importKey('pkcs8', privateKey.export({ type: 'pkcs8', format: 'der' }), ALG, true, ['sign']),
+    publicKey: await webcrypto.subtle.importKey('spki', spki, ALG, true, ['verify']),
+  };
+}
+
+/** A PKCS#10 certificate request (ECDSA P-256, SHA-256), e.g. a kubelet's; the same key when `keyPem` is given. */
+export async function createCertificateRequest(opts: CertificateRequestOptions): Promise<CertificateRequestPem> {
+  const keys = await keyPairOf(opts.keyPem);
   const names = [
     ...(opts.dnsNames ?? []).map((value) => ({ type: 'dns' as const, value })),
     ...(opts.ipAddresses ?? []).map((value) => ({ type: 'ip' as const, value })),
@@ -140,5 +159,5 @@ export async function createCertificateRequest(opts: CertificateRequestOptions):
     signingAlgorithm: ALG,
     extensions: names.length > 0 ? [new x509.SubjectAlternativeNameExtension(names)] : [],
   });
-  return { csrPem: csr.toString('pem') + '\n', keyPem: await keyPem(keys.privateKey) };
+  return { csrPem: csr.toString('pem') + '\n', keyPem: opts.keyPem ?? (await keyPem(keys.privateKey)) };
 }

@@ -33,6 +33,13 @@ export interface ClusterOptions {
   audit?: boolean;
   /** Admission plugins enabled besides the defaults (e.g. OwnerReferencesPermissionEnforcement, as in production). */
   admissionPlugins?: string[];
+  /**
+   * A guest control plane as a hosted control plane runs it: bootstrap-token authentication, `Node,RBAC`
+   * authorization and the NodeRestriction admission plugin; the controller-manager signs CSRs with the cluster
+   * CA (csrsigning), runs csrapproving, csrcleaner and tokencleaner. Nothing binds a bootstrap group to an
+   * auto-approval role, so csrapproving approves no bootstrap CSR by itself: any approval is someone's on purpose.
+   */
+  nodeAuth?: boolean;
 }
 
 export interface Cluster {
@@ -180,7 +187,7 @@ const AUDIT_POLICY = JSON.stringify({
   rules: [{ level: 'Metadata' }],
 });
 
-/** kube-apiserver flags of the optional features (audit log, extra admission plugins). */
+/** kube-apiserver flags of the optional features (audit log, extra admission plugins, node authentication). */
 async function optionalApiserverArgs(dir: string, opts: ClusterOptions): Promise<string[]> {
   const args: string[] = [];
   if (opts.audit) {
@@ -188,7 +195,10 @@ async function optionalApiserverArgs(dir: string, opts: ClusterOptions): Promise
     await writeFile(policy, AUDIT_POLICY);
     args.push(`--audit-policy-file=${policy}`, `--audit-log-path=${join(dir, 'audit.log')}`, '--audit-log-format=json', '--audit-log-mode=blocking');
   }
-  if (opts.admissionPlugins?.length) args.push(`--enable-admission-plugins=${opts.admissionPlugins.join(',')}`);
+  const plugins = [...(opts.nodeAuth ? ['NodeRestriction'] : []), ...(opts.admissionPlugins ?? [])];
+  if (plugins.length) args.push(`--enable-admission-plugins=${[...new Set(plugins)].join(',')}`);
+  args.push(opts.nodeAuth ? '--authorization-mode=Node,RBAC' : '--authorization-mode=RBAC');
+  if (opts.nodeAuth) args.push('--enable-bootstrap-token-auth=true');
   return args;
 }
 
@@ -206,7 +216,6 @@ function startApiserver(dir: string, ports: Ports, files: Record<string, string>
       `--tls-private-key-file=${files.servingKey}`,
       `--client-ca-file=${files.caCert}`,
       `--cert-dir=${join(dir, 'apiserver-certs')}`,
-      '--authorization-mode=RBAC',
       '--service-cluster-ip-range=10.0.0.0/24',
       '--allow-privileged=true',
       // No token controller mounts default tokens; components ask for theirs with the TokenRequest API.
@@ -224,13 +233,20 @@ function startApiserver(dir: string, ports: Ports, files: Record<string, string>
   });
 }
 
-function startControllerManager(dir: string, kubeconfigPath: string, files: Record<string, string>): ManagedProcess {
+const CONTROLLERS = ['garbagecollector', 'namespace', 'disruption', 'deployment', 'replicaset', 'serviceaccount'];
+/** What a hosted control plane adds for kubelets that join by TLS bootstrap. */
+const NODE_AUTH_CONTROLLERS = ['csrsigning', 'csrapproving', 'csrcleaner', 'tokencleaner'];
+
+function startControllerManager(dir: string, kubeconfigPath: string, files: Record<string, string>, nodeAuth: boolean): ManagedProcess {
+  const controllers = [...CONTROLLERS, ...(nodeAuth ? NODE_AUTH_CONTROLLERS : [])];
+  const signing = nodeAuth ? [`--cluster-signing-cert-file=${files.caCert}`, `--cluster-signing-key-file=${files.caKey}`] : [];
   return new ManagedProcess({
     name: 'kube-controller-manager',
     command: testbedBinary('kube-controller-manager'),
     args: [
       `--kubeconfig=${kubeconfigPath}`,
-      '--controllers=garbagecollector,namespace,disruption,deployment,replicaset,serviceaccount',
+      `--controllers=${controllers.join(',')}`,
+      ...signing,
       '--leader-elect=false',
       '--secure-port=0',
       `--root-ca-file=${files.caCert}`,
@@ -290,7 +306,7 @@ async function launch(dir: string, opts: ClusterOptions, pki: Pki, started: Mana
   const apiserver = startApiserver(dir, ports, files, await optionalApiserverArgs(dir, opts));
   started.push(apiserver);
   await waitHealthy(`${server}/readyz`, pki, apiserver);
-  if (opts.controllerManager ?? true) started.push(startControllerManager(dir, kubeconfigPath, files));
+  if (opts.controllerManager ?? true) started.push(startControllerManager(dir, kubeconfigPath, files, opts.nodeAuth ?? false));
   if (opts.kwok ?? false) started.push(await startKwok(dir, kubeconfigPath));
   return server;
 }
