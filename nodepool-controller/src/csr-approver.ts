@@ -11,7 +11,8 @@
  * (`<namespace>/<cluster>/<csr>`), one reconcile per key at a time, decided from the caches by decideCsr, and
  * approved or denied through the `/approval` subresource. A client CSR's approval is first recorded on its
  * Machine (ANNOTATIONS.approvedClientCsr, written with the Machine's resourceVersion so two CSRs racing for one
- * Machine cannot both win): a Machine joins once.
+ * Machine cannot both win): a Machine joins once. A denied client CSR that names a Machine leaves its reason on
+ * that Machine (ANNOTATIONS.joinFailure, for the pool's AllNodesJoined condition); an approval clears it.
  *
  * It also applies the guest side of the bootstrap (guest-setup.ts) into every guest cluster a NodePool names.
  */
@@ -21,7 +22,7 @@ import { CAPI_API_VERSION, CAPI_GROUP, type Machine } from '../../api/src/capi.j
 import { ANNOTATIONS, FIELD_MANAGERS } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 import { createApplier, toModel, type Applier } from '../../support/src/apply.js';
-import { DEFAULT_REQUEST_TIMEOUT_MS, makeApiClient, withTimeout } from '../../support/src/clients.js';
+import { DEFAULT_REQUEST_TIMEOUT_MS, makeApiClient } from '../../support/src/clients.js';
 import { isNotFound } from '../../support/src/errors.js';
 import { clusterKey, GuestClusters, type GuestCluster } from '../../support/src/guest-clusters.js';
 import { ResilientInformer } from '../../support/src/informer.js';
@@ -197,7 +198,11 @@ export class CsrApprover {
     const { namespace, name } = session.cluster;
     const named = this.#opts.caches.nodePools.list(namespace, (p) => p.spec.clusterName === name);
     if (named.length === 0) return {};
-    for (const obj of desiredGuestSetup()) await session.applier.apply(obj);
+    try {
+      for (const obj of desiredGuestSetup()) await session.applier.apply(obj);
+    } catch (err) {
+      throw new Error(`failed to apply the bootstrap set-up to guest cluster ${key}`, { cause: err });
+    }
     session.cluster.log.debug('Applied the guest bootstrap set-up');
     return { requeueAfterMs: this.#opts.setupResyncMs ?? 600_000 };
   }
@@ -244,6 +249,10 @@ export class CsrApprover {
 
   async #deny(session: Session, csr: k8s.V1CertificateSigningRequest, d: Denied, log: Logger): Promise<void> {
     log.info({ reason: d.reason, detail: d.message }, 'Denying kubelet CSR');
+    const failure = `client certificate request ${csr.metadata?.name ?? ''} denied (${d.reason}): ${d.message}`;
+    if (d.machine && csr.spec.signerName === KUBELET_CLIENT_SIGNER && d.machine.metadata.annotations?.[ANNOTATIONS.joinFailure] !== failure) {
+      await this.#patchMachine(d.machine, { [ANNOTATIONS.joinFailure]: failure });
+    }
     if (!(await this.#setCondition(session, csr, { type: 'Denied', reason: d.reason, message: d.message }))) return;
     this.decisions.inc({ decision: 'denied', reason: d.reason });
     await this.#record(session, csr, d, log);
@@ -255,13 +264,18 @@ export class CsrApprover {
    * and the retry decides again from the claimed Machine.
    */
   async #claim(machine: Machine, claim: string): Promise<void> {
-    const body = { metadata: { resourceVersion: machine.metadata.resourceVersion, annotations: { [ANNOTATIONS.approvedClientCsr]: claim } } };
+    await this.#patchMachine(machine, { [ANNOTATIONS.approvedClientCsr]: claim, [ANNOTATIONS.joinFailure]: null }, machine.metadata.resourceVersion);
+  }
+
+  /** Merge-patches annotations (null removes one), with a resourceVersion precondition when given. */
+  async #patchMachine(machine: Machine, annotations: Record<string, string | null>, resourceVersion?: string): Promise<void> {
+    const body = { metadata: { ...(resourceVersion === undefined ? {} : { resourceVersion }), annotations } };
     const params = { group: CAPI_GROUP, version: CAPI_API_VERSION.split('/')[1] ?? '', namespace: machine.metadata.namespace ?? '', plural: 'machines', name: machine.metadata.name, body, fieldManager: FIELD_MANAGERS.nodepoolController };
     try {
-      const live = (await this.#machines.patchNamespacedCustomObject(params, k8s.setHeaderOptions('Content-Type', MERGE_PATCH, withTimeout(this.#timeoutMs)))) as Machine;
+      const live = (await this.#machines.patchNamespacedCustomObject(params, k8s.setHeaderOptions('Content-Type', MERGE_PATCH))) as Machine;
       this.#opts.caches.machines.remember(live);
     } catch (err) {
-      throw new Error(`failed to record the approved CSR on Machine ${machine.metadata.namespace ?? ''}/${machine.metadata.name}`, { cause: err });
+      throw new Error(`failed to annotate Machine ${machine.metadata.namespace ?? ''}/${machine.metadata.name}`, { cause: err });
     }
   }
 

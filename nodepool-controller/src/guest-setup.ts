@@ -7,7 +7,7 @@
  * csrapproving controller never approves a Kindling kubelet's client certificate: only the approver does.
  */
 import type * as k8s from '@kubernetes/client-node';
-import { BOOTSTRAP_GROUPS } from '../../api/src/keys.js';
+import { BOOTSTRAP_GROUP } from '../../api/src/keys.js';
 
 export const BOOTSTRAPPER_BINDING = 'kindling:node-bootstrapper';
 export const NODE_BOOTSTRAPPER_ROLE = 'system:node-bootstrapper';
@@ -19,7 +19,7 @@ export function desiredGuestSetup(): k8s.V1ClusterRoleBinding[] {
       kind: 'ClusterRoleBinding',
       metadata: { name: BOOTSTRAPPER_BINDING },
       roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: NODE_BOOTSTRAPPER_ROLE },
-      subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: BOOTSTRAP_GROUPS.all }],
+      subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: BOOTSTRAP_GROUP }],
     },
   ];
 }

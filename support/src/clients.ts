@@ -22,11 +22,6 @@ export function timeoutMiddleware(ms: number): k8s.ObservableMiddleware {
   };
 }
 
-/** Per-call options adding the deadline (for clients made elsewhere, e.g. KubeConfig.makeApiClient). */
-export function withTimeout(ms = DEFAULT_REQUEST_TIMEOUT_MS, opt?: k8s.ConfigurationOptions<k8s.ObservableMiddleware>): k8s.ConfigurationOptions<k8s.ObservableMiddleware> {
-  return { ...opt, middleware: [...(opt?.middleware ?? []), timeoutMiddleware(ms)], middlewareMergeStrategy: 'append' };
-}
-
 /** Like KubeConfig.makeApiClient, with a deadline on every request the client makes. */
 export function makeApiClient<T>(kc: k8s.KubeConfig, type: new (config: k8s.Configuration) => T, timeoutMs = DEFAULT_REQUEST_TIMEOUT_MS): T {
   const cluster = kc.getCurrentCluster();
