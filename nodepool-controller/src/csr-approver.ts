@@ -220,6 +220,7 @@ export class CsrApprover {
       cluster: { namespace, name: session.cluster.name },
       machines: this.#opts.caches.machines.list(namespace, () => true),
       hasNode: (node) => session.nodes.get(node) !== undefined,
+      csrNamed: (other) => session.csrs.get(other),
       now: this.#clock.now(),
       graceMs: this.#opts.graceMs ?? 120_000,
     });
@@ -242,7 +243,11 @@ export class CsrApprover {
   async #approve(session: Session, csr: k8s.V1CertificateSigningRequest, d: Approved, log: Logger): Promise<void> {
     if (d.claim !== undefined) await this.#claim(d.machine, d.claim);
     log.info({ reason: d.reason, machine: d.machine.metadata.name }, 'Approving kubelet CSR');
-    if (!(await this.#setCondition(session, csr, { type: 'Approved', reason: d.reason, message: d.message }))) return;
+    if (!(await this.#setCondition(session, csr, { type: 'Approved', reason: d.reason, message: d.message }))) {
+      // The CSR went before it was approved: it issued nothing, so the Machine may still join with another.
+      if (d.claim !== undefined) await this.#patchMachine(d.machine, { [ANNOTATIONS.approvedClientCsr]: null });
+      return;
+    }
     this.decisions.inc({ decision: 'approved', reason: d.reason });
     await this.#record(session, csr, d, log);
   }

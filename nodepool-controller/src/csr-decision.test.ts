@@ -35,6 +35,8 @@ const MACHINES: Machine[] = [
   machine('a-3', 'a', { addresses: host('host-a3', '10.0.0.13'), approved: 'csr-old/uid-old' }),
   machine('a-4', 'a', { addresses: host('host-a4', '10.0.0.14'), approved: 'csr-1/uid-1' }),
   machine('a-5', 'a', { addresses: [...host('host-a5', '10.0.0.15'), { type: 'InternalIP', address: 'fd00::0:15' }], nodeRef: 'host-a5' }),
+  machine('a-7', 'a', { addresses: host('host-a7', '10.0.0.17'), approved: 'csr-denied/uid-denied' }),
+  machine('a-8', 'a', { addresses: host('host-a8', '10.0.0.18'), approved: 'csr-denied/uid-earlier' }),
   machine('a-6', 'a', { addresses: host('host-a6', '10.0.0.16') }),
   machine('b-1', 'b', { addresses: host('host-b1', '10.0.0.21') }),
   machine('x-1', 'x', { addresses: host('host-x1', '10.0.0.31'), cluster: 'other' }),
@@ -42,6 +44,10 @@ const MACHINES: Machine[] = [
   machine('p-2', 'p', { addresses: host('host-p2', '10.0.0.42') }),
 ];
 const GUEST_NODES = new Set(['host-a2', 'host-a5', 'host-a6']);
+/** CSRs still in the guest, by name: one claimed for a-7 and denied by someone else before Kindling approved it. */
+const GUEST_CSRS: Record<string, k8s.V1CertificateSigningRequest> = {
+  'csr-denied': { metadata: { name: 'csr-denied', uid: 'uid-denied' }, spec: { signerName: KUBELET_CLIENT_SIGNER, request: '' }, status: { conditions: [{ type: 'Denied', status: 'True' }] } },
+};
 
 interface CsrCase {
   signer?: string;
@@ -69,7 +75,7 @@ async function csrOf(c: CsrCase): Promise<k8s.V1CertificateSigningRequest> {
 }
 
 async function decide(c: CsrCase): Promise<Decision> {
-  const input: DecisionInput = { csr: await csrOf(c), cluster: { namespace: NS, name: 'guest' }, machines: MACHINES, hasNode: (n) => GUEST_NODES.has(n), now: NOW, graceMs: GRACE };
+  const input: DecisionInput = { csr: await csrOf(c), cluster: { namespace: NS, name: 'guest' }, machines: MACHINES, hasNode: (n) => GUEST_NODES.has(n), csrNamed: (n) => GUEST_CSRS[n], now: NOW, graceMs: GRACE };
   return decideCsr(input);
 }
 
@@ -98,6 +104,8 @@ const CLIENT_ROWS: Row[] = [
   { when: 'the node name is a Machine of another pool than the token\'s', csr: { request: node('host-b1') }, action: 'deny', reason: 'WrongPool', machine: 'b-1', message: /Machine tenant-a\/b-1 of pool "b", but the request came with a bootstrap token of pool "a"/ },
   { when: 'the Machine already has a Node', csr: { request: node('host-a2') }, action: 'deny', reason: 'MachineHasNode', machine: 'a-2' },
   { when: 'the Machine already had another client CSR approved', csr: { request: node('host-a3') }, action: 'deny', reason: 'MachineAlreadyApproved', machine: 'a-3', message: /request csr-old approved; a Machine joins once/ },
+  { when: 'the Machine was claimed for a CSR that someone else denied before it was approved', csr: { request: node('host-a7') }, action: 'approve', machine: 'a-7', claim: 'csr-1/uid-1' },
+  { when: 'the Machine was claimed for an earlier CSR of a name now reused by a denied one', csr: { request: node('host-a8') }, action: 'deny', reason: 'MachineAlreadyApproved', machine: 'a-8' },
   { when: 'the same CSR is decided again after the Machine was claimed for it', csr: { request: node('host-a4') }, action: 'approve', machine: 'a-4', claim: null },
   { when: 'no Machine has the node name and every Machine of the pool has its addresses', csr: { request: node('forged') }, action: 'deny', reason: 'UnknownNodeName', message: /no Machine of pool tenant-a\/a is named "forged"/ },
   { when: 'no Machine has the name yet but one of the pool has no address, within the grace', csr: { request: node('host-p1'), groups: [BOOTSTRAP_GROUP, bootstrapPoolGroup(NS, 'p')] }, action: 'wait', reason: 'MachineAddressesPending' },

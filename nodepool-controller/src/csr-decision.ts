@@ -82,6 +82,8 @@ export interface DecisionInput {
   machines: readonly Machine[];
   /** Whether the guest cluster has a Node of this name. */
   hasNode: (name: string) => boolean;
+  /** The guest's CSR of this name, if it still exists (to tell a claim whose CSR was never approved). */
+  csrNamed?: (name: string) => k8s.V1CertificateSigningRequest | undefined;
   now: number;
   /** How long a Kindling CSR may wait for its Machine's addresses (or its Node) before it is denied. */
   graceMs: number;
@@ -235,10 +237,24 @@ function decideClientMachine(input: DecisionInput, pool: PoolRef, node: string):
   return decideClaim(input, machine, node);
 }
 
+/**
+ * A claim whose CSR is still there and was denied (or failed) without ever being approved: someone decided it
+ * between the claim and the approval. It issued no certificate, so it does not count. A claimed CSR that is
+ * gone counts: it may have been approved and cleaned up since.
+ */
+function voidClaim(input: DecisionInput, claimed: string): boolean {
+  const [name = '', uid] = claimed.split('/');
+  const csr = input.csrNamed?.(name);
+  if (csr === undefined || csr.metadata?.uid !== uid) return false;
+  const decided = new Set((csr.status?.conditions ?? []).filter((c) => c.status === 'True').map((c) => c.type));
+  return !decided.has('Approved') && (decided.has('Denied') || decided.has('Failed'));
+}
+
 /** A Machine joins once: the first client CSR approved for it is recorded on it, and no other is approved. */
 function decideClaim(input: DecisionInput, machine: Machine, node: string): Decision {
   const id = csrId(input.csr);
-  const claimed = machine.metadata.annotations?.[ANNOTATIONS.approvedClientCsr];
+  const recorded = machine.metadata.annotations?.[ANNOTATIONS.approvedClientCsr];
+  const claimed = recorded !== undefined && voidClaim(input, recorded) ? undefined : recorded;
   const message = `node "${node}" is Machine ${machineKey(machine)} of pool "${poolOf(machine)}", which has no Node yet`;
   if (claimed === id) return { action: 'approve', reason: 'KubeletClientForMachine', message, machine };
   if (claimed !== undefined) {
