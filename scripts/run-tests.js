@@ -1,10 +1,17 @@
 #!/usr/bin/env node
 // Runs every compiled test (dist/**/*.test.js) with node's test runner. Suites that start clusters run two at
 // a time: the machine has 2 cores, and each cluster is mostly waiting on its apiserver.
-import { readdirSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+//
+// Before the run, compiled tests whose .ts source is gone are removed: tsc never deletes its old output, and
+// a stale test would keep running code nobody reads. The run fails when any test was skipped or todo, even if
+// everything else passed; the runner's own output goes through untouched.
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { tmpdir, availableParallelism } from 'node:os';
 import { spawnSync } from 'node:child_process';
-import { availableParallelism } from 'node:os';
+import { fileURLToPath } from 'node:url';
+
+const TALLY = fileURLToPath(new URL('./test-tally.js', import.meta.url));
 
 function find(dir) {
   return readdirSync(dir).flatMap((name) => {
@@ -14,14 +21,47 @@ function find(dir) {
   });
 }
 
+/** Removes dist/<p>.test.js (and its source map) when <p>.test.ts is gone; returns the tests that remain. */
+function pruneStale(files) {
+  return files.filter((file) => {
+    const source = relative('dist', file).replace(/\.js$/, '.ts');
+    if (existsSync(source)) return true;
+    rmSync(file, { force: true });
+    rmSync(`${file}.map`, { force: true });
+    console.error(`removed ${file}: its source ${source} is gone`);
+    return false;
+  });
+}
+
+if (!existsSync('dist')) {
+  console.error('no dist/ folder (did the build run?)');
+  process.exit(1);
+}
 const only = process.argv.slice(2);
-const files = find('dist').filter((f) => only.length === 0 || only.some((o) => f.includes(o))).sort();
+const files = pruneStale(find('dist')).filter((f) => only.length === 0 || only.some((o) => f.includes(o))).sort();
 if (files.length === 0) {
   console.error('no test files found under dist/ (did the build run?)');
   process.exit(1);
 }
 const concurrency = Math.max(2, availableParallelism());
-const result = spawnSync(process.execPath, ['--enable-source-maps', '--test', `--test-concurrency=${concurrency}`, '--test-timeout=600000', ...files], {
-  stdio: 'inherit',
-});
+const scratch = mkdtempSync(join(tmpdir(), 'kindling-tests-'));
+const tallyFile = join(scratch, 'skipped.jsonl');
+// Node's own default: spec on a terminal, TAP otherwise.
+const reporter = process.stdout.isTTY ? 'spec' : 'tap';
+const result = spawnSync(
+  process.execPath,
+  [
+    '--enable-source-maps', '--test', `--test-concurrency=${concurrency}`, '--test-timeout=600000',
+    `--test-reporter=${reporter}`, '--test-reporter-destination=stdout', `--test-reporter=${TALLY}`, `--test-reporter-destination=${tallyFile}`,
+    ...files,
+  ],
+  { stdio: 'inherit' },
+);
+const notRun = existsSync(tallyFile) ? readFileSync(tallyFile, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l)) : [];
+rmSync(scratch, { recursive: true, force: true });
+if (notRun.length > 0) {
+  console.error(`\n${notRun.length} test(s) skipped or todo; every test must run:`);
+  for (const t of notRun) console.error(`  ${t.kind}: ${t.name}${typeof t.reason === 'string' ? ` (${t.reason})` : ''} — ${t.file ? relative('.', t.file) : 'unknown file'}`);
+  process.exit(result.status || 1);
+}
 process.exit(result.status ?? 1);

@@ -92,5 +92,19 @@ export interface Machine {
   kind: 'Machine';
   metadata: ObjectMeta;
   spec: MachineSpec;
-  status?: { nodeRef?: { name: string }; phase?: string };
+  status?: {
+    nodeRef?: { name: string };
+    phase?: string;
+    addresses?: { type: string; address: string }[];
+    conditions?: MachineCondition[];
+  };
+}
+
+/** A Cluster API v1beta2 condition as Machines carry them. */
+export interface MachineCondition {
+  type: string;
+  status: 'True' | 'False' | 'Unknown';
+  reason?: string;
+  message?: string;
+  lastTransitionTime?: string;
 }

@@ -25,6 +25,12 @@ export const CONDITIONS = {
       ControlPlaneUnreachable: 'ControlPlaneUnreachable',
     },
   },
+  /** spec: the apiserver accepted every object the pool's controller wrote (a 400/403/422 — a webhook, an
+   * admission plugin, validation, RBAC — says which object and the apiserver's own message). */
+  ChildObjectsAccepted: {
+    kind: 'spec',
+    reasons: { AsExpected: 'AsExpected', Refused: 'Refused' },
+  },
   /** spec or transient: the ignition server's verdict on the payload of the current hash. */
   ValidGeneratedPayload: {
     kind: 'spec',
@@ -69,6 +75,12 @@ export const CONDITIONS = {
   AllMachinesReady: {
     kind: 'transient',
     reasons: { AsExpected: 'AsExpected', MachinesNotReady: 'MachinesNotReady', InternalError: 'InternalError' },
+  },
+  /** transient: every host that booted (its Machine's infrastructure is provisioned) registered its Node
+   * within the join timeout: a False names how many did not and the first reason (a denied CSR, none seen). */
+  AllNodesJoined: {
+    kind: 'transient',
+    reasons: { AsExpected: 'AsExpected', NodesNotJoined: 'NodesNotJoined' },
   },
   /** transient: every Node of the pool is Ready. */
   AllNodesHealthy: {

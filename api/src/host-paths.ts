@@ -1,32 +1,27 @@
 /**
- * Files on a host's root filesystem that cross a component boundary, and the bootstrap groups its join
- * material names. The ignition server's payload writes the join material; the host's kubelet reads it (in the
- * local environment, the simulated kubelet of local/src/providers/kubelet.ts) and writes its own credentials.
- * Paths are absolute on the host (under the host root folder in the local environment).
+ * Files on a host that cross a component boundary: written into the host by the payload (Ignition at first
+ * boot, the agent in place), read by the host's kubelet — in the local environment the simulated kubelet of
+ * local/src/providers/kubelet.ts, under the host's root folder. The paths follow kubeadm's layout so a stock
+ * kubelet unit finds them.
  */
-
 export const HOST_PATHS = {
-  /** Kubeconfig (YAML) of the guest cluster for TLS bootstrap: one cluster with `server` and
-   * `certificate-authority-data`, one user with `token: <id>.<secret>`, a bootstrap token whose groups include
-   * BOOTSTRAP_GROUP and bootstrapPoolGroup(namespace, pool). Written by the ignition server's payload; read
-   * by the kubelet, which submits its client CSR with it. */
+  /** The guest cluster's CA (PEM). Written by the ignition-server's join material; read by the kubelet
+   * (client CA of its authentication config, trust of the apiserver when the bootstrap kubeconfig carries no
+   * CA data). */
+  guestCa: '/etc/kubernetes/pki/ca.crt',
+  /** Kubeconfig with the pool's bootstrap token, for TLS bootstrap: the guest `server` and
+   * `certificate-authority-data`, user `token: <id>.<secret>` (groups BOOTSTRAP_GROUP and the pool's). Written
+   * by the ignition-server's join material; read by the kubelet (`--bootstrap-kubeconfig`), which submits its
+   * client CSR with it. */
   bootstrapKubeconfig: '/etc/kubernetes/bootstrap-kubeconfig',
-  /** The guest cluster's CA certificate (PEM). Written by the ignition server's payload; read by the kubelet
-   * (to trust the apiserver when the kubeconfig carries no CA, and to check its own certificate). */
-  clusterCa: '/etc/kubernetes/pki/ca.crt',
-  /** The kubelet's configuration: a KubeletConfiguration (kubelet.config.k8s.io/v1beta1) as JSON, the
-   * release's merged with the pool's KubeletConfigs. Written by the ignition server's payload; read by the
-   * kubelet (`registerWithTaints`). */
+  /** The kubelet's configuration (KubeletConfiguration, JSON). Written by the ignition-server's payload
+   * rendering (release file, then the pool's KubeletConfigs); read by the kubelet (`--config`;
+   * `registerWithTaints`). */
   kubeletConfig: '/etc/kubernetes/kubelet.conf',
-  /** The release the host runs: JSON `{ version, kubeletVersion, osImage, digest }`. Written by the ignition
-   * server's payload (and by the in-place agent when it applies a new one); read by the kubelet, which
-   * reports `kubeletVersion` and `osImage` in its Node's status.nodeInfo. */
-  releaseInfo: '/etc/kindling/release.json',
-  /** The kubelet's kubeconfig once bootstrapped: the bootstrap cluster, user = kubeletClientCert. Written and
-   * read by the kubelet. */
+  /** The kubelet's kubeconfig once bootstrapped (its own client certificate). Written and read by the kubelet. */
   kubeletKubeconfig: '/var/lib/kubelet/kubeconfig',
-  /** The kubelet's client certificate and key (one PEM file), CN `system:node:<name>`, O `system:nodes`,
-   * issued by the guest's csrsigning after approval. Written by the kubelet; read by it on restart (reused
+  /** The kubelet's current client certificate and key (one PEM file), CN `system:node:<name>`, O
+   * `system:nodes`, issued by the guest's csrsigning after approval. Written and read by the kubelet (reused
    * while valid). */
   kubeletClientCert: '/var/lib/kubelet/pki/kubelet-client-current.pem',
   /** The key of a client CSR not answered yet, kept so a restarted kubelet waits for the same CSR. Written,
@@ -37,13 +32,8 @@ export const HOST_PATHS = {
   kubeletServingCert: '/var/lib/kubelet/pki/kubelet-server-current.pem',
   /** The key of a serving CSR not answered yet. Written, read and removed by the kubelet. */
   kubeletServingKeyPending: '/var/lib/kubelet/pki/kubelet-server.key.tmp',
+  /** The release's identity (JSON: version, kubeletVersion, osImage, digest). Written by the ignition-server's
+   * payload rendering (and by the in-place agent when it applies a new one); read by the kubelet (the version
+   * and OS image it reports in its Node's status.nodeInfo) and operators. */
+  releaseInfo: '/etc/kindling/release.json',
 } as const;
-
-/** The group every Kindling bootstrap token carries (`auth-extra-groups`). Written by whoever mints the token
- * (the ignition server side); read by the guest RBAC that lets it create CSRs and by Kindling's CSR approver. */
-export const BOOTSTRAP_GROUP = 'system:bootstrappers:kindling';
-
-/** The group naming the pool a bootstrap token belongs to. Same writer and readers as BOOTSTRAP_GROUP. */
-export function bootstrapPoolGroup(namespace: string, pool: string): string {
-  return `${BOOTSTRAP_GROUP}:${namespace}:${pool}`;
-}

@@ -36,7 +36,8 @@ export const LABELS = {
    * Written by the inplace-upgrader; read by the guest apiserver's pod-security admission. */
   podSecurityEnforce: 'pod-security.kubernetes.io/enforce',
   /** Cluster API: the Cluster an object belongs to. Written by the nodepool-controller and the test bed on
-   * kubeconfig Secrets; read by Cluster API and the inplace-upgrader. */
+   * kubeconfig Secrets, and by the nodepool-controller on token Secrets; read by Cluster API, the
+   * inplace-upgrader, and the ignition-server (whose guest cluster a token Secret's bootstrap tokens go to). */
   capiClusterName: 'cluster.x-k8s.io/cluster-name',
   /** Cluster API: the MachineSet a Machine belongs to. Written by Cluster API; read by the inplace-upgrader. */
   capiSetName: 'cluster.x-k8s.io/set-name',
@@ -123,6 +124,15 @@ export const ANNOTATIONS = {
    * pool drops them. Written and read by the nodepool-controller only. */
   poolTaints: 'kindling.dev/pool-taints',
 
+  // ---- Machine (management cluster), joining ----
+  /** Why the last client CSR naming this Machine's host was denied (a readable reason). Written by the
+   * nodepool-controller's CSR approver; read by the nodepool-controller (AllNodesJoined) and `kindling status`. */
+  joinFailure: 'kindling.dev/join-failure',
+  /** The kubelet client CSR approved for this Machine, as `<csr name>/<csr uid>`: a Machine joins once. Written
+   * by the nodepool-controller's CSR approver on the Machine before it approves the CSR (so a retry of the same
+   * CSR is idempotent and any other client CSR naming the Machine is denied); read by the approver. */
+  approvedClientCsr: 'kindling.dev/approved-client-csr',
+
   // ---- Cluster API ----
   /** Pauses Cluster API reconciliation of an object. Written by the nodepool-controller (pausedUntil). */
   capiPaused: 'cluster.x-k8s.io/paused',
@@ -157,6 +167,17 @@ export const SECRET_KEYS = {
   config: 'config',
   /** Token Secret: `<namespace>/<name>` of the pool. Same writer and reader. */
   pool: 'pool',
+  /** Token Secret: the guest bootstrap token (`<id>.<secret>`) paired with `token`: a host that presents that
+   * token gets this one in its join material. Minted into the guest cluster's kube-system and here, at the
+   * same moment and with the same expiry, by the ignition-server; read by it when serving. */
+  bootstrapToken: 'bootstrap-token',
+  /** Token Secret: the bootstrap token paired with `rotated-token`. Same writer and reader. */
+  rotatedBootstrapToken: 'rotated-bootstrap-token',
+  /** Token Secret: the guest apiserver URL hosts join, taken from the cluster's kubeconfig Secret when the
+   * token was minted. Written by the ignition-server; read by it for the join material. */
+  joinServer: 'join-server',
+  /** Token Secret: the guest cluster's CA (PEM) taken with joinServer. Same writer and reader. */
+  joinCa: 'join-ca',
   /** User-data Secret (CAPI bootstrap-data convention): the Ignition stub. Written by the
    * nodepool-controller; read by Cluster API infrastructure providers (the host). */
   value: 'value',
@@ -172,7 +193,33 @@ export const SECRET_KEYS = {
 export const IGNITION_HEADERS = {
   nodePool: 'NodePool',
   targetConfigVersionHash: 'TargetConfigVersionHash',
+  /** `omit`: serve the payload without the pool's join material. Sent by the inplace-upgrader, whose nodes
+   * joined long ago (a live bootstrap token has no business in a guest payload Secret); never by hosts. */
+  joinMaterial: 'Kindling-Join',
 } as const;
+
+/** Response header of every refused `/ignition` request: the error code (docs/errors.md), also the body's first
+ * word. Written by the ignition-server; read by operators and any client that logs it. */
+export const IGNITION_ERROR_HEADER = 'Kindling-Error';
+
+/**
+ * Guest bootstrap tokens (Flow 2, joining). Every token Kindling mints carries BOOTSTRAP_GROUP, which the
+ * guest RBAC binds to `system:node-bootstrapper` (create CSRs), and its pool's group, which Kindling's CSR
+ * approver reads to match a client CSR with a Machine of that pool. Written by the ignition-server into the
+ * token's `auth-extra-groups`; the RBAC is applied and the groups read by the nodepool-controller.
+ */
+export const BOOTSTRAP_GROUP = 'system:bootstrappers:kindling';
+
+/** The bootstrap group of one pool. */
+export function bootstrapPoolGroup(namespace: string, pool: string): string {
+  return `${BOOTSTRAP_GROUP}:${namespace}:${pool}`;
+}
+
+/** The pool (`namespace`, `name`) a bootstrap group names, if it is a Kindling pool group. */
+export function poolOfBootstrapGroup(group: string): { namespace: string; name: string } | undefined {
+  const m = new RegExp(`^${BOOTSTRAP_GROUP}:([^:]+):([^:]+)$`).exec(group);
+  return m ? { namespace: m[1] as string, name: m[2] as string } : undefined;
+}
 
 /** Name of the token Secret of a pool at a config hash. */
 export function tokenSecretName(pool: string, hash: string): string {

@@ -69,6 +69,22 @@ describe('kindling status', () => {
     assert.match(text, /tenant-a\s+calm\s+Replace\s+1\s+0\s+0/);
   });
 
+  it('when hosts booted but have not joined, it should say per host booted or not, and why its CSR was denied', () => {
+    const w = world({ name: 'joining', upgradeType: 'Replace', version: '1.36.3', configMaps: [], nodes: [{ zone: 'a' }, { zone: 'a' }, { zone: 'b' }] });
+    const [, denied, provisioning] = w.state.machines;
+    for (const m of [denied, provisioning]) if (m?.status) delete m.status.nodeRef;
+    if (denied) {
+      denied.status = { ...denied.status, conditions: [{ type: 'InfrastructureReady', status: 'True' }] };
+      denied.metadata.annotations = { [ANNOTATIONS.joinFailure]: 'CSR csr-x denied: system:node:other is no Machine of tenant-a/joining' };
+    }
+    const view = poolStatusView({ pool: w.pool, child: w.state.machineDeployments[0], machines: w.state.machines });
+    assert.deepEqual(view.hosts.map((h) => [h.booted, h.joined]), [[true, true], [true, false], [false, false]]);
+    const text = formatStatus([view]);
+    assert.match(text, /hosts {2}2 of 3 booted, 1 joined/);
+    assert.match(text, new RegExp(`${denied?.metadata.name}\\s+booted, not joined: CSR csr-x denied: system:node:other is no Machine of tenant-a/joining`));
+    assert.match(text, new RegExp(`${provisioning?.metadata.name}\\s+provisioning`));
+  });
+
   it('when drawing a bar, it should fill in proportion and stay within its width', () => {
     assert.equal(progressBar(1, 4, 8), '[##------]');
     assert.equal(progressBar(5, 4, 4), '[####]');

@@ -36,6 +36,15 @@ export interface Rollout {
   nodes: NodeProgress[];
 }
 
+/** A host of the pool on its way to a Node: booted (Ignition ran, infrastructure provisioned), then joined. */
+export interface HostJoin {
+  machine: string;
+  booted: boolean;
+  joined: boolean;
+  /** Why its last client CSR was denied (the approver's annotation). */
+  reason?: string;
+}
+
 export interface PoolStatusView {
   namespace: string;
   name: string;
@@ -47,6 +56,7 @@ export interface PoolStatusView {
   configHash: string;
   problems: Condition[];
   rollout?: Rollout;
+  hosts: HostJoin[];
 }
 
 /** What one pool's status is computed from. `nodes` is undefined while its guest cluster is not reachable. */
@@ -123,6 +133,18 @@ function counts(o: PoolObjects): Pick<PoolStatusView, 'desired' | 'current' | 'r
   return { desired: o.child?.spec.replicas ?? o.pool.spec.replicas ?? 0, current: status.replicas ?? 0, ready: status.readyReplicas ?? 0 };
 }
 
+export function hostJoins(machines: readonly Machine[]): HostJoin[] {
+  return machines
+    .filter((m) => !m.metadata.deletionTimestamp)
+    .map((m) => {
+      const joined = Boolean(m.status?.nodeRef?.name);
+      const booted = joined || m.status?.conditions?.some((c) => c.type === 'InfrastructureReady' && c.status === 'True') === true;
+      const reason = m.metadata.annotations?.[ANNOTATIONS.joinFailure];
+      return { machine: m.metadata.name, booted, joined, ...(reason && !joined ? { reason } : {}) };
+    })
+    .sort((a, b) => a.machine.localeCompare(b.machine));
+}
+
 export function poolStatusView(o: PoolObjects): PoolStatusView {
   const { pool } = o;
   const status = pool.status ?? {};
@@ -136,6 +158,7 @@ export function poolStatusView(o: PoolObjects): PoolStatusView {
     configHash: status.configHash ?? '-',
     problems: (status.conditions ?? []).filter((c) => !isFine(c)),
     ...(rollout ? { rollout } : {}),
+    hosts: hostJoins(o.machines),
   };
 }
 
@@ -144,8 +167,18 @@ export function progressBar(done: number, total: number, width = 20): string {
   return `[${'#'.repeat(filled)}${'-'.repeat(width - filled)}]`;
 }
 
+/** Hosts that have not joined yet, each booted or not: shown only while some have not. */
+function joinDetails(hosts: readonly HostJoin[]): string[] {
+  const waiting = hosts.filter((h) => !h.joined);
+  if (waiting.length === 0) return [];
+  const booted = hosts.filter((h) => h.booted).length;
+  const joined = hosts.length - waiting.length;
+  const rows = waiting.map((h) => [h.machine, h.booted ? `booted, not joined${h.reason ? `: ${h.reason}` : ''}` : 'provisioning']);
+  return [`    hosts  ${booted} of ${hosts.length} booted, ${joined} joined`, ...table(rows, '      ')];
+}
+
 function details(v: PoolStatusView): string[] {
-  const lines = v.problems.map((c) => `    ! ${c.type} ${c.status} ${c.reason}: ${c.message}`);
+  const lines = [...v.problems.map((c) => `    ! ${c.type} ${c.status} ${c.reason}: ${c.message}`), ...joinDetails(v.hosts)];
   const r = v.rollout;
   if (!r) return lines;
   const what = v.upgradeType === 'InPlace' ? `${r.from ?? '(new)'} → ${r.to}` : 'machines';

@@ -14,7 +14,9 @@ import { ecKeyPem, manualClock, memoryDestination } from './testing.js';
 const POOL = 'clusters/workers';
 const HASH = 'abc123';
 const ACCEPT = 'application/vnd.coreos.ignition+json;version=3.3.0, */*;q=0.1';
-const PAYLOAD: Payload = { key: 'a'.repeat(64), minVersion: '3.0.0', tail: Buffer.from('"},"storage":{"files":[{"path":"/etc/secret-payload-marker","contents":{"source":"data:,x"}}]}}') };
+const TAIL = '"},"storage":{"files":[{"path":"/etc/secret-payload-marker","contents":{"source":"data:,x"}}]}}';
+const PAYLOAD: Payload = { key: 'a'.repeat(64), minVersion: '3.0.0', tail: Buffer.from(TAIL), joinAt: TAIL.length - 3 };
+const JOIN = { joinServer: 'https://guest.example:6443', joinCa: '-----BEGIN CERTIFICATE-----\nguest\n-----END CERTIFICATE-----\n', bootstrapToken: 'abcdef.0123456789abcdef' };
 const MARKER = 'secret-payload-marker';
 
 interface Harness {
@@ -79,6 +81,30 @@ describe('GET /ignition', () => {
     assert.equal(h.served.length, 1, 'the first fetch is recorded once');
   });
 
+  it('when the token Secret holds join material, it should splice the pool\'s join files into the payload, for the bootstrap token paired with the presented token', async () => {
+    const { token } = await h.secret('joined', JOIN);
+    const res = await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`).set('Accept', ACCEPT);
+    assert.equal(res.status, 200);
+    const body = JSON.parse(res.text) as { storage: { files: { path: string; contents: { source: string } }[] } };
+    assert.deepEqual(body.storage.files.map((f) => f.path), ['/etc/secret-payload-marker', '/etc/kubernetes/pki/ca.crt', '/etc/kubernetes/bootstrap-kubeconfig']);
+    const kubeconfig = Buffer.from(body.storage.files[2]?.contents.source.split(',')[1] ?? '', 'base64').toString();
+    assert.match(kubeconfig, /token: abcdef\.0123456789abcdef/);
+    assert.match(kubeconfig, /server: https:\/\/guest\.example:6443/);
+    assert.equal(Number(res.headers['content-length']), Buffer.byteLength(res.text));
+  });
+
+  it('when the rotated token is presented, it should get the rotated bootstrap token, and with Kindling-Join: omit no join files at all', async () => {
+    const { token: rotated } = await h.authority.mint({ pool: POOL, hash: HASH, ttlMs: 3_600_000 });
+    const { token } = await h.secret('rotated', { ...JOIN, rotatedToken: rotated, rotatedBootstrapToken: 'zyxwvu.0123456789zyxwvu' });
+    const old = await request(h.app).get('/ignition').set('Authorization', `Bearer ${rotated}`).set('Accept', ACCEPT);
+    const files = (text: string): string[] => (JSON.parse(text) as { storage: { files: { path: string; contents: { source: string } }[] } }).storage.files.map((f) => Buffer.from(f.contents.source.split(',')[1] ?? '', 'base64').toString());
+    assert.ok(files(old.text).some((f) => f.includes('zyxwvu.0123456789zyxwvu')), 'the rotated token gets the rotated bootstrap token');
+    const current = await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`).set('Accept', ACCEPT);
+    assert.ok(files(current.text).some((f) => f.includes('abcdef.0123456789abcdef')), 'the current token gets the current bootstrap token');
+    const omitted = await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`).set('Kindling-Join', 'omit').set('Accept', ACCEPT);
+    assert.deepEqual(Buffer.from(omitted.text), payloadBytes(PAYLOAD, '3.3.0'));
+  });
+
   it('when the bearer token is missing, garbled, forged or expired, it should answer 401 without echoing it', async () => {
     const { token } = await h.secret('auth');
     const forger = await createTokenAuthority(ecKeyPem(), h.clock);
@@ -98,12 +124,14 @@ describe('GET /ignition', () => {
       const res = await r;
       assert.equal(res.status, 401, what);
       assert.equal(res.headers['www-authenticate'], 'Bearer realm="ignition"');
+      assert.match(res.headers['kindling-error'] ?? '', /^IGN_TOKEN_(MISSING|MALFORMED|INVALID)$/, what);
+      assert.ok(res.text.startsWith(`${res.headers['kindling-error']}: `), `${what}: the body starts with the code`);
       assert.ok(!res.text.includes(token.slice(20)) && !res.text.includes(forged.slice(20)), `${what}: body echoes nothing`);
     }
     h.clock.advance(3_600_000);
     const expired = await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`);
     assert.equal(expired.status, 401);
-    assert.equal(expired.text, 'invalid or expired token\n');
+    assert.equal(expired.text, 'IGN_TOKEN_INVALID: invalid or expired token\n');
   });
 
   it('when the token Secret was deleted or its expiry annotation passed, it should answer 401', async () => {
@@ -124,20 +152,38 @@ describe('GET /ignition', () => {
     h.index.remove(entry.secret.key);
     const revoked = await get();
     assert.equal(revoked.status, 401);
-    assert.equal(revoked.text, 'token revoked or unknown\n');
+    assert.equal(revoked.text, 'IGN_TOKEN_REVOKED: token revoked or unknown\n');
+    assert.equal(revoked.headers['kindling-error'], 'IGN_TOKEN_REVOKED');
     h.index.upsert(entry.secret).payload = entry.payload;
     assert.equal((await get()).status, 200, 'the Secret back: served again');
     h.clock.advance(3_600_000);
     const expired = await get();
     assert.equal(expired.status, 401);
-    assert.equal(expired.text, 'invalid or expired token\n');
+    assert.equal(expired.text, 'IGN_TOKEN_INVALID: invalid or expired token\n');
   });
 
-  it('when a valid token is presented for a Secret of another pool or hash, it should answer 401', async () => {
-    const { token } = await h.secret('mismatch', { pool: 'clusters/other' });
-    // The JWT says clusters/other, the Secret says clusters/other too, but the index was fed a different hash.
-    h.index.upsert({ ...(h.index.find(token, h.clock.now())?.secret as TokenSecret), hash: 'different' });
-    assert.equal((await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`)).status, 401);
+  it('when a valid token of another pool, or of another hash, sits in a Secret, it should answer 401', async () => {
+    const other = 'clusters/other';
+    // Each token is signed by this server and current; only the Secret holding it belongs elsewhere.
+    const cases: [string, { pool: string; hash: string }][] = [
+      ['a token of another pool', { pool: other, hash: HASH }],
+      ['a token of another hash', { pool: POOL, hash: 'different' }],
+    ];
+    for (const [what, claims] of cases) {
+      const { token } = await h.authority.mint({ ...claims, ttlMs: 3_600_000 });
+      const put = (name: string, pool: string, hash: string): void => {
+        h.index.upsert({ key: `clusters/${name}`, namespace: 'clusters', name, uid: name, pool, hash, release: 'r', configSha256: 'c', token, resourceVersion: '1' }).payload = { state: 'ready', key: PAYLOAD.key };
+      };
+      const get = (): request.Test => request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`);
+      // The control: in a Secret of its own pool and hash, the same token is served.
+      put(`own-${claims.hash}`, claims.pool, claims.hash);
+      assert.equal((await get()).status, 200, `${what}, in its own Secret`);
+      put(`mismatch-${claims.hash}`, POOL, HASH);
+      const res = await get();
+      assert.equal(res.status, 401, `${what}, in a Secret of ${POOL} at ${HASH}`);
+      assert.equal(res.text, 'IGN_TOKEN_REVOKED: token revoked or unknown\n');
+      assert.ok(!res.text.includes(MARKER));
+    }
   });
 
   it('when the NodePool or TargetConfigVersionHash header names another pool or hash, it should answer 403', async () => {
@@ -155,9 +201,11 @@ describe('GET /ignition', () => {
     entry.payload = { state: 'failed', reason: 'InvalidConfig', message: 'bad' };
     const failed = await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`);
     assert.equal(failed.status, 511);
-    assert.match(failed.text, /InvalidConfig/);
+    assert.match(failed.text, /^IGN_PAYLOAD_INVALID_CONFIG: .*InvalidConfig/);
     entry.payload = { state: 'ready', key: 'b'.repeat(64) };
-    assert.equal((await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`)).status, 511);
+    const gone = await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`);
+    assert.equal(gone.status, 511);
+    assert.equal(gone.headers['kindling-error'], 'IGN_PAYLOAD_REGENERATING');
     assert.deepEqual(h.missing, [entry]);
   });
 

@@ -18,6 +18,9 @@ import { readRelease, resolveRelease } from './release/open.js';
 import { parsePullSecret, type RegistryOptions } from './release/registry.js';
 import { TokenIndex } from './token-index.js';
 import { loadTokenAuthority } from './tokens.js';
+import { createGuestJoin } from './join.js';
+import { createGuestKubeConfigs } from '../../support/src/guest-kubeconfigs.js';
+import * as k8s from '@kubernetes/client-node';
 import { releaseCommandRun } from './release/command.js';
 
 const FLAGS = {
@@ -70,7 +73,9 @@ export async function startIgnitionServer(cfg: IgnitionServerConfig, ctx: Compon
   });
   await store.init();
   const index = new TokenIndex();
-  const controller = new TokenSecretController({ kubeConfig: ctx.kubeConfig, log: ctx.log.child({ part: 'tokens' }), authority, index, store, ttlMs: cfg.tokenTtl, namespace: cfg.namespace, metrics, queueMetrics: ctx.queueMetrics });
+  const core = ctx.kubeConfig.makeApiClient(k8s.CoreV1Api);
+  const join = createGuestJoin(createGuestKubeConfigs((namespace, name) => core.readNamespacedSecret({ namespace, name })));
+  const controller = new TokenSecretController({ kubeConfig: ctx.kubeConfig, log: ctx.log.child({ part: 'tokens' }), authority, index, store, join, ttlMs: cfg.tokenTtl, namespace: cfg.namespace, metrics, queueMetrics: ctx.queueMetrics });
   await controller.start();
   ctx.shutdown.add('token controller', () => controller.stop());
   const app = createApp({

@@ -19,6 +19,7 @@ import { configText, readTokenSecret, slimTokenSecret, type CachedTokenSecret, t
 import { GenerationError, type ConfigSource, type PayloadStore } from './payload/store.js';
 import type { IgnitionMetrics } from './metrics.js';
 import { EVENT_REASONS, TokenSecretEvents } from './events.js';
+import type { GuestJoin } from './join.js';
 
 export interface ControllerOptions {
   kubeConfig: k8s.KubeConfig;
@@ -31,6 +32,8 @@ export interface ControllerOptions {
   namespace?: string;
   metrics?: IgnitionMetrics;
   queueMetrics?: QueueMetrics;
+  /** Mints and revokes the guest bootstrap tokens of Secrets that name their cluster. */
+  join?: GuestJoin;
   clock?: Clock;
   /** Retry delay after a release could not be read. */
   retryMs?: number;
@@ -52,6 +55,9 @@ export class TokenSecretController {
   readonly #informer: ResilientInformer<CachedTokenSecret>;
   readonly #generate: WorkQueue;
   readonly #reached: WorkQueue;
+  readonly #revoke: WorkQueue;
+  /** Bootstrap tokens of deleted token Secrets, by Secret key, until the leader has deleted them from the guest. */
+  readonly #revocations = new Map<string, { namespace: string; cluster: string; tokens: string[] }>();
   readonly #events: TokenSecretEvents;
   #writer: WorkQueue | undefined;
 
@@ -78,6 +84,7 @@ export class TokenSecretController {
     });
     this.#generate = this.#queue('ignition-payloads', (key) => this.#generatePayload(key));
     this.#reached = this.#queue('ignition-reached', (key) => this.#recordReached(key));
+    this.#revoke = this.#queue('ignition-bootstrap-revoke', (key) => this.#revokeBootstrap(key));
   }
 
   get synced(): boolean {
@@ -106,7 +113,7 @@ export class TokenSecretController {
 
   async stop(): Promise<void> {
     await this.#informer.stop();
-    await Promise.all([this.#generate.stop(), this.#reached.stop(), this.#writer?.stop()]);
+    await Promise.all([this.#generate.stop(), this.#reached.stop(), this.#revoke.stop(), this.#writer?.stop()]);
   }
 
   /** Starts the leader's writes; returns how to stop them. */
@@ -136,15 +143,33 @@ export class TokenSecretController {
     const key = `${meta.namespace}/${meta.name}`;
     const parsed = event === 'delete' ? undefined : readTokenSecret(secret);
     if (!parsed) {
-      // Deleted (or no longer a usable token Secret): its tokens stop working now.
+      // Deleted (or no longer a usable token Secret): its tokens stop working now, and so do its bootstrap tokens.
+      if (event === 'delete') this.#forgetBootstrap(key);
       this.#opts.index.remove(key);
       this.#writer?.forget(key);
-      if (event !== 'delete') this.#opts.log.warn({ secret: key }, 'Token Secret lacks pool, hash or release: ignored');
+      if (event !== 'delete') this.#opts.log.warn({ secret: key }, 'Token Secret lacks pool, hash or release, or names a pool of another namespace: ignored');
       return;
     }
     const entry = this.#opts.index.upsert(parsed);
     if (entry.payload.state === 'pending') this.#generate.add(key);
     this.#writer?.add(key);
+  }
+
+  /** The leader deletes a deleted Secret's bootstrap tokens from the guest (the guest's tokencleaner would at expiry). */
+  #forgetBootstrap(key: string): void {
+    const secret = this.#opts.index.get(key)?.secret;
+    const tokens = [secret?.bootstrapToken, secret?.rotatedBootstrapToken].filter((t): t is string => t !== undefined);
+    if (!this.#writer || !secret?.cluster || tokens.length === 0) return;
+    this.#revocations.set(key, { namespace: secret.namespace, cluster: secret.cluster, tokens });
+    this.#revoke.add(key);
+  }
+
+  async #revokeBootstrap(key: string): Promise<void> {
+    const revocation = this.#revocations.get(key);
+    if (!revocation || !this.#opts.join) return;
+    await this.#opts.join.revoke(revocation);
+    this.#revocations.delete(key);
+    this.#opts.log.info({ secret: key, cluster: `${revocation.namespace}/${revocation.cluster}` }, 'Deleted the bootstrap tokens of a deleted token Secret');
   }
 
   async #generatePayload(key: string): Promise<ReconcileResult | void> {
@@ -204,8 +229,25 @@ export class TokenSecretController {
       this.#opts.metrics?.rotation();
     }
     patch.annotations[ANNOTATIONS.tokenIssuedAt] = iso(claims.issuedAtMs);
+    await this.#joinPatch(secret, claims.expiresAtMs, patch);
     this.#opts.log.info({ secret: secret.key, nodePool: secret.pool, rotated: secret.token !== undefined }, secret.token ? 'Rotated the token' : 'Minted the token');
     return claims.issuedAtMs + half;
+  }
+
+  /**
+   * The bootstrap token paired with a freshly minted token: written to the guest first, so no host ever holds
+   * a token whose bootstrap token does not exist yet, and expiring with it. A guest that cannot be reached
+   * fails the whole mint (retried with backoff): a token without join material would boot a host that
+   * can never join.
+   */
+  async #joinPatch(secret: TokenSecret, expiresAtMs: number, patch: { data: Record<string, string> }): Promise<void> {
+    if (!secret.cluster || !this.#opts.join) return;
+    const pool = secret.pool.slice(secret.pool.indexOf('/') + 1);
+    const join = await this.#opts.join.mint({ namespace: secret.namespace, cluster: secret.cluster, pool, expiresAtMs });
+    patch.data[SECRET_KEYS.bootstrapToken] = b64(join.bootstrapToken);
+    patch.data[SECRET_KEYS.joinServer] = b64(join.server);
+    patch.data[SECRET_KEYS.joinCa] = b64(join.caPem);
+    if (secret.bootstrapToken) patch.data[SECRET_KEYS.rotatedBootstrapToken] = b64(secret.bootstrapToken);
   }
 
   /** The leader's Events for what this pass did or found: a rotation, a failed generation. */
@@ -237,6 +279,7 @@ export class TokenSecretController {
   }
 
   async #delete(secret: TokenSecret): Promise<void> {
+    this.#forgetBootstrap(secret.key);
     this.#opts.index.remove(secret.key);
     try {
       await this.#core.deleteNamespacedSecret({ name: secret.name, namespace: secret.namespace, body: { preconditions: { uid: secret.uid } } });

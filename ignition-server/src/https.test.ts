@@ -1,6 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { connect as tlsConnect } from 'node:tls';
+import { connect as tlsConnect, createServer as createTlsServer, type ConnectionOptions } from 'node:tls';
+import type { AddressInfo } from 'node:net';
 import { connect } from 'node:net';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -16,6 +17,23 @@ function peerSerial(port: number, ca: string, opts: { maxVersion?: 'TLSv1.1' | '
       const serial = s.getPeerX509Certificate()?.serialNumber ?? '';
       s.end();
       resolve(serial);
+    });
+    s.on('error', reject);
+  });
+}
+
+/**
+ * A client that really offers TLS 1.1 and nothing newer. OpenSSL 3 allows TLS 1.1 only at security level 0,
+ * so without it the client would refuse by itself and a "refused" test would prove nothing about the server.
+ */
+const TLS11_CLIENT: ConnectionOptions = { minVersion: 'TLSv1.1', maxVersion: 'TLSv1.1', ciphers: 'DEFAULT@SECLEVEL=0' };
+
+/** The protocol a handshake settled on, or the handshake's error. */
+function handshake(port: number, opts: ConnectionOptions): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const s = tlsConnect({ host: '127.0.0.1', port, rejectUnauthorized: false, ...opts }, () => {
+      resolve(s.getProtocol() ?? '');
+      s.end();
     });
     s.on('error', reject);
   });
@@ -72,7 +90,21 @@ describe('HTTPS serving port', () => {
   });
 
   it('when a client offers at most TLS 1.1, it should refuse the handshake', async () => {
-    await assert.rejects(peerSerial(server.port, ca.certPem, { maxVersion: 'TLSv1.1' }));
+    // The control: the same client completes a TLS 1.1 handshake with a server that allows it.
+    const pair = await ca.issue({ commonName: 'tls11', dnsNames: ['localhost'], usage: 'server' });
+    const permissive = createTlsServer({ cert: pair.certPem, key: pair.keyPem, minVersion: 'TLSv1.1', ciphers: 'DEFAULT@SECLEVEL=0' }, (s) => s.end());
+    await new Promise<void>((r) => permissive.listen(0, '127.0.0.1', r));
+    try {
+      assert.equal(await handshake((permissive.address() as AddressInfo).port, TLS11_CLIENT), 'TLSv1.1');
+    } finally {
+      permissive.close();
+    }
+    // Against the serving port, the server ends it with a protocol_version alert (70): the refusal is the server's.
+    await assert.rejects(handshake(server.port, TLS11_CLIENT), (err: Error & { code?: string }) => {
+      assert.equal(err.code, 'ERR_SSL_TLSV1_ALERT_PROTOCOL_VERSION', err.message);
+      return true;
+    });
+    assert.equal(await handshake(server.port, { minVersion: 'TLSv1.2', ciphers: 'DEFAULT@SECLEVEL=0' }), 'TLSv1.3', 'a modern client still gets through');
   });
 
   it('when a client sends its headers too slowly, it should drop the connection', async () => {

@@ -50,6 +50,7 @@ function get(port: number, ca: string, headers: Record<string, string>): Promise
 
 describe('ignition server on the test bed', { timeout: 180_000 }, () => {
   let cluster: Cluster;
+  let guest: Cluster;
   let dir: string;
   let ca: CertificateAuthority;
   let core: k8s.CoreV1Api;
@@ -160,6 +161,7 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     cluster = await startCluster({ name: 'mgmt', controllerManager: false });
     core = cluster.kubeConfig.makeApiClient(k8s.CoreV1Api);
     for (const name of [NS, 'kindling-system']) await core.createNamespace({ body: { metadata: { name } } });
+    guest = await startCluster({ name: 'guest', controllerManager: false, management: { cluster, namespace: NS } });
     ca = await createCertificateAuthority('ignition serving CA');
     const serving = await ca.issue({ commonName: 'ignition', dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'], usage: 'server' });
     await writeFile(join(dir, 'tls.crt'), serving.certPem);
@@ -173,6 +175,7 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
 
   after(async () => {
     await Promise.all(replicas.map((r) => r.proc.stop()));
+    await guest?.stop();
     await cluster?.stop();
     if (process.env.KEEP_TEST_DIR === undefined) await rm(dir, { recursive: true, force: true });
   });
@@ -215,6 +218,59 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     assert.equal(logs.split('Generated a payload').length - 1, 2, 'one generation per replica for the pair');
     assert.ok(!logs.includes(token.split('.')[1] as string), 'no token in any log');
     assert.match(logs, /"status":200,"nodePool":"clusters\/workers"/);
+  });
+
+  it('when token Secrets name their cluster, it should mint each token a bootstrap token in that guest, boot hosts with join material of the guest only, generate once for two pools, and revoke with the Secret', async () => {
+    const generatedBefore = replicas.map((r) => readFileSync(r.log, 'utf8').split('Generated a payload').length);
+    const hash = 'join0001';
+    const pools = ['join-a', 'join-b'];
+    for (const pool of pools) {
+      await core.createNamespacedSecret({
+        namespace: NS,
+        body: {
+          metadata: { name: tokenSecretName(pool, hash), labels: { [LABELS.tokenSecret]: 'true', [LABELS.nodePool]: pool, [LABELS.configHash]: hash, [LABELS.capiClusterName]: 'guest' } },
+          stringData: { [SECRET_KEYS.release]: releaseRef, [SECRET_KEYS.config]: JSON.stringify([MACHINE_CONFIG]), [SECRET_KEYS.pool]: `${NS}/${pool}` },
+        },
+      });
+    }
+    const guestCore = guest.kubeConfig.makeApiClient(k8s.CoreV1Api);
+    const minted = await Promise.all(pools.map((pool) => eventually(`${pool}'s token and bootstrap token`, async () => {
+      const s = await readSecret(tokenSecretName(pool, hash));
+      const token = dataOf(s, SECRET_KEYS.token);
+      const bootstrap = dataOf(s, SECRET_KEYS.bootstrapToken);
+      return token && bootstrap ? { pool, token, bootstrap } : undefined;
+    })));
+    for (const m of minted) {
+      const id = m.bootstrap.split('.')[0] as string;
+      const secret = await guestCore.readNamespacedSecret({ name: `bootstrap-token-${id}`, namespace: 'kube-system' });
+      assert.equal(secret.type, 'bootstrap.kubernetes.io/token');
+      assert.equal(dataOf(secret, 'token-secret'), m.bootstrap.split('.')[1]);
+      assert.equal(dataOf(secret, 'auth-extra-groups'), `system:bootstrappers:kindling,system:bootstrappers:kindling:${NS}:${m.pool}`);
+      const exp = (JSON.parse(Buffer.from(m.token.split('.')[1] as string, 'base64url').toString()) as { exp: number }).exp * 1000;
+      assert.equal(Date.parse(dataOf(secret, 'expiration') ?? ''), exp, 'the bootstrap token expires with its Ignition token');
+    }
+    const [a] = minted as [{ pool: string; token: string; bootstrap: string }];
+    const host = await eventually('a host of join-a booted', async () => {
+      const stubFor = JSON.parse(stub(replicas[0] as Replica, a.token, hash)) as { ignition: { config: { merge: { httpHeaders: { name: string; value: string }[] }[] } } };
+      for (const h of stubFor.ignition.config.merge[0]?.httpHeaders ?? []) if (h.name === IGNITION_HEADERS.nodePool) h.value = `${NS}/${a.pool}`;
+      const root = join(await mkdtemp(join(dir, 'host-')), 'root');
+      return bootHost({ root, userData: JSON.stringify(stubFor) }).then(() => root, () => undefined);
+    });
+    const kubeconfig = await readFile(join(host, 'etc/kubernetes/bootstrap-kubeconfig'), 'utf8');
+    assert.match(kubeconfig, new RegExp(`token: ${a.bootstrap.replace('.', '\\.')}`));
+    assert.match(kubeconfig, new RegExp(`server: ${guest.server}`));
+    assert.equal(await readFile(join(host, 'etc/kubernetes/pki/ca.crt'), 'utf8'), guest.ca.certPem);
+    // Nothing of the management cluster (its CA, its address) nor the guest kubeconfig's admin credentials.
+    const everything = (await Promise.all(['etc/kubernetes/bootstrap-kubeconfig', 'etc/kubernetes/pki/ca.crt', 'etc/kubernetes/kubelet.conf', 'etc/motd', 'run/ignition/config.json'].map((f) => readFile(join(host, f), 'utf8').catch(() => '')))).join('\n');
+    const adminCert = Buffer.from(/client-certificate-data: (\S+)/.exec(guest.kubeconfigYaml)?.[1] ?? '', 'base64').toString();
+    for (const [what, text] of [['management CA', cluster.ca.certPem], ['management apiserver', cluster.server], ['guest admin certificate', adminCert], ['admin key', 'PRIVATE KEY']] as const) {
+      assert.ok(!everything.includes(text.trim()), `the host holds the ${what}`);
+    }
+    const generated = replicas.map((r, i) => readFileSync(r.log, 'utf8').split('Generated a payload').length - (generatedBefore[i] ?? 0));
+    assert.deepEqual(generated, [1, 1], 'two pools on one (release, config): one generation per replica');
+    await core.deleteNamespacedSecret({ name: tokenSecretName(a.pool, hash), namespace: NS });
+    await eventually('the deleted Secret\'s bootstrap token gone from the guest', async () =>
+      guestCore.readNamespacedSecret({ name: `bootstrap-token-${a.bootstrap.split('.')[0]}`, namespace: 'kube-system' }).then(() => undefined, () => true));
   });
 
   it('when the token reaches TTL/2, it should rotate it, keep the old one valid until its own expiry, and boot with either', async () => {

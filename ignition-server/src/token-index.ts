@@ -6,6 +6,7 @@
 import type * as k8s from '@kubernetes/client-node';
 import { ANNOTATIONS, LABELS, SECRET_KEYS } from '../../api/src/keys.js';
 import { configDigest, type FailureReason } from './payload/store.js';
+import { joinFileBytes } from './join.js';
 
 export type PayloadState =
   | { state: 'pending' }
@@ -24,8 +25,16 @@ export interface TokenSecret {
   release: string;
   /** configDigest of the Secret's `config`: the config itself is read from the apiserver only to generate. */
   configSha256: string;
+  /** The pool's Cluster API cluster (LABELS.capiClusterName): where its bootstrap tokens go. */
+  cluster?: string;
   token?: string;
   rotatedToken?: string;
+  /** Guest bootstrap tokens paired with `token` and `rotatedToken`. */
+  bootstrapToken?: string;
+  rotatedBootstrapToken?: string;
+  /** The guest apiserver URL and CA (PEM) of the join material, recorded when the token was minted. */
+  joinServer?: string;
+  joinCa?: string;
   issuedAtMs?: number;
   expiresAtMs?: number;
   reachedAt?: string;
@@ -39,6 +48,18 @@ export interface TokenSecretEntry {
   payload: PayloadState;
   /** Set when this replica served the Secret's payload once, so it records ReachedIgnition only once. */
   served: boolean;
+  /** Join files by bearer token, rendered on first use (the Secret's data does not change under an entry). */
+  join: Map<string, Buffer | undefined>;
+}
+
+/** The join files a host presenting `token` gets: undefined when the Secret has no join material for it. */
+export function joinFor(entry: TokenSecretEntry, token: string): Buffer | undefined {
+  if (entry.join.has(token)) return entry.join.get(token);
+  const s = entry.secret;
+  const bootstrapToken = token === s.token ? s.bootstrapToken : token === s.rotatedToken ? s.rotatedBootstrapToken : undefined;
+  const bytes = bootstrapToken && s.joinServer && s.joinCa ? joinFileBytes({ server: s.joinServer, caPem: s.joinCa, bootstrapToken }) : undefined;
+  entry.join.set(token, bytes);
+  return bytes;
 }
 
 /**
@@ -80,7 +101,8 @@ export function readTokenSecret(secret: CachedTokenSecret): TokenSecret | undefi
   const release = decode(secret.data, SECRET_KEYS.release);
   if (!pool || !hash || !release || !meta.name) return undefined;
   const identity = { key: `${namespace}/${meta.name}`, namespace, name: meta.name, uid: String(meta.uid), resourceVersion: String(meta.resourceVersion) };
-  return { ...identity, pool, hash, release, configSha256: configSha256Of(secret), ...fromData(secret.data), ...fromAnnotations(meta.annotations ?? {}) };
+  const cluster = meta.labels?.[LABELS.capiClusterName];
+  return { ...identity, pool, hash, release, cluster, configSha256: configSha256Of(secret), ...fromData(secret.data), ...fromAnnotations(meta.annotations ?? {}) };
 }
 
 /** A cached Secret has its digest; one straight from the apiserver still has its config. */
@@ -88,14 +110,26 @@ function configSha256Of(secret: CachedTokenSecret): string {
   return secret.configSha256 ?? configDigest(configText(secret.data?.[SECRET_KEYS.config]));
 }
 
-/** `namespace/name` of the pool: the Secret's `pool` key, else its namespace and pool label. */
+/**
+ * `namespace/name` of the pool: the Secret's `pool` key, else its namespace and pool label. A pool is always
+ * in its token Secret's namespace: a Secret naming a pool elsewhere would mint tokens (and bootstrap groups)
+ * for a pool its writer does not own, so it is not a token Secret.
+ */
 function poolOf(secret: k8s.V1Secret, namespace: string): string | undefined {
   const poolName = secret.metadata?.labels?.[LABELS.nodePool];
-  return decode(secret.data, SECRET_KEYS.pool) ?? (poolName ? `${namespace}/${poolName}` : undefined);
+  const pool = decode(secret.data, SECRET_KEYS.pool) ?? (poolName ? `${namespace}/${poolName}` : undefined);
+  return pool?.startsWith(`${namespace}/`) && !pool.slice(namespace.length + 1).includes('/') ? pool : undefined;
 }
 
-function fromData(data: Record<string, string> | undefined): Pick<TokenSecret, 'token' | 'rotatedToken'> {
-  return { token: decode(data, SECRET_KEYS.token), rotatedToken: decode(data, SECRET_KEYS.rotatedToken) };
+function fromData(data: Record<string, string> | undefined): Pick<TokenSecret, 'token' | 'rotatedToken' | 'bootstrapToken' | 'rotatedBootstrapToken' | 'joinServer' | 'joinCa'> {
+  return {
+    token: decode(data, SECRET_KEYS.token),
+    rotatedToken: decode(data, SECRET_KEYS.rotatedToken),
+    bootstrapToken: decode(data, SECRET_KEYS.bootstrapToken),
+    rotatedBootstrapToken: decode(data, SECRET_KEYS.rotatedBootstrapToken),
+    joinServer: decode(data, SECRET_KEYS.joinServer),
+    joinCa: decode(data, SECRET_KEYS.joinCa),
+  };
 }
 
 function fromAnnotations(a: Record<string, string>): Pick<TokenSecret, 'issuedAtMs' | 'expiresAtMs' | 'reachedAt' | 'payloadReason' | 'payloadMessage'> {
@@ -117,7 +151,7 @@ export class TokenIndex {
     const previous = this.#bySecret.get(secret.key);
     this.#dropTokens(previous);
     const sameInputs = previous && previous.secret.release === secret.release && previous.secret.configSha256 === secret.configSha256;
-    const entry: TokenSecretEntry = { secret, payload: sameInputs ? previous.payload : { state: 'pending' }, served: previous?.served ?? false };
+    const entry: TokenSecretEntry = { secret, payload: sameInputs ? previous.payload : { state: 'pending' }, served: previous?.served ?? false, join: new Map() };
     this.#bySecret.set(secret.key, entry);
     for (const t of [secret.token, secret.rotatedToken]) if (t) this.#byToken.set(t, secret.key);
     return entry;

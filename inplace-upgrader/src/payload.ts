@@ -66,6 +66,8 @@ export class IgnitionServerPayloadSource implements PayloadSource {
       Authorization: `Bearer ${token}`,
       [IGNITION_HEADERS.nodePool]: `${req.namespace}/${req.pool}`,
       [IGNITION_HEADERS.targetConfigVersionHash]: req.hash,
+      // The node joined at first boot: its in-place payload carries no bootstrap token.
+      [IGNITION_HEADERS.joinMaterial]: 'omit',
       Accept: IGNITION_ACCEPT,
     };
     const res = await get(url, headers, { caPem: this.#opts.caPem, timeoutMs: this.#opts.timeoutMs ?? 30_000 }).catch((err: unknown) => {

@@ -1,4 +1,7 @@
-/** `kindling nodepool-controller`: the NodePool controller as a long-running component; reconciles only while leading. */
+/**
+ * `kindling nodepool-controller`: the NodePool controller and the guest clusters' kubelet CSR approver as a
+ * long-running component; both act only while leading.
+ */
 import { readFile } from 'node:fs/promises';
 import { defineCommand, type Command } from '../../cli/src/command.js';
 import { COMPONENT_FLAGS, runComponent } from '../../support/src/component.js';
@@ -10,12 +13,14 @@ export const NODEPOOL_CONTROLLER_FLAGS = {
   ignitionCaFile: { type: 'string', default: '', help: 'PEM file of the CA that signs the ignition server\'s serving certificate, put in every stub (required)' },
   tokenGrace: { type: 'duration', default: 7_200_000, help: 'How long an old token stays valid after the pool\'s config hash moved on' },
   maxSkewMinors: { type: 'int', default: 3, help: 'How many minor versions the nodes may be behind the control plane' },
+  joinTimeout: { type: 'duration', default: 600_000, help: 'How long a booted host may take to register its Node before the pool\'s AllNodesJoined condition says so' },
   workers: { type: 'int', default: 4, help: 'Pools reconciled at once' },
+  csrGrace: { type: 'duration', default: 120_000, help: 'How long a kubelet\'s CSR waits for its Machine\'s addresses (or its Node) to show before it is denied' },
 } as const;
 
 export const nodePoolControllerCommand: Command = defineCommand({
   name: 'nodepool-controller',
-  summary: 'Run the NodePool controller: NodePools become token/user-data Secrets and Cluster API objects.',
+  summary: 'Run the NodePool controller (NodePools become token/user-data Secrets and Cluster API objects) and the kubelet CSR approver.',
   flags: NODEPOOL_CONTROLLER_FLAGS,
   async run(cfg, io) {
     if (cfg.ignitionEndpoint === '' || cfg.ignitionCaFile === '') {
@@ -37,8 +42,9 @@ export const nodePoolControllerCommand: Command = defineCommand({
         const c = createNodePoolController({
           kubeConfig: ctx.kubeConfig,
           log: ctx.log,
-          config: { ignition: { endpoint: cfg.ignitionEndpoint, caPem }, tokenGraceMs: cfg.tokenGrace, maxSkewMinors: cfg.maxSkewMinors },
+          config: { ignition: { endpoint: cfg.ignitionEndpoint, caPem }, tokenGraceMs: cfg.tokenGrace, maxSkewMinors: cfg.maxSkewMinors, joinTimeoutMs: cfg.joinTimeout },
           workers: cfg.workers,
+          csrGraceMs: cfg.csrGrace,
           queueMetrics: ctx.queueMetrics,
           registry: ctx.registry,
         });

@@ -95,6 +95,42 @@ describe('nodepool-controller on the real test bed', () => {
     return { secret, stub: Buffer.from(secret.data?.[SECRET_KEYS.value] ?? '', 'base64').toString() };
   };
 
+  it('when the apiserver refuses a child object, it should say so in ChildObjectsAccepted and Ready with the apiserver\'s message, and recover once it accepts', async () => {
+    const admission = { apiVersion: 'admissionregistration.k8s.io/v1' };
+    const policy = {
+      ...admission,
+      kind: 'ValidatingAdmissionPolicy',
+      metadata: { name: 'refuse-refused-a' },
+      spec: {
+        failurePolicy: 'Fail',
+        matchConstraints: { resourceRules: [{ apiGroups: ['cluster.x-k8s.io'], apiVersions: ['*'], operations: ['CREATE', 'UPDATE'], resources: ['machinedeployments'] }] },
+        validations: [{ expression: "object.metadata.name != 'refused-a'", message: 'no MachineDeployment may be called refused-a here' }],
+      },
+    };
+    const binding = { ...admission, kind: 'ValidatingAdmissionPolicyBinding', metadata: { name: 'refuse-refused-a' }, spec: { policyName: 'refuse-refused-a', validationActions: ['Deny'] } };
+    await objects.create(policy);
+    await objects.create(binding);
+    // The policy takes effect once the apiserver's policy informer saw it: probe with a dry-run create.
+    await eventually('the policy in force', () =>
+      objects.create({ apiVersion: CAPI, kind: 'MachineDeployment', metadata: { name: 'refused-a', namespace: NS }, spec: { clusterName: 'guest', template: { spec: { clusterName: 'guest', bootstrap: { dataSecretName: 'x' }, infrastructureRef: { apiGroup: 'x.io', kind: 'X', name: 'x' } } } } } as k8s.KubernetesObject, undefined, 'All').then(() => undefined, () => true));
+    await objects.create(pool('refused-a'));
+    const refused = await eventually('the refusal on the pool', async () => {
+      const p = await readPool('refused-a');
+      return cond(p, 'ChildObjectsAccepted')?.status === 'False' ? p : undefined;
+    }, 90_000, 500);
+    assert.equal(cond(refused, 'ChildObjectsAccepted')?.reason, 'Refused');
+    assert.match(cond(refused, 'ChildObjectsAccepted')?.message ?? '', /refused MachineDeployment default\/refused-a \((422|403)\): .*no MachineDeployment may be called refused-a here/);
+    assert.match(cond(refused, 'Ready')?.message ?? '', /^ChildObjectsAccepted: .*no MachineDeployment may be called refused-a here/);
+    await objects.delete(binding);
+    const accepted = await eventually('the pool recovered', async () => {
+      const p = await readPool('refused-a');
+      return cond(p, 'ChildObjectsAccepted')?.status === 'True' ? p : undefined;
+    }, 120_000, 500); // nothing changes on the pool: the retry with backoff (at most 60 s) picks it up
+    assert.equal(cond(accepted, 'ChildObjectsAccepted')?.reason, 'AsExpected');
+    assert.ok(await tryRead('MachineDeployment', 'refused-a'));
+    await objects.delete(policy);
+  });
+
   // eslint-disable-next-line complexity -- optional chaining in assertions counts as branches
   it('when a Replace pool is created, it should get a token Secret, a valid user-data stub and a MachineDeployment the CAPI CRDs accept', async () => {
     await objects.create(pool('replace-a', (p) => (p.spec.config = [{ name: 'kubelet-config' }])));

@@ -1,7 +1,8 @@
 /**
  * Wiring: ResilientInformers on NodePools, ConfigMaps, the pools' Secrets and Cluster API objects feed a
  * WorkQueue of `namespace/name` pool keys; the reconciler reads only the caches. A child's event maps to its
- * pool through LABELS.nodePool; a ConfigMap's to every pool of its namespace that references it.
+ * pool through LABELS.nodePool; a ConfigMap's to every pool of its namespace that references it. The CSR
+ * approver (csr-approver.ts) runs beside it on the same caches and Event recorder.
  */
 import * as k8s from '@kubernetes/client-node';
 import type { Registry } from 'prom-client';
@@ -23,6 +24,7 @@ import { NodePoolReconciler } from './reconciler.js';
 import { tagVersionResolver, type ReleaseVersionResolver } from './release.js';
 import { createWriter, type Writer } from './store.js';
 import { createEventRecorder, type EventRecorder } from './events.js';
+import { CsrApprover } from './csr-approver.js';
 
 export const QUEUE_NAME = 'nodepool';
 
@@ -39,6 +41,8 @@ export interface ControllerOptions {
   registry?: Registry;
   /** Relist period of every informer (a full resync of every pool). */
   resyncMs?: number;
+  /** How long a kubelet CSR may wait for its Machine's addresses (or its Node) before it is denied. */
+  csrGraceMs?: number;
 }
 
 export interface NodePoolController {
@@ -48,6 +52,7 @@ export interface NodePoolController {
   readonly events: EventRecorder;
   /** Writes to guest Nodes. */
   readonly nodes: GuestNodes;
+  readonly approver: CsrApprover;
   readonly synced: boolean;
   start(): Promise<void>;
   stop(): Promise<void>;
@@ -91,6 +96,7 @@ export function createNodePoolController(opts: ControllerOptions): NodePoolContr
     const key = `${p.metadata.namespace ?? ''}/${p.metadata.name}`;
     if (e === 'delete') queue.forget(key);
     else enqueue(key);
+    if (e === 'add') approver.poolChanged(p);
   });
   const configMaps = informer<k8s.V1ConfigMap>('/api/v1/configmaps', () => core.listConfigMapForAllNamespaces(), (cm) => {
     const ns = cm.metadata?.namespace ?? '';
@@ -107,6 +113,7 @@ export function createNodePoolController(opts: ControllerOptions): NodePoolContr
   const clock = opts.clock ?? realClock;
   const events = createEventRecorder(kc, () => clock.now());
   const reconciler = new NodePoolReconciler({ caches, writer, events, nodes, versions, releases: opts.releases ?? tagVersionResolver, clock, config: opts.config, log });
+  const approver = new CsrApprover({ kubeConfig: kc, log: log.child({ controller: 'csr-approver' }), caches, events, registry: opts.registry, queueMetrics: opts.queueMetrics, clock: opts.clock, graceMs: opts.csrGraceMs });
   opts.queueMetrics?.watch(queue);
   return {
     queue,
@@ -114,16 +121,19 @@ export function createNodePoolController(opts: ControllerOptions): NodePoolContr
     caches,
     events,
     nodes,
+    approver,
     get synced() {
-      return informers.every((i) => i.synced);
+      return informers.every((i) => i.synced) && approver.synced;
     },
-    // Children and Secrets first, pools last: the first reconciles then see complete caches.
+    // Children and Secrets first, pools last: the first reconciles then see complete caches. The approver
+    // decides from the Machine cache, so it starts once that is synced.
     async start() {
       await Promise.all(informers.slice(1).map((i) => i.start()));
       await pools.start();
+      await approver.start();
     },
     async stop() {
-      await queue.stop();
+      await Promise.all([queue.stop(), approver.stop()]);
       await Promise.all(informers.map((i) => i.stop()));
     },
     resyncAll() {

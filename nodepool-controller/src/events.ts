@@ -1,5 +1,6 @@
 /**
- * Kubernetes Events on the pool's condition transitions, so `kubectl describe nodepool` tells the story.
+ * Kubernetes Events on the pool's condition transitions, so `kubectl describe nodepool` tells the story, and on
+ * the CSR approver's decisions (on the Machine, else the pool), so `kubectl describe machine` tells why it joined.
  * Which transitions make an Event is a pure function of the previous and the new conditions; emitting is
  * best effort (an Event lost to a crash or a failed create does not fail the reconcile: the status holds the truth).
  */
@@ -7,7 +8,8 @@ import { hostname } from 'node:os';
 import * as k8s from '@kubernetes/client-node';
 import { CONDITIONS, type Condition } from '../../api/src/conditions.js';
 import { FIELD_MANAGERS } from '../../api/src/keys.js';
-import type { NodePool } from '../../api/src/nodepool.js';
+import type { ObjectMeta } from '../../api/src/nodepool.js';
+import { makeApiClient } from '../../support/src/clients.js';
 import type { Logger } from '../../support/src/logger.js';
 
 export const EVENT_COMPONENT = FIELD_MANAGERS.nodepoolController;
@@ -42,16 +44,23 @@ export function conditionTransitions(previous: readonly Condition[], next: reado
   return out;
 }
 
+/** The object an Event is about (a NodePool, a Machine): apiVersion and kind set, as list items lack them. */
+export interface EventSubject {
+  apiVersion: string;
+  kind: string;
+  metadata: ObjectMeta;
+}
+
 /** The core/v1 Event for one transition (the legacy API `kubectl describe` shows). */
-export function desiredEvent(pool: NodePool, t: Transition, now: Date, instance: string): k8s.CoreV1Event {
+export function desiredEvent(subject: EventSubject, t: Transition, now: Date, instance: string): k8s.CoreV1Event {
   return {
-    metadata: { generateName: `${pool.metadata.name}.`, namespace: pool.metadata.namespace },
+    metadata: { generateName: `${subject.metadata.name}.`, namespace: subject.metadata.namespace },
     involvedObject: {
-      apiVersion: pool.apiVersion,
-      kind: pool.kind,
-      name: pool.metadata.name,
-      namespace: pool.metadata.namespace,
-      uid: pool.metadata.uid,
+      apiVersion: subject.apiVersion,
+      kind: subject.kind,
+      name: subject.metadata.name,
+      namespace: subject.metadata.namespace,
+      uid: subject.metadata.uid,
     },
     type: t.type,
     reason: t.reason,
@@ -66,24 +75,24 @@ export function desiredEvent(pool: NodePool, t: Transition, now: Date, instance:
 }
 
 export interface EventRecorder {
-  record(pool: NodePool, transitions: readonly Transition[], log: Logger): Promise<void>;
+  record(subject: EventSubject, transitions: readonly Transition[], log: Logger): Promise<void>;
   /** Events created so far. */
   readonly count: number;
 }
 
 export function createEventRecorder(kc: k8s.KubeConfig, now: () => number): EventRecorder {
-  const core = kc.makeApiClient(k8s.CoreV1Api);
+  const core = makeApiClient(kc, k8s.CoreV1Api);
   const instance = hostname();
   let count = 0;
   return {
     get count() {
       return count;
     },
-    async record(pool, transitions, log) {
+    async record(subject, transitions, log) {
       await Promise.all(
         transitions.map(async (t) => {
           try {
-            await core.createNamespacedEvent({ namespace: pool.metadata.namespace ?? '', body: desiredEvent(pool, t, new Date(now()), instance) });
+            await core.createNamespacedEvent({ namespace: subject.metadata.namespace ?? '', body: desiredEvent(subject, t, new Date(now()), instance) });
             count++;
           } catch (err) {
             log.warn({ err, reason: t.reason }, 'Could not record an Event');

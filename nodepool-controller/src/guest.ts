@@ -5,7 +5,7 @@
  * flight per cluster, so a thousand pools of one cluster ask once.
  */
 import * as k8s from '@kubernetes/client-node';
-import { SECRET_KEYS, kubeconfigSecretName } from '../../api/src/keys.js';
+import { createGuestKubeConfigs, type GuestKubeConfigs, type ReadSecret } from '../../support/src/guest-kubeconfigs.js';
 import { realClock, type Clock } from '../../support/src/timers.js';
 import { parseVersion, type Version } from './release.js';
 
@@ -14,41 +14,7 @@ export interface ControlPlaneVersions {
   versionOf(namespace: string, cluster: string): Promise<Version>;
 }
 
-/** Reads the kubeconfig Secret from the management cluster. */
-export type ReadSecret = (namespace: string, name: string) => Promise<k8s.V1Secret>;
-
-export interface GuestKubeConfigs {
-  get(namespace: string, cluster: string): Promise<k8s.KubeConfig>;
-  /** Forget a cluster's KubeConfig (after an error), so the next call reads the Secret again. */
-  forget(namespace: string, cluster: string): void;
-}
-
-export function createGuestKubeConfigs(readSecret: ReadSecret): GuestKubeConfigs {
-  const configs = new Map<string, Promise<k8s.KubeConfig>>();
-  const load = async (namespace: string, cluster: string): Promise<k8s.KubeConfig> => {
-    const secret = await readSecret(namespace, kubeconfigSecretName(cluster));
-    const text = Buffer.from(secret.data?.[SECRET_KEYS.kubeconfig] ?? '', 'base64').toString('utf8');
-    if (text === '') throw new Error(`Secret ${kubeconfigSecretName(cluster)} has no ${SECRET_KEYS.kubeconfig} key`);
-    const kc = new k8s.KubeConfig();
-    kc.loadFromString(text);
-    return kc;
-  };
-  return {
-    get(namespace, cluster) {
-      const key = `${namespace}/${cluster}`;
-      let kc = configs.get(key);
-      if (!kc) {
-        kc = load(namespace, cluster);
-        configs.set(key, kc);
-        kc.catch(() => configs.delete(key));
-      }
-      return kc;
-    },
-    forget(namespace, cluster) {
-      configs.delete(`${namespace}/${cluster}`);
-    },
-  };
-}
+export { createGuestKubeConfigs, type GuestKubeConfigs, type ReadSecret } from '../../support/src/guest-kubeconfigs.js';
 
 export interface GuestVersionOptions {
   readSecret?: ReadSecret;

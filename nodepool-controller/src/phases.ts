@@ -20,6 +20,7 @@ import { isConflict } from '../../support/src/errors.js';
 import { desiredTokenSecret, desiredUserDataSecret, hashOfUserData, type IgnitionEndpoint } from './secrets.js';
 import { desiredMachineDeployment, desiredMachineHealthCheck, desiredMachinePropagation, desiredMachineSet } from './capi.js';
 import { pauseState } from './pause.js';
+import { joinStatus } from './joining.js';
 import type { Observations } from './status.js';
 import type { Caches } from './caches.js';
 import type { Writer } from './store.js';
@@ -30,7 +31,11 @@ export interface ControllerConfig {
   /** How long an old token stays valid after the pool's hash moved on. */
   tokenGraceMs: number;
   maxSkewMinors: number;
+  /** How long a booted host may take to register its Node before AllNodesJoined says so (default 10 min). */
+  joinTimeoutMs?: number;
 }
+
+export const DEFAULT_JOIN_TIMEOUT_MS = 10 * 60_000;
 
 export interface PhaseDeps {
   caches: Caches;
@@ -235,6 +240,9 @@ async function phaseHealthCheck(s: Scope, deps: PhaseDeps): Promise<void> {
 async function phaseMachines(s: Scope, deps: PhaseDeps): Promise<void> {
   const machines = deps.caches.poolMachines(s.ns, s.pool.metadata.name);
   s.obs.machines = machines;
+  const timeoutMs = deps.config.joinTimeoutMs ?? DEFAULT_JOIN_TIMEOUT_MS;
+  s.obs.joining = { ...joinStatus(machines, s.now, timeoutMs), timeoutMs };
+  if (s.obs.joining.nextLateInMs !== undefined) requeue(s, s.obs.joining.nextLateInMs + 500);
   if (!s.effective) return;
   const alive = machines.filter((m) => !m.metadata.deletionTimestamp);
   await Promise.all(alive.map((m) => applyIfNeeded(deps, m, desiredMachinePropagation(s.pool, m.metadata) as unknown as typeof m, deps.caches.machines)));

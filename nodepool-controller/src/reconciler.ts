@@ -6,7 +6,7 @@
 import type * as k8s from '@kubernetes/client-node';
 import { FIELD_MANAGERS, NODEPOOL_FINALIZER } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
-import { TerminalError } from '../../support/src/errors.js';
+import { findRefusal, TerminalError } from '../../support/src/errors.js';
 import type { ReconcileResult } from '../../support/src/queue.js';
 import type { Logger } from '../../support/src/logger.js';
 import { canonicalJson } from './hash.js';
@@ -38,6 +38,8 @@ export class NodePoolReconciler {
       await runPhases(scope, this.#deps);
     } catch (err) {
       error = err;
+      const refusal = findRefusal(err);
+      if (refusal) scope.obs.refusal = refusal.refusal;
     }
     await this.#writeStatus(scope);
     return this.#resultOf(scope, error);

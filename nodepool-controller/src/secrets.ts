@@ -37,7 +37,8 @@ export function desiredTokenSecret(pool: NodePool, opts: TokenSecretOptions): V1
     metadata: {
       name: tokenSecretName(pool.metadata.name, opts.hash),
       namespace: pool.metadata.namespace,
-      labels: { [LABELS.nodePool]: pool.metadata.name, [LABELS.tokenSecret]: 'true', [LABELS.configHash]: opts.hash },
+      // The cluster label tells the ignition server which guest cluster the pool's bootstrap tokens go to.
+      labels: { [LABELS.nodePool]: pool.metadata.name, [LABELS.tokenSecret]: 'true', [LABELS.configHash]: opts.hash, [LABELS.capiClusterName]: pool.spec.clusterName },
       ...(opts.expiresAt === undefined ? {} : { annotations: { [ANNOTATIONS.tokenExpiresAt]: opts.expiresAt } }),
       ownerReferences: [ownerReference(pool)],
     },
@@ -62,7 +63,7 @@ export interface StubOptions extends IgnitionEndpoint {
   token: string;
 }
 
-/** The Ignition 3.x stub of ARCHITECTURE.md Flow 1 step 3: merge the payload served by the ignition server. */
+/** The Ignition 3.x stub of Flow 1 step 3 (docs/architecture.md): merge the payload served by the ignition server. */
 export function ignitionStub(opts: StubOptions): Record<string, unknown> {
   return {
     ignition: {

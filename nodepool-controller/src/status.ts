@@ -6,6 +6,8 @@ import { CONDITION_TYPES, CONDITIONS, type Condition, type ConditionType } from 
 import type { NodePool, NodePoolStatus } from '../../api/src/nodepool.js';
 import type { Machine } from '../../api/src/capi.js';
 import type { HashInput } from './hash.js';
+import type { JoinStatus } from './joining.js';
+import type { Refusal } from '../../support/src/errors.js';
 
 export interface Verdict {
   ok: boolean;
@@ -41,6 +43,10 @@ export interface Observations {
   rollout?: Rollout;
   child?: { desired: number; available: number };
   machines: Machine[];
+  /** The apiserver's refusal of an object this reconcile wrote, if any. */
+  refusal?: Refusal;
+  /** Booted hosts without a Node, and the timeout that makes them late. */
+  joining?: JoinStatus & { timeoutMs: number };
 }
 
 type Status = Condition['status'];
@@ -78,10 +84,27 @@ function updating(kind: HashInput, reasons: { AsExpected: string; InProgress: st
   };
 }
 
+const minutes = (ms: number): string => (ms % 60_000 === 0 ? `${ms / 60_000}m` : `${Math.round(ms / 1000)}s`);
+
+function joined(o: Observations): [Status, string, string] {
+  const j = o.joining;
+  if (!j || j.late.length === 0) {
+    const waiting = j?.waiting ?? 0;
+    return ['True', 'AsExpected', waiting === 0 ? 'Every booted host has joined the cluster' : `${waiting} booted host(s) joining, within the ${minutes(j?.timeoutMs ?? 0)} timeout`];
+  }
+  const first = j.late[0] as JoinStatus['late'][number];
+  const more = j.late.length > 1 ? ` (and ${j.late.length - 1} more)` : '';
+  return ['False', R('AllNodesJoined').NodesNotJoined, `${j.late.length} host(s) booted but did not join within ${minutes(j.timeoutMs)}: ${first.machine}${more}, booted at ${first.since}: ${first.reason}`];
+}
+
 const SETTERS: Record<ConditionType, Setter> = {
   ValidReleaseImage: (o) => fromVerdict(o.release, 'Release image'),
   ValidMachineConfig: (o) => fromVerdict(o.config, 'Config'),
   SupportedVersionSkew: (o) => fromVerdict(o.skew, 'Version skew'),
+  ChildObjectsAccepted: (o) =>
+    o.refusal
+      ? ['False', R('ChildObjectsAccepted').Refused, `The apiserver refused ${o.refusal.kind} ${o.refusal.key} (${o.refusal.code}): ${o.refusal.message}`]
+      : ['True', 'AsExpected', 'The apiserver accepted every object of the pool'],
   ValidGeneratedPayload: (o) => {
     const reason = o.payload?.reason;
     if (reason === undefined) return ['Unknown', R('ValidGeneratedPayload').Pending, 'Waiting for the ignition server to generate the payload'];
@@ -107,13 +130,14 @@ const SETTERS: Record<ConditionType, Setter> = {
       ? ['True', 'AsExpected', 'Reconciliation is active']
       : ['False', R('ReconciliationActive').Paused, o.pausedUntil === 'true' ? 'Paused by spec.pausedUntil' : `Paused by spec.pausedUntil until ${o.pausedUntil}`],
   AllMachinesReady: machinesSetter('Ready', 'AsExpected', R('AllMachinesReady').MachinesNotReady, 'ready'),
+  AllNodesJoined: joined,
   AllNodesHealthy: machinesSetter('NodeHealthy', 'AsExpected', R('AllNodesHealthy').NodesNotHealthy, 'healthy'),
   Ready: () => ['Unknown', '', ''], // summarised from the others below
 };
 
 /** The first reason the pool is not ready, or undefined. */
 function notReadyBecause(o: Observations, conds: Map<ConditionType, Condition>): string | undefined {
-  for (const type of ['ValidReleaseImage', 'ValidMachineConfig', 'SupportedVersionSkew', 'ReconciliationActive'] as const) {
+  for (const type of ['ValidReleaseImage', 'ValidMachineConfig', 'SupportedVersionSkew', 'ChildObjectsAccepted', 'ReconciliationActive'] as const) {
     const c = conds.get(type);
     if (c?.status !== 'True') return `${type}: ${c?.message ?? ''}`;
   }

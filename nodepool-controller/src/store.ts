@@ -6,7 +6,7 @@
 import * as k8s from '@kubernetes/client-node';
 import type { Counter } from 'prom-client';
 import type { Applier } from '../../support/src/apply.js';
-import { isNotFound } from '../../support/src/errors.js';
+import { asRefusal, isNotFound } from '../../support/src/errors.js';
 
 /** A minimal informer view (ResilientInformer fits). */
 export interface CacheSource<T extends k8s.KubernetesObject> {
@@ -85,7 +85,9 @@ export function createWriter(kc: k8s.KubeConfig, applier: Applier, counter?: Cou
     },
     async apply(desired, cache) {
       record('apply', desired);
-      const live = await applier.apply(desired);
+      const live = await applier.apply(desired).catch((err: unknown) => {
+        throw asRefusal(err, desired.kind ?? '', keyOf(desired)) ?? err;
+      });
       cache?.remember(live);
       return live;
     },
@@ -99,7 +101,9 @@ export function createWriter(kc: k8s.KubeConfig, applier: Applier, counter?: Cou
       record('patch', target);
       const extra = (patch as { metadata?: object }).metadata ?? {};
       const body = { ...patch, apiVersion: target.apiVersion, kind: target.kind, metadata: { ...extra, name: target.metadata?.name, namespace: target.metadata?.namespace } };
-      const live = await objects.patch(body, undefined, undefined, applier.fieldManager, undefined, k8s.PatchStrategy.MergePatch);
+      const live = await objects.patch(body, undefined, undefined, applier.fieldManager, undefined, k8s.PatchStrategy.MergePatch).catch((err: unknown) => {
+        throw asRefusal(err, target.kind ?? '', keyOf(target)) ?? err;
+      });
       cache?.remember(live as typeof target);
       return live as typeof target;
     },

@@ -4,6 +4,7 @@
  * managers wrote are left alone.
  */
 import * as k8s from '@kubernetes/client-node';
+import { makeApiClient, makeObjectApi } from './clients.js';
 
 export interface ApplyOptions {
   /** Validate and admit without persisting (server-side dry run). */
@@ -17,8 +18,9 @@ export interface Applier {
   applyStatus<T extends k8s.KubernetesObject>(desired: T): Promise<T>;
 }
 
-export function createApplier(kc: k8s.KubeConfig, fieldManager: string): Applier {
-  const objects = k8s.KubernetesObjectApi.makeApiClient(kc);
+/** `timeoutMs`: a deadline on every request (see clients.ts); none when absent, as before. */
+export function createApplier(kc: k8s.KubeConfig, fieldManager: string, timeoutMs?: number): Applier {
+  const objects = timeoutMs === undefined ? k8s.KubernetesObjectApi.makeApiClient(kc) : makeObjectApi(kc, timeoutMs);
   return {
     fieldManager,
     async apply<T extends k8s.KubernetesObject>(desired: T, opts: ApplyOptions = {}): Promise<T> {
@@ -27,7 +29,7 @@ export function createApplier(kc: k8s.KubeConfig, fieldManager: string): Applier
       return objects.patch(toModel(desired), undefined, opts.dryRun ? 'All' : undefined, fieldManager, true, k8s.PatchStrategy.ServerSideApply);
     },
     async applyStatus<T extends k8s.KubernetesObject>(desired: T): Promise<T> {
-      const api = kc.makeApiClient(k8s.CustomObjectsApi);
+      const api = timeoutMs === undefined ? kc.makeApiClient(k8s.CustomObjectsApi) : makeApiClient(kc, k8s.CustomObjectsApi, timeoutMs);
       const [group, version] = (desired.apiVersion ?? '').split('/') as [string, string];
       const meta = desired.metadata ?? {};
       return (await api.patchNamespacedCustomObjectStatus(

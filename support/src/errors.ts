@@ -26,6 +26,58 @@ export class NotReadyError extends Error {
   }
 }
 
+/**
+ * The apiserver refused to write an object (400 Bad Request, 403 Forbidden, 422 Invalid: admission, a webhook,
+ * validation, RBAC). Not a spec error of the caller's own object, but one its owner must hear about: the
+ * caller turns it into a condition carrying the apiserver's message, and retries with backoff, since a
+ * webhook or a feature gate may change its mind without any spec change.
+ */
+export interface Refusal {
+  kind: string;
+  key: string;
+  code: number;
+  /** The apiserver's own message. */
+  message: string;
+}
+
+export class RefusedError extends Error {
+  override readonly name = 'RefusedError';
+  constructor(
+    readonly refusal: Refusal,
+    options?: ErrorOptions,
+  ) {
+    super(`the apiserver refused ${refusal.kind} ${refusal.key} (${refusal.code}): ${refusal.message}`, options);
+  }
+}
+
+const REFUSALS = new Set([400, 403, 422]);
+
+/** The refusal an error stands for, when the apiserver answered 400, 403 or 422; undefined otherwise. */
+export function asRefusal(err: unknown, kind: string, key: string): RefusedError | undefined {
+  const code = statusCode(err);
+  if (code === undefined || !REFUSALS.has(code)) return undefined;
+  return new RefusedError({ kind, key, code, message: apiMessageOf(err) }, { cause: err });
+}
+
+/** The first RefusedError in an error's cause chain. */
+export function findRefusal(err: unknown): RefusedError | undefined {
+  for (let e: unknown = err; e instanceof Error; e = e.cause) if (e instanceof RefusedError) return e;
+  return undefined;
+}
+
+/** The Status message of a client-node ApiException (its body is the apiserver's Status JSON). */
+function apiMessageOf(err: unknown): string {
+  const body = (err as { body?: unknown }).body;
+  const text = typeof body === 'string' ? body : JSON.stringify(body ?? '');
+  try {
+    const status = JSON.parse(text) as { message?: unknown };
+    if (typeof status.message === 'string') return status.message;
+  } catch {
+    // not JSON: fall through to the error's own message
+  }
+  return err instanceof Error ? err.message : String(err);
+}
+
 /** HTTP status of a client-node ApiException (or of an error it caused), if any. */
 export function statusCode(err: unknown): number | undefined {
   for (let e: unknown = err; e instanceof Error || isRecord(e); e = (e as { cause?: unknown }).cause) {

@@ -121,6 +121,9 @@ export interface CertificateRequestOptions {
   organizations?: string[];
   dnsNames?: string[];
   ipAddresses?: string[];
+  /** Names a kubelet never asks for, to make requests an approver must refuse. */
+  emails?: string[];
+  uris?: string[];
   /** The private key (PKCS#8 PEM) to request for; a new P-256 key when absent. */
   keyPem?: string;
 }
@@ -147,6 +150,8 @@ export async function createCertificateRequest(opts: CertificateRequestOptions):
   const names = [
     ...(opts.dnsNames ?? []).map((value) => ({ type: 'dns' as const, value })),
     ...(opts.ipAddresses ?? []).map((value) => ({ type: 'ip' as const, value })),
+    ...(opts.emails ?? []).map((value) => ({ type: 'email' as const, value })),
+    ...(opts.uris ?? []).map((value) => ({ type: 'url' as const, value })),
   ];
   const csr = await x509.Pkcs10CertificateRequestGenerator.create({
     name: subject(opts.commonName, opts.organizations),

@@ -7,7 +7,9 @@ here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/versions.env"
 
 command -v go >/dev/null || { echo "test bed: Go 1.26+ is required (https://go.dev/dl, or Debian golang-go)" >&2; exit 1; }
-key="$(cat "$here/versions.env" "$here/go/go.mod" "$here/go/go.sum" | sha256sum | cut -c1-12)"
+# Comments of versions.env are not part of the key: rewording one must not rebuild everything.
+settings() { grep -v '^[[:space:]]*#' "$here/versions.env"; }
+key="$( { settings; cat "$here/go/go.mod" "$here/go/go.sum"; } | sha256sum | cut -c1-12)"
 cache="${KINDLING_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kindling}/testbed-$KUBERNETES_VERSION-$key"
 bin="$cache/bin"
 mkdir -p "$bin" "$cache/crds"
@@ -43,7 +45,7 @@ fi
 
 # The Cluster API core manager, from its own wrapper module (capi/), cached apart so a Kubernetes bump and a
 # Cluster API bump rebuild only what changed. $bin/capi-manager links to the current build.
-capikey="$(cat "$here/versions.env" "$here/capi/go.mod" "$here/capi/go.sum" | sha256sum | cut -c1-12)"
+capikey="$( { settings; cat "$here/capi/go.mod" "$here/capi/go.sum"; } | sha256sum | cut -c1-12)"
 capibin="${KINDLING_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kindling}/capi-$CLUSTER_API_VERSION-$capikey"
 if [ ! -x "$capibin/capi-manager" ]; then
   log "building Cluster API core manager $CLUSTER_API_VERSION…"; start=$SECONDS

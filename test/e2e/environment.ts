@@ -2,14 +2,15 @@
  * The local environment as the end-to-end tests drive it: `node dist/local/src/start.js` in a child process
  * (exactly what `npm start` runs after its set-up), read back through the kubeconfigs its summary prints,
  * plus the few moves a test makes on it: patch a pool, list a pool's Machines, Nodes and hosts, and boot an
- * extra host from a user-data stub of the test's choosing.
+ * extra host from a user-data stub of the test's choosing; and the token values the run hands out, for the
+ * no-token-in-logs check.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
-import { LABELS } from '../../api/src/keys.js';
+import { LABELS, SECRET_KEYS } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 
 const START = fileURLToPath(new URL('../../local/src/start.js', import.meta.url));
@@ -146,5 +147,56 @@ export class LocalEnvironment {
 
   async deleteMachine(name: string): Promise<void> {
     await this.custom.deleteNamespacedCustomObject({ ...CAPI, namespace: NS, plural: 'machines', name });
+  }
+}
+
+const decode = (b64: string | undefined): string => Buffer.from(b64 ?? '', 'base64').toString();
+
+/**
+ * Every token value the run hands out: the management cluster's token Secrets (current and rotated Ignition
+ * token, current and rotated bootstrap token), watched for the whole suite since a rotation or a retired hash
+ * removes a value for good, and the guest's bootstrap-token Secrets. A bootstrap token's secret half counts
+ * on its own too: its id is public.
+ */
+export class TokenRecorder {
+  readonly values = new Set<string>();
+  #env: LocalEnvironment;
+  #request: { abort(): void } | undefined;
+  #stopped = false;
+
+  constructor(env: LocalEnvironment) {
+    this.#env = env;
+  }
+
+  async start(): Promise<void> {
+    const restart = (): void => {
+      if (!this.#stopped) this.start().catch(() => setTimeout(restart, 1000));
+    };
+    // Each (re)start lists first (ADDED for every Secret there), so a reconnect misses no value still held.
+    this.#request = await new k8s.Watch(this.#env.mgmt).watch('/api/v1/secrets', { labelSelector: LABELS.tokenSecret }, (_type: string, s: k8s.V1Secret) => this.#record(s), restart);
+  }
+
+  /** One last look at both clusters (while they still run), then stops watching. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    this.#request?.abort();
+    const tokenSecrets = await this.#env.mgmt.makeApiClient(k8s.CoreV1Api).listSecretForAllNamespaces({ labelSelector: LABELS.tokenSecret });
+    for (const s of tokenSecrets.items) this.#record(s);
+    const bootstrap = await this.#env.guest.makeApiClient(k8s.CoreV1Api).listNamespacedSecret({ namespace: 'kube-system', fieldSelector: 'type=bootstrap.kubernetes.io/token' });
+    for (const s of bootstrap.items) {
+      const [id, secret] = [decode(s.data?.['token-id']), decode(s.data?.['token-secret'])];
+      if (id && secret) this.values.add(`${id}.${secret}`).add(secret);
+    }
+  }
+
+  #record(secret: k8s.V1Secret): void {
+    for (const key of [SECRET_KEYS.token, SECRET_KEYS.rotatedToken]) {
+      const value = decode(secret.data?.[key]);
+      if (value) this.values.add(value);
+    }
+    for (const key of [SECRET_KEYS.bootstrapToken, SECRET_KEYS.rotatedBootstrapToken]) {
+      const [id, secretHalf] = decode(secret.data?.[key]).split('.');
+      if (id && secretHalf) this.values.add(`${id}.${secretHalf}`).add(secretHalf);
+    }
   }
 }

@@ -14,7 +14,8 @@ import * as k8s from '@kubernetes/client-node';
 import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
 import { AvailabilityWatcher } from '../../inplace-upgrader/src/testing.js';
 import { eventually, HOST_DOWN_ANNOTATION } from '../bed/src/index.js';
-import { LocalEnvironment, NS } from './environment.js';
+import { LocalEnvironment, NS, TokenRecorder } from './environment.js';
+import { describeFindings, scanLogs } from './logs.js';
 
 const MINUTES = 60_000;
 const osRelease = (version: string): string => `Kindling Linux ${version}\n`;
@@ -40,17 +41,29 @@ async function forge(token: string): Promise<string> {
 describe('the local environment, end to end', { timeout: 40 * MINUTES }, () => {
   let env: LocalEnvironment;
   let stateDir: string;
+  let tokens: TokenRecorder | undefined;
 
   before(async () => {
     stateDir = await mkdtemp(join(tmpdir(), 'kindling-e2e-'));
     env = new LocalEnvironment(stateDir);
     await env.start();
+    tokens = new TokenRecorder(env);
+    await tokens.start();
   });
 
   after(async () => {
+    // The last look at the token Secrets needs both clusters up; the environment is stopped whatever it gives.
+    const lastLook = await (tokens?.stop() ?? Promise.resolve()).then(() => undefined, (err: unknown) => err);
     const code = await env.stop();
     assert.equal(code, 0, env.output.slice(-3000));
+    assert.equal(lastLook, undefined, `the last look at the token Secrets failed: ${String(lastLook)}`);
     assert.match(env.output, /Stopped; nothing left running\./);
+    // Every log of the run, each component's and each agent's, complete now that all have exited.
+    const scan = await scanLogs(join(stateDir, 'logs'), tokens?.values ?? []);
+    assert.ok((tokens?.values.size ?? 0) > 0, 'the run handed out tokens: the check has something to look for');
+    for (const log of ['ignition-server.log', 'nodepool-controller.log', 'inplace-upgrader.log', 'drainer.log', 'local-providers.log']) assert.ok(scan.files.includes(log), `${log} was scanned`);
+    assert.ok(scan.files.some((f) => f.startsWith('agents/')), `the agents' logs were scanned: ${scan.files.join(', ')}`);
+    assert.deepEqual(scan.findings, [], `secrets in the logs (kept in ${stateDir}):\n${describeFindings(scan.findings)}`);
     await rm(stateDir, { recursive: true, force: true });
   });
 
@@ -123,6 +136,8 @@ describe('the local environment, end to end', { timeout: 40 * MINUTES }, () => {
       watcher.stop();
     }
     assert.ok(watcher.events > 0, 'the watcher saw Node events');
+    // Each node is cordoned while it updates: a watcher that never saw one unavailable measured nothing.
+    assert.ok(watcher.max >= 1, `the watcher never saw a node unavailable (${watcher.events} events): the bound below was not measured`);
     assert.ok(watcher.max <= 1, `at most 1 unavailable (maxUnavailable), saw ${watcher.max}`);
     assert.deepEqual(byName(await env.machines('inplace')), machines);
     assert.deepEqual((await env.machines('inplace')).map((m) => m.metadata.uid).sort(), uids);

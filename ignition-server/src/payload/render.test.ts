@@ -29,10 +29,13 @@ function text(config: Record<string, unknown>, path: string): string | undefined
 }
 
 describe('payload rendering', () => {
-  it('when the pool has no documents, it should serve the release fragments plus the release identity, valid at every version', async () => {
+  it('when the pool has no documents, it should serve the release fragments, the release identity and the bootstrap kubelet configuration, valid at every version', async () => {
     const payload = renderPayload(release, []);
     assert.equal(payload.minVersion, '3.0.0');
-    assert.deepEqual(files(payload.config).map((f) => f.path).sort(), ['/etc/kindling/release', RELEASE_INFO_PATH]);
+    assert.deepEqual(files(payload.config).map((f) => f.path).sort(), ['/etc/kindling/release', RELEASE_INFO_PATH, KUBELET_CONFIG_PATH]);
+    const kubelet = JSON.parse(text(payload.config, KUBELET_CONFIG_PATH) ?? '') as Record<string, unknown>;
+    assert.deepEqual(kubelet.authentication, { anonymous: { enabled: false }, webhook: { enabled: true }, x509: { clientCAFile: '/etc/kubernetes/pki/ca.crt' } });
+    assert.equal(kubelet.serverTLSBootstrap, true);
     assert.deepEqual(JSON.parse(text(payload.config, RELEASE_INFO_PATH) ?? ''), { ...RELEASE_MANIFEST, digest: release.digest });
     for (const v of ['3.0.0', '3.1.0', '3.2.0', '3.3.0'] as SpecVersion[]) {
       assert.equal(await validate(serialize(payload, v)), undefined, v);
@@ -70,6 +73,10 @@ describe('payload rendering', () => {
     assert.deepEqual(kubelet, {
       apiVersion: 'kubelet.config.k8s.io/v1beta1',
       kind: 'KubeletConfiguration',
+      authentication: { anonymous: { enabled: false }, webhook: { enabled: true }, x509: { clientCAFile: '/etc/kubernetes/pki/ca.crt' } },
+      authorization: { mode: 'Webhook' },
+      rotateCertificates: true,
+      serverTLSBootstrap: true,
       maxPods: 250,
       evictionHard: { 'nodefs.available': '5%', 'memory.available': '200Mi' },
     });
@@ -78,6 +85,7 @@ describe('payload rendering', () => {
 
   it('when a document cannot be merged, it should refuse it with a reason naming it', () => {
     const cases: [unknown, RegExp][] = [
+      [[mc('50-ca', { config: { ignition: { version: '3.2.0' }, storage: { files: [fileOf('/etc/kubernetes/bootstrap-kubeconfig', 'x')] } } })], /bootstrap-kubeconfig is written by the node's join material/],
       [{}, /not a list/],
       [[{ kind: 'ContainerRuntimeConfig', metadata: { name: 'x' } }], /"ContainerRuntimeConfig": only MachineConfig/],
       [[mc('', {})], /no metadata.name/],

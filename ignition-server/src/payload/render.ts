@@ -4,12 +4,13 @@
  * KubeletConfigs rendered into the kubelet configuration file, then the release identity file. Whatever
  * cannot be merged is refused with a reason the pool's owner can act on (InvalidConfigError).
  */
+import { HOST_PATHS } from '../../../api/src/host-paths.js';
 import type { Release } from '../release/types.js';
 import { isObject, mergeObjects, type Json, type JsonObject } from './merge.js';
 import { minimumVersion, type SpecVersion } from './versions.js';
 
-export const KUBELET_CONFIG_PATH = '/etc/kubernetes/kubelet.conf';
-export const RELEASE_INFO_PATH = '/etc/kindling/release.json';
+export const KUBELET_CONFIG_PATH = HOST_PATHS.kubeletConfig;
+export const RELEASE_INFO_PATH = HOST_PATHS.releaseInfo;
 const MC_API = 'machineconfiguration.openshift.io/v1';
 
 /** The payload's config cannot be rendered; the message says why (→ ValidGeneratedPayload InvalidConfig). */
@@ -106,21 +107,43 @@ function inlineText(config: JsonObject, path: string): string | undefined {
   return m[1] ? Buffer.from(m[2] ?? '', 'base64').toString('utf8') : decodeURIComponent(m[2] ?? '');
 }
 
-/** The kubelet configuration: the release's file (JSON) if any, then each KubeletConfig in name order. */
-function renderKubelet(config: JsonObject, docs: { name: string; config: JsonObject }[]): JsonObject | undefined {
-  if (docs.length === 0) return undefined;
-  let base: JsonObject = { apiVersion: 'kubelet.config.k8s.io/v1beta1', kind: 'KubeletConfiguration' };
+/**
+ * What the node bootstrap owns in every kubelet configuration (hence PROTECTED_KUBELET_FIELDS): clients are
+ * authenticated against the guest CA the join material writes, requests authorised by the guest apiserver,
+ * and both certificates come from CSRs (client rotation, serving certificates through Kindling's approver).
+ */
+const KUBELET_BOOTSTRAP: JsonObject = {
+  apiVersion: 'kubelet.config.k8s.io/v1beta1',
+  kind: 'KubeletConfiguration',
+  authentication: { anonymous: { enabled: false }, webhook: { enabled: true }, x509: { clientCAFile: HOST_PATHS.guestCa } },
+  authorization: { mode: 'Webhook' },
+  rotateCertificates: true,
+  serverTLSBootstrap: true,
+};
+
+/** The kubelet configuration: the bootstrap's fields, the release's file (JSON) if any, then each KubeletConfig in name order. */
+function renderKubelet(config: JsonObject, docs: { name: string; config: JsonObject }[]): JsonObject {
+  let base: JsonObject = KUBELET_BOOTSTRAP;
   const existing = inlineText(config, KUBELET_CONFIG_PATH);
   if (existing !== undefined) {
     try {
       const parsed = JSON.parse(existing) as Json;
-      if (isObject(parsed)) base = parsed;
+      if (isObject(parsed)) base = { ...parsed, ...KUBELET_BOOTSTRAP };
     } catch {
       throw new InvalidConfigError(`the release's ${KUBELET_CONFIG_PATH} is not JSON, so KubeletConfigs cannot be merged into it`);
     }
   }
   const kubelet = docs.reduce((acc, d) => mergeObjects(acc, d.config, 'kubelet'), base);
   return { storage: { files: [file(KUBELET_CONFIG_PATH, `${JSON.stringify(kubelet, null, 2)}\n`)] } };
+}
+
+/** Paths the join material writes per host, or the kubelet writes itself: a payload that wrote them would
+ * either collide with the join files (Ignition refuses a path listed twice) or break the node's identity. */
+const RESERVED_PATHS = new Set<string>([HOST_PATHS.guestCa, HOST_PATHS.bootstrapKubeconfig, HOST_PATHS.kubeletKubeconfig, HOST_PATHS.kubeletClientCert]);
+
+function checkPath(kind: string, path: unknown): asserts path is string {
+  if (typeof path !== 'string' || !path.startsWith('/')) throw new InvalidConfigError(`storage.${kind}: path ${JSON.stringify(path)} is not absolute`);
+  if (RESERVED_PATHS.has(path)) throw new InvalidConfigError(`storage.${kind}: ${path} is written by the node's join material, not by a payload`);
 }
 
 /** Ignition refuses a path that is both a file and a directory or link; say which documents did it. */
@@ -131,7 +154,7 @@ function checkPathConflicts(config: JsonObject): void {
     const list = Array.isArray(storage[kind]) ? storage[kind] : [];
     for (const entry of list) {
       const path = isObject(entry) ? entry.path : undefined;
-      if (typeof path !== 'string' || !path.startsWith('/')) throw new InvalidConfigError(`storage.${kind}: path ${JSON.stringify(path)} is not absolute`);
+      checkPath(kind, path);
       const before = seen.get(path);
       if (before !== undefined && before !== kind) throw new InvalidConfigError(`${path} is both in storage.${before} and storage.${kind}`);
       seen.set(path, kind);
@@ -155,8 +178,7 @@ export function renderPayload(release: Release, configDocs: unknown): RenderedPa
     for (const k of part.kernelArguments) if (!kernelArguments.includes(k)) kernelArguments.push(k);
   }
   if (kernelArguments.length > 0) config = mergeObjects(config, { kernelArguments: { shouldExist: kernelArguments } });
-  const kubelet = renderKubelet(config, kubeletConfigs);
-  if (kubelet) config = mergeObjects(config, kubelet);
+  config = mergeObjects(config, renderKubelet(config, kubeletConfigs));
   const info = { ...release.manifest, digest: release.digest };
   config = mergeObjects(config, { storage: { files: [file(RELEASE_INFO_PATH, `${JSON.stringify(info)}\n`)] } });
   checkPathConflicts(config);

@@ -8,6 +8,7 @@ import { configDigest, GenerationError, PayloadStore, payloadBytes, type ConfigS
 import { createValidator } from './validate.js';
 import { BASE_FRAGMENTS, RELEASE_MANIFEST } from '../testing.js';
 import { ReleaseUnavailableError, type Release } from '../release/types.js';
+import { joinFileBytes } from '../join.js';
 
 const log = createLogger({ name: 'test', level: 'silent' });
 const DIGEST = `sha256:${'2'.repeat(64)}`;
@@ -71,6 +72,34 @@ describe('payload store', () => {
     assert.equal(calls.config, 1, 'the config documents were read once, for the one generation');
     assert.ok(results.every((p) => p === results[0]));
     assert.match(payloadBytes(results[0]!, '3.2.0').toString(), /^\{"ignition":\{"version":"3\.2\.0"\}/);
+  });
+
+  it('when join files are spliced into a payload, it should stay valid Ignition with them after the payload\'s own files, and the offset should survive a restart', async () => {
+    const { opts, source } = options(join(dir, 'join'), { validate: createValidator('ignition-validate') });
+    const store = new PayloadStore(opts);
+    await store.init();
+    const payload = await store.ensure('r.example/rel:1', source([mcDoc('99-a', '/etc/a')]));
+    const joinFiles = joinFileBytes({ server: 'https://guest.example:6443', caPem: '-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n', bootstrapToken: 'abcdef.0123456789abcdef' });
+    const served = payloadBytes(payload, '3.3.0', joinFiles);
+    const validate = createValidator('ignition-validate');
+    assert.equal(await validate(served), undefined);
+    const paths = (JSON.parse(served.toString()) as { storage: { files: { path: string }[] } }).storage.files.map((f) => f.path);
+    assert.deepEqual(paths.slice(-2), ['/etc/kubernetes/pki/ca.crt', '/etc/kubernetes/bootstrap-kubeconfig']);
+    assert.ok(paths.includes('/etc/a'));
+    assert.equal(payloadBytes(payload, '3.3.0').toString().includes('bootstrap-kubeconfig'), false, 'the shared bytes hold no join material');
+    const restarted = new PayloadStore(options(join(dir, 'join')).opts);
+    await restarted.init();
+    const back = await restarted.lookup(payload.key);
+    assert.deepEqual(back && payloadBytes(back, '3.3.0', joinFiles), served);
+  });
+
+  it('when a config spells the join marker itself, it should refuse it as invalid config rather than splice at the wrong place', async () => {
+    const { opts, source } = options(join(dir, 'marker'));
+    const store = new PayloadStore(opts);
+    await store.init();
+    const doc = mcDoc('99-a', '/etc/a');
+    (doc.spec as { config: { storage: { files: { contents: { source: string } }[] } } }).config.storage.files[0]!.contents.source = 'data:,@@KINDLING_JOIN_MATERIAL@@';
+    await assert.rejects(store.ensure('r.example/rel:1', source([doc])), (err: unknown) => err instanceof GenerationError && err.reason === 'InvalidConfig' && /reserved text/.test(err.message));
   });
 
   it('when the server restarts on the same cache directory, it should regenerate nothing and not resolve the release again', async () => {

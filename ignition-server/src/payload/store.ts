@@ -29,20 +29,31 @@ const VERSION_BYTES = new Map<string, Buffer>(SPEC_VERSIONS.map((v) => [v, Buffe
 /** The newest version the local ignition-validate parses. */
 const VALIDATE_AT: SpecVersion = '3.3.0';
 
+/** Where a host's join files go: after the last entry of `storage.files` (see toPayload). */
+const JOIN_MARK = '@@KINDLING_JOIN_MATERIAL@@';
+const JOIN_SLOT = `,"${JOIN_MARK}"`;
+
 export interface Payload {
   key: string;
   minVersion: SpecVersion;
   /** Everything after the version string; the payload at version v is HEAD + v + tail. */
   tail: Buffer;
+  /** Offset in `tail` right after the last entry of `storage.files`: per-host join files are spliced in here. */
+  joinAt: number;
 }
 
-/** The payload's bytes at a version, as chunks (no copy of the large part). */
-export function payloadChunks(p: Payload, version: SpecVersion): Buffer[] {
-  return [HEAD_BYTES, VERSION_BYTES.get(version) as Buffer, p.tail];
+/**
+ * The payload's bytes at a version, as chunks (no copy of the large part). `join` (comma-led file entries,
+ * see join.ts) is the one per-pool part: the shared bytes stay shared, cached once per (release, config).
+ */
+export function payloadChunks(p: Payload, version: SpecVersion, join?: Buffer): Buffer[] {
+  const head = [HEAD_BYTES, VERSION_BYTES.get(version) as Buffer];
+  if (!join) return [...head, p.tail];
+  return [...head, p.tail.subarray(0, p.joinAt), join, p.tail.subarray(p.joinAt)];
 }
 
-export function payloadBytes(p: Payload, version: SpecVersion): Buffer {
-  return Buffer.concat(payloadChunks(p, version));
+export function payloadBytes(p: Payload, version: SpecVersion, join?: Buffer): Buffer {
+  return Buffer.concat(payloadChunks(p, version, join));
 }
 
 export type FailureReason = 'InvalidConfig' | 'ReleaseUnavailable';
@@ -89,11 +100,27 @@ const sha = (...parts: string[]): string => createHash('sha256').update(parts.jo
 /** What identifies config documents in the cache keys. */
 export const configDigest = (config: string): string => sha(config);
 
+const objectOr = (v: unknown): Record<string, unknown> => (typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : {});
+
+/**
+ * Serialises with two slots: the spec version (first, so it varies cheaply) and the join files (a marker
+ * entry closing `storage.files`, cut out and remembered as an offset). A config that spells the marker
+ * itself is refused: the offset must be unambiguous.
+ */
 function toPayload(key: string, rendered: RenderedPayload): Payload {
   const { ignition, ...rest } = rendered.config;
-  const json = JSON.stringify({ ignition: { ...(typeof ignition === 'object' && ignition !== null && !Array.isArray(ignition) ? ignition : {}), version: SLOT }, ...rest });
+  const storage = objectOr(rest.storage);
+  const files: unknown[] = Array.isArray(storage.files) ? (storage.files as unknown[]) : [];
+  if (files.length === 0) throw new Error('a payload always holds the release identity file');
+  const withSlot = { ...rest, storage: { ...storage, files: [...files, JOIN_MARK] } };
+  const json = JSON.stringify({ ignition: { ...objectOr(ignition), version: SLOT }, ...withSlot });
   if (!json.startsWith(HEAD + SLOT)) throw new Error('payload serialization lost its version slot');
-  return { key, minVersion: rendered.minVersion, tail: Buffer.from(json.slice(HEAD.length + SLOT.length)) };
+  const tail = json.slice(HEAD.length + SLOT.length);
+  const joinAt = tail.indexOf(JOIN_SLOT);
+  if (joinAt < 0 || tail.indexOf(JOIN_MARK) !== joinAt + 2 || tail.includes(JOIN_MARK, joinAt + 3)) {
+    throw new InvalidConfigError(`the config contains the reserved text ${JOIN_MARK}`);
+  }
+  return { key, minVersion: rendered.minVersion, tail: Buffer.from(tail.slice(0, joinAt) + tail.slice(joinAt + JOIN_SLOT.length)), joinAt: Buffer.byteLength(tail.slice(0, joinAt)) };
 }
 
 function classify(err: unknown): GenerationError {
@@ -191,7 +218,7 @@ export class PayloadStore {
     try {
       const payload = await this.#generate(ref, digest, config, key);
       this.#opts.metrics?.generationSeconds((performance.now() - started) / 1000, 'success');
-      const bytes = Buffer.concat([Buffer.from(`${payload.minVersion}\n`), payload.tail]);
+      const bytes = Buffer.concat([Buffer.from(`${payload.minVersion} ${payload.joinAt}\n`), payload.tail]);
       if (await this.#writeFile(join('payloads', key), bytes)) await this.#dir.added(key, bytes.length);
       this.#remember(payload);
       return payload;
@@ -243,10 +270,14 @@ export class PayloadStore {
     if (!/^[a-f0-9]{64}$/.test(key)) return undefined;
     const bytes = await this.#readFile(join('payloads', key));
     if (!bytes) return undefined;
+    // `<minVersion> <joinAt>\n<tail>`; a file of an older format (no joinAt) is as good as absent.
     const newline = bytes.indexOf(0x0a);
-    const minVersion = bytes.subarray(0, newline).toString('utf8') as SpecVersion;
-    if (newline < 0 || !SPEC_VERSIONS.includes(minVersion)) return undefined;
-    const payload: Payload = { key, minVersion, tail: Buffer.from(bytes.subarray(newline + 1)) };
+    const [minVersion, joinText] = bytes.subarray(0, Math.max(0, newline)).toString('utf8').split(' ') as [SpecVersion, string | undefined];
+    const joinAt = Number(joinText);
+    if (newline < 0 || !SPEC_VERSIONS.includes(minVersion) || !Number.isInteger(joinAt)) return undefined;
+    const tail = Buffer.from(bytes.subarray(newline + 1));
+    if (joinAt < 0 || joinAt > tail.length) return undefined;
+    const payload: Payload = { key, minVersion, tail, joinAt };
     this.#dir.used(key);
     this.#remember(payload);
     return payload;

@@ -15,14 +15,13 @@
  * enablement — needs a drain and a reboot: the agent cannot know which running process reads it, and a
  * reboot is the one way every service, kubelet included, starts from the new config.
  */
-import { existsSync } from 'node:fs';
 import * as k8s from '@kubernetes/client-node';
 import { ANNOTATIONS, DRAIN_PREFIX, NODE_STATES, UNCORDON_PREFIX } from '../../../api/src/keys.js';
 import { isNotFound } from '../../../support/src/errors.js';
 import { ResilientInformer } from '../../../support/src/informer.js';
 import type { Logger } from '../../../support/src/logger.js';
 import { PAYLOAD_KEYS, payloadSecretName } from '../desired.js';
-import { entriesOf, parseIgnition, UnsupportedConfigError, type Entry } from './ignition.js';
+import { parseIgnition, UnsupportedConfigError, type Entry } from './ignition.js';
 import type { Host, Journal } from './host.js';
 import type { RebootAction } from './reboot.js';
 
@@ -129,8 +128,7 @@ export class Agent {
     const host = this.#opts.host;
     let changes: Entry[];
     try {
-      const entries = entriesOf(parseIgnition(payload), (home) => existsSync(host.at(`${home}/.ssh/authorized_keys.d`)));
-      changes = await host.changes(entries);
+      changes = await host.changes(await host.entries(parseIgnition(payload)));
     } catch (err) {
       if (err instanceof UnsupportedConfigError) return this.#degrade(desired, err.message);
       throw err;

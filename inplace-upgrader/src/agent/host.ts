@@ -2,11 +2,15 @@
  * The host side of the agent: what the host root holds, which entries differ, and an atomic apply
  * (backup → write → verify; on any failure, restore the backup). A journal in the host root records a
  * transaction before its first write, so an agent killed at any line restores (or finishes) on restart.
+ *
+ * Every host path goes through resolveInRoot (root.ts): nothing is read, written, backed up, restored or
+ * removed outside the host root. changes() resolves every path an entry involves, so a config that would
+ * leave the root is refused before anything is written.
  */
-import { lstat, mkdir, readFile, readlink, rename, rm, symlink, link, writeFile, chmod, stat } from 'node:fs/promises';
-import { existsSync } from 'node:fs';
+import { lstat, mkdir, readFile, readlink, rename, rm, symlink, link } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { UnsupportedConfigError, type Entry } from './ignition.js';
+import { entriesOf, homeOf, UnsupportedConfigError, type Entry, type IgnitionConfig } from './ignition.js';
+import { chmodDir, createFile, readNoFollow, resolveInRoot, type Resolved } from './root.js';
 
 /** The agent's own state on the host (journal, backup, the list of paths it manages). */
 export const STATE_DIR = '/var/lib/kindling-agent';
@@ -34,22 +38,34 @@ export class Host {
     this.root = root;
   }
 
-  /** The absolute path on this machine of a host path. */
-  at(path: string): string {
-    return join(this.root, path);
+  /** Where a host path is on this machine, with every link on the way followed inside the root (not the last name). */
+  resolve(path: string): Promise<Resolved> {
+    return resolveInRoot(this.root, path);
   }
 
-  get stateDir(): string {
-    return this.at(STATE_DIR);
+  /** Where a file of the agent's own state (journal, backup, boot ID) is on this machine. */
+  async statePath(name: string): Promise<string> {
+    return (await this.resolve(`${STATE_DIR}/${name}`)).local;
+  }
+
+  /** The entries a config asks for on this host: SSH keys go where the host keeps them (see entriesOf). */
+  async entries(config: IgnitionConfig): Promise<Entry[]> {
+    const withKeysDir = new Set<string>();
+    for (const user of config.passwd?.users ?? []) {
+      if (!user.sshAuthorizedKeys?.length) continue;
+      const home = homeOf(user.name);
+      if ((await this.prior(`${home}/.ssh/authorized_keys.d`)).kind === 'dir') withKeysDir.add(home);
+    }
+    return entriesOf(config, (home) => withKeysDir.has(home));
   }
 
   async prior(path: string): Promise<Prior> {
-    const p = this.at(path);
+    const p = (await this.resolve(path)).local;
     try {
       const st = await lstat(p);
       if (st.isSymbolicLink()) return { kind: 'symlink', target: await readlink(p) };
       if (st.isDirectory()) return { kind: 'dir', mode: st.mode & 0o7777 };
-      if (st.isFile()) return { kind: 'file', mode: st.mode & 0o7777, data: await readFile(p) };
+      if (st.isFile()) return { kind: 'file', mode: st.mode & 0o7777, data: await readNoFollow(p) };
       return { kind: 'other' };
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT' || (err as NodeJS.ErrnoException).code === 'ENOTDIR') return { kind: 'absent' };
@@ -73,14 +89,19 @@ export class Host {
   }
 
   async #sameInode(a: string, b: string): Promise<boolean> {
-    const [x, y] = await Promise.all([stat(this.at(a)), stat(this.at(b))]).catch(() => [undefined, undefined]);
+    const [x, y] = await Promise.all([a, b].map(async (p) => lstat((await this.resolve(p)).local))).catch(() => [undefined, undefined]);
     return x !== undefined && y !== undefined && x.ino === y.ino && x.dev === y.dev;
   }
 
-  /** The entries the host does not hold yet; refuses what would replace a thing of another kind. */
+  /**
+   * The entries the host does not hold yet; refuses what would replace a thing of another kind, and every
+   * entry whose path (or hard-link target) would lead out of the root, before anything is written.
+   */
   async changes(entries: readonly Entry[]): Promise<Entry[]> {
     const changes: Entry[] = [];
     for (const entry of entries) {
+      await this.resolve(entry.path);
+      if (entry.kind === 'link' && entry.hard) await this.resolve(entry.target);
       if (await this.satisfied(entry)) continue;
       refuseClobber(entry, await this.prior(entry.path));
       changes.push(entry);
@@ -90,19 +111,19 @@ export class Host {
 
   async readJournal(): Promise<Journal | undefined> {
     try {
-      return JSON.parse(await readFile(join(this.stateDir, 'journal.json'), 'utf8')) as Journal;
+      return JSON.parse((await readNoFollow(await this.statePath('journal.json'))).toString('utf8')) as Journal;
     } catch {
       return undefined;
     }
   }
 
   async writeJournal(journal: Journal): Promise<void> {
-    await this.#writeAtomic(join(this.stateDir, 'journal.json'), JSON.stringify(journal));
+    await writeAtomic(await this.statePath('journal.json'), JSON.stringify(journal));
   }
 
   async clearJournal(): Promise<void> {
-    await rm(join(this.stateDir, 'journal.json'), { force: true });
-    await rm(join(this.stateDir, 'backup'), { recursive: true, force: true });
+    await rm(await this.statePath('journal.json'), { force: true });
+    await rm(await this.statePath('backup'), { recursive: true, force: true });
   }
 
   /**
@@ -111,10 +132,10 @@ export class Host {
    */
   async apply(changes: readonly Entry[], meta: { hash: string; reboot: boolean; bootId: string }): Promise<void> {
     const journal: Journal = { ...meta, phase: 'applying', records: [] };
-    await this.#backup(changes, journal);
+    const backedUp = await this.#backup(changes, journal);
     await this.writeJournal(journal);
     try {
-      for (const entry of changes) await this.#write(entry);
+      for (const [i, entry] of changes.entries()) await this.#write(entry, backedUp[i] ?? '');
       for (const entry of changes) if (!(await this.satisfied(entry))) throw new Error(`verification failed: ${entry.path} does not hold what was written`);
     } catch (err) {
       await this.restore(journal);
@@ -124,62 +145,68 @@ export class Host {
     await this.writeJournal({ ...journal, phase: 'applied' });
   }
 
-  /** Puts back what the journal's records say each path was. */
+  /**
+   * Puts back what the journal's records say each path was. The records hold host paths with no link on
+   * the way (as resolved at backup), so each is put back where it was, whatever the config's paths said.
+   */
   async restore(journal: Journal): Promise<void> {
-    const backup = join(this.stateDir, 'backup');
+    const backup = await this.statePath('backup');
     for (const [i, { path, prior }] of [...journal.records.entries()].reverse()) {
-      const p = this.at(path);
+      const p = (await this.resolve(path)).local;
       await rmQuiet(`${p}.kindling-tmp`);
       if (prior.kind === 'dir') {
-        await chmod(p, prior.mode).catch(() => undefined);
+        await chmodDir(p, prior.mode).catch(() => undefined);
         continue;
       }
       await rmQuiet(p, prior.kind === 'absent');
-      if (prior.kind === 'file') {
-        await writeFile(p, await readFile(join(backup, String(i))), { mode: prior.mode });
-        await chmod(p, prior.mode);
-      } else if (prior.kind === 'symlink') await symlink(prior.target, p);
+      if (prior.kind === 'file') await createFile(p, await readFile(join(backup, String(i))), prior.mode);
+      else if (prior.kind === 'symlink') await symlink(prior.target, p);
     }
   }
 
-  async #backup(changes: readonly Entry[], journal: Journal): Promise<void> {
-    const backup = join(this.stateDir, 'backup');
+  /** Records what each path (and each folder the write will create) was; the host path each change resolved to, in order. */
+  async #backup(changes: readonly Entry[], journal: Journal): Promise<string[]> {
+    const backup = await this.statePath('backup');
     await rm(backup, { recursive: true, force: true });
     await mkdir(backup, { recursive: true, mode: 0o700 });
     const seen = new Set<string>();
+    const resolved: string[] = [];
     for (const entry of changes) {
-      for (const path of [...this.#missingParents(entry.path), entry.path]) {
+      const { host } = await this.resolve(entry.path);
+      resolved.push(host);
+      for (const path of [...(await this.#missingParents(host)), host]) {
         if (seen.has(path)) continue;
         seen.add(path);
         const prior = await this.prior(path);
-        if (prior.kind === 'file') await writeFile(join(backup, String(journal.records.length)), prior.data);
+        if (prior.kind === 'file') await createFile(join(backup, String(journal.records.length)), prior.data, 0o600);
         journal.records.push({ path, prior: prior.kind === 'file' ? { kind: 'file', mode: prior.mode } : prior });
       }
     }
+    return resolved;
   }
 
-  /** Ancestors of a path that do not exist yet (outermost first): restore removes them. */
-  #missingParents(path: string): string[] {
+  /** Ancestors of a resolved host path that do not exist yet (outermost first): restore removes them. */
+  async #missingParents(host: string): Promise<string[]> {
     const missing: string[] = [];
-    for (let dir = dirname(path); dir !== '/' && !existsSync(this.at(dir)); dir = dirname(dir)) missing.unshift(dir);
+    for (let dir = dirname(host); dir !== '/' && (await this.prior(dir)).kind === 'absent'; dir = dirname(dir)) missing.unshift(dir);
     return missing;
   }
 
-  async #write(entry: Entry): Promise<void> {
-    const p = this.at(entry.path);
+  /** Writes one entry where it resolved at backup; a path that resolves elsewhere now (a link written meanwhile) fails the apply. */
+  async #write(entry: Entry, backedUp: string): Promise<void> {
     try {
+      const { host, local: p } = await this.resolve(entry.path);
+      if (host !== backedUp) throw new Error(`it now leads to ${host}, not to ${backedUp} as when it was backed up`);
       if (entry.kind === 'absent') return void (await rm(p, { force: true }));
       if (entry.kind === 'dir') {
         await mkdir(p, { recursive: true, mode: entry.mode });
-        return void (await chmod(p, entry.mode));
+        return void (await chmodDir(p, entry.mode));
       }
       await mkdir(dirname(p), { recursive: true, mode: 0o755 });
       const tmp = `${p}.kindling-tmp`;
       await rm(tmp, { force: true });
-      if (entry.kind === 'file') {
-        await writeFile(tmp, entry.data, { mode: entry.mode });
-        await chmod(tmp, entry.mode);
-      } else if (entry.hard) await link(this.at(entry.target), tmp);
+      if (entry.kind === 'file') await createFile(tmp, entry.data, entry.mode);
+      else if (entry.hard) await link((await this.resolve(entry.target)).local, tmp);
       else await symlink(entry.target, tmp);
       // rename() replaces atomically: a reader sees the old or the new file, never half of one.
       await rename(tmp, p);
@@ -187,12 +214,14 @@ export class Host {
       throw new Error(`failed to write ${entry.path}: ${(err as Error).message}`, { cause: err });
     }
   }
+}
 
-  async #writeAtomic(path: string, text: string): Promise<void> {
-    await mkdir(dirname(path), { recursive: true, mode: 0o700 });
-    await writeFile(`${path}.tmp`, text, { mode: 0o600 });
-    await rename(`${path}.tmp`, path);
-  }
+/** Replaces a file of the agent's state whole (never through a link). */
+async function writeAtomic(local: string, text: string): Promise<void> {
+  await mkdir(dirname(local), { recursive: true, mode: 0o700 });
+  await rm(`${local}.tmp`, { force: true });
+  await createFile(`${local}.tmp`, text, 0o600);
+  await rename(`${local}.tmp`, local);
 }
 
 /** rm -f that also shrugs at a path under a regular file (nothing can be there to remove). */

@@ -134,9 +134,59 @@ function readResource(res: IgnResource, where: string): Buffer {
   return gunzipSync(raw);
 }
 
+const isNormal = (path: string): boolean => path.startsWith('/') && posix.normalize(path) === path && !path.includes('\0');
+
 function checkPath(path: string): string {
-  if (!path.startsWith('/') || posix.normalize(path) !== path || path.includes('/../')) throw new UnsupportedConfigError(`path "${path}" is not absolute and normal`);
+  if (!isNormal(path)) throw new UnsupportedConfigError(`path "${path}" is not absolute and normal`);
   return path;
+}
+
+/** A unit type Ignition accepts as a unit name's suffix. */
+const UNIT_TYPES = ['service', 'socket', 'device', 'mount', 'automount', 'swap', 'target', 'path', 'timer', 'snapshot', 'slice', 'scope'];
+/** systemd's unit name: letters, digits and `:-_.\`, one `@` at most (a template or an instance), a type suffix. */
+const UNIT_NAME = new RegExp(`^[A-Za-z0-9:_.\\\\-]+(@[A-Za-z0-9:_.\\\\-]*)?\\.(${UNIT_TYPES.join('|')})$`);
+/** A drop-in is one file name ending in `.conf` in the unit's `.d` folder (Ignition refuses other names). */
+const DROPIN_NAME = /^[^/\0]+\.conf$/;
+/** A POSIX user name (as useradd takes it): it becomes a folder name under /home. */
+const USER_NAME = /^[A-Za-z_][A-Za-z0-9_.-]*\$?$/;
+/** NAME_MAX: a longer name is no file name. */
+const MAX_NAME = 255;
+
+const isUnitName = (name: string): boolean => name.length <= MAX_NAME && UNIT_NAME.test(name);
+
+/** Unit, drop-in and install target names become file names: each must be one plain name, never a path. */
+function checkUnit(unit: IgnUnit): void {
+  const where = `systemd.units[${unit.name}]`;
+  if (!isUnitName(unit.name)) throw new UnsupportedConfigError(`${where}: not a valid unit name (a name such as kubelet.service: letters, digits, ":-_.\\", one "@", a unit type suffix)`);
+  for (const d of unit.dropins ?? []) {
+    if (d.name.length > MAX_NAME || !DROPIN_NAME.test(d.name)) throw new UnsupportedConfigError(`${where}.dropins[${d.name}]: not a valid drop-in name (one file name ending in .conf)`);
+  }
+  for (const target of unit.enabled === true ? installTargets(unit.contents ?? '') : []) {
+    if (!isUnitName(target)) throw new UnsupportedConfigError(`${where}: install target "${target}" is not a valid unit name`);
+  }
+}
+
+/** True when a relative link target climbs above `/` from the link's folder: the host would clamp it, the agent would leave the root. */
+function climbsOut(path: string, target: string): boolean {
+  if (target.startsWith('/')) return false;
+  let depth = path.split('/').filter((n) => n !== '').length - 1;
+  for (const name of target.split('/')) {
+    if (name === '..') depth--;
+    else if (name !== '' && name !== '.') depth++;
+    if (depth < 0) return true;
+  }
+  return false;
+}
+
+/** A hard link's target is a host path; a symbolic one may be relative (as ../usr/share/zoneinfo/UTC), but never climb out of the root. */
+function linkEntry(l: IgnLink): Entry {
+  const path = checkPath(l.path);
+  const where = `storage.links[${l.path}]`;
+  const hard = l.hard === true;
+  if (hard && !isNormal(l.target)) throw new UnsupportedConfigError(`${where}: target "${l.target}" is not absolute and normal`);
+  if (l.target === '' || l.target.includes('\0')) throw new UnsupportedConfigError(`${where}: target "${l.target}" is not a path`);
+  if (climbsOut(path, l.target)) throw new UnsupportedConfigError(`${where}: target "${l.target}" leads out of the host root`);
+  return { kind: 'link', path, target: l.target, hard, overwrite: l.overwrite === true, origin: 'storage' };
 }
 
 function fileEntries(files: readonly IgnFile[]): Entry[] {
@@ -163,6 +213,7 @@ function enablementEntries(unit: IgnUnit, path: string): Entry[] {
 }
 
 function unitEntries(unit: IgnUnit): Entry[] {
+  checkUnit(unit);
   const path = `${SYSTEMD_DIR}/${unit.name}`;
   const entries: Entry[] = [];
   if (unit.mask) entries.push({ kind: 'link', path, target: '/dev/null', hard: false, overwrite: true, origin: 'unit' });
@@ -173,10 +224,16 @@ function unitEntries(unit: IgnUnit): Entry[] {
   return [...entries, ...enablementEntries(unit, path)];
 }
 
+/** A user's home folder, as Ignition assumes it for a user it did not create. */
+export function homeOf(name: string): string {
+  if (name.length > 32 || !USER_NAME.test(name)) throw new UnsupportedConfigError(`passwd.users[${name}]: not a valid user name (a POSIX name such as core)`);
+  return name === 'root' ? '/root' : `/home/${name}`;
+}
+
 /** Keys go to authorized_keys.d/ignition when the host uses that folder (as Ignition does), else authorized_keys. */
 function sshEntries(user: IgnUser, hasKeysDir: (home: string) => boolean): Entry[] {
   if (!user.sshAuthorizedKeys || user.sshAuthorizedKeys.length === 0) return [];
-  const home = user.name === 'root' ? '/root' : `/home/${user.name}`;
+  const home = homeOf(user.name);
   const data = Buffer.from(`${user.sshAuthorizedKeys.join('\n')}\n`);
   const file = hasKeysDir(home) ? `${home}/.ssh/authorized_keys.d/ignition` : `${home}/.ssh/authorized_keys`;
   return [
@@ -191,7 +248,7 @@ export function entriesOf(config: IgnitionConfig, hasKeysDir: (home: string) => 
   return [
     ...(storage.directories ?? []).map((d): Entry => ({ kind: 'dir', path: checkPath(d.path), mode: d.mode ?? 0o755, origin: 'storage' })),
     ...fileEntries(storage.files ?? []),
-    ...(storage.links ?? []).map((l): Entry => ({ kind: 'link', path: checkPath(l.path), target: l.target, hard: l.hard === true, overwrite: l.overwrite === true, origin: 'storage' })),
+    ...(storage.links ?? []).map(linkEntry),
     ...(config.systemd?.units ?? []).flatMap(unitEntries),
     ...(config.passwd?.users ?? []).flatMap((u) => sshEntries(u, hasKeysDir)),
   ];

@@ -6,9 +6,10 @@
  */
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { mkdir, readFile, rename, rm } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import type { Host } from './host.js';
+import { createFile } from './root.js';
 
 export interface RebootAction {
   bootId(): Promise<string>;
@@ -32,18 +33,21 @@ export class SystemdReboot implements RebootAction {
   }
 }
 
+/** The simulated boot ID, in the agent's state folder of the host root. */
+const BOOT_ID = 'simulated-boot-id';
+
 export class SimulatedReboot implements RebootAction {
-  #file: string;
+  #host: Host;
   #exit: () => void;
 
   constructor(host: Host, exit: () => void) {
-    this.#file = join(host.stateDir, 'simulated-boot-id');
+    this.#host = host;
     this.#exit = exit;
   }
 
   async bootId(): Promise<string> {
     try {
-      return (await readFile(this.#file, 'utf8')).trim();
+      return (await readFile(await this.#host.statePath(BOOT_ID), 'utf8')).trim();
     } catch {
       await this.#write(randomUUID());
       return this.bootId();
@@ -57,8 +61,10 @@ export class SimulatedReboot implements RebootAction {
   }
 
   async #write(id: string): Promise<void> {
-    await mkdir(join(this.#file, '..'), { recursive: true });
-    await writeFile(`${this.#file}.tmp`, id);
-    await rename(`${this.#file}.tmp`, this.#file);
+    const file = await this.#host.statePath(BOOT_ID);
+    await mkdir(dirname(file), { recursive: true });
+    await rm(`${file}.tmp`, { force: true });
+    await createFile(`${file}.tmp`, id, 0o644);
+    await rename(`${file}.tmp`, file);
   }
 }

@@ -15,6 +15,7 @@ import { createHash } from 'node:crypto';
 import * as k8s from '@kubernetes/client-node';
 import { HOST_PATHS } from '../../../api/src/host-paths.js';
 import { LABELS } from '../../../api/src/keys.js';
+import { makeApiClient } from '../../../support/src/clients.js';
 import { statusCode, TerminalError } from '../../../support/src/errors.js';
 import type { Logger } from '../../../support/src/logger.js';
 import { createCertificateRequest, verifyCertificate } from '../../../support/src/pki.js';
@@ -133,7 +134,7 @@ export function parseBootstrapKubeconfig(yaml: string, caPem?: string): Bootstra
   if (!cluster?.server) throw new Error(`${HOST_PATHS.bootstrapKubeconfig} names no cluster server`);
   if (!user?.token) throw new Error(`${HOST_PATHS.bootstrapKubeconfig} holds no bootstrap token`);
   const ca = cluster.caData ? Buffer.from(cluster.caData, 'base64').toString() : caPem;
-  if (!ca) throw new Error(`${HOST_PATHS.bootstrapKubeconfig} has no certificate-authority-data and ${HOST_PATHS.clusterCa} is missing`);
+  if (!ca) throw new Error(`${HOST_PATHS.bootstrapKubeconfig} has no certificate-authority-data and ${HOST_PATHS.guestCa} is missing`);
   return { server: cluster.server, caPem: ca, token: user.token };
 }
 
@@ -353,7 +354,7 @@ export class Kubelet {
   }
 
   async #joinMaterial(): Promise<BootstrapMaterial> {
-    const [kubeconfig, ca, config] = await Promise.all([HOST_PATHS.bootstrapKubeconfig, HOST_PATHS.clusterCa, HOST_PATHS.kubeletConfig].map((p) => this.#fs.read(p)));
+    const [kubeconfig, ca, config] = await Promise.all([HOST_PATHS.bootstrapKubeconfig, HOST_PATHS.guestCa, HOST_PATHS.kubeletConfig].map((p) => this.#fs.read(p)));
     const missing = [kubeconfig === undefined ? HOST_PATHS.bootstrapKubeconfig : '', config === undefined ? HOST_PATHS.kubeletConfig : ''].filter(Boolean);
     if (missing.length > 0) throw new TerminalError(`the host's payload has no join material: ${missing.join(' and ')} missing`, KUBELET_REASONS.noJoinMaterial);
     try {
@@ -403,11 +404,10 @@ export class Kubelet {
     const request = await createCertificateRequest({ ...subject, keyPem: pending }).catch(() => createCertificateRequest(subject));
     if (request.keyPem !== pending) await this.#fs.write(req.keyPath, request.keyPem, 0o600);
     const name = csrName(req.prefix, request.keyPem, [req.signerName, subject.commonName, ...subject.organizations, ...(req.dnsNames ?? []), ...(req.ipAddresses ?? []), ...req.usages]);
-    const certificates = req.client.makeApiClient(k8s.CertificatesV1Api);
+    const certificates = this.#client(req.client, k8s.CertificatesV1Api);
     await certificates
       .createCertificateSigningRequest(
         { body: { metadata: { name }, spec: { request: b64(request.csrPem), signerName: req.signerName, usages: req.usages } } },
-        this.#options(),
       )
       .catch((err: unknown) => {
         if (statusCode(err) !== 409) throw err;
@@ -420,7 +420,7 @@ export class Kubelet {
   async #awaitCertificate(certificates: k8s.CertificatesV1Api, name: string): Promise<string> {
     const deadline = this.#deps.clock.now() + this.#timing.approvalTimeoutMs;
     while (!this.#deps.signal.aborted && this.#deps.clock.now() < deadline) {
-      const outcome = csrOutcome(await certificates.readCertificateSigningRequest({ name }, this.#options()));
+      const outcome = csrOutcome(await certificates.readCertificateSigningRequest({ name }));
       if (outcome.state === 'issued') return outcome.certPem;
       if (outcome.state === 'denied') throw new TerminalError(`CSR ${name} was denied: ${outcome.message}`, KUBELET_REASONS.csrDenied);
       if (outcome.state === 'failed') throw new TerminalError(`CSR ${name} failed: ${outcome.message}`, KUBELET_REASONS.csrFailed);
@@ -430,11 +430,11 @@ export class Kubelet {
   }
 
   async #register(credentials: Credentials): Promise<void> {
-    const core = this.#nodeClient(credentials).makeApiClient(k8s.CoreV1Api);
+    const core = this.#client(this.#nodeClient(credentials), k8s.CoreV1Api);
     const [config, release] = await Promise.all([this.#fs.read(HOST_PATHS.kubeletConfig), this.#release()]);
     const node = registrationNode(this.#spec, { registerWithTaints: parseKubeletConfig(config ?? '{"kind":"KubeletConfiguration"}').registerWithTaints, release });
     try {
-      await core.createNode({ body: node }, this.#options());
+      await core.createNode({ body: node });
       this.#reportedNodeInfo = JSON.stringify(release);
     } catch (err) {
       const code = statusCode(err);
@@ -467,7 +467,7 @@ export class Kubelet {
 
   /** Reports the release's kubelet version whenever it changes (an in-place upgrade rewrites the file). */
   async #syncStatus(credentials: Credentials): Promise<void> {
-    const core = this.#nodeClient(credentials).makeApiClient(k8s.CoreV1Api);
+    const core = this.#client(this.#nodeClient(credentials), k8s.CoreV1Api);
     while (!this.#deps.signal.aborted) {
       await this.#pause(this.#timing.statusSyncMs);
       if (this.#deps.signal.aborted) return;
@@ -484,7 +484,7 @@ export class Kubelet {
     if (this.#reportedNodeInfo === key || release.kubeletVersion === undefined) return;
     await core.patchNodeStatus(
       { name: this.#spec.nodeName, body: { status: { nodeInfo: { kubeletVersion: release.kubeletVersion, ...(release.osImage ? { osImage: release.osImage } : {}) } } } },
-      this.#options({ 'Content-Type': k8s.PatchStrategy.MergePatch }),
+      k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
     );
     this.#reportedNodeInfo = key;
   }
@@ -497,15 +497,9 @@ export class Kubelet {
     return kubeConfigOf(credentials.material, { name: 'kubelet', certData: b64(credentials.certPem), keyData: b64(credentials.keyPem) });
   }
 
-  /** Per-request options: a deadline (the end of the kubelet aborts what is in flight too), and headers. */
-  #options(headers: Record<string, string> = {}): k8s.ConfigurationOptions {
-    const signal = AbortSignal.any([this.#deps.signal, AbortSignal.timeout(this.#timing.requestTimeoutMs)]);
-    const pre = (ctx: k8s.RequestContext): k8s.Observable<k8s.RequestContext> => {
-      ctx.setSignal(signal);
-      for (const [name, value] of Object.entries(headers)) ctx.setHeaderParam(name, value);
-      return new k8s.Observable(Promise.resolve(ctx));
-    };
-    return { middleware: [{ pre, post: (res) => new k8s.Observable(Promise.resolve(res)) }], middlewareMergeStrategy: 'append' };
+  /** A client whose requests have a deadline, and end with the kubelet. */
+  #client<T>(kc: k8s.KubeConfig, type: new (config: k8s.Configuration) => T): T {
+    return makeApiClient(kc, type, this.#timing.requestTimeoutMs, this.#deps.signal);
   }
 
   async #report(condition: KubeletCondition): Promise<void> {

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { startCluster, installCapiCrds, installCrds, startCapiManager, bindGroup, createBootstrapToken, decideCsr, type Cluster, type CapiManager } from '../../../test/bed/src/index.js';
-import { BOOTSTRAP_GROUP } from '../../../api/src/host-paths.js';
+import { BOOTSTRAP_GROUP } from '../../../api/src/keys.js';
 import { createLogger } from '../../../support/src/logger.js';
 import { LOCAL_CRD_DIR } from '../crds.js';
 import { startProviders, type Providers } from './run.js';

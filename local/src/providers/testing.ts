@@ -17,7 +17,7 @@ export function joinMaterialFiles(guest: Cluster, opts: JoinMaterialOptions): Re
   const version = opts.kubeletVersion ?? 'v1.36.2';
   return {
     [HOST_PATHS.bootstrapKubeconfig]: tokenKubeconfigYaml(guest, opts.token),
-    [HOST_PATHS.clusterCa]: guest.ca.certPem,
+    [HOST_PATHS.guestCa]: guest.ca.certPem,
     [HOST_PATHS.kubeletConfig]: JSON.stringify({ apiVersion: 'kubelet.config.k8s.io/v1beta1', kind: 'KubeletConfiguration', registerWithTaints: opts.registerWithTaints ?? [] }),
     [HOST_PATHS.releaseInfo]: releaseJson(version),
   };

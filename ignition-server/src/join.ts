@@ -1,0 +1,134 @@
+/**
+ * Join material (Flow 2, joining): what a booted host needs to become a Node of *its* guest cluster — the
+ * guest apiserver URL, the guest CA and a bootstrap kubeconfig holding a bootstrap token of its pool. The
+ * token is minted together with the pool's Ignition token (same owner, same expiry, deleted with it), into
+ * the guest's kube-system and into the token Secret. The material is per pool and per token, so it never
+ * enters the shared, cached payload: it is spliced into the served bytes (payload/store.ts, `joinAt`).
+ */
+import { randomInt } from 'node:crypto';
+import * as k8s from '@kubernetes/client-node';
+import { stringify } from 'yaml';
+import { BOOTSTRAP_GROUP, FIELD_MANAGERS, LABELS, bootstrapPoolGroup } from '../../api/src/keys.js';
+import { HOST_PATHS } from '../../api/src/host-paths.js';
+import { createApplier } from '../../support/src/apply.js';
+import { isNotFound } from '../../support/src/errors.js';
+import { guestEndpoint, type GuestKubeConfigs } from '../../support/src/guest-kubeconfigs.js';
+
+/** What one token's join material is made of. */
+export interface JoinMaterial {
+  server: string;
+  caPem: string;
+  /** `<id>.<secret>`. */
+  bootstrapToken: string;
+}
+
+const TOKEN_ALPHABET = 'abcdefghijklmnopqrstuvwxyz0123456789';
+const randomString = (length: number): string => Array.from({ length }, () => TOKEN_ALPHABET[randomInt(TOKEN_ALPHABET.length)]).join('');
+
+/** A bootstrap token in the format the guest apiserver's bootstrap authenticator takes (`[a-z0-9]{6}.[a-z0-9]{16}`). */
+export function newBootstrapToken(): string {
+  return `${randomString(6)}.${randomString(16)}`;
+}
+
+export const bootstrapTokenId = (token: string): string => token.split('.')[0] ?? '';
+export const bootstrapSecretName = (tokenId: string): string => `bootstrap-token-${tokenId}`;
+
+const iso = (ms: number): string => new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
+
+export interface BootstrapSecretOptions {
+  token: string;
+  /** The pool's namespace and name in the management cluster. */
+  namespace: string;
+  pool: string;
+  /** The paired Ignition token's expiry: the guest's tokencleaner deletes the Secret then. */
+  expiresAtMs: number;
+}
+
+/** The guest's `bootstrap.kubernetes.io/token` Secret of one token: authentication only, the pool's groups. */
+export function desiredBootstrapSecret(opts: BootstrapSecretOptions): k8s.V1Secret {
+  const [id = '', secret = ''] = opts.token.split('.');
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    type: 'bootstrap.kubernetes.io/token',
+    metadata: { name: bootstrapSecretName(id), namespace: 'kube-system', labels: { [LABELS.nodePool]: opts.pool } },
+    stringData: {
+      'token-id': id,
+      'token-secret': secret,
+      expiration: iso(opts.expiresAtMs),
+      'usage-bootstrap-authentication': 'true',
+      'auth-extra-groups': [BOOTSTRAP_GROUP, bootstrapPoolGroup(opts.namespace, opts.pool)].join(','),
+      description: `Kindling bootstrap token of NodePool ${opts.namespace}/${opts.pool}`,
+    },
+  };
+}
+
+/** The bootstrap kubeconfig a kubelet starts TLS bootstrap with. */
+export function bootstrapKubeconfig(m: JoinMaterial): string {
+  return stringify({
+    apiVersion: 'v1',
+    kind: 'Config',
+    clusters: [{ name: 'guest', cluster: { server: m.server, 'certificate-authority-data': Buffer.from(m.caPem).toString('base64') } }],
+    users: [{ name: 'kubelet-bootstrap', user: { token: m.bootstrapToken } }],
+    contexts: [{ name: 'bootstrap', context: { cluster: 'guest', user: 'kubelet-bootstrap' } }],
+    'current-context': 'bootstrap',
+  });
+}
+
+const dataUrl = (text: string): string => `data:;base64,${Buffer.from(text).toString('base64')}`;
+
+/**
+ * The join files as they are spliced into `storage.files` of a served payload: each entry preceded by a
+ * comma, since they go after the payload's own files (which always hold at least the release identity).
+ */
+export function joinFileBytes(m: JoinMaterial): Buffer {
+  const files = [
+    { path: HOST_PATHS.guestCa, mode: 0o644, overwrite: true, contents: { source: dataUrl(m.caPem) } },
+    { path: HOST_PATHS.bootstrapKubeconfig, mode: 0o600, overwrite: true, contents: { source: dataUrl(bootstrapKubeconfig(m)) } },
+  ];
+  return Buffer.from(files.map((f) => `,${JSON.stringify(f)}`).join(''));
+}
+
+export interface MintRequest {
+  namespace: string;
+  cluster: string;
+  pool: string;
+  expiresAtMs: number;
+}
+
+/** Writes and deletes bootstrap tokens in guest clusters. */
+export interface GuestJoin {
+  /** Mints a bootstrap token into the guest and returns the join material around it. */
+  mint(req: MintRequest): Promise<JoinMaterial>;
+  /** Deletes bootstrap tokens from the guest (gone already: fine). */
+  revoke(req: { namespace: string; cluster: string; tokens: string[] }): Promise<void>;
+}
+
+export function createGuestJoin(kubeConfigs: GuestKubeConfigs): GuestJoin {
+  const withGuest = async <T>(namespace: string, cluster: string, what: string, fn: (kc: k8s.KubeConfig) => Promise<T>): Promise<T> => {
+    try {
+      return await fn(await kubeConfigs.get(namespace, cluster));
+    } catch (err) {
+      kubeConfigs.forget(namespace, cluster);
+      throw new Error(`failed to ${what} in guest cluster ${namespace}/${cluster}`, { cause: err });
+    }
+  };
+  return {
+    mint: (req) =>
+      withGuest(req.namespace, req.cluster, 'mint a bootstrap token', async (kc) => {
+        const { server, caPem } = guestEndpoint(kc);
+        const bootstrapToken = newBootstrapToken();
+        await createApplier(kc, FIELD_MANAGERS.ignitionServer).apply(desiredBootstrapSecret({ token: bootstrapToken, namespace: req.namespace, pool: req.pool, expiresAtMs: req.expiresAtMs }));
+        return { server, caPem, bootstrapToken };
+      }),
+    revoke: (req) =>
+      withGuest(req.namespace, req.cluster, 'delete bootstrap tokens', async (kc) => {
+        const core = kc.makeApiClient(k8s.CoreV1Api);
+        for (const token of req.tokens) {
+          await core.deleteNamespacedSecret({ name: bootstrapSecretName(bootstrapTokenId(token)), namespace: 'kube-system' }).catch((err: unknown) => {
+            if (!isNotFound(err)) throw err;
+          });
+        }
+      }),
+  };
+}

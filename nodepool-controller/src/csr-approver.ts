@@ -1,0 +1,327 @@
+/**
+ * The CSR approver: Kindling's answer to a kubelet's TLS bootstrap in each guest cluster, as HyperShift runs a
+ * machine approver beside its ignition server. It lives in the nodepool-controller because everything a decision
+ * needs is already there: this deployable creates the pools' Machines and keeps them in an informer cache by
+ * pool label (Caches.machines), it already reaches the guest clusters through their `<cluster>-kubeconfig`
+ * Secrets, and it already records Events on the management cluster. Another deployable would have to watch
+ * every pool Machine a second time and be granted the Machine patch it needs to record an approval.
+ *
+ * Per guest cluster (one GuestClusters session each, opened and closed with the kubeconfig Secret): an informer
+ * on CertificateSigningRequests and one on Node names. Pending kubelet CSRs are queued by key
+ * (`<namespace>/<cluster>/<csr>`), one reconcile per key at a time, decided from the caches by decideCsr, and
+ * approved or denied through the `/approval` subresource. A client CSR's approval is first recorded on its
+ * Machine (ANNOTATIONS.approvedClientCsr, written with the Machine's resourceVersion so two CSRs racing for one
+ * Machine cannot both win): a Machine joins once. A denied client CSR that names a Machine leaves its reason on
+ * that Machine (ANNOTATIONS.joinFailure, for the pool's AllNodesJoined condition); an approval clears it.
+ *
+ * It also applies the guest side of the bootstrap (guest-setup.ts) into every guest cluster a NodePool names.
+ */
+import * as k8s from '@kubernetes/client-node';
+import { Counter, type Registry } from 'prom-client';
+import { CAPI_API_VERSION, CAPI_GROUP, type Machine } from '../../api/src/capi.js';
+import { ANNOTATIONS, FIELD_MANAGERS } from '../../api/src/keys.js';
+import type { NodePool } from '../../api/src/nodepool.js';
+import { createApplier, toModel, type Applier } from '../../support/src/apply.js';
+import { DEFAULT_REQUEST_TIMEOUT_MS, makeApiClient } from '../../support/src/clients.js';
+import { isNotFound } from '../../support/src/errors.js';
+import { clusterKey, GuestClusters, type GuestCluster } from '../../support/src/guest-clusters.js';
+import { ResilientInformer } from '../../support/src/informer.js';
+import type { Logger } from '../../support/src/logger.js';
+import type { QueueMetrics } from '../../support/src/metrics.js';
+import { WorkQueue, type ReconcileResult } from '../../support/src/queue.js';
+import { realClock, type Clock } from '../../support/src/timers.js';
+import type { Caches } from './caches.js';
+import { decideCsr, KUBELET_CLIENT_SIGNER, KUBELET_SERVING_SIGNER, type Decision } from './csr-decision.js';
+import type { EventRecorder, EventSubject, Transition } from './events.js';
+import { desiredGuestSetup } from './guest-setup.js';
+
+export const CSR_QUEUE = 'csr-approver';
+export const GUEST_SETUP_QUEUE = 'guest-setup';
+
+export interface CsrApproverOptions {
+  /** The management cluster. */
+  kubeConfig: k8s.KubeConfig;
+  log: Logger;
+  caches: Caches;
+  events: EventRecorder;
+  registry?: Registry;
+  queueMetrics?: QueueMetrics;
+  clock?: Clock;
+  /** How long a kubelet's CSR may wait for its Machine's addresses (or its Node) before it is denied. */
+  graceMs?: number;
+  /** How often the guest set-up is applied again, healing a binding someone removed. */
+  setupResyncMs?: number;
+  requestTimeoutMs?: number;
+  workers?: number;
+}
+
+interface Session {
+  cluster: GuestCluster;
+  csrs: ResilientInformer<k8s.V1CertificateSigningRequest>;
+  nodes: ResilientInformer<k8s.V1Node>;
+  certificates: k8s.CertificatesV1Api;
+  applier: Applier;
+}
+
+type Approved = Extract<Decision, { action: 'approve' }>;
+type Denied = Extract<Decision, { action: 'deny' }>;
+
+const KINDLING_SIGNERS = new Set([KUBELET_CLIENT_SIGNER, KUBELET_SERVING_SIGNER]);
+const MERGE_PATCH = 'application/merge-patch+json';
+
+/** Approved, Denied or Failed: someone (the signer included) has decided; nothing is left to do. */
+export function isDecided(csr: k8s.V1CertificateSigningRequest): boolean {
+  return (csr.status?.conditions ?? []).some((c) => c.status === 'True' && ['Approved', 'Denied', 'Failed'].includes(c.type));
+}
+
+const isCandidate = (csr: k8s.V1CertificateSigningRequest): boolean => KINDLING_SIGNERS.has(csr.spec.signerName) && !isDecided(csr);
+
+function splitKey(key: string): { cluster: string; name: string } {
+  const i = key.lastIndexOf('/');
+  return { cluster: key.slice(0, i), name: key.slice(i + 1) };
+}
+
+/** Only the name of a Node matters here: the cache keeps no more of it. */
+const nodeName = (n: k8s.V1Node): k8s.V1Node => ({ apiVersion: n.apiVersion, kind: n.kind, metadata: { name: n.metadata?.name, resourceVersion: n.metadata?.resourceVersion, uid: n.metadata?.uid } });
+
+/** The issued certificate is not read here, and is the larger part of a decided CSR. */
+const withoutCertificate = (c: k8s.V1CertificateSigningRequest): k8s.V1CertificateSigningRequest => (c.status?.certificate ? { ...c, status: { ...c.status, certificate: undefined } } : c);
+
+export class CsrApprover {
+  readonly queue: WorkQueue;
+  readonly setupQueue: WorkQueue;
+  readonly decisions: Counter<'decision' | 'reason'>;
+  #opts: CsrApproverOptions;
+  #clock: Clock;
+  #timeoutMs: number;
+  #clusters: GuestClusters<Session>;
+  #machines: k8s.CustomObjectsApi;
+
+  constructor(opts: CsrApproverOptions) {
+    this.#opts = opts;
+    this.#clock = opts.clock ?? realClock;
+    this.#timeoutMs = opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+    this.#machines = makeApiClient(opts.kubeConfig, k8s.CustomObjectsApi, this.#timeoutMs);
+    this.decisions = new Counter({
+      name: 'kindling_csr_decisions_total',
+      help: 'Kubelet certificate signing requests approved or denied by Kindling, by decision and reason.',
+      labelNames: ['decision', 'reason'] as const,
+      registers: opts.registry ? [opts.registry] : [],
+    });
+    this.queue = this.#makeQueue(CSR_QUEUE, (key) => this.#reconcileCsr(key), opts.workers ?? 4);
+    this.setupQueue = this.#makeQueue(GUEST_SETUP_QUEUE, (key) => this.#reconcileSetup(key), 2);
+    this.#clusters = new GuestClusters<Session>({
+      kubeConfig: opts.kubeConfig,
+      log: opts.log,
+      create: (cluster) => this.#createSession(cluster),
+      start: async (s) => {
+        await Promise.all([s.csrs.start(), s.nodes.start()]);
+      },
+      close: async (s) => {
+        await Promise.all([s.csrs.stop(), s.nodes.stop()]);
+      },
+      onOpened: (cluster) => {
+        this.setupQueue.add(cluster.key);
+        for (const csr of this.#clusters.get(cluster.key)?.csrs.list() ?? []) this.#enqueue(cluster.key, csr);
+      },
+    });
+  }
+
+  /** True once every open session's informers have synced (a session still opening is not counted). */
+  get synced(): boolean {
+    return this.#clusters.open().every(({ session }) => session.csrs.synced && session.nodes.synced);
+  }
+
+  async start(): Promise<void> {
+    await this.#clusters.start();
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all([this.queue.stop(), this.setupQueue.stop()]);
+    await this.#clusters.stop();
+  }
+
+  /** A NodePool appeared or changed: its guest cluster needs the bootstrap set-up. */
+  poolChanged(pool: NodePool): void {
+    this.setupQueue.add(clusterKey(pool.metadata.namespace ?? '', pool.spec.clusterName));
+  }
+
+  #makeQueue(name: string, reconcile: (key: string) => Promise<ReconcileResult | void>, concurrency: number): WorkQueue {
+    const queue = new WorkQueue({
+      name,
+      reconcile,
+      concurrency,
+      clock: this.#clock,
+      onDone: (key, outcome, ms, err) => {
+        this.#opts.queueMetrics?.observe(name, outcome, ms);
+        if (outcome === 'error') this.#opts.log.warn({ key, queue: name, err }, 'Reconcile failed: retrying with backoff');
+      },
+    });
+    this.#opts.queueMetrics?.watch(queue);
+    return queue;
+  }
+
+  #createSession(cluster: GuestCluster): Session {
+    const certificates = makeApiClient(cluster.kubeConfig, k8s.CertificatesV1Api, this.#timeoutMs);
+    const core = makeApiClient(cluster.kubeConfig, k8s.CoreV1Api, this.#timeoutMs);
+    const csrs = new ResilientInformer<k8s.V1CertificateSigningRequest>({
+      kubeConfig: cluster.kubeConfig,
+      path: '/apis/certificates.k8s.io/v1/certificatesigningrequests',
+      list: () => certificates.listCertificateSigningRequest(),
+      transform: withoutCertificate,
+      log: cluster.log,
+      onEvent: (csr, event) => (event === 'delete' ? this.queue.forget(`${cluster.key}/${csr.metadata?.name ?? ''}`) : this.#enqueue(cluster.key, csr)),
+      clock: this.#opts.clock,
+    });
+    const nodes = new ResilientInformer<k8s.V1Node>({
+      kubeConfig: cluster.kubeConfig,
+      path: '/api/v1/nodes',
+      list: () => core.listNode(),
+      transform: nodeName,
+      log: cluster.log,
+      onEvent: () => undefined,
+      clock: this.#opts.clock,
+    });
+    const applier = createApplier(cluster.kubeConfig, FIELD_MANAGERS.nodepoolController, this.#timeoutMs);
+    return { cluster, csrs, nodes, certificates, applier };
+  }
+
+  #enqueue(cluster: string, csr: k8s.V1CertificateSigningRequest): void {
+    if (isCandidate(csr)) this.queue.add(`${cluster}/${csr.metadata?.name ?? ''}`);
+  }
+
+  /** Applies the guest set-up when a NodePool names the cluster, and again every setupResyncMs. */
+  async #reconcileSetup(key: string): Promise<ReconcileResult> {
+    const session = this.#clusters.get(key);
+    // Not open (yet): onOpened queues the cluster again.
+    if (!session) return {};
+    const { namespace, name } = session.cluster;
+    const named = this.#opts.caches.nodePools.list(namespace, (p) => p.spec.clusterName === name);
+    if (named.length === 0) return {};
+    try {
+      for (const obj of desiredGuestSetup()) await session.applier.apply(obj);
+    } catch (err) {
+      throw new Error(`failed to apply the bootstrap set-up to guest cluster ${key}`, { cause: err });
+    }
+    session.cluster.log.debug('Applied the guest bootstrap set-up');
+    return { requeueAfterMs: this.#opts.setupResyncMs ?? 600_000 };
+  }
+
+  async #reconcileCsr(key: string): Promise<ReconcileResult> {
+    const { cluster, name } = splitKey(key);
+    const session = this.#clusters.get(cluster);
+    if (!session) return {};
+    const csr = session.csrs.get(name);
+    if (!csr || !isCandidate(csr)) return {};
+    const log = session.cluster.log.child({ csr: name });
+    const { namespace } = session.cluster;
+    const decision = decideCsr({
+      csr,
+      cluster: { namespace, name: session.cluster.name },
+      machines: this.#opts.caches.machines.list(namespace, () => true),
+      hasNode: (node) => session.nodes.get(node) !== undefined,
+      csrNamed: (other) => session.csrs.get(other),
+      now: this.#clock.now(),
+      graceMs: this.#opts.graceMs ?? 120_000,
+    });
+    switch (decision.action) {
+      case 'ignore':
+        log.debug({ why: decision.why }, 'Not a Kindling request: left for others');
+        return {};
+      case 'wait':
+        log.info({ reason: decision.reason, detail: decision.message }, 'Kubelet CSR waits');
+        return { requeueAfterMs: decision.retryAfterMs };
+      case 'approve':
+        await this.#approve(session, csr, decision, log);
+        return {};
+      default:
+        await this.#deny(session, csr, decision, log);
+        return {};
+    }
+  }
+
+  async #approve(session: Session, csr: k8s.V1CertificateSigningRequest, d: Approved, log: Logger): Promise<void> {
+    if (d.claim !== undefined) await this.#claim(d.machine, d.claim);
+    log.info({ reason: d.reason, machine: d.machine.metadata.name }, 'Approving kubelet CSR');
+    if (!(await this.#setCondition(session, csr, { type: 'Approved', reason: d.reason, message: d.message }))) {
+      // The CSR went before it was approved: it issued nothing, so the Machine may still join with another.
+      if (d.claim !== undefined) await this.#patchMachine(d.machine, { [ANNOTATIONS.approvedClientCsr]: null });
+      return;
+    }
+    this.decisions.inc({ decision: 'approved', reason: d.reason });
+    await this.#record(session, csr, d, log);
+  }
+
+  async #deny(session: Session, csr: k8s.V1CertificateSigningRequest, d: Denied, log: Logger): Promise<void> {
+    log.info({ reason: d.reason, detail: d.message }, 'Denying kubelet CSR');
+    const failure = `client certificate request ${csr.metadata?.name ?? ''} denied (${d.reason}): ${d.message}`;
+    if (d.machine && csr.spec.signerName === KUBELET_CLIENT_SIGNER && d.machine.metadata.annotations?.[ANNOTATIONS.joinFailure] !== failure) {
+      await this.#patchMachine(d.machine, { [ANNOTATIONS.joinFailure]: failure });
+    }
+    if (!(await this.#setCondition(session, csr, { type: 'Denied', reason: d.reason, message: d.message }))) return;
+    this.decisions.inc({ decision: 'denied', reason: d.reason });
+    await this.#record(session, csr, d, log);
+  }
+
+  /**
+   * Records on the Machine which CSR it joins with, before approving. The write carries the resourceVersion the
+   * decision was made on: a concurrent claim (another CSR for the same Machine) makes it fail with a conflict,
+   * and the retry decides again from the claimed Machine.
+   */
+  async #claim(machine: Machine, claim: string): Promise<void> {
+    await this.#patchMachine(machine, { [ANNOTATIONS.approvedClientCsr]: claim, [ANNOTATIONS.joinFailure]: null }, machine.metadata.resourceVersion);
+  }
+
+  /** Merge-patches annotations (null removes one), with a resourceVersion precondition when given. */
+  async #patchMachine(machine: Machine, annotations: Record<string, string | null>, resourceVersion?: string): Promise<void> {
+    const body = { metadata: { ...(resourceVersion === undefined ? {} : { resourceVersion }), annotations } };
+    const params = { group: CAPI_GROUP, version: CAPI_API_VERSION.split('/')[1] ?? '', namespace: machine.metadata.namespace ?? '', plural: 'machines', name: machine.metadata.name, body, fieldManager: FIELD_MANAGERS.nodepoolController };
+    try {
+      const live = (await this.#machines.patchNamespacedCustomObject(params, k8s.setHeaderOptions('Content-Type', MERGE_PATCH))) as Machine;
+      this.#opts.caches.machines.remember(live);
+    } catch (err) {
+      throw new Error(`failed to annotate Machine ${machine.metadata.namespace ?? ''}/${machine.metadata.name}`, { cause: err });
+    }
+  }
+
+  /** Adds the condition through the `/approval` subresource; false when the CSR is gone. */
+  async #setCondition(session: Session, csr: k8s.V1CertificateSigningRequest, c: { type: 'Approved' | 'Denied'; reason: string; message: string }): Promise<boolean> {
+    const name = csr.metadata?.name ?? '';
+    const condition = { ...c, status: 'True', message: c.message.slice(0, 1024), lastUpdateTime: new Date(this.#clock.now()) };
+    // The resourceVersion the decision was made on: a CSR changed meanwhile (decided by someone else) conflicts.
+    const body = toModel<k8s.V1CertificateSigningRequest>({
+      apiVersion: 'certificates.k8s.io/v1',
+      kind: 'CertificateSigningRequest',
+      metadata: { name, resourceVersion: csr.metadata?.resourceVersion },
+      spec: csr.spec,
+      status: { conditions: [...(csr.status?.conditions ?? []), condition] },
+    });
+    try {
+      await session.certificates.replaceCertificateSigningRequestApproval({ name, body, fieldManager: FIELD_MANAGERS.nodepoolController });
+      return true;
+    } catch (err) {
+      if (isNotFound(err)) return false;
+      throw new Error(`failed to mark CSR ${name} ${c.type} in guest cluster ${session.cluster.key}`, { cause: err });
+    }
+  }
+
+  /** An Event on the Machine when the decision names one, else on the requester's NodePool. Best effort. */
+  async #record(session: Session, csr: k8s.V1CertificateSigningRequest, d: Approved | Denied, log: Logger): Promise<void> {
+    const subject = this.#subjectOf(d);
+    if (!subject) return;
+    const verb = d.action === 'approve' ? 'approved' : 'denied';
+    const t: Transition = {
+      type: d.action === 'approve' ? 'Normal' : 'Warning',
+      reason: d.action === 'approve' ? 'CSRApproved' : 'CSRDenied',
+      message: `${csr.spec.signerName} CSR ${csr.metadata?.name ?? ''} of guest cluster ${session.cluster.name} ${verb} (${d.reason}): ${d.message}`,
+    };
+    await this.#opts.events.record(subject, [t], log);
+  }
+
+  #subjectOf(d: Approved | Denied): EventSubject | undefined {
+    if (d.machine) return { apiVersion: CAPI_API_VERSION, kind: 'Machine', metadata: d.machine.metadata };
+    const ref = d.action === 'deny' ? d.pool : undefined;
+    const pool = ref ? this.#opts.caches.nodePools.get(ref.namespace, ref.name) : undefined;
+    return pool ? { apiVersion: pool.apiVersion ?? 'kindling.dev/v1beta1', kind: pool.kind ?? 'NodePool', metadata: pool.metadata } : undefined;
+  }
+}
