@@ -78,6 +78,25 @@ describe('the local environment, end to end', { timeout: 40 * MINUTES }, () => {
     }
   });
 
+  it('when the sample hosts booted, each should have joined through its own CSR: a bootstrap token of its pool, approved by Kindling for its Machine, its Node at the release\'s kubelet version', async () => {
+    const csrs = (await env.guest.makeApiClient(k8s.CertificatesV1Api).listCertificateSigningRequest()).items;
+    for (const pool of ['inplace', 'replace']) {
+      const nodes = await env.nodes(pool);
+      for (const machine of await env.machines(pool)) {
+        const claim = machine.metadata.annotations?.[ANNOTATIONS.approvedClientCsr] ?? '';
+        const csr = csrs.find((c) => `${c.metadata?.name ?? ''}/${c.metadata?.uid ?? ''}` === claim);
+        assert.ok(csr, `${machine.metadata.name}: the approved client CSR ${claim} is in the guest`);
+        assert.match(csr.spec.username ?? '', /^system:bootstrap:[a-z0-9]{6}$/, 'requested with a bootstrap token, not an admin');
+        assert.ok(csr.spec.groups?.includes(`system:bootstrappers:kindling:${NS}:${pool}`), `with ${pool}'s bootstrap group`);
+        const approved = csr.status?.conditions?.find((c) => c.type === 'Approved');
+        assert.ok(approved && approved.reason !== 'AutoApproved', `approved by Kindling, not the built-in approver: ${JSON.stringify(approved)}`);
+        assert.ok(csr.status?.certificate, 'the guest signed it');
+        const node = nodes.find((n) => n.metadata?.name === machine.status?.nodeRef?.name);
+        assert.equal(node?.status?.nodeInfo?.kubeletVersion, 'v1.36.2', 'the Node reports the payload\'s kubelet version');
+      }
+    }
+  });
+
   it('when a host boots with a forged token, it should not boot and its LocalMachine should show the 401', async () => {
     const stub = await userDataOf(env, 'inplace');
     const token = bearerOf(stub);
