@@ -12,10 +12,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
-import type { Machine } from '../../api/src/capi.js';
 import { AvailabilityWatcher } from '../../inplace-upgrader/src/testing.js';
 import { eventually, HOST_DOWN_ANNOTATION } from '../bed/src/index.js';
-import { LocalEnvironment, NS, TokenRecorder } from './environment.js';
+import { LocalEnvironment, NS, TokenRecorder, type Machine } from './environment.js';
 import { describeFindings, scanLogs } from './logs.js';
 
 const MINUTES = 60_000;
@@ -39,15 +38,20 @@ async function forge(token: string): Promise<string> {
   return new SignJWT(decodeJwt(token)).setProtectedHeader({ ...header, alg: 'ES256' }).sign(privateKey);
 }
 
-/** The Machine joined with a CSR of its pool's bootstrap token that Kindling approved, and its Node reports the payload's kubelet. */
-function assertJoinedOwnWay(pool: string, machine: Machine, csrs: k8s.V1CertificateSigningRequest[], nodes: k8s.V1Node[]): void {
+/** The client CSR a Machine claims (the approver's annotation), as the guest has it. */
+function claimedCsr(machine: Machine, csrs: k8s.V1CertificateSigningRequest[]): k8s.V1CertificateSigningRequest {
   const claim = machine.metadata.annotations?.[ANNOTATIONS.approvedClientCsr] ?? '';
   const csr = csrs.find((c) => `${c.metadata?.name ?? ''}/${c.metadata?.uid ?? ''}` === claim);
-  assert.ok(csr, `${machine.metadata.name}: the approved client CSR ${claim} is in the guest`);
+  return csr ?? assert.fail(`${machine.metadata.name}: the approved client CSR ${claim} is not in the guest`);
+}
+
+/** The Machine joined with a CSR of its pool's bootstrap token that Kindling approved, and its Node reports the payload's kubelet. */
+function assertJoinedOwnWay(pool: string, machine: Machine, csrs: k8s.V1CertificateSigningRequest[], nodes: k8s.V1Node[]): void {
+  const csr = claimedCsr(machine, csrs);
   assert.match(csr.spec.username ?? '', /^system:bootstrap:[a-z0-9]{6}$/, 'requested with a bootstrap token, not an admin');
   assert.ok(csr.spec.groups?.includes(`system:bootstrappers:kindling:${NS}:${pool}`), `with ${pool}'s bootstrap group`);
   const approved = csr.status?.conditions?.find((c) => c.type === 'Approved');
-  assert.ok(approved && approved.reason !== 'AutoApproved', `approved by Kindling, not the built-in approver: ${JSON.stringify(approved)}`);
+  assert.notEqual(approved?.reason ?? 'AutoApproved', 'AutoApproved', 'approved by Kindling, not the built-in approver');
   assert.ok(csr.status?.certificate, 'the guest signed it');
   const node = nodes.find((n) => n.metadata?.name === machine.status?.nodeRef?.name);
   assert.equal(node?.status?.nodeInfo?.kubeletVersion, 'v1.36.2', "the Node reports the payload's kubelet version");
