@@ -49,12 +49,13 @@ function claimedCsr(machine: Machine, csrs: k8s.V1CertificateSigningRequest[]): 
 function assertJoinedOwnWay(pool: string, machine: Machine, csrs: k8s.V1CertificateSigningRequest[], nodes: k8s.V1Node[]): void {
   const csr = claimedCsr(machine, csrs);
   assert.match(csr.spec.username ?? '', /^system:bootstrap:[a-z0-9]{6}$/, 'requested with a bootstrap token, not an admin');
-  assert.ok(csr.spec.groups?.includes(`system:bootstrappers:kindling:${NS}:${pool}`), `with ${pool}'s bootstrap group`);
-  const approved = csr.status?.conditions?.find((c) => c.type === 'Approved');
-  assert.notEqual(approved?.reason ?? 'AutoApproved', 'AutoApproved', 'approved by Kindling, not the built-in approver');
+  assert.ok((csr.spec.groups ?? []).includes(`system:bootstrappers:kindling:${NS}:${pool}`), `with ${pool}'s bootstrap group`);
+  const reasons = (csr.status?.conditions ?? []).filter((c) => c.type === 'Approved').map((c) => c.reason);
+  assert.equal(reasons.length, 1, 'approved once');
+  assert.notEqual(reasons[0], 'AutoApproved', 'approved by Kindling, not the built-in approver');
   assert.ok(csr.status?.certificate, 'the guest signed it');
-  const node = nodes.find((n) => n.metadata?.name === machine.status?.nodeRef?.name);
-  assert.equal(node?.status?.nodeInfo?.kubeletVersion, 'v1.36.2', "the Node reports the payload's kubelet version");
+  const node = nodes.find((n) => n.metadata?.name === machine.status?.nodeRef?.name) ?? assert.fail(`${machine.metadata.name} has no Node`);
+  assert.equal(node.status?.nodeInfo?.kubeletVersion, 'v1.36.2', "the Node reports the payload's kubelet version");
 }
 
 describe('the local environment, end to end', { timeout: 40 * MINUTES }, () => {
