@@ -51,6 +51,15 @@ async function rawCreateRate(core: k8s.CoreV1Api, n: number): Promise<number> {
   return n / ((performance.now() - started) / 1000);
 }
 
+/** Polls until every pool satisfies `done`. */
+async function everyPool(custom: k8s.CustomObjectsApi, done: (p: NodePool) => boolean): Promise<void> {
+  for (;;) {
+    const list = (await custom.listNamespacedCustomObject({ group: 'kindling.dev', version: 'v1beta1', namespace: NS, plural: 'nodepools' })) as { items: NodePool[] };
+    if (list.items.filter(done).length === POOLS) return;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
 async function main(): Promise<void> {
   const mgmt = await startCluster({ name: 'mgmt', controllerManager: false });
   const guest = await startCluster({ name: 'guest', controllerManager: false, management: { cluster: mgmt, namespace: NS } });
@@ -68,14 +77,13 @@ async function main(): Promise<void> {
     const started = performance.now();
     await inBatches([...Array(POOLS).keys()], 32, (i) => objects.create(pool(i, release)));
     const created = performance.now();
-    for (;;) {
-      const list = (await custom.listNamespacedCustomObject({ group: 'kindling.dev', version: 'v1beta1', namespace: NS, plural: 'nodepools' })) as { items: NodePool[] };
-      const done = list.items.filter((p) => p.status?.configHash !== undefined && p.status.observedGeneration === p.metadata.generation).length;
-      if (done === POOLS) break;
-      await new Promise((r) => setTimeout(r, 250));
-    }
+    await everyPool(custom, (p) => p.status?.configHash !== undefined && p.status.observedGeneration === p.metadata.generation);
     await controller.queue.drained();
     const seconds = (performance.now() - started) / 1000;
+    // The server's payload verdict reaches each pool's status after its token: wait for it, so that the writes
+    // below count it and the resync measures the resync alone.
+    await everyPool(custom, (p) => p.status?.conditions?.some((c) => c.type === 'ValidGeneratedPayload' && c.status === 'True') === true);
+    await controller.queue.drained();
     const listed = (await core.listNamespacedSecret({ namespace: NS, labelSelector: 'kindling.dev/nodepool' })).items;
     const secrets = listed.length;
     const minted = listed.filter((s) => s.data?.[SECRET_KEYS.token] !== undefined).length;
