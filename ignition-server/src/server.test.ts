@@ -6,35 +6,25 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'node:https';
-import { mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, readdir, rm, stat } from 'node:fs/promises';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
-import { startCluster, freePort, ManagedProcess, type Cluster } from '../../test/bed/src/index.js';
-import { createCertificateAuthority, type CertificateAuthority } from '../../support/src/pki.js';
+import { startCluster, type Cluster } from '../../test/bed/src/index.js';
 import { ANNOTATIONS, IGNITION_HEADERS, LABELS, SECRET_KEYS, tokenSecretName } from '../../api/src/keys.js';
-import { buildRelease, writeLayoutDir } from './release/build.js';
 import { createValidator } from './payload/validate.js';
-import { ecKeyPem, writeReleaseFolder } from './testing.js';
+import { IgnitionServer, writeIgnitionServerFiles, type IgnitionServerFiles } from './testing.js';
 import { eventually } from '../../test/bed/src/eventually.js';
 import { bootHost } from '../../local/src/providers/boot.js';
 
 const NS = 'clusters';
 const POOL = 'workers';
-const KINDLING = fileURLToPath(new URL('../../../bin/kindling.js', import.meta.url));
 const TTL_S = 8;
 
 
-interface Replica {
-  name: string;
-  proc: ManagedProcess;
-  port: number;
-  opsPort: number;
-  log: string;
-}
+type Replica = IgnitionServer;
 
 function get(port: number, ca: string, headers: Record<string, string>): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
@@ -52,7 +42,7 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
   let cluster: Cluster;
   let guest: Cluster;
   let dir: string;
-  let ca: CertificateAuthority;
+  let files: IgnitionServerFiles;
   let core: k8s.CoreV1Api;
   let releaseRef: string;
   const replicas: Replica[] = [];
@@ -80,27 +70,15 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     (await core.listNamespacedEvent({ namespace: NS, fieldSelector: `involvedObject.name=${name},reason=${reason}` })).items;
 
   async function startReplica(name: string): Promise<Replica> {
-    const port = await freePort();
-    const opsPort = await freePort();
-    const log = join(dir, `${name}.log`);
     await mkdir(join(dir, `heap-${name}`), { recursive: true });
-    const args = [
-      '--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${join(dir, `heap-${name}`)}`,
-      KINDLING, 'ignition-server',
-      '--kubeconfig', cluster.kubeconfigPath,
-      '--serving-address', `127.0.0.1:${port}`,
-      '--ops-address', `127.0.0.1:${opsPort}`,
-      '--tls-cert-file', join(dir, 'tls.crt'),
-      '--tls-key-file', join(dir, 'tls.key'),
-      '--signing-key-file', join(dir, 'signing.pem'),
-      '--token-ttl', `${TTL_S}s`,
-      '--namespace', NS,
-      '--cache-dir', join(dir, `cache-${name}`),
-      '--leader-election-namespace', 'kindling-system',
-    ];
-    const proc = new ManagedProcess({ name, command: process.execPath, args, logFile: log });
-    await eventually(`${name} to serve`, async () => ((await get(port, ca.certPem, {})).status === 401 ? true : undefined));
-    return { name, proc, port, opsPort, log };
+    return IgnitionServer.spawn(files, {
+      name,
+      kubeconfigPath: cluster.kubeconfigPath,
+      namespace: NS,
+      leaderElectionNamespace: 'kindling-system',
+      nodeArgs: ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${join(dir, `heap-${name}`)}`],
+      args: ['--token-ttl', `${TTL_S}s`],
+    });
   }
 
   async function createTokenSecret(hash: string, config: unknown[], extra: Record<string, string> = {}): Promise<string> {
@@ -140,7 +118,7 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
             ],
           }],
         },
-        security: { tls: { certificateAuthorities: [{ source: `data:text/plain;base64,${Buffer.from(ca.certPem).toString('base64')}` }] } },
+        security: { tls: { certificateAuthorities: [{ source: `data:text/plain;base64,${Buffer.from(files.caPem).toString('base64')}` }] } },
       },
     });
   }
@@ -162,19 +140,13 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     core = cluster.kubeConfig.makeApiClient(k8s.CoreV1Api);
     for (const name of [NS, 'kindling-system']) await core.createNamespace({ body: { metadata: { name } } });
     guest = await startCluster({ name: 'guest', controllerManager: false, management: { cluster, namespace: NS } });
-    ca = await createCertificateAuthority('ignition serving CA');
-    const serving = await ca.issue({ commonName: 'ignition', dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'], usage: 'server' });
-    await writeFile(join(dir, 'tls.crt'), serving.certPem);
-    await writeFile(join(dir, 'tls.key'), serving.keyPem);
-    await writeFile(join(dir, 'signing.pem'), ecKeyPem());
-    const image = await buildRelease(await writeReleaseFolder(join(dir, 'release-src')), 'v1');
-    await writeLayoutDir(image, join(dir, 'release'));
-    releaseRef = `oci:${join(dir, 'release')}:v1`;
+    files = await writeIgnitionServerFiles(dir);
+    releaseRef = files.releases['v1'] ?? '';
     replicas.push(await startReplica('a'), await startReplica('b'));
   });
 
   after(async () => {
-    await Promise.all(replicas.map((r) => r.proc.stop()));
+    await Promise.all(replicas.map((r) => r.stop()));
     await guest?.stop();
     await cluster?.stop();
     if (process.env.KEEP_TEST_DIR === undefined) await rm(dir, { recursive: true, force: true });
@@ -200,7 +172,7 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     assert.ok(secret.metadata?.annotations?.[ANNOTATIONS.tokenIssuedAt]);
     assert.equal(dataOf(secret, SECRET_KEYS.rotatedToken), undefined);
     // Both replicas serve the leader's token.
-    for (const r of replicas) await eventually(`replica ${r.log} serving`, async () => ((await get(r.port, ca.certPem, headers(token, hash))).status === 200 ? true : undefined));
+    for (const r of replicas) await eventually(`replica ${r.log} serving`, async () => ((await get(r.port, files.caPem, headers(token, hash))).status === 200 ? true : undefined));
 
     const host = await boot(replicas[1] as Replica, token, hash);
     assert.equal(host.code, 0, host.output);
@@ -278,7 +250,7 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     const name = await createTokenSecret(hash, [MACHINE_CONFIG]);
     const first = await eventually('a minted token', () => tokenOf(name));
     const [replica] = replicas as [Replica];
-    await eventually('payload', async () => ((await get(replica.port, ca.certPem, headers(first, hash))).status === 200 ? true : undefined));
+    await eventually('payload', async () => ((await get(replica.port, files.caPem, headers(first, hash))).status === 200 ? true : undefined));
     const second = await eventually('a rotated token', async () => {
       const s = await readSecret(name);
       const t = dataOf(s, SECRET_KEYS.token);
@@ -286,17 +258,17 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     }, TTL_S * 1000);
     assert.equal(dataOf(second, SECRET_KEYS.rotatedToken), first);
     const current = dataOf(second, SECRET_KEYS.token) as string;
-    await eventually('the new token served', async () => ((await get(replica.port, ca.certPem, headers(current, hash))).status === 200 ? true : undefined));
-    assert.equal((await get(replica.port, ca.certPem, headers(first, hash))).status, 200, 'the rotated token still works');
+    await eventually('the new token served', async () => ((await get(replica.port, files.caPem, headers(current, hash))).status === 200 ? true : undefined));
+    assert.equal((await get(replica.port, files.caPem, headers(first, hash))).status, 200, 'the rotated token still works');
     const host = await boot(replica, first, hash);
     assert.equal(host.code, 0, host.output);
     assert.equal(await readFile(join(host.root, 'etc/motd'), 'utf8'), 'hello from kindling\n');
     // The first token's own expiry (iat + TTL) passes: refused, while the current one still works.
     const firstExp = (JSON.parse(Buffer.from(first.split('.')[1] as string, 'base64url').toString()) as { exp: number }).exp * 1000;
     await new Promise((r) => setTimeout(r, Math.max(0, firstExp - Date.now() + 200)));
-    assert.equal((await get(replica.port, ca.certPem, headers(first, hash))).status, 401);
+    assert.equal((await get(replica.port, files.caPem, headers(first, hash))).status, 401);
     const latest = (await tokenOf(name)) as string;
-    assert.equal((await get(replica.port, ca.certPem, headers(latest, hash))).status, 200);
+    assert.equal((await get(replica.port, files.caPem, headers(latest, hash))).status, 200);
     // Rotations every TTL/2 by the leader alone: one Event per (Secret, reason) per window, not one per rotation.
     const rotated = await eventually('the rotation Event', async () => ((await eventsOf(name, 'TokenRotated')).length > 0 ? eventsOf(name, 'TokenRotated') : undefined));
     assert.equal(rotated.length, 1);
@@ -309,10 +281,10 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     const hash = 'revoke01';
     const name = await createTokenSecret(hash, []);
     const token = await eventually('a minted token', () => tokenOf(name));
-    for (const r of replicas) await eventually('served', async () => ((await get(r.port, ca.certPem, headers(token, hash))).status === 200 ? true : undefined));
+    for (const r of replicas) await eventually('served', async () => ((await get(r.port, files.caPem, headers(token, hash))).status === 200 ? true : undefined));
     await core.deleteNamespacedSecret({ name, namespace: NS });
     const started = Date.now();
-    for (const r of replicas) await eventually('refused', async () => ((await get(r.port, ca.certPem, headers(token, hash))).status === 401 ? true : undefined), 3000);
+    for (const r of replicas) await eventually('refused', async () => ((await get(r.port, files.caPem, headers(token, hash))).status === 401 ? true : undefined), 3000);
     assert.ok(Date.now() - started < 3000);
   });
 
@@ -321,7 +293,7 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     const name = await createTokenSecret(hash, []);
     const token = await eventually('a minted token', () => tokenOf(name));
     const [replica] = replicas as [Replica];
-    await eventually('served', async () => ((await get(replica.port, ca.certPem, headers(token, hash))).status === 200 ? true : undefined));
+    await eventually('served', async () => ((await get(replica.port, files.caPem, headers(token, hash))).status === 200 ? true : undefined));
     const expiresAt = new Date(Date.now() + 1500).toISOString();
     await core.patchNamespacedSecret({ name, namespace: NS, body: { metadata: { annotations: { [ANNOTATIONS.tokenExpiresAt]: expiresAt } } } }, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch));
     await eventually('the Secret deleted', async () => {
@@ -332,7 +304,7 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
         return true;
       }
     });
-    assert.equal((await get(replica.port, ca.certPem, headers(token, hash))).status, 401);
+    assert.equal((await get(replica.port, files.caPem, headers(token, hash))).status, 401);
     const expired = await eventually('the expiry Event', async () => ((await eventsOf(name, 'TokenSecretExpired')).length > 0 ? eventsOf(name, 'TokenSecretExpired') : undefined));
     assert.equal(expired.length, 1);
     assert.match(expired[0]?.message ?? '', /expiry .* has passed/);
@@ -352,7 +324,7 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     assert.equal(secret.metadata?.annotations?.[ANNOTATIONS.payloadReason], 'InvalidConfig');
     assert.match(secret.metadata?.annotations?.[ANNOTATIONS.payloadMessage] ?? '', /MachineConfig 50-bad: spec.osImageURL is not supported/);
     const token = (await tokenOf(name)) as string;
-    for (const r of replicas) assert.equal((await get(r.port, ca.certPem, headers(token, hash))).status, 511);
+    for (const r of replicas) assert.equal((await get(r.port, files.caPem, headers(token, hash))).status, 511);
     const failed = await eventually('the failure Event', async () => ((await eventsOf(name, 'InvalidConfig')).length > 0 ? eventsOf(name, 'InvalidConfig') : undefined));
     assert.equal(failed.length, 1, 'one Event, from the leader only');
     assert.equal(failed[0]?.type, 'Warning');
@@ -370,7 +342,7 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     // The current token on every try: with an 8 s TTL a slow start outlives the first one.
     const served = await eventually('served', async () => {
       const token = await tokenOf(name);
-      const r = token === undefined ? undefined : await get(replica.port, ca.certPem, headers(token, hash));
+      const r = token === undefined ? undefined : await get(replica.port, files.caPem, headers(token, hash));
       return r?.status === 200 ? r : undefined;
     });
     assert.match(served.body, /hello%20from%20kindling/, 'the payload was generated from the config read at that moment');
@@ -382,14 +354,13 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
   });
 
   it('when a replica restarts on its cache directory, it should serve at once and generate nothing', async () => {
-    const b = replicas[1] as Replica;
-    await b.proc.stop();
-    const restarted = await startReplica('b');
-    replicas[1] = restarted;
+    const restarted = replicas[1] as Replica;
+    await restarted.stop();
+    await restarted.start();
     const logB = (): string => readFileSync(restarted.log, 'utf8');
     const name = tokenSecretName(POOL, 'boot0001');
     const token = (await tokenOf(name)) as string;
-    await eventually('served after restart', async () => ((await get(restarted.port, ca.certPem, headers(token, 'boot0001'))).status === 200 ? true : undefined));
+    await eventually('served after restart', async () => ((await get(restarted.port, files.caPem, headers(token, 'boot0001'))).status === 200 ? true : undefined));
     // The restarted process's lines (by pid: it may log before its "Started" line, and the old one just before).
     const lines = logB().split('\n');
     const pid = /"pid":(\d+)/.exec(lines.findLast((l) => l.includes('"Started"')) ?? '')?.[1];

@@ -25,7 +25,8 @@ import { GUEST_NAMESPACE } from './desired.js';
 import { isReady } from './select.js';
 import { CachedPayloadSource, IgnitionServerPayloadSource } from './payload.js';
 import { STATE_DIR } from './agent/host.js';
-import { AgentFleet, AvailabilityWatcher, KINDLING_BIN, machineConfig, runIgnitionServer, tokenSecret, type IgnitionServerFixture } from './testing.js';
+import { AgentFleet, AvailabilityWatcher, KINDLING_BIN, machineConfig, tokenSecret } from './testing.js';
+import { runIgnitionServer, type IgnitionServer } from '../../ignition-server/src/testing.js';
 import { InPlaceUpgrader } from './upgrader.js';
 
 const NS = 'default';
@@ -51,7 +52,7 @@ function payload(version: string, extraFiles: object[] = []): object {
 describe('in-place rollout', () => {
   let mgmt: Cluster;
   let guest: Cluster;
-  let ignition: IgnitionServerFixture;
+  let ignition: IgnitionServer;
   let fleet: AgentFleet;
   let watcher: AvailabilityWatcher;
   let rootsDir: string;

@@ -1,70 +1,24 @@
 /**
  * Helpers for the in-place integration tests and the benchmark (not shipped in any command).
  *
- * - runIgnitionServer: the real ignition server, `kindling ignition-server` as its own process against the
- *   management cluster, serving HTTPS under a CA made for the test, with a release image built by the code
- *   of `kindling release build` into an OCI layout. The test plays the nodepool-controller with
- *   tokenSecret(); the server mints the token and generates the payload; the upgrader fetches it with the
- *   pool's token, exactly as in production.
+ * - tokenSecret: the test plays the nodepool-controller's part for the real ignition server (runIgnitionServer
+ *   in ignition-server/src/testing.ts): the server mints the token and generates the payload; the upgrader
+ *   fetches it with the pool's token, exactly as in production.
  * - AgentFleet: plays the kubelet for agent Pods. KWOK marks a Pod Running but runs nothing, so for each
  *   agent Pod the fleet runs a real `kindling agent` child process for that node against the node's own
  *   scratch root, restarts it whenever it exits (a simulated reboot exits it), and kills it when the Pod goes.
  * - AvailabilityWatcher: an independent watch on every Node event, counting the unavailable nodes.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
 import { ANNOTATIONS, LABELS, NODE_STATES, SECRET_KEYS, tokenSecretName } from '../../api/src/keys.js';
-import { createCertificateAuthority } from '../../support/src/pki.js';
-import { buildRelease, writeLayoutDir } from '../../ignition-server/src/release/build.js';
-import { ecKeyPem, writeReleaseFolder } from '../../ignition-server/src/testing.js';
-import { freePort, ManagedProcess, waitForPort } from '../../test/bed/src/index.js';
+import { KINDLING_BIN } from '../../ignition-server/src/testing.js';
 import { GUEST_NAMESPACE } from './desired.js';
 import { isReady } from './select.js';
 
-export const KINDLING_BIN = fileURLToPath(new URL('../../../bin/kindling.js', import.meta.url));
-
-export interface IgnitionServerFixture {
-  /** Base URL of /ignition. */
-  url: string;
-  caPem: string;
-  /** The CA in a file, for the upgrader's --ignition-ca-file. */
-  caFile: string;
-  /** Reference of the release image (an OCI layout), for tokenSecret(). */
-  release: string;
-  stop(): Promise<void>;
-}
-
-/** Starts the real ignition server in `dir` (its keys, release, payload cache and log), watching `namespace`. */
-export async function runIgnitionServer(opts: { kubeconfigPath: string; dir: string; namespace: string }): Promise<IgnitionServerFixture> {
-  const { dir } = opts;
-  await mkdir(dir, { recursive: true });
-  const ca = await createCertificateAuthority('ignition serving CA');
-  const serving = await ca.issue({ commonName: '127.0.0.1', ipAddresses: ['127.0.0.1'], usage: 'server' });
-  const file = (name: string): string => join(dir, name);
-  await Promise.all([
-    writeFile(file('ca.pem'), ca.certPem),
-    writeFile(file('tls.crt'), serving.certPem),
-    writeFile(file('tls.key'), serving.keyPem),
-    writeFile(file('signing.pem'), ecKeyPem()),
-    buildRelease(await writeReleaseFolder(file('release-src')), 'v1').then((image) => writeLayoutDir(image, file('release'))),
-  ]);
-  const [port, opsPort] = [await freePort(), await freePort()];
-  const proc = new ManagedProcess({
-    name: 'ignition-server',
-    command: process.execPath,
-    logFile: file('ignition-server.log'),
-    args: [
-      KINDLING_BIN, 'ignition-server', '--kubeconfig', opts.kubeconfigPath, '--leader-elect=false', '--namespace', opts.namespace,
-      '--serving-address', `127.0.0.1:${port}`, '--ops-address', `127.0.0.1:${opsPort}`, '--tls-cert-file', file('tls.crt'),
-      '--tls-key-file', file('tls.key'), '--signing-key-file', file('signing.pem'), '--cache-dir', file('cache'),
-    ],
-  });
-  await waitForPort(port, proc, 30_000);
-  return { url: `https://127.0.0.1:${port}`, caPem: ca.certPem, caFile: file('ca.pem'), release: `oci:${file('release')}:v1`, stop: () => proc.stop() };
-}
+export { KINDLING_BIN };
 
 /** The token Secret of a pool at a hash, as the nodepool-controller writes it: the server mints its token. */
 export function tokenSecret(opts: { namespace: string; pool: string; hash: string; release: string; config: object[] }): k8s.V1Secret {
