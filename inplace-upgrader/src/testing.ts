@@ -60,6 +60,8 @@ export async function runIgnitionServer(opts: { kubeconfigPath: string; dir: str
       KINDLING_BIN, 'ignition-server', '--kubeconfig', opts.kubeconfigPath, '--leader-elect=false', '--namespace', opts.namespace,
       '--serving-address', `127.0.0.1:${port}`, '--ops-address', `127.0.0.1:${opsPort}`, '--tls-cert-file', file('tls.crt'),
       '--tls-key-file', file('tls.key'), '--signing-key-file', file('signing.pem'), '--cache-dir', file('cache'),
+      // The release is an OCI layout in `dir`.
+      '--allow-local-releases',
     ],
   });
   await waitForPort(port, proc, 30_000);
