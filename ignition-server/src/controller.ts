@@ -93,6 +93,11 @@ export class TokenSecretController {
     });
   }
 
+  /** A token Secret as its namespace's informer holds it. */
+  #cached(namespace: string, name: string): CachedTokenSecret | undefined {
+    return (this.#informers.get(namespace) ?? this.#informers.get(''))?.get(name, namespace);
+  }
+
   get synced(): boolean {
     return [...this.#informers.values()].every((i) => i.synced);
   }
@@ -210,7 +215,7 @@ export class TokenSecretController {
   /** The leader's pass over one token Secret: expire, mint or rotate, report the payload; then wait. */
   async #reconcile(key: string): Promise<ReconcileResult | void> {
     const { namespace, name } = splitKey(key);
-    const raw = (this.#informers.get(namespace) ?? this.#informers.get(''))?.get(name, namespace);
+    const raw = this.#cached(namespace, name);
     const secret = raw ? readTokenSecret(raw) : undefined;
     if (!secret) return;
     const now = this.#clock.now();
