@@ -1,5 +1,6 @@
 /**
- * The token-Secret controller. Every replica watches token Secrets (label LABELS.tokenSecret), keeps the
+ * The token-Secret controller. Every replica watches the token Secrets (label LABELS.tokenSecret) of the
+ * namespaces it is told (writing one is enough to drive this server, so nothing else is watched), keeps the
  * TokenIndex the HTTP app authenticates against, and generates the payloads it serves. Only the leader
  * writes: it mints the first token, rotates at TTL/2 (the old token moves to the rotated slot and stays valid
  * until its own expiry), deletes a Secret once its expiry annotation has passed, and writes the generation
@@ -28,8 +29,8 @@ export interface ControllerOptions {
   index: TokenIndex;
   store: PayloadStore;
   ttlMs: number;
-  /** Watch one namespace; empty: all. */
-  namespace?: string;
+  /** The namespaces whose token Secrets are watched (one informer each), or 'all' (one cluster-wide informer). */
+  namespaces: readonly string[] | 'all';
   metrics?: IgnitionMetrics;
   queueMetrics?: QueueMetrics;
   /** Mints and revokes the guest bootstrap tokens of Secrets that name their cluster. */
@@ -52,7 +53,8 @@ export class TokenSecretController {
   readonly #opts: ControllerOptions;
   readonly #clock: Clock;
   readonly #core: k8s.CoreV1Api;
-  readonly #informer: ResilientInformer<CachedTokenSecret>;
+  /** By namespace; '' keys the cluster-wide informer. */
+  readonly #informers: Map<string, ResilientInformer<CachedTokenSecret>>;
   readonly #generate: WorkQueue;
   readonly #reached: WorkQueue;
   readonly #revoke: WorkQueue;
@@ -66,10 +68,17 @@ export class TokenSecretController {
     this.#clock = opts.clock ?? realClock;
     this.#core = opts.kubeConfig.makeApiClient(k8s.CoreV1Api);
     this.#events = new TokenSecretEvents({ kubeConfig: opts.kubeConfig, clock: this.#clock, log: opts.log, windowMs: opts.eventWindowMs });
-    const ns = opts.namespace ?? '';
+    this.#informers = new Map((opts.namespaces === 'all' ? [''] : opts.namespaces).map((ns) => [ns, this.#informerOf(ns)]));
+    this.#generate = this.#queue('ignition-payloads', (key) => this.#generatePayload(key));
+    this.#reached = this.#queue('ignition-reached', (key) => this.#recordReached(key));
+    this.#revoke = this.#queue('ignition-bootstrap-revoke', (key) => this.#revokeBootstrap(key));
+  }
+
+  /** The token-Secret informer of one namespace ('': every namespace). */
+  #informerOf(ns: string): ResilientInformer<CachedTokenSecret> {
     const labelSelector = LABELS.tokenSecret;
-    this.#informer = new ResilientInformer<CachedTokenSecret>({
-      kubeConfig: opts.kubeConfig,
+    return new ResilientInformer<CachedTokenSecret>({
+      kubeConfig: this.#opts.kubeConfig,
       path: ns === '' ? '/api/v1/secrets' : `/api/v1/namespaces/${ns}/secrets`,
       // Token Secrets carry their config: page the list so a large fleet still lists within the request timeout,
       // and drop each page's configs as it arrives so a relist never holds them all at once.
@@ -79,16 +88,18 @@ export class TokenSecretController {
       }),
       transform: slimTokenSecret,
       labelSelector,
-      log: opts.log,
+      log: ns === '' ? this.#opts.log : this.#opts.log.child({ namespace: ns }),
       onEvent: (secret, event) => this.#onEvent(secret, event),
     });
-    this.#generate = this.#queue('ignition-payloads', (key) => this.#generatePayload(key));
-    this.#reached = this.#queue('ignition-reached', (key) => this.#recordReached(key));
-    this.#revoke = this.#queue('ignition-bootstrap-revoke', (key) => this.#revokeBootstrap(key));
+  }
+
+  /** A token Secret as its namespace's informer holds it. */
+  #cached(namespace: string, name: string): CachedTokenSecret | undefined {
+    return (this.#informers.get(namespace) ?? this.#informers.get(''))?.get(name, namespace);
   }
 
   get synced(): boolean {
-    return this.#informer.synced;
+    return [...this.#informers.values()].every((i) => i.synced);
   }
 
   #queue(name: string, reconcile: (key: string) => Promise<ReconcileResult | void>): WorkQueue {
@@ -108,11 +119,11 @@ export class TokenSecretController {
 
   async start(): Promise<void> {
     this.#opts.metrics?.watchLiveTokens(() => this.#opts.index.liveTokens);
-    await this.#informer.start();
+    await Promise.all([...this.#informers.values()].map((i) => i.start()));
   }
 
   async stop(): Promise<void> {
-    await this.#informer.stop();
+    await Promise.all([...this.#informers.values()].map((i) => i.stop()));
     await Promise.all([this.#generate.stop(), this.#reached.stop(), this.#revoke.stop(), this.#writer?.stop()]);
   }
 
@@ -204,7 +215,7 @@ export class TokenSecretController {
   /** The leader's pass over one token Secret: expire, mint or rotate, report the payload; then wait. */
   async #reconcile(key: string): Promise<ReconcileResult | void> {
     const { namespace, name } = splitKey(key);
-    const raw = this.#informer.get(name, namespace);
+    const raw = this.#cached(namespace, name);
     const secret = raw ? readTokenSecret(raw) : undefined;
     if (!secret) return;
     const now = this.#clock.now();

@@ -1,30 +1,46 @@
 /**
  * The ignition server as it runs: two `kindling ignition-server` processes (one leader) against a real
- * apiserver, serving HTTPS; hosts booting with the real Ignition client (fetch then files stage into a
- * scratch root) from a user-data stub in the Flow 1 format.
+ * apiserver, serving HTTPS, pulling the release from a real registry; hosts booting with the real Ignition
+ * client (fetch then files stage into a scratch root) from a user-data stub in the Flow 1 format.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'node:https';
-import { mkdir, mkdtemp, readFile, readdir, rm, stat } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
-import { startCluster, type Cluster } from '../../test/bed/src/index.js';
+import { startCluster, freePort, ManagedProcess, type Cluster } from '../../test/bed/src/index.js';
+import { createCertificateAuthority, type CertificateAuthority } from '../../support/src/pki.js';
 import { ANNOTATIONS, IGNITION_HEADERS, LABELS, SECRET_KEYS, tokenSecretName } from '../../api/src/keys.js';
+import { buildRelease, writeLayoutDir } from './release/build.js';
 import { createValidator } from './payload/validate.js';
-import { IgnitionServer, writeIgnitionServerFiles, type IgnitionServerFiles } from './testing.js';
+import { ecKeyPem, writeReleaseFolder } from './testing.js';
+import { parsePullSecret } from './release/registry.js';
 import { eventually } from '../../test/bed/src/eventually.js';
 import { bootHost } from '../../local/src/providers/boot.js';
+import { startRegistry, type RegistryFixture } from './registry-fixture.js';
+import { pushRelease } from './release/build.js';
 
 const NS = 'clusters';
+/** A second namespace the replicas serve, and one they are not told. */
+const NS2 = 'clusters-b';
+const OUTSIDE = 'elsewhere';
 const POOL = 'workers';
+const KINDLING = fileURLToPath(new URL('../../../bin/kindling.js', import.meta.url));
 const TTL_S = 8;
 
 
-type Replica = IgnitionServer;
+interface Replica {
+  name: string;
+  proc: ManagedProcess;
+  port: number;
+  opsPort: number;
+  log: string;
+}
 
 function get(port: number, ca: string, headers: Record<string, string>): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
@@ -42,9 +58,11 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
   let cluster: Cluster;
   let guest: Cluster;
   let dir: string;
-  let files: IgnitionServerFiles;
+  let ca: CertificateAuthority;
   let core: k8s.CoreV1Api;
   let releaseRef: string;
+  let layoutRef: string;
+  let registry: RegistryFixture;
   const replicas: Replica[] = [];
 
   /** The V8 heap of a replica (node --heapsnapshot-signal), as text: what the process holds, after a full GC. */
@@ -70,24 +88,39 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     (await core.listNamespacedEvent({ namespace: NS, fieldSelector: `involvedObject.name=${name},reason=${reason}` })).items;
 
   async function startReplica(name: string): Promise<Replica> {
+    const port = await freePort();
+    const opsPort = await freePort();
+    const log = join(dir, `${name}.log`);
     await mkdir(join(dir, `heap-${name}`), { recursive: true });
-    return IgnitionServer.spawn(files, {
-      name,
-      kubeconfigPath: cluster.kubeconfigPath,
-      namespace: NS,
-      leaderElectionNamespace: 'kindling-system',
-      nodeArgs: ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${join(dir, `heap-${name}`)}`],
-      args: ['--token-ttl', `${TTL_S}s`],
-    });
+    const args = [
+      '--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${join(dir, `heap-${name}`)}`,
+      KINDLING, 'ignition-server',
+      '--kubeconfig', cluster.kubeconfigPath,
+      '--serving-address', `127.0.0.1:${port}`,
+      '--ops-address', `127.0.0.1:${opsPort}`,
+      '--tls-cert-file', join(dir, 'tls.crt'),
+      '--tls-key-file', join(dir, 'tls.key'),
+      '--signing-key-file', join(dir, 'signing.pem'),
+      '--token-ttl', `${TTL_S}s`,
+      '--namespaces', `${NS},${NS2}`,
+      '--allowed-registries', registry.host,
+      '--registry-ca-file', join(dir, 'registry-ca.pem'),
+      '--cache-dir', join(dir, `cache-${name}`),
+      '--leader-election-namespace', 'kindling-system',
+    ];
+    const proc = new ManagedProcess({ name, command: process.execPath, args, logFile: log });
+    await eventually(`${name} to serve`, async () => ((await get(port, ca.certPem, {})).status === 401 ? true : undefined));
+    return { name, proc, port, opsPort, log };
   }
 
-  async function createTokenSecret(hash: string, config: unknown[], extra: Record<string, string> = {}): Promise<string> {
+  async function createTokenSecret(hash: string, config: unknown[], opts: { namespace?: string; release?: string } = {}): Promise<string> {
     const name = tokenSecretName(POOL, hash);
+    const namespace = opts.namespace ?? NS;
     await core.createNamespacedSecret({
-      namespace: NS,
+      namespace,
       body: {
-        metadata: { name, namespace: NS, labels: { [LABELS.tokenSecret]: 'true', [LABELS.nodePool]: POOL, [LABELS.configHash]: hash }, annotations: extra },
-        stringData: { [SECRET_KEYS.release]: releaseRef, [SECRET_KEYS.config]: JSON.stringify(config), [SECRET_KEYS.pool]: `${NS}/${POOL}` },
+        metadata: { name, namespace, labels: { [LABELS.tokenSecret]: 'true', [LABELS.nodePool]: POOL, [LABELS.configHash]: hash } },
+        stringData: { [SECRET_KEYS.release]: opts.release ?? releaseRef, [SECRET_KEYS.config]: JSON.stringify(config), [SECRET_KEYS.pool]: `${namespace}/${POOL}` },
       },
     });
     return name;
@@ -118,7 +151,7 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
             ],
           }],
         },
-        security: { tls: { certificateAuthorities: [{ source: `data:text/plain;base64,${Buffer.from(files.caPem).toString('base64')}` }] } },
+        security: { tls: { certificateAuthorities: [{ source: `data:text/plain;base64,${Buffer.from(ca.certPem).toString('base64')}` }] } },
       },
     });
   }
@@ -138,15 +171,27 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     dir = await mkdtemp(join(tmpdir(), 'ignition-server-'));
     cluster = await startCluster({ name: 'mgmt', controllerManager: false });
     core = cluster.kubeConfig.makeApiClient(k8s.CoreV1Api);
-    for (const name of [NS, 'kindling-system']) await core.createNamespace({ body: { metadata: { name } } });
+    for (const name of [NS, NS2, OUTSIDE, 'kindling-system']) await core.createNamespace({ body: { metadata: { name } } });
     guest = await startCluster({ name: 'guest', controllerManager: false, management: { cluster, namespace: NS } });
-    files = await writeIgnitionServerFiles(dir);
-    releaseRef = files.releases['v1'] ?? '';
+    ca = await createCertificateAuthority('ignition serving CA');
+    const serving = await ca.issue({ commonName: 'ignition', dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'], usage: 'server' });
+    await writeFile(join(dir, 'tls.crt'), serving.certPem);
+    await writeFile(join(dir, 'tls.key'), serving.keyPem);
+    await writeFile(join(dir, 'signing.pem'), ecKeyPem());
+    const image = await buildRelease(await writeReleaseFolder(join(dir, 'release-src')), 'v1');
+    await writeLayoutDir(image, join(dir, 'release'));
+    layoutRef = `oci:${join(dir, 'release')}:v1`;
+    // Anonymous pulls of public/*: the servers have the registry's CA and no pull secret.
+    registry = await startRegistry();
+    await writeFile(join(dir, 'registry-ca.pem'), registry.ca.certPem);
+    await pushRelease(image, registry.host, 'public/release', { ca: registry.ca.certPem, credentials: parsePullSecret(registry.pullSecret), tag: 'v1' });
+    releaseRef = `${registry.host}/public/release:v1`;
     replicas.push(await startReplica('a'), await startReplica('b'));
   });
 
   after(async () => {
-    await Promise.all(replicas.map((r) => r.stop()));
+    await Promise.all(replicas.map((r) => r.proc.stop()));
+    await registry?.stop();
     await guest?.stop();
     await cluster?.stop();
     if (process.env.KEEP_TEST_DIR === undefined) await rm(dir, { recursive: true, force: true });
@@ -172,7 +217,7 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     assert.ok(secret.metadata?.annotations?.[ANNOTATIONS.tokenIssuedAt]);
     assert.equal(dataOf(secret, SECRET_KEYS.rotatedToken), undefined);
     // Both replicas serve the leader's token.
-    for (const r of replicas) await eventually(`replica ${r.log} serving`, async () => ((await get(r.port, files.caPem, headers(token, hash))).status === 200 ? true : undefined));
+    for (const r of replicas) await eventually(`replica ${r.log} serving`, async () => ((await get(r.port, ca.certPem, headers(token, hash))).status === 200 ? true : undefined));
 
     const host = await boot(replicas[1] as Replica, token, hash);
     assert.equal(host.code, 0, host.output);
@@ -250,7 +295,7 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     const name = await createTokenSecret(hash, [MACHINE_CONFIG]);
     const first = await eventually('a minted token', () => tokenOf(name));
     const [replica] = replicas as [Replica];
-    await eventually('payload', async () => ((await get(replica.port, files.caPem, headers(first, hash))).status === 200 ? true : undefined));
+    await eventually('payload', async () => ((await get(replica.port, ca.certPem, headers(first, hash))).status === 200 ? true : undefined));
     const second = await eventually('a rotated token', async () => {
       const s = await readSecret(name);
       const t = dataOf(s, SECRET_KEYS.token);
@@ -258,17 +303,17 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     }, TTL_S * 1000);
     assert.equal(dataOf(second, SECRET_KEYS.rotatedToken), first);
     const current = dataOf(second, SECRET_KEYS.token) as string;
-    await eventually('the new token served', async () => ((await get(replica.port, files.caPem, headers(current, hash))).status === 200 ? true : undefined));
-    assert.equal((await get(replica.port, files.caPem, headers(first, hash))).status, 200, 'the rotated token still works');
+    await eventually('the new token served', async () => ((await get(replica.port, ca.certPem, headers(current, hash))).status === 200 ? true : undefined));
+    assert.equal((await get(replica.port, ca.certPem, headers(first, hash))).status, 200, 'the rotated token still works');
     const host = await boot(replica, first, hash);
     assert.equal(host.code, 0, host.output);
     assert.equal(await readFile(join(host.root, 'etc/motd'), 'utf8'), 'hello from kindling\n');
     // The first token's own expiry (iat + TTL) passes: refused, while the current one still works.
     const firstExp = (JSON.parse(Buffer.from(first.split('.')[1] as string, 'base64url').toString()) as { exp: number }).exp * 1000;
     await new Promise((r) => setTimeout(r, Math.max(0, firstExp - Date.now() + 200)));
-    assert.equal((await get(replica.port, files.caPem, headers(first, hash))).status, 401);
+    assert.equal((await get(replica.port, ca.certPem, headers(first, hash))).status, 401);
     const latest = (await tokenOf(name)) as string;
-    assert.equal((await get(replica.port, files.caPem, headers(latest, hash))).status, 200);
+    assert.equal((await get(replica.port, ca.certPem, headers(latest, hash))).status, 200);
     // Rotations every TTL/2 by the leader alone: one Event per (Secret, reason) per window, not one per rotation.
     const rotated = await eventually('the rotation Event', async () => ((await eventsOf(name, 'TokenRotated')).length > 0 ? eventsOf(name, 'TokenRotated') : undefined));
     assert.equal(rotated.length, 1);
@@ -281,10 +326,10 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     const hash = 'revoke01';
     const name = await createTokenSecret(hash, []);
     const token = await eventually('a minted token', () => tokenOf(name));
-    for (const r of replicas) await eventually('served', async () => ((await get(r.port, files.caPem, headers(token, hash))).status === 200 ? true : undefined));
+    for (const r of replicas) await eventually('served', async () => ((await get(r.port, ca.certPem, headers(token, hash))).status === 200 ? true : undefined));
     await core.deleteNamespacedSecret({ name, namespace: NS });
     const started = Date.now();
-    for (const r of replicas) await eventually('refused', async () => ((await get(r.port, files.caPem, headers(token, hash))).status === 401 ? true : undefined), 3000);
+    for (const r of replicas) await eventually('refused', async () => ((await get(r.port, ca.certPem, headers(token, hash))).status === 401 ? true : undefined), 3000);
     assert.ok(Date.now() - started < 3000);
   });
 
@@ -293,7 +338,7 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     const name = await createTokenSecret(hash, []);
     const token = await eventually('a minted token', () => tokenOf(name));
     const [replica] = replicas as [Replica];
-    await eventually('served', async () => ((await get(replica.port, files.caPem, headers(token, hash))).status === 200 ? true : undefined));
+    await eventually('served', async () => ((await get(replica.port, ca.certPem, headers(token, hash))).status === 200 ? true : undefined));
     const expiresAt = new Date(Date.now() + 1500).toISOString();
     await core.patchNamespacedSecret({ name, namespace: NS, body: { metadata: { annotations: { [ANNOTATIONS.tokenExpiresAt]: expiresAt } } } }, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch));
     await eventually('the Secret deleted', async () => {
@@ -304,7 +349,7 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
         return true;
       }
     });
-    assert.equal((await get(replica.port, files.caPem, headers(token, hash))).status, 401);
+    assert.equal((await get(replica.port, ca.certPem, headers(token, hash))).status, 401);
     const expired = await eventually('the expiry Event', async () => ((await eventsOf(name, 'TokenSecretExpired')).length > 0 ? eventsOf(name, 'TokenSecretExpired') : undefined));
     assert.equal(expired.length, 1);
     assert.match(expired[0]?.message ?? '', /expiry .* has passed/);
@@ -324,11 +369,68 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     assert.equal(secret.metadata?.annotations?.[ANNOTATIONS.payloadReason], 'InvalidConfig');
     assert.match(secret.metadata?.annotations?.[ANNOTATIONS.payloadMessage] ?? '', /MachineConfig 50-bad: spec.osImageURL is not supported/);
     const token = (await tokenOf(name)) as string;
-    for (const r of replicas) assert.equal((await get(r.port, files.caPem, headers(token, hash))).status, 511);
+    for (const r of replicas) assert.equal((await get(r.port, ca.certPem, headers(token, hash))).status, 511);
     const failed = await eventually('the failure Event', async () => ((await eventsOf(name, 'InvalidConfig')).length > 0 ? eventsOf(name, 'InvalidConfig') : undefined));
     assert.equal(failed.length, 1, 'one Event, from the leader only');
     assert.equal(failed[0]?.type, 'Warning');
     assert.match(failed[0]?.message ?? '', /^Payload generation failed: .*spec.osImageURL is not supported/);
+  });
+
+  it('when labelled Secrets appear in a namespace the servers are not told, it should leave them alone, and serve each listed namespace', async () => {
+    const hash = 'ns000001';
+    const outside = await createTokenSecret(hash, [], { namespace: OUTSIDE });
+    const listed = await createTokenSecret(hash, [], { namespace: NS2 });
+    await eventually('a token in the second listed namespace', async () => dataOf(await core.readNamespacedSecret({ name: listed, namespace: NS2 }), SECRET_KEYS.token));
+    // Created first, so it had every chance; informers of other namespaces are not ordered with this one, so wait a little more.
+    await new Promise((r) => setTimeout(r, 2000));
+    const untouched = await core.readNamespacedSecret({ name: outside, namespace: OUTSIDE });
+    assert.equal(dataOf(untouched, SECRET_KEYS.token), undefined, 'no token minted outside the listed namespaces');
+    assert.deepEqual(untouched.metadata?.annotations ?? {}, {}, 'no payload generated or reported outside the listed namespaces');
+    const logs = replicas.map((r) => readFileSync(r.log, 'utf8')).join('\n');
+    assert.ok(!logs.includes(`${OUTSIDE}/`), 'no replica saw it');
+    assert.match(logs, /"namespaces":\["clusters","clusters-b"\]/, 'each replica says which namespaces it serves');
+  });
+
+  it('when a release names a local layout or a registry not allowed, it should refuse it with InvalidConfig on the token Secret, in an Event, and with 511', async () => {
+    const cases = [
+      { hash: 'local001', release: layoutRef, message: /names a file on the ignition server .*--allow-local-releases/ },
+      { hash: 'remote01', release: '169.254.169.254/latest/meta-data:v1', message: /registry 169\.254\.169\.254 is not in the ignition server's --allowed-registries/ },
+      // The allowed registry under another name is another host.
+      { hash: 'remote02', release: releaseRef.replace('127.0.0.1', 'localhost'), message: /registry localhost:\d+ is not in/ },
+    ];
+    for (const c of cases) {
+      const name = await createTokenSecret(c.hash, [MACHINE_CONFIG], { release: c.release });
+      const secret = await eventually(`the payload result of ${c.hash}`, async () => {
+        const s = await readSecret(name);
+        return s.metadata?.annotations?.[ANNOTATIONS.payloadReason] ? s : undefined;
+      });
+      assert.equal(secret.metadata?.annotations?.[ANNOTATIONS.payloadReason], 'InvalidConfig', c.hash);
+      assert.match(secret.metadata?.annotations?.[ANNOTATIONS.payloadMessage] ?? '', c.message);
+      const token = (await tokenOf(name)) as string;
+      for (const r of replicas) assert.equal((await get(r.port, ca.certPem, headers(token, c.hash))).status, 511);
+      const failed = await eventually('the failure Event', async () => ((await eventsOf(name, 'InvalidConfig')).length > 0 ? eventsOf(name, 'InvalidConfig') : undefined));
+      assert.match(failed[0]?.message ?? '', c.message);
+    }
+  });
+
+  it('when the registry refuses the pull, it should report the registry and the status on the token Secret and in the Event, and nothing of the registry\'s answer', async () => {
+    const hash = 'denied01';
+    // A private repository: the anonymous token the servers get grants nothing, so the registry answers 401 with its JSON errors.
+    const name = await createTokenSecret(hash, [MACHINE_CONFIG], { release: `${registry.host}/private/release:v1` });
+    const secret = await eventually('the payload result', async () => {
+      const s = await readSecret(name);
+      return s.metadata?.annotations?.[ANNOTATIONS.payloadReason] ? s : undefined;
+    });
+    const message = secret.metadata?.annotations?.[ANNOTATIONS.payloadMessage] ?? '';
+    assert.equal(secret.metadata?.annotations?.[ANNOTATIONS.payloadReason], 'ReleaseUnavailable');
+    assert.equal(message, `fetching manifest v1 of private/release on registry ${registry.host} failed: HTTP 401`);
+    const [event] = await eventually('the failure Event', async () => ((await eventsOf(name, 'ReleaseUnavailable')).length > 0 ? eventsOf(name, 'ReleaseUnavailable') : undefined));
+    const eventMessage = String(event?.message);
+    assert.equal(eventMessage, `Payload generation failed: ${message}`);
+    const logs = replicas.map((r) => readFileSync(r.log, 'utf8')).join('\n');
+    for (const body of ['UNAUTHORIZED', 'authentication required', '"errors"']) {
+      for (const [where, text] of [['annotation', message], ['Event', eventMessage], ['logs', logs]] as const) assert.ok(!text.includes(body), `${where} echoes the registry's body (${body})`);
+    }
   });
 
   it('when token Secrets carry their config, it should hold no config bytes in memory and still generate the payload from it', async () => {
@@ -342,7 +444,7 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     // The current token on every try: with an 8 s TTL a slow start outlives the first one.
     const served = await eventually('served', async () => {
       const token = await tokenOf(name);
-      const r = token === undefined ? undefined : await get(replica.port, files.caPem, headers(token, hash));
+      const r = token === undefined ? undefined : await get(replica.port, ca.certPem, headers(token, hash));
       return r?.status === 200 ? r : undefined;
     });
     assert.match(served.body, /hello%20from%20kindling/, 'the payload was generated from the config read at that moment');
@@ -354,13 +456,14 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
   });
 
   it('when a replica restarts on its cache directory, it should serve at once and generate nothing', async () => {
-    const restarted = replicas[1] as Replica;
-    await restarted.stop();
-    await restarted.start();
+    const b = replicas[1] as Replica;
+    await b.proc.stop();
+    const restarted = await startReplica('b');
+    replicas[1] = restarted;
     const logB = (): string => readFileSync(restarted.log, 'utf8');
     const name = tokenSecretName(POOL, 'boot0001');
     const token = (await tokenOf(name)) as string;
-    await eventually('served after restart', async () => ((await get(restarted.port, files.caPem, headers(token, 'boot0001'))).status === 200 ? true : undefined));
+    await eventually('served after restart', async () => ((await get(restarted.port, ca.certPem, headers(token, 'boot0001'))).status === 200 ? true : undefined));
     // The restarted process's lines (by pid: it may log before its "Started" line, and the old one just before).
     const lines = logB().split('\n');
     const pid = /"pid":(\d+)/.exec(lines.findLast((l) => l.includes('"Started"')) ?? '')?.[1];

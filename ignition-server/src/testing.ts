@@ -134,7 +134,9 @@ export class IgnitionServer {
     this.log = join(files.dir, `${this.name}.log`);
     const election = opts.leaderElectionNamespace === undefined ? ['--leader-elect=false'] : ['--leader-election-namespace', opts.leaderElectionNamespace];
     this.#args = [
-      ...(opts.nodeArgs ?? []), KINDLING_BIN, 'ignition-server', '--kubeconfig', opts.kubeconfigPath, '--namespace', opts.namespace, ...election,
+      ...(opts.nodeArgs ?? []), KINDLING_BIN, 'ignition-server', '--kubeconfig', opts.kubeconfigPath, '--namespaces', opts.namespace, ...election,
+      // The test releases are OCI layouts on this machine.
+      '--allow-local-releases',
       '--serving-address', this.endpoint, '--ops-address', `127.0.0.1:${this.opsPort}`,
       '--tls-cert-file', files.certFile, '--tls-key-file', files.keyFile, '--signing-key-file', files.signingKeyFile,
       '--cache-dir', join(files.dir, `cache-${this.name}`), ...(opts.args ?? []),

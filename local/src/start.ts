@@ -83,7 +83,7 @@ async function bringUp(cfg: Config): Promise<Environment> {
     const registry = env.registry;
     const releases = await step(`release images ${SAMPLE_RELEASES.join(', ')} (kindling release build, pushed)`, () => sampleReleases(registry, mgmt.ca.certPem));
     env.releases = releases;
-    env.components = await step('Kindling components and local providers', () => startComponents({ mgmt, stateDir, ignition }));
+    env.components = await step('Kindling components and local providers', () => startComponents({ mgmt, stateDir, ignition, namespace, registry: registry.host }));
     if (cfg.samples) {
       await step('sample tenant (Cluster, LocalControlPlane, NodePools inplace ×3 and replace ×2)', () =>
         applySamples(mgmt, env.guest, { namespace, release: releases[SAMPLE_RELEASES[0]] ?? '' }),

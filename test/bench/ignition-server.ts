@@ -249,7 +249,9 @@ async function startServer(b: Bench, name: string): Promise<Server & { spawnedAt
       '--tls-cert-file', join(b.dir, 'tls.crt'),
       '--tls-key-file', join(b.dir, 'tls.key'),
       '--signing-key-file', join(b.dir, 'signing.pem'),
-      '--namespace', NS,
+      '--namespaces', NS,
+      // The releases are OCI layouts in the bench's folder.
+      '--allow-local-releases',
       '--cache-dir', join(b.dir, 'cache'),
       '--leader-election-namespace', 'kindling-system',
     ],

@@ -78,7 +78,7 @@ async function bringUp(env: Env): Promise<{ mgmt: Cluster; releases: Record<stri
   const ignition = await ignitionFiles(env.stateDir, mgmt);
   env.registry = await startRegistry(env.stateDir, mgmt);
   const releases = await sampleReleases(env.registry, mgmt.ca.certPem);
-  env.components = await startComponents({ mgmt, stateDir: env.stateDir, ignition });
+  env.components = await startComponents({ mgmt, stateDir: env.stateDir, ignition, namespace: NS, registry: env.registry.host });
   await applySamples(mgmt, env.guest, { namespace: NS, release: releases['1.36.2'] ?? '' });
   await waitForPools(mgmt, NS, 300_000, () => undefined);
   return { mgmt, releases };
