@@ -1,10 +1,11 @@
 /**
  * In-place rollouts on the real test bed: a management cluster with the real Cluster API CRDs (MachineSet,
  * Machines with nodeRef; no CAPI controller runs), a guest cluster with KWOK (10 nodes), the upgrader and
- * the drainer, a real `kindling agent` process per node against its own scratch root (AgentFleet), and the
- * real ignition server (its own process), which mints each pool token and renders each payload from a
- * release image and the pool's MachineConfig; the upgrader fetches it with that token. An independent
- * watcher sees every Node event and checks that never more than maxUnavailable nodes are unavailable.
+ * the drainer, a real `kindling agent` process per node against its own scratch root with a token bound to its
+ * agent Pod (AgentFleet: so the policy holding each agent to its own Node is in force), and the real ignition
+ * server (its own process), which mints each pool token and renders each payload from a release image and the
+ * pool's MachineConfig; the upgrader fetches it with that token. An independent watcher sees every Node event
+ * and checks that never more than maxUnavailable nodes are unavailable.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -179,7 +180,7 @@ describe('in-place rollout', () => {
         await createTestMachine(mgmt.kubeConfig, { name: `${POOL}-${name}`, namespace: NS, cluster: 'tenant', machineSet: POOL, node: name });
       }),
     );
-    fleet = new AgentFleet({ guest: guest.kubeConfig, kubeconfigPath: guest.kubeconfigPath, rootsDir });
+    fleet = new AgentFleet({ guest: guest.kubeConfig, rootsDir });
     await fleet.start();
     watcher = new AvailabilityWatcher(guest.kubeConfig, NODES);
     await watcher.start();

@@ -7,15 +7,17 @@
  * - AgentFleet: plays the kubelet for agent Pods. KWOK marks a Pod Running but runs nothing, so for each
  *   agent Pod the fleet runs a real `kindling agent` child process for that node against the node's own
  *   scratch root, restarts it whenever it exits (a simulated reboot exits it), and kills it when the Pod goes.
+ *   Each process runs with a ServiceAccount token bound to its Pod, so the agent-node policy judges it.
  * - AvailabilityWatcher: an independent watch on every Node event, counting the unavailable nodes.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdir } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { ANNOTATIONS, LABELS, NODE_STATES, SECRET_KEYS, tokenSecretName } from '../../api/src/keys.js';
 import { KINDLING_BIN } from '../../ignition-server/src/testing.js';
-import { GUEST_NAMESPACE } from './desired.js';
+import { tokenKubeconfig } from '../../local/src/credentials.js';
+import { AGENT_SERVICE_ACCOUNT, agentTokenRequest, GUEST_NAMESPACE } from './desired.js';
 import { isReady } from './select.js';
 
 export { KINDLING_BIN };
@@ -33,9 +35,18 @@ export function machineConfig(name: string, config: object): object {
   return { apiVersion: 'machineconfiguration.openshift.io/v1', kind: 'MachineConfig', metadata: { name }, spec: { config } };
 }
 
+/**
+ * A kubeconfig for an agent Pod's ServiceAccount with a token bound to that Pod, as the kubelet would mount it:
+ * the identity the agent-node policy judges (its node-name claim is the Pod's node).
+ */
+export async function boundAgentKubeconfig(guest: k8s.KubeConfig, pod: k8s.V1Pod): Promise<string> {
+  const core = guest.makeApiClient(k8s.CoreV1Api);
+  const request = await core.createNamespacedServiceAccountToken({ name: AGENT_SERVICE_ACCOUNT, namespace: GUEST_NAMESPACE, body: agentTokenRequest(pod, 3600) });
+  return tokenKubeconfig(guest, AGENT_SERVICE_ACCOUNT, request.status?.token ?? '');
+}
+
 export interface FleetOptions {
   guest: k8s.KubeConfig;
-  kubeconfigPath: string;
   /** Folder holding one scratch host root per node. */
   rootsDir: string;
   logLevel?: string;
@@ -46,6 +57,8 @@ export class AgentFleet {
   #opts: FleetOptions;
   #procs = new Map<string, ChildProcess>();
   #wanted = new Set<string>();
+  /** Nodes whose agent is being started (its token in flight), so two calls start one process. */
+  #spawning = new Set<string>();
   #stopped = false;
   #informer: k8s.Informer<k8s.V1Pod> & k8s.ObjectCache<k8s.V1Pod>;
 
@@ -99,17 +112,36 @@ export class AgentFleet {
   }
 
   async #spawn(node: string): Promise<void> {
-    if (!this.#wanted.has(node) || this.#procs.has(node)) return;
-    await mkdir(this.rootOf(node), { recursive: true });
-    const args = [KINDLING_BIN, 'agent', '--node', node, '--root', this.rootOf(node), '--kubeconfig', this.#opts.kubeconfigPath, '--reboot', 'simulated', '--poll', '1s', '--log-level', this.#opts.logLevel ?? 'warn'];
-    const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'inherit'] });
-    this.#procs.set(node, child);
-    this.starts.set(node, (this.starts.get(node) ?? 0) + 1);
-    child.once('exit', () => {
-      this.#procs.delete(node);
-      // The kubelet restarts a container that exited (restartPolicy Always): a simulated reboot, or a kill.
-      setTimeout(() => void this.#spawn(node), 100);
-    });
+    if (!this.#wanted.has(node) || this.#procs.has(node) || this.#spawning.has(node)) return;
+    this.#spawning.add(node);
+    try {
+      await mkdir(this.rootOf(node), { recursive: true });
+      const kubeconfig = await this.#kubeconfigOf(node);
+      if (!this.#wanted.has(node)) return;
+      const args = [KINDLING_BIN, 'agent', '--node', node, '--root', this.rootOf(node), '--kubeconfig', kubeconfig, '--reboot', 'simulated', '--poll', '1s', '--log-level', this.#opts.logLevel ?? 'warn'];
+      const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'inherit'] });
+      this.#procs.set(node, child);
+      this.starts.set(node, (this.starts.get(node) ?? 0) + 1);
+      child.once('exit', () => {
+        this.#procs.delete(node);
+        // The kubelet restarts a container that exited (restartPolicy Always): a simulated reboot, or a kill.
+        setTimeout(() => void this.#spawn(node), 100);
+      });
+    } catch {
+      // The Pod went (or was replaced) while its token was requested: the informer's next event decides.
+      setTimeout(() => void this.#spawn(node), 500);
+    } finally {
+      this.#spawning.delete(node);
+    }
+  }
+
+  /** Each start gets a fresh token bound to the node's agent Pod, as a kubelet mounts one per container. */
+  async #kubeconfigOf(node: string): Promise<string> {
+    const pod = this.#informer.list(GUEST_NAMESPACE).find((p) => p.spec?.nodeName === node && !p.metadata?.deletionTimestamp);
+    if (!pod) throw new Error(`no agent Pod on ${node}`);
+    const file = join(this.#opts.rootsDir, `${node}.kubeconfig`);
+    await writeFile(file, await boundAgentKubeconfig(this.#opts.guest, pod), { mode: 0o600 });
+    return file;
   }
 }
 

@@ -16,7 +16,7 @@ import type { Logger } from '../../support/src/logger.js';
 import type { QueueMetrics } from '../../support/src/metrics.js';
 import { WorkQueue, type ReconcileResult } from '../../support/src/queue.js';
 import { GuestClusters, clusterKey, type GuestCluster } from '../../support/src/guest-clusters.js';
-import { agentPod, agentPodName, agentRbac, GUEST_NAMESPACE, guestNamespace, payloadSecret, payloadSecretName } from './desired.js';
+import { agentNodePolicy, agentPod, agentPodName, agentRbac, GUEST_NAMESPACE, guestNamespace, payloadSecret, payloadSecretName } from './desired.js';
 import type { PayloadSource } from './payload.js';
 import { classifyNode, planRollout, resolveMaxUnavailable, type RolloutPlan } from './select.js';
 
@@ -41,7 +41,7 @@ interface Session {
   nodes: ResilientInformer<k8s.V1Node>;
   pods: ResilientInformer<k8s.V1Pod>;
   secrets: ResilientInformer<k8s.V1Secret>;
-  /** Namespace and RBAC applied in this session. */
+  /** Namespace, agent-node policy and agent RBAC applied in this session. */
   baseReady: boolean;
   /** desiredConfig values written and not yet seen in the node cache. */
   expected: Map<string, string>;
@@ -249,7 +249,8 @@ export class InPlaceUpgrader {
   async #ensureBase(session: Session): Promise<void> {
     if (session.baseReady) return;
     await session.applier.apply(guestNamespace());
-    for (const obj of agentRbac()) await session.applier.apply(obj);
+    // The policy first: the agent's RBAC alone would let it patch every Node.
+    for (const obj of [...agentNodePolicy(), ...agentRbac()]) await session.applier.apply(obj);
     session.baseReady = true;
   }
 
