@@ -1,4 +1,5 @@
 export * from './keys.js';
+export * from './drain-blocked.js';
 export * from './conditions.js';
 export * from './nodepool.js';
 export * from './capi.js';

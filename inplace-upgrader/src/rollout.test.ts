@@ -149,9 +149,13 @@ describe('in-place rollout', () => {
     const ann = (await core.readNode({ name: node })).metadata?.annotations ?? {};
     assert.equal(ann[ANNOTATIONS.desiredDrain], `drain-${hash}`);
     assert.notEqual(ann[ANNOTATIONS.lastAppliedDrain], `drain-${hash}`);
-    assert.match(ann[ANNOTATIONS.drainFailure] ?? '', new RegExp(`^drain-${hash}: nodeDrainTimeout 3s reached`));
+    assert.match(ann[ANNOTATIONS.drainFailure] ?? '', new RegExp(`^drain-${hash}: nodeDrainTimeout 5s reached`));
+    assert.equal(ann[ANNOTATIONS.drainBlocked], undefined, 'the block outlived the drain given up');
     const events = await core.listNamespacedEvent({ namespace: 'default', fieldSelector: `involvedObject.name=${node},reason=DrainFailed` });
     assert.equal(events.items.length, 1, 'no DrainFailed Event on the node');
+    const blocked = await core.listNamespacedEvent({ namespace: 'default', fieldSelector: `involvedObject.name=${node},reason=DrainBlocked` });
+    // No disruption controller runs in this guest: the apiserver says the budget is not processed yet.
+    assert.match(blocked.items[0]?.message ?? '', /^Eviction of default\/pinned refused by PodDisruptionBudget default\/pinned \(disruptionsAllowed not computed yet: /, 'no DrainBlocked Event on the node');
     assert.equal((await core.readNamespacedPod({ name: 'pinned', namespace: NS })).metadata?.deletionTimestamp, undefined);
     assert.notEqual(await fileOn(node, '/etc/kindling/version'), 'v7', 'the config was applied without a drain');
   }
@@ -290,11 +294,26 @@ describe('in-place rollout', () => {
     // n01 is among the first nodes picked (one per zone, then by name). Its pod's PDB allows no disruption.
     await core.createNamespacedPod({ namespace: NS, body: { metadata: { name: 'pinned', labels: { app: 'pinned' } }, spec: { nodeName: 'n01', containers: [{ name: 'c', image: 'x' }] } } });
     await policy.createNamespacedPodDisruptionBudget({ namespace: NS, body: { metadata: { name: 'pinned' }, spec: { maxUnavailable: 0, selector: { matchLabels: { app: 'pinned' } } } } });
-    await patchSet({ spec: { template: { spec: { deletion: { nodeDrainTimeoutSeconds: 3 } } } } });
+    await patchSet({ spec: { template: { spec: { deletion: { nodeDrainTimeoutSeconds: 5 } } } } });
     watcher.reset();
-    await target('h7', payload('v7'), '3');
-    const failure = await eventually('the rollout to halt', async () => (await machineSet()).metadata.annotations?.[ANNOTATIONS.inPlaceFailure], 120_000, 200);
-    assert.match(failure, /^n01: drain failed: nodeDrainTimeout 3s reached with 1 pod\(s\) not evicted: default\/pinned/);
+    // Every progress the upgrader writes: while the budget refuses, it names n01's drain and the budget.
+    const progress: string[] = [];
+    const progressWatch = await new k8s.Watch(mgmt.kubeConfig).watch(`/apis/${CAPI_GROUP}/v1beta2/namespaces/${NS}/machinesets`, {}, (_type: string, ms: MachineSetLike) => {
+      const text = ms.metadata.annotations?.[ANNOTATIONS.inPlaceProgress];
+      if (text !== undefined && progress.at(-1) !== text) progress.push(text);
+    }, () => undefined);
+    let failure: string;
+    try {
+      await target('h7', payload('v7'), '3');
+      failure = await eventually('the rollout to halt', async () => (await machineSet()).metadata.annotations?.[ANNOTATIONS.inPlaceFailure], 120_000, 200);
+    } finally {
+      progressWatch.abort();
+    }
+    assert.match(failure, /^n01: drain failed: nodeDrainTimeout 5s reached with 1 pod\(s\) not evicted: default\/pinned/);
+    assert.ok(
+      progress.some((p) => /^\d+ of 10 updated; n01 draining, blocked by PodDisruptionBudget default\/pinned($|;)/.test(p)),
+      `no progress named the blocking budget: ${progress.join(' | ')}`,
+    );
     await assertDrainGivenUp('n01', 'h7');
     // Nodes handed out before the timeout (capacity freed by finished ones) finish; the halt starts no other.
     const handedH7 = async (): Promise<string[]> => (await nodes()).filter((n) => n.metadata?.annotations?.[ANNOTATIONS.desiredConfig] === 'h7').map((n) => n.metadata?.name ?? '').sort();
