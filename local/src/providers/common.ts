@@ -1,6 +1,7 @@
 import * as k8s from '@kubernetes/client-node';
 import { kubeconfigSecretName, SECRET_KEYS } from '../../../api/src/keys.js';
 import { NotReadyError, isNotFound } from '../../../support/src/errors.js';
+import { kubeConfigFromString } from '../../../support/src/kubeconfig.js';
 import type { LocalMachine } from './local-machine.js';
 
 export interface ObjectCondition {
@@ -42,9 +43,7 @@ export async function guestClient(ctx: ProviderContext, namespace: string, clust
   const key = `${namespace}/${cluster}`;
   const cached = ctx.guests.get(key);
   if (cached?.kubeconfig === kubeconfig) return cached.core;
-  const kc = new k8s.KubeConfig();
-  kc.loadFromString(kubeconfig);
-  const core = kc.makeApiClient(k8s.CoreV1Api);
+  const core = kubeConfigFromString(kubeconfig).makeApiClient(k8s.CoreV1Api);
   ctx.guests.set(key, { kubeconfig, core });
   return core;
 }
