@@ -37,9 +37,19 @@ export interface IgnitionServerFixture {
   stop(): Promise<void>;
 }
 
-/** Starts the real ignition server in `dir` (its keys, release, payload cache and log), watching `namespace`. */
-export async function runIgnitionServer(opts: { kubeconfigPath: string; dir: string; namespace: string }): Promise<IgnitionServerFixture> {
-  const { dir } = opts;
+/** What `kindling ignition-server` needs on disk: serving TLS under a CA made for the test, a signing key, a release. */
+export interface IgnitionServerFiles {
+  dir: string;
+  caPem: string;
+  caFile: string;
+  certFile: string;
+  keyFile: string;
+  signingKeyFile: string;
+  /** Reference of the release image (an OCI layout), for tokenSecret(). */
+  release: string;
+}
+
+export async function writeIgnitionServerFiles(dir: string): Promise<IgnitionServerFiles> {
   await mkdir(dir, { recursive: true });
   const ca = await createCertificateAuthority('ignition serving CA');
   const serving = await ca.issue({ commonName: '127.0.0.1', ipAddresses: ['127.0.0.1'], usage: 'server' });
@@ -51,19 +61,30 @@ export async function runIgnitionServer(opts: { kubeconfigPath: string; dir: str
     writeFile(file('signing.pem'), ecKeyPem()),
     buildRelease(await writeReleaseFolder(file('release-src')), 'v1').then((image) => writeLayoutDir(image, file('release'))),
   ]);
+  return { dir, caPem: ca.certPem, caFile: file('ca.pem'), certFile: file('tls.crt'), keyFile: file('tls.key'), signingKeyFile: file('signing.pem'), release: `oci:${file('release')}:v1` };
+}
+
+/** The arguments of one `kindling ignition-server` replica serving on `port`, with its own payload cache. */
+export function ignitionServerArgs(files: IgnitionServerFiles, opts: { kubeconfigPath: string; namespace: string; port: number; opsPort: number; cacheDir: string }): string[] {
+  return [
+    KINDLING_BIN, 'ignition-server', '--kubeconfig', opts.kubeconfigPath, '--namespace', opts.namespace,
+    '--serving-address', `127.0.0.1:${opts.port}`, '--ops-address', `127.0.0.1:${opts.opsPort}`, '--tls-cert-file', files.certFile,
+    '--tls-key-file', files.keyFile, '--signing-key-file', files.signingKeyFile, '--cache-dir', opts.cacheDir,
+  ];
+}
+
+/** Starts the real ignition server in `dir` (its keys, release, payload cache and log), watching `namespace`. */
+export async function runIgnitionServer(opts: { kubeconfigPath: string; dir: string; namespace: string }): Promise<IgnitionServerFixture> {
+  const files = await writeIgnitionServerFiles(opts.dir);
   const [port, opsPort] = [await freePort(), await freePort()];
   const proc = new ManagedProcess({
     name: 'ignition-server',
     command: process.execPath,
-    logFile: file('ignition-server.log'),
-    args: [
-      KINDLING_BIN, 'ignition-server', '--kubeconfig', opts.kubeconfigPath, '--leader-elect=false', '--namespace', opts.namespace,
-      '--serving-address', `127.0.0.1:${port}`, '--ops-address', `127.0.0.1:${opsPort}`, '--tls-cert-file', file('tls.crt'),
-      '--tls-key-file', file('tls.key'), '--signing-key-file', file('signing.pem'), '--cache-dir', file('cache'),
-    ],
+    logFile: join(opts.dir, 'ignition-server.log'),
+    args: [...ignitionServerArgs(files, { ...opts, port, opsPort, cacheDir: join(opts.dir, 'cache') }), '--leader-elect=false'],
   });
   await waitForPort(port, proc, 30_000);
-  return { url: `https://127.0.0.1:${port}`, caPem: ca.certPem, caFile: file('ca.pem'), release: `oci:${file('release')}:v1`, stop: () => proc.stop() };
+  return { url: `https://127.0.0.1:${port}`, caPem: files.caPem, caFile: files.caFile, release: files.release, stop: () => proc.stop() };
 }
 
 /** The token Secret of a pool at a hash, as the nodepool-controller writes it: the server mints its token. */
