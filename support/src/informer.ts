@@ -157,6 +157,7 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
     if (!this.#loop) {
       this.#stopped = false;
       this.#downSince = this.#clock.now();
+      this.#firstSync = new Promise((r) => (this.#resolveFirstSync = r));
       this.#loop = this.#run();
     }
     await this.#firstSync;
