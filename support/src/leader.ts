@@ -195,7 +195,9 @@ export class LeaderElector {
     this.#lapsed = true;
     this.#stopped = true;
     this.#clearTimers();
-    this.#opts.log.error({ lease: this.#leaseName(), identity: this.#opts.identity, reason, actingUntil: new Date(this.#validUntilWall).toISOString() }, 'Stopped leading');
+    // Requests are refused from now on, or from the deadline if it passed unnoticed (a pause).
+    const actingUntil = new Date(Math.min(Date.now(), this.#validUntilWall)).toISOString();
+    this.#opts.log.error({ lease: this.#leaseName(), identity: this.#opts.identity, reason, actingUntil }, 'Stopped leading');
     this.#opts.onStoppedLeading(reason);
   }
 
