@@ -115,6 +115,18 @@ export interface IgnitionServerOptions {
   args?: string[];
 }
 
+/** The script and flags of one `kindling ignition-server` replica on `files` (leader election and extras left to the caller). */
+export function ignitionServerArgs(files: IgnitionServerFiles, opts: { kubeconfigPath: string; namespace: string; port: number; opsPort: number; cacheDir: string }): string[] {
+  return [
+    KINDLING_BIN, 'ignition-server', '--kubeconfig', opts.kubeconfigPath, '--namespaces', opts.namespace,
+    // The test releases are OCI layouts on this machine.
+    '--allow-local-releases',
+    '--serving-address', `127.0.0.1:${opts.port}`, '--ops-address', `127.0.0.1:${opts.opsPort}`,
+    '--tls-cert-file', files.certFile, '--tls-key-file', files.keyFile, '--signing-key-file', files.signingKeyFile,
+    '--cache-dir', opts.cacheDir,
+  ];
+}
+
 /** The real `kindling ignition-server` as its own process, serving HTTPS on loopback. */
 export class IgnitionServer {
   readonly name: string;
@@ -133,14 +145,8 @@ export class IgnitionServer {
     this.opsPort = ports.opsPort;
     this.log = join(files.dir, `${this.name}.log`);
     const election = opts.leaderElectionNamespace === undefined ? ['--leader-elect=false'] : ['--leader-election-namespace', opts.leaderElectionNamespace];
-    this.#args = [
-      ...(opts.nodeArgs ?? []), KINDLING_BIN, 'ignition-server', '--kubeconfig', opts.kubeconfigPath, '--namespaces', opts.namespace, ...election,
-      // The test releases are OCI layouts on this machine.
-      '--allow-local-releases',
-      '--serving-address', this.endpoint, '--ops-address', `127.0.0.1:${this.opsPort}`,
-      '--tls-cert-file', files.certFile, '--tls-key-file', files.keyFile, '--signing-key-file', files.signingKeyFile,
-      '--cache-dir', join(files.dir, `cache-${this.name}`), ...(opts.args ?? []),
-    ];
+    const args = ignitionServerArgs(files, { ...opts, ...ports, cacheDir: join(files.dir, `cache-${this.name}`) });
+    this.#args = [...(opts.nodeArgs ?? []), ...args, ...election, ...(opts.args ?? [])];
   }
 
   /** Starts one replica on `files`; several replicas of the same files share the key, certificate and releases. */

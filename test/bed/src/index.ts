@@ -7,3 +7,4 @@ export { treeRssBytes } from './memory.js';
 export { ManagedProcess } from './process.js';
 export { startCapiManager, loopbackWebhooks, type CapiManager } from './capi.js';
 export { eventually } from './eventually.js';
+export { FaultProxy, type FaultMode } from './fault-proxy.js';
