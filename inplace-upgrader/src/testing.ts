@@ -10,9 +10,11 @@
  *   agent Pod the fleet runs a real `kindling agent` child process for that node against the node's own
  *   scratch root, restarts it whenever it exits (a simulated reboot exits it), and kills it when the Pod goes.
  * - AvailabilityWatcher: an independent watch on every Node event, counting the unavailable nodes.
+ * - runExtension: `kindling inplace-upgrader` serving the Runtime Extension as its own process, under a CA
+ *   made for the test (the ExtensionConfig's caBundle); killable with SIGKILL and startable again.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, open, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
@@ -77,6 +79,62 @@ export function tokenSecret(opts: { namespace: string; pool: string; hash: strin
 /** A MachineConfig document carrying an Ignition config: what a pool's config ConfigMap holds. */
 export function machineConfig(name: string, config: object): object {
   return { apiVersion: 'machineconfiguration.openshift.io/v1', kind: 'MachineConfig', metadata: { name }, spec: { config } };
+}
+
+export interface ExtensionFixture {
+  /** Base URL of the hooks, for an ExtensionConfig's clientConfig.url. */
+  url: string;
+  caPem: string;
+  /** The running process (a new one after restart()). */
+  process(): ChildProcess;
+  /** SIGKILLs the process and starts a new one on the same port. */
+  restart(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/**
+ * `kindling inplace-upgrader --extension-address …` against the management cluster, as its own process (no
+ * leader election; the MachineSet upgrader runs too, and finds no InPlace MachineSet unless a test makes one).
+ */
+export async function runExtension(opts: { kubeconfigPath: string; dir: string; ignition: IgnitionServerFixture; retryAfter?: string }): Promise<ExtensionFixture> {
+  await mkdir(opts.dir, { recursive: true });
+  const ca = await createCertificateAuthority('extension serving CA');
+  const serving = await ca.issue({ commonName: '127.0.0.1', ipAddresses: ['127.0.0.1'], dnsNames: ['localhost'], usage: 'server' });
+  const file = (name: string): string => join(opts.dir, name);
+  await Promise.all([writeFile(file('tls.crt'), serving.certPem), writeFile(file('tls.key'), serving.keyPem)]);
+  const port = await freePort();
+  const args = [
+    KINDLING_BIN, 'inplace-upgrader', '--kubeconfig', opts.kubeconfigPath, '--leader-elect=false', '--ignition-url', opts.ignition.url, '--ignition-ca-file', opts.ignition.caFile,
+    '--agent-image', 'kindling:test', '--extension-address', `127.0.0.1:${port}`, '--extension-tls-cert-file', file('tls.crt'), '--extension-tls-key-file', file('tls.key'),
+    '--extension-retry-after', opts.retryAfter ?? '1s', '--log-level', 'info',
+  ];
+  let child: ChildProcess | undefined;
+  const launch = async (): Promise<void> => {
+    const log = await open(file('extension.log'), 'a');
+    const started = spawn(process.execPath, args, { stdio: ['ignore', log.fd, log.fd] });
+    await log.close();
+    child = started;
+    const tail = async (): Promise<string> => (await readFile(file('extension.log'), 'utf8')).split('\n').slice(-20).join('\n');
+    await waitForPort(port, { name: 'extension', get alive() { return started.exitCode === null && started.signalCode === null; }, tail: () => '' }, 30_000).catch(async (err: unknown) => {
+      throw new Error(`${(err as Error).message}\n${await tail()}`, { cause: err });
+    });
+  };
+  const kill = async (signal: NodeJS.Signals): Promise<void> => {
+    const c = child;
+    if (!c || c.exitCode !== null || c.signalCode !== null) return;
+    await new Promise((resolve) => (c.once('exit', resolve), c.kill(signal)));
+  };
+  await launch();
+  return {
+    url: `https://127.0.0.1:${port}`,
+    caPem: ca.certPem,
+    process: () => child as ChildProcess,
+    restart: async () => {
+      await kill('SIGKILL');
+      await launch();
+    },
+    stop: () => kill('SIGTERM'),
+  };
 }
 
 export interface FleetOptions {

@@ -161,7 +161,8 @@ function machineSpecVerdict(path: string, change: Change, input: DecisionInput, 
   return { verdict: 'rollout', reason: 'Kindling does not know how to change it in place' };
 }
 
-function changedUserData(input: DecisionInput): boolean {
+/** Does bootstrap.dataSecretName differ between current and desired? */
+export function changedUserData(input: DecisionInput): boolean {
   const path = [...SPEC_PATH[input.kind], 'bootstrap', 'dataSecretName'];
   return at(input.current.machine, path) !== at(input.desired.machine, path);
 }
