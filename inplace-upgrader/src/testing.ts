@@ -85,6 +85,8 @@ export interface ExtensionFixture {
   /** Base URL of the hooks, for an ExtensionConfig's clientConfig.url. */
   url: string;
   caPem: string;
+  /** Its log (JSON lines), kept across restarts. */
+  logFile: string;
   /** The running process (a new one after restart()). */
   process(): ChildProcess;
   /** SIGKILLs the process and starts a new one on the same port. */
@@ -128,6 +130,7 @@ export async function runExtension(opts: { kubeconfigPath: string; dir: string; 
   return {
     url: `https://127.0.0.1:${port}`,
     caPem: ca.certPem,
+    logFile: file('extension.log'),
     process: () => child as ChildProcess,
     restart: async () => {
       await kill('SIGKILL');

@@ -5,6 +5,8 @@
  * discovery) and reads a 200 with the response; any other status is a failed call. A Go `[]byte` (a
  * patch) travels as base64, a RawExtension (an infrastructure/bootstrap object) as the object itself.
  */
+import { RUNTIME_API_VERSION, type ExtensionConfig } from '../../../api/src/capi.js';
+
 export const HOOKS_GROUP = 'hooks.runtime.cluster.x-k8s.io';
 export const HOOKS_VERSION = 'v1alpha1';
 export const HOOKS_API_VERSION = `${HOOKS_GROUP}/${HOOKS_VERSION}`;
@@ -118,4 +120,23 @@ export function jsonPatch(ops: readonly JsonPatchOperation[]): Patch | undefined
 
 export function response<R extends CommonResponse>(kind: string, status: ResponseStatus, fields: Omit<R, keyof CommonResponse> & { message?: string }): R {
   return { apiVersion: HOOKS_API_VERSION, kind, status, ...fields } as R;
+}
+
+/** The name Kindling's extension is registered under (a DNS-1123 label: handler names get it as a suffix). */
+export const EXTENSION_CONFIG_NAME = 'kindling-inplace';
+
+/**
+ * The ExtensionConfig registering Kindling's extension with the Cluster API manager: at a URL or a Service,
+ * trusted through the CA of its serving certificate. Only one extension may serve the in-place hooks.
+ */
+export function extensionConfig(opts: { caPem: string; url?: string; service?: { namespace: string; name: string; port?: number } }): ExtensionConfig {
+  return {
+    apiVersion: RUNTIME_API_VERSION,
+    kind: 'ExtensionConfig',
+    metadata: { name: EXTENSION_CONFIG_NAME },
+    spec: {
+      clientConfig: { ...(opts.url ? { url: opts.url } : {}), ...(opts.service ? { service: opts.service } : {}), caBundle: Buffer.from(opts.caPem).toString('base64') },
+      namespaceSelector: {},
+    },
+  };
 }

@@ -4,5 +4,5 @@ export { testbedBinDir, testbedBinary, capiCrdDir, HOST_DOWN_ANNOTATION } from '
 export { freePort, waitForPort } from './ports.js';
 export { treeRssBytes } from './memory.js';
 export { ManagedProcess } from './process.js';
-export { startCapiManager, loopbackWebhooks, type CapiManager } from './capi.js';
+export { startCapiManager, loopbackWebhooks, CAPI_FEATURE_GATES, type CapiManager } from './capi.js';
 export { eventually } from './eventually.js';
