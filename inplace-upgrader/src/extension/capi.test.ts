@@ -110,7 +110,7 @@ describe('Kindling as the in-place Runtime Extension of the Cluster API manager'
     await Promise.all([ext?.stop(), providers?.stop(), ignition?.stop()]);
     await capi?.stop();
     await Promise.all([guest?.stop(), mgmt?.stop()]);
-    if (dir && !process.env.KEEP_TEST_DIR) await rm(dir, { recursive: true, force: true });
+    if (dir) await rm(dir, { recursive: true, force: true });
   });
 
   it('when the ExtensionConfig points at the extension, the manager should discover its three in-place handlers', async () => {
