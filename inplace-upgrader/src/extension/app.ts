@@ -32,7 +32,7 @@ export interface ExtensionDeps {
   /** The summary of a pool's payload at a hash (see inPlaceBlockers); NotReadyError while it cannot be had. */
   payloads: (req: PayloadRequest) => Promise<PayloadSummary>;
   machines: MachineUpdates;
-  /** Longest time before an answer (default 800 ms: the manager's own timeout is the handler's 5 s). */
+  /** Longest wait for work before answering (default 500 ms, so the answer leaves within 1 s on a loaded machine; the manager's own timeout is the handler's 5 s). */
   answerWithinMs?: number;
   /** retryAfterSeconds while an update is in progress (default 5). */
   retryAfterSeconds?: number;
@@ -85,7 +85,7 @@ async function desiredPayload(input: DecisionInput, deps: ExtensionDeps): Promis
   if (!target || !changedUserData(input)) return undefined;
   const ns = (input.desired.machine.metadata as JsonObject | undefined)?.namespace;
   const namespace = typeof ns === 'string' ? ns : '';
-  const summary = await within(deps.payloads({ namespace, ...target }), deps.answerWithinMs ?? 800);
+  const summary = await within(deps.payloads({ namespace, ...target }), deps.answerWithinMs ?? 500);
   if (summary === TIMED_OUT) throw new NotReadyError(`the payload of pool ${namespace}/${target.pool} at ${target.hash} is still being fetched from the ignition server`);
   return summary;
 }
@@ -135,7 +135,7 @@ async function updateMachine(body: unknown, deps: ExtensionDeps): Promise<Update
   if (typeof name !== 'string' || typeof namespace !== 'string') throw new MalformedRequestError('request.desired.machine has no metadata.name and metadata.namespace');
   const target = userDataTarget('Machine', machine);
   if (!target) return response<UpdateMachineResponse>('UpdateMachineResponse', 'Failure', { retryAfterSeconds: 0, message: `Machine ${namespace}/${name}: its bootstrap.dataSecretName is not a Kindling user-data Secret, so Kindling has no payload to apply` });
-  const outcome = await within(deps.machines.update({ namespace, machine: name, ...target }), deps.answerWithinMs ?? 800);
+  const outcome = await within(deps.machines.update({ namespace, machine: name, ...target }), deps.answerWithinMs ?? 500);
   const o: UpdateOutcome = outcome === TIMED_OUT ? { state: 'in-progress', message: `Machine ${namespace}/${name}: still working towards ${target.hash}` } : outcome;
   const retryAfterSeconds = o.state === 'in-progress' ? (deps.retryAfterSeconds ?? 5) : 0;
   return response<UpdateMachineResponse>('UpdateMachineResponse', o.state === 'failed' ? 'Failure' : 'Success', { retryAfterSeconds, message: o.message });
