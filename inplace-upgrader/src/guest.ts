@@ -69,7 +69,8 @@ export function expectedDesired(session: GuestSession, node: k8s.V1Node): string
   return expected;
 }
 
-async function ensureBase(session: GuestSession): Promise<void> {
+/** The guest namespace and the agent's RBAC, once per session. */
+export async function ensureBase(session: GuestSession): Promise<void> {
   if (session.baseReady) return;
   await session.applier.apply(guestNamespace());
   for (const obj of agentRbac()) await session.applier.apply(obj);

@@ -16,7 +16,7 @@ import type { Logger } from '../../support/src/logger.js';
 import type { QueueMetrics } from '../../support/src/metrics.js';
 import { WorkQueue, type ReconcileResult } from '../../support/src/queue.js';
 import { GuestClusters, clusterKey, type GuestCluster } from '../../support/src/guest-clusters.js';
-import { cleanUpPool, createGuestSession, expectedDesired, handOutNode, startGuestSession, stopGuestSession, type GuestSession } from './guest.js';
+import { cleanUpPool, createGuestSession, ensureBase, expectedDesired, handOutNode, startGuestSession, stopGuestSession, type GuestSession } from './guest.js';
 import type { PayloadSource } from './payload.js';
 import { classifyNode, planRollout, resolveMaxUnavailable, type RolloutPlan } from './select.js';
 
@@ -180,6 +180,7 @@ export class InPlaceUpgrader {
     if (nodes.length === 0) return;
     const { session, pool, target } = ctx;
     const config = await this.#opts.payloads.fetch({ namespace: ctx.ms.metadata.namespace ?? '', pool, hash: target });
+    await ensureBase(session);
     await Promise.all(
       nodes.map(async (node) => {
         await handOutNode(session, { node, pool, hash: target, config, agentImage: this.#opts.agentImage });
