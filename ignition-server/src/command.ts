@@ -10,7 +10,7 @@ import type { ReadinessCheck } from '../../support/src/ops-server.js';
 import { defineCommand, type Command } from '../../cli/src/command.js';
 import { createApp } from './app.js';
 import { TokenSecretController } from './controller.js';
-import { startHttpsServer } from './https.js';
+import { startHttpsServer } from '../../support/src/https.js';
 import { createIgnitionMetrics } from './metrics.js';
 import { PayloadStore } from './payload/store.js';
 import { createValidator } from './payload/validate.js';

@@ -9,13 +9,17 @@
  *   scratch root, restarts it whenever it exits (a simulated reboot exits it), and kills it when the Pod goes.
  *   Each process runs with a ServiceAccount token bound to its Pod, so the agent-node policy judges it.
  * - AvailabilityWatcher: an independent watch on every Node event, counting the unavailable nodes.
+ * - runExtension: `kindling inplace-upgrader` serving the Runtime Extension as its own process, under a CA
+ *   made for the test (the ExtensionConfig's caBundle); killable with SIGKILL and startable again.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, open, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { ANNOTATIONS, LABELS, NODE_STATES, SECRET_KEYS, tokenSecretName } from '../../api/src/keys.js';
-import { KINDLING_BIN } from '../../ignition-server/src/testing.js';
+import { KINDLING_BIN, type IgnitionServer } from '../../ignition-server/src/testing.js';
+import { createCertificateAuthority } from '../../support/src/pki.js';
+import { freePort, waitForPort } from '../../test/bed/src/index.js';
 import { tokenKubeconfig } from '../../local/src/credentials.js';
 import { AGENT_SERVICE_ACCOUNT, agentTokenRequest, GUEST_NAMESPACE } from './desired.js';
 import { isReady } from './select.js';
@@ -43,6 +47,65 @@ export async function boundAgentKubeconfig(guest: k8s.KubeConfig, pod: k8s.V1Pod
   const core = guest.makeApiClient(k8s.CoreV1Api);
   const request = await core.createNamespacedServiceAccountToken({ name: AGENT_SERVICE_ACCOUNT, namespace: GUEST_NAMESPACE, body: agentTokenRequest(pod, 3600) });
   return tokenKubeconfig(guest, AGENT_SERVICE_ACCOUNT, request.status?.token ?? '');
+}
+
+export interface ExtensionFixture {
+  /** Base URL of the hooks, for an ExtensionConfig's clientConfig.url. */
+  url: string;
+  caPem: string;
+  /** Its log (JSON lines), kept across restarts. */
+  logFile: string;
+  /** The running process (a new one after restart()). */
+  process(): ChildProcess;
+  /** SIGKILLs the process and starts a new one on the same port. */
+  restart(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/**
+ * `kindling inplace-upgrader --extension-address …` against the management cluster, as its own process (no
+ * leader election; the MachineSet upgrader runs too, and finds no InPlace MachineSet unless a test makes one).
+ */
+export async function runExtension(opts: { kubeconfigPath: string; dir: string; ignition: Pick<IgnitionServer, 'url' | 'caFile'>; retryAfter?: string }): Promise<ExtensionFixture> {
+  await mkdir(opts.dir, { recursive: true });
+  const ca = await createCertificateAuthority('extension serving CA');
+  const serving = await ca.issue({ commonName: '127.0.0.1', ipAddresses: ['127.0.0.1'], dnsNames: ['localhost'], usage: 'server' });
+  const file = (name: string): string => join(opts.dir, name);
+  await Promise.all([writeFile(file('tls.crt'), serving.certPem), writeFile(file('tls.key'), serving.keyPem)]);
+  const port = await freePort();
+  const args = [
+    KINDLING_BIN, 'inplace-upgrader', '--kubeconfig', opts.kubeconfigPath, '--leader-elect=false', '--ignition-url', opts.ignition.url, '--ignition-ca-file', opts.ignition.caFile,
+    '--agent-image', 'kindling:test', '--extension-address', `127.0.0.1:${port}`, '--extension-tls-cert-file', file('tls.crt'), '--extension-tls-key-file', file('tls.key'),
+    '--extension-retry-after', opts.retryAfter ?? '1s', '--log-level', 'info',
+  ];
+  let child: ChildProcess | undefined;
+  const launch = async (): Promise<void> => {
+    const log = await open(file('extension.log'), 'a');
+    const started = spawn(process.execPath, args, { stdio: ['ignore', log.fd, log.fd] });
+    await log.close();
+    child = started;
+    const tail = async (): Promise<string> => (await readFile(file('extension.log'), 'utf8')).split('\n').slice(-20).join('\n');
+    await waitForPort(port, { name: 'extension', get alive() { return started.exitCode === null && started.signalCode === null; }, tail: () => '' }, 30_000).catch(async (err: unknown) => {
+      throw new Error(`${(err as Error).message}\n${await tail()}`, { cause: err });
+    });
+  };
+  const kill = async (signal: NodeJS.Signals): Promise<void> => {
+    const c = child;
+    if (!c || c.exitCode !== null || c.signalCode !== null) return;
+    await new Promise((resolve) => (c.once('exit', resolve), c.kill(signal)));
+  };
+  await launch();
+  return {
+    url: `https://127.0.0.1:${port}`,
+    caPem: ca.certPem,
+    logFile: file('extension.log'),
+    process: () => child as ChildProcess,
+    restart: async () => {
+      await kill('SIGKILL');
+      await launch();
+    },
+    stop: () => kill('SIGTERM'),
+  };
 }
 
 export interface FleetOptions {

@@ -5,6 +5,6 @@ export { freePort, portFree, waitForPort } from './ports.js';
 export { bindGroup, createBootstrapToken, newBootstrapToken, decideCsr, tokenKubeconfigYaml, type BootstrapToken } from './node-auth.js';
 export { treeRssBytes } from './memory.js';
 export { ManagedProcess } from './process.js';
-export { startCapiManager, loopbackWebhooks, type CapiManager } from './capi.js';
+export { startCapiManager, loopbackWebhooks, CAPI_FEATURE_GATES, type CapiManager } from './capi.js';
 export { eventually } from './eventually.js';
 export { FaultProxy, type FaultMode } from './fault-proxy.js';

@@ -7,8 +7,8 @@ import { readFile, stat } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import type { RequestListener } from 'node:http';
 import { createSecureContext } from 'node:tls';
-import type { Logger } from '../../support/src/logger.js';
-import { listen } from '../../support/src/ops-server.js';
+import type { Logger } from './logger.js';
+import { listen } from './ops-server.js';
 
 export interface HttpsOptions {
   address: string;
