@@ -104,6 +104,10 @@ describe('the local environment, end to end', { timeout: 40 * MINUTES }, () => {
       const nodes = await env.nodes(pool);
       for (const machine of await env.machines(pool)) assertJoinedOwnWay(pool, machine, csrs, nodes);
     }
+    // The sample's taint went through Cluster API (MachineTaintPropagation) onto every Node of the pool.
+    for (const node of await env.nodes('replace')) {
+      assert.ok(node.spec?.taints?.some((t) => t.key === 'kindling.dev/sample' && t.value === 'replace' && t.effect === 'PreferNoSchedule'), `${node.metadata?.name ?? ''} carries the sample taint`);
+    }
   });
 
   it('when a host boots with a forged token, it should not boot and its LocalMachine should show the 401', async () => {
