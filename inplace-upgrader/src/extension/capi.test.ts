@@ -12,12 +12,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { CAPI_API_VERSION, RUNTIME_API_VERSION, type ExtensionConfig } from '../../../api/src/capi.js';
-import { LABELS, SECRET_KEYS, userDataSecretName } from '../../../api/src/keys.js';
+import { BOOTSTRAP_GROUP, LABELS, SECRET_KEYS, userDataSecretName } from '../../../api/src/keys.js';
 import { createApplier } from '../../../support/src/apply.js';
 import { createLogger } from '../../../support/src/logger.js';
 import { LOCAL_CRD_DIR } from '../../../local/src/crds.js';
 import { startProviders, type Providers } from '../../../local/src/providers/run.js';
-import { eventually, installCapiCrds, installCrds, startCapiManager, startCluster, type CapiManager, type Cluster } from '../../../test/bed/src/index.js';
+import { approveKubeletCsrsOf, bindGroup, createBootstrapToken, eventually, installCapiCrds, installCrds, startCapiManager, startCluster, type CapiManager, type Cluster } from '../../../test/bed/src/index.js';
+import { ignitionFiles, joinMaterialFiles } from '../../../local/src/providers/testing.js';
 import { machineConfig, runExtension, tokenSecret, type ExtensionFixture } from '../testing.js';
 import { runIgnitionServer, type IgnitionServer } from '../../../ignition-server/src/testing.js';
 import { EXTENSION_CONFIG_NAME, extensionConfig, HANDLERS } from './hooks.js';
@@ -41,8 +42,9 @@ interface HookLine {
 }
 
 /** A complete Ignition config as user-data: the hosts boot from it without the ignition server. */
-function bootConfig(version: string): object {
-  return { ignition: { version: '3.3.0' }, storage: { files: [{ path: '/etc/kindling/version', mode: 420, contents: { source: `data:,${version}` } }] } };
+/** The hosts' boot config; `join` (the guest's join material) lets their kubelets register Nodes. */
+function bootConfig(version: string, join: object[] = []): object {
+  return { ignition: { version: '3.3.0' }, storage: { files: [{ path: '/etc/kindling/version', mode: 420, contents: { source: `data:,${version}` } }, ...join] } };
 }
 
 function machineDeployment(hash: string, template: string): k8s.KubernetesObject {
@@ -73,6 +75,9 @@ describe('Kindling as the in-place Runtime Extension of the Cluster API manager'
   let ext: ExtensionFixture;
   let dir: string;
   let objects: k8s.KubernetesObjectApi;
+  let approver: { stop(): void } | undefined;
+  /** The guest's join material, in every boot config: this test is about Cluster API's in-place flow, not joining. */
+  let joinFiles: object[] = [];
 
   const apply = (o: object): Promise<unknown> => createApplier(mgmt.kubeConfig, 'kindling-test').apply(o);
   const machines = async (): Promise<MachineObject[]> => (await objects.list<MachineObject>(CAPI_API_VERSION, 'Machine', NS)).items;
@@ -90,24 +95,29 @@ describe('Kindling as the in-place Runtime Extension of the Cluster API manager'
   /** What the nodepool-controller writes for a hash: the user-data Secret and the token Secret (the server renders the payload). */
   async function publish(hash: string, version: string): Promise<void> {
     const core = mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api);
-    await core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: userDataSecretName(POOL, hash), labels: { [LABELS.userDataSecret]: 'true', [LABELS.nodePool]: POOL } }, stringData: { [SECRET_KEYS.value]: JSON.stringify(bootConfig(version)), [SECRET_KEYS.format]: 'ignition' } } });
+    await core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: userDataSecretName(POOL, hash), labels: { [LABELS.userDataSecret]: 'true', [LABELS.nodePool]: POOL } }, stringData: { [SECRET_KEYS.value]: JSON.stringify(bootConfig(version, joinFiles)), [SECRET_KEYS.format]: 'ignition' } } });
     await core.createNamespacedSecret({ namespace: NS, body: tokenSecret({ namespace: NS, pool: POOL, hash, release: ignition.release, config: [machineConfig('50-test', bootConfig(version))] }) });
   }
 
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'kindling-capi-extension-'));
-    [mgmt, guest] = await Promise.all([startCluster({ name: 'mgmt', dir: join(dir, 'mgmt') }), startCluster({ name: 'guest', kwok: true })]);
+    [mgmt, guest] = await Promise.all([startCluster({ name: 'mgmt', dir: join(dir, 'mgmt') }), startCluster({ name: 'guest', kwok: true, nodeAuth: true })]);
     await Promise.all([installCapiCrds(mgmt), installCrds(mgmt, LOCAL_CRD_DIR)]);
     capi = await startCapiManager(mgmt);
     objects = k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig);
     const core = mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api);
     await core.createNamespace({ body: { metadata: { name: NS } } });
     await core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: 'guest-admin' }, stringData: { value: guest.kubeconfigYaml } } });
+    await bindGroup(guest, BOOTSTRAP_GROUP, 'system:node-bootstrapper');
+    const token = await createBootstrapToken(guest, { groups: [BOOTSTRAP_GROUP] });
+    approver = approveKubeletCsrsOf(guest, token.username);
+    joinFiles = ignitionFiles(joinMaterialFiles(guest, { token: token.token }));
     [providers, ignition] = await Promise.all([startProviders({ kubeConfig: mgmt.kubeConfig, stateDir: join(dir, 'state'), log }), runIgnitionServer({ kubeconfigPath: mgmt.kubeconfigPath, dir: join(dir, 'ignition-server'), namespace: NS })]);
     ext = await runExtension({ kubeconfigPath: mgmt.kubeconfigPath, dir: join(dir, 'extension'), ignition });
   });
 
   after(async () => {
+    approver?.stop();
     await Promise.all([ext?.stop(), providers?.stop(), ignition?.stop()]);
     await capi?.stop();
     await Promise.all([guest?.stop(), mgmt?.stop()]);

@@ -11,13 +11,13 @@ import { mkdtemp, readFile, rm, access } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
-import { startCluster, installCapiCrds, installCrds, startCapiManager, bindGroup, createBootstrapToken, decideCsr, type Cluster, type CapiManager } from '../../../test/bed/src/index.js';
+import { startCluster, installCapiCrds, installCrds, startCapiManager, approveKubeletCsrsOf, bindGroup, createBootstrapToken, type Cluster, type CapiManager } from '../../../test/bed/src/index.js';
 import { BOOTSTRAP_GROUP } from '../../../api/src/keys.js';
 import { createLogger } from '../../../support/src/logger.js';
 import { LOCAL_CRD_DIR } from '../crds.js';
 import { startProviders, type Providers } from './run.js';
 import { eventually } from '../../../test/bed/src/eventually.js';
-import { KUBELET_CLIENT_SIGNER, KUBELET_REASONS } from './kubelet.js';
+import { KUBELET_REASONS } from './kubelet.js';
 import { ignitionFiles, joinMaterialFiles } from './testing.js';
 
 const NS = 'tenants';
@@ -49,18 +49,6 @@ interface MachineObject extends k8s.KubernetesObject {
 }
 
 type LM = k8s.KubernetesObject & { status?: { conditions?: { type: string; status: string; reason: string; message: string; lastTransitionTime: string }[] } };
-
-/** Stands in for Kindling's CSR approver: approves every pending kubelet client CSR of one bootstrap user. */
-function approveCsrsOf(guest: Cluster, username: string): { stop(): void } {
-  const certificates = guest.kubeConfig.makeApiClient(k8s.CertificatesV1Api);
-  const timer = setInterval(() => {
-    void certificates.listCertificateSigningRequest().then(async (list) => {
-      const pending = list.items.filter((c) => c.spec.username === username && c.spec.signerName === KUBELET_CLIENT_SIGNER && !c.status?.conditions?.length);
-      for (const c of pending) await decideCsr(guest, c.metadata?.name ?? '', { approve: true });
-    }).catch(() => undefined);
-  }, 100);
-  return { stop: () => clearInterval(timer) };
-}
 
 const conditionOf = (lm: LM, type: string): NonNullable<NonNullable<LM['status']>['conditions']>[number] | undefined => lm.status?.conditions?.find((c) => c.type === type);
 
@@ -99,7 +87,7 @@ describe('local providers under Cluster API', () => {
     // hosts' kubelets, not the ignition server.
     await bindGroup(guest, BOOTSTRAP_GROUP, 'system:node-bootstrapper');
     const token = await createBootstrapToken(guest, { groups: [BOOTSTRAP_GROUP] });
-    approver = approveCsrsOf(guest, token.username);
+    approver = approveKubeletCsrsOf(guest, token.username);
     const hello = { path: '/etc/kindling/hello', mode: 420, contents: { source: 'data:,booted%20by%20ignition' } };
     const config = { ignition: { version: '3.3.0' }, storage: { files: [hello, ...ignitionFiles(joinMaterialFiles(guest, { token: token.token }))] } };
     await core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: 'boot' }, stringData: { value: JSON.stringify(config), format: 'ignition' } } });

@@ -79,3 +79,21 @@ export async function decideCsr(cluster: Cluster, name: string, decision: { appr
     body: { ...csr, status: { ...csr.status, conditions: [...(csr.status?.conditions ?? []), condition] } },
   });
 }
+
+/**
+ * Approves, as the administrator, every pending kubelet client CSR of one bootstrap user, every 100 ms: for tests
+ * about hosts and providers, where Kindling's own approver (tested in the nodepool-controller) is not the subject.
+ */
+export function approveKubeletCsrsOf(cluster: Cluster, username: string): { stop(): void } {
+  const certificates = cluster.kubeConfig.makeApiClient(k8s.CertificatesV1Api);
+  const timer = setInterval(() => {
+    void certificates
+      .listCertificateSigningRequest()
+      .then(async (list) => {
+        const pending = list.items.filter((c) => c.spec.username === username && c.spec.signerName === 'kubernetes.io/kube-apiserver-client-kubelet' && !c.status?.conditions?.length);
+        for (const c of pending) await decideCsr(cluster, c.metadata?.name ?? '', { approve: true });
+      })
+      .catch(() => undefined);
+  }, 100);
+  return { stop: () => clearInterval(timer) };
+}
