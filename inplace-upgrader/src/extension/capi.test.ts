@@ -12,13 +12,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { CAPI_API_VERSION, RUNTIME_API_VERSION, type ExtensionConfig } from '../../../api/src/capi.js';
-import { BOOTSTRAP_GROUP, LABELS, SECRET_KEYS, userDataSecretName } from '../../../api/src/keys.js';
+import { LABELS, SECRET_KEYS, userDataSecretName } from '../../../api/src/keys.js';
 import { createApplier } from '../../../support/src/apply.js';
 import { createLogger } from '../../../support/src/logger.js';
 import { LOCAL_CRD_DIR } from '../../../local/src/crds.js';
 import { startProviders, type Providers } from '../../../local/src/providers/run.js';
-import { approveKubeletCsrsOf, bindGroup, createBootstrapToken, eventually, installCapiCrds, installCrds, startCapiManager, startCluster, type CapiManager, type Cluster } from '../../../test/bed/src/index.js';
-import { ignitionFiles, joinMaterialFiles } from '../../../local/src/providers/testing.js';
+import { eventually, installCapiCrds, installCrds, startCapiManager, startCluster, type CapiManager, type Cluster } from '../../../test/bed/src/index.js';
+import { hostsCanJoin } from '../../../local/src/providers/testing.js';
 import { machineConfig, runExtension, tokenSecret, type ExtensionFixture } from '../testing.js';
 import { runIgnitionServer, type IgnitionServer } from '../../../ignition-server/src/testing.js';
 import { EXTENSION_CONFIG_NAME, extensionConfig, HANDLERS } from './hooks.js';
@@ -75,7 +75,7 @@ describe('Kindling as the in-place Runtime Extension of the Cluster API manager'
   let ext: ExtensionFixture;
   let dir: string;
   let objects: k8s.KubernetesObjectApi;
-  let approver: { stop(): void } | undefined;
+  let approver: Awaited<ReturnType<typeof hostsCanJoin>> | undefined;
   /** The guest's join material, in every boot config: this test is about Cluster API's in-place flow, not joining. */
   let joinFiles: object[] = [];
 
@@ -108,10 +108,8 @@ describe('Kindling as the in-place Runtime Extension of the Cluster API manager'
     const core = mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api);
     await core.createNamespace({ body: { metadata: { name: NS } } });
     await core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: 'guest-admin' }, stringData: { value: guest.kubeconfigYaml } } });
-    await bindGroup(guest, BOOTSTRAP_GROUP, 'system:node-bootstrapper');
-    const token = await createBootstrapToken(guest, { groups: [BOOTSTRAP_GROUP] });
-    approver = approveKubeletCsrsOf(guest, token.username);
-    joinFiles = ignitionFiles(joinMaterialFiles(guest, { token: token.token }));
+    approver = await hostsCanJoin(guest);
+    joinFiles = approver.files;
     [providers, ignition] = await Promise.all([startProviders({ kubeConfig: mgmt.kubeConfig, stateDir: join(dir, 'state'), log }), runIgnitionServer({ kubeconfigPath: mgmt.kubeconfigPath, dir: join(dir, 'ignition-server'), namespace: NS })]);
     ext = await runExtension({ kubeconfigPath: mgmt.kubeconfigPath, dir: join(dir, 'extension'), ignition });
   });

@@ -11,14 +11,13 @@ import { mkdtemp, readFile, rm, access } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
-import { startCluster, installCapiCrds, installCrds, startCapiManager, approveKubeletCsrsOf, bindGroup, createBootstrapToken, type Cluster, type CapiManager } from '../../../test/bed/src/index.js';
-import { BOOTSTRAP_GROUP } from '../../../api/src/keys.js';
+import { startCluster, installCapiCrds, installCrds, startCapiManager, type Cluster, type CapiManager } from '../../../test/bed/src/index.js';
 import { createLogger } from '../../../support/src/logger.js';
 import { LOCAL_CRD_DIR } from '../crds.js';
 import { startProviders, type Providers } from './run.js';
 import { eventually } from '../../../test/bed/src/eventually.js';
 import { KUBELET_REASONS } from './kubelet.js';
-import { ignitionFiles, joinMaterialFiles } from './testing.js';
+import { hostsCanJoin } from './testing.js';
 
 const NS = 'tenants';
 const log = createLogger({ name: 'providers-test', level: process.env.TEST_LOG_LEVEL ?? 'silent' });
@@ -71,7 +70,7 @@ describe('local providers under Cluster API', () => {
   let providers: Providers;
   let stateDir: string;
   let objects: k8s.KubernetesObjectApi;
-  let approver: { stop(): void };
+  let approver: Awaited<ReturnType<typeof hostsCanJoin>>;
 
   before(async () => {
     stateDir = await mkdtemp(join(tmpdir(), 'kindling-hosts-'));
@@ -85,11 +84,9 @@ describe('local providers under Cluster API', () => {
     await core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: 'guest-admin' }, stringData: { value: guest.kubeconfigYaml } } });
     // A complete Ignition config with join material as bootstrap data: this test is about the providers and the
     // hosts' kubelets, not the ignition server.
-    await bindGroup(guest, BOOTSTRAP_GROUP, 'system:node-bootstrapper');
-    const token = await createBootstrapToken(guest, { groups: [BOOTSTRAP_GROUP] });
-    approver = approveKubeletCsrsOf(guest, token.username);
+    approver = await hostsCanJoin(guest);
     const hello = { path: '/etc/kindling/hello', mode: 420, contents: { source: 'data:,booted%20by%20ignition' } };
-    const config = { ignition: { version: '3.3.0' }, storage: { files: [hello, ...ignitionFiles(joinMaterialFiles(guest, { token: token.token }))] } };
+    const config = { ignition: { version: '3.3.0' }, storage: { files: [hello, ...approver.files] } };
     await core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: 'boot' }, stringData: { value: JSON.stringify(config), format: 'ignition' } } });
     const bare = { ignition: { version: '3.3.0' }, storage: { files: [hello] } };
     await core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: 'bare' }, stringData: { value: JSON.stringify(bare), format: 'ignition' } } });

@@ -5,7 +5,8 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { HOST_PATHS } from '../../../api/src/host-paths.js';
-import { tokenKubeconfigYaml, type Cluster } from '../../../test/bed/src/index.js';
+import { BOOTSTRAP_GROUP } from '../../../api/src/keys.js';
+import { approveKubeletCsrsOf, bindGroup, createBootstrapToken, tokenKubeconfigYaml, type Cluster } from '../../../test/bed/src/index.js';
 
 export interface JoinMaterialOptions {
   token: string;
@@ -36,4 +37,16 @@ export async function writeHostFiles(root: string, files: Record<string, string>
 /** The same files as an Ignition config's storage.files. */
 export function ignitionFiles(files: Record<string, string>): { path: string; mode: number; contents: { source: string } }[] {
   return Object.entries(files).map(([path, content]) => ({ path, mode: 0o600, contents: { source: `data:;base64,${Buffer.from(content).toString('base64')}` } }));
+}
+
+/**
+ * What lets hosts of a guest join when the test is not about joining: the bootstrap group bound as Kindling's
+ * guest set-up binds it, one bootstrap token, the join files for the hosts' boot config, and the test approving
+ * that token's kubelet CSRs (Kindling's approver is the nodepool-controller's, tested there).
+ */
+export async function hostsCanJoin(guest: Cluster): Promise<{ files: ReturnType<typeof ignitionFiles>; stop(): void }> {
+  await bindGroup(guest, BOOTSTRAP_GROUP, 'system:node-bootstrapper');
+  const token = await createBootstrapToken(guest, { groups: [BOOTSTRAP_GROUP] });
+  const approver = approveKubeletCsrsOf(guest, token.username);
+  return { files: ignitionFiles(joinMaterialFiles(guest, { token: token.token })), stop: () => approver.stop() };
 }
