@@ -127,7 +127,8 @@ describe('Kindling as the in-place Runtime Extension of the Cluster API manager'
     await eventually('the ExtensionConfig to be accepted', () => apply(extensionConfig({ url: ext.url, caPem: ext.caPem })).then(() => true), 30_000, 250);
     const discovered = await eventually('the ExtensionConfig to be discovered', async () => {
       const ec = (await objects.read({ apiVersion: RUNTIME_API_VERSION, kind: 'ExtensionConfig', metadata: { name: EXTENSION_CONFIG_NAME } })) as unknown as ExtensionConfig;
-      return ec.status?.conditions?.some((c) => c.type === 'Discovered' && c.status === 'True') ? ec : undefined;
+      // Discovered can be True before the handlers are written (a status from another pass): wait for both.
+      return ec.status?.conditions?.some((c) => c.type === 'Discovered' && c.status === 'True') && (ec.status.handlers?.length ?? 0) > 0 ? ec : undefined;
     }, 60_000, 250);
     assert.deepEqual(
       discovered.status?.handlers?.map((h) => [h.name, h.requestHook.hook, h.failurePolicy, h.timeoutSeconds]),
