@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { flush, manualClock } from '../../support/src/testing.js';
 import { eventually, ManagedProcess } from '../../test/bed/src/index.js';
-import { describeExit, restartDelay, Supervisor, type BackoffPolicy, type Restart, type SupervisedProcess } from './supervisor.js';
+import { describeExit, restartDelay, RESTART_BACKOFF, Supervisor, type BackoffPolicy, type Restart, type SupervisedProcess } from './supervisor.js';
 
 const POLICY: BackoffPolicy = { initialMs: 1000, maxMs: 8000, resetAfterMs: 60_000 };
 
@@ -33,7 +33,7 @@ class FakeProcess implements SupervisedProcess {
   }
 }
 
-function fixture(policy = POLICY): { clock: ReturnType<typeof manualClock>; spawned: FakeProcess[]; exits: Restart[]; supervisor: Supervisor<FakeProcess> } {
+function fixture(policy: BackoffPolicy | undefined): { clock: ReturnType<typeof manualClock>; spawned: FakeProcess[]; exits: Restart[]; supervisor: Supervisor<FakeProcess> } {
   const clock = manualClock(0);
   const spawned: FakeProcess[] = [];
   const exits: Restart[] = [];
@@ -72,7 +72,7 @@ describe('restart policy', () => {
 
 describe('Supervisor (injected clock, fake processes)', () => {
   it('when the process keeps exiting at once, it should restart it after 1, 2, 4, 8, 8 s, reporting each exit with its attempt and delay', async () => {
-    const { clock, spawned, exits, supervisor } = fixture();
+    const { clock, spawned, exits, supervisor } = fixture(POLICY);
     supervisor.start();
     assert.equal(spawned.length, 1);
     for (const delay of [1000, 2000, 4000, 8000, 8000]) {
@@ -91,7 +91,7 @@ describe('Supervisor (injected clock, fake processes)', () => {
   });
 
   it('when a run lasted the reset time, it should wait the initial delay again; a shorter run should keep the backoff growing', async () => {
-    const { clock, exits, supervisor } = fixture();
+    const { clock, exits, supervisor } = fixture(POLICY);
     supervisor.start();
     await exitNow(supervisor.current, 137);
     clock.advance(1000);
@@ -112,8 +112,16 @@ describe('Supervisor (injected clock, fake processes)', () => {
     ]);
   });
 
+  it('when no policy is given (or undefined), it should restart with RESTART_BACKOFF', async () => {
+    const { clock, exits, supervisor } = fixture(undefined);
+    supervisor.start();
+    await exitNow(supervisor.current, 1);
+    assert.deepEqual(clock.pending(), [RESTART_BACKOFF.initialMs]);
+    assert.equal(exits[0]?.delayMs, RESTART_BACKOFF.initialMs);
+  });
+
   it('when stopped while a restart is pending, it should start nothing again', async () => {
-    const { clock, spawned, supervisor } = fixture();
+    const { clock, spawned, supervisor } = fixture(POLICY);
     supervisor.start();
     await exitNow(supervisor.current, 1);
     assert.deepEqual(clock.pending(), [1000]);
@@ -125,7 +133,7 @@ describe('Supervisor (injected clock, fake processes)', () => {
   });
 
   it('when stopped while the process runs, it should stop the process and neither report nor restart its exit', async () => {
-    const { clock, spawned, exits, supervisor } = fixture();
+    const { clock, spawned, exits, supervisor } = fixture(POLICY);
     supervisor.start();
     await supervisor.stop();
     await flush();

@@ -79,7 +79,8 @@ export class Supervisor<P extends SupervisedProcess> {
 
   constructor(opts: SupervisorOptions<P>) {
     this.name = opts.name;
-    this.#opts = { policy: RESTART_BACKOFF, clock: realClock, ...opts };
+    // Spelled out: an option passed as undefined must not override the default.
+    this.#opts = { ...opts, policy: opts.policy ?? RESTART_BACKOFF, clock: opts.clock ?? realClock };
   }
 
   /** The process running now; undefined while a restart is pending or once stopped. */
