@@ -50,7 +50,7 @@ const indent = (text: string): string => text.split('\n').map((l) => `    ${l}`)
 
 /** A component's exit, on the environment's output: which, how, what comes next, and why (its last lines). */
 function reportExit(r: Restart): void {
-  warn(`\n${r.name} exited (${r.exit}) after ${seconds(r.ranForMs)}; restart ${r.attempt} in ${seconds(r.delayMs)}. Last log lines:\n${indent(r.lastLines)}`);
+  warn(`\n${r.name} exited, ${r.exit}, after ${seconds(r.ranForMs)}; restart ${r.attempt} in ${seconds(r.delayMs)}. Last log lines:\n${indent(r.lastLines)}`);
 }
 
 const reportRestarted = (name: string, pid: number | undefined, restarts: number): void => warn(`${name} running again (pid ${pid ?? 'gone already'}; ${restarts} restart(s) so far)`);

@@ -58,7 +58,8 @@ function chaosPlan(random: () => number): Step[] {
     const j = Math.floor(random() * (i + 1));
     [kills[i], kills[j]] = [kills[j] as string, kills[i] as string];
   }
-  const delay = (): number => 1000 + Math.floor(random() * 5000);
+  // Short enough that the whole plan falls within a rollout on an idle machine (about a minute and a half).
+  const delay = (): number => 500 + Math.floor(random() * 3500);
   const steps: Step[] = kills.map((replica) => ({ kind: 'kill', replica, delayMs: delay() }));
   const pause: Step = { kind: 'pause', component: VICTIMS[Math.floor(random() * VICTIMS.length)] as string, delayMs: delay() };
   steps.splice(Math.floor(random() * (steps.length + 1)), 0, pause);
@@ -408,6 +409,7 @@ describe('chaos: components killed and a leader paused during an in-place rollou
       watchers.drains.stop();
       watchers.pdbs.stop();
       say(`rollout complete after ${(completedAt / 1000).toFixed(1)} s; chaos:\n${chaos.log()}`);
+      say(`the environment's supervision:\n${env.output.split('\n').filter((l) => / exited, | running again /.test(l)).join('\n')}`);
     }
     const context = `(seed ${seed})\n${chaos.log()}`;
     await assertChaosRan(env, chaos, { plan, completedAt }, context);
