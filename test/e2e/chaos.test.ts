@@ -12,6 +12,7 @@
 import { after, before, describe, it, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomInt } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -64,6 +65,18 @@ function chaosPlan(random: () => number): Step[] {
   const pause: Step = { kind: 'pause', component: VICTIMS[Math.floor(random() * VICTIMS.length)] as string, delayMs: delay() };
   steps.splice(Math.floor(random() * (steps.length + 1)), 0, pause);
   return steps;
+}
+
+/** Processes whose command line names the state folder (every process the environment starts does). */
+function processesOf(stateDir: string): string[] {
+  return readdirSync('/proc').filter((p) => /^\d+$/.test(p)).flatMap((pid) => {
+    try {
+      const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
+      return cmdline.includes(stateDir) ? [`${pid}: ${cmdline.slice(0, 200)}`] : [];
+    } catch {
+      return [];
+    }
+  });
 }
 
 const alive = (pid: number): boolean => {
@@ -383,6 +396,7 @@ describe('chaos: components killed and a leader paused during an in-place rollou
     const code = await env.stop();
     assert.equal(code, 0, env.output.slice(-3000));
     assert.match(env.output, /Stopped; nothing left running\./);
+    assert.deepEqual(processesOf(stateDir), [], 'no process of the environment is left, restarted ones included');
     await rm(stateDir, { recursive: true, force: true });
   });
 
