@@ -34,7 +34,7 @@ const VICTIMS = ['inplace-upgrader', 'drainer', 'ignition-server'] as const;
  * Leader timings every component reads from its environment (KINDLING_<FLAG>): a killed leader's Lease frees
  * in seconds rather than 15, with a renew deadline still roomy for a loaded 2-core machine.
  */
-const LEADER_ENV = { KINDLING_LEADER_ELECT_LEASE_DURATION: '10s', KINDLING_LEADER_ELECT_RENEW_DEADLINE: '7s', KINDLING_LEADER_ELECT_RETRY_PERIOD: '1s' };
+const LEADER_ENV = { KINDLING_LEADER_ELECT_LEASE_DURATION: '12s', KINDLING_LEADER_ELECT_RENEW_DEADLINE: '8s', KINDLING_LEADER_ELECT_RETRY_PERIOD: '1s' };
 /** The test's own workload when the sample tenant brings none: Pods on the pool's nodes, one disruption allowed. */
 const WORKLOAD = { namespace: 'default', name: 'chaos-web', replicas: 3, minAvailable: 2 };
 
@@ -65,6 +65,20 @@ function chaosPlan(random: () => number): Step[] {
   const pause: Step = { kind: 'pause', component: VICTIMS[Math.floor(random() * VICTIMS.length)] as string, delayMs: delay() };
   steps.splice(Math.floor(random() * (steps.length + 1)), 0, pause);
   return steps;
+}
+
+/** The supervisor's lines in the environment's output: each exit with the last line its process logged, each restart. */
+function supervision(output: string): string {
+  const lines = output.split('\n');
+  return lines
+    .flatMap((line, i) => {
+      if (/ running again /.test(line)) return [line];
+      if (!/ exited, /.test(line)) return [];
+      const tail = lines.slice(i + 1).findIndex((l) => !l.startsWith('    '));
+      const last = lines[i + (tail === -1 ? lines.length - i - 1 : tail)] ?? '';
+      return [line, last.trim().slice(0, 300)];
+    })
+    .join('\n');
 }
 
 /** Processes whose command line names the state folder (every process the environment starts does). */
@@ -423,7 +437,7 @@ describe('chaos: components killed and a leader paused during an in-place rollou
       watchers.drains.stop();
       watchers.pdbs.stop();
       say(`rollout complete after ${(completedAt / 1000).toFixed(1)} s; chaos:\n${chaos.log()}`);
-      say(`the environment's supervision:\n${env.output.split('\n').filter((l) => / exited, | running again /.test(l)).join('\n')}`);
+      say(`the environment's supervision:\n${supervision(env.output)}`);
     }
     const context = `(seed ${seed})\n${chaos.log()}`;
     await assertChaosRan(env, chaos, { plan, completedAt }, context);
