@@ -141,6 +141,8 @@ function supervise(launch: ComponentLaunch, replica: number, env: LaunchEnv, opt
 export async function startComponents(componentEnv: ComponentEnv, supervision: Supervision = {}): Promise<RunningComponent[]> {
   const env: LaunchEnv = { ...componentEnv, kubeconfigs: await componentKubeconfigs(componentEnv.mgmt, componentEnv.stateDir) };
   await mkdir(join(env.stateDir, 'logs'), { recursive: true });
+  // Pid files of an earlier run that did not stop cleanly (or ran other replicas) would name other processes.
+  await rm(join(env.stateDir, 'run'), { recursive: true, force: true });
   await mkdir(join(env.stateDir, 'run'), { recursive: true });
   const replicas = supervision.replicas ?? 1;
   if (env.ignition.replicas.length < replicas) throw new Error(`the ignition files hold ${env.ignition.replicas.length} replica(s) of the ignition server, not ${replicas}`);

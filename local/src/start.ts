@@ -12,7 +12,6 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
 import { formatHelp, parseConfig, ConfigError } from '../../support/src/config.js';
-import type { ManagedProcess } from '../../test/bed/src/index.js';
 import {
   startCluster,
   installKindlingCrds,
@@ -22,6 +21,7 @@ import {
   testbedBinary,
   type Cluster,
   type CapiManager,
+  type ManagedProcess,
 } from '../../test/bed/src/index.js';
 import { startComponents, stopComponents, type RunningComponent } from './components.js';
 import type { Restart } from './supervisor.js';
