@@ -2,11 +2,12 @@
  * The local environment as the end-to-end tests drive it: `node dist/local/src/start.js` in a child process
  * (exactly what `npm start` runs after its set-up), read back through the kubeconfigs its summary prints,
  * plus the few moves a test makes on it: patch a pool, list a pool's Machines, Nodes and hosts, and boot an
- * extra host from a user-data stub of the test's choosing; and the token values the run hands out, for the
- * no-token-in-logs check.
+ * extra host from a user-data stub of the test's choosing; the replicas of the components, their current pids
+ * (from <state>/run) and which one leads; and the token values the run hands out, for the no-token-in-logs check.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFile, readdir } from 'node:fs/promises';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
@@ -16,6 +17,14 @@ import type { NodePool } from '../../api/src/nodepool.js';
 const START = fileURLToPath(new URL('../../local/src/start.js', import.meta.url));
 export const NS = 'tenants';
 const CAPI = { apiVersion: 'cluster.x-k8s.io/v1beta2', group: 'cluster.x-k8s.io', version: 'v1beta2' } as const;
+
+export interface StartOptions {
+  timeoutMs?: number;
+  /** `--replicas`: processes of each elected component. */
+  replicas?: number;
+  /** Added to the environment's own (and so its components'): `KINDLING_<FLAG>` settings. */
+  env?: NodeJS.ProcessEnv;
+}
 
 export interface Machine extends k8s.KubernetesObject {
   metadata: k8s.V1ObjectMeta & { name: string };
@@ -35,8 +44,9 @@ export class LocalEnvironment {
   }
 
   /** Starts the environment and resolves once its summary is printed (both sample pools Ready). */
-  async start(timeoutMs = 600_000): Promise<void> {
-    const child = spawn(process.execPath, [START, `--state-dir=${this.stateDir}`], { stdio: ['ignore', 'pipe', 'pipe'] });
+  async start(opts: StartOptions = {}): Promise<void> {
+    const { timeoutMs = 600_000, replicas = 1 } = opts;
+    const child = spawn(process.execPath, [START, `--state-dir=${this.stateDir}`, `--replicas=${replicas}`], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...opts.env } });
     this.#child = child;
     child.stderr.on('data', (d: Buffer) => (this.output += d.toString()));
     await new Promise<void>((resolve, reject) => {
@@ -66,6 +76,27 @@ export class LocalEnvironment {
     const exited = new Promise<number | null>((r) => child.once('exit', r));
     child.kill('SIGTERM');
     return exited;
+  }
+
+  /** The pid of a component replica's current process (`drainer-1`), from its pid file; undefined while it is down. */
+  async pidOf(replica: string): Promise<number | undefined> {
+    const text = await readFile(join(this.stateDir, 'run', `${replica}.pid`), 'utf8').catch(() => '');
+    return text.trim() === '' ? undefined : Number(text.trim());
+  }
+
+  /**
+   * The replica (`drainer-0`) whose process holds the component's Lease now: the holder identity is
+   * `<hostname>-<pid>` (support/src/component.ts). Undefined when nobody holds it or the holder is not running.
+   */
+  async leaderOf(component: string, replicas: number): Promise<{ replica: string; pid: number } | undefined> {
+    const lease = await this.mgmt.makeApiClient(k8s.CoordinationV1Api).readNamespacedLease({ name: `kindling-${component}`, namespace: 'kindling-system' });
+    const holder = lease.spec?.holderIdentity ?? '';
+    for (let i = 0; i < replicas; i++) {
+      const replica = replicas === 1 ? component : `${component}-${i}`;
+      const pid = await this.pidOf(replica);
+      if (pid !== undefined && holder === `${hostname()}-${pid}`) return { replica, pid };
+    }
+    return undefined;
   }
 
   get custom(): k8s.CustomObjectsApi {
