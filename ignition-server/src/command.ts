@@ -4,19 +4,19 @@
  * `kindling release build`: builds a release image from a folder (tests and the local environment).
  */
 import { readFile } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
 import { COMPONENT_FLAGS, runComponent, type ComponentContext } from '../../support/src/component.js';
 import { ConfigError, flagName, type ConfigOf } from '../../support/src/config.js';
 import type { ReadinessCheck } from '../../support/src/ops-server.js';
 import { defineCommand, type Command } from '../../cli/src/command.js';
-import { createApp } from './app.js';
 import { TokenSecretController } from './controller.js';
-import { startHttpsServer } from './https.js';
+import { ServingPool } from './serving/pool.js';
 import { createIgnitionMetrics } from './metrics.js';
 import { PayloadStore } from './payload/store.js';
 import { createValidator } from './payload/validate.js';
 import { readRelease, resolveRelease } from './release/open.js';
 import { parsePullSecret, type RegistryOptions } from './release/registry.js';
-import { TokenIndex } from './token-index.js';
+import { TokenIndex, type TokenSecretEntry } from './token-index.js';
 import { loadTokenAuthority } from './tokens.js';
 import { createGuestJoin } from './join.js';
 import { createGuestKubeConfigs } from '../../support/src/guest-kubeconfigs.js';
@@ -38,6 +38,7 @@ const FLAGS = {
   registryCaFile: { type: 'string', default: '', help: 'Extra CA bundle (PEM) trusted for release registries' },
   ignitionValidate: { type: 'string', default: 'ignition-validate', help: 'ignition-validate binary checking each generated payload; empty: skip' },
   certReloadInterval: { type: 'duration', default: 10_000, help: 'How often the serving certificate files are checked for changes' },
+  servingThreads: { type: 'int', default: 0, help: 'Threads answering /ignition, all on the serving address; 0: one per core' },
 } as const;
 
 type IgnitionServerConfig = ConfigOf<typeof FLAGS>;
@@ -76,21 +77,37 @@ export async function startIgnitionServer(cfg: IgnitionServerConfig, ctx: Compon
   const core = ctx.kubeConfig.makeApiClient(k8s.CoreV1Api);
   const join = createGuestJoin(createGuestKubeConfigs((namespace, name) => core.readNamespacedSecret({ namespace, name })));
   const controller = new TokenSecretController({ kubeConfig: ctx.kubeConfig, log: ctx.log.child({ part: 'tokens' }), authority, index, store, join, ttlMs: cfg.tokenTtl, namespace: cfg.namespace, metrics, queueMetrics: ctx.queueMetrics });
+  const serving = new ServingPool({
+    threads: cfg.servingThreads > 0 ? cfg.servingThreads : availableParallelism(),
+    address: cfg.servingAddress,
+    certFile: cfg.tlsCertFile,
+    keyFile: cfg.tlsKeyFile,
+    publicKeyPem: authority.publicKeyPem,
+    index,
+    store,
+    onServed: (key) => whenIndexed(index, key, (entry) => controller.served(entry)),
+    onPayloadMissing: (key) => whenIndexed(index, key, (entry) => controller.regenerate(entry)),
+    load: (pool, hash) => controller.load(pool, hash),
+    onFailed: () => void ctx.shutdown.run('a serving thread failed').then(() => process.exit(1)),
+    log: ctx.log.child({ part: 'serving' }),
+    logName: 'kindling-ignition-server',
+    logLevel: cfg.logLevel,
+    reloadIntervalMs: cfg.certReloadInterval,
+  });
+  // The threads start while the token Secrets are listed; they accept once the list is in.
+  serving.start();
+  metrics.watchRequests(() => serving.requests());
   await controller.start();
   ctx.shutdown.add('token controller', () => controller.stop());
-  const app = createApp({
-    authority,
-    tokens: index,
-    payloads: store,
-    onServed: (entry) => controller.served(entry),
-    onPayloadMissing: (entry) => controller.regenerate(entry),
-    log: ctx.log.child({ part: 'http' }),
-    metrics,
-  });
-  const https = await startHttpsServer({ address: cfg.servingAddress, certFile: cfg.tlsCertFile, keyFile: cfg.tlsKeyFile, app, log: ctx.log, reloadIntervalMs: cfg.certReloadInterval });
-  ctx.shutdown.add('https server', () => https.close());
-  ctx.log.info({ servingPort: https.port }, 'Serving /ignition');
-  return { controller, port: https.port, readiness: [{ name: 'token-secrets-synced', check: () => controller.synced }] };
+  await serving.listen();
+  ctx.shutdown.add('serving threads', () => serving.drain());
+  ctx.log.info({ servingPort: serving.port }, 'Serving /ignition');
+  return { controller, port: serving.port, readiness: [{ name: 'token-secrets-synced', check: () => controller.synced }] };
+}
+
+function whenIndexed(index: TokenIndex, key: string, fn: (entry: TokenSecretEntry) => void): void {
+  const entry = index.get(key);
+  if (entry) fn(entry);
 }
 
 export const ignitionServerCommand: Command = defineCommand({

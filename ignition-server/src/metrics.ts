@@ -4,13 +4,28 @@ import type { StoreMetrics } from './payload/store.js';
 
 export interface IgnitionMetrics extends StoreMetrics {
   request(code: number): void;
+  /** Requests counted elsewhere (the serving threads): totals by status, read at scrape time. */
+  watchRequests(read: () => Promise<Record<string, number>>): void;
   rotation(): void;
   /** Sampled at scrape time. */
   watchLiveTokens(read: () => number): void;
 }
 
 export function createIgnitionMetrics(registry: Registry): IgnitionMetrics {
-  const requests = new Counter({ name: 'kindling_ignition_requests_total', help: 'Requests to the serving port by HTTP status code.', labelNames: ['code'], registers: [registry] });
+  let counted: (() => Promise<Record<string, number>>) | undefined;
+  const seen = new Map<string, number>();
+  const requests = new Counter({
+    name: 'kindling_ignition_requests_total',
+    help: 'Requests to the serving port by HTTP status code.',
+    labelNames: ['code'],
+    registers: [registry],
+    async collect() {
+      for (const [code, total] of Object.entries((await counted?.()) ?? {})) {
+        if (total > (seen.get(code) ?? 0)) this.inc({ code }, total - (seen.get(code) ?? 0));
+        seen.set(code, total);
+      }
+    },
+  });
   const generation = new Histogram({
     name: 'kindling_ignition_payload_generation_seconds',
     help: 'Time to generate one payload (release read, merge, validation), by outcome.',
@@ -33,6 +48,7 @@ export function createIgnitionMetrics(registry: Registry): IgnitionMetrics {
   });
   return {
     request: (code) => requests.inc({ code: String(code) }),
+    watchRequests: (read) => void (counted = read),
     rotation: () => rotations.inc(),
     watchLiveTokens: (read) => void (live = read),
     generationSeconds: (s, outcome) => generation.observe({ outcome }, s),

@@ -10,7 +10,7 @@
  * of the config documents. The documents themselves are read (ConfigSource) only when a payload is in
  * neither place: a server holding thousands of token Secrets keeps one digest per Secret, not its config.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { LRUCache } from 'lru-cache';
@@ -20,41 +20,18 @@ import { InvalidConfigError, renderPayload, type RenderedPayload } from './rende
 import type { Validator } from './validate.js';
 import { DirBudget } from './dir-budget.js';
 import { SPEC_VERSIONS, versionIndex, type SpecVersion } from './versions.js';
+import { configDigest, sha } from './digest.js';
+import { HEAD, payloadBytes, type Payload } from './payload.js';
 
-/** The first bytes of every payload: `ignition.version` is the first field, so it is cheap to vary. */
-const HEAD = '{"ignition":{"version":"';
+export { payloadBytes, payloadChunks, type Payload } from './payload.js';
+
 const SLOT = '@@KINDLING_SPEC_VERSION@@';
-const HEAD_BYTES = Buffer.from(HEAD);
-const VERSION_BYTES = new Map<string, Buffer>(SPEC_VERSIONS.map((v) => [v, Buffer.from(v)]));
 /** The newest version the local ignition-validate parses. */
 const VALIDATE_AT: SpecVersion = '3.3.0';
 
 /** Where a host's join files go: after the last entry of `storage.files` (see toPayload). */
 const JOIN_MARK = '@@KINDLING_JOIN_MATERIAL@@';
 const JOIN_SLOT = `,"${JOIN_MARK}"`;
-
-export interface Payload {
-  key: string;
-  minVersion: SpecVersion;
-  /** Everything after the version string; the payload at version v is HEAD + v + tail. */
-  tail: Buffer;
-  /** Offset in `tail` right after the last entry of `storage.files`: per-host join files are spliced in here. */
-  joinAt: number;
-}
-
-/**
- * The payload's bytes at a version, as chunks (no copy of the large part). `join` (comma-led file entries,
- * see join.ts) is the one per-pool part: the shared bytes stay shared, cached once per (release, config).
- */
-export function payloadChunks(p: Payload, version: SpecVersion, join?: Buffer): Buffer[] {
-  const head = [HEAD_BYTES, VERSION_BYTES.get(version) as Buffer];
-  if (!join) return [...head, p.tail];
-  return [...head, p.tail.subarray(0, p.joinAt), join, p.tail.subarray(p.joinAt)];
-}
-
-export function payloadBytes(p: Payload, version: SpecVersion, join?: Buffer): Buffer {
-  return Buffer.concat(payloadChunks(p, version, join));
-}
 
 export type FailureReason = 'InvalidConfig' | 'ReleaseUnavailable';
 
@@ -76,6 +53,12 @@ export interface StoreMetrics {
   cacheBytes(bytes: number): void;
 }
 
+/** Told what the in-memory cache holds: a payload now held, a payload let go. */
+export interface PayloadObserver {
+  cached(payload: Payload): void;
+  evicted(key: string): void;
+}
+
 /** A pool's config documents, known by digest and read only to generate. */
 export interface ConfigSource {
   sha256: string;
@@ -95,10 +78,7 @@ export interface PayloadStoreOptions {
   log: Logger;
 }
 
-const sha = (...parts: string[]): string => createHash('sha256').update(parts.join('\0')).digest('hex');
-
-/** What identifies config documents in the cache keys. */
-export const configDigest = (config: string): string => sha(config);
+export { configDigest } from './digest.js';
 
 const objectOr = (v: unknown): Record<string, unknown> => (typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : {});
 
@@ -120,7 +100,17 @@ function toPayload(key: string, rendered: RenderedPayload): Payload {
   if (joinAt < 0 || tail.indexOf(JOIN_MARK) !== joinAt + 2 || tail.includes(JOIN_MARK, joinAt + 3)) {
     throw new InvalidConfigError(`the config contains the reserved text ${JOIN_MARK}`);
   }
-  return { key, minVersion: rendered.minVersion, tail: Buffer.from(tail.slice(0, joinAt) + tail.slice(joinAt + JOIN_SLOT.length)), joinAt: Buffer.byteLength(tail.slice(0, joinAt)) };
+  return { key, minVersion: rendered.minVersion, tail: sharedBytes(Buffer.from(tail.slice(0, joinAt) + tail.slice(joinAt + JOIN_SLOT.length))), joinAt: Buffer.byteLength(tail.slice(0, joinAt)) };
+}
+
+/**
+ * A payload's bytes in shared memory: every serving thread sends the same bytes (serving/pool.ts), held once
+ * in the process whatever the number of threads.
+ */
+function sharedBytes(bytes: Buffer): Buffer {
+  const shared = Buffer.from(new SharedArrayBuffer(bytes.length));
+  bytes.copy(shared);
+  return shared;
 }
 
 function classify(err: unknown): GenerationError {
@@ -140,6 +130,7 @@ export class PayloadStore {
   readonly #invalid = new Map<string, GenerationError>();
   /** How many generations ran (not served from memory or disk): a restart with a warm disk makes none. */
   generations = 0;
+  #observer: PayloadObserver | undefined;
 
   constructor(opts: PayloadStoreOptions) {
     this.#opts = opts;
@@ -148,7 +139,10 @@ export class PayloadStore {
       sizeCalculation: (p) => Math.max(1, p.tail.length + 64),
       // Entries bigger than the whole cache are served from disk instead.
       maxEntrySize: opts.maxBytes,
-      dispose: () => opts.metrics?.cacheBytes(this.#cache.calculatedSize),
+      dispose: (_p, key, reason) => {
+        opts.metrics?.cacheBytes(this.#cache.calculatedSize);
+        if (reason !== 'set') this.#observer?.evicted(key);
+      },
     });
     this.#dir = new DirBudget({ dir: join(opts.cacheDir, 'payloads'), maxBytes: opts.maxDirBytes, log: opts.log });
   }
@@ -157,6 +151,19 @@ export class PayloadStore {
     await mkdir(join(this.#opts.cacheDir, 'pins'), { recursive: true });
     await mkdir(join(this.#opts.cacheDir, 'payloads'), { recursive: true });
     await this.#dir.load();
+  }
+
+  /** Follows what memory holds (the serving threads hold exactly that); told of every payload held now. */
+  observe(observer: PayloadObserver): void {
+    this.#observer = observer;
+    for (const p of this.#cache.values()) observer.cached(p);
+  }
+
+  /** Payloads served elsewhere (a serving thread) count as used: the LRUs in memory and on disk keep them. */
+  touch(key: string, hits: number): void {
+    if (this.#cache.get(key) === undefined) return;
+    for (let i = 0; i < hits; i++) this.#opts.metrics?.cacheHit();
+    this.#dir.used(key);
   }
 
   /** The payload when it is in memory: the request path's only synchronous look-up. */
@@ -263,6 +270,7 @@ export class PayloadStore {
 
   #remember(payload: Payload): void {
     this.#cache.set(payload.key, payload);
+    if (this.#cache.has(payload.key)) this.#observer?.cached(payload);
     this.#opts.metrics?.cacheBytes(this.#cache.calculatedSize);
   }
 
@@ -275,7 +283,7 @@ export class PayloadStore {
     const [minVersion, joinText] = bytes.subarray(0, Math.max(0, newline)).toString('utf8').split(' ') as [SpecVersion, string | undefined];
     const joinAt = Number(joinText);
     if (newline < 0 || !SPEC_VERSIONS.includes(minVersion) || !Number.isInteger(joinAt)) return undefined;
-    const tail = Buffer.from(bytes.subarray(newline + 1));
+    const tail = sharedBytes(bytes.subarray(newline + 1));
     if (joinAt < 0 || joinAt > tail.length) return undefined;
     const payload: Payload = { key, minVersion, tail, joinAt };
     this.#dir.used(key);
