@@ -81,36 +81,72 @@ function checkHeaders(req: IncomingMessage, claims: TokenClaims): void {
   if (hash !== undefined && hash !== claims.hash) throw new HttpError('IGN_HASH_MISMATCH');
 }
 
-/** The live entry of the token; a token Secret known by metadata only is read first (after a restart). */
-async function entryOf(token: string, claims: TokenClaims, deps: AppDeps): Promise<TokenSecretEntry | undefined> {
-  const now = (deps.now ?? Date.now)();
-  const entry = deps.tokens.find(token, now);
-  if (entry || !deps.load || !deps.tokens.unloadedFor?.(claims.pool, claims.hash).length) return entry;
-  await deps.load(claims.pool, claims.hash);
-  return deps.tokens.find(token, (deps.now ?? Date.now)());
+/** One request on its way; each step answers now or, when it must wait, returns a promise of the rest. */
+interface InFlight {
+  req: IncomingMessage;
+  res: ServerResponse;
+  deps: AppDeps;
+  outcome: Outcome;
 }
 
-async function authorize(req: IncomingMessage, deps: AppDeps, outcome: Outcome): Promise<{ entry: TokenSecretEntry; token: string }> {
-  const token = bearerToken(req);
-  const claims = deps.authority.remembered?.(token) ?? (await deps.authority.verify(token));
-  if (!claims) throw new HttpError('IGN_TOKEN_INVALID');
-  outcome.nodePool = claims.pool;
-  const entry = await entryOf(token, claims, deps);
+type Step = void | Promise<void>;
+
+/** Bearer present → signature and expiry (remembered, or verified now) → the token's live entry → the payload. */
+function serveIgnition(r: InFlight): Step {
+  checkBody(r.req);
+  const token = bearerToken(r.req);
+  const claims = r.deps.authority.remembered?.(token);
+  if (claims) return withClaims(r, token, claims);
+  return r.deps.authority.verify(token).then((verified) => {
+    if (!verified) throw new HttpError('IGN_TOKEN_INVALID');
+    return withClaims(r, token, verified);
+  });
+}
+
+function withClaims(r: InFlight, token: string, claims: TokenClaims): Step {
+  r.outcome.nodePool = claims.pool;
+  const { deps } = r;
+  const entry = deps.tokens.find(token, (deps.now ?? Date.now)());
+  // A token Secret known by its metadata only (after a restart) is read first, then asked again.
+  if (entry || !deps.load || !deps.tokens.unloadedFor?.(claims.pool, claims.hash).length) return withEntry(r, token, claims, entry);
+  return deps.load(claims.pool, claims.hash).then(() => withEntry(r, token, claims, deps.tokens.find(token, (deps.now ?? Date.now)())));
+}
+
+function withEntry(r: InFlight, token: string, claims: TokenClaims, entry: TokenSecretEntry | undefined): Step {
   if (!entry || entry.secret.pool !== claims.pool || entry.secret.hash !== claims.hash) throw new HttpError('IGN_TOKEN_REVOKED');
-  checkHeaders(req, claims);
-  return { entry, token };
+  checkHeaders(r.req, claims);
+  const version = negotiateVersion(r.req.headers.accept);
+  if (version === undefined) throw new HttpError('IGN_SPEC_UNACCEPTABLE');
+  const key = payloadKey(entry);
+  const payload = r.deps.payloads.peek(key);
+  if (payload) return respond(r, { entry, token, version, payload });
+  return r.deps.payloads.lookup(key).then((found) => {
+    if (!found) {
+      r.deps.onPayloadMissing(entry);
+      throw new HttpError('IGN_PAYLOAD_REGENERATING');
+    }
+    respond(r, { entry, token, version, payload: found });
+  });
 }
 
-async function payloadFor(entry: TokenSecretEntry, deps: AppDeps): Promise<Payload> {
+/** The content key of a ready payload; a pending or failed one is a 511 with its reason. */
+function payloadKey(entry: TokenSecretEntry): string {
   const state = entry.payload;
   if (state.state === 'pending') throw new HttpError('IGN_PAYLOAD_PENDING');
   if (state.state === 'failed') throw new HttpError(state.reason === 'InvalidConfig' ? 'IGN_PAYLOAD_INVALID_CONFIG' : 'IGN_PAYLOAD_RELEASE_UNAVAILABLE');
-  const payload = deps.payloads.peek(state.key) ?? (await deps.payloads.lookup(state.key));
-  if (!payload) {
-    deps.onPayloadMissing(entry);
-    throw new HttpError('IGN_PAYLOAD_REGENERATING');
+  return state.key;
+}
+
+function respond(r: InFlight, a: { entry: TokenSecretEntry; token: string; version: SpecVersion; payload: Payload }): void {
+  if (!servable(a.payload.minVersion, a.version)) throw new HttpError('IGN_SPEC_TOO_OLD', `${a.payload.minVersion} or newer`);
+  // The pool's join material goes to hosts; the upgrader's nodes joined long ago and ask without it.
+  const join = r.req.headers[JOIN] === 'omit' ? undefined : joinFor(a.entry, a.token);
+  send(r.res, payloadChunks(a.payload, a.version, join), a.version, r.req.method === 'HEAD');
+  if (!a.entry.served) {
+    a.entry.served = true;
+    r.outcome.firstServed = a.entry;
+    r.deps.onServed(a.entry);
   }
-  return payload;
 }
 
 /**
@@ -136,29 +172,12 @@ function writes(chunks: Buffer[]): Buffer[] {
 function send(res: ServerResponse, chunks: Buffer[], version: SpecVersion, head: boolean): void {
   let length = 0;
   for (const c of chunks) length += c.length;
-  res.writeHead(200, ['content-type', contentType(version), 'content-length', String(length), 'cache-control', 'no-store']);
+  res.writeHead(200, { 'content-type': contentType(version), 'content-length': length, 'cache-control': 'no-store' });
   if (head) return void res.end();
   if (length < SMALL_PAYLOAD_BYTES) return void res.end(Buffer.concat(chunks, length));
   const parts = writes(chunks);
   for (let i = 0; i < parts.length - 1; i++) res.write(parts[i]);
   res.end(parts[parts.length - 1]);
-}
-
-async function serveIgnition(req: IncomingMessage, res: ServerResponse, deps: AppDeps, outcome: Outcome): Promise<void> {
-  checkBody(req);
-  const { entry, token } = await authorize(req, deps, outcome);
-  const version = negotiateVersion(req.headers.accept);
-  if (version === undefined) throw new HttpError('IGN_SPEC_UNACCEPTABLE');
-  const payload = await payloadFor(entry, deps);
-  if (!servable(payload.minVersion, version)) throw new HttpError('IGN_SPEC_TOO_OLD', `${payload.minVersion} or newer`);
-  // The pool's join material goes to hosts; the upgrader's nodes joined long ago and ask without it.
-  const join = req.headers[JOIN] === 'omit' ? undefined : joinFor(entry, token);
-  send(res, payloadChunks(payload, version, join), version, req.method === 'HEAD');
-  if (!entry.served) {
-    entry.served = true;
-    outcome.firstServed = entry;
-    deps.onServed(entry);
-  }
 }
 
 /** Errors of express itself (e.g. a malformed URL) carry a status; anything else is ours and a 500. */
@@ -190,9 +209,20 @@ function finished(req: IncomingMessage, res: ServerResponse, deps: AppDeps, outc
   else deps.log.info(line, status < 400 ? 'Served the first payload of a token Secret' : 'Request refused');
 }
 
-/** Serves or refuses; never rejects. */
-function answer(req: IncomingMessage, res: ServerResponse, deps: AppDeps, outcome: Outcome): Promise<void> {
-  return serveIgnition(req, res, deps, outcome).catch((err: unknown) => refuse(res, err, deps.log));
+/** Serves or refuses, then `done` (counting, logging): without a promise when nothing had to wait. */
+function answer(r: InFlight, done: () => void): void {
+  const fail = (err: unknown): void => {
+    refuse(r.res, err, r.deps.log);
+    done();
+  };
+  let step: Step;
+  try {
+    step = serveIgnition(r);
+  } catch (err) {
+    return fail(err);
+  }
+  if (step) step.then(done, fail);
+  else done();
 }
 
 async function expressApp(deps: AppDeps): Promise<RequestListener> {
@@ -209,7 +239,8 @@ async function expressApp(deps: AppDeps): Promise<RequestListener> {
     res.on('finish', () => finished(req, res, deps, outcome));
     next();
   });
-  app.get('/ignition', (req, res) => answer(req, res, deps, res.locals.outcome as Outcome));
+  // Counted and logged on 'finish' (above), like every request of this app.
+  app.get('/ignition', (req, res) => answer({ req, res, deps, outcome: res.locals.outcome as Outcome }, () => undefined));
   app.use((req) => {
     checkBody(req);
     throw new HttpError('IGN_NOT_FOUND');
@@ -224,7 +255,7 @@ export function createApp(deps: AppDeps): RequestListener {
   return (req, res) => {
     if (req.url === '/ignition' && (req.method === 'GET' || req.method === 'HEAD')) {
       const outcome: Outcome = { started: performance.now() };
-      void answer(req, res, deps, outcome).then(() => finished(req, res, deps, outcome));
+      answer({ req, res, deps, outcome }, () => finished(req, res, deps, outcome));
       return;
     }
     fallback ??= expressApp(deps);

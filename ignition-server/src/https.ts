@@ -7,7 +7,7 @@
 import { createServer, type Server } from 'node:https';
 import { readFile, stat } from 'node:fs/promises';
 import type { AddressInfo, Socket } from 'node:net';
-import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import type { RequestListener } from 'node:http';
 import { createSecureContext } from 'node:tls';
 import type { Logger } from '../../support/src/logger.js';
 import { splitAddress } from '../../support/src/ops-server.js';
@@ -60,6 +60,7 @@ export async function startHttpsServer(opts: HttpsOptions): Promise<HttpsServer>
   const first = await readPair(opts.certFile, opts.keyFile);
   let stamp = first.stamp;
   const headersTimeout = opts.headersTimeoutMs ?? 5_000;
+  const served = drainable(() => server, opts.app);
   const server = createServer(
     {
       ...TLS,
@@ -72,7 +73,7 @@ export async function startHttpsServer(opts: HttpsOptions): Promise<HttpsServer>
       keepAliveTimeout: 5_000,
       maxHeaderSize: 16 * 1024,
     },
-    opts.app,
+    served.app,
   );
   server.on('tlsClientError', (err) => opts.log.debug({ err: err.message }, 'TLS handshake failed'));
   const reload = async (): Promise<boolean> => {
@@ -92,7 +93,6 @@ export async function startHttpsServer(opts: HttpsOptions): Promise<HttpsServer>
   };
   const timer = setInterval(() => void reload(), opts.reloadIntervalMs ?? 10_000);
   timer.unref();
-  const drain = drainer(server);
   // A boot storm opens a thousand connections at once: a backlog of Node's default 511 would drop SYNs, and a
   // dropped SYN costs the host a second before its retry (the kernel caps it at net.core.somaxconn).
   const [host, port] = splitAddress(opts.address);
@@ -105,7 +105,7 @@ export async function startHttpsServer(opts: HttpsOptions): Promise<HttpsServer>
     reload,
     drain: (timeoutMs) => {
       clearInterval(timer);
-      return drain(timeoutMs);
+      return served.drain(timeoutMs);
     },
     close: () =>
       new Promise<void>((resolve) => {
@@ -116,27 +116,29 @@ export async function startHttpsServer(opts: HttpsOptions): Promise<HttpsServer>
   };
 }
 
-/** See HttpsServer.drain. */
-function drainer(server: Server): (timeoutMs: number) => Promise<void> {
-  let inFlight = 0;
+/**
+ * See HttpsServer.drain. The app is wrapped rather than watched: a listener per request would cost every
+ * request for the sake of the last ones.
+ */
+function drainable(server: () => Server, app: RequestListener): { app: RequestListener; drain: (timeoutMs: number) => Promise<void> } {
   let draining = false;
-  let idle: (() => void) | undefined;
-  server.on('request', (_req: IncomingMessage, res: ServerResponse) => {
-    inFlight++;
-    if (draining) res.shouldKeepAlive = false;
-    res.on('close', () => {
-      inFlight--;
-      if (draining && inFlight === 0) idle?.();
-    });
-  });
-  server.on('secureConnection', (socket: Socket) => void (draining && socket.destroy()));
-  return (timeoutMs) => {
-    draining = true;
-    server.closeIdleConnections();
-    if (inFlight === 0) return Promise.resolve();
-    return new Promise<void>((resolve) => {
-      idle = resolve;
-      setTimeout(resolve, timeoutMs).unref();
-    });
+  return {
+    app: (req, res) => {
+      if (draining) res.shouldKeepAlive = false;
+      app(req, res);
+    },
+    drain: async (timeoutMs) => {
+      draining = true;
+      const s = server();
+      s.on('secureConnection', (socket: Socket) => socket.destroy());
+      const deadline = Date.now() + timeoutMs;
+      // A busy connection closes after its response (no keep-alive once draining); an idle one is closed here.
+      while (Date.now() < deadline) {
+        s.closeIdleConnections();
+        const open = await new Promise<number>((resolve) => s.getConnections((_err, n) => resolve(n)));
+        if (open === 0) return;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    },
   };
 }
