@@ -96,18 +96,19 @@ export class TokenSecretController {
     this.#generate = this.#queue('ignition-payloads', (key) => this.#generatePayload(key));
     this.#reached = this.#queue('ignition-reached', (key) => this.#recordReached(key));
     this.#revoke = this.#queue('ignition-bootstrap-revoke', (key) => this.#revokeBootstrap(key));
-    this.#reads = this.#queue('ignition-token-secret-reads', (key) => this.#read(key));
+    // In the background, two at a time: a request waiting on a Secret reads it at once (load), not in this line.
+    this.#reads = this.#queue('ignition-token-secret-reads', (key) => this.#read(key), 2);
   }
 
   get synced(): boolean {
     return this.#informer.synced;
   }
 
-  #queue(name: string, reconcile: (key: string) => Promise<ReconcileResult | void>): WorkQueue {
+  #queue(name: string, reconcile: (key: string) => Promise<ReconcileResult | void>, concurrency = 4): WorkQueue {
     const q = new WorkQueue({
       name,
       reconcile,
-      concurrency: 4,
+      concurrency,
       clock: this.#clock,
       onDone: (key, outcome, ms, err) => {
         this.#opts.queueMetrics?.observe(name, outcome, ms);

@@ -47,7 +47,6 @@ export interface ServingPoolOptions {
 }
 
 const THREAD_MODULE = new URL('./thread.js', import.meta.url);
-const YOUNG_GENERATION_MB = Number(process.env.KINDLING_YG ?? 4);
 
 interface Thread {
   worker: Worker;
@@ -131,8 +130,7 @@ export class ServingPool {
     const o = this.#opts;
     const data: ThreadData = { index, certFile: o.certFile, keyFile: o.keyFile, publicKeyPem: o.publicKeyPem, logLevel: o.logLevel, logName: o.logName, reloadIntervalMs: o.reloadIntervalMs, headersTimeoutMs: o.headersTimeoutMs, requestTimeoutMs: o.requestTimeoutMs };
     // A profile of the process (the benchmark's --cpu-prof) covers the threads; other flags are the process's.
-    // A thread allocates little that lives (request objects): a small young generation keeps it small too.
-    const worker = new Worker(THREAD_MODULE, { workerData: data, execArgv: process.execArgv.filter((a) => a.startsWith('--cpu-prof')), resourceLimits: { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB } });
+    const worker = new Worker(THREAD_MODULE, { workerData: data, execArgv: process.execArgv.filter((a) => a.startsWith('--cpu-prof')) });
     const thread: Thread = { worker, next: new Map() };
     worker.on('message', (msg: FromThread) => this.#onMessage(thread, msg));
     worker.on('error', (err) => this.#failed(new Error(`serving thread ${index} failed`, { cause: err })));
