@@ -147,8 +147,15 @@ export class ServingPool {
 
   #listen(t: Thread, msg: ToThread): Promise<{ port: number; fd: number }> {
     return new Promise((resolve, reject) => {
-      t.next.set('failed', (m) => reject(new Error(m.t === 'failed' ? m.error : 'failed')));
-      t.next.set('listening', (m) => resolve(m.t === 'listening' ? m : { port: 0, fd: -1 }));
+      // One of the two answers comes; the other waiter goes with it (a later failure is the thread's, not this).
+      t.next.set('failed', (m) => {
+        t.next.delete('listening');
+        reject(new Error(m.t === 'failed' ? m.error : 'failed'));
+      });
+      t.next.set('listening', (m) => {
+        t.next.delete('failed');
+        resolve(m.t === 'listening' ? m : { port: 0, fd: -1 });
+      });
       this.#post(t, msg);
     });
   }
