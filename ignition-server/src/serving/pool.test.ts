@@ -11,6 +11,7 @@ import { TokenIndex, type TokenSecret } from '../token-index.js';
 import { payloadBytes, type Payload } from '../payload/payload.js';
 import type { PayloadObserver } from '../payload/store.js';
 import { ecKeyPem } from '../testing.js';
+import { eventually } from '../../../test/bed/src/eventually.js';
 import { ServingPool } from './pool.js';
 
 const POOL = 'clusters/workers';
@@ -151,12 +152,12 @@ describe('serving threads', () => {
     index.upsert(s, { state: 'ready', key: p.key });
     const before = await pool.requests();
     await many(token, 10);
-    assert.ok(served.includes(s.key));
+    // Told after the response went out: it may arrive a little after the client has its bytes.
+    await eventually('the first fetch heard of', () => Promise.resolve(served.includes(s.key) ? true : undefined), 20_000, 50);
     assert.ok(served.filter((k) => k === s.key).length <= 2, 'once per thread at most');
-    const now = await pool.requests();
-    assert.equal((now['200'] ?? 0) - (before['200'] ?? 0), 10);
-    await new Promise((r) => setTimeout(r, 300));
-    assert.ok((payloads.touched.get(p.key) ?? 0) >= 1, 'the store learns which payloads are used');
+    // Counted on the threads, summed when asked (as a metrics scrape does).
+    await eventually('the 200s counted', async () => (((await pool.requests())['200'] ?? 0) - (before['200'] ?? 0) === 10 ? true : undefined), 20_000, 100);
+    await eventually('the store told which payloads are used', () => Promise.resolve((payloads.touched.get(p.key) ?? 0) >= 1 ? true : undefined), 20_000, 100);
   });
 
   it('when a token\'s Secret is known by metadata only, a thread should have the main thread read it, then serve', async () => {
@@ -185,6 +186,6 @@ describe('serving threads', () => {
     payloads.disk.delete(p.key);
     const gone = await get(pool.port, ca, headers(token));
     assert.equal(gone.code, 'IGN_PAYLOAD_REGENERATING');
-    assert.ok(missing.includes(s.key));
+    await eventually('the main thread told to regenerate', () => Promise.resolve(missing.includes(s.key) ? true : undefined), 20_000, 50);
   });
 });
