@@ -108,3 +108,26 @@ export interface MachineCondition {
   message?: string;
   lastTransitionTime?: string;
 }
+
+/** Cluster API Runtime SDK registration (its storage version in v1.14; the manager's RuntimeSDK gate on). */
+export const RUNTIME_API_VERSION = 'runtime.cluster.x-k8s.io/v1beta2';
+
+export interface ExtensionConfig {
+  apiVersion: typeof RUNTIME_API_VERSION;
+  kind: 'ExtensionConfig';
+  metadata: ObjectMeta;
+  spec: {
+    clientConfig: {
+      url?: string;
+      service?: { namespace: string; name: string; path?: string; port?: number };
+      /** PEM CA bundle of the extension's serving certificate, base64. */
+      caBundle?: string;
+    };
+    namespaceSelector?: LabelSelector;
+    settings?: Record<string, string>;
+  };
+  status?: {
+    handlers?: { name: string; requestHook: { apiVersion: string; hook: string }; timeoutSeconds?: number; failurePolicy?: string }[];
+    conditions?: { type: string; status: string; reason?: string; message?: string }[];
+  };
+}

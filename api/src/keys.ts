@@ -47,6 +47,9 @@ export const LABELS = {
   /** Guest Node: the zone used to spread in-place updates. Written by the host (kubelet / local provider);
    * read by the inplace-upgrader. */
   zone: 'topology.kubernetes.io/zone',
+  /** Guest Node of a host of the local environment ("local"). Written by the local providers' kubelet when it
+   * registers its Node; read by people and tests telling local hosts from other Nodes. */
+  localHost: 'kindling.dev/host',
   /** Marks an agent Pod ("true") in a guest cluster. Written by the inplace-upgrader on the Pods it creates;
    * read by the drainer (never evicts the agent that asked for the drain) and by the upgrader (clean-up). */
   agentPod: 'kindling.dev/agent',
@@ -88,8 +91,9 @@ export const ANNOTATIONS = {
   currentConfigHash: 'kindling.dev/current-config-hash',
   /** Resolved maxUnavailable (an integer ≥ 1). Written by the nodepool-controller; read by the upgrader. */
   maxUnavailable: 'kindling.dev/max-unavailable',
-  /** Rollout progress, "N of M updated". Written by the inplace-upgrader; read by the nodepool-controller
-   * and `kindling status`. */
+  /** Rollout progress, "N of M updated", then each drain a PodDisruptionBudget holds up ("; n03 draining,
+   * blocked by PodDisruptionBudget ns/x"). Written by the inplace-upgrader; read by the nodepool-controller
+   * (the UpdatingConfig/UpdatingVersion message, as is) and `kindling status` (the counts before any ";"). */
   inPlaceProgress: 'kindling.dev/inplace-progress',
   /** Rollout halted: "<node>: <reason>". Written by the inplace-upgrader; read by the nodepool-controller. */
   inPlaceFailure: 'kindling.dev/inplace-failure',
@@ -116,6 +120,12 @@ export const ANNOTATIONS = {
   /** Why the last drain failed (e.g. nodeDrainTimeout reached). Written by the drainer; read by the upgrader
    * and operators. */
   drainFailure: 'kindling.dev/drain-failure',
+  /** Why the current drain is not moving: "<pod> blocked by PodDisruptionBudget <ns>/<name> since <RFC3339>"
+   * (format and parser in drain-blocked.ts). Written by the drainer on a PDB's refusal, rewritten only when the
+   * text changes, removed once no eviction is refused and when the drain completes, fails or is cancelled;
+   * read by the inplace-upgrader (rollout progress, so the NodePool's condition names the budget) and
+   * `kindling status`. */
+  drainBlocked: 'kindling.dev/drain-blocked',
   /** JSON list of the `key:effect` taints the pool put on the Node. Node spec.taints is an atomic list, so
    * server-side apply cannot tell Kindling's taints from others'; this remembers which ones to remove when the
    * pool drops them. Written and read by the nodepool-controller only. */

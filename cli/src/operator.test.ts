@@ -1,6 +1,7 @@
 /**
  * `kindling plan` and `kindling status` on the real test bed: a management cluster with the Kindling and
- * real Cluster API CRDs, the real NodePool controller (in-process, a stand-in minting tokens), Machines with
+ * real Cluster API CRDs, the real NodePool controller (in-process) and ignition server (its own process, minting
+ * the tokens and generating the payload of a real release image), Machines with
  * nodeRefs as Cluster API leaves them, and a KWOK guest cluster whose Nodes carry the upgrader's annotations.
  */
 import { after, before, describe, it } from 'node:test';
@@ -21,7 +22,7 @@ import type { NodePool } from '../../api/src/nodepool.js';
 import { nodePoolFixture } from '../../api/src/testing.js';
 import { createLogger } from '../../support/src/logger.js';
 import { createNodePoolController, type NodePoolController } from '../../nodepool-controller/src/controller.js';
-import { startTokenStandIn, type TokenStandIn } from '../../nodepool-controller/src/token-stand-in.js';
+import { runIgnitionServer, type IgnitionServer } from '../../ignition-server/src/testing.js';
 import { KUBELET_CONFIG } from '../../nodepool-controller/src/fixtures.js';
 import { main } from './main.js';
 import { runStatus } from './status.js';
@@ -31,6 +32,7 @@ import type { Plan } from './plan.js';
 const NS = 'default';
 const POOL = 'ops';
 const NODES = ['ops-0', 'ops-1', 'ops-2'];
+/** A release `plan` is asked about: plan reads only its tag, never the image. */
 const IMAGE = (v: string): string => `registry.local:5000/kindling/release:${v}`;
 const MERGE = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
 const SCHEMA = JSON.parse(readFileSync(fileURLToPath(new URL('../../../cli/plan.schema.json', import.meta.url)), 'utf8')) as Schema;
@@ -46,7 +48,7 @@ describe('kindling plan and status on the real test bed', () => {
   let mgmt: Cluster;
   let guest: Cluster;
   let controller: NodePoolController;
-  let tokens: TokenStandIn;
+  let ignition: IgnitionServer;
   let dir: string;
   let custom: k8s.CustomObjectsApi;
   let guestCore: k8s.CoreV1Api;
@@ -65,10 +67,11 @@ describe('kindling plan and status on the real test bed', () => {
     custom = mgmt.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
     guestCore = guest.kubeConfig.makeApiClient(k8s.CoreV1Api);
     await mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api).createNamespacedConfigMap({ namespace: NS, body: { metadata: { name: 'kubelet-config' }, data: { config: KUBELET_CONFIG } } });
-    tokens = startTokenStandIn(mgmt.kubeConfig);
-    controller = createNodePoolController({ kubeConfig: mgmt.kubeConfig, log, config: { ignition: { endpoint: 'ignition.test:9443', caPem: 'ca' }, tokenGraceMs: 3_600_000, maxSkewMinors: 3 }, workers: 2 });
+    ignition = await runIgnitionServer({ kubeconfigPath: mgmt.kubeconfigPath, dir: join(dir, 'ignition-server'), namespace: NS, releases: ['1.36.3'] });
+    controller = createNodePoolController({ kubeConfig: mgmt.kubeConfig, log, config: { ignition: { endpoint: ignition.endpoint, caPem: ignition.caPem }, tokenGraceMs: 3_600_000, maxSkewMinors: 3 }, workers: 2 });
     await controller.start();
     const pool = nodePoolFixture(POOL, NS, (p) => {
+      p.spec.release.image = ignition.releases['1.36.3'] ?? '';
       p.spec.replicas = NODES.length;
       p.spec.config = [{ name: 'kubelet-config' }];
       p.spec.management = { upgradeType: 'InPlace', inPlace: { maxUnavailable: 1 } };
@@ -85,8 +88,8 @@ describe('kindling plan and status on the real test bed', () => {
     await controller.queue.drained();
   });
   after(async () => {
-    tokens?.stop();
     await controller?.stop();
+    await ignition?.stop();
     await Promise.all([guest?.stop(), mgmt?.stop()]);
     if (dir) await rm(dir, { recursive: true, force: true });
   });

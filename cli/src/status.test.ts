@@ -9,15 +9,23 @@ import { assertGoldenText, configMap, guestNode, KUBELET, world } from './testin
 
 const cond = (type: Condition['type'], status: Condition['status'], reason: string, message = ''): Condition => ({ type, status, reason, message, lastTransitionTime: '2026-11-23T10:00:00Z' });
 
-/** An InPlace pool of 4 nodes moving from its hash to "new": done, draining, updating (drained), degraded. */
+/** Progress as the upgrader writes it while a budget holds up pool-node-1's drain. */
+const PROGRESS = '1 of 4 updated; pool-node-1 draining, blocked by PodDisruptionBudget tenant-a/web';
+
+/** An InPlace pool of 4 nodes moving from its hash to "new": done, draining (blocked by a PDB), updating (drained), degraded. */
 function rollingWorld(): PoolObjects & { nodes: (name: string) => k8s.V1Node | undefined } {
   const w = world({ name: 'pool', upgradeType: 'InPlace', version: '1.36.3', configMaps: [configMap('kubelet', KUBELET(110))], nodes: [{ zone: 'a' }, { zone: 'a' }, { zone: 'b' }, { zone: 'b' }] });
   const ms = w.state.machineSets[0] as MachineSet;
-  ms.metadata.annotations = { ...ms.metadata.annotations, [ANNOTATIONS.targetConfigHash]: 'new', [ANNOTATIONS.inPlaceProgress]: '1 of 4 updated', [ANNOTATIONS.inPlaceFailure]: 'pool-node-3: disk full' };
+  ms.metadata.annotations = { ...ms.metadata.annotations, [ANNOTATIONS.targetConfigHash]: 'new', [ANNOTATIONS.inPlaceProgress]: PROGRESS, [ANNOTATIONS.inPlaceFailure]: 'pool-node-3: disk full' };
   ms.status = { replicas: 4, readyReplicas: 3 };
   const states: Record<string, string>[] = [
     { [ANNOTATIONS.currentConfig]: 'new', [ANNOTATIONS.state]: 'Done' },
-    { [ANNOTATIONS.desiredConfig]: 'new', [ANNOTATIONS.state]: 'Working', [ANNOTATIONS.desiredDrain]: 'drain-new' },
+    {
+      [ANNOTATIONS.desiredConfig]: 'new',
+      [ANNOTATIONS.state]: 'Working',
+      [ANNOTATIONS.desiredDrain]: 'drain-new',
+      [ANNOTATIONS.drainBlocked]: 'tenant-a/web-5f7c blocked by PodDisruptionBudget tenant-a/web since 2026-11-23T10:01:00.000Z',
+    },
     { [ANNOTATIONS.desiredConfig]: 'new', [ANNOTATIONS.state]: 'Working', [ANNOTATIONS.desiredDrain]: 'drain-new', [ANNOTATIONS.lastAppliedDrain]: 'drain-new' },
     { [ANNOTATIONS.desiredConfig]: 'new', [ANNOTATIONS.state]: 'Degraded', [ANNOTATIONS.reason]: 'disk full' },
   ];
@@ -25,7 +33,7 @@ function rollingWorld(): PoolObjects & { nodes: (name: string) => k8s.V1Node | u
   w.pool.status = {
     version: 'v1.36.3',
     configHash: 'new',
-    conditions: [cond('Ready', 'True', 'AsExpected'), cond('UpdatingConfig', 'True', 'InProgress', 'Updating the config (hash old to new): 1 of 4 updated'), cond('AutoscalingEnabled', 'False', 'Disabled')],
+    conditions: [cond('Ready', 'True', 'AsExpected'), cond('UpdatingConfig', 'True', 'InProgress', `Updating the config (hash old to new): ${PROGRESS}`), cond('AutoscalingEnabled', 'False', 'Disabled')],
   };
   return { pool: w.pool, child: ms, machines: w.state.machines, nodes: (name: string) => nodes.find((n) => n.metadata?.name === name) };
 }
@@ -40,11 +48,11 @@ describe('kindling status', () => {
     assert.equal(isFine(cond('ValidReleaseImage', 'Unknown', 'AsExpected')), false);
   });
 
-  it('when a node is drained, draining, done or degraded, it should say so by the upgrader\'s classification', () => {
+  it('when a node is drained, draining (blocked by a PDB), done or degraded, it should say so by the upgrader\'s classification', () => {
     const { nodes } = rollingWorld();
     assert.deepEqual(['pool-node-0', 'pool-node-1', 'pool-node-2', 'pool-node-3'].map((n) => nodeProgress(nodes(n) ?? assert.fail(), 'new')), [
       { name: 'pool-node-0', state: 'done' },
-      { name: 'pool-node-1', state: 'draining' },
+      { name: 'pool-node-1', state: 'draining', reason: 'blocked by PodDisruptionBudget tenant-a/web' },
       { name: 'pool-node-2', state: 'updating' },
       { name: 'pool-node-3', state: 'degraded', reason: 'disk full' },
     ]);
@@ -56,7 +64,7 @@ describe('kindling status', () => {
     assertGoldenText('status-rollout.txt', formatStatus([view]));
   });
 
-  it('when the guest cluster cannot be reached, it should take the progress from the MachineSet annotation', () => {
+  it('when the guest cluster cannot be reached, it should take the progress from the MachineSet annotation (its "N of M" before any blocked drain)', () => {
     const { nodes: _nodes, ...objects } = rollingWorld();
     const view = poolStatusView(objects);
     assert.deepEqual({ done: view.rollout?.done, total: view.rollout?.total, nodes: view.rollout?.nodes }, { done: 1, total: 4, nodes: [] });

@@ -81,10 +81,11 @@ export function nodeProgress(node: k8s.V1Node, target: string): NodeProgress {
   const ann = node.metadata?.annotations ?? {};
   const drain = ann[ANNOTATIONS.desiredDrain];
   const draining = drain?.startsWith(DRAIN_PREFIX) === true && drain !== ann[ANNOTATIONS.lastAppliedDrain];
-  return { name: view.name, state: draining ? 'draining' : 'updating' };
+  if (!draining) return { name: view.name, state: 'updating' };
+  return { name: view.name, state: 'draining', ...(view.blockedBy ? { reason: `blocked by ${view.blockedBy}` } : {}) };
 }
 
-/** "N of M updated", as the upgrader writes it. */
+/** "N of M updated", as the upgrader writes it (what follows, blocked drains, is for people). */
 function parseProgress(text: string | undefined): { done: number; total: number } | undefined {
   const m = /^(\d+) of (\d+)/.exec(text ?? '');
   return m ? { done: Number(m[1]), total: Number(m[2]) } : undefined;

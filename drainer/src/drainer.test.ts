@@ -132,6 +132,53 @@ describe('drainer', () => {
     await core.patchNode({ name: 'n3', body: { spec: { unschedulable: false } } }, merge);
   });
 
+  it('when a PodDisruptionBudget refuses a drain with no nodeDrainTimeout, it should name the pod and the budget on the node and in one DrainBlocked Event, and clear that when the drain is cancelled and when the budget allows the eviction', async () => {
+    // A node of its own, cordoned from the start (nothing else lands on it), in no MachineSet: the default timeout, none.
+    await core.createNode({ body: { metadata: { name: 'n5' }, spec: { unschedulable: true } } });
+    const policy = guest.kubeConfig.makeApiClient(k8s.PolicyV1Api);
+    await core.createNamespacedPod({ namespace: NS, body: { metadata: { name: 'guarded', labels: { app: 'guarded' } }, spec: { nodeName: 'n5', containers: [{ name: 'c', image: 'x' }] } } });
+    await policy.createNamespacedPodDisruptionBudget({ namespace: NS, body: { metadata: { name: 'guarded' }, spec: { minAvailable: 1, selector: { matchLabels: { app: 'guarded' } } } } });
+    await eventually('the PDB to allow no disruption', async () => {
+      const status = (await policy.readNamespacedPodDisruptionBudget({ name: 'guarded', namespace: NS })).status;
+      return status?.currentHealthy === 1 && status.disruptionsAllowed === 0;
+    });
+    const blockedOn = async (): Promise<string | undefined> => (await nodeNamed('n5')).metadata?.annotations?.[ANNOTATIONS.drainBlocked];
+    const blockedEvents = async (): Promise<k8s.CoreV1Event[]> => (await core.listNamespacedEvent({ namespace: 'default', fieldSelector: 'involvedObject.name=n5,reason=DrainBlocked' })).items;
+
+    const askedAt = Date.now();
+    await annotate('n5', { [ANNOTATIONS.desiredDrain]: 'drain-h5' });
+    const shown = await eventually('the block on n5', blockedOn);
+    const m = /^default\/guarded blocked by PodDisruptionBudget default\/guarded since (\S+)$/.exec(shown);
+    assert.ok(m, `drain-blocked is ${shown}`);
+    const since = Date.parse(m[1] ?? '');
+    assert.ok(since >= askedAt - 1000 && since <= Date.now(), `since ${m[1]} is not when the drain was refused`);
+    const [event] = await eventually('the DrainBlocked Event', async () => ((await blockedEvents()).length > 0 ? blockedEvents() : undefined));
+    assert.equal(event?.type, 'Warning');
+    assert.equal(
+      event?.message,
+      'Eviction of default/guarded refused by PodDisruptionBudget default/guarded (disruptionsAllowed 0: the budget needs 1 healthy pods and has 1 currently); no nodeDrainTimeout: retrying until the budget allows it',
+    );
+
+    // Refused again and again: still one Event (rate-limited), and the annotation is not rewritten.
+    const refusals = await metric('kindling_drainer_evictions_total', { result: 'refused_pdb' });
+    await eventually('two more refusals', async () => (await metric('kindling_drainer_evictions_total', { result: 'refused_pdb' })) >= refusals + 2, 15_000);
+    assert.equal((await blockedEvents()).length, 1, 'the refusals were not rate-limited to one Event');
+    assert.equal(await blockedOn(), shown);
+
+    // Cancelled (the agent asks for the uncordon): the block goes with the drain.
+    await annotate('n5', { [ANNOTATIONS.desiredDrain]: 'uncordon-h5' });
+    const cancelled = await eventually('the cancel to be applied', applied('n5', 'uncordon-h5'));
+    assert.equal(cancelled.metadata?.annotations?.[ANNOTATIONS.drainBlocked], undefined);
+
+    // Asked again, then the budget allows one disruption: the pod is evicted, the block goes, the drain completes.
+    await annotate('n5', { [ANNOTATIONS.desiredDrain]: 'drain-h6' });
+    await eventually('the block on n5 again', blockedOn);
+    await policy.patchNamespacedPodDisruptionBudget({ name: 'guarded', namespace: NS, body: { spec: { minAvailable: 0 } } }, merge);
+    const drained = await eventually('n5 to be drained', applied('n5', 'drain-h6'), 60_000);
+    assert.equal(drained.metadata?.annotations?.[ANNOTATIONS.drainBlocked], undefined);
+    assert.deepEqual((await podsOn('n5')).map((p) => p.metadata?.name), []);
+  });
+
   it("when the MachineSet's nodeDrainTimeout passes with a pod that cannot be evicted, it should give up, say so on the node and in an Event, and not mark the drain applied", async () => {
     // A node of its own, cordoned from the start, so pods the other tests moved around cannot land on it.
     await core.createNode({ body: { metadata: { name: 'n4' }, spec: { unschedulable: true } } });

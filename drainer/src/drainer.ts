@@ -16,7 +16,8 @@ import { WorkQueue, type ReconcileResult } from '../../support/src/queue.js';
 import { realClock, type Clock } from '../../support/src/timers.js';
 import { formatDuration } from '../../support/src/config.js';
 import { GuestClusters, type GuestCluster } from '../../support/src/guest-clusters.js';
-import { Evictor } from './evict.js';
+import { BLOCKED_EVENT_INTERVAL_MS, blockedAnnotation, blockedEvent, EventRateLimiter } from './blocked.js';
+import { Evictor, type Block } from './evict.js';
 import { cordonPatch, drainedPatch, drainFailedPatch, drainRequest, drainTimeoutMs, planEvictions, podList, uncordonPatch } from './plan.js';
 
 export interface DrainerOptions {
@@ -31,12 +32,21 @@ export interface DrainerOptions {
   /** Nodes reconciled at once. */
   workers?: number;
   clock?: Clock;
+  /** Least time between two DrainBlocked Events of one node and PodDisruptionBudget. */
+  blockedEventIntervalMs?: number;
 }
 
 interface Session {
   cluster: GuestCluster;
   core: k8s.CoreV1Api;
   nodes: ResilientInformer<k8s.V1Node>;
+}
+
+interface DrainTarget {
+  session: Session;
+  node: k8s.V1Node;
+  value: string;
+  log: Logger;
 }
 
 interface DrainerMetrics {
@@ -71,6 +81,7 @@ export class Drainer {
   #machines: ResilientInformer<Machine & k8s.KubernetesObject>;
   #machineSets: ResilientInformer<MachineSet & k8s.KubernetesObject>;
   #evictor: Evictor;
+  #blockedEvents: EventRateLimiter;
   #metrics: DrainerMetrics;
 
   constructor(opts: DrainerOptions) {
@@ -79,6 +90,7 @@ export class Drainer {
     this.#log = opts.log;
     this.#metrics = createMetrics(opts.registry);
     this.#evictor = new Evictor({ log: opts.log, clock: this.#clock, concurrency: opts.evictionConcurrency ?? 16, registry: opts.registry });
+    this.#blockedEvents = new EventRateLimiter(this.#clock, opts.blockedEventIntervalMs ?? BLOCKED_EVENT_INTERVAL_MS);
     this.queue = new WorkQueue({
       name: 'drainer',
       concurrency: opts.workers ?? 16,
@@ -126,7 +138,9 @@ export class Drainer {
 
   #enqueue(clusterKey: string, node: k8s.V1Node): void {
     const key = nodeKey(clusterKey, node.metadata?.name ?? '');
-    if (drainRequest(node).kind === 'none' && !this.#metrics.inProgress.has(key)) return;
+    // A block left on a node whose request went away (a restart in between) still needs clearing.
+    const idle = drainRequest(node).kind === 'none' && node.metadata?.annotations?.[ANNOTATIONS.drainBlocked] === undefined;
+    if (idle && !this.#metrics.inProgress.has(key)) return;
     this.queue.add(key);
   }
 
@@ -151,10 +165,11 @@ export class Drainer {
         return this.#uncordon(session, node, request.value, log);
       case 'invalid':
         log.warn({ desiredDrain: request.value }, 'desiredDrain is neither drain-<hash> nor uncordon-<hash>: ignored');
-        return;
+        return this.#clearBlock(session, node);
       default:
+        // No drain (done, given up, or the request withdrawn): a block shown for it is over.
         this.#metrics.inProgress.delete(key);
-        return;
+        return this.#clearBlock(session, node);
     }
   }
 
@@ -170,10 +185,34 @@ export class Drainer {
     const untilDeadline = timeoutMs > 0 ? timeoutMs - (this.#clock.now() - startedAt) : Infinity;
     if (untilDeadline <= 0) return this.#giveUp(target, { timeoutMs, startedAt, left: [...plan.evict, ...plan.waitFor] });
     const retryInMs = await this.#evictor.evictAll(session.core, plan.evict, log);
+    // A block remembered from an earlier drain of the same pods (cancelled, then asked again) starts with this one.
+    const blocks = this.#evictor.blocks(plan.evict).map((b) => ({ ...b, since: Math.max(b.since, startedAt) }));
+    await this.#showBlocks(target, blocks, timeoutMs);
     return { requeueAfterMs: Math.min(retryInMs, Math.max(untilDeadline, 10)) };
   }
 
-  async #drained(target: { session: Session; node: k8s.V1Node; value: string; log: Logger }, startedAt: number, skipped: number): Promise<void> {
+  /**
+   * Makes the PodDisruptionBudgets refusing this drain visible: the oldest block on the Node (rewritten only
+   * when it names another pod or budget, removed when none is left) and a Warning Event per budget, rate-limited.
+   */
+  async #showBlocks(target: DrainTarget, blocks: readonly Block[], timeoutMs: number): Promise<void> {
+    const { session, node, log } = target;
+    const name = node.metadata?.name ?? '';
+    const value = blockedAnnotation(node.metadata?.annotations?.[ANNOTATIONS.drainBlocked], blocks);
+    if (value !== undefined) await patchNode(session.core, name, { metadata: { annotations: { [ANNOTATIONS.drainBlocked]: value } } });
+    for (const block of blocks) {
+      if (!this.#blockedEvents.allow(`${nodeKey(session.cluster.key, name)} ${block.pdb}`)) continue;
+      log.warn({ pod: block.pod, pdb: block.pdb, disruptionsAllowed: block.disruptionsAllowed, detail: block.detail }, 'Drain blocked by a PodDisruptionBudget: retrying');
+      await this.#event(session, node, blockedEvent(block, timeoutMs), log);
+    }
+  }
+
+  async #clearBlock(session: Session, node: k8s.V1Node): Promise<void> {
+    if (node.metadata?.annotations?.[ANNOTATIONS.drainBlocked] === undefined) return;
+    await patchNode(session.core, node.metadata.name ?? '', { metadata: { annotations: { [ANNOTATIONS.drainBlocked]: null } } });
+  }
+
+  async #drained(target: DrainTarget, startedAt: number, skipped: number): Promise<void> {
     const { session, node, value, log } = target;
     const name = node.metadata?.name ?? '';
     await patchNode(session.core, name, drainedPatch(value));
@@ -193,10 +232,7 @@ export class Drainer {
     return patched;
   }
 
-  async #giveUp(
-    target: { session: Session; node: k8s.V1Node; value: string; log: Logger },
-    why: { timeoutMs: number; startedAt: number; left: k8s.V1Pod[] },
-  ): Promise<void> {
+  async #giveUp(target: DrainTarget, why: { timeoutMs: number; startedAt: number; left: k8s.V1Pod[] }): Promise<void> {
     const { session, node, value, log } = target;
     const name = node.metadata?.name ?? '';
     const refusals = this.#evictor.refusals(why.left);

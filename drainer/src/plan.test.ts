@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import type * as k8s from '@kubernetes/client-node';
 import type { Machine, MachineSet } from '../../api/src/capi.js';
 import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
-import { cordonPatch, drainRequest, drainTimeoutMs, planEvictions, podVerdict, uncordonPatch } from './plan.js';
+import { cordonPatch, drainedPatch, drainFailedPatch, drainRequest, drainTimeoutMs, planEvictions, podVerdict, uncordonPatch } from './plan.js';
 
 const node = (annotations: Record<string, string>, unschedulable?: boolean): k8s.V1Node => ({
   metadata: { name: 'n1', resourceVersion: '7', annotations },
@@ -101,6 +101,13 @@ describe('cordon and uncordon patches', () => {
     assert.deepEqual(patch.spec, { unschedulable: false });
     assert.equal(patch.metadata.annotations[ANNOTATIONS.lastAppliedDrain], 'uncordon-a');
     assert.equal(patch.metadata.annotations[ANNOTATIONS.cordonedBeforeDrain], null);
+  });
+
+  it('when the drain completes, gives up or is cancelled by an uncordon, it should remove the drain-blocked annotation', () => {
+    const blocked = { [ANNOTATIONS.drainBlocked]: 'default/web-1 blocked by PodDisruptionBudget default/web since 2026-08-01T00:00:00.000Z' };
+    assert.equal(drainedPatch('drain-a').metadata.annotations[ANNOTATIONS.drainBlocked], null);
+    assert.equal(drainFailedPatch('drain-a', 'timeout').metadata.annotations[ANNOTATIONS.drainBlocked], null);
+    assert.equal(uncordonPatch(node({ ...blocked, [ANNOTATIONS.cordonedBeforeDrain]: 'false' }, true), 'uncordon-a').metadata.annotations[ANNOTATIONS.drainBlocked], null);
   });
 
   it('when an operator had cordoned the node (or the drainer never did), uncordon should leave it cordoned', () => {

@@ -90,19 +90,27 @@ export function cordonPatch(node: k8s.V1Node, now: Date): Patch | undefined {
   return { metadata: { annotations, resourceVersion: node.metadata?.resourceVersion }, spec: { unschedulable: true } };
 }
 
-/** The drain is done: say so, keep the cordon (and what it remembers) until uncordon. */
+/** The drain is done: say so, keep the cordon (and what it remembers) until uncordon; nothing blocks any more. */
 export function drainedPatch(value: string): Patch {
-  return { metadata: { annotations: { [ANNOTATIONS.lastAppliedDrain]: value, [ANNOTATIONS.drainStartedAt]: null, [ANNOTATIONS.drainFailure]: null } } };
+  return {
+    metadata: {
+      annotations: { [ANNOTATIONS.lastAppliedDrain]: value, [ANNOTATIONS.drainStartedAt]: null, [ANNOTATIONS.drainFailure]: null, [ANNOTATIONS.drainBlocked]: null },
+    },
+  };
 }
 
-/** Gave up: the failure names the request, so the same request is not retried; the timer restarts on retry. */
+/**
+ * Gave up: the failure names the request, so the same request is not retried; the timer restarts on retry.
+ * The failure message carries the last refusal, so the block is no longer shown on its own.
+ */
 export function drainFailedPatch(value: string, message: string): Patch {
-  return { metadata: { annotations: { [ANNOTATIONS.drainFailure]: `${value}: ${message}`, [ANNOTATIONS.drainStartedAt]: null } } };
+  return { metadata: { annotations: { [ANNOTATIONS.drainFailure]: `${value}: ${message}`, [ANNOTATIONS.drainStartedAt]: null, [ANNOTATIONS.drainBlocked]: null } } };
 }
 
 /**
  * Uncordon only a cordon the drainer made ("false": it was schedulable before the drain); an operator's
- * cordon, or a node the drainer never cordoned, is left as it is. Then forget the drain.
+ * cordon, or a node the drainer never cordoned, is left as it is. Then forget the drain, and any block of
+ * it: an uncordon is also how a drain is cancelled.
  */
 export function uncordonPatch(node: k8s.V1Node, value: string): Patch {
   const ann = node.metadata?.annotations ?? {};
@@ -114,6 +122,7 @@ export function uncordonPatch(node: k8s.V1Node, value: string): Patch {
         [ANNOTATIONS.cordonedBeforeDrain]: null,
         [ANNOTATIONS.drainStartedAt]: null,
         [ANNOTATIONS.drainFailure]: null,
+        [ANNOTATIONS.drainBlocked]: null,
       },
       resourceVersion: node.metadata?.resourceVersion,
     },

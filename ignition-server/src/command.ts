@@ -16,6 +16,7 @@ import { PayloadStore } from './payload/store.js';
 import { createValidator } from './payload/validate.js';
 import { readRelease, resolveRelease } from './release/open.js';
 import { parsePullSecret, type RegistryOptions } from './release/registry.js';
+import { admitRelease, parseAllowedRegistries, type ReleasePolicy } from './release/policy.js';
 import { TokenIndex, type TokenSecretEntry } from './token-index.js';
 import { loadTokenAuthority } from './tokens.js';
 import { createGuestJoin } from './join.js';
@@ -30,7 +31,10 @@ const FLAGS = {
   tlsKeyFile: { type: 'string', default: '', help: 'Serving key (PEM), reloaded when it changes' },
   signingKeyFile: { type: 'string', default: '', help: 'ECDSA P-256 private key (PEM) signing the bearer tokens; the same file on every replica' },
   tokenTtl: { type: 'duration', default: 11 * 3_600_000, help: 'Token lifetime; tokens rotate at half of it' },
-  namespace: { type: 'string', default: '', help: 'Namespace of the token Secrets; empty: all namespaces' },
+  namespaces: { type: 'list', default: [] as string[], help: 'Namespaces whose token Secrets this server serves (the NodePools\' namespaces), comma-separated; "*": every namespace. Required' },
+  namespace: { type: 'string', default: '', help: 'One more namespace to serve, as in --namespaces (the older spelling)' },
+  allowedRegistries: { type: 'list', default: [] as string[], help: 'Registry hosts (host[:port]) releases may be pulled from, comma-separated; "*": any registry. Empty: none' },
+  allowLocalReleases: { type: 'bool', default: false, help: 'Let releases name OCI layouts on this server\'s own disk (oci:, oci-archive:); for tests and the local environment' },
   cacheDir: { type: 'string', default: '/var/cache/kindling-ignition', help: 'Directory persisting generated payloads across restarts' },
   cacheMaxBytes: { type: 'int', default: 256 * 1024 * 1024, help: 'Bytes of payloads kept in memory (the rest is read back from the cache directory)' },
   cacheDirMaxBytes: { type: 'int', default: 2 * 1024 * 1024 * 1024, help: 'Bytes of payload files kept in the cache directory (least recently used pruned first)' },
@@ -47,6 +51,31 @@ function required(cfg: IgnitionServerConfig): void {
   for (const key of ['tlsCertFile', 'tlsKeyFile', 'signingKeyFile'] as const) {
     if (cfg[key] === '') throw new ConfigError(`--${flagName(key)} is required`);
   }
+  watchedNamespaces(cfg);
+  releasePolicy(cfg);
+}
+
+const NAMESPACE = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
+
+/**
+ * The namespaces whose token Secrets the server acts on. Whoever can write a labelled Secret in one of them
+ * gets a token minted and a payload built, so the server is told them, and watching every namespace is an
+ * explicit "*", never the default.
+ */
+export function watchedNamespaces(cfg: Pick<IgnitionServerConfig, 'namespaces' | 'namespace'>): readonly string[] | 'all' {
+  const names = [...new Set([...cfg.namespaces, cfg.namespace].map((n) => n.trim()).filter((n) => n !== ''))];
+  if (names.includes('*')) {
+    if (names.length > 1) throw new ConfigError('--namespaces: "*" watches every namespace and cannot be combined with names');
+    return 'all';
+  }
+  if (names.length === 0) throw new ConfigError('--namespaces is required: the namespaces of the NodePools this server serves (or "*" for every namespace)');
+  const bad = names.find((n) => !NAMESPACE.test(n));
+  if (bad !== undefined) throw new ConfigError(`--namespaces: "${bad}" is not a namespace name`);
+  return names;
+}
+
+export function releasePolicy(cfg: Pick<IgnitionServerConfig, 'allowedRegistries' | 'allowLocalReleases'>): ReleasePolicy {
+  return Object.freeze({ allowLocal: cfg.allowLocalReleases, registries: parseAllowedRegistries(cfg.allowedRegistries) });
 }
 
 async function registryOptions(cfg: IgnitionServerConfig): Promise<RegistryOptions> {
@@ -62,10 +91,12 @@ export async function startIgnitionServer(cfg: IgnitionServerConfig, ctx: Compon
   const metrics = createIgnitionMetrics(ctx.registry);
   const authority = await loadTokenAuthority(cfg.signingKeyFile);
   const registry = await registryOptions(cfg);
+  const policy = releasePolicy(cfg);
   const store = new PayloadStore({
     cacheDir: cfg.cacheDir,
     maxBytes: cfg.cacheMaxBytes,
     maxDirBytes: cfg.cacheDirMaxBytes,
+    admit: (ref) => admitRelease(ref, policy),
     resolve: (ref) => resolveRelease(ref, registry),
     read: (ref, digest) => readRelease(ref, registry, digest),
     validate: cfg.ignitionValidate === '' ? undefined : createValidator(cfg.ignitionValidate),
@@ -73,10 +104,12 @@ export async function startIgnitionServer(cfg: IgnitionServerConfig, ctx: Compon
     log: ctx.log.child({ part: 'payloads' }),
   });
   await store.init();
+  const { registries, allowLocal } = policy;
+  ctx.log.info({ namespaces: watchedNamespaces(cfg), allowedRegistries: registries === 'any' ? '*' : [...registries], allowLocalReleases: allowLocal }, 'Serving the token Secrets of these namespaces, with releases from these sources only');
   const index = new TokenIndex();
   const core = ctx.kubeConfig.makeApiClient(k8s.CoreV1Api);
   const join = createGuestJoin(createGuestKubeConfigs((namespace, name) => core.readNamespacedSecret({ namespace, name })));
-  const controller = new TokenSecretController({ kubeConfig: ctx.kubeConfig, log: ctx.log.child({ part: 'tokens' }), authority, index, store, join, ttlMs: cfg.tokenTtl, namespace: cfg.namespace, metrics, queueMetrics: ctx.queueMetrics });
+  const controller = new TokenSecretController({ kubeConfig: ctx.kubeConfig, log: ctx.log.child({ part: 'tokens' }), authority, index, store, join, ttlMs: cfg.tokenTtl, namespaces: watchedNamespaces(cfg), metrics, queueMetrics: ctx.queueMetrics });
   const serving = new ServingPool({
     threads: cfg.servingThreads > 0 ? cfg.servingThreads : availableParallelism(),
     address: cfg.servingAddress,

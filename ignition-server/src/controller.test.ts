@@ -63,7 +63,7 @@ describe('token-Secret controller on the test bed', { timeout: 180_000 }, () => 
     const index = new TokenIndex();
     const store = new PayloadStore({ cacheDir: join(dir, 'cache'), maxBytes: 64 * 1024 * 1024, maxDirBytes: 64 * 1024 * 1024, resolve: (ref) => resolveRelease(ref), read: (ref, digest) => readRelease(ref, {}, digest), log: createLogger({ name: 'test', level: 'silent' }) });
     await store.init();
-    const controller = new TokenSecretController({ kubeConfig: cluster.kubeConfig, log: createLogger({ name: 'test', level: 'silent' }), authority, index, store, ttlMs: 3_600_000, namespace: NS });
+    const controller = new TokenSecretController({ kubeConfig: cluster.kubeConfig, log: createLogger({ name: 'test', level: 'silent' }), authority, index, store, ttlMs: 3_600_000, namespaces: [NS] });
     try {
       await controller.start();
       // Nothing has been read yet: a read is a round trip, and this runs right after the list.
@@ -96,7 +96,7 @@ describe('token-Secret controller on the test bed', { timeout: 180_000 }, () => 
     const index = new TokenIndex();
     const store = new PayloadStore({ cacheDir: join(dir, 'cache-lead'), maxBytes: 64 * 1024 * 1024, maxDirBytes: 64 * 1024 * 1024, resolve: (ref) => resolveRelease(ref), read: (ref, digest) => readRelease(ref, {}, digest), log: createLogger({ name: 'test', level: 'silent' }) });
     await store.init();
-    const controller = new TokenSecretController({ kubeConfig: cluster.kubeConfig, log: createLogger({ name: 'test', level: 'silent' }), authority, index, store, ttlMs: 3_600_000, namespace: NS });
+    const controller = new TokenSecretController({ kubeConfig: cluster.kubeConfig, log: createLogger({ name: 'test', level: 'silent' }), authority, index, store, ttlMs: 3_600_000, namespaces: [NS] });
     await controller.start();
     const stop = controller.lead();
     try {

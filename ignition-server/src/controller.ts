@@ -1,5 +1,6 @@
 /**
- * The token-Secret controller. Every replica watches token Secrets (label LABELS.tokenSecret), keeps the
+ * The token-Secret controller. Every replica watches the token Secrets (label LABELS.tokenSecret) of the
+ * namespaces it is told (writing one is enough to drive this server, so nothing else is watched), keeps the
  * TokenIndex the HTTP app authenticates against, and generates the payloads it serves. Only the leader
  * writes: it mints the first token, rotates at TTL/2 (the old token moves to the rotated slot and stays valid
  * until its own expiry), deletes a Secret once its expiry annotation has passed, and writes the generation
@@ -28,8 +29,8 @@ export interface ControllerOptions {
   index: TokenIndex;
   store: PayloadStore;
   ttlMs: number;
-  /** Watch one namespace; empty: all. */
-  namespace?: string;
+  /** The namespaces whose token Secrets are watched (one informer each), or 'all' (one cluster-wide informer). */
+  namespaces: readonly string[] | 'all';
   metrics?: IgnitionMetrics;
   queueMetrics?: QueueMetrics;
   /** Mints and revokes the guest bootstrap tokens of Secrets that name their cluster. */
@@ -57,7 +58,8 @@ export class TokenSecretController {
   readonly #opts: ControllerOptions;
   readonly #clock: Clock;
   readonly #core: k8s.CoreV1Api;
-  readonly #informer: ResilientInformer<CachedTokenSecret>;
+  /** By namespace; '' keys the cluster-wide informer. */
+  readonly #informers: Map<string, ResilientInformer<CachedTokenSecret>>;
   readonly #generate: WorkQueue;
   readonly #reached: WorkQueue;
   readonly #revoke: WorkQueue;
@@ -74,10 +76,19 @@ export class TokenSecretController {
     this.#clock = opts.clock ?? realClock;
     this.#core = opts.kubeConfig.makeApiClient(k8s.CoreV1Api);
     this.#events = new TokenSecretEvents({ kubeConfig: opts.kubeConfig, clock: this.#clock, log: opts.log, windowMs: opts.eventWindowMs });
-    const ns = opts.namespace ?? '';
+    this.#informers = new Map((opts.namespaces === 'all' ? [''] : opts.namespaces).map((ns) => [ns, this.#informerOf(ns)]));
+    this.#generate = this.#queue('ignition-payloads', (key) => this.#generatePayload(key));
+    this.#reached = this.#queue('ignition-reached', (key) => this.#recordReached(key));
+    this.#revoke = this.#queue('ignition-bootstrap-revoke', (key) => this.#revokeBootstrap(key));
+    // In the background, two at a time: a request waiting on a Secret reads it at once (load), not in this line.
+    this.#reads = this.#queue('ignition-token-secret-reads', (key) => this.#read(key), 2);
+  }
+
+  /** The token-Secret informer of one namespace ('': every namespace). */
+  #informerOf(ns: string): ResilientInformer<CachedTokenSecret> {
     const labelSelector = LABELS.tokenSecret;
-    this.#informer = new ResilientInformer<CachedTokenSecret>({
-      kubeConfig: opts.kubeConfig,
+    return new ResilientInformer<CachedTokenSecret>({
+      kubeConfig: this.#opts.kubeConfig,
       path: ns === '' ? '/api/v1/secrets' : `/api/v1/namespaces/${ns}/secrets`,
       // Token Secrets carry their config (100 KiB or more each): a (re)list reads their metadata only, and a
       // Secret's data is read on its own, in the background or on demand (load). The watch that follows the
@@ -90,18 +101,18 @@ export class TokenSecretController {
       }, 500),
       transform: slimTokenSecret,
       labelSelector,
-      log: opts.log,
+      log: ns === '' ? this.#opts.log : this.#opts.log.child({ namespace: ns }),
       onEvent: (secret, event) => this.#onEvent(secret, event),
     });
-    this.#generate = this.#queue('ignition-payloads', (key) => this.#generatePayload(key));
-    this.#reached = this.#queue('ignition-reached', (key) => this.#recordReached(key));
-    this.#revoke = this.#queue('ignition-bootstrap-revoke', (key) => this.#revokeBootstrap(key));
-    // In the background, two at a time: a request waiting on a Secret reads it at once (load), not in this line.
-    this.#reads = this.#queue('ignition-token-secret-reads', (key) => this.#read(key), 2);
+  }
+
+  /** A token Secret as its namespace's informer holds it. */
+  #cached(namespace: string, name: string): CachedTokenSecret | undefined {
+    return (this.#informers.get(namespace) ?? this.#informers.get(''))?.get(name, namespace);
   }
 
   get synced(): boolean {
-    return this.#informer.synced;
+    return [...this.#informers.values()].every((i) => i.synced);
   }
 
   #queue(name: string, reconcile: (key: string) => Promise<ReconcileResult | void>, concurrency = 4): WorkQueue {
@@ -121,11 +132,11 @@ export class TokenSecretController {
 
   async start(): Promise<void> {
     this.#opts.metrics?.watchLiveTokens(() => this.#opts.index.liveTokens);
-    await this.#informer.start();
+    await Promise.all([...this.#informers.values()].map((i) => i.start()));
   }
 
   async stop(): Promise<void> {
-    await this.#informer.stop();
+    await Promise.all([...this.#informers.values()].map((i) => i.stop()));
     await Promise.all([this.#generate.stop(), this.#reached.stop(), this.#revoke.stop(), this.#reads.stop(), this.#writer?.stop()]);
   }
 
@@ -204,7 +215,7 @@ export class TokenSecretController {
 
   async #read(key: string): Promise<void> {
     const { namespace, name } = splitKey(key);
-    const cached = this.#informer.get(name, namespace);
+    const cached = this.#cached(namespace, name);
     const known = this.#opts.index.get(key);
     if (!cached || (known && known.secret.resourceVersion === cached.metadata?.resourceVersion)) return;
     await this.#readOnce(key);
@@ -231,7 +242,7 @@ export class TokenSecretController {
       throw new Error(`failed to read token Secret ${key}`, { cause: err });
     }
     // Gone meanwhile (a delete event), or already newer from the watch: the read has nothing to add.
-    if (!this.#informer.get(name, namespace) || this.#opts.index.get(key)?.secret.resourceVersion !== before) return;
+    if (!this.#cached(namespace, name) || this.#opts.index.get(key)?.secret.resourceVersion !== before) return;
     this.#onEvent(slimTokenSecret(secret), 'update');
   }
 
@@ -299,7 +310,7 @@ export class TokenSecretController {
   /** The Secret as the informer last saw it, its data read first when only its metadata is known. */
   async #current(key: string): Promise<TokenSecret | undefined> {
     const { namespace, name } = splitKey(key);
-    const cached = this.#informer.get(name, namespace);
+    const cached = this.#cached(namespace, name);
     if (!cached) return undefined;
     if (this.#opts.index.get(key)?.secret.resourceVersion !== cached.metadata?.resourceVersion) await this.#readOnce(key);
     const secret = this.#opts.index.get(key)?.secret;

@@ -1,7 +1,7 @@
 /**
  * The ignition server as it runs: two `kindling ignition-server` processes (one leader) against a real
- * apiserver, serving HTTPS; hosts booting with the real Ignition client (fetch then files stage into a
- * scratch root) from a user-data stub in the Flow 1 format.
+ * apiserver, serving HTTPS, pulling the release from a real registry; hosts booting with the real Ignition
+ * client (fetch then files stage into a scratch root) from a user-data stub in the Flow 1 format.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -19,10 +19,16 @@ import { ANNOTATIONS, IGNITION_HEADERS, LABELS, SECRET_KEYS, tokenSecretName } f
 import { buildRelease, writeLayoutDir } from './release/build.js';
 import { createValidator } from './payload/validate.js';
 import { ecKeyPem, writeReleaseFolder } from './testing.js';
+import { parsePullSecret } from './release/registry.js';
 import { eventually } from '../../test/bed/src/eventually.js';
 import { bootHost } from '../../local/src/providers/boot.js';
+import { startRegistry, type RegistryFixture } from './registry-fixture.js';
+import { pushRelease } from './release/build.js';
 
 const NS = 'clusters';
+/** A second namespace the replicas serve, and one they are not told. */
+const NS2 = 'clusters-b';
+const OUTSIDE = 'elsewhere';
 const POOL = 'workers';
 const KINDLING = fileURLToPath(new URL('../../../bin/kindling.js', import.meta.url));
 const TTL_S = 8;
@@ -55,6 +61,8 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
   let ca: CertificateAuthority;
   let core: k8s.CoreV1Api;
   let releaseRef: string;
+  let layoutRef: string;
+  let registry: RegistryFixture;
   const replicas: Replica[] = [];
 
   /** The V8 heap of a replica (node --heapsnapshot-signal), as text: what the process holds, after a full GC. */
@@ -94,7 +102,9 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
       '--tls-key-file', join(dir, 'tls.key'),
       '--signing-key-file', join(dir, 'signing.pem'),
       '--token-ttl', `${TTL_S}s`,
-      '--namespace', NS,
+      '--namespaces', `${NS},${NS2}`,
+      '--allowed-registries', registry.host,
+      '--registry-ca-file', join(dir, 'registry-ca.pem'),
       '--cache-dir', join(dir, `cache-${name}`),
       '--leader-election-namespace', 'kindling-system',
     ];
@@ -103,13 +113,14 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     return { name, proc, port, opsPort, log };
   }
 
-  async function createTokenSecret(hash: string, config: unknown[], extra: Record<string, string> = {}): Promise<string> {
+  async function createTokenSecret(hash: string, config: unknown[], opts: { namespace?: string; release?: string } = {}): Promise<string> {
     const name = tokenSecretName(POOL, hash);
+    const namespace = opts.namespace ?? NS;
     await core.createNamespacedSecret({
-      namespace: NS,
+      namespace,
       body: {
-        metadata: { name, namespace: NS, labels: { [LABELS.tokenSecret]: 'true', [LABELS.nodePool]: POOL, [LABELS.configHash]: hash }, annotations: extra },
-        stringData: { [SECRET_KEYS.release]: releaseRef, [SECRET_KEYS.config]: JSON.stringify(config), [SECRET_KEYS.pool]: `${NS}/${POOL}` },
+        metadata: { name, namespace, labels: { [LABELS.tokenSecret]: 'true', [LABELS.nodePool]: POOL, [LABELS.configHash]: hash } },
+        stringData: { [SECRET_KEYS.release]: opts.release ?? releaseRef, [SECRET_KEYS.config]: JSON.stringify(config), [SECRET_KEYS.pool]: `${namespace}/${POOL}` },
       },
     });
     return name;
@@ -160,7 +171,7 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     dir = await mkdtemp(join(tmpdir(), 'ignition-server-'));
     cluster = await startCluster({ name: 'mgmt', controllerManager: false });
     core = cluster.kubeConfig.makeApiClient(k8s.CoreV1Api);
-    for (const name of [NS, 'kindling-system']) await core.createNamespace({ body: { metadata: { name } } });
+    for (const name of [NS, NS2, OUTSIDE, 'kindling-system']) await core.createNamespace({ body: { metadata: { name } } });
     guest = await startCluster({ name: 'guest', controllerManager: false, management: { cluster, namespace: NS } });
     ca = await createCertificateAuthority('ignition serving CA');
     const serving = await ca.issue({ commonName: 'ignition', dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'], usage: 'server' });
@@ -169,12 +180,18 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     await writeFile(join(dir, 'signing.pem'), ecKeyPem());
     const image = await buildRelease(await writeReleaseFolder(join(dir, 'release-src')), 'v1');
     await writeLayoutDir(image, join(dir, 'release'));
-    releaseRef = `oci:${join(dir, 'release')}:v1`;
+    layoutRef = `oci:${join(dir, 'release')}:v1`;
+    // Anonymous pulls of public/*: the servers have the registry's CA and no pull secret.
+    registry = await startRegistry();
+    await writeFile(join(dir, 'registry-ca.pem'), registry.ca.certPem);
+    await pushRelease(image, registry.host, 'public/release', { ca: registry.ca.certPem, credentials: parsePullSecret(registry.pullSecret), tag: 'v1' });
+    releaseRef = `${registry.host}/public/release:v1`;
     replicas.push(await startReplica('a'), await startReplica('b'));
   });
 
   after(async () => {
     await Promise.all(replicas.map((r) => r.proc.stop()));
+    await registry?.stop();
     await guest?.stop();
     await cluster?.stop();
     if (process.env.KEEP_TEST_DIR === undefined) await rm(dir, { recursive: true, force: true });
@@ -357,6 +374,63 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     assert.equal(failed.length, 1, 'one Event, from the leader only');
     assert.equal(failed[0]?.type, 'Warning');
     assert.match(failed[0]?.message ?? '', /^Payload generation failed: .*spec.osImageURL is not supported/);
+  });
+
+  it('when labelled Secrets appear in a namespace the servers are not told, it should leave them alone, and serve each listed namespace', async () => {
+    const hash = 'ns000001';
+    const outside = await createTokenSecret(hash, [], { namespace: OUTSIDE });
+    const listed = await createTokenSecret(hash, [], { namespace: NS2 });
+    await eventually('a token in the second listed namespace', async () => dataOf(await core.readNamespacedSecret({ name: listed, namespace: NS2 }), SECRET_KEYS.token));
+    // Created first, so it had every chance; informers of other namespaces are not ordered with this one, so wait a little more.
+    await new Promise((r) => setTimeout(r, 2000));
+    const untouched = await core.readNamespacedSecret({ name: outside, namespace: OUTSIDE });
+    assert.equal(dataOf(untouched, SECRET_KEYS.token), undefined, 'no token minted outside the listed namespaces');
+    assert.deepEqual(untouched.metadata?.annotations ?? {}, {}, 'no payload generated or reported outside the listed namespaces');
+    const logs = replicas.map((r) => readFileSync(r.log, 'utf8')).join('\n');
+    assert.ok(!logs.includes(`${OUTSIDE}/`), 'no replica saw it');
+    assert.match(logs, /"namespaces":\["clusters","clusters-b"\]/, 'each replica says which namespaces it serves');
+  });
+
+  it('when a release names a local layout or a registry not allowed, it should refuse it with InvalidConfig on the token Secret, in an Event, and with 511', async () => {
+    const cases = [
+      { hash: 'local001', release: layoutRef, message: /names a file on the ignition server .*--allow-local-releases/ },
+      { hash: 'remote01', release: '169.254.169.254/latest/meta-data:v1', message: /registry 169\.254\.169\.254 is not in the ignition server's --allowed-registries/ },
+      // The allowed registry under another name is another host.
+      { hash: 'remote02', release: releaseRef.replace('127.0.0.1', 'localhost'), message: /registry localhost:\d+ is not in/ },
+    ];
+    for (const c of cases) {
+      const name = await createTokenSecret(c.hash, [MACHINE_CONFIG], { release: c.release });
+      const secret = await eventually(`the payload result of ${c.hash}`, async () => {
+        const s = await readSecret(name);
+        return s.metadata?.annotations?.[ANNOTATIONS.payloadReason] ? s : undefined;
+      });
+      assert.equal(secret.metadata?.annotations?.[ANNOTATIONS.payloadReason], 'InvalidConfig', c.hash);
+      assert.match(secret.metadata?.annotations?.[ANNOTATIONS.payloadMessage] ?? '', c.message);
+      const token = (await tokenOf(name)) as string;
+      for (const r of replicas) assert.equal((await get(r.port, ca.certPem, headers(token, c.hash))).status, 511);
+      const failed = await eventually('the failure Event', async () => ((await eventsOf(name, 'InvalidConfig')).length > 0 ? eventsOf(name, 'InvalidConfig') : undefined));
+      assert.match(failed[0]?.message ?? '', c.message);
+    }
+  });
+
+  it('when the registry refuses the pull, it should report the registry and the status on the token Secret and in the Event, and nothing of the registry\'s answer', async () => {
+    const hash = 'denied01';
+    // A private repository: the anonymous token the servers get grants nothing, so the registry answers 401 with its JSON errors.
+    const name = await createTokenSecret(hash, [MACHINE_CONFIG], { release: `${registry.host}/private/release:v1` });
+    const secret = await eventually('the payload result', async () => {
+      const s = await readSecret(name);
+      return s.metadata?.annotations?.[ANNOTATIONS.payloadReason] ? s : undefined;
+    });
+    const message = secret.metadata?.annotations?.[ANNOTATIONS.payloadMessage] ?? '';
+    assert.equal(secret.metadata?.annotations?.[ANNOTATIONS.payloadReason], 'ReleaseUnavailable');
+    assert.equal(message, `fetching manifest v1 of private/release on registry ${registry.host} failed: HTTP 401`);
+    const [event] = await eventually('the failure Event', async () => ((await eventsOf(name, 'ReleaseUnavailable')).length > 0 ? eventsOf(name, 'ReleaseUnavailable') : undefined));
+    const eventMessage = String(event?.message);
+    assert.equal(eventMessage, `Payload generation failed: ${message}`);
+    const logs = replicas.map((r) => readFileSync(r.log, 'utf8')).join('\n');
+    for (const body of ['UNAUTHORIZED', 'authentication required', '"errors"']) {
+      for (const [where, text] of [['annotation', message], ['Event', eventMessage], ['logs', logs]] as const) assert.ok(!text.includes(body), `${where} echoes the registry's body (${body})`);
+    }
   });
 
   it('when token Secrets carry their config, it should hold no config bytes in memory and still generate the payload from it', async () => {

@@ -1,8 +1,18 @@
-/** Helpers shared by this folder's tests (keys, a manual clock); never imported by production code. */
+/**
+ * Helpers shared by the tests (keys, a manual clock, release folders) and the real ignition server as a process
+ * for every test and benchmark that needs one; never imported by production code.
+ */
 import { generateKeyPairSync } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { Clock } from '../../support/src/timers.js';
+import { createCertificateAuthority } from '../../support/src/pki.js';
+import { freePort, ManagedProcess, waitForPort } from '../../test/bed/src/index.js';
+import { buildRelease, writeLayoutDir } from './release/build.js';
+import { loadTokenAuthority, type TokenAuthority, type TokenClaims } from './tokens.js';
+
+export const KINDLING_BIN = fileURLToPath(new URL('../../../bin/kindling.js', import.meta.url));
 
 /** A fresh PKCS#8 PEM EC private key. */
 export function ecKeyPem(curve = 'P-256'): string {
@@ -50,4 +60,155 @@ export async function writeReleaseFolder(dir: string, manifest: object = RELEASE
 export function memoryDestination(): { lines: string[]; write: (line: string) => void } {
   const lines: string[] = [];
   return { lines, write: (line: string) => void lines.push(line) };
+}
+
+/** What an ignition server is given: a serving certificate (and its CA), a signing key, release images. */
+export interface IgnitionServerFiles {
+  dir: string;
+  caPem: string;
+  caFile: string;
+  certFile: string;
+  keyFile: string;
+  signingKeyFile: string;
+  /** Release images as OCI layouts, by tag: `oci:<dir>/release-<tag>:<tag>`, what a NodePool's release names. */
+  releases: Record<string, string>;
+}
+
+const VERSION_TAG = /^v?(\d+\.\d+\.\d+)$/;
+
+/**
+ * Writes them into `dir`: one release image per tag, built by the code of `kindling release build`. A tag that
+ * is a Kubernetes version (1.35.0) is a release of that kubelet version, as the NodePool controller reads it.
+ */
+export async function writeIgnitionServerFiles(dir: string, tags: readonly string[] = ['v1']): Promise<IgnitionServerFiles> {
+  await mkdir(dir, { recursive: true });
+  const file = (name: string): string => join(dir, name);
+  const ca = await createCertificateAuthority('ignition serving CA');
+  const serving = await ca.issue({ commonName: 'ignition', dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'], usage: 'server' });
+  const release = async (tag: string): Promise<void> => {
+    const version = VERSION_TAG.exec(tag)?.[1];
+    const manifest = version === undefined ? RELEASE_MANIFEST : { ...RELEASE_MANIFEST, kubeletVersion: `v${version}` };
+    await writeLayoutDir(await buildRelease(await writeReleaseFolder(file(`release-src-${tag}`), manifest), tag), file(`release-${tag}`));
+  };
+  await Promise.all([
+    writeFile(file('ca.pem'), ca.certPem),
+    writeFile(file('tls.crt'), serving.certPem),
+    writeFile(file('tls.key'), serving.keyPem),
+    writeFile(file('signing.pem'), ecKeyPem()),
+    ...tags.map(release),
+  ]);
+  const releases = Object.fromEntries(tags.map((tag) => [tag, `oci:${file(`release-${tag}`)}:${tag}`]));
+  return { dir, caPem: ca.certPem, caFile: file('ca.pem'), certFile: file('tls.crt'), keyFile: file('tls.key'), signingKeyFile: file('signing.pem'), releases };
+}
+
+export interface IgnitionServerOptions {
+  kubeconfigPath: string;
+  /** Namespace of the token Secrets it serves. */
+  namespace: string;
+  /** Names its log (`<dir>/<name>.log`) and payload cache (`<dir>/cache-<name>`); default `ignition-server`. */
+  name?: string;
+  /** Elect a leader through a Lease in this namespace; without it, the one replica leads from the start. */
+  leaderElectionNamespace?: string;
+  /** Flags of node itself, before the script (`--heapsnapshot-signal=…`). */
+  nodeArgs?: string[];
+  /** More flags of `kindling ignition-server` (`--token-ttl`, `--log-level`). */
+  args?: string[];
+}
+
+/** The script and flags of one `kindling ignition-server` replica on `files` (leader election and extras left to the caller). */
+export function ignitionServerArgs(files: IgnitionServerFiles, opts: { kubeconfigPath: string; namespace: string; port: number; opsPort: number; cacheDir: string }): string[] {
+  return [
+    KINDLING_BIN, 'ignition-server', '--kubeconfig', opts.kubeconfigPath, '--namespaces', opts.namespace,
+    // The test releases are OCI layouts on this machine.
+    '--allow-local-releases',
+    '--serving-address', `127.0.0.1:${opts.port}`, '--ops-address', `127.0.0.1:${opts.opsPort}`,
+    '--tls-cert-file', files.certFile, '--tls-key-file', files.keyFile, '--signing-key-file', files.signingKeyFile,
+    '--cache-dir', opts.cacheDir,
+  ];
+}
+
+/** The real `kindling ignition-server` as its own process, serving HTTPS on loopback. */
+export class IgnitionServer {
+  readonly name: string;
+  readonly port: number;
+  readonly opsPort: number;
+  readonly log: string;
+  readonly files: IgnitionServerFiles;
+  #args: string[];
+  #proc: ManagedProcess | undefined;
+  #authority: Promise<TokenAuthority> | undefined;
+
+  private constructor(files: IgnitionServerFiles, opts: IgnitionServerOptions, ports: { port: number; opsPort: number }) {
+    this.files = files;
+    this.name = opts.name ?? 'ignition-server';
+    this.port = ports.port;
+    this.opsPort = ports.opsPort;
+    this.log = join(files.dir, `${this.name}.log`);
+    const election = opts.leaderElectionNamespace === undefined ? ['--leader-elect=false'] : ['--leader-election-namespace', opts.leaderElectionNamespace];
+    const args = ignitionServerArgs(files, { ...opts, ...ports, cacheDir: join(files.dir, `cache-${this.name}`) });
+    this.#args = [...(opts.nodeArgs ?? []), ...args, ...election, ...(opts.args ?? [])];
+  }
+
+  /** Starts one replica on `files`; several replicas of the same files share the key, certificate and releases. */
+  static async spawn(files: IgnitionServerFiles, opts: IgnitionServerOptions): Promise<IgnitionServer> {
+    const server = new IgnitionServer(files, opts, { port: await freePort(), opsPort: await freePort() });
+    await server.start();
+    return server;
+  }
+
+  /** `127.0.0.1:<port>`, a NodePool controller's --ignition-endpoint. */
+  get endpoint(): string {
+    return `127.0.0.1:${this.port}`;
+  }
+
+  /** Base URL of /ignition. */
+  get url(): string {
+    return `https://${this.endpoint}`;
+  }
+
+  get caPem(): string {
+    return this.files.caPem;
+  }
+
+  /** The serving CA in a file, for --ignition-ca-file. */
+  get caFile(): string {
+    return this.files.caFile;
+  }
+
+  get releases(): Record<string, string> {
+    return this.files.releases;
+  }
+
+  /** The first release image. */
+  get release(): string {
+    return Object.values(this.files.releases)[0] ?? '';
+  }
+
+  /** The process running now. */
+  get proc(): ManagedProcess {
+    if (!this.#proc) throw new Error(`${this.name} was never started`);
+    return this.#proc;
+  }
+
+  /** Starts the process (again, after stop(): the same ports, key and payload cache, as a restarted Pod). */
+  async start(): Promise<void> {
+    this.#proc = new ManagedProcess({ name: this.name, command: process.execPath, args: this.#args, logFile: this.log });
+    // The ops port opens only once the token Secrets are listed and /ignition serves.
+    await waitForPort(this.opsPort, this.#proc, 30_000);
+  }
+
+  async stop(): Promise<void> {
+    await this.#proc?.stop();
+  }
+
+  /** The claims of a token this server's key signed; undefined for any other string. */
+  verify(token: string): Promise<TokenClaims | undefined> {
+    this.#authority ??= loadTokenAuthority(this.files.signingKeyFile);
+    return this.#authority.then((a) => a.verify(token));
+  }
+}
+
+/** Writes fresh files into `opts.dir` (releases of the given tags, default `v1`) and starts one replica on them. */
+export async function runIgnitionServer(opts: IgnitionServerOptions & { dir: string; releases?: readonly string[] }): Promise<IgnitionServer> {
+  return IgnitionServer.spawn(await writeIgnitionServerFiles(opts.dir, opts.releases), opts);
 }

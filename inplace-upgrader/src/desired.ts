@@ -1,10 +1,11 @@
 /**
  * The guest-cluster objects the upgrader owns, as pure functions: the privileged namespace, the agent's
- * ServiceAccount and RBAC, one payload Secret and one agent Pod per node being updated.
+ * ServiceAccount and RBAC, the admission policy that holds each agent to its own Node, one payload Secret and
+ * one agent Pod per node being updated.
  */
 import { createHash } from 'node:crypto';
 import type * as k8s from '@kubernetes/client-node';
-import { LABELS } from '../../api/src/keys.js';
+import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
 
 /** Guest namespace of agent Pods and payload Secrets. */
 export const GUEST_NAMESPACE = 'kindling-system';
@@ -64,6 +65,88 @@ export function agentRbac(): k8s.KubernetesObject[] {
     subjects: [subject],
   };
   return [sa, clusterRole, clusterBinding, role, binding];
+}
+
+/** The Node annotations the agent writes (keys.ts): the only part of its Node the policy lets it change. */
+export const AGENT_NODE_ANNOTATIONS = [ANNOTATIONS.currentConfig, ANNOTATIONS.state, ANNOTATIONS.reason, ANNOTATIONS.desiredDrain] as const;
+export const AGENT_NODE_POLICY = 'kindling-agent-own-node';
+/** The claim the apiserver adds to a ServiceAccount token bound to a Pod that is scheduled on a node. */
+const NODE_NAME_CLAIM = 'authentication.kubernetes.io/node-name';
+
+/**
+ * RBAC cannot name "the agent's own Node", so the ClusterRole lets any agent patch every Node: one host could
+ * ask the drainer to drain any other node. This ValidatingAdmissionPolicy closes that: a write to a Node by
+ * the agent's ServiceAccount must come with a token bound to a Pod on a node (the kubelet mounts such tokens),
+ * may touch only that node's Node, and there only the agent's own annotations. The checks run in this order,
+ * each guarded by the ones before, so the refusal names the first broken rule.
+ */
+export function agentNodePolicy(): k8s.KubernetesObject[] {
+  const cel = (s: string): string => `'${s}'`;
+  const unchanged = (field: string): string => `(has(object.${field}) ? has(oldObject.${field}) && object.${field} == oldObject.${field} : !has(oldObject.${field}))`;
+  const agentKeys = `[${AGENT_NODE_ANNOTATIONS.map(cel).join(', ')}]`;
+  const policy: k8s.V1ValidatingAdmissionPolicy = {
+    apiVersion: 'admissionregistration.k8s.io/v1',
+    kind: 'ValidatingAdmissionPolicy',
+    metadata: { name: AGENT_NODE_POLICY },
+    spec: {
+      failurePolicy: 'Fail',
+      matchConstraints: { resourceRules: [{ apiGroups: [''], apiVersions: ['*'], operations: ['UPDATE'], resources: ['nodes'] }] },
+      matchConditions: [{ name: 'kindling-agent', expression: `request.userInfo.username == ${cel(`system:serviceaccount:${GUEST_NAMESPACE}:${AGENT_SERVICE_ACCOUNT}`)}` }],
+      variables: [
+        { name: 'node', expression: `${cel(NODE_NAME_CLAIM)} in request.userInfo.extra ? request.userInfo.extra[${cel(NODE_NAME_CLAIM)}][0] : ''` },
+        { name: 'own', expression: `variables.node != '' && object.metadata.name == variables.node` },
+        { name: 'agentKeys', expression: agentKeys },
+        { name: 'oldAnnotations', expression: 'oldObject.metadata.?annotations.orValue({})' },
+        { name: 'newAnnotations', expression: 'object.metadata.?annotations.orValue({})' },
+        {
+          name: 'foreignChanges',
+          expression: [
+            'variables.newAnnotations.filter(k, !(k in variables.agentKeys) && !(k in variables.oldAnnotations && variables.oldAnnotations[k] == variables.newAnnotations[k]))',
+            '+ variables.oldAnnotations.filter(k, !(k in variables.agentKeys) && !(k in variables.newAnnotations))',
+          ].join(' '),
+        },
+      ],
+      validations: [
+        {
+          expression: "variables.node != ''",
+          reason: 'Forbidden',
+          message: `the kindling agent may write a Node only with a ServiceAccount token bound to its agent Pod on that node (a token with the ${NODE_NAME_CLAIM} claim); this token is bound to no Pod on a node`,
+        },
+        {
+          expression: "variables.node == '' || variables.own",
+          reason: 'Forbidden',
+          messageExpression: `'the kindling agent of node ' + variables.node + ' may write only its own Node, not ' + object.metadata.name`,
+        },
+        {
+          expression: `!variables.own || (${['spec', 'metadata.labels', 'metadata.finalizers', 'metadata.ownerReferences'].map(unchanged).join(' && ')})`,
+          reason: 'Forbidden',
+          messageExpression: `'the kindling agent of node ' + variables.node + ' may change only annotations of its Node, not its spec (taints, unschedulable), labels, finalizers or owners'`,
+        },
+        {
+          expression: '!variables.own || size(variables.foreignChanges) == 0',
+          reason: 'Forbidden',
+          messageExpression: `'the kindling agent of node ' + variables.node + ' may change on its Node only the annotations the agent writes (' + variables.agentKeys.join(', ') + '), not ' + variables.foreignChanges.join(', ')`,
+        },
+      ],
+    },
+  };
+  const binding: k8s.V1ValidatingAdmissionPolicyBinding = {
+    apiVersion: 'admissionregistration.k8s.io/v1',
+    kind: 'ValidatingAdmissionPolicyBinding',
+    metadata: { name: AGENT_NODE_POLICY },
+    spec: { policyName: AGENT_NODE_POLICY, validationActions: ['Deny'] },
+  };
+  return [policy, binding];
+}
+
+/**
+ * The TokenRequest for an agent Pod's ServiceAccount token, bound to the Pod as the kubelet's projected token
+ * is: the apiserver then adds the node-name claim the policy above keys on, and the token dies with the Pod.
+ * For whoever plays the kubelet for agent Pods (the local environment's hosts, the tests).
+ */
+export function agentTokenRequest(pod: k8s.V1Pod, expirationSeconds: number): k8s.AuthenticationV1TokenRequest {
+  const boundObjectRef = { apiVersion: 'v1', kind: 'Pod', name: pod.metadata?.name ?? '', uid: pod.metadata?.uid ?? '' };
+  return { spec: { audiences: [], expirationSeconds, boundObjectRef } };
 }
 
 export function payloadSecret(opts: { node: string; pool: string; hash: string; config: Buffer }): k8s.V1Secret {

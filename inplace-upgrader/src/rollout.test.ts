@@ -1,10 +1,11 @@
 /**
  * In-place rollouts on the real test bed: a management cluster with the real Cluster API CRDs (MachineSet,
  * Machines with nodeRef; no CAPI controller runs), a guest cluster with KWOK (10 nodes), the upgrader and
- * the drainer, a real `kindling agent` process per node against its own scratch root (AgentFleet), and the
- * real ignition server (its own process), which mints each pool token and renders each payload from a
- * release image and the pool's MachineConfig; the upgrader fetches it with that token. An independent
- * watcher sees every Node event and checks that never more than maxUnavailable nodes are unavailable.
+ * the drainer, a real `kindling agent` process per node against its own scratch root with a token bound to its
+ * agent Pod (AgentFleet: so the policy holding each agent to its own Node is in force), and the real ignition
+ * server (its own process), which mints each pool token and renders each payload from a release image and the
+ * pool's MachineConfig; the upgrader fetches it with that token. An independent watcher sees every Node event
+ * and checks that never more than maxUnavailable nodes are unavailable.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -25,7 +26,8 @@ import { GUEST_NAMESPACE } from './desired.js';
 import { isReady } from './select.js';
 import { CachedPayloadSource, IgnitionServerPayloadSource } from './payload.js';
 import { STATE_DIR } from './agent/host.js';
-import { AgentFleet, AvailabilityWatcher, KINDLING_BIN, machineConfig, runIgnitionServer, tokenSecret, type IgnitionServerFixture } from './testing.js';
+import { AgentFleet, AvailabilityWatcher, KINDLING_BIN, machineConfig, tokenSecret } from './testing.js';
+import { runIgnitionServer, type IgnitionServer } from '../../ignition-server/src/testing.js';
 import { InPlaceUpgrader } from './upgrader.js';
 
 const NS = 'default';
@@ -51,7 +53,7 @@ function payload(version: string, extraFiles: object[] = []): object {
 describe('in-place rollout', () => {
   let mgmt: Cluster;
   let guest: Cluster;
-  let ignition: IgnitionServerFixture;
+  let ignition: IgnitionServer;
   let fleet: AgentFleet;
   let watcher: AvailabilityWatcher;
   let rootsDir: string;
@@ -147,9 +149,13 @@ describe('in-place rollout', () => {
     const ann = (await core.readNode({ name: node })).metadata?.annotations ?? {};
     assert.equal(ann[ANNOTATIONS.desiredDrain], `drain-${hash}`);
     assert.notEqual(ann[ANNOTATIONS.lastAppliedDrain], `drain-${hash}`);
-    assert.match(ann[ANNOTATIONS.drainFailure] ?? '', new RegExp(`^drain-${hash}: nodeDrainTimeout 3s reached`));
+    assert.match(ann[ANNOTATIONS.drainFailure] ?? '', new RegExp(`^drain-${hash}: nodeDrainTimeout 5s reached`));
+    assert.equal(ann[ANNOTATIONS.drainBlocked], undefined, 'the block outlived the drain given up');
     const events = await core.listNamespacedEvent({ namespace: 'default', fieldSelector: `involvedObject.name=${node},reason=DrainFailed` });
     assert.equal(events.items.length, 1, 'no DrainFailed Event on the node');
+    const blocked = await core.listNamespacedEvent({ namespace: 'default', fieldSelector: `involvedObject.name=${node},reason=DrainBlocked` });
+    // No disruption controller runs in this guest: the apiserver says the budget is not processed yet.
+    assert.match(blocked.items[0]?.message ?? '', /^Eviction of default\/pinned refused by PodDisruptionBudget default\/pinned \(disruptionsAllowed not computed yet: /, 'no DrainBlocked Event on the node');
     assert.equal((await core.readNamespacedPod({ name: 'pinned', namespace: NS })).metadata?.deletionTimestamp, undefined);
     assert.notEqual(await fileOn(node, '/etc/kindling/version'), 'v7', 'the config was applied without a drain');
   }
@@ -178,7 +184,7 @@ describe('in-place rollout', () => {
         await createTestMachine(mgmt.kubeConfig, { name: `${POOL}-${name}`, namespace: NS, cluster: 'tenant', machineSet: POOL, node: name });
       }),
     );
-    fleet = new AgentFleet({ guest: guest.kubeConfig, kubeconfigPath: guest.kubeconfigPath, rootsDir });
+    fleet = new AgentFleet({ guest: guest.kubeConfig, rootsDir });
     await fleet.start();
     watcher = new AvailabilityWatcher(guest.kubeConfig, NODES);
     await watcher.start();
@@ -288,11 +294,26 @@ describe('in-place rollout', () => {
     // n01 is among the first nodes picked (one per zone, then by name). Its pod's PDB allows no disruption.
     await core.createNamespacedPod({ namespace: NS, body: { metadata: { name: 'pinned', labels: { app: 'pinned' } }, spec: { nodeName: 'n01', containers: [{ name: 'c', image: 'x' }] } } });
     await policy.createNamespacedPodDisruptionBudget({ namespace: NS, body: { metadata: { name: 'pinned' }, spec: { maxUnavailable: 0, selector: { matchLabels: { app: 'pinned' } } } } });
-    await patchSet({ spec: { template: { spec: { deletion: { nodeDrainTimeoutSeconds: 3 } } } } });
+    await patchSet({ spec: { template: { spec: { deletion: { nodeDrainTimeoutSeconds: 5 } } } } });
     watcher.reset();
-    await target('h7', payload('v7'), '3');
-    const failure = await eventually('the rollout to halt', async () => (await machineSet()).metadata.annotations?.[ANNOTATIONS.inPlaceFailure], 120_000, 200);
-    assert.match(failure, /^n01: drain failed: nodeDrainTimeout 3s reached with 1 pod\(s\) not evicted: default\/pinned/);
+    // Every progress the upgrader writes: while the budget refuses, it names n01's drain and the budget.
+    const progress: string[] = [];
+    const progressWatch = await new k8s.Watch(mgmt.kubeConfig).watch(`/apis/${CAPI_GROUP}/v1beta2/namespaces/${NS}/machinesets`, {}, (_type: string, ms: MachineSetLike) => {
+      const text = ms.metadata.annotations?.[ANNOTATIONS.inPlaceProgress];
+      if (text !== undefined && progress.at(-1) !== text) progress.push(text);
+    }, () => undefined);
+    let failure: string;
+    try {
+      await target('h7', payload('v7'), '3');
+      failure = await eventually('the rollout to halt', async () => (await machineSet()).metadata.annotations?.[ANNOTATIONS.inPlaceFailure], 120_000, 200);
+    } finally {
+      progressWatch.abort();
+    }
+    assert.match(failure, /^n01: drain failed: nodeDrainTimeout 5s reached with 1 pod\(s\) not evicted: default\/pinned/);
+    assert.ok(
+      progress.some((p) => /^\d+ of 10 updated; n01 draining, blocked by PodDisruptionBudget default\/pinned($|;)/.test(p)),
+      `no progress named the blocking budget: ${progress.join(' | ')}`,
+    );
     await assertDrainGivenUp('n01', 'h7');
     // Nodes handed out before the timeout (capacity freed by finished ones) finish; the halt starts no other.
     const handedH7 = async (): Promise<string[]> => (await nodes()).filter((n) => n.metadata?.annotations?.[ANNOTATIONS.desiredConfig] === 'h7').map((n) => n.metadata?.name ?? '').sort();

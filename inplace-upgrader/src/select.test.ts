@@ -38,6 +38,14 @@ describe('classifyNode', () => {
     });
   }
 
+  it('when a budget holds up the node\'s pending drain, it should say which one; once the drain is applied, it should ignore a stale block', () => {
+    const blocked = { [ANNOTATIONS.drainBlocked]: 'shop/web-1 blocked by PodDisruptionBudget shop/web since 2026-08-01T10:00:00.000Z' };
+    const draining = { [ANNOTATIONS.desiredConfig]: T, [ANNOTATIONS.state]: 'Working', [ANNOTATIONS.desiredDrain]: `drain-${T}`, ...blocked };
+    assert.deepEqual(classifyNode(node(draining), T), { name: 'n', zone: '', phase: 'updating', blockedBy: 'PodDisruptionBudget shop/web', unavailable: false, desiredConfig: T });
+    assert.equal(classifyNode(node({ ...draining, [ANNOTATIONS.lastAppliedDrain]: `drain-${T}` }), T).blockedBy, undefined);
+    assert.equal(classifyNode(node({ ...draining, [ANNOTATIONS.drainBlocked]: 'hand-edited' }), T).blockedBy, undefined);
+  });
+
   it('when the cache has not caught up with a desiredConfig this upgrader wrote, it should count the node as updating', () => {
     assert.equal(classifyNode(node({ [ANNOTATIONS.currentConfig]: 'old' }), T, T).phase, 'updating');
   });
@@ -124,6 +132,18 @@ describe('planRollout', () => {
     const plan = planRollout(nodes, T, 5);
     assert.deepEqual(plan.halted, { node: 'b', reason: 'boom' });
     assert.deepEqual(plan.start, []);
+  });
+
+  it('when budgets hold up drains, the progress should name each node and budget after the "N of M updated" it starts with', () => {
+    const blocked = (name: string, pdb: string): NodeView => view(name, 'updating', { desiredConfig: T, blockedBy: `PodDisruptionBudget ${pdb}` });
+    const plan = planRollout([view('n01', 'done'), view('n02', 'done'), blocked('n04', 'shop/db'), blocked('n03', 'shop/x'), view('n05', 'updating'), view('n06', 'idle')], T, 3);
+    assert.equal(plan.progress, '2 of 6 updated; n03 draining, blocked by PodDisruptionBudget shop/x; n04 draining, blocked by PodDisruptionBudget shop/db');
+    assert.match(plan.progress, /^2 of 6 updated/);
+  });
+
+  it('when more than 3 drains are held up, the progress should name 3 and count the rest', () => {
+    const nodes = ['a', 'b', 'c', 'd', 'e'].map((n) => view(n, 'updating', { desiredConfig: T, blockedBy: 'PodDisruptionBudget shop/x' }));
+    assert.equal(planRollout(nodes, T, 5).progress, `0 of 5 updated${['a', 'b', 'c'].map((n) => `; ${n} draining, blocked by PodDisruptionBudget shop/x`).join('')}; 2 more draining nodes blocked`);
   });
 
   it('when every node is done, it should be complete', () => {

@@ -3,7 +3,8 @@
  * start, and which ones, in a deterministic order (unavailable first, then spread across zones, then name).
  */
 import type * as k8s from '@kubernetes/client-node';
-import { ANNOTATIONS, LABELS, NODE_STATES } from '../../api/src/keys.js';
+import { parseDrainBlocked } from '../../api/src/drain-blocked.js';
+import { ANNOTATIONS, DRAIN_PREFIX, LABELS, NODE_STATES } from '../../api/src/keys.js';
 
 export type NodePhase = 'done' | 'updating' | 'degraded' | 'idle';
 
@@ -16,6 +17,8 @@ export interface NodeView {
   desiredConfig?: string;
   /** Why the node is degraded. */
   reason?: string;
+  /** What holds up its drain, as the drainer says: "PodDisruptionBudget <ns>/<name>". */
+  blockedBy?: string;
 }
 
 export const isReady = (node: k8s.V1Node): boolean => node.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true;
@@ -28,6 +31,14 @@ function blockingDrainFailure(ann: Record<string, string>): string | undefined {
   return `drain failed: ${failure.slice(request.length + 1).trim()}`;
 }
 
+/** The budget holding up the node's pending drain, if the drainer reported one for it. */
+function drainBlockedBy(ann: Record<string, string>): string | undefined {
+  const request = ann[ANNOTATIONS.desiredDrain];
+  if (!request?.startsWith(DRAIN_PREFIX) || request === ann[ANNOTATIONS.lastAppliedDrain]) return undefined;
+  const block = parseDrainBlocked(ann[ANNOTATIONS.drainBlocked]);
+  return block ? `PodDisruptionBudget ${block.pdb}` : undefined;
+}
+
 /** In flight: handed a config not reached yet, the agent working or failed, or a drain request pending. */
 function inFlight(ann: Record<string, string>): boolean {
   const desired = ann[ANNOTATIONS.desiredConfig];
@@ -38,7 +49,7 @@ function inFlight(ann: Record<string, string>): boolean {
   return drain !== undefined && drain !== ann[ANNOTATIONS.lastAppliedDrain];
 }
 
-function phaseOf(ann: Record<string, string>, target: string): { phase: NodePhase; reason?: string } {
+function phaseOf(ann: Record<string, string>, target: string): Pick<NodeView, 'phase' | 'reason' | 'blockedBy'> {
   const desired = ann[ANNOTATIONS.desiredConfig];
   // A node failing on an older target is retargeted (the new config may be the fix), not a reason to halt.
   if (desired === undefined || desired === target) {
@@ -46,7 +57,10 @@ function phaseOf(ann: Record<string, string>, target: string): { phase: NodePhas
     const drainFailure = blockingDrainFailure(ann);
     if (drainFailure) return { phase: 'degraded', reason: drainFailure };
   }
-  if (inFlight(ann)) return { phase: 'updating' };
+  if (inFlight(ann)) {
+    const blockedBy = drainBlockedBy(ann);
+    return { phase: 'updating', ...(blockedBy ? { blockedBy } : {}) };
+  }
   return { phase: ann[ANNOTATIONS.currentConfig] === target ? 'done' : 'idle' };
 }
 
@@ -127,7 +141,19 @@ export interface RolloutPlan {
   /** Idle nodes to start now. */
   start: string[];
   complete: boolean;
+  /** "N of M updated", then the nodes whose drain a budget holds up: "; n03 draining, blocked by PodDisruptionBudget ns/x". */
   progress: string;
+}
+
+/** Blocked drains named in the progress at most; the rest are counted. */
+const MAX_BLOCKED_SHOWN = 3;
+
+/** "; <node> draining, blocked by <budget>" for each updating node whose drain is held up, by name. */
+function blockedProgress(nodes: readonly NodeView[]): string {
+  const blocked = nodes.filter((n) => n.phase === 'updating' && n.blockedBy).sort((a, b) => a.name.localeCompare(b.name));
+  const shown = blocked.slice(0, MAX_BLOCKED_SHOWN).map((n) => `; ${n.name} draining, blocked by ${n.blockedBy}`);
+  const more = blocked.length > MAX_BLOCKED_SHOWN ? `; ${blocked.length - MAX_BLOCKED_SHOWN} more draining nodes blocked` : '';
+  return shown.join('') + more;
 }
 
 /**
@@ -148,6 +174,6 @@ export function planRollout(nodes: readonly NodeView[], target: string, maxUnava
     retarget,
     start,
     complete: done === nodes.length && pending === 0,
-    progress: `${done} of ${nodes.length + pending} updated`,
+    progress: `${done} of ${nodes.length + pending} updated${blockedProgress(nodes)}`,
   };
 }

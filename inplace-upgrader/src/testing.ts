@@ -1,70 +1,30 @@
 /**
  * Helpers for the in-place integration tests and the benchmark (not shipped in any command).
  *
- * - runIgnitionServer: the real ignition server, `kindling ignition-server` as its own process against the
- *   management cluster, serving HTTPS under a CA made for the test, with a release image built by the code
- *   of `kindling release build` into an OCI layout. The test plays the nodepool-controller with
- *   tokenSecret(); the server mints the token and generates the payload; the upgrader fetches it with the
- *   pool's token, exactly as in production.
+ * - tokenSecret: the test plays the nodepool-controller's part for the real ignition server (runIgnitionServer
+ *   in ignition-server/src/testing.ts): the server mints the token and generates the payload; the upgrader
+ *   fetches it with the pool's token, exactly as in production.
  * - AgentFleet: plays the kubelet for agent Pods. KWOK marks a Pod Running but runs nothing, so for each
  *   agent Pod the fleet runs a real `kindling agent` child process for that node against the node's own
  *   scratch root, restarts it whenever it exits (a simulated reboot exits it), and kills it when the Pod goes.
+ *   Each process runs with a ServiceAccount token bound to its Pod, so the agent-node policy judges it.
  * - AvailabilityWatcher: an independent watch on every Node event, counting the unavailable nodes.
+ * - runExtension: `kindling inplace-upgrader` serving the Runtime Extension as its own process, under a CA
+ *   made for the test (the ExtensionConfig's caBundle); killable with SIGKILL and startable again.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, open, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
 import { ANNOTATIONS, LABELS, NODE_STATES, SECRET_KEYS, tokenSecretName } from '../../api/src/keys.js';
+import { KINDLING_BIN, type IgnitionServer } from '../../ignition-server/src/testing.js';
 import { createCertificateAuthority } from '../../support/src/pki.js';
-import { buildRelease, writeLayoutDir } from '../../ignition-server/src/release/build.js';
-import { ecKeyPem, writeReleaseFolder } from '../../ignition-server/src/testing.js';
-import { freePort, ManagedProcess, waitForPort } from '../../test/bed/src/index.js';
-import { GUEST_NAMESPACE } from './desired.js';
+import { freePort, waitForPort } from '../../test/bed/src/index.js';
+import { tokenKubeconfig } from '../../local/src/credentials.js';
+import { AGENT_SERVICE_ACCOUNT, agentTokenRequest, GUEST_NAMESPACE } from './desired.js';
 import { isReady } from './select.js';
 
-export const KINDLING_BIN = fileURLToPath(new URL('../../../bin/kindling.js', import.meta.url));
-
-export interface IgnitionServerFixture {
-  /** Base URL of /ignition. */
-  url: string;
-  caPem: string;
-  /** The CA in a file, for the upgrader's --ignition-ca-file. */
-  caFile: string;
-  /** Reference of the release image (an OCI layout), for tokenSecret(). */
-  release: string;
-  stop(): Promise<void>;
-}
-
-/** Starts the real ignition server in `dir` (its keys, release, payload cache and log), watching `namespace`. */
-export async function runIgnitionServer(opts: { kubeconfigPath: string; dir: string; namespace: string }): Promise<IgnitionServerFixture> {
-  const { dir } = opts;
-  await mkdir(dir, { recursive: true });
-  const ca = await createCertificateAuthority('ignition serving CA');
-  const serving = await ca.issue({ commonName: '127.0.0.1', ipAddresses: ['127.0.0.1'], usage: 'server' });
-  const file = (name: string): string => join(dir, name);
-  await Promise.all([
-    writeFile(file('ca.pem'), ca.certPem),
-    writeFile(file('tls.crt'), serving.certPem),
-    writeFile(file('tls.key'), serving.keyPem),
-    writeFile(file('signing.pem'), ecKeyPem()),
-    buildRelease(await writeReleaseFolder(file('release-src')), 'v1').then((image) => writeLayoutDir(image, file('release'))),
-  ]);
-  const [port, opsPort] = [await freePort(), await freePort()];
-  const proc = new ManagedProcess({
-    name: 'ignition-server',
-    command: process.execPath,
-    logFile: file('ignition-server.log'),
-    args: [
-      KINDLING_BIN, 'ignition-server', '--kubeconfig', opts.kubeconfigPath, '--leader-elect=false', '--namespace', opts.namespace,
-      '--serving-address', `127.0.0.1:${port}`, '--ops-address', `127.0.0.1:${opsPort}`, '--tls-cert-file', file('tls.crt'),
-      '--tls-key-file', file('tls.key'), '--signing-key-file', file('signing.pem'), '--cache-dir', file('cache'),
-    ],
-  });
-  await waitForPort(port, proc, 30_000);
-  return { url: `https://127.0.0.1:${port}`, caPem: ca.certPem, caFile: file('ca.pem'), release: `oci:${file('release')}:v1`, stop: () => proc.stop() };
-}
+export { KINDLING_BIN };
 
 /** The token Secret of a pool at a hash, as the nodepool-controller writes it: the server mints its token. */
 export function tokenSecret(opts: { namespace: string; pool: string; hash: string; release: string; config: object[] }): k8s.V1Secret {
@@ -79,9 +39,77 @@ export function machineConfig(name: string, config: object): object {
   return { apiVersion: 'machineconfiguration.openshift.io/v1', kind: 'MachineConfig', metadata: { name }, spec: { config } };
 }
 
+/**
+ * A kubeconfig for an agent Pod's ServiceAccount with a token bound to that Pod, as the kubelet would mount it:
+ * the identity the agent-node policy judges (its node-name claim is the Pod's node).
+ */
+export async function boundAgentKubeconfig(guest: k8s.KubeConfig, pod: k8s.V1Pod): Promise<string> {
+  const core = guest.makeApiClient(k8s.CoreV1Api);
+  const request = await core.createNamespacedServiceAccountToken({ name: AGENT_SERVICE_ACCOUNT, namespace: GUEST_NAMESPACE, body: agentTokenRequest(pod, 3600) });
+  return tokenKubeconfig(guest, AGENT_SERVICE_ACCOUNT, request.status?.token ?? '');
+}
+
+export interface ExtensionFixture {
+  /** Base URL of the hooks, for an ExtensionConfig's clientConfig.url. */
+  url: string;
+  caPem: string;
+  /** Its log (JSON lines), kept across restarts. */
+  logFile: string;
+  /** The running process (a new one after restart()). */
+  process(): ChildProcess;
+  /** SIGKILLs the process and starts a new one on the same port. */
+  restart(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/**
+ * `kindling inplace-upgrader --extension-address …` against the management cluster, as its own process (no
+ * leader election; the MachineSet upgrader runs too, and finds no InPlace MachineSet unless a test makes one).
+ */
+export async function runExtension(opts: { kubeconfigPath: string; dir: string; ignition: Pick<IgnitionServer, 'url' | 'caFile'>; retryAfter?: string }): Promise<ExtensionFixture> {
+  await mkdir(opts.dir, { recursive: true });
+  const ca = await createCertificateAuthority('extension serving CA');
+  const serving = await ca.issue({ commonName: '127.0.0.1', ipAddresses: ['127.0.0.1'], dnsNames: ['localhost'], usage: 'server' });
+  const file = (name: string): string => join(opts.dir, name);
+  await Promise.all([writeFile(file('tls.crt'), serving.certPem), writeFile(file('tls.key'), serving.keyPem)]);
+  const port = await freePort();
+  const args = [
+    KINDLING_BIN, 'inplace-upgrader', '--kubeconfig', opts.kubeconfigPath, '--leader-elect=false', '--ignition-url', opts.ignition.url, '--ignition-ca-file', opts.ignition.caFile,
+    '--agent-image', 'kindling:test', '--extension-address', `127.0.0.1:${port}`, '--extension-tls-cert-file', file('tls.crt'), '--extension-tls-key-file', file('tls.key'),
+    '--extension-retry-after', opts.retryAfter ?? '1s', '--log-level', 'info',
+  ];
+  let child: ChildProcess | undefined;
+  const launch = async (): Promise<void> => {
+    const log = await open(file('extension.log'), 'a');
+    const started = spawn(process.execPath, args, { stdio: ['ignore', log.fd, log.fd] });
+    await log.close();
+    child = started;
+    const tail = async (): Promise<string> => (await readFile(file('extension.log'), 'utf8')).split('\n').slice(-20).join('\n');
+    await waitForPort(port, { name: 'extension', get alive() { return started.exitCode === null && started.signalCode === null; }, tail: () => '' }, 30_000).catch(async (err: unknown) => {
+      throw new Error(`${(err as Error).message}\n${await tail()}`, { cause: err });
+    });
+  };
+  const kill = async (signal: NodeJS.Signals): Promise<void> => {
+    const c = child;
+    if (!c || c.exitCode !== null || c.signalCode !== null) return;
+    await new Promise((resolve) => (c.once('exit', resolve), c.kill(signal)));
+  };
+  await launch();
+  return {
+    url: `https://127.0.0.1:${port}`,
+    caPem: ca.certPem,
+    logFile: file('extension.log'),
+    process: () => child as ChildProcess,
+    restart: async () => {
+      await kill('SIGKILL');
+      await launch();
+    },
+    stop: () => kill('SIGTERM'),
+  };
+}
+
 export interface FleetOptions {
   guest: k8s.KubeConfig;
-  kubeconfigPath: string;
   /** Folder holding one scratch host root per node. */
   rootsDir: string;
   logLevel?: string;
@@ -92,6 +120,8 @@ export class AgentFleet {
   #opts: FleetOptions;
   #procs = new Map<string, ChildProcess>();
   #wanted = new Set<string>();
+  /** Nodes whose agent is being started (its token in flight), so two calls start one process. */
+  #spawning = new Set<string>();
   #stopped = false;
   #informer: k8s.Informer<k8s.V1Pod> & k8s.ObjectCache<k8s.V1Pod>;
 
@@ -145,17 +175,36 @@ export class AgentFleet {
   }
 
   async #spawn(node: string): Promise<void> {
-    if (!this.#wanted.has(node) || this.#procs.has(node)) return;
-    await mkdir(this.rootOf(node), { recursive: true });
-    const args = [KINDLING_BIN, 'agent', '--node', node, '--root', this.rootOf(node), '--kubeconfig', this.#opts.kubeconfigPath, '--reboot', 'simulated', '--poll', '1s', '--log-level', this.#opts.logLevel ?? 'warn'];
-    const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'inherit'] });
-    this.#procs.set(node, child);
-    this.starts.set(node, (this.starts.get(node) ?? 0) + 1);
-    child.once('exit', () => {
-      this.#procs.delete(node);
-      // The kubelet restarts a container that exited (restartPolicy Always): a simulated reboot, or a kill.
-      setTimeout(() => void this.#spawn(node), 100);
-    });
+    if (!this.#wanted.has(node) || this.#procs.has(node) || this.#spawning.has(node)) return;
+    this.#spawning.add(node);
+    try {
+      await mkdir(this.rootOf(node), { recursive: true });
+      const kubeconfig = await this.#kubeconfigOf(node);
+      if (!this.#wanted.has(node)) return;
+      const args = [KINDLING_BIN, 'agent', '--node', node, '--root', this.rootOf(node), '--kubeconfig', kubeconfig, '--reboot', 'simulated', '--poll', '1s', '--log-level', this.#opts.logLevel ?? 'warn'];
+      const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'inherit'] });
+      this.#procs.set(node, child);
+      this.starts.set(node, (this.starts.get(node) ?? 0) + 1);
+      child.once('exit', () => {
+        this.#procs.delete(node);
+        // The kubelet restarts a container that exited (restartPolicy Always): a simulated reboot, or a kill.
+        setTimeout(() => void this.#spawn(node), 100);
+      });
+    } catch {
+      // The Pod went (or was replaced) while its token was requested: the informer's next event decides.
+      setTimeout(() => void this.#spawn(node), 500);
+    } finally {
+      this.#spawning.delete(node);
+    }
+  }
+
+  /** Each start gets a fresh token bound to the node's agent Pod, as a kubelet mounts one per container. */
+  async #kubeconfigOf(node: string): Promise<string> {
+    const pod = this.#informer.list(GUEST_NAMESPACE).find((p) => p.spec?.nodeName === node && !p.metadata?.deletionTimestamp);
+    if (!pod) throw new Error(`no agent Pod on ${node}`);
+    const file = join(this.#opts.rootsDir, `${node}.kubeconfig`);
+    await writeFile(file, await boundAgentKubeconfig(this.#opts.guest, pod), { mode: 0o600 });
+    return file;
   }
 }
 

@@ -10,13 +10,13 @@ import { Counter, type Registry } from 'prom-client';
 import { CAPI_API_VERSION, CAPI_GROUP, type Machine, type MachineSet } from '../../api/src/capi.js';
 import { ANNOTATIONS, FIELD_MANAGERS, LABELS } from '../../api/src/keys.js';
 import { createApplier, type Applier } from '../../support/src/apply.js';
-import { isNotFound, NotReadyError } from '../../support/src/errors.js';
+import { NotReadyError } from '../../support/src/errors.js';
 import { ResilientInformer } from '../../support/src/informer.js';
 import type { Logger } from '../../support/src/logger.js';
 import type { QueueMetrics } from '../../support/src/metrics.js';
 import { WorkQueue, type ReconcileResult } from '../../support/src/queue.js';
 import { GuestClusters, clusterKey, type GuestCluster } from '../../support/src/guest-clusters.js';
-import { agentPod, agentPodName, agentRbac, GUEST_NAMESPACE, guestNamespace, payloadSecret, payloadSecretName } from './desired.js';
+import { cleanUpPool, createGuestSession, ensureBase, expectedDesired, handOutNode, startGuestSession, stopGuestSession, type GuestSession } from './guest.js';
 import type { PayloadSource } from './payload.js';
 import { classifyNode, planRollout, resolveMaxUnavailable, type RolloutPlan } from './select.js';
 
@@ -34,18 +34,7 @@ export interface UpgraderOptions {
 
 type MS = MachineSet & k8s.KubernetesObject;
 
-interface Session {
-  cluster: GuestCluster;
-  core: k8s.CoreV1Api;
-  applier: Applier;
-  nodes: ResilientInformer<k8s.V1Node>;
-  pods: ResilientInformer<k8s.V1Pod>;
-  secrets: ResilientInformer<k8s.V1Secret>;
-  /** Namespace and RBAC applied in this session. */
-  baseReady: boolean;
-  /** desiredConfig values written and not yet seen in the node cache. */
-  expected: Map<string, string>;
-}
+type Session = GuestSession;
 
 interface RolloutContext {
   session: Session;
@@ -53,19 +42,6 @@ interface RolloutContext {
   pool: string;
   target: string;
   log: Logger;
-}
-
-const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
-
-function informer<T extends k8s.KubernetesObject>(opts: {
-  kc: k8s.KubeConfig;
-  path: string;
-  list: () => Promise<k8s.KubernetesListObject<T>>;
-  labelSelector?: string;
-  log: Logger;
-  onEvent: () => void;
-}): ResilientInformer<T> {
-  return new ResilientInformer<T>({ kubeConfig: opts.kc, path: opts.path, list: opts.list, labelSelector: opts.labelSelector, log: opts.log, onEvent: opts.onEvent });
 }
 
 export class InPlaceUpgrader {
@@ -118,9 +94,9 @@ export class InPlaceUpgrader {
     this.#clusters = new GuestClusters<Session>({
       kubeConfig: opts.kubeConfig,
       log: opts.log,
-      create: (cluster) => this.#createSession(cluster),
-      start: async (s) => void (await Promise.all([s.nodes.start(), s.pods.start(), s.secrets.start()])),
-      close: async (s) => void (await Promise.all([s.nodes.stop(), s.pods.stop(), s.secrets.stop()])),
+      create: (cluster) => createGuestSession(cluster, () => this.#enqueueCluster(cluster)),
+      start: startGuestSession,
+      close: stopGuestSession,
       onOpened: (cluster) => this.#enqueueCluster(cluster),
     });
   }
@@ -133,24 +109,6 @@ export class InPlaceUpgrader {
   async stop(): Promise<void> {
     await this.queue.stop();
     await Promise.all([this.#clusters.stop(), this.#machineSets.stop(), this.#machines.stop()]);
-  }
-
-  #createSession(cluster: GuestCluster): Session {
-    const kc = cluster.kubeConfig;
-    const core = kc.makeApiClient(k8s.CoreV1Api);
-    const onEvent = (): void => this.#enqueueCluster(cluster);
-    const log = cluster.log;
-    const ns = GUEST_NAMESPACE;
-    return {
-      cluster,
-      core,
-      applier: createApplier(kc, FIELD_MANAGERS.inplaceUpgrader),
-      nodes: informer({ kc, path: '/api/v1/nodes', list: () => core.listNode(), log, onEvent }),
-      pods: informer({ kc, path: `/api/v1/namespaces/${ns}/pods`, labelSelector: LABELS.agentPod, list: () => core.listNamespacedPod({ namespace: ns, labelSelector: LABELS.agentPod }), log, onEvent }),
-      secrets: informer({ kc, path: `/api/v1/namespaces/${ns}/secrets`, labelSelector: LABELS.payloadSecret, list: () => core.listNamespacedSecret({ namespace: ns, labelSelector: LABELS.payloadSecret }), log, onEvent }),
-      baseReady: false,
-      expected: new Map(),
-    };
   }
 
   #enqueue(ms: MS): void {
@@ -169,7 +127,7 @@ export class InPlaceUpgrader {
   async #reconcile(key: string): Promise<ReconcileResult | void> {
     const ctx = this.#contextOf(key);
     if (!ctx) return;
-    if (ctx.ms.metadata.annotations?.[ANNOTATIONS.currentConfigHash] === ctx.target) return this.#cleanUp(ctx.session, ctx.pool);
+    if (ctx.ms.metadata.annotations?.[ANNOTATIONS.currentConfigHash] === ctx.target) return cleanUpPool(ctx.session, ctx.pool);
     return this.#rollOut(ctx);
   }
 
@@ -187,10 +145,10 @@ export class InPlaceUpgrader {
   async #rollOut(ctx: RolloutContext): Promise<ReconcileResult | void> {
     const { session, ms, target, log } = ctx;
     const { nodes, pending } = this.#nodesOf(ms, session);
-    const views = nodes.map((n) => classifyNode(n, target, this.#expectation(session, n)));
+    const views = nodes.map((n) => classifyNode(n, target, expectedDesired(session, n)));
     const plan = planRollout(views, target, resolveMaxUnavailable(ms.metadata.annotations?.[ANNOTATIONS.maxUnavailable], views.length), pending);
     if (plan.complete) {
-      await this.#cleanUp(session, ctx.pool);
+      await cleanUpPool(session, ctx.pool);
       await this.#writeStatus(ms, { current: target });
       log.info({ nodes: plan.total }, 'Rollout complete');
       return;
@@ -217,53 +175,19 @@ export class InPlaceUpgrader {
     return { nodes, pending };
   }
 
-  #expectation(session: Session, node: k8s.V1Node): string | undefined {
-    const name = node.metadata?.name ?? '';
-    const expected = session.expected.get(name);
-    if (expected === undefined || node.metadata?.annotations?.[ANNOTATIONS.desiredConfig] === expected) {
-      session.expected.delete(name);
-      return undefined;
-    }
-    return expected;
-  }
-
-  /** For each node: its payload Secret, then its agent Pod, then desiredConfig (so the agent finds its Secret). */
+  /** Hands each node the target (see handOutNode). */
   async #handOut(ctx: RolloutContext, nodes: string[]): Promise<void> {
     if (nodes.length === 0) return;
     const { session, pool, target } = ctx;
     const config = await this.#opts.payloads.fetch({ namespace: ctx.ms.metadata.namespace ?? '', pool, hash: target });
-    await this.#ensureBase(session);
+    await ensureBase(session);
     await Promise.all(
       nodes.map(async (node) => {
-        const secret = session.secrets.get(payloadSecretName(node), GUEST_NAMESPACE);
-        if (secret?.metadata?.labels?.[LABELS.configHash] !== target) await session.applier.apply(payloadSecret({ node, pool, hash: target, config }));
-        if (!session.pods.get(agentPodName(node), GUEST_NAMESPACE)) await session.applier.apply(agentPod({ node, pool, image: this.#opts.agentImage }));
-        await session.core.patchNode({ name: node, body: { metadata: { annotations: { [ANNOTATIONS.desiredConfig]: target } } } }, merge);
-        session.expected.set(node, target);
+        await handOutNode(session, { node, pool, hash: target, config, agentImage: this.#opts.agentImage });
         this.#started.inc();
         ctx.log.info({ node }, 'Node handed the target config');
       }),
     );
-  }
-
-  async #ensureBase(session: Session): Promise<void> {
-    if (session.baseReady) return;
-    await session.applier.apply(guestNamespace());
-    for (const obj of agentRbac()) await session.applier.apply(obj);
-    session.baseReady = true;
-  }
-
-  /** Removes the pool's agent Pods and payload Secrets (from what the caches show: nothing to do is free). */
-  async #cleanUp(session: Session, pool: string): Promise<void> {
-    const mine = (o: k8s.KubernetesObject): boolean => o.metadata?.labels?.[LABELS.nodePool] === pool;
-    const ignoreGone = (err: unknown): void => {
-      if (!isNotFound(err)) throw err;
-    };
-    const namespace = GUEST_NAMESPACE;
-    await Promise.all([
-      ...session.pods.list(namespace).filter(mine).map((p) => session.core.deleteNamespacedPod({ name: p.metadata?.name ?? '', namespace, gracePeriodSeconds: 0 }).then(() => undefined, ignoreGone)),
-      ...session.secrets.list(namespace).filter(mine).map((s) => session.core.deleteNamespacedSecret({ name: s.metadata?.name ?? '', namespace }).then(() => undefined, ignoreGone)),
-    ]);
   }
 
   /**

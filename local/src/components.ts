@@ -26,6 +26,10 @@ export interface ComponentEnv {
   mgmt: Cluster;
   stateDir: string;
   ignition: IgnitionFiles;
+  /** The NodePools' namespace: the only one whose token Secrets the ignition server serves. */
+  namespace: string;
+  /** host:port of the local registry: the only one releases may come from. */
+  registry: string;
 }
 
 /** What a launch needs besides the environment: each component's kubeconfig (component name → path). */
@@ -43,7 +47,9 @@ const kindling = (command: string, flags: (env: ComponentEnv) => string[]): Comp
 });
 
 const LAUNCHES: ComponentLaunch[] = [
-  kindling('ignition-server', ({ ignition: i }) => [
+  kindling('ignition-server', ({ ignition: i, namespace, registry }) => [
+    `--namespaces=${namespace}`,
+    `--allowed-registries=${registry}`,
     `--serving-address=127.0.0.1:${i.port}`,
     `--tls-cert-file=${i.certFile}`,
     `--tls-key-file=${i.keyFile}`,

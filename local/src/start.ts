@@ -73,8 +73,8 @@ async function bringUp(cfg: Config): Promise<Environment> {
       await Promise.all([installKindlingCrds(mgmt), installCapiCrds(mgmt), installCrds(mgmt, LOCAL_CRD_DIR)]);
       await ensureNamespace(mgmt, namespace);
     });
-    env.guest = await step('guest cluster "guest" (etcd, kube-apiserver, kube-controller-manager, KWOK)', () =>
-      startCluster({ name: 'guest', dir: join(stateDir, 'guest'), kwok: true }),
+    env.guest = await step('guest cluster "guest" (etcd, kube-apiserver with node authentication, kube-controller-manager signing CSRs, KWOK)', () =>
+      startCluster({ name: 'guest', dir: join(stateDir, 'guest'), kwok: true, nodeAuth: true }),
     );
     env.capi = await step('Cluster API core manager v1.14.2 (webhooks registered)', () => startCapiManager(mgmt));
     const ignition = await step('ignition serving certificate, signing key', () => ignitionFiles(stateDir, mgmt));
@@ -83,7 +83,7 @@ async function bringUp(cfg: Config): Promise<Environment> {
     const registry = env.registry;
     const releases = await step(`release images ${SAMPLE_RELEASES.join(', ')} (kindling release build, pushed)`, () => sampleReleases(registry, mgmt.ca.certPem));
     env.releases = releases;
-    env.components = await step('Kindling components and local providers', () => startComponents({ mgmt, stateDir, ignition }));
+    env.components = await step('Kindling components and local providers', () => startComponents({ mgmt, stateDir, ignition, namespace, registry: registry.host }));
     if (cfg.samples) {
       await step('sample tenant (Cluster, LocalControlPlane, NodePools inplace ×3 and replace ×2)', () =>
         applySamples(mgmt, env.guest, { namespace, release: releases[SAMPLE_RELEASES[0]] ?? '' }),

@@ -1,7 +1,9 @@
 /**
  * The NodePool controller on the real test bed: a management cluster with the Kindling and real Cluster API
  * CRDs, and a guest cluster (its `guest-kubeconfig` Secret in the management cluster) whose /version the skew
- * policy reads. The controller runs in-process; a stand-in plays the ignition server's token minting.
+ * policy reads. The controller runs in-process; the real `kindling ignition-server` runs as its own process,
+ * minting the tokens (and the guest's bootstrap tokens) and generating the payloads of the pools' releases,
+ * real release images in OCI layouts; a host boots from a pool's user-data with the real Ignition client.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -13,26 +15,30 @@ import { CONDITION_TYPES, type Condition } from '../../api/src/conditions.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 import type { Machine, MachineDeployment, MachineHealthCheck, MachineSet } from '../../api/src/capi.js';
 import { createNodePoolController, type NodePoolController } from './controller.js';
-import { startTokenStandIn, type TokenStandIn } from './token-stand-in.js';
 import { ignitionValidate } from './ignition-validate.js';
 import { KUBELET_CONFIG } from './fixtures.js';
 import { eventually } from '../../test/bed/src/eventually.js';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, open, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, open, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { configHash, normaliseConfig } from './hash.js';
 import { nodePoolFixture } from '../../api/src/testing.js';
+import { runIgnitionServer, type IgnitionServer } from '../../ignition-server/src/testing.js';
+import { bootstrapSecretName, bootstrapTokenId } from '../../ignition-server/src/join.js';
+import { bootHost } from '../../local/src/providers/boot.js';
+import type { ControllerConfig } from './phases.js';
 
 const NS = 'default';
-const CA = '-----BEGIN CERTIFICATE-----\nMIIBtestca\n-----END CERTIFICATE-----\n';
-const CONFIG = { ignition: { endpoint: 'ignition.kindling.test:9443', caPem: CA }, tokenGraceMs: 2 * 3600_000, maxSkewMinors: 3 };
+/**
+ * The releases the pools run, built as images the ignition server reads. The registry references below name
+ * releases the skew policy refuses (or no version at all): no token Secret ever names them, so nothing reads them.
+ */
+const RELEASES = ['1.36.3', '1.34.2', '1.35.0'];
 const MERGE = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
 const CAPI = 'cluster.x-k8s.io/v1beta2';
 
-
-const pool = (name: string, patch?: (p: NodePool) => void): NodePool => nodePoolFixture(name, NS, patch);
 
 const cond = (p: NodePool, type: string): Condition | undefined => p.status?.conditions?.find((c) => c.type === type);
 
@@ -42,16 +48,26 @@ describe('nodepool-controller on the real test bed', () => {
   let objects: k8s.KubernetesObjectApi;
   let core: k8s.CoreV1Api;
   let controller: NodePoolController;
-  let tokens: TokenStandIn;
+  let ignition: IgnitionServer;
+  let config: ControllerConfig;
+  let dir: string;
   const log = createLogger({ name: 'nodepool-controller-test', level: process.env['TEST_LOG_LEVEL'] ?? 'warn' });
 
   const startController = async (): Promise<NodePoolController> => {
-    const c = createNodePoolController({ kubeConfig: mgmt.kubeConfig, log, config: CONFIG, workers: 4 });
+    const c = createNodePoolController({ kubeConfig: mgmt.kubeConfig, log, config, workers: 4 });
     await c.start();
     return c;
   };
 
+  /** A pool of the real 1.36.3 release. */
+  const pool = (name: string, patch?: (p: NodePool) => void): NodePool =>
+    nodePoolFixture(name, NS, (p) => {
+      p.spec.release.image = ignition.releases['1.36.3'] ?? '';
+      patch?.(p);
+    });
+
   before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'nodepool-controller-'));
     mgmt = await startCluster({ name: 'mgmt' });
     [guest] = await Promise.all([
       startCluster({ name: 'guest', controllerManager: false, kwok: true, management: { cluster: mgmt, namespace: NS } }),
@@ -61,13 +77,15 @@ describe('nodepool-controller on the real test bed', () => {
     objects = k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig);
     core = mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api);
     await core.createNamespacedConfigMap({ namespace: NS, body: { metadata: { name: 'kubelet-config' }, data: { config: KUBELET_CONFIG } } });
-    tokens = startTokenStandIn(mgmt.kubeConfig);
+    ignition = await runIgnitionServer({ kubeconfigPath: mgmt.kubeconfigPath, dir: join(dir, 'ignition-server'), namespace: NS, releases: RELEASES });
+    config = { ignition: { endpoint: ignition.endpoint, caPem: ignition.caPem }, tokenGraceMs: 2 * 3600_000, maxSkewMinors: 3 };
     controller = await startController();
   });
   after(async () => {
-    tokens?.stop();
     await controller?.stop();
+    await ignition?.stop();
     await Promise.all([guest?.stop(), mgmt?.stop()]);
+    if (dir && process.env['KEEP_TEST_DIR'] === undefined) await rm(dir, { recursive: true, force: true });
   });
 
   const readPool = (name: string): Promise<NodePool> => objects.read<NodePool>({ apiVersion: 'kindling.dev/v1beta1', kind: 'NodePool', metadata: { name, namespace: NS } });
@@ -90,6 +108,10 @@ describe('nodepool-controller on the real test bed', () => {
     return p;
   };
 
+  const tokenOf = (s: k8s.V1Secret, key: string = SECRET_KEYS.token): string => Buffer.from(s.data?.[key] ?? '', 'base64').toString();
+  /** The ignition server's verdict on the pool's payload has reached its status. */
+  const payloadGenerated = (p: NodePool): boolean => cond(p, 'ValidGeneratedPayload')?.status === 'True';
+
   const userDataStub = async (name: string): Promise<{ secret: k8s.V1Secret; stub: string }> => {
     const secret = await read<k8s.V1Secret>('Secret', name, 'v1');
     return { secret, stub: Buffer.from(secret.data?.[SECRET_KEYS.value] ?? '', 'base64').toString() };
@@ -110,9 +132,11 @@ describe('nodepool-controller on the real test bed', () => {
     const binding = { ...admission, kind: 'ValidatingAdmissionPolicyBinding', metadata: { name: 'refuse-refused-a' }, spec: { policyName: 'refuse-refused-a', validationActions: ['Deny'] } };
     await objects.create(policy);
     await objects.create(binding);
-    // The policy takes effect once the apiserver's policy informer saw it: probe with a dry-run create.
+    // The policy takes effect once the apiserver's policy informer saw it: probe with a dry-run create of a valid
+    // MachineDeployment. Only the policy's own refusal counts (schema errors come before admission policies).
     await eventually('the policy in force', () =>
-      objects.create({ apiVersion: CAPI, kind: 'MachineDeployment', metadata: { name: 'refused-a', namespace: NS }, spec: { clusterName: 'guest', template: { spec: { clusterName: 'guest', bootstrap: { dataSecretName: 'x' }, infrastructureRef: { apiGroup: 'x.io', kind: 'X', name: 'x' } } } } } as k8s.KubernetesObject, undefined, 'All').then(() => undefined, () => true));
+      objects.create({ apiVersion: CAPI, kind: 'MachineDeployment', metadata: { name: 'refused-a', namespace: NS }, spec: { clusterName: 'guest', selector: { matchLabels: { probe: 'refused-a' } }, template: { spec: { clusterName: 'guest', bootstrap: { dataSecretName: 'x' }, infrastructureRef: { apiGroup: 'x.io', kind: 'X', name: 'x' } } } } } as k8s.KubernetesObject, undefined, 'All')
+        .then(() => undefined, (err: Error) => (err.message.includes('no MachineDeployment may be called refused-a here') ? true : undefined)));
     await objects.create(pool('refused-a'));
     const refused = await eventually('the refusal on the pool', async () => {
       const p = await readPool('refused-a');
@@ -143,16 +167,26 @@ describe('nodepool-controller on the real test bed', () => {
     assert.equal(md.spec.template.spec.version, 'v1.36.3');
     assert.equal(md.metadata.ownerReferences?.[0]?.kind, 'NodePool');
     const token = await read<k8s.V1Secret>('Secret', tokenSecretName('replace-a', hash), 'v1');
-    assert.equal(Buffer.from(token.data?.[SECRET_KEYS.pool] ?? '', 'base64').toString(), `${NS}/replace-a`);
+    assert.equal(tokenOf(token, SECRET_KEYS.pool), `${NS}/replace-a`);
     const { secret, stub } = await userDataStub(userDataSecretName('replace-a', hash));
-    assert.equal(Buffer.from(secret.data?.[SECRET_KEYS.format] ?? '', 'base64').toString(), 'ignition');
-    assert.match(stub, /"value":"Bearer stand-in-token-token-replace-a-/);
+    assert.equal(tokenOf(secret, SECRET_KEYS.format), 'ignition');
+    // The stub carries the token the ignition server minted and signed for this pool and hash.
+    const minted = tokenOf(token);
+    assert.ok(stub.includes(`"value":"Bearer ${minted}"`), 'the stub carries the minted token');
+    const claims = await ignition.verify(minted);
+    assert.deepEqual([claims?.pool, claims?.hash], [`${NS}/replace-a`, hash]);
+    // The Secret names the pool's cluster: the server minted the paired bootstrap token into that guest.
+    const bootstrap = await guest.kubeConfig.makeApiClient(k8s.CoreV1Api).readNamespacedSecret({ name: bootstrapSecretName(bootstrapTokenId(tokenOf(token, SECRET_KEYS.bootstrapToken))), namespace: 'kube-system' });
+    assert.equal(bootstrap.type, 'bootstrap.kubernetes.io/token');
     const validated = await ignitionValidate(stub);
     assert.ok(validated.ok, validated.output);
     assert.deepEqual(p.status?.conditions?.map((c) => c.type), CONDITION_TYPES);
     for (const type of ['ValidReleaseImage', 'ValidMachineConfig', 'SupportedVersionSkew', 'ReconciliationActive']) assert.equal(cond(p, type)?.status, 'True', type);
-    assert.equal(cond(p, 'ValidGeneratedPayload')?.reason, 'Pending');
     assert.equal(p.status?.version, 'v1.36.3');
+    // The server generates the payload from the release image and the config: its verdict reaches the pool.
+    const generated = await converged('replace-a', payloadGenerated);
+    assert.equal(cond(generated, 'ValidGeneratedPayload')?.reason, 'AsExpected');
+    assert.match(cond(generated, 'ValidGeneratedPayload')?.message ?? '', /generated from oci:/);
   });
 
   it('when an InPlace pool is created with autoRepair, it should get a MachineSet with the Flow 3 annotations and a health check only once a host reached the ignition endpoint', async () => {
@@ -167,9 +201,10 @@ describe('nodepool-controller on the real test bed', () => {
     assert.equal(ms.metadata.annotations?.[ANNOTATIONS.maxUnavailable], '2');
     assert.equal(await tryRead('MachineHealthCheck', 'inplace-a'), undefined);
     assert.equal(cond(p, 'AutorepairEnabled')?.reason, 'WaitingForIgnition');
-    // The ignition server marks the token Secret at the first fetch; the payload verdict comes with it.
-    const reachedAt = '2026-11-23T10:00:00Z';
-    await core.patchNamespacedSecret({ name: tokenSecretName('inplace-a', hash), namespace: NS, body: { metadata: { annotations: { [ANNOTATIONS.ignitionReachedAt]: reachedAt, [ANNOTATIONS.payloadReason]: 'AsExpected', [ANNOTATIONS.payloadMessage]: 'Payload generated' } } } }, MERGE);
+    // A host boots from the pool's user-data with the real Ignition client; the server marks the token Secret at its first fetch.
+    const root = join(dir, 'hosts', 'inplace-a-0');
+    await bootHost({ root, userData: (await userDataStub(userDataSecretName('inplace-a', hash))).stub });
+    assert.equal((JSON.parse(await readFile(join(root, 'etc/kindling/release.json'), 'utf8')) as { kubeletVersion: string }).kubeletVersion, 'v1.36.3');
     const mhc = await eventually('the MachineHealthCheck', () => tryRead<MachineHealthCheck>('MachineHealthCheck', 'inplace-a'));
     assert.deepEqual(mhc.spec.selector.matchLabels, { [LABELS.nodePool]: 'inplace-a', [LABELS.capiClusterName]: 'guest' });
     const after = await converged('inplace-a', (x) => cond(x, 'AutorepairEnabled')?.status === 'True');
@@ -180,8 +215,8 @@ describe('nodepool-controller on the real test bed', () => {
   });
 
   it('when everything is in place and every pool is resynced, it should write nothing (resourceVersions stay put)', async () => {
-    await converged('replace-a');
-    await converged('inplace-a');
+    await converged('replace-a', payloadGenerated);
+    await converged('inplace-a', payloadGenerated);
     const snapshot = async (): Promise<string[]> => {
       const names = ['replace-a', 'inplace-a'];
       const secrets = (await Promise.all(names.map(poolSecrets))).flat();
@@ -256,7 +291,7 @@ describe('nodepool-controller on the real test bed', () => {
     assert.equal((await read<k8s.V1Secret>('Secret', tokenSecretName('inplace-b', newHash), 'v1')).metadata?.annotations?.[ANNOTATIONS.tokenExpiresAt], undefined);
     // The Machine still boots from the old user-data: it stays.
     assert.ok(await tryRead('Secret', userDataSecretName('inplace-b', oldHash), 'v1'));
-    // The upgrader (stand-in) reports its progress: the status says the config, not the version, is moving.
+    // The test plays the upgrader, which reports its progress: the status says the config, not the version, is moving.
     await patchCapi('machinesets', 'inplace-b', { metadata: { annotations: { [ANNOTATIONS.currentConfigHash]: oldHash, [ANNOTATIONS.inPlaceProgress]: '0 of 1 updated' } } });
     const updating = await converged('inplace-b', (x) => cond(x, 'UpdatingConfig')?.status === 'True');
     assert.match(cond(updating, 'UpdatingConfig')?.message ?? '', /0 of 1 updated/);
@@ -267,7 +302,18 @@ describe('nodepool-controller on the real test bed', () => {
 
   it('when the ignition server rotates a token, it should rewrite the user-data with the new token', async () => {
     const hash = (await converged('inplace-b')).status?.configHash ?? '';
-    const fresh = await tokens.rotate(NS, tokenSecretName('inplace-b', hash));
+    const name = tokenSecretName('inplace-b', hash);
+    const old = tokenOf(await read<k8s.V1Secret>('Secret', name, 'v1'));
+    // The server rotates at half the token's TTL (hours away): backdate the issue time it reads, so rotation is due now.
+    const issuedAt = new Date(Date.now() - 12 * 3600_000).toISOString();
+    await core.patchNamespacedSecret({ name, namespace: NS, body: { metadata: { annotations: { [ANNOTATIONS.tokenIssuedAt]: issuedAt } } } }, MERGE);
+    const rotated = await eventually('a rotated token', async () => {
+      const s = await read<k8s.V1Secret>('Secret', name, 'v1');
+      return tokenOf(s) !== old ? s : undefined;
+    });
+    const fresh = tokenOf(rotated);
+    assert.equal(tokenOf(rotated, SECRET_KEYS.rotatedToken), old, 'the previous token stays valid in the rotated slot');
+    assert.equal((await ignition.verify(fresh))?.hash, hash);
     await eventually('the user-data to carry the new token', async () => (await userDataStub(userDataSecretName('inplace-b', hash))).stub.includes(`Bearer ${fresh}`));
   });
 
@@ -384,7 +430,7 @@ describe('nodepool-controller on the real test bed', () => {
   }
 
   it('when an upgrade would skip a minor, it should block it (nothing rolls) and say so; a one-minor upgrade then goes through', async () => {
-    await objects.create(pool('skew-upgrade', (p) => (p.spec.release.image = 'registry.local:5000/kindling/release:1.34.2')));
+    await objects.create(pool('skew-upgrade', (p) => (p.spec.release.image = ignition.releases['1.34.2'] ?? '')));
     const before = await converged('skew-upgrade', (x) => x.status?.configHash !== undefined);
     await patchPool('skew-upgrade', { spec: { release: { image: 'registry.local:5000/kindling/release:v1.36.3' } } });
     const p = await converged('skew-upgrade', (x) => cond(x, 'SupportedVersionSkew')?.status === 'False');
@@ -394,7 +440,7 @@ describe('nodepool-controller on the real test bed', () => {
     const md = await read<MachineDeployment>('MachineDeployment', 'skew-upgrade');
     assert.equal(md.spec.template.spec.version, 'v1.34.2');
     assert.equal((await poolSecrets('skew-upgrade')).length, 2);
-    await patchPool('skew-upgrade', { spec: { release: { image: 'registry.local:5000/kindling/release:1.35.0' } } });
+    await patchPool('skew-upgrade', { spec: { release: { image: ignition.releases['1.35.0'] } } });
     const upgraded = await converged('skew-upgrade', (x) => cond(x, 'SupportedVersionSkew')?.status === 'True' && x.status?.configHash !== before.status?.configHash);
     assert.equal((await read<MachineDeployment>('MachineDeployment', 'skew-upgrade')).spec.template.spec.version, 'v1.35.0');
     assert.equal(upgraded.status?.version, 'v1.35.0');
@@ -450,7 +496,7 @@ describe('nodepool-controller on the real test bed', () => {
     const normal = await eventually('a Normal Event', async () => (await poolEvents()).find((e) => e.type === 'Normal' && e.message?.startsWith('ValidMachineConfig')));
     assert.equal(normal.reason, 'AsExpected');
     assert.match(normal.message ?? '', /ValidMachineConfig is True \(was False\)/);
-    await converged('events-a', (x) => x.status?.configHash !== undefined);
+    await converged('events-a', (x) => x.status?.configHash !== undefined && payloadGenerated(x));
     // A converged pool makes no more Events: a resync is no transition.
     const count = (await poolEvents()).length;
     controller.resyncAll();
@@ -468,13 +514,17 @@ describe('nodepool-controller on the real test bed', () => {
   });
 
   it('when the controller stops mid-reconcile and a new one starts, it should converge to the same objects with no duplicates', async () => {
-    tokens.pause(); // the first controller stops while it waits for the token
+    await ignition.stop(); // the first controller stops while it waits for the token
     await objects.create(pool('restart', (p) => (p.spec.config = [{ name: 'kubelet-config' }])));
-    await eventually('the token Secret', async () => (await poolSecrets('restart')).length === 1);
+    const [waiting] = await eventually('the token Secret', async () => {
+      const secrets = await poolSecrets('restart');
+      return secrets.length === 1 ? secrets : undefined;
+    });
+    assert.equal(waiting?.data?.[SECRET_KEYS.token], undefined, 'no token while the ignition server is down');
     await controller.stop();
-    tokens.resume();
+    await ignition.start();
     controller = await startController();
-    const p = await converged('restart', (x) => x.status?.configHash !== undefined);
+    const p = await converged('restart', (x) => x.status?.configHash !== undefined && payloadGenerated(x));
     const secrets = (await poolSecrets('restart')).map((s) => s.metadata?.name).sort();
     const hash = p.status?.configHash ?? '';
     assert.deepEqual(secrets, [tokenSecretName('restart', hash), userDataSecretName('restart', hash)]);
@@ -489,13 +539,10 @@ describe('nodepool-controller on the real test bed', () => {
   });
   it('when the controller process is SIGKILLed at random moments while pools are created and changed, a restart should converge to the same objects and a resync then writes nothing', async () => {
     await controller.stop();
-    const dir = await mkdtemp(join(tmpdir(), 'nodepool-sigkill-'));
-    const caFile = join(dir, 'ca.pem');
-    await writeFile(caFile, CA);
     const logFile = await open(join(dir, 'controller.log'), 'a');
     const bin = fileURLToPath(new URL('../../../bin/kindling.js', import.meta.url));
     const startChild = (): ChildProcess =>
-      spawn(process.execPath, [bin, 'nodepool-controller', '--kubeconfig', mgmt.kubeconfigPath, '--ignition-endpoint', CONFIG.ignition.endpoint, '--ignition-ca-file', caFile, '--leader-elect=false', '--log-level', 'warn'], { stdio: ['ignore', logFile.fd, logFile.fd] });
+      spawn(process.execPath, [bin, 'nodepool-controller', '--kubeconfig', mgmt.kubeconfigPath, '--ignition-endpoint', ignition.endpoint, '--ignition-ca-file', ignition.caFile, '--leader-elect=false', '--log-level', 'warn'], { stdio: ['ignore', logFile.fd, logFile.fd] });
     /** Returns how the process ended: SIGKILL when it was still running (it must be, or the test proves nothing). */
     const kill = async (child: ChildProcess): Promise<string> => {
       if (child.exitCode !== null || child.signalCode !== null) return `exit ${child.exitCode ?? child.signalCode ?? ''}`;
@@ -535,8 +582,11 @@ describe('nodepool-controller on the real test bed', () => {
         const expected = (i: number): string => configHash({ release, config: i < 2 ? config : normaliseConfig([]) });
         await Promise.all(names.map((n, i) => eventually(`${n} to converge after SIGKILLs at ${delays.join(', ')} ms`, async () => {
           const p = await readPool(n);
-          return p.status?.observedGeneration === p.metadata.generation && p.status?.configHash === expected(i);
+          return p.status?.observedGeneration === p.metadata.generation && p.status?.configHash === expected(i) && payloadGenerated(p);
         }, 60_000)));
+        // Every token Secret, old ones too, has the server's payload verdict: nothing of the server's is still to come.
+        await Promise.all(names.map((n) => eventually(`${n}'s payload verdicts`, async () =>
+          (await poolSecrets(n)).filter((s) => s.metadata?.labels?.[LABELS.tokenSecret] === 'true').every((s) => s.metadata?.annotations?.[ANNOTATIONS.payloadReason] !== undefined))));
         for (const [i, n] of names.entries()) await assertPoolConverged(n, expected(i), inPlace(i));
       } finally {
         const exited = new Promise((r) => survivor.once('exit', r));
@@ -556,7 +606,6 @@ describe('nodepool-controller on the real test bed', () => {
       assert.deepEqual(await snapshot(), before);
     } finally {
       await logFile.close();
-      await rm(dir, { recursive: true, force: true });
     }
   });
 

@@ -23,7 +23,7 @@ import { ANNOTATIONS, FIELD_MANAGERS } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 import { createApplier, toModel, type Applier } from '../../support/src/apply.js';
 import { DEFAULT_REQUEST_TIMEOUT_MS, makeApiClient } from '../../support/src/clients.js';
-import { isNotFound } from '../../support/src/errors.js';
+import { isConflict, isNotFound, NotReadyError } from '../../support/src/errors.js';
 import { clusterKey, GuestClusters, type GuestCluster } from '../../support/src/guest-clusters.js';
 import { ResilientInformer } from '../../support/src/informer.js';
 import type { Logger } from '../../support/src/logger.js';
@@ -269,7 +269,14 @@ export class CsrApprover {
    * and the retry decides again from the claimed Machine.
    */
   async #claim(machine: Machine, claim: string): Promise<void> {
-    await this.#patchMachine(machine, { [ANNOTATIONS.approvedClientCsr]: claim, [ANNOTATIONS.joinFailure]: null }, machine.metadata.resourceVersion);
+    try {
+      await this.#patchMachine(machine, { [ANNOTATIONS.approvedClientCsr]: claim, [ANNOTATIONS.joinFailure]: null }, machine.metadata.resourceVersion);
+    } catch (err) {
+      // Cluster API writes a booting Machine's status often: a conflict is usually its write, not a rival claim.
+      // Decide again as soon as the cache has the newer Machine, rather than after a growing backoff.
+      if (isConflict(err)) throw new NotReadyError(`Machine ${machine.metadata.name} changed since the decision; deciding again`, 250, { cause: err });
+      throw err;
+    }
   }
 
   /** Merge-patches annotations (null removes one), with a resourceVersion precondition when given. */

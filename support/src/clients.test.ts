@@ -36,6 +36,15 @@ describe('makeApiClient', () => {
     await assert.rejects(api.patchNode({ name: 'n2', body: {} }, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch)), (err: Error) => err.name === 'TimeoutError');
   });
 
+  it('when its stop signal aborts, it should tear down the request in flight before the deadline', async () => {
+    const stop = new AbortController();
+    const started = Date.now();
+    const request = makeApiClient(kc, k8s.CoreV1Api, 60_000, stop.signal).readNode({ name: 'n4' });
+    setTimeout(() => stop.abort(), 100);
+    await assert.rejects(request, (err: Error) => err.name === 'AbortError');
+    assert.ok(Date.now() - started < 2_000, 'the request waited for its deadline');
+  });
+
   it('when the object API is used, it should have the deadline too', async () => {
     const started = Date.now();
     // Its resource discovery fails first; client-node then trips over the abort error's read-only message, so

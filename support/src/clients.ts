@@ -11,25 +11,28 @@ import * as k8s from '@kubernetes/client-node';
  * hung one costs a retry rather than a stuck worker. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
 
-/** A middleware giving each request its own AbortSignal that fires after `ms`. */
-export function timeoutMiddleware(ms: number): k8s.ObservableMiddleware {
+/** A middleware giving each request its own AbortSignal that fires after `ms`, or when `stop` aborts. */
+export function timeoutMiddleware(ms: number, stop?: AbortSignal): k8s.ObservableMiddleware {
   return {
     pre: (ctx) => {
-      ctx.setSignal(AbortSignal.timeout(ms));
+      ctx.setSignal(stop ? AbortSignal.any([stop, AbortSignal.timeout(ms)]) : AbortSignal.timeout(ms));
       return new k8s.Observable(Promise.resolve(ctx));
     },
     post: (response) => new k8s.Observable(Promise.resolve(response)),
   };
 }
 
-/** Like KubeConfig.makeApiClient, with a deadline on every request the client makes. */
-export function makeApiClient<T>(kc: k8s.KubeConfig, type: new (config: k8s.Configuration) => T, timeoutMs = DEFAULT_REQUEST_TIMEOUT_MS): T {
+/**
+ * Like KubeConfig.makeApiClient, with a deadline on every request the client makes; with `stop`, aborting it
+ * also tears down the requests in flight (an owner that is going away need not wait for their deadline).
+ */
+export function makeApiClient<T>(kc: k8s.KubeConfig, type: new (config: k8s.Configuration) => T, timeoutMs = DEFAULT_REQUEST_TIMEOUT_MS, stop?: AbortSignal): T {
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new Error('the kubeconfig has no current cluster');
   const config = k8s.createConfiguration({
     baseServer: new k8s.ServerConfiguration(cluster.server, {}),
     authMethods: { default: kc },
-    middleware: [timeoutMiddleware(timeoutMs)],
+    middleware: [timeoutMiddleware(timeoutMs, stop)],
   });
   return new type(config);
 }

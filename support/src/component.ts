@@ -5,14 +5,17 @@
  * leader, lead() for what only the leader does; lead() returns a function that stops leading.
  */
 import { hostname } from 'node:os';
-import * as k8s from '@kubernetes/client-node';
+import type * as k8s from '@kubernetes/client-node';
 import type { Registry } from 'prom-client';
 import { createLogger, type Logger } from './logger.js';
 import { createQueueMetrics, createRegistry, type QueueMetrics } from './metrics.js';
 import { startOpsServer, type ReadinessCheck } from './ops-server.js';
 import { createShutdown, type Shutdown } from './shutdown.js';
-import { LeaderElector } from './leader.js';
-import type { FlagSpec } from './config.js';
+import { checkLeaderTimings, LeaderElector, LEADER_DEFAULTS, type LeaderTimings } from './leader.js';
+import { ConfigError, type FlagSpec } from './config.js';
+import { loadKubeConfig, setRequestGate } from './kubeconfig.js';
+
+export { loadKubeConfig } from './kubeconfig.js';
 
 /** Flags every long-running component has; spread into a command's flags. */
 export const COMPONENT_FLAGS = {
@@ -21,6 +24,9 @@ export const COMPONENT_FLAGS = {
   opsAddress: { type: 'string', default: '127.0.0.1:0', help: 'Plain-HTTP address of /healthz, /readyz and /metrics (port 0: any free port)' },
   leaderElect: { type: 'bool', default: true, help: 'Elect a leader through a Lease so only one replica acts' },
   leaderElectionNamespace: { type: 'string', default: 'kindling-system', help: 'Namespace of the leader-election Lease' },
+  leaderElectLeaseDuration: { type: 'duration', default: LEADER_DEFAULTS.leaseDurationMs, help: 'How long followers wait, after they last saw the Lease renewed, before taking it' },
+  leaderElectRenewDeadline: { type: 'duration', default: LEADER_DEFAULTS.renewDeadlineMs, help: 'The leader stops acting (and exits) when it has not renewed the Lease for this long; shorter than the lease duration' },
+  leaderElectRetryPeriod: { type: 'duration', default: LEADER_DEFAULTS.retryPeriodMs, help: 'How often the leader renews and followers try to take the Lease' },
 } satisfies Record<string, FlagSpec>;
 
 export interface ComponentConfig {
@@ -29,6 +35,9 @@ export interface ComponentConfig {
   opsAddress: string;
   leaderElect: boolean;
   leaderElectionNamespace: string;
+  leaderElectLeaseDuration: number;
+  leaderElectRenewDeadline: number;
+  leaderElectRetryPeriod: number;
 }
 
 export interface ComponentContext {
@@ -48,15 +57,9 @@ export interface ComponentSpec {
   lead?(ctx: ComponentContext): Promise<() => Promise<void>>;
 }
 
-export function loadKubeConfig(path: string): k8s.KubeConfig {
-  const kc = new k8s.KubeConfig();
-  if (path === '') kc.loadFromDefault();
-  else kc.loadFromFile(path);
-  return kc;
-}
-
 /** Runs a component until SIGTERM/SIGINT; resolves when it has shut down. */
 export async function runComponent(spec: ComponentSpec): Promise<void> {
+  const timings = leaderTimings(spec.config);
   const log = createLogger({ name: spec.name, level: spec.config.logLevel });
   const registry = createRegistry(spec.name);
   const shutdown = createShutdown(log);
@@ -65,11 +68,24 @@ export async function runComponent(spec: ComponentSpec): Promise<void> {
   const ops = await startOpsServer({ address: spec.config.opsAddress, registry, readiness });
   shutdown.add('ops server', () => ops.close());
   log.info({ opsPort: ops.port }, 'Started');
-  if (spec.lead) await startLeading(spec, ctx);
+  if (spec.lead) await startLeading(spec, ctx, timings);
   await shutdown.begun;
 }
 
-async function startLeading(spec: ComponentSpec, ctx: ComponentContext): Promise<void> {
+function leaderTimings(config: ComponentConfig): LeaderTimings {
+  const timings = { leaseDurationMs: config.leaderElectLeaseDuration, renewDeadlineMs: config.leaderElectRenewDeadline, retryPeriodMs: config.leaderElectRetryPeriod };
+  const invalid = checkLeaderTimings(timings);
+  if (invalid) throw new ConfigError(`--leader-elect-*: ${invalid}`);
+  return timings;
+}
+
+/** Exits non-zero at once: the leader's work can no longer be trusted to be alone, or never started. */
+function crash(log: Logger, message: string, fields: object): never {
+  log.fatal(fields, message);
+  process.exit(1);
+}
+
+async function startLeading(spec: ComponentSpec, ctx: ComponentContext, timings: LeaderTimings): Promise<void> {
   const lead = spec.lead?.bind(spec);
   if (!lead) return;
   if (!spec.config.leaderElect) {
@@ -77,23 +93,26 @@ async function startLeading(spec: ComponentSpec, ctx: ComponentContext): Promise
     return;
   }
   let stopLeading: (() => Promise<void>) | undefined;
-  let releasing = false;
-  const elector = new LeaderElector({
+  const elector: LeaderElector = new LeaderElector({
+    ...timings,
     kubeConfig: ctx.kubeConfig,
     namespace: spec.config.leaderElectionNamespace,
     name: spec.name,
     identity: `${hostname()}-${process.pid}`,
     log: ctx.log,
     onStartedLeading: () => {
-      void lead(ctx).then((stop) => (stopLeading = stop));
+      lead(ctx).then(
+        (stop) => void (stopLeading = stop),
+        // Half-started leader work is worse than none: a peer takes over once the Lease expires.
+        (err: unknown) => crash(ctx.log, 'The leader\'s work failed to start: exiting', { err }),
+      );
     },
-    // Losing the lease mid-work could mean two leaders writing: exit and let the restart campaign again.
-    onStoppedLeading: () => {
-      if (!releasing) void ctx.shutdown.run('lost leadership').then(() => process.exit(1));
-    },
+    // Another replica may be leading by now: exit at once rather than finish anything (client-go does the same).
+    onStoppedLeading: (reason) => crash(ctx.log, 'Lost leadership: exiting', { reason }),
   });
+  // From the instant the renew deadline passes, nothing of this process reaches any apiserver, whatever runs first.
+  setRequestGate(() => (elector.lapsed ? new Error('refused: this replica\'s leadership lapsed (renew deadline passed)') : undefined));
   ctx.shutdown.add('leader election', async () => {
-    releasing = true;
     await stopLeading?.();
     await elector.stop();
   });

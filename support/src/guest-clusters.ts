@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import * as k8s from '@kubernetes/client-node';
 import { kubeconfigSecretName, LABELS, SECRET_KEYS } from '../../api/src/keys.js';
 import { ResilientInformer } from './informer.js';
+import { kubeConfigFromString } from './kubeconfig.js';
 import type { Logger } from './logger.js';
 
 export interface GuestCluster {
@@ -99,9 +100,9 @@ export class GuestClusters<S> {
     const existing = this.#entries.get(key);
     if (existing?.digest === digest) return;
     if (existing) void this.#close(existing);
-    const kubeConfig = new k8s.KubeConfig();
+    let kubeConfig: k8s.KubeConfig;
     try {
-      kubeConfig.loadFromString(Buffer.from(value, 'base64').toString('utf8'));
+      kubeConfig = kubeConfigFromString(Buffer.from(value, 'base64').toString('utf8'));
     } catch (err) {
       this.#opts.log.error({ err, cluster: key }, 'Kubeconfig Secret does not hold a kubeconfig: ignoring the cluster');
       this.#entries.delete(key);

@@ -6,6 +6,7 @@
  */
 import * as k8s from '@kubernetes/client-node';
 import { SECRET_KEYS, kubeconfigSecretName } from '../../api/src/keys.js';
+import { kubeConfigFromString } from './kubeconfig.js';
 
 /** Reads a Secret from the management cluster. */
 export type ReadSecret = (namespace: string, name: string) => Promise<k8s.V1Secret>;
@@ -22,9 +23,7 @@ export function createGuestKubeConfigs(readSecret: ReadSecret): GuestKubeConfigs
     const secret = await readSecret(namespace, kubeconfigSecretName(cluster));
     const text = Buffer.from(secret.data?.[SECRET_KEYS.kubeconfig] ?? '', 'base64').toString('utf8');
     if (text === '') throw new Error(`Secret ${kubeconfigSecretName(cluster)} has no ${SECRET_KEYS.kubeconfig} key`);
-    const kc = new k8s.KubeConfig();
-    kc.loadFromString(text);
-    return kc;
+    return kubeConfigFromString(text);
   };
   return {
     get(namespace, cluster) {

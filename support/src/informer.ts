@@ -1,9 +1,17 @@
 /**
- * A client-node informer that keeps going. client-node's ListWatch stops on any error other than 410 and
- * can stall silently; this wrapper restarts it after every error (with backoff) and relists on a watchdog,
- * emitting a resync of every cached object so level-based reconcilers heal missed events.
+ * A list-watch cache that keeps going. One loop owns the watch, so there is never more than one request at
+ * a time and an old watch is aborted (and its late events ignored) before the next one starts:
+ * - it lists, then watches from the list's resourceVersion; a watch that ends is started again from the last
+ *   resourceVersion seen; a 410 (Gone), the watchdog, or a watch down for too long relist;
+ * - errors, and watches that end before they proved healthy, back off exponentially (250 ms → max); the
+ *   backoff starts from its base again only after a watch stayed connected for `healthyAfterMs`, so a watch
+ *   that connects and breaks at once cannot spin;
+ * - `synced` is false until a list succeeded, and again while the watch has been down for `staleAfterMs`,
+ *   until a relist succeeds: readiness reports a stale cache instead of serving it;
+ * - after every (re)list it emits a `resync` of every cached object, so level-based reconcilers heal missed events.
  */
 import * as k8s from '@kubernetes/client-node';
+import { statusCode } from './errors.js';
 import type { Logger } from './logger.js';
 import { realClock, type Clock } from './timers.js';
 
@@ -30,19 +38,43 @@ export function pagedList<T extends k8s.KubernetesObject>(
   };
 }
 
-/** A Watch handing its objects through `transform` first, so the ListWatch caches what transform returns. */
-class TransformingWatch<T> extends k8s.Watch {
-  constructor(
-    config: k8s.KubeConfig,
-    readonly transform: (obj: T) => T,
-  ) {
-    super(config);
-  }
+export interface WatchRequest {
+  query: Record<string, string | number | boolean>;
+  /** Aborting it ends the watch; the promise then resolves and no further event is delivered. */
+  signal: AbortSignal;
+  /** The apiserver accepted the watch (HTTP 200). */
+  onConnected: () => void;
+  onEvent: (type: string, object: unknown) => void;
+}
 
-  override watch(...[path, params, callback, done]: Parameters<k8s.Watch['watch']>): ReturnType<k8s.Watch['watch']> {
-    const objectPhases = new Set(['ADDED', 'MODIFIED', 'DELETED']);
-    return super.watch(path, params, (phase, obj, raw) => callback(phase, objectPhases.has(phase) ? this.transform(obj as T) : obj, raw), done);
-  }
+/** One watch request: resolves when it ends (closed by the server, or aborted), rejects on an error. */
+export type WatchFn = (req: WatchRequest) => Promise<void>;
+
+/**
+ * A WatchFn over client-node's Watch, whose timer fails a connect, or an open watch that stays silent, after
+ * 30 s (with bookmarks asked for, a healthy watch is rarely silent that long). It cannot abort a connect in
+ * progress, so an abort resolves at once and the connection is closed as soon as it is made.
+ */
+export function clientNodeWatch(kubeConfig: k8s.KubeConfig, path: string): WatchFn {
+  const watch = new k8s.Watch(kubeConfig);
+  return ({ query, signal, onConnected, onEvent }) =>
+    new Promise<void>((resolve, reject) => {
+      let ended = false;
+      const end = (err?: unknown): void => {
+        if (ended) return;
+        ended = true;
+        if (err && !signal.aborted) reject(err instanceof Error ? err : new Error('watch failed', { cause: err }));
+        else resolve();
+      };
+      signal.addEventListener('abort', () => end(), { once: true });
+      watch
+        .watch(path, query, (type: string, object: unknown) => void (ended || onEvent(type, object)), (err: unknown) => end(err ?? undefined))
+        .then((request) => {
+          if (ended) return request.abort();
+          signal.addEventListener('abort', () => request.abort(), { once: true });
+          onConnected();
+        }, end);
+    });
 }
 
 export interface InformerOptions<T extends k8s.KubernetesObject> {
@@ -60,18 +92,46 @@ export interface InformerOptions<T extends k8s.KubernetesObject> {
   /** Relist this often even when nothing failed (default 10 min). */
   watchdogMs?: number;
   maxRestartDelayMs?: number;
+  /** A watch connected this long was healthy: the restart backoff starts from its base again (default 30 s). */
+  healthyAfterMs?: number;
+  /** `synced` turns false once the watch has been down this long, until a relist succeeds (default 60 s). */
+  staleAfterMs?: number;
   clock?: Clock;
+  /** The watch requests (default: client-node's Watch on kubeConfig and path); unit tests pass a fake. */
+  watch?: WatchFn;
+}
+
+const BASE_RESTART_DELAY_MS = 250;
+
+/** One list-and-watch attempt of the loop. */
+interface Round {
+  controller: AbortController;
+  connectedAt?: number;
+  /** An ERROR event the watch delivered (e.g. 410 Gone); the round ends on it. */
+  error?: Error;
+  /** Aborted on purpose to relist (watchdog), not a failure. */
+  relist?: boolean;
 }
 
 export class ResilientInformer<T extends k8s.KubernetesObject> {
   #opts: InformerOptions<T>;
   #clock: Clock;
-  #lw: k8s.ListWatch<T>;
-  #synced = false;
-  #stopped = true;
+  #watch: WatchFn;
+  #healthyAfterMs: number;
+  #staleAfterMs: number;
+  #maxRestartDelayMs: number;
+  #objects = new Map<string, Map<string, T>>();
+  #resourceVersion = '';
+  #listed = false;
+  #relist = true;
+  /** Since when the cache has had no watch feeding it; undefined while one is connected. */
+  #downSince: number | undefined;
   #failures = 0;
-  #restartTimer: unknown;
+  #round: Round | undefined;
+  #loop: Promise<void> | undefined;
+  #wake: (() => void) | undefined;
   #watchdogTimer: unknown;
+  #stopped = true;
   #firstSync: Promise<void>;
   #resolveFirstSync!: () => void;
   /** Restarts after errors, for tests and metrics. */
@@ -80,82 +140,229 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
   constructor(opts: InformerOptions<T>) {
     this.#opts = opts;
     this.#clock = opts.clock ?? realClock;
+    this.#watch = opts.watch ?? clientNodeWatch(opts.kubeConfig, opts.path);
+    this.#healthyAfterMs = opts.healthyAfterMs ?? 30_000;
+    this.#staleAfterMs = opts.staleAfterMs ?? 60_000;
+    this.#maxRestartDelayMs = opts.maxRestartDelayMs ?? 30_000;
     this.#firstSync = new Promise((r) => (this.#resolveFirstSync = r));
-    const { transform } = opts;
-    const watch = transform ? new TransformingWatch(opts.kubeConfig, transform) : new k8s.Watch(opts.kubeConfig);
-    const list = transform ? async () => { const l = await opts.list(); return { ...l, items: l.items.map(transform) }; } : opts.list;
-    this.#lw = new k8s.ListWatch<T>(opts.path, watch, list, false, opts.labelSelector, opts.fieldSelector);
-    this.#lw.on(k8s.ADD, (o) => opts.onEvent(o, 'add'));
-    this.#lw.on(k8s.UPDATE, (o) => opts.onEvent(o, 'update'));
-    this.#lw.on(k8s.DELETE, (o) => opts.onEvent(o, 'delete'));
-    this.#lw.on(k8s.ERROR, (err) => this.#onError(err));
   }
 
-  /** True once a list has succeeded: the cache is a faithful picture of the cluster. */
+  /** A list has succeeded and the watch has not been down for longer than staleAfterMs since. */
   get synced(): boolean {
-    return this.#synced;
+    return this.#listed && !this.#stale();
   }
 
-  /** Starts and resolves after the first successful list (retrying until then). */
+  /** Starts and resolves after the first successful list (retrying until then), or when stopped first. */
   async start(): Promise<void> {
-    this.#stopped = false;
-    await this.#connect();
+    if (!this.#loop) {
+      this.#stopped = false;
+      this.#downSince = this.#clock.now();
+      this.#firstSync = new Promise((r) => (this.#resolveFirstSync = r));
+      this.#loop = this.#run();
+    }
     await this.#firstSync;
   }
 
   async stop(): Promise<void> {
     this.#stopped = true;
-    this.#clock.clearTimeout(this.#restartTimer);
     this.#clock.clearTimeout(this.#watchdogTimer);
-    await this.#lw.stop();
+    this.#round?.controller.abort();
+    this.#wake?.();
+    this.#resolveFirstSync();
+    await this.#loop;
+    this.#loop = undefined;
   }
 
   get(name: string, namespace?: string): T | undefined {
-    return this.#lw.get(name, namespace);
+    return this.#objects.get(namespace ?? '')?.get(name);
   }
 
   list(namespace?: string): T[] {
-    return [...this.#lw.list(namespace)];
+    if (namespace) return [...(this.#objects.get(namespace)?.values() ?? [])];
+    return [...this.#objects.values()].flatMap((objects) => [...objects.values()]);
   }
 
-  async #connect(relist = false): Promise<void> {
-    if (this.#stopped) return;
-    let failed = false;
-    const onFail = (err: unknown): void => void (failed ||= (err as { name?: string } | undefined)?.name !== 'AbortError');
-    this.#lw.on(k8s.ERROR, onFail);
-    try {
-      // ListWatch relists only when it has no resourceVersion (its 410 path); a watchdog relist needs that.
-      if (relist) (this.#lw as unknown as { resourceVersion: string }).resourceVersion = '';
-      await this.#lw.start();
-    } catch (err) {
-      failed = true;
-      this.#onError(err);
-    } finally {
-      this.#lw.off(k8s.ERROR, onFail);
+  #stale(): boolean {
+    return this.#downSince !== undefined && this.#clock.now() - this.#downSince >= this.#staleAfterMs;
+  }
+
+  async #run(): Promise<void> {
+    while (!this.#stopped) {
+      const round: Round = { controller: new AbortController() };
+      this.#round = round;
+      const delay = await this.#runRound(round);
+      if (delay > 0 && !this.#stopped) await this.#sleep(delay);
     }
-    if (failed || this.#stopped) return;
-    this.#failures = 0;
-    this.#synced = true;
-    this.#resolveFirstSync();
-    for (const obj of this.#lw.list()) this.#opts.onEvent(obj, 'resync');
-    this.#clock.clearTimeout(this.#watchdogTimer);
-    this.#watchdogTimer = this.#clock.setTimeout(() => void this.#restart(true), this.#opts.watchdogMs ?? 600_000);
   }
 
-  async #restart(relist: boolean): Promise<void> {
-    if (this.#stopped) return;
-    await this.#lw.stop();
-    await this.#connect(relist);
+  /** Lists when needed, then watches until the watch ends; returns how long to wait before the next round. */
+  async #runRound(round: Round): Promise<number> {
+    const { signal } = round.controller;
+    try {
+      if (this.#relist || this.#stale()) await this.#relistNow(signal);
+      await this.#watch({
+        query: this.#query(),
+        signal,
+        onConnected: () => {
+          round.connectedAt = this.#clock.now();
+          this.#downSince = undefined;
+        },
+        onEvent: (type, object) => this.#onWatchEvent(round, type, object),
+      });
+      return this.#ended(round, round.error);
+    } catch (err) {
+      return this.#ended(round, err);
+    }
   }
 
-  #onError(err: unknown): void {
-    // ListWatch reports the abort of its own request (on stop, and at every restart) as an error.
-    if (this.#stopped || (err as { name?: string } | undefined)?.name === 'AbortError') return;
+  #ended(round: Round, err: unknown): number {
+    const lived = this.#wentDown(round);
+    if (this.#stopped || round.relist) return 0;
+    const healthy = lived >= this.#healthyAfterMs;
+    if (healthy) this.#failures = 0;
+    if (statusCode(err) === 410) {
+      this.#relist = true;
+      return 0;
+    }
+    const ordinary = ordinaryEnd(err, lived >= 0);
+    if (ordinary && healthy) return 0;
+    // Anything else, including a watch that ended before it proved healthy, backs off: a flapping watch cannot spin.
+    return this.#backOff(ordinary ? undefined : err);
+  }
+
+  /** Marks the cache as unfed from now if the round's watch had connected; returns how long it was connected (-1: never). */
+  #wentDown(round: Round): number {
+    if (round.connectedAt === undefined) return -1;
+    this.#downSince ??= this.#clock.now();
+    return this.#clock.now() - round.connectedAt;
+  }
+
+  #backOff(err: unknown): number {
     this.#failures++;
-    this.restarts++;
-    const delay = Math.min(this.#opts.maxRestartDelayMs ?? 30_000, 250 * 2 ** Math.min(this.#failures - 1, 10));
-    this.#opts.log.warn({ err, path: this.#opts.path, retryInMs: delay }, 'Informer stopped on an error: restarting');
-    this.#clock.clearTimeout(this.#restartTimer);
-    this.#restartTimer = this.#clock.setTimeout(() => void this.#restart(this.#failures > 1), delay);
+    const delay = Math.min(this.#maxRestartDelayMs, BASE_RESTART_DELAY_MS * 2 ** Math.min(this.#failures - 1, 10));
+    if (err !== undefined) {
+      this.restarts++;
+      this.#opts.log.warn({ err, path: this.#opts.path, retryInMs: delay }, 'Informer stopped on an error: restarting');
+    }
+    return delay;
   }
+
+  async #relistNow(signal: AbortSignal): Promise<void> {
+    this.#relist = false;
+    let list: k8s.KubernetesListObject<T>;
+    try {
+      list = await abortable(this.#opts.list(), signal);
+    } catch (err) {
+      this.#relist = true;
+      throw err;
+    }
+    this.#replaceAll(list.items.map((o) => this.#transformed(o)));
+    this.#resourceVersion = list.metadata?.resourceVersion ?? '';
+    this.#listed = true;
+    // The cache is a faithful picture as of now, whether or not the watch connects next.
+    this.#downSince = this.#clock.now();
+    this.#resolveFirstSync();
+    for (const obj of this.list()) this.#opts.onEvent(obj, 'resync');
+    this.#clock.clearTimeout(this.#watchdogTimer);
+    this.#watchdogTimer = this.#clock.setTimeout(() => this.#watchdog(), this.#opts.watchdogMs ?? 600_000);
+  }
+
+  #watchdog(): void {
+    this.#relist = true;
+    const round = this.#round;
+    if (!round || round.controller.signal.aborted) return;
+    round.relist = true;
+    round.controller.abort();
+  }
+
+  #query(): Record<string, string | number | boolean> {
+    const { labelSelector, fieldSelector } = this.#opts;
+    return {
+      resourceVersion: this.#resourceVersion,
+      allowWatchBookmarks: true,
+      // Like client-go: the server ends each watch after 5–10 min, spreading the reconnects of many clients.
+      timeoutSeconds: 300 + Math.floor(Math.random() * 300),
+      ...(labelSelector === undefined ? {} : { labelSelector }),
+      ...(fieldSelector === undefined ? {} : { fieldSelector }),
+    };
+  }
+
+  #onWatchEvent(round: Round, type: string, object: unknown): void {
+    if (round.controller.signal.aborted) return;
+    if (type === 'ERROR') {
+      const status = object as k8s.V1Status;
+      round.error = Object.assign(new Error(`watch error: ${status.message ?? status.reason ?? 'unknown'}`), { code: status.code });
+      round.controller.abort();
+      return;
+    }
+    const obj = this.#transformed(object as T);
+    if (type === 'ADDED' || type === 'MODIFIED') this.#upsert(obj);
+    else if (type === 'DELETED') this.#remove(obj);
+    this.#resourceVersion = obj.metadata?.resourceVersion ?? this.#resourceVersion;
+  }
+
+  #transformed(obj: T): T {
+    return this.#opts.transform ? this.#opts.transform(obj) : obj;
+  }
+
+  /** Replaces the cache with a list: deletes for what is gone, then adds and updates. */
+  #replaceAll(items: T[]): void {
+    const old = this.#objects;
+    this.#objects = new Map<string, Map<string, T>>();
+    for (const obj of items) this.#put(obj);
+    for (const [namespace, objects] of old) for (const [name, obj] of objects) if (!this.get(name, namespace)) this.#opts.onEvent(obj, 'delete');
+    for (const obj of items) this.#emitChange(old.get(namespaceOf(obj))?.get(nameOf(obj)), obj);
+  }
+
+  #upsert(obj: T): void {
+    const old = this.get(nameOf(obj), namespaceOf(obj));
+    this.#put(obj);
+    this.#emitChange(old, obj);
+  }
+
+  #emitChange(old: T | undefined, obj: T): void {
+    if (!old) this.#opts.onEvent(obj, 'add');
+    else if (old.metadata?.resourceVersion !== obj.metadata?.resourceVersion) this.#opts.onEvent(obj, 'update');
+  }
+
+  #put(obj: T): void {
+    const namespace = namespaceOf(obj);
+    let objects = this.#objects.get(namespace);
+    if (!objects) this.#objects.set(namespace, (objects = new Map<string, T>()));
+    objects.set(nameOf(obj), obj);
+  }
+
+  #remove(obj: T): void {
+    const namespace = namespaceOf(obj);
+    const objects = this.#objects.get(namespace);
+    if (!objects?.delete(nameOf(obj))) return;
+    if (objects.size === 0) this.#objects.delete(namespace);
+    this.#opts.onEvent(obj, 'delete');
+  }
+
+  #sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = this.#clock.setTimeout(resolve, ms);
+      this.#wake = () => {
+        this.#clock.clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+}
+
+/** The server closed the watch, or (client-node's 30 s timer) a connected watch stayed silent: a quiet resource. */
+const ordinaryEnd = (err: unknown, connected: boolean): boolean => err === undefined || (connected && (err as Error).name === 'TimeoutError');
+
+const namespaceOf = (obj: k8s.KubernetesObject): string => obj.metadata?.namespace ?? '';
+const nameOf = (obj: k8s.KubernetesObject): string => obj.metadata?.name ?? '';
+
+/** The promise, or its signal's abort, whichever comes first. */
+function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason as Error);
+  return new Promise((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason as Error);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
 }

@@ -161,3 +161,22 @@ export async function createCertificateRequest(opts: CertificateRequestOptions):
   });
   return { csrPem: csr.toString('pem') + '\n', keyPem: opts.keyPem ?? (await keyPem(keys.privateKey)) };
 }
+
+export interface CertificateInfo {
+  commonName: string;
+  organizations: string[];
+  notAfter: Date;
+}
+
+/**
+ * Reads a PEM certificate and checks it was signed by the CA and is valid at `at`; throws saying which check
+ * failed.
+ */
+export async function verifyCertificate(certPem: string, caPem: string, at = new Date()): Promise<CertificateInfo> {
+  const cert = new x509.X509Certificate(certPem);
+  const ca = new x509.X509Certificate(caPem);
+  if (!(await cert.verify({ publicKey: ca.publicKey, signatureOnly: true }))) throw new Error(`certificate "${cert.subject}" is not signed by CA "${ca.subject}"`);
+  if (at < cert.notBefore || at > cert.notAfter) throw new Error(`certificate "${cert.subject}" is not valid at ${at.toISOString()} (valid ${cert.notBefore.toISOString()} to ${cert.notAfter.toISOString()})`);
+  const name = cert.subjectName;
+  return { commonName: name.getField('CN')[0] ?? '', organizations: name.getField('O'), notAfter: cert.notAfter };
+}

@@ -2,32 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { WorkQueue, type Outcome } from './queue.js';
 import { NotReadyError, TerminalError } from './errors.js';
-import type { Clock } from './timers.js';
-
-/** A clock whose timers fire only when the test advances it. */
-function manualClock(): Clock & { advance(ms: number): void; pending(): number[] } {
-  let now = 0;
-  let timers: { at: number; fn: () => void; id: number }[] = [];
-  let next = 0;
-  return {
-    now: () => now,
-    setTimeout(fn, ms) {
-      const id = next++;
-      timers.push({ at: now + ms, fn, id });
-      return id;
-    },
-    clearTimeout(id) {
-      timers = timers.filter((t) => t.id !== id);
-    },
-    advance(ms) {
-      now += ms;
-      const due = timers.filter((t) => t.at <= now);
-      timers = timers.filter((t) => t.at > now);
-      due.forEach((t) => t.fn());
-    },
-    pending: () => timers.map((t) => t.at - now).sort((a, b) => a - b),
-  };
-}
+import { manualClock } from './testing.js';
 
 const tick = (): Promise<void> => new Promise((r) => setImmediate(r));
 

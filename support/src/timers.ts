@@ -13,3 +13,6 @@ export const realClock: Clock = {
 };
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** realClock whose now() never jumps with the wall clock (NTP steps, manual changes): for deadlines and intervals. */
+export const monotonicClock: Clock = { ...realClock, now: () => performance.now() };

@@ -226,7 +226,9 @@ async function startServer(b: Bench, name: string, namespace: string, cacheDir =
       '--tls-cert-file', join(b.dir, 'tls.crt'),
       '--tls-key-file', join(b.dir, 'tls.key'),
       '--signing-key-file', join(b.dir, 'signing.pem'),
-      '--namespace', namespace,
+      '--namespaces', namespace,
+      // The releases are OCI layouts in the bench's folder.
+      '--allow-local-releases',
       '--cache-dir', cacheDir,
       '--leader-election-namespace', 'kindling-system',
     ],

@@ -24,7 +24,8 @@ import { createLogger } from '../../support/src/logger.js';
 import { Drainer } from '../../drainer/src/drainer.js';
 import { createTestMachine, createTestNode, eventually, testMachineSet } from '../../drainer/src/testing.js';
 import { CachedPayloadSource, IgnitionServerPayloadSource } from '../../inplace-upgrader/src/payload.js';
-import { AvailabilityWatcher, runIgnitionServer, tokenSecret } from '../../inplace-upgrader/src/testing.js';
+import { AvailabilityWatcher, tokenSecret } from '../../inplace-upgrader/src/testing.js';
+import { runIgnitionServer } from '../../ignition-server/src/testing.js';
 import { InPlaceUpgrader } from '../../inplace-upgrader/src/upgrader.js';
 import { installCapiCrds, startCluster } from '../bed/src/index.js';
 

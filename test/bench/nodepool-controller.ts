@@ -3,16 +3,21 @@
  * every pool has its token + user-data Secrets, its MachineDeployment/MachineSet and observedGeneration caught
  * up, against the floor = writes needed ÷ the apiserver's raw create rate measured with a plain client in the
  * same run. Also writes per pool, and writes during a forced resync of every pool (must be 0).
- * The token Secrets are filled by the test stand-in for the ignition server (see token-stand-in.ts).
+ * The tokens are minted by the real `kindling ignition-server`, its own process (with a bootstrap token into the
+ * guest for each, and the payload of a real release image generated once for all pools).
  *
  *   npx tsc -p . && node dist/test/bench/nodepool-controller.js [pools]
  */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { startCluster, installCapiCrds, installKindlingCrds } from '../bed/src/index.js';
 import { createLogger } from '../../support/src/logger.js';
 import { createNodePoolController } from '../../nodepool-controller/src/controller.js';
-import { startTokenStandIn } from '../../nodepool-controller/src/token-stand-in.js';
+import { runIgnitionServer } from '../../ignition-server/src/testing.js';
 import type { NodePool } from '../../api/src/nodepool.js';
+import { SECRET_KEYS } from '../../api/src/keys.js';
 
 const POOLS = Number(process.argv[2] ?? 1000);
 const NS = 'default';
@@ -23,14 +28,14 @@ async function inBatches<T>(items: T[], size: number, fn: (t: T) => Promise<unkn
   for (let i = 0; i < items.length; i += size) await Promise.all(items.slice(i, i + size).map(fn));
 }
 
-function pool(i: number): NodePool {
+function pool(i: number, release: string): NodePool {
   return {
     apiVersion: 'kindling.dev/v1beta1',
     kind: 'NodePool',
     metadata: { name: `pool-${i}`, namespace: NS },
     spec: {
       clusterName: 'guest',
-      release: { image: 'registry.local:5000/kindling/release:1.36.3' },
+      release: { image: release },
       replicas: 2,
       management: { upgradeType: i % 2 === 0 ? 'Replace' : 'InPlace' },
       nodeLabels: { 'example.com/pool': `pool-${i}` },
@@ -46,30 +51,42 @@ async function rawCreateRate(core: k8s.CoreV1Api, n: number): Promise<number> {
   return n / ((performance.now() - started) / 1000);
 }
 
+/** Polls until every pool satisfies `done`. */
+async function everyPool(custom: k8s.CustomObjectsApi, done: (p: NodePool) => boolean): Promise<void> {
+  for (;;) {
+    const list = (await custom.listNamespacedCustomObject({ group: 'kindling.dev', version: 'v1beta1', namespace: NS, plural: 'nodepools' })) as { items: NodePool[] };
+    if (list.items.filter(done).length === POOLS) return;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
 async function main(): Promise<void> {
   const mgmt = await startCluster({ name: 'mgmt', controllerManager: false });
   const guest = await startCluster({ name: 'guest', controllerManager: false, management: { cluster: mgmt, namespace: NS } });
+  const dir = await mkdtemp(join(tmpdir(), 'bench-nodepool-'));
   try {
     await Promise.all([installKindlingCrds(mgmt), installCapiCrds(mgmt)]);
     const objects = k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig);
     const custom = mgmt.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
     const core = mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api);
     const rate = await rawCreateRate(core, POOLS);
-    const tokens = startTokenStandIn(mgmt.kubeConfig, 200);
-    const controller = createNodePoolController({ kubeConfig: mgmt.kubeConfig, log, workers: 8, config: { ignition: { endpoint: 'ignition.bench:443', caPem: 'bench-ca' }, tokenGraceMs: 7_200_000, maxSkewMinors: 3 } });
+    const ignition = await runIgnitionServer({ kubeconfigPath: mgmt.kubeconfigPath, dir, namespace: NS, releases: ['1.36.3'], args: ['--log-level', 'warn'] });
+    const release = ignition.releases['1.36.3'] ?? '';
+    const controller = createNodePoolController({ kubeConfig: mgmt.kubeConfig, log, workers: 8, config: { ignition: { endpoint: ignition.endpoint, caPem: ignition.caPem }, tokenGraceMs: 7_200_000, maxSkewMinors: 3 } });
     await controller.start();
     const started = performance.now();
-    await inBatches([...Array(POOLS).keys()], 32, (i) => objects.create(pool(i)));
+    await inBatches([...Array(POOLS).keys()], 32, (i) => objects.create(pool(i, release)));
     const created = performance.now();
-    for (;;) {
-      const list = (await custom.listNamespacedCustomObject({ group: 'kindling.dev', version: 'v1beta1', namespace: NS, plural: 'nodepools' })) as { items: NodePool[] };
-      const done = list.items.filter((p) => p.status?.configHash !== undefined && p.status.observedGeneration === p.metadata.generation).length;
-      if (done === POOLS) break;
-      await new Promise((r) => setTimeout(r, 250));
-    }
+    await everyPool(custom, (p) => p.status?.configHash !== undefined && p.status.observedGeneration === p.metadata.generation);
     await controller.queue.drained();
     const seconds = (performance.now() - started) / 1000;
-    const secrets = (await core.listNamespacedSecret({ namespace: NS, labelSelector: 'kindling.dev/nodepool' })).items.length;
+    // The server's payload verdict reaches each pool's status after its token: wait for it, so that the writes
+    // below count it and the resync measures the resync alone.
+    await everyPool(custom, (p) => p.status?.conditions?.some((c) => c.type === 'ValidGeneratedPayload' && c.status === 'True') === true);
+    await controller.queue.drained();
+    const listed = (await core.listNamespacedSecret({ namespace: NS, labelSelector: 'kindling.dev/nodepool' })).items;
+    const secrets = listed.length;
+    const minted = listed.filter((s) => s.data?.[SECRET_KEYS.token] !== undefined).length;
     const writes = controller.writer.count;
     // Writes the controller must make per pool: finalizer, token Secret, user-data Secret, child, status.
     const floorSeconds = (POOLS * 5) / rate;
@@ -79,17 +96,18 @@ async function main(): Promise<void> {
     await new Promise((r) => setTimeout(r, 100));
     await controller.queue.drained();
     const resyncSeconds = (performance.now() - resyncStarted) / 1000;
-    out(`pools: ${POOLS} (half Replace, half InPlace); Secrets: ${secrets}; tokens minted by the stand-in: ${tokens.minted}`);
+    out(`pools: ${POOLS} (half Replace, half InPlace); Secrets: ${secrets}; tokens minted by the ignition server: ${minted}`);
     out(`raw create rate (plain client, 32 in flight): ${rate.toFixed(0)} objects/s`);
     out(`pools created in ${((created - started) / 1000).toFixed(1)} s; all converged after ${seconds.toFixed(1)} s`);
     out(`floor (5 writes/pool ÷ raw rate): ${floorSeconds.toFixed(1)} s; ratio ours/floor: ${(seconds / floorSeconds).toFixed(2)}`);
     out(`controller writes: ${writes} (${(writes / POOLS).toFixed(2)} per pool)`);
     out(`forced resync of all ${POOLS} pools: ${controller.writer.count - before} writes in ${resyncSeconds.toFixed(1)} s`);
     out(`Events recorded on condition transitions: ${controller.events.count} (${(controller.events.count / POOLS).toFixed(2)} per pool; not in the write counts above)`);
-    tokens.stop();
     await controller.stop();
+    await ignition.stop();
   } finally {
     await Promise.all([guest.stop(), mgmt.stop()]);
+    await rm(dir, { recursive: true, force: true });
   }
 }
 

@@ -73,12 +73,12 @@ async function bringUp(env: Env): Promise<{ mgmt: Cluster; releases: Record<stri
   env.mgmt = mgmt;
   await Promise.all([installKindlingCrds(mgmt), installCapiCrds(mgmt), installCrds(mgmt, LOCAL_CRD_DIR)]);
   await mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api).createNamespace({ body: { metadata: { name: NS } } });
-  env.guest = await startCluster({ name: 'guest', dir: join(env.stateDir, 'guest'), kwok: true });
+  env.guest = await startCluster({ name: 'guest', dir: join(env.stateDir, 'guest'), kwok: true, nodeAuth: true });
   env.capi = await startCapiManager(mgmt);
   const ignition = await ignitionFiles(env.stateDir, mgmt);
   env.registry = await startRegistry(env.stateDir, mgmt);
   const releases = await sampleReleases(env.registry, mgmt.ca.certPem);
-  env.components = await startComponents({ mgmt, stateDir: env.stateDir, ignition });
+  env.components = await startComponents({ mgmt, stateDir: env.stateDir, ignition, namespace: NS, registry: env.registry.host });
   await applySamples(mgmt, env.guest, { namespace: NS, release: releases['1.36.2'] ?? '' });
   await waitForPools(mgmt, NS, 300_000, () => undefined);
   return { mgmt, releases };

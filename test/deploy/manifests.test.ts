@@ -11,7 +11,7 @@ import * as k8s from '@kubernetes/client-node';
 import { COMMANDS } from '../../cli/src/commands.js';
 import { NODEPOOL_CRD_FILE } from '../../api/src/crd.js';
 import { createApplier } from '../../support/src/apply.js';
-import { parseConfig } from '../../support/src/config.js';
+import { envName, parseConfig } from '../../support/src/config.js';
 import { DEPLOY_BASE, KINDLING_NAMESPACE, LOCAL_OVERLAY, renderKustomization } from '../../local/src/credentials.js';
 import { eventually, startCluster, type Cluster } from '../bed/src/index.js';
 
@@ -56,6 +56,9 @@ function assertArguments(d: k8s.V1Deployment, where: string): void {
   assert.equal(config.leaderElect, true);
   // The agent Pods run `kindling agent` from the same image as the upgrader.
   if (command === 'inplace-upgrader') assert.equal(config.agentImage, c.image);
+  // Flags given through the environment (from a ConfigMap) must be flags of the command: a misspelt one is ignored.
+  const envFlags = new Set(Object.keys(spec.flags).map(envName));
+  for (const e of c.env ?? []) if (e.name.startsWith('KINDLING_')) assert.ok(envFlags.has(e.name), `${where}/${d.metadata?.name}: ${e.name} is no flag of ${command}`);
 }
 
 describe('deploy/ manifests', () => {

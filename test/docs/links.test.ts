@@ -103,7 +103,7 @@ describe('references inside the repository', () => {
   it('when a link leaves the repository, names a missing file or a missing heading, it should be reported', () => {
     const readme = join(ROOT, 'README.md');
     const found = (md: string): (string | undefined)[] => targets(md).map((t) => problem(readme, t));
-    assert.deepEqual(found('[design](../shared/design/ARCHITECTURE.md)\n\n[r]: ../shared/research/x.md'), ['points outside the repository', 'points outside the repository']);
+    assert.deepEqual(found('[design](../outside/design.md)\n\n[r]: ../../outside/research/x.md'), ['points outside the repository', 'points outside the repository']);
     assert.deepEqual(found('[gone](docs/nothing-here.md) [bad](docs/architecture.md#no-such-heading)'), ['names nothing in the repository', 'has no heading #no-such-heading']);
     assert.deepEqual(found('[ok](docs/architecture.md#flow-2-a-host-boots) [web](https://example.com/x) `[in code](../nope)`\n```\n[in a fence](../nope)\n```'), [undefined]);
   });

@@ -14,7 +14,7 @@ import * as k8s from '@kubernetes/client-node';
 import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
 import { AvailabilityWatcher } from '../../inplace-upgrader/src/testing.js';
 import { eventually, HOST_DOWN_ANNOTATION } from '../bed/src/index.js';
-import { LocalEnvironment, NS, TokenRecorder } from './environment.js';
+import { LocalEnvironment, NS, TokenRecorder, type Machine } from './environment.js';
 import { describeFindings, scanLogs } from './logs.js';
 
 const MINUTES = 60_000;
@@ -36,6 +36,26 @@ async function forge(token: string): Promise<string> {
   const { privateKey } = await generateKeyPair('ES256');
   const header = decodeProtectedHeader(token);
   return new SignJWT(decodeJwt(token)).setProtectedHeader({ ...header, alg: 'ES256' }).sign(privateKey);
+}
+
+/** The client CSR a Machine claims (the approver's annotation), as the guest has it. */
+function claimedCsr(machine: Machine, csrs: k8s.V1CertificateSigningRequest[]): k8s.V1CertificateSigningRequest {
+  const claim = machine.metadata.annotations?.[ANNOTATIONS.approvedClientCsr] ?? '';
+  const csr = csrs.find((c) => `${c.metadata?.name ?? ''}/${c.metadata?.uid ?? ''}` === claim);
+  return csr ?? assert.fail(`${machine.metadata.name}: the approved client CSR ${claim} is not in the guest`);
+}
+
+/** The Machine joined with a CSR of its pool's bootstrap token that Kindling approved, and its Node reports the payload's kubelet. */
+function assertJoinedOwnWay(pool: string, machine: Machine, csrs: k8s.V1CertificateSigningRequest[], nodes: k8s.V1Node[]): void {
+  const csr = claimedCsr(machine, csrs);
+  assert.match(csr.spec.username ?? '', /^system:bootstrap:[a-z0-9]{6}$/, 'requested with a bootstrap token, not an admin');
+  assert.ok((csr.spec.groups ?? []).includes(`system:bootstrappers:kindling:${NS}:${pool}`), `with ${pool}'s bootstrap group`);
+  const reasons = (csr.status?.conditions ?? []).filter((c) => c.type === 'Approved').map((c) => c.reason);
+  assert.equal(reasons.length, 1, 'approved once');
+  assert.notEqual(reasons[0], 'AutoApproved', 'approved by Kindling, not the built-in approver');
+  assert.ok(csr.status?.certificate, 'the guest signed it');
+  const node = nodes.find((n) => n.metadata?.name === machine.status?.nodeRef?.name) ?? assert.fail(`${machine.metadata.name} has no Node`);
+  assert.equal(node.status?.nodeInfo?.kubeletVersion, 'v1.36.2', "the Node reports the payload's kubelet version");
 }
 
 describe('the local environment, end to end', { timeout: 40 * MINUTES }, () => {
@@ -75,6 +95,18 @@ describe('the local environment, end to end', { timeout: 40 * MINUTES }, () => {
     for (const host of await env.hosts('inplace')) {
       assert.equal(await env.hostFile(host, 'etc/motd'), 'Welcome to a Kindling node\n');
       assert.equal(await env.hostFile(host, 'etc/kindling/os-release'), osRelease('1.36.2'));
+    }
+  });
+
+  it('when the sample hosts booted, each should have joined through its own CSR: a bootstrap token of its pool, approved by Kindling for its Machine, its Node at the release\'s kubelet version', async () => {
+    const csrs = (await env.guest.makeApiClient(k8s.CertificatesV1Api).listCertificateSigningRequest()).items;
+    for (const pool of ['inplace', 'replace']) {
+      const nodes = await env.nodes(pool);
+      for (const machine of await env.machines(pool)) assertJoinedOwnWay(pool, machine, csrs, nodes);
+    }
+    // The sample's taint went through Cluster API (MachineTaintPropagation) onto every Node of the pool.
+    for (const node of await env.nodes('replace')) {
+      assert.ok(node.spec?.taints?.some((t) => t.key === 'kindling.dev/sample' && t.value === 'replace' && t.effect === 'PreferNoSchedule'), `${node.metadata?.name ?? ''} carries the sample taint`);
     }
   });
 

@@ -9,6 +9,7 @@ import { createValidator } from './validate.js';
 import { BASE_FRAGMENTS, RELEASE_MANIFEST } from '../testing.js';
 import { ReleaseUnavailableError, type Release } from '../release/types.js';
 import { joinFileBytes } from '../join.js';
+import { admitRelease } from '../release/policy.js';
 
 const log = createLogger({ name: 'test', level: 'silent' });
 const DIGEST = `sha256:${'2'.repeat(64)}`;
@@ -147,6 +148,23 @@ describe('payload store', () => {
     await store.init();
     for (let i = 0; i < 2; i++) await assert.rejects(store.ensure('r.example/missing:1', source([])), (err: unknown) => err instanceof GenerationError && err.reason === 'ReleaseUnavailable');
     assert.equal(calls.resolve, 2);
+  });
+
+  it('when the policy refuses the reference, it should fail with InvalidConfig before resolving, even for a payload pinned and on disk under a wider policy', async () => {
+    const wide = options(join(dir, 'policy'));
+    const store = new PayloadStore(wide.opts);
+    await store.init();
+    const docs = [mcDoc('99-a', '/etc/a')];
+    await store.ensure('oci:/srv/layout:v1', wide.source(docs));
+    const narrow = options(join(dir, 'policy'), { admit: (ref) => admitRelease(ref, { allowLocal: false, registries: new Set(['r.example']) }) });
+    const restarted = new PayloadStore(narrow.opts);
+    await restarted.init();
+    for (let i = 0; i < 2; i++) {
+      await assert.rejects(restarted.ensure('oci:/srv/layout:v1', narrow.source(docs)), (err: unknown) => err instanceof GenerationError && err.reason === 'InvalidConfig' && /refuses/.test(err.message));
+    }
+    await assert.rejects(restarted.ensure('10.1.2.3:5000/rel:1', narrow.source(docs)), (err: unknown) => err instanceof GenerationError && err.reason === 'InvalidConfig' && /registry 10\.1\.2\.3:5000 is not in/.test(err.message));
+    assert.deepEqual(narrow.calls, { resolve: 0, read: 0, config: 0 }, 'nothing resolved, read or served for a refused reference');
+    assert.ok((await restarted.ensure('r.example/rel:1', narrow.source(docs))).tail.length > 0, 'an allowed registry still generates');
   });
 
   it('when ignition-validate reports a problem with the merged payload, it should fail with its report', async () => {

@@ -70,6 +70,11 @@ export interface PayloadStoreOptions {
   maxBytes: number;
   /** Budget of the payload files in the cache directory, least recently used pruned first. */
   maxDirBytes: number;
+  /**
+   * Throws when this server must not read the reference (ReleasePolicy). Asked before anything else, the
+   * pins and payloads on disk included: what an earlier, wider policy let in is not served under a narrower one.
+   */
+  admit?: (ref: string) => void;
   /** Resolves a reference to its manifest digest (a registry round trip for a tag). */
   resolve: (ref: string) => Promise<string>;
   read: (ref: string, digest: string) => Promise<Release>;
@@ -185,6 +190,11 @@ export class PayloadStore {
 
   /** The payload of (release reference, config documents): from memory, disk, or one shared generation. */
   async ensure(ref: string, config: ConfigSource): Promise<Payload> {
+    try {
+      this.#opts.admit?.(ref);
+    } catch (err) {
+      throw classify(err);
+    }
     const digest = await this.#pin(ref, config.sha256);
     const key = sha(digest, config.sha256);
     const known = this.#invalid.get(key);

@@ -48,8 +48,9 @@ export function verifyDigest(bytes: Buffer, digest: string): Buffer {
 function parseJson<T>(bytes: Buffer, what: string): T {
   try {
     return JSON.parse(bytes.toString('utf8')) as T;
-  } catch (err) {
-    throw new InvalidReleaseError(`${what} is not JSON`, { cause: err });
+  } catch {
+    // No cause: the parser's message quotes the bytes, and a manifest's bytes are whatever the host answered.
+    throw new InvalidReleaseError(`${what} is not JSON`);
   }
 }
 
@@ -121,7 +122,9 @@ function applyEntry(files: Map<string, Buffer>, rawName: string, type: string | 
 function unpackLayer(layer: Descriptor, bytes: Buffer): Buffer {
   if (layer.mediaType === MEDIA_TYPES.ociLayerTar) return bytes;
   if (layer.mediaType !== MEDIA_TYPES.ociLayerGzip && layer.mediaType !== MEDIA_TYPES.dockerLayerGzip) {
-    throw new InvalidReleaseError(`layer media type ${layer.mediaType} is not a (gzip'd) tar`);
+    // Quoted only when it looks like a media type: the field comes from whatever the host answered.
+    const named = /^[\w.+-]{1,64}\/[\w.+-]{1,127}$/.test(String(layer.mediaType)) ? ` ${layer.mediaType}` : '';
+    throw new InvalidReleaseError(`layer media type${named} is not a (gzip'd) tar`);
   }
   try {
     return gunzipSync(bytes, { maxOutputLength: MAX_BLOB_BYTES });

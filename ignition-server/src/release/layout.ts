@@ -29,7 +29,8 @@ function selectEntry(index: ImageIndex, tag?: string, digest?: string): Descript
 }
 
 function blobPath(digest: string): string {
-  if (!isDigest(digest)) throw new InvalidReleaseError(`"${digest}" is not a sha256 digest`);
+  // Not quoted: it comes from the layout's files.
+  if (!isDigest(digest)) throw new InvalidReleaseError('the image layout names a blob by something other than a sha256 digest');
   return `blobs/sha256/${digest.slice('sha256:'.length)}`;
 }
 
@@ -53,7 +54,13 @@ function layoutSource(read: ReadFile, tag?: string, digest?: string): ImageSourc
       } catch (err) {
         throw new ReleaseUnavailableError('the image layout has no index.json', { cause: err });
       }
-      const index = JSON.parse(indexBytes.toString('utf8')) as ImageIndex;
+      let index: ImageIndex;
+      try {
+        index = JSON.parse(indexBytes.toString('utf8')) as ImageIndex;
+      } catch {
+        // No cause: the parser's message quotes the file's bytes.
+        throw new InvalidReleaseError('the image layout\'s index.json is not JSON');
+      }
       const entry = selectEntry(index, tag, digest);
       return { bytes: await blob(entry.digest), mediaType: entry.mediaType };
     },

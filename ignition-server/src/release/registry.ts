@@ -7,6 +7,7 @@
 import { request as httpsRequest } from 'node:https';
 import type { IncomingHttpHeaders } from 'node:http';
 import { MAX_BLOB_BYTES, type ImageSource, type ManifestBytes } from './image.js';
+import { isDigest } from './reference.js';
 import { InvalidReleaseError, MEDIA_TYPES, ReleaseUnavailableError } from './types.js';
 
 export interface RegistryCredentials {
@@ -145,25 +146,36 @@ export class RegistryClient {
     url.searchParams.set('scope', `repository:${this.#repository}:${actions}`);
     const res = await this.#follow({ method: 'GET', url: url.toString(), headers: creds ? { authorization: basic(creds) } : {}, maxBytes: 1024 * 1024 });
     if (res.status !== 200) throw new ReleaseUnavailableError(`the token service of ${this.#host} answered ${res.status}`);
-    const body = JSON.parse(res.body.toString('utf8')) as { token?: string; access_token?: string };
+    let body: { token?: string; access_token?: string };
+    try {
+      body = JSON.parse(res.body.toString('utf8')) as typeof body;
+    } catch {
+      // No cause: the parser's message quotes the body, which must not reach the token Secret or a log.
+      throw new ReleaseUnavailableError(`the token service of ${this.#host} answered 200 with a body that is not JSON`);
+    }
     const token = body.token ?? body.access_token;
     if (!token) throw new ReleaseUnavailableError(`the token service of ${this.#host} gave no token`);
     return token;
   }
 
+  /**
+   * The registry, the status and what was being done, never the body: the message lands in the token
+   * Secret's annotation and an Event, readable by whoever wrote the reference, and a body is whatever the
+   * host answered (an internal service's page, if a reference ever pointed at one).
+   */
   #check(res: HttpResponse, what: string): HttpResponse {
     if (res.status >= 200 && res.status < 300) return res;
-    throw new ReleaseUnavailableError(`${what} on ${this.#host}/${this.#repository}: HTTP ${res.status} ${res.body.toString('utf8').slice(0, 200)}`);
+    throw new ReleaseUnavailableError(`${what} of ${this.#repository} on registry ${this.#host} failed: HTTP ${res.status}`);
   }
 
   async getManifest(reference: string): Promise<ManifestBytes> {
     const res = await this.#call({ method: 'GET', url: `${this.#base}/manifests/${reference}`, headers: { accept: MANIFEST_ACCEPT }, maxBytes: 4 * 1024 * 1024 }, 'pull');
-    this.#check(res, `manifest ${reference}`);
+    this.#check(res, `fetching manifest ${reference}`);
     return { bytes: res.body, mediaType: String(res.headers['content-type'] ?? '').split(';')[0] ?? '' };
   }
 
   async getBlob(digest: string): Promise<Buffer> {
-    return this.#check(await this.#call({ method: 'GET', url: `${this.#base}/blobs/${digest}` }, 'pull'), `blob ${digest}`).body;
+    return this.#check(await this.#call({ method: 'GET', url: `${this.#base}/blobs/${digest}` }, 'pull'), `fetching blob ${digest}`).body;
   }
 
   async #hasBlob(digest: string): Promise<boolean> {
@@ -178,7 +190,7 @@ export class RegistryClient {
     const location = new URL(String(start.headers.location ?? ''), `https://${this.#host}`);
     location.searchParams.set('digest', digest);
     const headers = { 'content-type': 'application/octet-stream', 'content-length': String(bytes.length) };
-    this.#check(await this.#call({ method: 'PUT', url: location.toString(), headers, body: bytes }, 'push,pull'), `uploading ${digest}`);
+    this.#check(await this.#call({ method: 'PUT', url: location.toString(), headers, body: bytes }, 'push,pull'), `uploading blob ${digest}`);
   }
 
   async putManifest(reference: string, bytes: Buffer, mediaType: string): Promise<void> {
@@ -187,10 +199,16 @@ export class RegistryClient {
   }
 }
 
+/** Digests come from the registry's manifests: only a well-formed one goes into a URL (and a message). */
+function digestOnly(digest: string): string {
+  if (!isDigest(digest)) throw new InvalidReleaseError('a manifest names a blob or manifest by something other than a sha256 digest');
+  return digest;
+}
+
 export function registrySource(client: RegistryClient, reference: string): ImageSource {
   return {
     root: () => client.getManifest(reference),
-    manifest: (digest) => client.getManifest(digest),
-    blob: (digest) => client.getBlob(digest),
+    manifest: async (digest) => client.getManifest(digestOnly(digest)),
+    blob: async (digest) => client.getBlob(digestOnly(digest)),
   };
 }

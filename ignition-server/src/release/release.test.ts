@@ -4,12 +4,16 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
+import { createServer, type Server } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { inspect } from 'node:util';
+import { createCertificateAuthority } from '../../../support/src/pki.js';
 import { pack } from 'tar-stream';
 import { buildRelease, pushRelease, writeLayoutDir, writeLayoutTar } from './build.js';
 import { readRelease, resolveRelease } from './open.js';
 import { parseReference } from './reference.js';
 import { parsePullSecret, parseChallenge } from './registry.js';
-import { InvalidReleaseError, ReleaseUnavailableError } from './types.js';
+import { InvalidReleaseError, MEDIA_TYPES, ReleaseUnavailableError } from './types.js';
 import { BASE_FRAGMENTS, RELEASE_MANIFEST, writeReleaseFolder } from '../testing.js';
 import { startRegistry, REGISTRY_USER, type RegistryFixture } from '../registry-fixture.js';
 
@@ -170,6 +174,57 @@ describe('release images in a real registry (docker-registry, TLS, token auth)',
     await assert.rejects(readRelease(`${registry.host}/public/release:4.18.2`), ReleaseUnavailableError);
     await assert.rejects(readRelease(`${registry.host}/public/release:nope`, { ca: registry.ca.certPem }), ReleaseUnavailableError);
     assert.ok(REGISTRY_USER.username);
+  });
+});
+
+describe('registry answers that carry bodies', () => {
+  // A host that answers every way a reference could make it: its bodies hold a marker that must never come back.
+  const MARKER = 'internal-secret-7f3a';
+  let server: Server;
+  let host: string;
+  let ca: string;
+  before(async () => {
+    const authority = await createCertificateAuthority('body test CA');
+    const serving = await authority.issue({ commonName: 'registry', ipAddresses: ['127.0.0.1'], usage: 'server' });
+    ca = authority.certPem;
+    server = createServer({ cert: serving.certPem, key: serving.keyPem }, (req, res) => {
+      const page = `<html>${MARKER}</html>`;
+      if (req.url?.startsWith('/token')) return void res.writeHead(200, { 'content-type': 'text/html' }).end(page);
+      if (req.url?.startsWith('/v2/auth/')) return void res.writeHead(401, { 'www-authenticate': `Bearer realm="https://${host}/token",service="s"` }).end(page);
+      // Short, so a JSON parser's message would quote all of it.
+      if (req.url?.startsWith('/v2/garbage/')) return void res.writeHead(200, { 'content-type': MEDIA_TYPES.ociManifest }).end(MARKER);
+      res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ errors: [{ code: 'MANIFEST_UNKNOWN', message: MARKER }] }));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    host = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  after(() => new Promise((r) => server.close(r)));
+
+  /** The error and everything it carries (causes included), as a log or an annotation would show it. */
+  const failure = async (ref: string): Promise<{ err: Error; shown: string }> => {
+    const err = await readRelease(ref, { ca }).then(() => assert.fail(`${ref} read`), (e: unknown) => e as Error);
+    return { err, shown: inspect(err, { depth: 10 }) };
+  };
+
+  it('when the registry answers an error status with a body, it should name the registry, the status and the step, and nothing of the body', async () => {
+    const { err, shown } = await failure(`${host}/missing/release:v1`);
+    assert.ok(err instanceof ReleaseUnavailableError);
+    assert.equal(err.message, `fetching manifest v1 of missing/release on registry ${host} failed: HTTP 404`);
+    assert.ok(!shown.includes(MARKER) && !shown.includes('MANIFEST_UNKNOWN'), shown);
+  });
+
+  it('when the token service answers a page instead of JSON, it should say so without quoting it', async () => {
+    const { err, shown } = await failure(`${host}/auth/release:v1`);
+    assert.ok(err instanceof ReleaseUnavailableError);
+    assert.match(err.message, new RegExp(`token service of ${host.replace(/\./g, '\\.')} answered 200 with a body that is not JSON`));
+    assert.ok(!shown.includes(MARKER), shown);
+  });
+
+  it('when the manifest is not JSON, it should be an invalid release whose error holds none of its bytes', async () => {
+    const { err, shown } = await failure(`${host}/garbage/release:v1`);
+    assert.ok(err instanceof InvalidReleaseError);
+    assert.equal(err.message, 'the image manifest is not JSON');
+    assert.ok(!shown.includes(MARKER), shown);
   });
 });
 

@@ -8,7 +8,7 @@
 import { isMainThread, parentPort, workerData, type MessagePort } from 'node:worker_threads';
 import { createLogger } from '../../../support/src/logger.js';
 import { createApp } from '../app.js';
-import { startHttpsServer, type HttpsServer } from '../https.js';
+import { startHttpsServer, type HttpsServer } from '../../../support/src/https.js';
 import { TokenIndex, type IndexChange } from '../token-index.js';
 import { createTokenVerifier } from '../tokens.js';
 import type { Payload } from '../payload/payload.js';

@@ -66,7 +66,8 @@ export type Entry =
 
 const SYSTEMD_DIR = '/etc/systemd/system';
 
-export function parseIgnition(bytes: Buffer | string): IgnitionConfig {
+/** The config as JSON of a 3.x spec, nothing checked beyond that. */
+function readConfig(bytes: Buffer | string): IgnitionConfig {
   let config: IgnitionConfig;
   try {
     config = JSON.parse(bytes.toString()) as IgnitionConfig;
@@ -75,8 +76,32 @@ export function parseIgnition(bytes: Buffer | string): IgnitionConfig {
   }
   const version = config.ignition?.version ?? '';
   if (!/^3\.\d+\.\d+/.test(version)) throw new UnsupportedConfigError(`ignition.version "${version}" is not a 3.x spec`);
+  return config;
+}
+
+export function parseIgnition(bytes: Buffer | string): IgnitionConfig {
+  const config = readConfig(bytes);
   refuseUnsupported(config);
   return config;
+}
+
+/**
+ * Why the agent would refuse this payload, without applying it: the sections it cannot apply in place
+ * (kernelArguments, storage.disks, …) by name, or the first other refusal (a remote source, a bad
+ * verification hash) as its message. Empty: the agent can apply all of it. The same checks as the agent's,
+ * so the in-place decision and the agent never disagree.
+ */
+export function inPlaceBlockers(bytes: Buffer | string): string[] {
+  try {
+    const config = readConfig(bytes);
+    const sections = unsupportedFields(config);
+    if (sections.length > 0) return sections;
+    entriesOf(config, () => false);
+    return [];
+  } catch (err) {
+    if (err instanceof UnsupportedConfigError) return [err.message];
+    throw err;
+  }
 }
 
 const nonEmpty = (v: unknown): boolean => (Array.isArray(v) ? v.length > 0 : v !== undefined && v !== null);
@@ -107,8 +132,12 @@ function unsupportedUserFields(config: IgnitionConfig): string[] {
   );
 }
 
+function unsupportedFields(config: IgnitionConfig): string[] {
+  return [...unsupportedSections(config), ...unsupportedUserFields(config)];
+}
+
 function refuseUnsupported(config: IgnitionConfig): void {
-  const found = [...unsupportedSections(config), ...unsupportedUserFields(config)];
+  const found = unsupportedFields(config);
   if (found.length > 0) throw new UnsupportedConfigError(`cannot be applied in place: ${found.join(', ')}`);
 }
 

@@ -1,6 +1,4 @@
 import * as k8s from '@kubernetes/client-node';
-import { kubeconfigSecretName, SECRET_KEYS } from '../../../api/src/keys.js';
-import { NotReadyError, isNotFound } from '../../../support/src/errors.js';
 import type { LocalMachine } from './local-machine.js';
 
 export interface ObjectCondition {
@@ -18,8 +16,6 @@ export interface ProviderContext {
   custom: k8s.CustomObjectsApi;
   /** The other LocalMachines of the same MachineSet (from the informer cache), for zone spreading. */
   siblings(lm: LocalMachine): LocalMachine[];
-  /** Guest clients by `<namespace>/<cluster>`, built from the CAPI kubeconfig Secret. */
-  guests: Map<string, { kubeconfig: string; core: k8s.CoreV1Api }>;
 }
 
 /** Replaces the condition of the same type, keeping lastTransitionTime when the status did not change. */
@@ -27,24 +23,4 @@ export function setCondition(conditions: readonly ObjectCondition[], next: Omit<
   const old = conditions.find((c) => c.type === next.type);
   const lastTransitionTime = old && old.status === next.status ? old.lastTransitionTime : new Date().toISOString();
   return [...conditions.filter((c) => c.type !== next.type), { ...next, lastTransitionTime }];
-}
-
-/** A client for the guest cluster, from its `<cluster>-kubeconfig` Secret (rebuilt when the Secret changes). */
-export async function guestClient(ctx: ProviderContext, namespace: string, cluster: string): Promise<k8s.CoreV1Api> {
-  let secret: k8s.V1Secret;
-  try {
-    secret = await ctx.core.readNamespacedSecret({ name: kubeconfigSecretName(cluster), namespace });
-  } catch (err) {
-    if (isNotFound(err)) throw new NotReadyError(`waiting for the ${kubeconfigSecretName(cluster)} Secret`, 2000);
-    throw err;
-  }
-  const kubeconfig = Buffer.from(secret.data?.[SECRET_KEYS.kubeconfig] ?? '', 'base64').toString();
-  const key = `${namespace}/${cluster}`;
-  const cached = ctx.guests.get(key);
-  if (cached?.kubeconfig === kubeconfig) return cached.core;
-  const kc = new k8s.KubeConfig();
-  kc.loadFromString(kubeconfig);
-  const core = kc.makeApiClient(k8s.CoreV1Api);
-  ctx.guests.set(key, { kubeconfig, core });
-  return core;
 }

@@ -8,6 +8,7 @@ import * as k8s from '@kubernetes/client-node';
 import { kubeconfigSecretName, LABELS, SECRET_KEYS, FIELD_MANAGERS } from '../../../api/src/keys.js';
 import { NotReadyError } from '../../../support/src/errors.js';
 import { createApplier } from '../../../support/src/apply.js';
+import { kubeConfigFromString } from '../../../support/src/kubeconfig.js';
 import type { Logger } from '../../../support/src/logger.js';
 import type { ProviderContext } from './common.js';
 
@@ -45,8 +46,7 @@ export class LocalControlPlaneReconciler {
   async #guest(cp: LocalControlPlane): Promise<{ kubeconfig: string; version: string; server: URL }> {
     const admin = await this.ctx.core.readNamespacedSecret({ name: cp.spec.adminKubeconfigSecretRef.name, namespace: cp.metadata.namespace });
     const kubeconfig = Buffer.from(admin.data?.[SECRET_KEYS.kubeconfig] ?? '', 'base64').toString();
-    const kc = new k8s.KubeConfig();
-    kc.loadFromString(kubeconfig);
+    const kc = kubeConfigFromString(kubeconfig);
     const version = (await kc.makeApiClient(k8s.VersionApi).getCode()).gitVersion;
     return { kubeconfig, version, server: new URL(kc.getCurrentCluster()?.server ?? 'https://127.0.0.1:443') };
   }

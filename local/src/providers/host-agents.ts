@@ -3,15 +3,16 @@
  * host runs `kindling agent` as a local process with its root set to the host folder (the Pod itself stays
  * KWOK's, like every other Pod). The process is what the kubelet would run for that Pod: restarted when it
  * exits (a simulated reboot exits, and the restarted agent resumes from its journal and the annotations), and
- * stopped when the Pod goes. It uses the agent ServiceAccount's own token (TokenRequest), so the agent's
- * guest RBAC is the one exercised here.
+ * stopped when the Pod goes. It uses the agent ServiceAccount's own token (TokenRequest) bound to the agent
+ * Pod, as the kubelet's projected token is, so the agent's guest RBAC and the policy that holds it to its own
+ * Node (keyed on the token's node-name claim) are the ones exercised here.
  */
 import { access, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
 import { LABELS } from '../../../api/src/keys.js';
-import { AGENT_SERVICE_ACCOUNT, GUEST_NAMESPACE } from '../../../inplace-upgrader/src/desired.js';
+import { AGENT_SERVICE_ACCOUNT, agentTokenRequest, GUEST_NAMESPACE } from '../../../inplace-upgrader/src/desired.js';
 import { GuestClusters, type GuestCluster } from '../../../support/src/guest-clusters.js';
 import { ResilientInformer } from '../../../support/src/informer.js';
 import type { Logger } from '../../../support/src/logger.js';
@@ -19,7 +20,7 @@ import { ManagedProcess } from '../../../test/bed/src/process.js';
 import { tokenKubeconfig } from '../credentials.js';
 
 const KINDLING = fileURLToPath(new URL('../../../../bin/kindling.js', import.meta.url));
-/** The agent token's lifetime; a new one is requested once half of it has passed. */
+/** The agent token's lifetime; each start of the agent gets a new one, bound to its Pod. */
 const TOKEN_SECONDS = 24 * 3600;
 const RESTART_DELAY_MS = 200;
 
@@ -37,10 +38,10 @@ class ClusterAgents {
   readonly #cluster: GuestCluster;
   readonly #opts: HostAgentsOptions;
   readonly #informer: ResilientInformer<k8s.V1Pod>;
-  readonly #running = new Map<string, ManagedProcess>();
+  /** Node → its agent process and the uid of the Pod its token is bound to. */
+  readonly #running = new Map<string, { proc: ManagedProcess; uid: string }>();
   /** Nodes whose agent is being started (credentials in flight), so two events start one process. */
   readonly #starting = new Set<string>();
-  #credentials: { file: string; renewAt: number } | undefined;
   #closed = false;
 
   constructor(cluster: GuestCluster, opts: HostAgentsOptions) {
@@ -64,32 +65,29 @@ class ClusterAgents {
   async close(): Promise<void> {
     this.#closed = true;
     await this.#informer.stop();
-    await Promise.all([...this.#running.values()].map((p) => p.stop()));
+    await Promise.all([...this.#running.values()].map((r) => r.proc.stop()));
     this.#running.clear();
   }
 
-  /** Whether the host behind this node should run its agent now: an agent Pod is bound to it and not going. */
-  #wanted(node: string): boolean {
-    return !this.#closed && this.#informer.list().some((p) => p.spec?.nodeName === node && !p.metadata?.deletionTimestamp);
+  /** The agent Pod the host behind this node should run now: one bound to it and not going. */
+  #wanted(node: string): k8s.V1Pod | undefined {
+    if (this.#closed) return undefined;
+    return this.#informer.list().find((p) => p.spec?.nodeName === node && !p.metadata?.deletionTimestamp);
   }
 
   async #sync(node: string | undefined): Promise<void> {
     if (!node) return;
-    const running = this.#running.get(node);
-    if (!this.#wanted(node)) {
-      this.#running.delete(node);
-      await running?.stop();
-      return;
-    }
-    if (running || this.#starting.has(node)) return;
+    const pod = this.#wanted(node);
+    await this.#stopStale(node, pod?.metadata?.uid);
+    if (!pod || this.#running.has(node) || this.#starting.has(node)) return;
     this.#starting.add(node);
     try {
       const root = this.#opts.hostRoot(this.#cluster.namespace, node);
       // Only local hosts run agents: a Node of another kind (or a host not booted yet) keeps the Pod KWOK's alone.
       if (await exists(root)) {
-        const kubeconfig = await this.#kubeconfigFile();
+        const kubeconfig = await this.#kubeconfigFile(node, pod);
         await mkdir(join(this.#opts.stateDir, 'logs', 'agents'), { recursive: true });
-        this.#launch(node, root, kubeconfig);
+        this.#launch(node, root, kubeconfig, pod);
       }
     } catch (err) {
       this.#cluster.log.warn({ err, node }, 'Could not start the host agent; retrying');
@@ -99,8 +97,17 @@ class ClusterAgents {
     }
   }
 
-  #launch(node: string, root: string, kubeconfig: string): void {
-    if (!this.#wanted(node)) return;
+  /** A process of a Pod that went (or was replaced) holds a token bound to that Pod: it goes with it. */
+  async #stopStale(node: string, uid: string | undefined): Promise<void> {
+    const running = this.#running.get(node);
+    if (!running || running.uid === uid) return;
+    this.#running.delete(node);
+    await running.proc.stop();
+  }
+
+  #launch(node: string, root: string, kubeconfig: string, pod: k8s.V1Pod): void {
+    const uid = pod.metadata?.uid ?? '';
+    if (this.#wanted(node)?.metadata?.uid !== uid) return;
     const logs = join(this.#opts.stateDir, 'logs', 'agents');
     const proc = new ManagedProcess({
       name: `agent ${node}`,
@@ -108,10 +115,10 @@ class ClusterAgents {
       args: [KINDLING, 'agent', `--node=${node}`, `--root=${root}`, `--namespace=${GUEST_NAMESPACE}`, `--kubeconfig=${kubeconfig}`, '--reboot=simulated', '--poll=2s'],
       logFile: join(logs, `${node}.log`),
     });
-    this.#running.set(node, proc);
+    this.#running.set(node, { proc, uid });
     this.#cluster.log.info({ node, root }, 'Host agent started');
     void proc.exited.then((code) => {
-      if (this.#running.get(node) !== proc) return;
+      if (this.#running.get(node)?.proc !== proc) return;
       this.#running.delete(node);
       // Exit 0 is a simulated reboot; anything else a crash. Either way the kubelet would start it again.
       this.#cluster.log.info({ node, code }, code === 0 ? 'Host rebooted; restarting its agent' : 'Host agent exited; restarting it');
@@ -119,19 +126,13 @@ class ClusterAgents {
     });
   }
 
-  async #kubeconfigFile(): Promise<string> {
-    if (this.#credentials && Date.now() < this.#credentials.renewAt) return this.#credentials.file;
+  async #kubeconfigFile(node: string, pod: k8s.V1Pod): Promise<string> {
     const core = this.#cluster.kubeConfig.makeApiClient(k8s.CoreV1Api);
-    const request = await core.createNamespacedServiceAccountToken({
-      name: AGENT_SERVICE_ACCOUNT,
-      namespace: GUEST_NAMESPACE,
-      body: { spec: { audiences: [], expirationSeconds: TOKEN_SECONDS } },
-    });
+    const request = await core.createNamespacedServiceAccountToken({ name: AGENT_SERVICE_ACCOUNT, namespace: GUEST_NAMESPACE, body: agentTokenRequest(pod, TOKEN_SECONDS) });
     const dir = join(this.#opts.stateDir, 'credentials', 'agents');
     await mkdir(dir, { recursive: true });
-    const file = join(dir, `${this.#cluster.namespace}.${this.#cluster.name}.kubeconfig`);
+    const file = join(dir, `${this.#cluster.namespace}.${this.#cluster.name}.${node}.kubeconfig`);
     await writeFile(file, tokenKubeconfig(this.#cluster.kubeConfig, AGENT_SERVICE_ACCOUNT, request.status?.token ?? ''), { mode: 0o600 });
-    this.#credentials = { file, renewAt: Date.now() + (TOKEN_SECONDS * 1000) / 2 };
     return file;
   }
 }

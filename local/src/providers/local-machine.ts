@@ -1,17 +1,21 @@
 /**
  * LocalMachine controller: each LocalMachine becomes a host, a folder under the state folder that is its root
- * filesystem. Once its Machine has bootstrap data, the host boots with the real Ignition client and joins the
- * guest cluster as a Node (KWOK keeps it alive) with the LocalMachine's providerID, zone and the Machine's
- * taints, as a kubelet would register it. A failed boot shows on the LocalMachine and is retried with backoff.
+ * filesystem. Once its Machine has bootstrap data, the host boots with the real Ignition client, and the
+ * LocalMachine reports provisioned with its providerID and addresses at once, as a cloud reports a running
+ * instance. The host's own kubelet (kubelet.ts) then joins the guest cluster by TLS bootstrap with the join
+ * material Ignition wrote, and says on the LocalMachine (condition Joined) how far it got. The provider never
+ * creates the Node: the kubelet registers it with its own certificate. A failed boot shows on the
+ * LocalMachine and is retried with backoff.
  */
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
-import { LABELS } from '../../../api/src/keys.js';
-import { NotReadyError, isNotFound } from '../../../support/src/errors.js';
+import { NotReadyError, isConflict, isNotFound } from '../../../support/src/errors.js';
 import type { Logger } from '../../../support/src/logger.js';
+import { realClock, type Clock } from '../../../support/src/timers.js';
 import { bootHost } from './boot.js';
-import { guestClient, type ProviderContext, setCondition, type ObjectCondition } from './common.js';
+import { type ProviderContext, setCondition, type ObjectCondition } from './common.js';
+import { Kubelet, type KubeletCondition, type KubeletTiming } from './kubelet.js';
 
 export const LOCAL_MACHINE_FINALIZER = 'infrastructure.kindling.dev/local-machine';
 export const INFRA_API_VERSION = 'infrastructure.kindling.dev/v1alpha1';
@@ -55,53 +59,95 @@ export function pickZone(zones: readonly string[], siblings: readonly LocalMachi
   return candidates[choosing.indexOf(self) % candidates.length];
 }
 
-/** The Node a kubelet on this host would register. */
-export function desiredNode(lm: LocalMachine, machine: MachineView, zone: string | undefined): k8s.V1Node {
-  const labels: Record<string, string> = { 'kubernetes.io/hostname': lm.metadata.name, 'kindling.dev/host': 'local' };
-  if (zone) labels[LABELS.zone] = zone;
-  return {
-    metadata: { name: lm.metadata.name, labels },
-    spec: {
-      providerID: providerIDOf(lm),
-      taints: (machine.spec?.taints ?? []).map((t) => ({ key: t.key, value: t.value, effect: t.effect })),
-    },
-  };
-}
-
 function bootstrapDataOf(machine: MachineView): string {
   const name = machine.spec?.bootstrap?.dataSecretName;
   if (!name) throw new NotReadyError('waiting for the Machine to have bootstrap data', 2000);
   return name;
 }
 
+/** The addresses of a local host, as its infrastructure reports them (Cluster API copies them to the Machine). */
+export const hostAddresses = (lm: LocalMachine): { type: string; address: string }[] => [
+  { type: 'InternalIP', address: '127.0.0.1' },
+  { type: 'Hostname', address: lm.metadata.name },
+];
+
+const keyOf = (lm: LocalMachine): string => `${lm.metadata.namespace}/${lm.metadata.name}`;
+
+export interface LocalMachineOptions {
+  clock?: Clock;
+  kubeletTiming?: Partial<KubeletTiming>;
+}
+
 export class LocalMachineReconciler {
-  constructor(private readonly ctx: ProviderContext) {}
+  /** The running kubelet of each booted host, by `<namespace>/<name>`. */
+  readonly #kubelets = new Map<string, { abort: AbortController; done: Promise<void> }>();
+
+  constructor(
+    private readonly ctx: ProviderContext,
+    private readonly opts: LocalMachineOptions = {},
+  ) {}
 
   async reconcile(lm: LocalMachine, log: Logger): Promise<void> {
     if (lm.metadata.deletionTimestamp) return this.#delete(lm, log);
     await this.#ensureFinalizer(lm);
-    if (lm.status?.initialization?.provisioned === true) return;
+    // A running kubelet means this process booted the host, whatever an informer cache a moment old says.
+    if (this.#kubelets.has(keyOf(lm))) return;
+    const provisioned = lm.status?.initialization?.provisioned === true;
     const machine = await this.#ownerMachine(lm);
-    const dataSecretName = bootstrapDataOf(machine);
-    const zone = lm.spec?.failureDomain ?? pickZone(lm.spec?.failureDomains ?? [], this.ctx.siblings(lm), lm.metadata.name);
-    await this.#boot(lm, { machine, dataSecretName, zone }, log);
+    const zone = provisioned ? lm.spec?.failureDomain : await this.#boot(lm, machine, log);
+    this.#startKubelet(lm, { machine, zone }, log);
   }
 
-  async #boot(lm: LocalMachine, b: { machine: MachineView; dataSecretName: string; zone: string | undefined }, log: Logger): Promise<void> {
-    const { zone } = b;
+  /** Stops every kubelet (the providers are stopping; a restart resumes each from its host root). */
+  async stop(): Promise<void> {
+    const running = [...this.#kubelets.values()];
+    this.#kubelets.clear();
+    for (const k of running) k.abort.abort();
+    await Promise.all(running.map((k) => k.done));
+  }
+
+  /** Boots the host and reports it provisioned; returns its zone. */
+  async #boot(lm: LocalMachine, machine: MachineView, log: Logger): Promise<string | undefined> {
+    const dataSecretName = bootstrapDataOf(machine);
+    const zone = lm.spec?.failureDomain ?? pickZone(lm.spec?.failureDomains ?? [], this.ctx.siblings(lm), lm.metadata.name);
     const root = hostRootOf(this.ctx.stateDir, lm);
     try {
-      const userData = await this.#userData(lm.metadata.namespace, b.dataSecretName);
+      const userData = await this.#userData(lm.metadata.namespace, dataSecretName);
       log.info({ root }, 'Booting host with the Ignition client');
       await bootHost({ root, userData });
-      await this.#join(lm, b.machine, zone);
     } catch (err) {
       await this.#status(lm, { provisioned: false, root, condition: { status: 'False', reason: 'BootFailed', message: (err as Error).message } });
       throw err;
     }
+    // Provisioned before the kubelet asks to join: an approver matches the CSR against this Machine's addresses.
     await this.#patch(lm, { spec: { providerID: providerIDOf(lm), ...(zone ? { failureDomain: zone } : {}) } });
-    await this.#status(lm, { provisioned: true, root, condition: { status: 'True', reason: 'Booted', message: 'Host booted with Ignition and joined the cluster' } });
-    log.info({ providerID: providerIDOf(lm), zone }, 'Host joined the guest cluster');
+    await this.#status(lm, { provisioned: true, root, condition: { status: 'True', reason: 'Booted', message: 'Host booted with Ignition' } });
+    log.info({ providerID: providerIDOf(lm), zone }, 'Host booted; its kubelet joins the guest cluster');
+    return zone;
+  }
+
+  #startKubelet(lm: LocalMachine, b: { machine: MachineView; zone: string | undefined }, log: Logger): void {
+    const key = keyOf(lm);
+    if (this.#kubelets.has(key)) return;
+    const abort = new AbortController();
+    const kubelet = new Kubelet(
+      {
+        root: hostRootOf(this.ctx.stateDir, lm),
+        nodeName: lm.metadata.name,
+        providerID: providerIDOf(lm),
+        zone: b.zone,
+        taints: (b.machine.spec?.taints ?? []).map((t) => ({ key: t.key, value: t.value, effect: t.effect })),
+      },
+      {
+        log: log.child({ part: 'kubelet' }),
+        clock: this.opts.clock ?? realClock,
+        signal: abort.signal,
+        timing: this.opts.kubeletTiming,
+        report: (condition) => this.#condition(lm, condition),
+      },
+    );
+    const done = kubelet.run().catch((err: unknown) => log.error({ err }, 'Kubelet stopped on an unexpected error'));
+    this.#kubelets.set(key, { abort, done });
   }
 
   async #ownerMachine(lm: LocalMachine): Promise<MachineView> {
@@ -117,17 +163,12 @@ export class LocalMachineReconciler {
     return Buffer.from(value, 'base64').toString();
   }
 
-  async #join(lm: LocalMachine, machine: MachineView, zone: string | undefined): Promise<void> {
-    const cluster = lm.metadata.labels?.[LABELS.capiClusterName];
-    if (!cluster) throw new NotReadyError('waiting for the cluster-name label', 2000);
-    const guest = await guestClient(this.ctx, lm.metadata.namespace, cluster);
-    const node = desiredNode(lm, machine, zone);
-    await guest.createNode({ body: node }).catch((err: { code?: number }) => {
-      if (err.code !== 409) throw err;
-    });
-  }
-
   async #delete(lm: LocalMachine, log: Logger): Promise<void> {
+    const key = keyOf(lm);
+    const kubelet = this.#kubelets.get(key);
+    this.#kubelets.delete(key);
+    kubelet?.abort.abort();
+    await kubelet?.done;
     await rm(hostRootOf(this.ctx.stateDir, lm), { recursive: true, force: true });
     log.info('Host removed');
     const finalizers = (lm.metadata.finalizers ?? []).filter((f) => f !== LOCAL_MACHINE_FINALIZER);
@@ -148,16 +189,38 @@ export class LocalMachineReconciler {
     );
   }
 
-  async #status(lm: LocalMachine, s: { provisioned: boolean; root: string; condition: Omit<ObjectCondition, 'type' | 'lastTransitionTime'> }): Promise<void> {
-    const status = {
-      initialization: { provisioned: s.provisioned },
-      hostRoot: s.root,
-      ...(s.provisioned ? { addresses: [{ type: 'InternalIP', address: '127.0.0.1' }, { type: 'Hostname', address: lm.metadata.name }] } : {}),
-      conditions: setCondition(lm.status?.conditions ?? [], { type: 'Booted', ...s.condition }),
-    };
+  /** With a resourceVersion, the patch applies only over that version (409 otherwise). */
+  async #patchStatus(lm: LocalMachine, status: object, resourceVersion?: string): Promise<void> {
+    const body = { ...(resourceVersion ? { metadata: { resourceVersion } } : {}), status };
     await this.ctx.custom.patchNamespacedCustomObjectStatus(
-      { group: 'infrastructure.kindling.dev', version: 'v1alpha1', namespace: lm.metadata.namespace, plural: 'localmachines', name: lm.metadata.name, body: { status } },
+      { group: 'infrastructure.kindling.dev', version: 'v1alpha1', namespace: lm.metadata.namespace, plural: 'localmachines', name: lm.metadata.name, body },
       k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
     );
+  }
+
+  async #status(lm: LocalMachine, s: { provisioned: boolean; root: string; condition: Omit<ObjectCondition, 'type' | 'lastTransitionTime'> }): Promise<void> {
+    const fields = { initialization: { provisioned: s.provisioned }, hostRoot: s.root, ...(s.provisioned ? { addresses: hostAddresses(lm) } : {}) };
+    await this.#condition(lm, { type: 'Booted', ...s.condition }, fields);
+  }
+
+  /**
+   * Records a condition (and other status fields) over the LocalMachine's current conditions, not the cached
+   * object's, and only over the version read: the host's kubelet writes conditions of its own at any moment.
+   */
+  async #condition(lm: LocalMachine, condition: KubeletCondition, fields: object = {}): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      const current = (await this.ctx.custom.getNamespacedCustomObjectStatus({
+        group: 'infrastructure.kindling.dev',
+        version: 'v1alpha1',
+        namespace: lm.metadata.namespace,
+        plural: 'localmachines',
+        name: lm.metadata.name,
+      })) as LocalMachine;
+      try {
+        return await this.#patchStatus(lm, { ...fields, conditions: setCondition(current.status?.conditions ?? [], condition) }, current.metadata.resourceVersion);
+      } catch (err) {
+        if (!isConflict(err) || attempt >= 5) throw err;
+      }
+    }
   }
 }

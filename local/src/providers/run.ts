@@ -73,7 +73,6 @@ export async function startProviders(opts: { kubeConfig: k8s.KubeConfig; stateDi
     core: kc.makeApiClient(k8s.CoreV1Api),
     custom: kc.makeApiClient(k8s.CustomObjectsApi),
     siblings: (lm) => siblingsOf(machines.informer.list(), lm),
-    guests: new Map(),
   };
   const machineReconciler = new LocalMachineReconciler(ctx);
   const cpReconciler = new LocalControlPlaneReconciler(ctx);
@@ -92,6 +91,7 @@ export async function startProviders(opts: { kubeConfig: k8s.KubeConfig; stateDi
     async stop() {
       await Promise.all([machines.informer.stop(), planes.informer.stop(), clusters.informer.stop(), agents.stop()]);
       await Promise.all([machines.queue.stop(), planes.queue.stop(), clusters.queue.stop()]);
+      await machineReconciler.stop();
     },
   };
 }

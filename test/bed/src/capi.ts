@@ -14,6 +14,13 @@ import { freePort } from './ports.js';
 import { capiCrdDir, testbedBinary } from './testbed.js';
 import type { Cluster } from './cluster.js';
 
+/**
+ * Feature gates the manager runs with unless told otherwise: the Runtime SDK and in-place updates (so
+ * Kindling's Runtime Extension can be registered and called), and taint propagation (without it the
+ * webhooks refuse any taint in a Machine template).
+ */
+export const CAPI_FEATURE_GATES: readonly string[] = ['RuntimeSDK', 'InPlaceUpdates', 'MachineTaintPropagation'];
+
 export interface CapiManager {
   readonly process: ManagedProcess;
   stop(): Promise<void>;
@@ -48,7 +55,8 @@ async function waitHealthy(url: string, proc: ManagedProcess, timeoutMs = 90_000
 }
 
 /** Starts the manager, waits until it is ready, then registers its webhooks (their failure policy is Fail). */
-export async function startCapiManager(mgmt: Cluster): Promise<CapiManager> {
+export async function startCapiManager(mgmt: Cluster, opts: { featureGates?: readonly string[] } = {}): Promise<CapiManager> {
+  const gates = opts.featureGates ?? CAPI_FEATURE_GATES;
   const certDir = join(mgmt.dir, 'capi-webhook');
   await mkdir(certDir, { recursive: true });
   const ca = await loadCertificateAuthority(mgmt.ca);
@@ -66,6 +74,7 @@ export async function startCapiManager(mgmt: Cluster): Promise<CapiManager> {
       `--health-addr=127.0.0.1:${healthPort}`,
       '--diagnostics-address=0',
       '--leader-elect=false',
+      ...(gates.length > 0 ? [`--feature-gates=${gates.map((g) => `${g}=true`).join(',')}`] : []),
       '--v=1',
     ],
     logFile: join(mgmt.dir, 'capi-manager.log'),

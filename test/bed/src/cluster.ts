@@ -1,9 +1,12 @@
 /**
  * startCluster(): a real Kubernetes control plane on loopback — etcd, kube-apiserver, and optionally
- * kube-controller-manager (garbage collector, namespaces, PDB status, Deployments) and KWOK (guest Nodes and
- * Pods) — with a generated CA, service-account keys and an admin client certificate.
+ * kube-controller-manager (garbage collector, namespaces, PDB status, Deployments), kube-scheduler and KWOK
+ * (guest Nodes and Pods) — with a generated CA, service-account keys and an admin client certificate.
+ * With `nodeAuth` it is a guest control plane as a hosted control plane runs one: kubelets join it with
+ * bootstrap tokens and CSRs and are held to their own Node.
  *
- * Given a `dir` that already holds a cluster, it resumes it: same CA and credentials, same etcd data.
+ * Given a `dir` that already holds a cluster, it resumes it: same CA and credentials, same etcd data, and the
+ * same apiserver address while that port is free (hosts keep the endpoint they were given).
  */
 import { mkdir, readFile, writeFile, mkdtemp, rm, access } from 'node:fs/promises';
 import { request } from 'node:https';
@@ -14,7 +17,7 @@ import * as k8s from '@kubernetes/client-node';
 import { createCertificateAuthority, type KeyPairPem } from '../../../support/src/pki.js';
 import { kubeconfigSecretName, LABELS, SECRET_KEYS } from '../../../api/src/keys.js';
 import { ManagedProcess } from './process.js';
-import { freePort } from './ports.js';
+import { freePort, portFree } from './ports.js';
 import { KWOK_STAGES_FILE, testbedBinary } from './testbed.js';
 import { treeRssBytes } from './memory.js';
 
@@ -40,6 +43,10 @@ export interface ClusterOptions {
    * auto-approval role, so csrapproving approves no bootstrap CSR by itself: any approval is someone's on purpose.
    */
   nodeAuth?: boolean;
+  /** Run the real kube-scheduler (no leader election, no serving port), so Pods without a nodeName land, and the
+   * controller-manager's nodelifecycle, which lifts the not-ready taint of a new Node once KWOK makes it Ready
+   * (a controller-manager is needed: the default). */
+  scheduler?: boolean;
 }
 
 export interface Cluster {
@@ -237,8 +244,10 @@ const CONTROLLERS = ['garbagecollector', 'namespace', 'disruption', 'deployment'
 /** What a hosted control plane adds for kubelets that join by TLS bootstrap. */
 const NODE_AUTH_CONTROLLERS = ['csrsigning', 'csrapproving', 'csrcleaner', 'tokencleaner'];
 
-function startControllerManager(dir: string, kubeconfigPath: string, files: Record<string, string>, nodeAuth: boolean): ManagedProcess {
-  const controllers = [...CONTROLLERS, ...(nodeAuth ? NODE_AUTH_CONTROLLERS : [])];
+function startControllerManager(dir: string, kubeconfigPath: string, files: Record<string, string>, opts: ClusterOptions): ManagedProcess {
+  const nodeAuth = opts.nodeAuth ?? false;
+  // nodelifecycle lifts the not-ready taint admission puts on every new Node once it is Ready, or nothing lands.
+  const controllers = [...CONTROLLERS, ...(nodeAuth ? NODE_AUTH_CONTROLLERS : []), ...(opts.scheduler ? ['nodelifecycle'] : [])];
   const signing = nodeAuth ? [`--cluster-signing-cert-file=${files.caCert}`, `--cluster-signing-key-file=${files.caKey}`] : [];
   return new ManagedProcess({
     name: 'kube-controller-manager',
@@ -256,6 +265,15 @@ function startControllerManager(dir: string, kubeconfigPath: string, files: Reco
       '--v=1',
     ],
     logFile: join(dir, 'kube-controller-manager.log'),
+  });
+}
+
+function startScheduler(dir: string, kubeconfigPath: string): ManagedProcess {
+  return new ManagedProcess({
+    name: 'kube-scheduler',
+    command: testbedBinary('kube-scheduler'),
+    args: [`--kubeconfig=${kubeconfigPath}`, '--leader-elect=false', '--secure-port=0', '--v=1'],
+    logFile: join(dir, 'kube-scheduler.log'),
   });
 }
 
@@ -294,9 +312,18 @@ export async function writeKubeconfigSecret(mgmt: Cluster, namespace: string, na
   );
 }
 
+/** The apiserver port of a resumed cluster when it is still free, else a new one; remembered in the dir. */
+async function apiserverPort(dir: string): Promise<number> {
+  const file = join(dir, 'apiserver-port');
+  const previous = Number((await readFile(file, 'utf8').catch(() => '')).trim());
+  const port = previous > 0 && (await portFree(previous)) ? previous : await freePort();
+  await writeFile(file, `${port}\n`);
+  return port;
+}
+
 async function launch(dir: string, opts: ClusterOptions, pki: Pki, started: ManagedProcess[]): Promise<string> {
   const files = await writePkiFiles(dir, pki);
-  const ports: Ports = { etcdClient: await freePort(), etcdPeer: await freePort(), apiserver: await freePort() };
+  const ports: Ports = { etcdClient: await freePort(), etcdPeer: await freePort(), apiserver: await apiserverPort(dir) };
   const server = `https://127.0.0.1:${ports.apiserver}`;
   const kubeconfigYaml = kubeconfigFor(opts.name, server, pki.ca.certPem, pki.admin);
   const kubeconfigPath = join(dir, 'kubeconfig');
@@ -306,7 +333,8 @@ async function launch(dir: string, opts: ClusterOptions, pki: Pki, started: Mana
   const apiserver = startApiserver(dir, ports, files, await optionalApiserverArgs(dir, opts));
   started.push(apiserver);
   await waitHealthy(`${server}/readyz`, pki, apiserver);
-  if (opts.controllerManager ?? true) started.push(startControllerManager(dir, kubeconfigPath, files, opts.nodeAuth ?? false));
+  if (opts.controllerManager ?? true) started.push(startControllerManager(dir, kubeconfigPath, files, opts));
+  if (opts.scheduler ?? false) started.push(startScheduler(dir, kubeconfigPath));
   if (opts.kwok ?? false) started.push(await startKwok(dir, kubeconfigPath));
   return server;
 }

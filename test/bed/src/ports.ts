@@ -14,6 +14,16 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/** Whether a loopback port can be bound right now (so a resumed component can take its old port back). */
+export async function portFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.unref();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+}
+
 /** Waits until something accepts connections on a loopback port, failing early if the process meant to listen exits. */
 export async function waitForPort(port: number, proc: { alive: boolean; name: string; tail(): string }, timeoutMs = 10_000): Promise<void> {
   const { connect } = await import('node:net');

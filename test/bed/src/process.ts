@@ -3,7 +3,7 @@
  * logs to its own file. stop() is idempotent and waits until the process is gone.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { openSync, closeSync, readFileSync } from 'node:fs';
+import { openSync, closeSync, readFileSync, readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 const GUARD = fileURLToPath(new URL('../../../../test/bed/guard.sh', import.meta.url));
@@ -35,12 +35,14 @@ export class ManagedProcess {
   readonly logFile: string;
   readonly exited: Promise<number | null>;
   #child: ChildProcess;
+  #command: string;
   #exitCode: number | null | undefined;
 
   constructor(opts: ProcessOptions) {
     installExitHook();
     this.name = opts.name;
     this.logFile = opts.logFile;
+    this.#command = opts.command;
     const fd = openSync(opts.logFile, 'a');
     this.#child = spawn(GUARD, [String(process.pid), opts.command, ...opts.args], {
       stdio: ['ignore', fd, fd],
@@ -69,6 +71,30 @@ export class ManagedProcess {
 
   kill(signal: NodeJS.Signals): void {
     if (this.alive) this.#child.kill(signal);
+  }
+
+  /**
+   * Sends a signal to the guarded command itself rather than to its guard (which forwards only TERM and INT):
+   * SIGSTOP/SIGCONT pause and resume it as a stalled machine or a long GC pause would.
+   */
+  signalCommand(signal: NodeJS.Signals): void {
+    const pid = this.commandPid();
+    if (pid === undefined) throw new Error(`${this.name} is not running`);
+    process.kill(pid, signal);
+  }
+
+  /** PID of the guarded command: the guard's child running `command` (the guard also runs short `sleep`s). */
+  commandPid(): number | undefined {
+    const guard = this.#child.pid;
+    if (guard === undefined || !this.alive) return undefined;
+    const children = readdirSync(`/proc/${guard}/task`).flatMap((tid) => readFileSync(`/proc/${guard}/task/${tid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number));
+    return children.find((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[0] === this.#command;
+      } catch {
+        return false;
+      }
+    });
   }
 
   async stop(): Promise<void> {

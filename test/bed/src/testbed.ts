@@ -22,7 +22,9 @@ export function testbedBinDir(): string {
   return dir;
 }
 
-export function testbedBinary(name: 'etcd' | 'kube-apiserver' | 'kube-controller-manager' | 'kubectl' | 'kwok' | 'capi-manager'): string {
+export type TestbedBinary = 'etcd' | 'kube-apiserver' | 'kube-controller-manager' | 'kube-scheduler' | 'kubectl' | 'kwok' | 'capi-manager';
+
+export function testbedBinary(name: TestbedBinary): string {
   return join(testbedBinDir(), name);
 }
 

@@ -9,8 +9,8 @@ import { readFile, stat } from 'node:fs/promises';
 import type { AddressInfo, Socket } from 'node:net';
 import type { RequestListener } from 'node:http';
 import { createSecureContext } from 'node:tls';
-import type { Logger } from '../../support/src/logger.js';
-import { splitAddress } from '../../support/src/ops-server.js';
+import type { Logger } from './logger.js';
+import { splitAddress } from './ops-server.js';
 
 export interface HttpsOptions {
   address: string;

@@ -9,8 +9,8 @@ import { join } from 'node:path';
 import { X509Certificate } from 'node:crypto';
 import { fstatSync } from 'node:fs';
 import { Agent, request as httpsRequest } from 'node:https';
-import { createLogger } from '../../support/src/logger.js';
-import { createCertificateAuthority, type CertificateAuthority } from '../../support/src/pki.js';
+import { createLogger } from './logger.js';
+import { createCertificateAuthority, type CertificateAuthority } from './pki.js';
 import { startHttpsServer, type HttpsServer } from './https.js';
 
 function peerSerial(port: number, ca: string, opts: { maxVersion?: 'TLSv1.1' | 'TLSv1.3' } = {}): Promise<string> {

@@ -1,0 +1,49 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { ConfigError } from '../../support/src/config.js';
+import { main } from '../../cli/src/main.js';
+import { ignitionServerCommand, releasePolicy, watchedNamespaces } from './command.js';
+
+const FILES = ['--tls-cert-file', '/nonexistent/tls.crt', '--tls-key-file', '/nonexistent/tls.key', '--signing-key-file', '/nonexistent/key.pem'];
+
+async function run(args: string[]): Promise<{ code: number; err: string }> {
+  let err = '';
+  const code = await main(['ignition-server', ...FILES, ...args], { out: () => undefined, err: (t) => void (err += t), env: {} }, [ignitionServerCommand]);
+  return { code, err };
+}
+
+describe('ignition-server flags', () => {
+  it('when no namespace is given, it should refuse to start (exit 2) and name --namespaces, before touching any file or apiserver', async () => {
+    const { code, err } = await run([]);
+    assert.equal(code, 2);
+    assert.match(err, /--namespaces is required/);
+  });
+
+  it('when namespaces are listed, it should watch exactly those, with --namespace adding one (the older spelling)', () => {
+    assert.deepEqual(watchedNamespaces({ namespaces: ['tenants', ' clusters ', 'tenants'], namespace: '' }), ['tenants', 'clusters']);
+    assert.deepEqual(watchedNamespaces({ namespaces: [], namespace: 'clusters' }), ['clusters']);
+    assert.deepEqual(watchedNamespaces({ namespaces: ['a'], namespace: 'b' }), ['a', 'b']);
+  });
+
+  it('when "*" is given, it should watch every namespace, and only when "*" stands alone', () => {
+    assert.equal(watchedNamespaces({ namespaces: ['*'], namespace: '' }), 'all');
+    assert.throws(() => watchedNamespaces({ namespaces: ['*', 'tenants'], namespace: '' }), ConfigError);
+  });
+
+  it('when a listed name is not a namespace name, it should refuse it', () => {
+    for (const bad of ['Tenants', 'a/b', '-x', 'x'.repeat(64)]) assert.throws(() => watchedNamespaces({ namespaces: [bad], namespace: '' }), ConfigError, bad);
+  });
+
+  it('when the registry list is malformed, it should refuse to start (exit 2) naming the flag', async () => {
+    const { code, err } = await run(['--namespaces', 'tenants', '--allowed-registries', 'https://quay.io']);
+    assert.equal(code, 2);
+    assert.match(err, /--allowed-registries: "https:\/\/quay.io" is not a registry host/);
+  });
+
+  it('when no release flag is given, the policy should allow nothing: no local layout, no registry', () => {
+    const policy = releasePolicy({ allowedRegistries: [], allowLocalReleases: false });
+    assert.equal(policy.allowLocal, false);
+    assert.deepEqual(policy.registries, new Set());
+    assert.ok(Object.isFrozen(policy));
+  });
+});

@@ -1,0 +1,210 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import request from 'supertest';
+import { LABELS } from '../../../api/src/keys.js';
+import { NotReadyError } from '../../../support/src/errors.js';
+import { createLogger } from '../../../support/src/logger.js';
+import { createApp, payloadSummaries, type ExtensionDeps } from './app.js';
+import type { PayloadSummary } from './decide.js';
+import { HANDLERS, hookPath, type JsonObject, type JsonPatchOperation, type Patch } from './hooks.js';
+import type { UpdateOutcome, UpdateTarget } from './update-machine.js';
+
+const log = createLogger({ name: 'extension-test', level: 'silent' });
+const POOL = 'workers';
+const never = <T>(): Promise<T> => new Promise<T>(() => undefined);
+
+function machineSet(name: string, hash: string, version: string): JsonObject {
+  return {
+    apiVersion: 'cluster.x-k8s.io/v1beta2',
+    kind: 'MachineSet',
+    metadata: { name, namespace: 'tenants', labels: { [LABELS.nodePool]: POOL } },
+    spec: {
+      clusterName: 'guest',
+      template: {
+        metadata: { labels: { [LABELS.nodePool]: POOL } },
+        spec: { clusterName: 'guest', bootstrap: { dataSecretName: `user-data-${POOL}-${hash}` }, infrastructureRef: { kind: 'LocalMachineTemplate', name: 'small' }, version },
+      },
+    },
+  };
+}
+
+const template = { apiVersion: 'infrastructure.kindling.dev/v1alpha1', kind: 'LocalMachineTemplate', metadata: { name: 'small' }, spec: { template: { spec: {} } } };
+
+const upgradeRequest = {
+  apiVersion: 'hooks.runtime.cluster.x-k8s.io/v1alpha1',
+  kind: 'CanUpdateMachineSetRequest',
+  current: { machineSet: machineSet('workers-a', 'aaaa', 'v1.36.2'), infrastructureMachineTemplate: template },
+  desired: { machineSet: machineSet('workers-b', 'bbbb', 'v1.36.3'), infrastructureMachineTemplate: template },
+};
+
+function updateRequest(secret = `user-data-${POOL}-bbbb`): object {
+  return {
+    desired: {
+      machine: { apiVersion: 'cluster.x-k8s.io/v1beta2', kind: 'Machine', metadata: { name: 'workers-b-x1', namespace: 'tenants', labels: { [LABELS.nodePool]: POOL } }, spec: { clusterName: 'guest', bootstrap: { dataSecretName: secret } } },
+      infrastructureMachine: { kind: 'LocalMachine', metadata: { name: 'workers-b-x1' }, spec: {} },
+    },
+  };
+}
+
+function deps(over: { payloads?: ExtensionDeps['payloads']; update?: (t: UpdateTarget) => Promise<UpdateOutcome> } = {}): ExtensionDeps & { asked: UpdateTarget[] } {
+  const asked: UpdateTarget[] = [];
+  return {
+    log,
+    asked,
+    answerWithinMs: 200,
+    payloads: over.payloads ?? ((req): Promise<PayloadSummary> => Promise.resolve({ pool: req.pool, hash: req.hash, blockers: [] })),
+    machines: {
+      update: (t) => {
+        asked.push(t);
+        return over.update ? over.update(t) : Promise.resolve({ state: 'in-progress', message: 'draining' });
+      },
+    },
+  };
+}
+
+interface Answer {
+  apiVersion: string;
+  kind: string;
+  status: string;
+  message: string;
+  retryAfterSeconds?: number;
+  machineSetPatch?: Patch;
+  infrastructureMachineTemplatePatch?: Patch;
+  handlers?: { name: string; requestHook: { hook: string; apiVersion: string }; failurePolicy: string; timeoutSeconds: number }[];
+}
+
+/** POSTs a hook request (a string is sent as it is) and reads the answer. */
+async function call(app: ReturnType<typeof createApp>, path: string, body: unknown): Promise<{ status: number; body: Answer }> {
+  const res = await request(app).post(path).set('content-type', 'application/json').send(typeof body === 'string' ? body : JSON.stringify(body));
+  return { status: res.status, body: res.body as Answer };
+}
+
+const decodePatch = (p: Patch | undefined): JsonPatchOperation[] => (p ? (JSON.parse(Buffer.from(p.patch, 'base64').toString()) as JsonPatchOperation[]) : []);
+const CAN_UPDATE_SET = hookPath('CanUpdateMachineSet', HANDLERS[0]?.name);
+const UPDATE = hookPath('UpdateMachine', HANDLERS[2]?.name);
+
+describe('Runtime Extension app', () => {
+  it('when the manager discovers the extension, it should list the three in-place handlers at the paths it serves', async () => {
+    const app = createApp(deps());
+    const res = await call(app, '/hooks.runtime.cluster.x-k8s.io/v1alpha1/discovery?timeout=10s', { apiVersion: 'hooks.runtime.cluster.x-k8s.io/v1alpha1', kind: 'DiscoveryRequest' });
+    assert.equal(res.status, 200);
+    assert.equal(res.body.status, 'Success');
+    assert.deepEqual(
+      (res.body.handlers ?? []).map((h) => [h.name, h.requestHook.apiVersion, h.requestHook.hook, h.failurePolicy, h.timeoutSeconds]),
+      [
+        ['can-update-machine-set', 'hooks.runtime.cluster.x-k8s.io/v1alpha1', 'CanUpdateMachineSet', 'Fail', 5],
+        ['can-update-machine', 'hooks.runtime.cluster.x-k8s.io/v1alpha1', 'CanUpdateMachine', 'Fail', 5],
+        ['update-machine', 'hooks.runtime.cluster.x-k8s.io/v1alpha1', 'UpdateMachine', 'Fail', 5],
+      ],
+    );
+    for (const h of HANDLERS) {
+      const path = `/hooks.runtime.cluster.x-k8s.io/v1alpha1/${h.requestHook.hook.toLowerCase()}/${h.name}`;
+      assert.notEqual((await request(app).post(path).send({})).status, 404, `${path} is not served`);
+    }
+  });
+
+  it('when a MachineSet moves to a payload the agent can apply, it should answer the patch that claims the user-data and version', async () => {
+    const d = deps();
+    const res = await call(createApp(d), `${CAN_UPDATE_SET}?timeout=5s`, upgradeRequest);
+    assert.equal(res.body.status, 'Success', res.body.message);
+    assert.equal(res.body.kind, 'CanUpdateMachineSetResponse');
+    assert.equal(res.body.machineSetPatch?.patchType, 'JSONPatch');
+    assert.deepEqual(decodePatch(res.body.machineSetPatch), [
+      { op: 'add', path: '/spec/template/spec/bootstrap/dataSecretName', value: `user-data-${POOL}-bbbb` },
+      { op: 'add', path: '/spec/template/spec/version', value: 'v1.36.3' },
+    ]);
+    assert.equal(res.body.infrastructureMachineTemplatePatch, undefined);
+  });
+
+  it('when the new payload holds kernel arguments, it should claim nothing and say why', async () => {
+    const res = await call(createApp(deps({ payloads: (req) => Promise.resolve({ pool: req.pool, hash: req.hash, blockers: ['kernelArguments'] }) })), CAN_UPDATE_SET, upgradeRequest);
+    assert.equal(res.body.status, 'Success');
+    assert.equal(res.body.machineSetPatch, undefined);
+    assert.match(res.body.message, /must roll: bootstrap\.dataSecretName \(payload bbbb holds what the node agent cannot apply in place \(kernelArguments\)/);
+  });
+
+  it('when the payload is still being fetched, it should answer Failure within the deadline, and decide once the payload is there', async () => {
+    let release: (s: PayloadSummary) => void = () => undefined;
+    const pending = new Promise<PayloadSummary>((r) => (release = r));
+    let fetches = 0;
+    const source = { fetch: (): Promise<Buffer> => (fetches++, pending.then(() => Buffer.from('{"ignition":{"version":"3.4.0"},"kernelArguments":{"shouldExist":["quiet"]}}'))) };
+    const app = createApp(deps({ payloads: payloadSummaries(source) }));
+    const started = Date.now();
+    const first = await call(app, CAN_UPDATE_SET, upgradeRequest);
+    assert.ok(Date.now() - started < 1000, `answered after ${Date.now() - started} ms`);
+    assert.equal(first.body.status, 'Failure');
+    assert.match(first.body.message, /payload of pool tenants\/workers at bbbb is still being fetched.*Cluster API asks again/);
+    release({ pool: POOL, hash: 'bbbb', blockers: [] });
+    const second = await call(app, CAN_UPDATE_SET, upgradeRequest);
+    assert.equal(second.body.status, 'Success');
+    assert.match(second.body.message, /kernelArguments/);
+    assert.equal(fetches, 2, 'the summary source is asked each time; the payload cache (CachedPayloadSource) keeps the bytes');
+  });
+
+  it('when the payload cannot be had yet, it should answer Failure with the reason', async () => {
+    const res = await call(createApp(deps({ payloads: () => Promise.reject(new NotReadyError('token Secret tenants/token-workers-bbbb does not exist yet')) })), CAN_UPDATE_SET, upgradeRequest);
+    assert.equal(res.status, 200);
+    assert.equal(res.body.status, 'Failure');
+    assert.match(res.body.message, /token Secret tenants\/token-workers-bbbb does not exist yet; Cluster API asks again/);
+  });
+
+  const malformed: [string, string | object, RegExp][] = [
+    ['the body is not JSON', '{"current": ', /malformed request: .*JSON/],
+    ['the desired MachineSet is missing', { current: upgradeRequest.current, desired: { infrastructureMachineTemplate: template } }, /malformed request: request\.desired\.machineSet is missing/],
+    ['a MachineSet has no template spec', { ...upgradeRequest, desired: { ...upgradeRequest.desired, machineSet: { metadata: {}, spec: { template: 'x' } } } }, /request\.desired\.machineSet\.spec\.template\.spec is missing/],
+    ['the body is a JSON list', [1, 2], /request\.current\.machineSet is missing/],
+  ];
+  for (const [what, body, message] of malformed) {
+    it(`when ${what}, it should answer Failure saying what is wrong, not an HTTP error`, async () => {
+      const res = await call(createApp(deps()), CAN_UPDATE_SET, body);
+      assert.equal(res.status, 200);
+      assert.equal(res.body.status, 'Failure');
+      assert.equal(res.body.kind, 'CanUpdateMachineSetResponse');
+      assert.match(res.body.message, message);
+    });
+  }
+
+  const outcomes: [UpdateOutcome, string, number][] = [
+    [{ state: 'in-progress', message: 'Node n1: draining (drain-bbbb)' }, 'Success', 5],
+    [{ state: 'done', message: 'Node n1 is at bbbb' }, 'Success', 0],
+    [{ state: 'failed', message: 'Node n1: cannot be applied in place: kernelArguments' }, 'Failure', 0],
+  ];
+  for (const [outcome, status, retry] of outcomes) {
+    it(`when the Machine's update is ${outcome.state}, it should answer ${status} with retryAfterSeconds ${retry}`, async () => {
+      const d = deps({ update: () => Promise.resolve(outcome) });
+      const res = await call(createApp(d), UPDATE, updateRequest());
+      assert.deepEqual(res.body, { apiVersion: 'hooks.runtime.cluster.x-k8s.io/v1alpha1', kind: 'UpdateMachineResponse', status, retryAfterSeconds: retry, message: outcome.message });
+      assert.deepEqual(d.asked, [{ namespace: 'tenants', machine: 'workers-b-x1', pool: POOL, hash: 'bbbb' }]);
+    });
+  }
+
+  it('when a step takes longer than the deadline, it should answer in progress in time', async () => {
+    const started = Date.now();
+    const res = await call(createApp(deps({ update: never })), UPDATE, updateRequest());
+    assert.ok(Date.now() - started < 1000);
+    assert.equal(res.body.status, 'Success');
+    assert.equal(res.body.retryAfterSeconds, 5);
+    assert.match(res.body.message, /still working towards bbbb/);
+  });
+
+  it('when the Machine does not boot a Kindling payload, it should refuse UpdateMachine and say why', async () => {
+    const d = deps();
+    const res = await call(createApp(d), UPDATE, updateRequest('hand-made'));
+    assert.equal(res.body.status, 'Failure');
+    assert.match(res.body.message, /tenants\/workers-b-x1: its bootstrap\.dataSecretName is not a Kindling user-data Secret/);
+    assert.deepEqual(d.asked, []);
+  });
+
+  it('when an UpdateMachine request has no Machine name, it should answer Failure', async () => {
+    const res = await call(createApp(deps()), UPDATE, { desired: { machine: { spec: {} } } });
+    assert.equal(res.body.status, 'Failure');
+    assert.equal(res.body.retryAfterSeconds, 0);
+    assert.match(res.body.message, /no metadata\.name and metadata\.namespace/);
+  });
+
+  it('when a path is not a hook, or a hook is not POSTed, it should answer 404 or 405', async () => {
+    const app = createApp(deps());
+    assert.equal((await request(app).post('/hooks.runtime.cluster.x-k8s.io/v1alpha1/beforeclustercreate/x').send({})).status, 404);
+    assert.equal((await request(app).get(UPDATE)).status, 405);
+  });
+});

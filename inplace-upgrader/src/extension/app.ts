@@ -1,0 +1,218 @@
+/**
+ * The Runtime Extension's HTTP app (served over HTTPS by support/https.ts): discovery and the in-place
+ * hooks at the paths the Cluster API manager calls. Every answer is a 200 with the hook's response, also
+ * when the request is malformed or something failed: then status Failure and a message a person can act
+ * on (a non-200 would read as an unreachable extension). Each answer comes within answerWithinMs: work
+ * that takes longer (fetching a payload, writing to a guest cluster) carries on in the background and the
+ * next call, which Cluster API makes anyway, picks up its result.
+ */
+import express, { type NextFunction, type Request, type Response } from 'express';
+import { NotReadyError } from '../../../support/src/errors.js';
+import type { Logger } from '../../../support/src/logger.js';
+import { inPlaceBlockers } from '../agent/ignition.js';
+import type { PayloadRequest, PayloadSource } from '../payload.js';
+import { changedUserData, decide, userDataTarget, type Decision, type DecisionInput, type PayloadSummary } from './decide.js';
+import {
+  HANDLERS,
+  hookPath,
+  jsonPatch,
+  response,
+  type CanUpdateMachineResponse,
+  type CanUpdateMachineSetResponse,
+  type CommonResponse,
+  type DiscoveryResponse,
+  type HookName,
+  type JsonObject,
+  type UpdateMachineResponse,
+} from './hooks.js';
+import type { MachineUpdates, UpdateOutcome } from './update-machine.js';
+
+export interface ExtensionDeps {
+  log: Logger;
+  /** The summary of a pool's payload at a hash (see inPlaceBlockers); NotReadyError while it cannot be had. */
+  payloads: (req: PayloadRequest) => Promise<PayloadSummary>;
+  machines: MachineUpdates;
+  /** Longest wait for work before answering (default 500 ms, so the answer leaves within 1 s on a loaded machine; the manager's own timeout is the handler's 5 s). */
+  answerWithinMs?: number;
+  /** retryAfterSeconds while an update is in progress (default 5). */
+  retryAfterSeconds?: number;
+  metrics?: { request(hook: HookName, status: string): void };
+}
+
+/**
+ * Payload summaries from where the upgrader gets payloads (the ignition server, as a host asks it), checked
+ * with the agent's own rules, so the decision and the agent never disagree.
+ */
+export function payloadSummaries(source: PayloadSource): ExtensionDeps['payloads'] {
+  return async (req) => ({ pool: req.pool, hash: req.hash, blockers: inPlaceBlockers(await source.fetch(req)) });
+}
+
+/** A request that does not hold what the hook needs. */
+class MalformedRequestError extends Error {
+  override readonly name = 'MalformedRequestError';
+}
+
+const isObject = (v: unknown): v is JsonObject => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** body.<path> as an object; `optional`: may be absent (or null, as Go writes an empty RawExtension). */
+function objectAt(body: unknown, path: string, optional = false, where = 'request'): JsonObject | undefined {
+  let v: unknown = body;
+  for (const key of path.split('.')) v = isObject(v) ? v[key] : undefined;
+  if (isObject(v)) return v;
+  if (optional && (v === undefined || v === null)) return undefined;
+  throw new MalformedRequestError(`${where}.${path} is ${v === undefined ? 'missing' : 'not an object'}`);
+}
+
+function required(body: unknown, path: string): JsonObject {
+  return objectAt(body, path) as JsonObject;
+}
+
+const TIMED_OUT = Symbol('timed out');
+
+async function within<T>(work: Promise<T>, ms: number): Promise<T | typeof TIMED_OUT> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<typeof TIMED_OUT>((resolve) => (timer = setTimeout(() => resolve(TIMED_OUT), ms)));
+  try {
+    return await Promise.race([work, deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The summary of the desired payload, when the user-data changes to a Kindling payload; else nothing. */
+async function desiredPayload(input: DecisionInput, deps: ExtensionDeps): Promise<PayloadSummary | undefined> {
+  const target = userDataTarget(input.kind, input.desired.machine);
+  if (!target || !changedUserData(input)) return undefined;
+  const ns = (input.desired.machine.metadata as JsonObject | undefined)?.namespace;
+  const namespace = typeof ns === 'string' ? ns : '';
+  const summary = await within(deps.payloads({ namespace, ...target }), deps.answerWithinMs ?? 500);
+  if (summary === TIMED_OUT) throw new NotReadyError(`the payload of pool ${namespace}/${target.pool} at ${target.hash} is still being fetched from the ignition server`);
+  return summary;
+}
+
+function decisionInput(kind: DecisionInput['kind'], body: unknown): DecisionInput {
+  const names = kind === 'MachineSet' ? ['machineSet', 'infrastructureMachineTemplate', 'bootstrapConfigTemplate'] : ['machine', 'infrastructureMachine', 'bootstrapConfig'];
+  const side = (s: 'current' | 'desired'): DecisionInput['current'] => ({
+    machine: required(body, `${s}.${names[0]}`),
+    infrastructure: required(body, `${s}.${names[1]}`),
+    bootstrap: objectAt(body, `${s}.${names[2]}`, true),
+  });
+  const input: DecisionInput = { kind, current: side('current'), desired: side('desired') };
+  const spec = kind === 'MachineSet' ? 'spec.template.spec' : 'spec';
+  for (const s of ['current', 'desired'] as const) objectAt(input[s].machine, spec, false, `request.${s}.${names[0]}`);
+  return input;
+}
+
+async function decideRequest(kind: DecisionInput['kind'], body: unknown, deps: ExtensionDeps): Promise<Decision> {
+  const input = decisionInput(kind, body);
+  return decide({ ...input, payload: await desiredPayload(input, deps) });
+}
+
+async function canUpdateMachineSet(body: unknown, deps: ExtensionDeps): Promise<CanUpdateMachineSetResponse> {
+  const d = await decideRequest('MachineSet', body, deps);
+  return response<CanUpdateMachineSetResponse>('CanUpdateMachineSetResponse', 'Success', {
+    message: d.message,
+    machineSetPatch: jsonPatch(d.patches.machine),
+    infrastructureMachineTemplatePatch: jsonPatch(d.patches.infrastructure),
+    bootstrapConfigTemplatePatch: jsonPatch(d.patches.bootstrap),
+  });
+}
+
+async function canUpdateMachine(body: unknown, deps: ExtensionDeps): Promise<CanUpdateMachineResponse> {
+  const d = await decideRequest('Machine', body, deps);
+  return response<CanUpdateMachineResponse>('CanUpdateMachineResponse', 'Success', {
+    message: d.message,
+    machinePatch: jsonPatch(d.patches.machine),
+    infrastructureMachinePatch: jsonPatch(d.patches.infrastructure),
+    bootstrapConfigPatch: jsonPatch(d.patches.bootstrap),
+  });
+}
+
+async function updateMachine(body: unknown, deps: ExtensionDeps): Promise<UpdateMachineResponse> {
+  const machine = required(body, 'desired.machine');
+  const meta = (machine.metadata ?? {}) as JsonObject;
+  const [name, namespace] = [meta.name, meta.namespace];
+  if (typeof name !== 'string' || typeof namespace !== 'string') throw new MalformedRequestError('request.desired.machine has no metadata.name and metadata.namespace');
+  const target = userDataTarget('Machine', machine);
+  if (!target) return response<UpdateMachineResponse>('UpdateMachineResponse', 'Failure', { retryAfterSeconds: 0, message: `Machine ${namespace}/${name}: its bootstrap.dataSecretName is not a Kindling user-data Secret, so Kindling has no payload to apply` });
+  const outcome = await within(deps.machines.update({ namespace, machine: name, ...target }), deps.answerWithinMs ?? 500);
+  const o: UpdateOutcome = outcome === TIMED_OUT ? { state: 'in-progress', message: `Machine ${namespace}/${name}: still working towards ${target.hash}` } : outcome;
+  const retryAfterSeconds = o.state === 'in-progress' ? (deps.retryAfterSeconds ?? 5) : 0;
+  return response<UpdateMachineResponse>('UpdateMachineResponse', o.state === 'failed' ? 'Failure' : 'Success', { retryAfterSeconds, message: o.message });
+}
+
+function discovery(): DiscoveryResponse {
+  return response<DiscoveryResponse>('DiscoveryResponse', 'Success', { handlers: HANDLERS.map((h) => ({ ...h, requestHook: { ...h.requestHook } })) });
+}
+
+interface Route {
+  hook: HookName;
+  kind: string;
+  handle: (body: unknown, deps: ExtensionDeps) => Promise<CommonResponse> | CommonResponse;
+  /** Fields a Failure of this hook carries besides status and message. */
+  failure?: Record<string, unknown>;
+}
+
+const ROUTES: Record<string, Route> = {
+  [hookPath('Discovery')]: { hook: 'Discovery', kind: 'DiscoveryResponse', handle: discovery },
+  [hookPath('CanUpdateMachineSet', HANDLERS[0]?.name)]: { hook: 'CanUpdateMachineSet', kind: 'CanUpdateMachineSetResponse', handle: canUpdateMachineSet },
+  [hookPath('CanUpdateMachine', HANDLERS[1]?.name)]: { hook: 'CanUpdateMachine', kind: 'CanUpdateMachineResponse', handle: canUpdateMachine },
+  [hookPath('UpdateMachine', HANDLERS[2]?.name)]: { hook: 'UpdateMachine', kind: 'UpdateMachineResponse', handle: updateMachine, failure: { retryAfterSeconds: 0 } },
+};
+
+function failure(route: Route, err: unknown): CommonResponse {
+  const why = err instanceof MalformedRequestError ? `malformed request: ${err.message}` : err instanceof NotReadyError ? `${err.message}; Cluster API asks again` : (err as Error).message;
+  return response(route.kind, 'Failure', { ...route.failure, message: why });
+}
+
+/** What a request is about, for the log line (never the whole object). */
+function subject(body: unknown): string | undefined {
+  for (const path of ['desired.machineSet.metadata', 'desired.machine.metadata']) {
+    const meta = objectAt(body, path, true);
+    if (meta) return `${String(meta.namespace)}/${String(meta.name)}`;
+  }
+  return undefined;
+}
+
+async function answer(route: Route, req: Request, res: Response, deps: ExtensionDeps): Promise<void> {
+  const started = performance.now();
+  let out: CommonResponse;
+  try {
+    out = await route.handle(req.body, deps);
+  } catch (err) {
+    out = failure(route, err);
+  }
+  deps.metrics?.request(route.hook, out.status);
+  const object = (() => {
+    try {
+      return subject(req.body);
+    } catch {
+      return undefined;
+    }
+  })();
+  const line = { hook: route.hook, object, status: out.status, message: out.message, durationMs: Math.round(performance.now() - started) };
+  if (out.status === 'Failure') deps.log.warn(line, 'Hook answered Failure');
+  else deps.log.info(line, 'Hook answered');
+  res.status(200).json(out);
+}
+
+export function createApp(deps: ExtensionDeps): express.Express {
+  const app = express();
+  app.disable('x-powered-by');
+  // The manager sends JSON without a Content-Type; its own server reads up to 20 MiB.
+  app.use(express.json({ limit: '20mb', type: () => true }));
+  app.use((req: Request, res: Response) => {
+    const route = ROUTES[req.path];
+    if (route && req.method === 'POST') return void answer(route, req, res, deps);
+    res.status(route ? 405 : 404).type('text/plain').send(route ? 'hooks are POSTed\n' : 'no such hook\n');
+  });
+  // Body errors (not JSON, too large): a Failure of the hook that was asked, not an HTTP error.
+  app.use((err: Error, req: Request, res: Response, _next: NextFunction) => {
+    const route = ROUTES[req.path];
+    if (!route) return void res.status(404).type('text/plain').send('no such hook\n');
+    deps.metrics?.request(route.hook, 'Failure');
+    deps.log.warn({ hook: route.hook, err: err.message }, 'Hook answered Failure: unreadable request');
+    res.status(200).json(response(route.kind, 'Failure', { ...route.failure, message: `malformed request: ${err.message}` }));
+  });
+  return app;
+}

@@ -1,0 +1,29 @@
+/** The Runtime Extension in `kindling inplace-upgrader`: its Machine and guest caches, and its HTTPS port. */
+import { Counter } from 'prom-client';
+import type { ComponentContext } from '../../../support/src/component.js';
+import { startHttpsServer } from '../../../support/src/https.js';
+import type { ReadinessCheck } from '../../../support/src/ops-server.js';
+import type { UpgraderConfig } from '../command.js';
+import type { PayloadSource } from '../payload.js';
+import { createApp, payloadSummaries } from './app.js';
+import { MachineUpdater } from './update-machine.js';
+
+export async function startExtension(config: UpgraderConfig, ctx: ComponentContext, payloads: PayloadSource): Promise<ReadinessCheck[]> {
+  const log = ctx.log.child({ part: 'extension' });
+  const updater = new MachineUpdater({ kubeConfig: ctx.kubeConfig, log, payloads, agentImage: config.agentImage });
+  await updater.start();
+  ctx.shutdown.add('extension caches', () => updater.stop());
+  const requests = new Counter({ name: 'kindling_extension_hook_requests_total', help: 'Runtime Extension hook calls by hook and answer status.', labelNames: ['hook', 'status'], registers: [ctx.registry] });
+  const app = createApp({
+    log,
+    payloads: payloadSummaries(payloads),
+    machines: updater,
+    retryAfterSeconds: Math.round(config.extensionRetryAfter / 1000),
+    metrics: { request: (hook, status) => requests.inc({ hook, status }) },
+  });
+  const https = await startHttpsServer({ address: config.extensionAddress, certFile: config.extensionTlsCertFile, keyFile: config.extensionTlsKeyFile, app, log });
+  ctx.shutdown.add('extension https server', () => https.close());
+  log.info({ extensionPort: https.port }, 'Serving the in-place update hooks');
+  return [{ name: 'extension-machines-synced', check: () => updater.synced }];
+}
+

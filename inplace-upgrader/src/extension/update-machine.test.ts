@@ -1,0 +1,209 @@
+/**
+ * UpdateMachine on the real test bed, with the extension as its own process (`kindling inplace-upgrader
+ * --extension-address`) called over HTTPS as the Cluster API manager calls it: a management cluster with
+ * the Cluster API CRDs (Machines with nodeRef; no Cluster API controller here: the test plays the
+ * Machine controller's calls), a guest cluster with KWOK, the real ignition server rendering each payload,
+ * the drainer, and a real `kindling agent` process per node against its own scratch root.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { request } from 'node:https';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as k8s from '@kubernetes/client-node';
+import { Registry } from 'prom-client';
+import { CAPI_API_VERSION } from '../../../api/src/capi.js';
+import { ANNOTATIONS, LABELS, userDataSecretName } from '../../../api/src/keys.js';
+import { createLogger } from '../../../support/src/logger.js';
+import { Drainer } from '../../../drainer/src/drainer.js';
+import { createTestMachine, createTestNode, eventually } from '../../../drainer/src/testing.js';
+import { startCluster, installCapiCrds, type Cluster } from '../../../test/bed/src/index.js';
+import { GUEST_NAMESPACE } from '../desired.js';
+import { AgentFleet, machineConfig, runExtension, tokenSecret, type ExtensionFixture } from '../testing.js';
+import { runIgnitionServer, type IgnitionServer } from '../../../ignition-server/src/testing.js';
+import { HANDLERS, HOOKS_API_VERSION, hookPath } from './hooks.js';
+
+const NS = 'default';
+const POOL = 'pool';
+const NODES = ['n1', 'n2', 'n3'];
+const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
+const log = createLogger({ name: 'update-machine-test', level: 'warn' });
+
+interface Answer {
+  status: string;
+  message: string;
+  retryAfterSeconds: number;
+}
+
+function payload(version: string, extraFiles: object[] = []): object {
+  return {
+    ignition: { version: '3.4.0' },
+    storage: { files: [{ path: '/etc/kindling/version', overwrite: true, mode: 0o644, contents: { source: `data:,${version}` } }, ...extraFiles] },
+    systemd: { units: [{ name: 'kindling-demo.service', enabled: true, contents: `[Service]\nExecStart=/bin/echo ${version}\n[Install]\nWantedBy=multi-user.target\n` }] },
+  };
+}
+
+/** The UpdateMachine request the Machine controller sends: the desired Machine (no status) and InfraMachine. */
+function updateMachineRequest(node: string, hash: string): object {
+  const name = `${POOL}-${node}`;
+  return {
+    apiVersion: HOOKS_API_VERSION,
+    kind: 'UpdateMachineRequest',
+    desired: {
+      machine: {
+        apiVersion: CAPI_API_VERSION,
+        kind: 'Machine',
+        metadata: { name, namespace: NS, labels: { [LABELS.nodePool]: POOL, [LABELS.capiSetName]: POOL } },
+        spec: { clusterName: 'tenant', bootstrap: { dataSecretName: userDataSecretName(POOL, hash) }, infrastructureRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachine', name }, version: 'v1.36.3' },
+      },
+      infrastructureMachine: { apiVersion: 'infrastructure.kindling.dev/v1alpha1', kind: 'LocalMachine', metadata: { name, namespace: NS }, spec: {} },
+    },
+  };
+}
+
+/** POSTs a hook over HTTPS, trusting only the extension's CA, and times the answer. */
+function callHook(ext: ExtensionFixture, path: string, body: object): Promise<{ answer: Answer; ms: number }> {
+  const started = performance.now();
+  return new Promise((resolve, reject) => {
+    const req = request(new URL(`${path}?timeout=5s`, ext.url), { method: 'POST', ca: ext.caPem, timeout: 5_000 }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        if (res.statusCode !== 200) return reject(new Error(`HTTP ${res.statusCode}: ${Buffer.concat(chunks).toString()}`));
+        resolve({ answer: JSON.parse(Buffer.concat(chunks).toString()) as Answer, ms: performance.now() - started });
+      });
+    });
+    req.on('timeout', () => req.destroy(new Error('no answer in 5 s')));
+    req.on('error', reject);
+    req.end(JSON.stringify(body));
+  });
+}
+
+describe('UpdateMachine through the Runtime Extension', () => {
+  let mgmt: Cluster;
+  let guest: Cluster;
+  let ignition: IgnitionServer;
+  let ext: ExtensionFixture;
+  let fleet: AgentFleet;
+  let drainer: Drainer;
+  let core: k8s.CoreV1Api;
+  let dir: string;
+  /** Every answer's time, across the suite. */
+  const times: number[] = [];
+
+  const annotationsOf = async (node: string): Promise<Record<string, string>> => (await core.readNode({ name: node })).metadata?.annotations ?? {};
+  const fileOn = (node: string, path: string): Promise<string> => readFile(join(fleet.rootOf(node), path), 'utf8');
+  const updateMachine = async (node: string, hash: string): Promise<Answer> => {
+    const { answer, ms } = await callHook(ext, hookPath('UpdateMachine', HANDLERS[2]?.name), updateMachineRequest(node, hash));
+    times.push(ms);
+    return answer;
+  };
+
+  /** What the nodepool-controller does for a new hash: the token Secret, from which the server renders the payload. */
+  const publish = (hash: string, config: object): Promise<unknown> =>
+    mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api).createNamespacedSecret({ namespace: NS, body: tokenSecret({ namespace: NS, pool: POOL, hash, release: ignition.release, config: [machineConfig('50-test', config)] }) });
+
+  /**
+   * The Machine controller's loop for one Machine: call, wait retryAfterSeconds (shortened), call again,
+   * until Success with 0 or Failure. Returns every answer.
+   */
+  async function driveMachine(node: string, hash: string, until: (a: Answer) => boolean = (a) => a.status === 'Failure' || a.retryAfterSeconds === 0, timeoutMs = 120_000): Promise<Answer[]> {
+    const answers: Answer[] = [];
+    for (const deadline = Date.now() + timeoutMs; Date.now() < deadline; ) {
+      const a = await updateMachine(node, hash);
+      answers.push(a);
+      if (until(a)) return answers;
+      await new Promise((r) => setTimeout(r, Math.min(a.retryAfterSeconds * 1000, 300)));
+    }
+    throw new Error(`${node} did not reach ${hash}: last answers ${JSON.stringify(answers.slice(-3))}`);
+  }
+
+  before(async () => {
+    mgmt = await startCluster({ name: 'mgmt', controllerManager: false });
+    [guest] = await Promise.all([startCluster({ name: 'tenant', kwok: true, controllerManager: false, management: { cluster: mgmt, namespace: NS } }), installCapiCrds(mgmt)]);
+    core = guest.kubeConfig.makeApiClient(k8s.CoreV1Api);
+    dir = await mkdtemp(join(tmpdir(), 'kindling-extension-'));
+    ignition = await runIgnitionServer({ kubeconfigPath: mgmt.kubeconfigPath, dir: join(dir, 'ignition-server'), namespace: NS });
+    await Promise.all(
+      NODES.map(async (name, i) => {
+        await createTestNode(guest.kubeConfig, name, { [LABELS.zone]: `zone-${i}` });
+        await core.patchNode({ name, body: { metadata: { annotations: { [ANNOTATIONS.currentConfig]: 'h0', [ANNOTATIONS.state]: 'Done' } } } }, merge);
+        await core.createNamespacedPod({ namespace: NS, body: { metadata: { name: `work-${name}` }, spec: { nodeName: name, containers: [{ name: 'c', image: 'x' }] } } });
+        await createTestMachine(mgmt.kubeConfig, { name: `${POOL}-${name}`, namespace: NS, cluster: 'tenant', machineSet: POOL, node: name });
+      }),
+    );
+    fleet = new AgentFleet({ guest: guest.kubeConfig, rootsDir: join(dir, 'roots') });
+    await fleet.start();
+    drainer = new Drainer({ kubeConfig: mgmt.kubeConfig, log, registry: new Registry(), defaultDrainTimeoutMs: 0 });
+    await drainer.start();
+    ext = await runExtension({ kubeconfigPath: mgmt.kubeconfigPath, dir: join(dir, 'extension'), ignition });
+  });
+
+  after(async () => {
+    await Promise.all([ext?.stop(), drainer?.stop(), fleet?.stop(), ignition?.stop()]);
+    await Promise.all([guest?.stop(), mgmt?.stop()]);
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('when Cluster API calls UpdateMachine for each Machine, it should update its Node through the agent and the drainer, answering in progress, then done, each answer made within 1 s', async () => {
+    await publish('h1', payload('v1'));
+    const answers = await Promise.all(NODES.map((n) => driveMachine(n, 'h1')));
+    for (const [i, list] of answers.entries()) {
+      const node = NODES[i] ?? '';
+      const last = list.at(-1);
+      assert.deepEqual(last, { apiVersion: HOOKS_API_VERSION, kind: 'UpdateMachineResponse', status: 'Success', retryAfterSeconds: 0, message: `Node ${node} is at h1` });
+      assert.ok(list.some((a) => a.status === 'Success' && a.retryAfterSeconds === 1), `${node}: never answered in progress`);
+      assert.ok(list.every((a) => a.status === 'Success'), `${node}: ${JSON.stringify(list.filter((a) => a.status !== 'Success'))}`);
+      const ann = await annotationsOf(node);
+      assert.equal(ann[ANNOTATIONS.currentConfig], 'h1');
+      assert.equal(ann[ANNOTATIONS.lastAppliedDrain], 'uncordon-h1', `${node} was not drained and uncordoned by the drainer`);
+      assert.equal(await fileOn(node, '/etc/kindling/version'), 'v1');
+      assert.ok((fleet.starts.get(node) ?? 0) >= 2, `${node}'s agent never rebooted`);
+    }
+    assert.equal((await core.listNamespacedPod({ namespace: NS })).items.length, 0, 'the drains should have evicted the workload pods');
+    await eventually('agent Pods and payload Secrets to be removed', async () => {
+      const pods = await core.listNamespacedPod({ namespace: GUEST_NAMESPACE });
+      const secrets = await core.listNamespacedSecret({ namespace: GUEST_NAMESPACE, labelSelector: LABELS.payloadSecret });
+      return pods.items.length === 0 && secrets.items.length === 0;
+    });
+    // In the extension: from the request read to the answer written (its own log); round trip: what the caller saw.
+    const handling = (await readFile(ext.logFile, 'utf8')).split('\n').filter((l) => l.includes('"hook":"UpdateMachine"')).map((l) => (JSON.parse(l) as { durationMs: number }).durationMs);
+    const [slowestHandling, slowestRoundTrip] = [Math.max(...handling), Math.round(Math.max(...times))];
+    log.warn({ answers: times.length, slowestHandling, slowestRoundTrip }, 'UpdateMachine answer times (ms)');
+    assert.ok(handling.length >= times.length, 'the extension logged fewer answers than were received');
+    assert.ok(slowestHandling < 1000, `the extension took ${slowestHandling} ms to answer`);
+    assert.ok(slowestRoundTrip < 5000, `an answer took ${slowestRoundTrip} ms: over the handler's timeout`);
+  });
+
+  it('when UpdateMachine is called again for a Machine that is done, it should answer done and touch nothing', async () => {
+    const before = await annotationsOf('n1');
+    const starts = fleet.starts.get('n1');
+    assert.deepEqual(await updateMachine('n1', 'h1'), { apiVersion: HOOKS_API_VERSION, kind: 'UpdateMachineResponse', status: 'Success', retryAfterSeconds: 0, message: 'Node n1 is at h1' });
+    assert.deepEqual(await annotationsOf('n1'), before);
+    assert.equal((await core.listNamespacedPod({ namespace: GUEST_NAMESPACE })).items.length, 0);
+    assert.equal(fleet.starts.get('n1'), starts);
+  });
+
+  it('when the extension is SIGKILLed mid-update, a new process should carry on from the Node and finish', async () => {
+    await publish('h2', payload('v2'));
+    await driveMachine('n1', 'h2', (a) => /handed payload h2/.test(a.message));
+    await ext.restart();
+    const answers = await driveMachine('n1', 'h2');
+    assert.equal(answers.at(-1)?.message, 'Node n1 is at h2');
+    assert.equal(await fileOn('n1', '/etc/kindling/version'), 'v2');
+    assert.equal((await annotationsOf('n1'))[ANNOTATIONS.currentConfig], 'h2');
+  });
+
+  it('when the agent cannot apply the payload, it should answer Failure with the Degraded reason, every time it is asked', async () => {
+    await writeFile(join(fleet.rootOf('n2'), 'etc', 'blocker'), 'a file where the payload wants a folder');
+    await publish('h3', payload('v3', [{ path: '/etc/blocker/x.conf', contents: { source: 'data:,x' } }]));
+    const answers = await driveMachine('n2', 'h3');
+    const failed = answers.at(-1);
+    assert.equal(failed?.status, 'Failure');
+    assert.equal(failed?.retryAfterSeconds, 0);
+    assert.match(failed?.message ?? '', /^Node n2: failed to write \/etc\/blocker\/x\.conf: .*\(all changes rolled back\)$/);
+    assert.equal(await fileOn('n2', '/etc/kindling/version'), 'v1', 'the files were not restored');
+    assert.deepEqual(await updateMachine('n2', 'h3'), failed);
+  });
+});
