@@ -13,6 +13,7 @@ import { TokenSecretController } from './controller.js';
 import { ServingPool } from './serving/pool.js';
 import { createIgnitionMetrics } from './metrics.js';
 import { PayloadStore } from './payload/store.js';
+import { registryPayloads, type SharedPayloads } from './payload/shared.js';
 import { createValidator } from './payload/validate.js';
 import { readRelease, resolveRelease } from './release/open.js';
 import { parsePullSecret, type RegistryOptions } from './release/registry.js';
@@ -38,7 +39,8 @@ const FLAGS = {
   cacheDir: { type: 'string', default: '/var/cache/kindling-ignition', help: 'Directory persisting generated payloads across restarts' },
   cacheMaxBytes: { type: 'int', default: 256 * 1024 * 1024, help: 'Bytes of payloads kept in memory (the rest is read back from the cache directory)' },
   cacheDirMaxBytes: { type: 'int', default: 2 * 1024 * 1024 * 1024, help: 'Bytes of payload files kept in the cache directory (least recently used pruned first)' },
-  pullSecretFile: { type: 'string', default: '', help: 'dockerconfigjson pull secret for release registries' },
+  payloadRepository: { type: 'string', default: '', help: 'OCI repository (host[:port]/repository) where generated payloads are shared by every replica and kept across restarts; the leader generates, the others read. Empty: each replica generates its own' },
+  pullSecretFile: { type: 'string', default: '', help: 'dockerconfigjson pull secret for release registries (and --payload-repository, which it must let push)' },
   registryCaFile: { type: 'string', default: '', help: 'Extra CA bundle (PEM) trusted for release registries' },
   ignitionValidate: { type: 'string', default: 'ignition-validate', help: 'ignition-validate binary checking each generated payload; empty: skip' },
   certReloadInterval: { type: 'duration', default: 10_000, help: 'How often the serving certificate files are checked for changes' },
@@ -53,6 +55,7 @@ function required(cfg: IgnitionServerConfig): void {
   }
   watchedNamespaces(cfg);
   releasePolicy(cfg);
+  sharedPayloads(cfg, {});
 }
 
 const NAMESPACE = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
@@ -86,12 +89,13 @@ async function registryOptions(cfg: IgnitionServerConfig): Promise<RegistryOptio
 }
 
 /** What every replica runs: the store, the controller's informer, the HTTPS server. */
-export async function startIgnitionServer(cfg: IgnitionServerConfig, ctx: ComponentContext): Promise<{ controller: TokenSecretController; port: number; readiness: ReadinessCheck[] }> {
+export async function startIgnitionServer(cfg: IgnitionServerConfig, ctx: ComponentContext): Promise<{ lead: () => () => Promise<void>; port: number; readiness: ReadinessCheck[] }> {
   required(cfg);
   const metrics = createIgnitionMetrics(ctx.registry);
   const authority = await loadTokenAuthority(cfg.signingKeyFile);
   const registry = await registryOptions(cfg);
   const policy = releasePolicy(cfg);
+  let leading = false;
   const store = new PayloadStore({
     cacheDir: cfg.cacheDir,
     maxBytes: cfg.cacheMaxBytes,
@@ -100,6 +104,8 @@ export async function startIgnitionServer(cfg: IgnitionServerConfig, ctx: Compon
     resolve: (ref) => resolveRelease(ref, registry),
     read: (ref, digest) => readRelease(ref, registry, digest),
     validate: cfg.ignitionValidate === '' ? undefined : createValidator(cfg.ignitionValidate),
+    shared: sharedPayloads(cfg, registry),
+    generates: () => leading,
     metrics,
     log: ctx.log.child({ part: 'payloads' }),
   });
@@ -135,7 +141,24 @@ export async function startIgnitionServer(cfg: IgnitionServerConfig, ctx: Compon
   await serving.listen();
   ctx.shutdown.add('serving threads', () => serving.drain());
   ctx.log.info({ servingPort: serving.port }, 'Serving /ignition');
-  return { controller, port: serving.port, readiness: [{ name: 'token-secrets-synced', check: () => controller.synced }] };
+  const lead = (): (() => Promise<void>) => {
+    const stop = controller.lead();
+    leading = true;
+    return async () => {
+      leading = false;
+      await stop();
+    };
+  };
+  return { lead, port: serving.port, readiness: [{ name: 'token-secrets-synced', check: () => controller.synced }] };
+}
+
+function sharedPayloads(cfg: IgnitionServerConfig, registry: RegistryOptions): SharedPayloads | undefined {
+  if (cfg.payloadRepository === '') return undefined;
+  try {
+    return registryPayloads(cfg.payloadRepository, registry);
+  } catch (err) {
+    throw new ConfigError(`--payload-repository: ${(err as Error).message}`);
+  }
 }
 
 function whenIndexed(index: TokenIndex, key: string, fn: (entry: TokenSecretEntry) => void): void {
@@ -149,16 +172,16 @@ export const ignitionServerCommand: Command = defineCommand({
   flags: FLAGS,
   async run(cfg) {
     required(cfg);
-    let controller: TokenSecretController | undefined;
+    let lead: (() => () => Promise<void>) | undefined;
     await runComponent({
       name: 'kindling-ignition-server',
       config: cfg,
       async start(ctx) {
         const started = await startIgnitionServer(cfg, ctx);
-        controller = started.controller;
+        lead = started.lead;
         return started.readiness;
       },
-      lead: () => Promise.resolve(controller ? controller.lead() : async () => {}),
+      lead: () => Promise.resolve(lead ? lead() : async () => {}),
     });
     return 0;
   },

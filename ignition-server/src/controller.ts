@@ -17,7 +17,7 @@ import { isNotFound } from '../../support/src/errors.js';
 import { realClock, type Clock } from '../../support/src/timers.js';
 import type { TokenAuthority } from './tokens.js';
 import { configText, isMetadataOnly, readTokenSecret, slimTokenSecret, type CachedTokenSecret, type TokenIndex, type TokenSecret, type TokenSecretEntry } from './token-index.js';
-import { GenerationError, type ConfigSource, type PayloadStore } from './payload/store.js';
+import { GenerationError, NotGeneratedYetError, type ConfigSource, type PayloadStore } from './payload/store.js';
 import type { IgnitionMetrics } from './metrics.js';
 import { EVENT_REASONS, TokenSecretEvents } from './events.js';
 import type { GuestJoin } from './join.js';
@@ -169,7 +169,10 @@ export class TokenSecretController {
   async load(pool: string, hash: string): Promise<void> {
     const keys = this.#opts.index.unloadedFor(pool, hash);
     await Promise.all(keys.map((key) => this.#readOnce(key)));
-    const ready = Promise.all(keys.map((key) => this.#generatePayload(key)));
+    // A payload another replica generates is not waited for here: its requests answer 511 until it is shared.
+    const ready = Promise.all(keys.map((key) => this.#generatePayload(key).catch((err: unknown) => {
+      if (!(err instanceof NotGeneratedYetError)) throw err;
+    })));
     await Promise.race([ready, new Promise<void>((r) => this.#clock.setTimeout(() => r(), LOAD_PAYLOAD_WAIT_MS))]);
   }
 
@@ -270,14 +273,19 @@ export class TokenSecretController {
       const payload = await this.#opts.store.ensure(entry.secret.release, this.#configOf(entry.secret));
       if (this.#opts.index.get(key) === entry) this.#opts.index.setPayload(entry, { state: 'ready', key: payload.key });
     } catch (err) {
-      const failure = err instanceof GenerationError ? err : new GenerationError('ReleaseUnavailable', (err as Error).message);
-      this.#opts.index.setPayload(entry, { state: 'failed', reason: failure.reason, message: failure.message });
-      this.#opts.log.warn({ secret: key, reason: failure.reason, message: failure.message }, 'Payload generation failed');
-      this.#writer?.add(key);
-      if (failure.reason === 'ReleaseUnavailable') return { requeueAfterMs: this.#opts.retryMs ?? 15_000 };
-      return;
+      // Another replica generates it (shared store): pending until it is there; the queue asks again quietly.
+      if (err instanceof NotGeneratedYetError) throw err;
+      return this.#generationFailed(key, entry, err);
     }
     this.#writer?.add(key);
+  }
+
+  #generationFailed(key: string, entry: TokenSecretEntry, err: unknown): ReconcileResult | void {
+    const failure = err instanceof GenerationError ? err : new GenerationError('ReleaseUnavailable', (err as Error).message);
+    this.#opts.index.setPayload(entry, { state: 'failed', reason: failure.reason, message: failure.message });
+    this.#opts.log.warn({ secret: key, reason: failure.reason, message: failure.message }, 'Payload generation failed');
+    this.#writer?.add(key);
+    if (failure.reason === 'ReleaseUnavailable') return { requeueAfterMs: this.#opts.retryMs ?? 15_000 };
   }
 
   /** The Secret's config documents, read from the apiserver when (and only when) a generation needs them. */

@@ -33,6 +33,12 @@ export function createIgnitionMetrics(registry: Registry): IgnitionMetrics {
     buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 15, 30, 60],
     registers: [registry],
   });
+  const shared = new Counter({
+    name: 'kindling_ignition_payload_shared_total',
+    help: 'Pins and payloads read from the shared payload store (read), pushed to it (pushed), or not pushed (push_failed).',
+    labelNames: ['event'],
+    registers: [registry],
+  });
   const hits = new Counter({ name: 'kindling_ignition_payload_cache_hits_total', help: 'Payload look-ups served from memory.', registers: [registry] });
   const misses = new Counter({ name: 'kindling_ignition_payload_cache_misses_total', help: 'Payload look-ups that went to disk or generation.', registers: [registry] });
   const bytes = new Gauge({ name: 'kindling_ignition_payload_cache_bytes', help: 'Bytes of payloads held in memory.', registers: [registry] });
@@ -52,6 +58,7 @@ export function createIgnitionMetrics(registry: Registry): IgnitionMetrics {
     rotation: () => rotations.inc(),
     watchLiveTokens: (read) => void (live = read),
     generationSeconds: (s, outcome) => generation.observe({ outcome }, s),
+    shared: (event) => shared.inc({ event }),
     cacheHit: () => hits.inc(),
     cacheMiss: () => misses.inc(),
     cacheBytes: (b) => bytes.set(b),
