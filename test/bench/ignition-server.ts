@@ -39,6 +39,7 @@ import { startCluster, freePort, ManagedProcess, eventually, type Cluster } from
 import { createCertificateAuthority } from '../../support/src/pki.js';
 import { IGNITION_HEADERS, LABELS, SECRET_KEYS, tokenSecretName } from '../../api/src/keys.js';
 import { BASE_FRAGMENTS, ecKeyPem, writeReleaseFolder } from '../../ignition-server/src/testing.js';
+import { reportRows, type Row } from './table.js';
 import { buildGoReference, childPid, startGo, startNginx, type Reference, type Site } from './references.js';
 
 const KINDLING = fileURLToPath(new URL('../../../bin/kindling.js', import.meta.url));
@@ -538,16 +539,6 @@ const mib = (n: number): string => `${fmt(n / MiB, 1)} MiB`;
 const median = (xs: number[]): number => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)] ?? Number.NaN;
 const pct = (sorted: number[], p: number): number => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN;
 
-/** One row of the final table. */
-interface Row {
-  figure: string;
-  value: string;
-  reference: string;
-  ratio: number;
-  target: string;
-  pass: boolean | undefined;
-}
-
 const rows: Row[] = [];
 
 function reportThroughput(ts: Throughput[]): void {
@@ -601,16 +592,6 @@ function reportRestart(tokens: number, r: RestartResult): void {
   rows.push({ figure: 'restart: first 200 after spawn', value: `${fmt(r.firstByteMs)} ms`, reference: '5,000 ms', ratio: r.firstByteMs / 5000, target: '≤ 1.0', pass: r.firstByteMs <= 5000 });
 }
 
-function reportTable(): void {
-  out('');
-  out(`| ${'figure'.padEnd(62)} | ${'value'.padEnd(14)} | ${'reference'.padEnd(42)} | ratio | target | pass |`);
-  out(`|${'-'.repeat(64)}|${'-'.repeat(16)}|${'-'.repeat(44)}|-------|--------|------|`);
-  for (const r of rows) {
-    const pass = r.pass === undefined ? '—' : r.pass ? 'yes' : 'NO';
-    out(`| ${r.figure.padEnd(62)} | ${r.value.padEnd(14)} | ${r.reference.padEnd(42)} | ${Number.isNaN(r.ratio) ? '  —  ' : fmt(r.ratio, 2).padStart(5)} | ${r.target.padEnd(6)} | ${pass.padEnd(4)} |`);
-  }
-}
-
 async function main(): Promise<void> {
   const load = loadavg().map((l) => fmt(l, 2)).join(' ');
   out(`machine: ${availableParallelism()} cores (${cpus()[0]?.model ?? '?'}), load average at start ${load}; the server runs one serving thread per core`);
@@ -625,7 +606,7 @@ async function main(): Promise<void> {
     }
     out('');
     out(`load average at the end: ${loadavg().map((l) => fmt(l, 2)).join(' ')}`);
-    reportTable();
+    reportRows(rows);
   } finally {
     for (const p of b.processes.reverse()) await p.stop();
     await b.cluster.stop();
