@@ -12,7 +12,7 @@ import { payloadBytes, type Payload } from '../payload/payload.js';
 import type { PayloadObserver } from '../payload/store.js';
 import { ecKeyPem } from '../testing.js';
 import { eventually } from '../../../test/bed/src/eventually.js';
-import { ServingPool } from './pool.js';
+import { profilingFlags, ServingPool } from './pool.js';
 
 const POOL = 'clusters/workers';
 const HASH = 'h1';
@@ -187,5 +187,12 @@ describe('serving threads', () => {
     const gone = await get(pool.port, ca, headers(token));
     assert.equal(gone.code, 'IGN_PAYLOAD_REGENERATING');
     await eventually('the main thread told to regenerate', () => Promise.resolve(missing.includes(s.key) ? true : undefined), 20_000, 50);
+  });
+});
+
+describe('serving thread flags', () => {
+  it('when the process profiles its CPU, it should give the threads the profiling flags with their values and no other flag', () => {
+    assert.deepEqual(profilingFlags(['--cpu-prof', '--cpu-prof-dir', '/tmp/prof', '--max-old-space-size=512', '--cpu-prof-interval=500']), ['--cpu-prof', '--cpu-prof-dir=/tmp/prof', '--cpu-prof-interval=500']);
+    assert.deepEqual(profilingFlags(['--enable-source-maps']), []);
   });
 });

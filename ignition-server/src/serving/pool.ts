@@ -130,7 +130,7 @@ export class ServingPool {
     const o = this.#opts;
     const data: ThreadData = { index, certFile: o.certFile, keyFile: o.keyFile, publicKeyPem: o.publicKeyPem, logLevel: o.logLevel, logName: o.logName, reloadIntervalMs: o.reloadIntervalMs, headersTimeoutMs: o.headersTimeoutMs, requestTimeoutMs: o.requestTimeoutMs };
     // A profile of the process (the benchmark's --cpu-prof) covers the threads; other flags are the process's.
-    const worker = new Worker(THREAD_MODULE, { workerData: data, execArgv: process.execArgv.filter((a) => a.startsWith('--cpu-prof')) });
+    const worker = new Worker(THREAD_MODULE, { workerData: data, execArgv: profilingFlags(process.execArgv) });
     const thread: Thread = { worker, next: new Map() };
     worker.on('message', (msg: FromThread) => this.#onMessage(thread, msg));
     worker.on('error', (err) => this.#failed(new Error(`serving thread ${index} failed`, { cause: err })));
@@ -235,4 +235,15 @@ export class ServingPool {
 function shared(p: Payload): { key: string; minVersion: Payload['minVersion']; joinAt: number; bytes: SharedArrayBuffer; offset: number; length: number } {
   if (!(p.tail.buffer instanceof SharedArrayBuffer)) throw new Error('payload bytes are not in shared memory');
   return { key: p.key, minVersion: p.minVersion, joinAt: p.joinAt, bytes: p.tail.buffer, offset: p.tail.byteOffset, length: p.tail.length };
+}
+
+/** The process's --cpu-prof flags, each with its value when given as the next argument (`--cpu-prof-dir <dir>`). */
+export function profilingFlags(execArgv: readonly string[]): string[] {
+  const flags: string[] = [];
+  execArgv.forEach((a, i) => {
+    if (!a.startsWith('--cpu-prof')) return;
+    const value = execArgv[i + 1];
+    flags.push(a !== '--cpu-prof' && !a.includes('=') && value !== undefined ? `${a}=${value}` : a);
+  });
+  return flags;
 }
