@@ -73,8 +73,8 @@ async function bringUp(cfg: Config): Promise<Environment> {
       await Promise.all([installKindlingCrds(mgmt), installCapiCrds(mgmt), installCrds(mgmt, LOCAL_CRD_DIR)]);
       await ensureNamespace(mgmt, namespace);
     });
-    env.guest = await step('guest cluster "guest" (etcd, kube-apiserver with node authentication, kube-controller-manager signing CSRs, KWOK)', () =>
-      startCluster({ name: 'guest', dir: join(stateDir, 'guest'), kwok: true, nodeAuth: true }),
+    env.guest = await step('guest cluster "guest" (etcd, kube-apiserver with node authentication, kube-controller-manager signing CSRs, kube-scheduler, KWOK)', () =>
+      startCluster({ name: 'guest', dir: join(stateDir, 'guest'), kwok: true, nodeAuth: true, scheduler: true }),
     );
     env.capi = await step('Cluster API core manager v1.14.2 (webhooks registered)', () => startCapiManager(mgmt));
     const ignition = await step('ignition serving certificate, signing key', () => ignitionFiles(stateDir, mgmt));
@@ -85,7 +85,7 @@ async function bringUp(cfg: Config): Promise<Environment> {
     env.releases = releases;
     env.components = await step('Kindling components and local providers', () => startComponents({ mgmt, stateDir, ignition, namespace, registry: registry.host }));
     if (cfg.samples) {
-      await step('sample tenant (Cluster, LocalControlPlane, NodePools inplace ×3 and replace ×2)', () =>
+      await step('sample tenant (Cluster, LocalControlPlane, NodePools inplace ×3 and replace ×2; in the guest, shop/web ×4 behind a PodDisruptionBudget)', () =>
         applySamples(mgmt, env.guest, { namespace, release: releases[SAMPLE_RELEASES[0]] ?? '' }),
       );
       await step('sample pools Ready (hosts booted through Ignition)', () => waitForPools(mgmt, namespace, cfg.readyTimeout, out));

@@ -14,7 +14,7 @@ import * as k8s from '@kubernetes/client-node';
 import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
 import { AvailabilityWatcher } from '../../inplace-upgrader/src/testing.js';
 import { eventually, HOST_DOWN_ANNOTATION } from '../bed/src/index.js';
-import { LocalEnvironment, NS, TokenRecorder, type Machine } from './environment.js';
+import { LocalEnvironment, NS, TokenRecorder, WORKLOAD, WorkloadWatcher, type Machine } from './environment.js';
 import { describeFindings, scanLogs } from './logs.js';
 
 const MINUTES = 60_000;
@@ -98,6 +98,13 @@ describe('the local environment, end to end', { timeout: 40 * MINUTES }, () => {
     }
   });
 
+  it('when the inplace nodes joined, the sample workload should be placed on them by the guest\'s kube-scheduler, spread, and Ready behind its PodDisruptionBudget', async () => {
+    const whole = await eventually('shop/web whole on the inplace nodes', () => env.workloadWhole(), 2 * MINUTES, 1000);
+    assert.ok(whole.nodes.length >= 2, `spread over the inplace nodes, but all on ${whole.nodes.join(', ')}`);
+    const events = (await env.guest.makeApiClient(k8s.CoreV1Api).listNamespacedEvent({ namespace: WORKLOAD.namespace, fieldSelector: 'reason=Scheduled' })).items;
+    assert.ok(events.some((e) => [e.source?.component, e.reportingComponent].includes('default-scheduler')), 'bound by the default scheduler');
+  });
+
   it('when the sample hosts booted, each should have joined through its own CSR: a bootstrap token of its pool, approved by Kindling for its Machine, its Node at the release\'s kubelet version', async () => {
     const csrs = (await env.guest.makeApiClient(k8s.CertificatesV1Api).listCertificateSigningRequest()).items;
     for (const pool of ['inplace', 'replace']) {
@@ -154,6 +161,10 @@ describe('the local environment, end to end', { timeout: 40 * MINUTES }, () => {
     const uids = (await env.machines('inplace')).map((m) => m.metadata.uid).sort();
     const watcher = new AvailabilityWatcher(env.guest, byName(await env.nodes('inplace')));
     await watcher.start();
+    // The sample workload, whole again after the scale-down, is what the drains evict through its budget.
+    await eventually('shop/web whole on the inplace nodes', () => env.workloadWhole(), 3 * MINUTES, 1000);
+    const workload = new WorkloadWatcher(env.guest);
+    await workload.start();
     try {
       const next = (await env.pool('inplace')).spec.release.image.replace(/:1\.36\.2$/, ':1.36.3');
       assert.match(next, /:1\.36\.3$/);
@@ -164,10 +175,17 @@ describe('the local environment, end to end', { timeout: 40 * MINUTES }, () => {
         return hosts.length === 2 && files.every((f) => f === osRelease('1.36.3'));
       }, 10 * MINUTES, 2000);
       await eventually('the inplace pool Ready again', async () => (await env.pool('inplace')).status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'), 5 * MINUTES, 2000);
+      await eventually('shop/web whole again', () => env.workloadWhole(), 2 * MINUTES, 1000);
     } finally {
       watcher.stop();
+      workload.stop();
     }
     assert.ok(watcher.events > 0, 'the watcher saw Node events');
+    // The drains evicted the workload's pods through the Eviction API, and its budget always held.
+    assert.ok(workload.min !== Infinity, `the workload watcher never saw all ${WORKLOAD.replicas} pods available (${workload.events} events): the budget was not measured`);
+    assert.ok(workload.evicted.size >= 1, `no pod of shop/web was evicted during the rollout (${workload.events} events)`);
+    const floor = WORKLOAD.replicas - WORKLOAD.maxUnavailable;
+    assert.ok(workload.min >= floor, `shop/web dropped to ${workload.min} available pods, below the budget's ${floor}`);
     // Each node is cordoned while it updates: a watcher that never saw one unavailable measured nothing.
     assert.ok(watcher.max >= 1, `the watcher never saw a node unavailable (${watcher.events} events): the bound below was not measured`);
     assert.ok(watcher.max <= 1, `at most 1 unavailable (maxUnavailable), saw ${watcher.max}`);
