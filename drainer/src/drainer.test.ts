@@ -14,7 +14,7 @@ import { startCluster, installCapiCrds, type Cluster } from '../../test/bed/src/
 import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
 import { createLogger } from '../../support/src/logger.js';
 import { Drainer } from './drainer.js';
-import { createTestMachine, createTestNode, eventually, testMachineSet } from './testing.js';
+import { createTestMachine, createTestNode, eventually, testMachineSet, testPodFor } from './testing.js';
 
 const NS = 'default';
 const podAvailable = (pod: k8s.V1Pod): boolean =>
@@ -22,11 +22,8 @@ const podAvailable = (pod: k8s.V1Pod): boolean =>
 const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
 /** The taint that keeps every other pod off a node a test keeps for one pod of its own. */
 const dedicated = (app: string): k8s.V1Taint => ({ key: 'kindling.dev/test', value: app, effect: 'NoSchedule' });
-/** A bare pod the scheduler can place only on `node`: it selects that node and tolerates its dedicated taint. */
-const podFor = (app: string, node: string): k8s.V1Pod => ({
-  metadata: { name: app, labels: { app } },
-  spec: { nodeSelector: { 'kubernetes.io/hostname': node }, tolerations: [{ ...dedicated(app), operator: 'Equal' }], containers: [{ name: 'c', image: 'x' }] },
-});
+/** A bare pod the scheduler can place only on `node`, which a taint keeps for it. */
+const podFor = (app: string, node: string): k8s.V1Pod => testPodFor(app, node, [{ ...dedicated(app), operator: 'Equal' }]);
 
 describe('drainer', () => {
   let mgmt: Cluster;

@@ -59,3 +59,11 @@ export async function setTestNodeRef(mgmt: k8s.KubeConfig, opts: { name: string;
 export async function createTestNode(guest: k8s.KubeConfig, name: string, labels: Record<string, string> = {}, taints: k8s.V1Taint[] = []): Promise<void> {
   await guest.makeApiClient(k8s.CoreV1Api).createNode({ body: { metadata: { name, labels: { 'kubernetes.io/hostname': name, ...labels } }, spec: { taints } } });
 }
+
+/**
+ * A bare pod only `node` takes: the real kube-scheduler places it by the node's hostname label (and its
+ * `tolerations`, when a taint keeps the node for it). Labelled `app: <name>`, for a PodDisruptionBudget.
+ */
+export function testPodFor(name: string, node: string, tolerations: k8s.V1Toleration[] = []): k8s.V1Pod {
+  return { metadata: { name, labels: { app: name } }, spec: { nodeSelector: { 'kubernetes.io/hostname': node }, tolerations, containers: [{ name: 'c', image: 'x' }] } };
+}

@@ -14,6 +14,7 @@ import { LABELS, SECRET_KEYS } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 
 const START = fileURLToPath(new URL('../../local/src/start.js', import.meta.url));
+const KINDLING = fileURLToPath(new URL('../../../bin/kindling.js', import.meta.url));
 export const NS = 'tenants';
 const CAPI = { apiVersion: 'cluster.x-k8s.io/v1beta2', group: 'cluster.x-k8s.io', version: 'v1beta2' } as const;
 
@@ -156,6 +157,22 @@ export class LocalEnvironment {
     const ready = pods.filter((p) => available(p) && inplace.has(p.spec?.nodeName));
     const whole = ready.length === WORKLOAD.replicas && pods.length === WORKLOAD.replicas && pdb.status?.currentHealthy === WORKLOAD.replicas && pdb.status.disruptionsAllowed === WORKLOAD.maxUnavailable;
     return whole ? { nodes: [...new Set(ready.map((p) => p.spec?.nodeName ?? ''))].sort() } : undefined;
+  }
+
+  /** `kindling status <namespace/pool> --watch` as an operator runs it; stop() ends it and gives all it printed. */
+  watchStatus(pool: string): { stop(): Promise<string> } {
+    const child = spawn(process.execPath, [KINDLING, 'status', `${NS}/${pool}`, '--watch', `--kubeconfig=${this.mgmtKubeconfig}`], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let printed = '';
+    child.stdout.on('data', (d: Buffer) => (printed += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (printed += d.toString()));
+    const exited = new Promise<void>((r) => child.once('exit', () => r()));
+    return {
+      stop: async (): Promise<string> => {
+        if (child.exitCode === null) child.kill('SIGTERM');
+        await exited;
+        return printed;
+      },
+    };
   }
 
   async deleteMachine(name: string): Promise<void> {

@@ -165,6 +165,8 @@ describe('the local environment, end to end', { timeout: 40 * MINUTES }, () => {
     await eventually('shop/web whole on the inplace nodes', () => env.workloadWhole(), 3 * MINUTES, 1000);
     const workload = new WorkloadWatcher(env.guest);
     await workload.start();
+    const status = env.watchStatus('inplace');
+    let shown: string;
     try {
       const next = (await env.pool('inplace')).spec.release.image.replace(/:1\.36\.2$/, ':1.36.3');
       assert.match(next, /:1\.36\.3$/);
@@ -179,13 +181,19 @@ describe('the local environment, end to end', { timeout: 40 * MINUTES }, () => {
     } finally {
       watcher.stop();
       workload.stop();
+      shown = await status.stop();
     }
     assert.ok(watcher.events > 0, 'the watcher saw Node events');
     // The drains evicted the workload's pods through the Eviction API, and its budget always held.
     assert.ok(workload.min !== Infinity, `the workload watcher never saw all ${WORKLOAD.replicas} pods available (${workload.events} events): the budget was not measured`);
-    assert.ok(workload.evicted.size >= 1, `no pod of shop/web was evicted during the rollout (${workload.events} events)`);
     const floor = WORKLOAD.replicas - WORKLOAD.maxUnavailable;
     assert.ok(workload.min >= floor, `shop/web dropped to ${workload.min} available pods, below the budget's ${floor}`);
+    assert.ok(workload.evicted.size >= 1, `no pod of shop/web was evicted during the rollout (${workload.events} events)`);
+    // A node holding two or more of the pods had the budget refuse an eviction while a replacement started:
+    // the drainer said so in an Event, and the operator's status showed the drain held up by the budget.
+    const blocked = (await env.guest.makeApiClient(k8s.CoreV1Api).listNamespacedEvent({ namespace: 'default', fieldSelector: 'reason=DrainBlocked' })).items;
+    assert.ok(blocked.some((e) => /refused by PodDisruptionBudget shop\/web /.test(e.message ?? '')), `no DrainBlocked Event names shop/web: ${blocked.map((e) => e.message).join(' | ')}`);
+    assert.match(shown, /draining: blocked by PodDisruptionBudget shop\/web/, `kindling status --watch never showed the budget holding a drain:\n${shown.slice(-3000)}`);
     // Each node is cordoned while it updates: a watcher that never saw one unavailable measured nothing.
     assert.ok(watcher.max >= 1, `the watcher never saw a node unavailable (${watcher.events} events): the bound below was not measured`);
     assert.ok(watcher.max <= 1, `at most 1 unavailable (maxUnavailable), saw ${watcher.max}`);
