@@ -2,7 +2,7 @@
  * What the local environment prepares besides clusters: the ignition server's serving certificate and
  * token-signing key (kept in the state folder, so a restart serves the same tokens), a real OCI registry
  * (Debian `docker-registry`) holding the sample release images built by Kindling's release tool, and the
- * sample tenant (local/samples.yaml into the management cluster, local/workload.yaml into the guest).
+ * sample tenant (local/samples.yaml; its workload in the guest is workload.ts).
  */
 import { access, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { generateKeyPairSync } from 'node:crypto';
@@ -16,7 +16,7 @@ import { loadCertificateAuthority } from '../../support/src/pki.js';
 import { buildRelease, pushRelease } from '../../ignition-server/src/release/build.js';
 import { freePort, ManagedProcess, waitForPort, type Cluster } from '../../test/bed/src/index.js';
 
-const LOCAL_DIR = fileURLToPath(new URL('../../../local/', import.meta.url));
+export const LOCAL_DIR = fileURLToPath(new URL('../../../local/', import.meta.url));
 export const SAMPLE_RELEASES = ['1.36.2', '1.36.3'] as const;
 
 const exists = (p: string): Promise<boolean> => access(p).then(() => true, () => false);
@@ -123,12 +123,10 @@ export async function applySamples(mgmt: Cluster, guest: Cluster, opts: { namesp
   await applier.apply(secret);
   const text = (await readFile(join(LOCAL_DIR, 'samples.yaml'), 'utf8')).replaceAll('${NAMESPACE}', opts.namespace).replaceAll('${RELEASE}', opts.release);
   await createMissing(mgmt.kubeConfig, parseManifests(text, 'samples.yaml'));
-  // The tenant's own workload lives in the guest; its Pods wait for the inplace pool's nodes to join.
-  await createMissing(guest.kubeConfig, parseManifests(await readFile(join(LOCAL_DIR, 'workload.yaml'), 'utf8'), 'workload.yaml'));
 }
 
 /** Create-only, in order: on a restart the user's own changes (a new release, a scale) are kept. */
-async function createMissing(kc: k8s.KubeConfig, objects: k8s.KubernetesObject[]): Promise<void> {
+export async function createMissing(kc: k8s.KubeConfig, objects: k8s.KubernetesObject[]): Promise<void> {
   const client = k8s.KubernetesObjectApi.makeApiClient(kc);
   for (const obj of objects) {
     await client.create(obj).catch((err: { code?: number }) => {

@@ -22,6 +22,7 @@ import {
 import { startComponents, type RunningComponent } from './components.js';
 import { applySamples, ignitionFiles, sampleReleases, startRegistry, SAMPLE_RELEASES, type LocalRegistry } from './environment.js';
 import { LOCAL_CRD_DIR } from './crds.js';
+import { applyWorkload } from './workload.js';
 import { waitForPools } from './pools.js';
 
 const FLAGS = {
@@ -85,10 +86,11 @@ async function bringUp(cfg: Config): Promise<Environment> {
     env.releases = releases;
     env.components = await step('Kindling components and local providers', () => startComponents({ mgmt, stateDir, ignition, namespace, registry: registry.host }));
     if (cfg.samples) {
-      await step('sample tenant (Cluster, LocalControlPlane, NodePools inplace ×3 and replace ×2; in the guest, shop/web ×4 behind a PodDisruptionBudget)', () =>
+      await step('sample tenant (Cluster, LocalControlPlane, NodePools inplace ×3 and replace ×2)', () =>
         applySamples(mgmt, env.guest, { namespace, release: releases[SAMPLE_RELEASES[0]] ?? '' }),
       );
       await step('sample pools Ready (hosts booted through Ignition)', () => waitForPools(mgmt, namespace, cfg.readyTimeout, out));
+      await step('sample workload in the guest (shop/web ×4 on the inplace nodes, behind a PodDisruptionBudget)', () => applyWorkload(env.guest));
     }
     return env;
   } catch (err) {

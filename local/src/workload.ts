@@ -1,0 +1,26 @@
+/**
+ * The sample tenant's workload (local/workload.yaml) in the guest cluster. It is created once the inplace
+ * pool's nodes can take pods (Ready, and the not-ready taint the apiserver puts on every new Node lifted by the
+ * guest's nodelifecycle controller): pods created before would all land on the first node to join, since a
+ * soft spread only weighs the nodes that exist when a pod is placed.
+ */
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import * as k8s from '@kubernetes/client-node';
+import { parseManifests } from '../../support/src/manifests.js';
+import { eventually, type Cluster } from '../../test/bed/src/index.js';
+import { createMissing, LOCAL_DIR } from './environment.js';
+
+/** The label the sample's inplace pool puts on its Nodes (local/samples.yaml, nodeLabels), which the workload selects. */
+const INPLACE_NODES = 'kindling.dev/pool=inplace';
+const NOT_READY_TAINT = 'node.kubernetes.io/not-ready';
+
+const takesPods = (node: k8s.V1Node): boolean => node.spec?.unschedulable !== true && !node.spec?.taints?.some((t) => t.key === NOT_READY_TAINT);
+
+/** Waits (at most `timeoutMs`) until every inplace node takes pods, then creates what is missing of the workload. */
+export async function applyWorkload(guest: Cluster, timeoutMs = 60_000): Promise<void> {
+  const core = guest.kubeConfig.makeApiClient(k8s.CoreV1Api);
+  await eventually('the inplace nodes to take pods', async () => (await core.listNode({ labelSelector: INPLACE_NODES })).items.every(takesPods), timeoutMs, 500);
+  const text = await readFile(join(LOCAL_DIR, 'workload.yaml'), 'utf8');
+  await createMissing(guest.kubeConfig, parseManifests(text, 'workload.yaml'));
+}
