@@ -90,7 +90,7 @@ async function bringUp(cfg: Config): Promise<Environment> {
         applySamples(mgmt, env.guest, { namespace, release: releases[SAMPLE_RELEASES[0]] ?? '' }),
       );
       await step('sample pools Ready (hosts booted through Ignition)', () => waitForPools(mgmt, namespace, cfg.readyTimeout, out));
-      await step('sample workload in the guest (shop/web ×4 on the inplace nodes, behind a PodDisruptionBudget)', () => applyWorkload(env.guest));
+      await step('sample workload in the guest (shop/web ×4 on the inplace nodes, behind a PodDisruptionBudget)', () => applyWorkload(env.guest, out));
     }
     return env;
   } catch (err) {
