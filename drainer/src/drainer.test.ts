@@ -21,7 +21,7 @@ const podAvailable = (pod: k8s.V1Pod): boolean =>
   !pod.metadata?.deletionTimestamp && pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true;
 const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
 /** The taint that keeps every other pod off a node a test keeps for one pod of its own. */
-const dedicated = (app: string): k8s.V1Taint => ({ key: 'kindling.dev/test', value: app, effect: 'NoSchedule' });
+const dedicated = (app: string): k8s.V1Taint => ({ key: 'dedicated', value: app, effect: 'NoSchedule' });
 /** A bare pod the scheduler can place only on `node`, which a taint keeps for it. */
 const podFor = (app: string, node: string): k8s.V1Pod => testPodFor(app, node, [{ ...dedicated(app), operator: 'Equal' }]);
 

@@ -191,11 +191,13 @@ describe('the local environment, end to end', { timeout: 40 * MINUTES }, () => {
     const floor = WORKLOAD.replicas - WORKLOAD.maxUnavailable;
     assert.ok(workload.min >= floor, `shop/web dropped to ${workload.min} available pods, below the budget's ${floor}`);
     assert.ok(workload.evicted.size >= 1, `no pod of shop/web was evicted during the rollout (${workload.events} events)`);
-    // A node holding two or more of the pods had the budget refuse an eviction while a replacement started:
-    // the drainer said so in an Event, and the operator's status showed the drain held up by the budget.
+    // When the budget refused an eviction (the drainer's DrainBlocked Event says so), the operator's status
+    // showed the drain held up by it. A refusal is usual (a drained node holds two or more of the pods) but not
+    // certain: one run of 4 saw the evictions go one at a time with no refusal at all.
     const blocked = (await env.guest.makeApiClient(k8s.CoreV1Api).listNamespacedEvent({ namespace: 'default', fieldSelector: 'reason=DrainBlocked' })).items;
-    assert.ok(blocked.some((e) => /refused by PodDisruptionBudget shop\/web /.test(e.message ?? '')), `no DrainBlocked Event names shop/web: ${blocked.map((e) => e.message).join(' | ')}`);
-    assert.match(shown, /draining: blocked by PodDisruptionBudget shop\/web/, `kindling status --watch never showed the budget holding a drain:\n${shown.slice(-3000)}`);
+    if (blocked.some((e) => /refused by PodDisruptionBudget shop\/web /.test(e.message ?? ''))) {
+      assert.match(shown, /draining: blocked by PodDisruptionBudget shop\/web/, `the budget refused an eviction, but kindling status --watch never showed it:\n${shown.slice(-3000)}`);
+    }
     // Each node is cordoned while it updates: a watcher that never saw one unavailable measured nothing.
     assert.ok(watcher.max >= 1, `the watcher never saw a node unavailable (${watcher.events} events): the bound below was not measured`);
     assert.ok(watcher.max <= 1, `at most 1 unavailable (maxUnavailable), saw ${watcher.max}`);
