@@ -193,7 +193,8 @@ describe('the local environment, end to end', { timeout: 40 * MINUTES }, () => {
     assert.ok(workload.evicted.size >= 1, `no pod of shop/web was evicted during the rollout (${workload.events} events)`);
     // When the budget refused an eviction (the drainer's DrainBlocked Event says so), the operator's status
     // showed the drain held up by it. A refusal is usual (a drained node holds two or more of the pods) but not
-    // certain: one run of 4 saw the evictions go one at a time with no refusal at all.
+    // certain: one run of 4 saw the evictions go one at a time with no refusal at all (probably the apiserver's
+    // own retry of a conflicting budget update, half a second later, finding a replacement Ready by then).
     const blocked = (await env.guest.makeApiClient(k8s.CoreV1Api).listNamespacedEvent({ namespace: 'default', fieldSelector: 'reason=DrainBlocked' })).items;
     if (blocked.some((e) => /refused by PodDisruptionBudget shop\/web /.test(e.message ?? ''))) {
       assert.match(shown, /draining: blocked by PodDisruptionBudget shop\/web/, `the budget refused an eviction, but kindling status --watch never showed it:\n${shown.slice(-3000)}`);
