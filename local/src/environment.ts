@@ -16,7 +16,7 @@ import { loadCertificateAuthority } from '../../support/src/pki.js';
 import { buildRelease, pushRelease } from '../../ignition-server/src/release/build.js';
 import { freePort, ManagedProcess, waitForPort, type Cluster } from '../../test/bed/src/index.js';
 
-export const LOCAL_DIR = fileURLToPath(new URL('../../../local/', import.meta.url));
+const LOCAL_DIR = fileURLToPath(new URL('../../../local/', import.meta.url));
 export const SAMPLE_RELEASES = ['1.36.2', '1.36.3'] as const;
 
 const exists = (p: string): Promise<boolean> => access(p).then(() => true, () => false);

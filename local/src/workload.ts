@@ -5,12 +5,13 @@
  * soft spread only weighs the nodes that exist when a pod is placed.
  */
 import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
 import { parseManifests } from '../../support/src/manifests.js';
 import { eventually, type Cluster } from '../../test/bed/src/index.js';
-import { createMissing, LOCAL_DIR } from './environment.js';
+import { createMissing } from './environment.js';
 
+const WORKLOAD_FILE = fileURLToPath(new URL('../../../local/workload.yaml', import.meta.url));
 /** The label the sample's inplace pool puts on its Nodes (local/samples.yaml, nodeLabels), which the workload selects. */
 const INPLACE_NODES = 'kindling.dev/pool=inplace';
 const NOT_READY_TAINT = 'node.kubernetes.io/not-ready';
@@ -28,6 +29,6 @@ export async function applyWorkload(guest: Cluster, print: (line: string) => voi
   await eventually('the inplace nodes to take pods', allJoined, timeoutMs, 500).catch((err: unknown) => {
     print(`\n    ${err instanceof Error ? err.message : String(err)}: creating the workload anyway (its pods may not be spread)`);
   });
-  const text = await readFile(join(LOCAL_DIR, 'workload.yaml'), 'utf8');
+  const text = await readFile(WORKLOAD_FILE, 'utf8');
   await createMissing(guest.kubeConfig, parseManifests(text, 'workload.yaml'));
 }
