@@ -2,7 +2,7 @@
  * What the local environment prepares besides clusters: the ignition server's serving certificate and
  * token-signing key (kept in the state folder, so a restart serves the same tokens), a real OCI registry
  * (Debian `docker-registry`) holding the sample release images built by Kindling's release tool, and the
- * sample tenant (local/samples.yaml).
+ * sample tenant (local/samples.yaml; its workload in the guest is workload.ts).
  */
 import { access, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { generateKeyPairSync } from 'node:crypto';
@@ -141,10 +141,14 @@ export async function applySamples(mgmt: Cluster, guest: Cluster, opts: { namesp
   } as k8s.KubernetesObject;
   await applier.apply(secret);
   const text = (await readFile(join(LOCAL_DIR, 'samples.yaml'), 'utf8')).replaceAll('${NAMESPACE}', opts.namespace).replaceAll('${RELEASE}', opts.release);
-  // Create-only: on a restart the user's own changes (a new release, a scale) are kept.
-  const objects = k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig);
-  for (const obj of parseManifests(text, 'samples.yaml')) {
-    await objects.create(obj).catch((err: { code?: number }) => {
+  await createMissing(mgmt.kubeConfig, parseManifests(text, 'samples.yaml'));
+}
+
+/** Create-only, in order: on a restart the user's own changes (a new release, a scale) are kept. */
+export async function createMissing(kc: k8s.KubeConfig, objects: k8s.KubernetesObject[]): Promise<void> {
+  const client = k8s.KubernetesObjectApi.makeApiClient(kc);
+  for (const obj of objects) {
+    await client.create(obj).catch((err: { code?: number }) => {
       if (err.code !== 409) throw err;
     });
   }

@@ -27,6 +27,7 @@ import { startComponents, stopComponents, type RunningComponent } from './compon
 import type { Restart } from './supervisor.js';
 import { applySamples, ignitionFiles, sampleReleases, startRegistry, SAMPLE_RELEASES, type LocalRegistry } from './environment.js';
 import { LOCAL_CRD_DIR } from './crds.js';
+import { applyWorkload } from './workload.js';
 import { waitForPools } from './pools.js';
 
 const FLAGS = {
@@ -95,8 +96,8 @@ async function bringUp(cfg: Config): Promise<Environment> {
       await Promise.all([installKindlingCrds(mgmt), installCapiCrds(mgmt), installCrds(mgmt, LOCAL_CRD_DIR)]);
       await ensureNamespace(mgmt, namespace);
     });
-    env.guest = await step('guest cluster "guest" (etcd, kube-apiserver with node authentication, kube-controller-manager signing CSRs, KWOK)', () =>
-      startCluster({ name: 'guest', dir: join(stateDir, 'guest'), kwok: true, nodeAuth: true }),
+    env.guest = await step('guest cluster "guest" (etcd, kube-apiserver with node authentication, kube-controller-manager signing CSRs, kube-scheduler, KWOK)', () =>
+      startCluster({ name: 'guest', dir: join(stateDir, 'guest'), kwok: true, nodeAuth: true, scheduler: true }),
     );
     env.capi = await step('Cluster API core manager v1.14.2 (webhooks registered)', () => startCapiManager(mgmt));
     const ignition = await step('ignition serving certificate, signing key', () => ignitionFiles(stateDir, mgmt, cfg.replicas));
@@ -115,6 +116,7 @@ async function bringUp(cfg: Config): Promise<Environment> {
         applySamples(mgmt, env.guest, { namespace, release: releases[SAMPLE_RELEASES[0]] ?? '' }),
       );
       await step('sample pools Ready (hosts booted through Ignition)', () => waitForPools(mgmt, namespace, cfg.readyTimeout, out));
+      await step('sample workload in the guest (shop/web ×4 on the inplace nodes, behind a PodDisruptionBudget)', () => applyWorkload(env.guest, out));
     }
     return env;
   } catch (err) {
