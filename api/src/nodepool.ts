@@ -22,6 +22,10 @@ export interface Taint {
   effect: 'NoSchedule' | 'PreferNoSchedule' | 'NoExecute';
 }
 
+/** spec.management.inPlace.healthCheckTimeout when unset: long enough for a real host to reboot and its
+ * kubelet to post a Ready status, short enough that a broken update is rolled back while someone watches. */
+export const DEFAULT_HEALTH_CHECK_TIMEOUT = '5m';
+
 export interface NodePoolSpec {
   clusterName: string;
   release: { image: string; allowPrerelease?: boolean };
@@ -33,7 +37,12 @@ export interface NodePoolSpec {
       strategy?: ReplaceStrategy;
       rollingUpdate?: { maxSurge?: IntOrPercent; maxUnavailable?: IntOrPercent };
     };
-    inPlace?: { maxUnavailable?: IntOrPercent };
+    inPlace?: {
+      maxUnavailable?: IntOrPercent;
+      /** How long a node has, after the reboot of an in-place update, to be Ready at the payload's kubelet
+       * version before its agent rolls the update back (a Go duration; default DEFAULT_HEALTH_CHECK_TIMEOUT). */
+      healthCheckTimeout?: string;
+    };
     autoRepair?: boolean;
   };
   config?: { name: string }[];

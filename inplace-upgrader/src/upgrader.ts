@@ -183,7 +183,8 @@ export class InPlaceUpgrader {
     await ensureBase(session);
     await Promise.all(
       nodes.map(async (node) => {
-        await handOutNode(session, { node, pool, hash: target, config, agentImage: this.#opts.agentImage });
+        const healthCheckTimeout = ctx.ms.metadata.annotations?.[ANNOTATIONS.healthCheckTimeout];
+        await handOutNode(session, { node, pool, hash: target, config, agentImage: this.#opts.agentImage, healthCheckTimeout });
         this.#started.inc();
         ctx.log.info({ node }, 'Node handed the target config');
       }),
