@@ -153,13 +153,23 @@ export const ANNOTATIONS = {
   approvedClientCsr: 'kindling.dev/approved-client-csr',
 
   // ---- Cluster API ----
-  /** Pauses Cluster API reconciliation of an object. Written by the nodepool-controller (pausedUntil). */
+  /** Pauses Cluster API reconciliation of an object. Written by the nodepool-controller (pausedUntil); read by
+   * Cluster API and by the in-place engines, which hand out no further node while it is set (nodes already
+   * handed out finish). */
   capiPaused: 'cluster.x-k8s.io/paused',
+  /** On a Machine: its MachineHealthCheck does not remediate it (Cluster API v1.14 honours the key's presence;
+   * it does not itself spare a Machine under an in-place update). Written by the in-place engines, value
+   * SKIP_REMEDIATION_INPLACE, when they hand the Machine's node a target, and removed (only that value) once
+   * the node is done or the target is gone; kept while the node is Degraded. Read by Cluster API. */
+  capiSkipRemediation: 'cluster.x-k8s.io/skip-remediation',
   /** Cluster autoscaler bounds on a MachineSet/MachineDeployment. Written by the nodepool-controller; read
    * by the cluster-autoscaler's Cluster API provider. */
   autoscalerMinSize: 'cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size',
   autoscalerMaxSize: 'cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size',
 } as const;
+
+/** Value of ANNOTATIONS.capiSkipRemediation Kindling writes: one someone else wrote is never removed. */
+export const SKIP_REMEDIATION_INPLACE = 'kindling-inplace-update';
 
 /** Values of ANNOTATIONS.state, as the machine-config-daemon writes them. */
 export const NODE_STATES = { working: 'Working', done: 'Done', degraded: 'Degraded' } as const;

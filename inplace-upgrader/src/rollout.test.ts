@@ -144,6 +144,23 @@ describe('in-place rollout', () => {
     assert.equal(fleet.starts.get('n13'), undefined, 'n13 got an agent');
   }
 
+  /** Degraded with the gate's reason, back on its old files and units (a kubelet config the kubelet takes), Ready again. */
+  async function assertRolledBack(failed: string, failure: string, restarts: number): Promise<void> {
+    const ann = (await core.readNode({ name: failed })).metadata?.annotations ?? {};
+    assert.equal(ann[ANNOTATIONS.state], 'Degraded');
+    assert.equal(`${failed}: ${ann[ANNOTATIONS.reason]}`, failure);
+    assert.equal(ann[ANNOTATIONS.currentConfig], 'h7');
+    assert.equal(await fileOn(failed, '/etc/kindling/version'), 'v7');
+    assert.match(await fileOn(failed, '/etc/systemd/system/kindling-demo.service'), /echo v7/);
+    assert.doesNotMatch(await fileOn(failed, '/etc/kubernetes/kubelet.conf'), /maxPods/);
+    // Started for the update, restarted by its reboot, then by the rollback's.
+    assert.ok(restarts >= 3, `${failed}'s agent was started ${restarts} times: not by two reboots`);
+    await eventually(`${failed} to be Ready on its old config`, async () => {
+      const n = await core.readNode({ name: failed });
+      return isReady(n) && n.metadata?.annotations?.[ANNOTATIONS.hostDown] === undefined;
+    }, 30_000);
+  }
+
   /** The drain failure is on the node (annotation and Event), the drain is not marked done, nothing was applied. */
   async function assertDrainGivenUp(node: string, hash: string): Promise<void> {
     const ann = (await core.readNode({ name: node })).metadata?.annotations ?? {};
@@ -331,6 +348,30 @@ describe('in-place rollout', () => {
     assert.equal(ms.metadata.annotations?.[ANNOTATIONS.inPlaceFailure], undefined);
     await assertAllAt('h7', 'v7');
     assert.ok(watcher.max <= 3, `${watcher.max} nodes were unavailable at once`);
+  });
+
+  it('when the payload holds a kubelet config the kubelet refuses, it should roll the first node back to its old files after the health check timeout, leave it Degraded with the reason, and touch no other node', async () => {
+    const broken = { apiVersion: 'machineconfiguration.openshift.io/v1', kind: 'KubeletConfig', metadata: { name: '99-broken' }, spec: { kubeletConfig: { maxPods: -1 } } };
+    const secret = tokenSecret({ namespace: NS, pool: POOL, hash: 'h9', release: ignition.release, config: [machineConfig('50-test', payload('v9')), broken] });
+    await mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api).createNamespacedSecret({ namespace: NS, body: secret });
+    const startsBefore = new Map(NODES.map((n) => [n, fleet.starts.get(n) ?? 0]));
+    await annotateSet({ [ANNOTATIONS.targetConfigHash]: 'h9', [ANNOTATIONS.maxUnavailable]: '1', [ANNOTATIONS.healthCheckTimeout]: '5s' });
+    const failure = await eventually('the rollout to halt on the health check', async () => (await machineSet()).metadata.annotations?.[ANNOTATIONS.inPlaceFailure], 120_000, 200);
+    assert.match(failure, /^n\d\d: health check failed: 5s after the reboot into h9, the Node is not Ready \(Ready=False, KubeletConfigInvalid: kubelet cannot start: invalid configuration: maxPods \(--max-pods\) -1 must not be a negative number\); restored the previous files and units and rebooted$/);
+    const failed = failure.split(':')[0] ?? '';
+    await assertRolledBack(failed, failure, (fleet.starts.get(failed) ?? 0) - (startsBefore.get(failed) ?? 0));
+    // Halted: nothing else was handed h9 or restarted, and it stays so.
+    await new Promise((r) => setTimeout(r, 3_000));
+    const handed = (await nodes()).filter((n) => n.metadata?.annotations?.[ANNOTATIONS.desiredConfig] === 'h9').map((n) => n.metadata?.name);
+    assert.deepEqual(handed, [failed]);
+    for (const n of NODES.filter((x) => x !== failed)) {
+      assert.equal(fleet.starts.get(n) ?? 0, startsBefore.get(n), `${n} was touched`);
+      assert.equal(await fileOn(n, '/etc/kindling/version'), 'v7');
+    }
+    const ms = await machineSet();
+    assert.equal(ms.metadata.annotations?.[ANNOTATIONS.inPlaceProgress], '0 of 10 updated');
+    assert.equal(ms.metadata.annotations?.[ANNOTATIONS.currentConfigHash], 'h7');
+    assert.equal((await core.readNode({ name: failed })).metadata?.annotations?.[ANNOTATIONS.state], 'Degraded', 'the agent tried the update again');
   });
 
   it('when the upgrader, the drainer and agents are SIGKILLed at random moments mid-rollout, it should still complete with the invariants held', async () => {
