@@ -55,10 +55,34 @@ export interface NodePoolSpec {
   pausedUntil?: string;
 }
 
+/** What a change of one input does to the nodes: labels, taints and timeouts reach them where they are
+ * (Propagate); a new payload is applied in place (InPlace) or new Machines replace the old (Rollout); a new
+ * template of an InPlace pool reaches only Machines created from now on (NewMachines). */
+export type RolloutStrategy = 'Propagate' | 'InPlace' | 'Rollout' | 'NewMachines';
+
+export interface RolloutChange {
+  input: 'release' | 'config' | 'template';
+  /** Which: the release images, "<kind> <name> added|removed|changed in ConfigMap <name>", the templates. */
+  detail: string;
+  strategy: RolloutStrategy;
+}
+
+/** The rollout under way, recorded by the nodepool-controller when it first sees it (the config hash or
+ * the template changed) and kept until it completes. */
+export interface RolloutRecord {
+  /** Config hashes: the nodes' and the target. */
+  from: string;
+  to: string;
+  /** When the controller first saw it (RFC3339). */
+  since: string;
+  changes: RolloutChange[];
+}
+
 export interface NodePoolStatus {
   replicas?: number;
   version?: string;
   configHash?: string;
+  rollout?: RolloutRecord;
   observedGeneration?: number;
   conditions?: Condition[];
 }

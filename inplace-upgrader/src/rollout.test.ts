@@ -383,7 +383,7 @@ describe('in-place rollout', () => {
 
   it('when the pool is paused mid-rollout, it should hand out no further node, let those handed out finish, say where it stopped; once cleared, it should complete', async () => {
     watcher.reset();
-    await target('h10', payload('v10'), '2');
+    await target('h10', payload('v10'), '5');
     const at = (hash: string): Promise<string[]> => nodes().then((ns) => ns.filter((n) => n.metadata?.annotations?.[ANNOTATIONS.currentConfig] === hash).map((n) => n.metadata?.name ?? '').sort());
     await eventually('a node at h10 while others are not yet', async () => (await at('h10')).length > 0, 120_000, 100);
     await annotateSet({ [ANNOTATIONS.capiPaused]: 'true' });
@@ -405,7 +405,7 @@ describe('in-place rollout', () => {
     const ms = await completed('h10', 180_000);
     assert.equal(ms.metadata.annotations?.[ANNOTATIONS.inPlaceProgress], undefined);
     await assertAllAt('h10', 'v10');
-    assert.ok(watcher.max <= 2, `${watcher.max} nodes were unavailable at once`);
+    assert.ok(watcher.max <= 5, `${watcher.max} nodes were unavailable at once`);
     assert.deepEqual(await sparedMachines(), []);
   });
 
