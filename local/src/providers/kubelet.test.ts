@@ -3,6 +3,10 @@ import assert from 'node:assert/strict';
 import { mkdir, mkdtemp, readFile, rm, access, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { renderPayload } from '../../../ignition-server/src/payload/render.js';
+import type { ReleaseManifest } from '../../../ignition-server/src/release/types.js';
+import { decodeDataUrl } from '../../../inplace-upgrader/src/agent/ignition.js';
 import * as k8s from '@kubernetes/client-node';
 import { HOST_PATHS } from '../../../api/src/host-paths.js';
 import { ANNOTATIONS, BOOTSTRAP_GROUP, bootstrapPoolGroup } from '../../../api/src/keys.js';
@@ -117,6 +121,22 @@ describe('kubelet: a config it refuses', () => {
     // "true" is a test's dead host: not the kubelet's to clear.
     assert.equal(hostStatusPatches(ok, 'true', new Date()).metadata, undefined);
     assert.equal(hostStatusPatches({ ...ok, configProblem: 'x' }, 'true', new Date()).metadata, undefined);
+  });
+});
+
+describe('kubelet: the sample releases', () => {
+  const releases = fileURLToPath(new URL('../../../../local/releases/', import.meta.url));
+  const kubeletConfigOf = async (version: string): Promise<string | undefined> => {
+    const read = async (path: string): Promise<Record<string, unknown>> => JSON.parse(await readFile(join(releases, version, path), 'utf8')) as Record<string, unknown>;
+    const release = { digest: 'sha256:0', manifest: (await read('release.json')) as unknown as ReleaseManifest, fragments: [{ name: '00-base.json', config: await read('ignition/00-base.json') }] };
+    const files = ((renderPayload(release, []).config.storage as { files?: { path: string; contents: { source: string } }[] }).files ?? []);
+    const source = files.find((f) => f.path === HOST_PATHS.kubeletConfig)?.contents.source;
+    return source === undefined ? undefined : decodeDataUrl(source).toString('utf8');
+  };
+
+  it('when 1.36.3-broken-kubelet is rendered, its kubelet config should be one the kubelet refuses; 1.36.3 one it takes', async () => {
+    assert.match(kubeletConfigProblem(await kubeletConfigOf('1.36.3-broken-kubelet')) ?? '', /^invalid configuration: maxPods \(--max-pods\) -1 must not be a negative number$/);
+    assert.equal(kubeletConfigProblem(await kubeletConfigOf('1.36.3')), undefined);
   });
 });
 
