@@ -144,29 +144,6 @@ describe('in-place rollout', () => {
     assert.equal(fleet.starts.get('n13'), undefined, 'n13 got an agent');
   }
 
-  /** Machines carrying skip-remediation (a MachineHealthCheck would leave them alone), by name. */
-  async function sparedMachines(): Promise<string[]> {
-    const list = (await custom.listNamespacedCustomObject({ group: CAPI_GROUP, version: 'v1beta2', namespace: NS, plural: 'machines' })) as { items: { metadata: { name: string; annotations?: Record<string, string> } }[] };
-    return list.items.filter((m) => m.metadata.annotations?.[ANNOTATIONS.capiSkipRemediation] !== undefined).map((m) => m.metadata.name).sort();
-  }
-
-  /** Degraded with the gate's reason, back on its old files and units (a kubelet config the kubelet takes), Ready again. */
-  async function assertRolledBack(failed: string, failure: string, restarts: number): Promise<void> {
-    const ann = (await core.readNode({ name: failed })).metadata?.annotations ?? {};
-    assert.equal(ann[ANNOTATIONS.state], 'Degraded');
-    assert.equal(`${failed}: ${ann[ANNOTATIONS.reason]}`, failure);
-    assert.equal(ann[ANNOTATIONS.currentConfig], 'h7');
-    assert.equal(await fileOn(failed, '/etc/kindling/version'), 'v7');
-    assert.match(await fileOn(failed, '/etc/systemd/system/kindling-demo.service'), /echo v7/);
-    assert.doesNotMatch(await fileOn(failed, '/etc/kubernetes/kubelet.conf'), /maxPods/);
-    // Started for the update, restarted by its reboot, then by the rollback's.
-    assert.ok(restarts >= 3, `${failed}'s agent was started ${restarts} times: not by two reboots`);
-    await eventually(`${failed} to be Ready on its old config`, async () => {
-      const n = await core.readNode({ name: failed });
-      return isReady(n) && n.metadata?.annotations?.[ANNOTATIONS.hostDown] === undefined;
-    }, 30_000);
-  }
-
   /** The drain failure is on the node (annotation and Event), the drain is not marked done, nothing was applied. */
   async function assertDrainGivenUp(node: string, hash: string): Promise<void> {
     const ann = (await core.readNode({ name: node })).metadata?.annotations ?? {};
@@ -354,59 +331,6 @@ describe('in-place rollout', () => {
     assert.equal(ms.metadata.annotations?.[ANNOTATIONS.inPlaceFailure], undefined);
     await assertAllAt('h7', 'v7');
     assert.ok(watcher.max <= 3, `${watcher.max} nodes were unavailable at once`);
-  });
-
-  it('when the payload holds a kubelet config the kubelet refuses, it should roll the first node back to its old files after the health check timeout, leave it Degraded with the reason, and touch no other node', async () => {
-    const broken = { apiVersion: 'machineconfiguration.openshift.io/v1', kind: 'KubeletConfig', metadata: { name: '99-broken' }, spec: { kubeletConfig: { maxPods: -1 } } };
-    const secret = tokenSecret({ namespace: NS, pool: POOL, hash: 'h9', release: ignition.release, config: [machineConfig('50-test', payload('v9')), broken] });
-    await mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api).createNamespacedSecret({ namespace: NS, body: secret });
-    const startsBefore = new Map(NODES.map((n) => [n, fleet.starts.get(n) ?? 0]));
-    await annotateSet({ [ANNOTATIONS.targetConfigHash]: 'h9', [ANNOTATIONS.maxUnavailable]: '1', [ANNOTATIONS.healthCheckTimeout]: '5s' });
-    const failure = await eventually('the rollout to halt on the health check', async () => (await machineSet()).metadata.annotations?.[ANNOTATIONS.inPlaceFailure], 120_000, 200);
-    assert.match(failure, /^n\d\d: health check failed: 5s after the reboot into h9, the Node is not Ready \(Ready=False, KubeletConfigInvalid: kubelet cannot start: invalid configuration: maxPods \(--max-pods\) -1 must not be a negative number\); restored the previous files and units and rebooted$/);
-    const failed = failure.split(':')[0] ?? '';
-    await assertRolledBack(failed, failure, (fleet.starts.get(failed) ?? 0) - (startsBefore.get(failed) ?? 0));
-    // Halted: nothing else was handed h9 or restarted, and it stays so.
-    await new Promise((r) => setTimeout(r, 3_000));
-    const handed = (await nodes()).filter((n) => n.metadata?.annotations?.[ANNOTATIONS.desiredConfig] === 'h9').map((n) => n.metadata?.name);
-    assert.deepEqual(handed, [failed]);
-    for (const n of NODES.filter((x) => x !== failed)) {
-      assert.equal(fleet.starts.get(n) ?? 0, startsBefore.get(n), `${n} was touched`);
-      assert.equal(await fileOn(n, '/etc/kindling/version'), 'v7');
-    }
-    assert.deepEqual(await sparedMachines(), [`${POOL}-${failed}`], 'the Degraded node\'s Machine is not spared from remediation');
-    const ms = await machineSet();
-    assert.equal(ms.metadata.annotations?.[ANNOTATIONS.inPlaceProgress], '0 of 10 updated');
-    assert.equal(ms.metadata.annotations?.[ANNOTATIONS.currentConfigHash], 'h7');
-    assert.equal((await core.readNode({ name: failed })).metadata?.annotations?.[ANNOTATIONS.state], 'Degraded', 'the agent tried the update again');
-  });
-
-  it('when the pool is paused mid-rollout, it should hand out no further node, let those handed out finish, say where it stopped; once cleared, it should complete', async () => {
-    watcher.reset();
-    await target('h10', payload('v10'), '5');
-    const at = (hash: string): Promise<string[]> => nodes().then((ns) => ns.filter((n) => n.metadata?.annotations?.[ANNOTATIONS.currentConfig] === hash).map((n) => n.metadata?.name ?? '').sort());
-    await eventually('a node at h10 while others are not yet', async () => (await at('h10')).length > 0, 120_000, 100);
-    await annotateSet({ [ANNOTATIONS.capiPaused]: 'true' });
-    // Nodes handed out before the pause finish; then the progress says where the rollout stopped.
-    const progress = await eventually('the rollout to stop', async () => {
-      const text = (await machineSet()).metadata.annotations?.[ANNOTATIONS.inPlaceProgress] ?? '';
-      return /^(\d+) of 10 updated; paused at \1 of 10 by spec\.pausedUntil: no node is handed out until it clears$/.test(text) ? text : undefined;
-    }, 120_000, 200);
-    const handed = async (): Promise<string[]> => (await nodes()).filter((n) => n.metadata?.annotations?.[ANNOTATIONS.desiredConfig] === 'h10').map((n) => n.metadata?.name ?? '').sort();
-    const stopped = await handed();
-    assert.deepEqual(await at('h10'), stopped, 'a node handed out before the pause did not finish');
-    assert.ok(stopped.length < 10, 'the rollout completed before the pause');
-    assert.equal(progress, `${stopped.length} of 10 updated; paused at ${stopped.length} of 10 by spec.pausedUntil: no node is handed out until it clears`);
-    await new Promise((r) => setTimeout(r, 4_000));
-    assert.deepEqual(await handed(), stopped, 'a node was handed out while paused');
-    assert.deepEqual(await sparedMachines(), [], 'a finished node\'s Machine is still spared from remediation');
-
-    await annotateSet({ [ANNOTATIONS.capiPaused]: null });
-    const ms = await completed('h10', 180_000);
-    assert.equal(ms.metadata.annotations?.[ANNOTATIONS.inPlaceProgress], undefined);
-    await assertAllAt('h10', 'v10');
-    assert.ok(watcher.max <= 5, `${watcher.max} nodes were unavailable at once`);
-    assert.deepEqual(await sparedMachines(), []);
   });
 
   it('when the upgrader, the drainer and agents are SIGKILLed at random moments mid-rollout, it should still complete with the invariants held', async () => {
