@@ -36,4 +36,8 @@ export const HOST_PATHS = {
    * payload rendering (and by the in-place agent when it applies a new one); read by the kubelet (the version
    * and OS image it reports in its Node's status.nodeInfo) and operators. */
   releaseInfo: '/etc/kindling/release.json',
+  /** This boot's ID, new at every boot. Written by the kernel (on a simulated host, by the agent's simulated
+   * reboot); read by the kubelet (status.nodeInfo.bootID) and the agent, whose health gate after an in-place
+   * reboot counts a Node's status only once its bootID is this boot's. */
+  bootId: '/proc/sys/kernel/random/boot_id',
 } as const;

@@ -18,7 +18,7 @@ const NAME_FORMS: Record<string, () => string> = {
 /** Exports that read names rather than make them: nothing of their own to document. */
 const READERS = new Set(['poolOfBootstrapGroup']);
 /** Values of a key rather than keys (and the API group): the doc shows them in their key's row. */
-const VALUES = new Set(['GROUP', 'NODE_STATES.working', 'NODE_STATES.done', 'NODE_STATES.degraded', 'DRAIN_PREFIX', 'UNCORDON_PREFIX']);
+const VALUES = new Set(['GROUP', 'NODE_STATES.working', 'NODE_STATES.done', 'NODE_STATES.degraded', 'DRAIN_PREFIX', 'UNCORDON_PREFIX', 'SKIP_REMEDIATION_INPLACE']);
 
 /** Every string an export holds, with where it comes from (`ANNOTATIONS.state`). */
 function strings(value: unknown, path: string): [string, string][] {

@@ -91,6 +91,12 @@ export const ANNOTATIONS = {
   currentConfigHash: 'kindling.dev/current-config-hash',
   /** Resolved maxUnavailable (an integer ≥ 1). Written by the nodepool-controller; read by the upgrader. */
   maxUnavailable: 'kindling.dev/max-unavailable',
+  /** How long a node has after the reboot of an in-place update to pass the health gate (Ready, its kubelet at
+   * the payload's version, reported since this boot), as a Go duration ("5m"). On a MachineSet: written by the
+   * nodepool-controller (spec.management.inPlace.healthCheckTimeout, defaulted), read by the inplace-upgrader.
+   * On a guest Node: written by whoever hands the node its target (guest.ts handOutNode, both in-place
+   * engines), in the same patch as desiredConfig; read by the agent, which rolls the update back once it passes. */
+  healthCheckTimeout: 'kindling.dev/health-check-timeout',
   /** Rollout progress, "N of M updated", then each drain a PodDisruptionBudget holds up ("; n03 draining,
    * blocked by PodDisruptionBudget ns/x"). Written by the inplace-upgrader; read by the nodepool-controller
    * (the UpdatingConfig/UpdatingVersion message, as is) and `kindling status` (the counts before any ";"). */
@@ -126,6 +132,12 @@ export const ANNOTATIONS = {
    * read by the inplace-upgrader (rollout progress, so the NodePool's condition names the budget) and
    * `kindling status`. */
   drainBlocked: 'kindling.dev/drain-blocked',
+  /** On a Node whose host's kubelet is down, KWOK stops heartbeating it (stages of test/bed/kwok-stages.yaml
+   * select on it). "true": a host that died (written by tests), KWOK reports the Node Ready=Unknown.
+   * "kubelet-config-rejected": written by the local environment's simulated kubelet (and the tests' agent
+   * fleet) while the host's kubelet config is one the kubelet would refuse to start with; it reports Ready=False
+   * itself and removes the annotation once the config is valid again. Read by KWOK. */
+  hostDown: 'kindling.dev/host-down',
   /** JSON list of the `key:effect` taints the pool put on the Node. Node spec.taints is an atomic list, so
    * server-side apply cannot tell Kindling's taints from others'; this remembers which ones to remove when the
    * pool drops them. Written and read by the nodepool-controller only. */
@@ -141,13 +153,23 @@ export const ANNOTATIONS = {
   approvedClientCsr: 'kindling.dev/approved-client-csr',
 
   // ---- Cluster API ----
-  /** Pauses Cluster API reconciliation of an object. Written by the nodepool-controller (pausedUntil). */
+  /** Pauses Cluster API reconciliation of an object. Written by the nodepool-controller (pausedUntil); read by
+   * Cluster API and by the in-place engines, which hand out no further node while it is set (nodes already
+   * handed out finish). */
   capiPaused: 'cluster.x-k8s.io/paused',
+  /** On a Machine: its MachineHealthCheck does not remediate it (Cluster API v1.14 honours the key's presence;
+   * it does not itself spare a Machine under an in-place update). Written by the in-place engines, value
+   * SKIP_REMEDIATION_INPLACE, when they hand the Machine's node a target, and removed (only that value) once
+   * the node is done or the target is gone; kept while the node is Degraded. Read by Cluster API. */
+  capiSkipRemediation: 'cluster.x-k8s.io/skip-remediation',
   /** Cluster autoscaler bounds on a MachineSet/MachineDeployment. Written by the nodepool-controller; read
    * by the cluster-autoscaler's Cluster API provider. */
   autoscalerMinSize: 'cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size',
   autoscalerMaxSize: 'cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size',
 } as const;
+
+/** Value of ANNOTATIONS.capiSkipRemediation Kindling writes: one someone else wrote is never removed. */
+export const SKIP_REMEDIATION_INPLACE = 'kindling-inplace-update';
 
 /** Values of ANNOTATIONS.state, as the machine-config-daemon writes them. */
 export const NODE_STATES = { working: 'Working', done: 'Done', degraded: 'Degraded' } as const;

@@ -22,6 +22,10 @@ export interface Taint {
   effect: 'NoSchedule' | 'PreferNoSchedule' | 'NoExecute';
 }
 
+/** spec.management.inPlace.healthCheckTimeout when unset: long enough for a real host to reboot and its
+ * kubelet to post a Ready status, short enough that a broken update is rolled back while someone watches. */
+export const DEFAULT_HEALTH_CHECK_TIMEOUT = '5m';
+
 export interface NodePoolSpec {
   clusterName: string;
   release: { image: string; allowPrerelease?: boolean };
@@ -33,7 +37,12 @@ export interface NodePoolSpec {
       strategy?: ReplaceStrategy;
       rollingUpdate?: { maxSurge?: IntOrPercent; maxUnavailable?: IntOrPercent };
     };
-    inPlace?: { maxUnavailable?: IntOrPercent };
+    inPlace?: {
+      maxUnavailable?: IntOrPercent;
+      /** How long a node has, after the reboot of an in-place update, to be Ready at the payload's kubelet
+       * version before its agent rolls the update back (a Go duration; default DEFAULT_HEALTH_CHECK_TIMEOUT). */
+      healthCheckTimeout?: string;
+    };
     autoRepair?: boolean;
   };
   config?: { name: string }[];
@@ -46,10 +55,34 @@ export interface NodePoolSpec {
   pausedUntil?: string;
 }
 
+/** What a change of one input does to the nodes: labels, taints and timeouts reach them where they are
+ * (Propagate); a new payload is applied in place (InPlace) or new Machines replace the old (Rollout); a new
+ * template of an InPlace pool reaches only Machines created from now on (NewMachines). */
+export type RolloutStrategy = 'Propagate' | 'InPlace' | 'Rollout' | 'NewMachines';
+
+export interface RolloutChange {
+  input: 'release' | 'config' | 'template';
+  /** Which: the release images, "<kind> <name> added|removed|changed in ConfigMap <name>", the templates. */
+  detail: string;
+  strategy: RolloutStrategy;
+}
+
+/** The rollout under way, recorded by the nodepool-controller when it first sees it (the config hash or
+ * the template changed) and kept until it completes. */
+export interface RolloutRecord {
+  /** Config hashes: the nodes' and the target. */
+  from: string;
+  to: string;
+  /** When the controller first saw it (RFC3339). */
+  since: string;
+  changes: RolloutChange[];
+}
+
 export interface NodePoolStatus {
   replicas?: number;
   version?: string;
   configHash?: string;
+  rollout?: RolloutRecord;
   observedGeneration?: number;
   conditions?: Condition[];
 }

@@ -15,7 +15,8 @@ import { Caches } from '../../nodepool-controller/src/caches.js';
 import type { CacheSource, Writer } from '../../nodepool-controller/src/store.js';
 import { desiredMachineDeployment, desiredMachinePropagation, desiredMachineSet } from '../../nodepool-controller/src/capi.js';
 import { contains, ownedFields, ownsMoreThan } from '../../nodepool-controller/src/diff.js';
-import { changedInputs, normaliseConfig } from '../../nodepool-controller/src/hash.js';
+import { changedInputs } from '../../nodepool-controller/src/hash.js';
+import { documentChanges as changedDocuments, documentSources, type DocumentChange } from '../../nodepool-controller/src/why.js';
 import { desiredNode } from '../../nodepool-controller/src/nodes.js';
 import { pauseState } from '../../nodepool-controller/src/pause.js';
 import { evaluateTarget, inputsOf, newScope, type PhaseDeps, type Scope } from '../../nodepool-controller/src/phases.js';
@@ -72,13 +73,7 @@ export interface Policy {
   message: string;
 }
 
-export interface DocumentChange {
-  kind: string;
-  name: string;
-  change: 'added' | 'removed' | 'changed';
-  /** The ConfigMaps of the planned pool holding the document (none when removed). */
-  configMaps: string[];
-}
+export type { DocumentChange };
 
 export interface FieldChange {
   field: string;
@@ -194,37 +189,14 @@ async function skewPolicies(s: Scope, input: PlanInput): Promise<{ policies: Pol
 
 // ---- the config hash and what changed it ----
 
-interface Doc {
-  kind: string;
-  metadata: { name: string };
-}
-
-function documents(config: string): Map<string, string> {
-  const docs = JSON.parse(config) as Doc[];
-  return new Map(docs.map((d) => [`${d.kind}/${d.metadata.name}`, JSON.stringify(d)]));
-}
-
-/** Which ConfigMaps of the planned pool hold each document (each ConfigMap normalised alone). */
-function documentSources(input: PlanInput): Map<string, string[]> {
-  const where = new Map<string, string[]>();
-  for (const ref of input.pool.spec.config ?? []) {
-    const cm = input.state.configMaps.find((c) => c.metadata?.name === ref.name);
-    if (!cm) continue;
-    for (const key of documents(normaliseConfig([{ name: ref.name, data: cm.data ?? {} }])).keys()) where.set(key, [...(where.get(key) ?? []), ref.name]);
-  }
-  return where;
-}
-
+/** The document changes between two configs, with the planned pool's ConfigMaps holding each (why.ts, as the
+ * controller records them in status.rollout). */
 function documentChanges(input: PlanInput, before: string, after: string): DocumentChange[] {
-  const [a, b] = [documents(before), documents(after)];
-  const sources = documentSources(input);
-  const keys = [...new Set([...a.keys(), ...b.keys()])].sort();
-  return keys.flatMap((key) => {
-    const change = !a.has(key) ? 'added' : !b.has(key) ? 'removed' : a.get(key) === b.get(key) ? undefined : 'changed';
-    if (!change) return [];
-    const [kind = '', name = ''] = key.split('/');
-    return [{ kind, name, change, configMaps: change === 'removed' ? [] : (sources.get(key) ?? []) }];
+  const configMaps = (input.pool.spec.config ?? []).flatMap((ref) => {
+    const cm = input.state.configMaps.find((c) => c.metadata?.name === ref.name);
+    return cm ? [{ name: ref.name, data: cm.data ?? {} }] : [];
   });
+  return changedDocuments(before, after, documentSources(configMaps));
 }
 
 function hashChange(s: Scope, input: PlanInput): Plan['configHash'] {

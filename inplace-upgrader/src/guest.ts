@@ -84,15 +84,18 @@ export interface HandOut {
   hash: string;
   config: Buffer;
   agentImage: string;
+  /** The pool's health gate timeout (a Go duration) for the agent; unset: the agent's default. */
+  healthCheckTimeout?: string;
 }
 
-/** A node's payload Secret, then its agent Pod, then desiredConfig (so the agent finds its Secret). */
+/** A node's payload Secret, then its agent Pod, then desiredConfig with the health gate's timeout (so the agent finds its Secret). */
 export async function handOutNode(session: GuestSession, h: HandOut): Promise<void> {
   await ensureBase(session);
   const secret = session.secrets.get(payloadSecretName(h.node), GUEST_NAMESPACE);
   if (secret?.metadata?.labels?.[LABELS.configHash] !== h.hash) await session.applier.apply(payloadSecret({ node: h.node, pool: h.pool, hash: h.hash, config: h.config }));
   if (!session.pods.get(agentPodName(h.node), GUEST_NAMESPACE)) await session.applier.apply(agentPod({ node: h.node, pool: h.pool, image: h.agentImage }));
-  await session.core.patchNode({ name: h.node, body: { metadata: { annotations: { [ANNOTATIONS.desiredConfig]: h.hash } } } }, merge);
+  const annotations = { [ANNOTATIONS.desiredConfig]: h.hash, [ANNOTATIONS.healthCheckTimeout]: h.healthCheckTimeout ?? null };
+  await session.core.patchNode({ name: h.node, body: { metadata: { annotations } } }, merge);
   session.expected.set(h.node, h.hash);
 }
 

@@ -153,10 +153,30 @@ describe('planRollout', () => {
   });
 
   it('when every node is done but a Machine has no Node yet, it should not be complete, and the Machine should take no capacity', () => {
-    const plan = planRollout([view('a', 'done'), view('b', 'idle')], T, 1, 1);
+    const plan = planRollout([view('a', 'done'), view('b', 'idle')], T, 1, { pending: 1 });
     assert.equal(plan.complete, false);
     assert.equal(plan.progress, '1 of 3 updated');
     assert.deepEqual(plan.start, ['b']);
-    assert.equal(planRollout([view('a', 'done')], T, 1, 1).complete, false);
+    assert.equal(planRollout([view('a', 'done')], T, 1, { pending: 1 }).complete, false);
+  });
+
+  it('when the pool is paused mid-rollout, it should start and retarget nothing, let the nodes in flight finish, and say where it stopped', () => {
+    const nodes = [view('a', 'done'), view('b', 'done'), view('c', 'done'), view('d', 'updating', { desiredConfig: T }), view('e', 'updating', { desiredConfig: 'old' }), view('f', 'idle')];
+    const plan = planRollout(nodes, T, 3, { paused: true });
+    assert.deepEqual(plan.start, []);
+    assert.deepEqual(plan.retarget, []);
+    assert.equal(plan.complete, false);
+    assert.equal(plan.progress, '3 of 6 updated; paused at 3 of 6 by spec.pausedUntil: no node is handed out until it clears, 2 node(s) handed out before the pause still finishing');
+    // Unpaused, the same nodes: the rollout goes on where it stopped.
+    const resumed = planRollout(nodes, T, 3);
+    assert.deepEqual(resumed.start, ['f']);
+    assert.deepEqual(resumed.retarget, ['e']);
+    assert.equal(resumed.progress, '3 of 6 updated');
+  });
+
+  it('when the pool is paused and nothing is in flight, it should say only where it stopped', () => {
+    const plan = planRollout([view('a', 'done'), view('b', 'idle')], T, 1, { paused: true });
+    assert.equal(plan.progress, '1 of 2 updated; paused at 1 of 2 by spec.pausedUntil: no node is handed out until it clears');
+    assert.deepEqual(plan.start, []);
   });
 });

@@ -141,8 +141,15 @@ export interface RolloutPlan {
   /** Idle nodes to start now. */
   start: string[];
   complete: boolean;
-  /** "N of M updated", then the nodes whose drain a budget holds up: "; n03 draining, blocked by PodDisruptionBudget ns/x". */
+  /** "N of M updated", then, when paused, "; paused at N of M…", then the nodes whose drain a budget holds up:
+   * "; n03 draining, blocked by PodDisruptionBudget ns/x". */
   progress: string;
+}
+
+/** The progress a paused rollout shows: where it stopped, and how many handed-out nodes still finish. */
+export function pausedProgress(done: number, total: number, finishing: number): string {
+  const rest = finishing > 0 ? `, ${finishing} node(s) handed out before the pause still finishing` : '';
+  return `; paused at ${done} of ${total} by spec.pausedUntil: no node is handed out until it clears${rest}`;
 }
 
 /** Blocked drains named in the progress at most; the rest are counted. */
@@ -156,24 +163,40 @@ function blockedProgress(nodes: readonly NodeView[]): string {
   return shown.join('') + more;
 }
 
+/** The first degraded node (by name), which halts the rollout. */
+function haltedOn(nodes: readonly NodeView[]): RolloutPlan['halted'] {
+  const degraded = nodes.filter((n) => n.phase === 'degraded').sort((a, b) => a.name.localeCompare(b.name))[0];
+  return degraded ? { node: degraded.name, reason: degraded.reason ?? '' } : undefined;
+}
+
+const inFlightCount = (nodes: readonly NodeView[]): number => nodes.filter((n) => n.phase === 'updating').length;
+
+/** Nodes in flight towards an older target, by name. */
+const retargets = (nodes: readonly NodeView[], target: string): string[] => nodes.filter((n) => n.phase === 'updating' && n.desiredConfig !== target).map((n) => n.name).sort();
+
 /**
  * `pending`: the MachineSet's Machines without a Node yet (provisioning, or a Node gone). They block
  * completion: a Machine created before the target moved may boot an older payload, and current = target
  * is a claim about every node of the set. They take no capacity: they never were available.
+ * `paused` (the pool's spec.pausedUntil): no node is handed out, neither started nor retargeted; nodes
+ * handed out before finish (the agent needs nothing more from the upgrader), and the progress says where
+ * the rollout stopped.
  */
-export function planRollout(nodes: readonly NodeView[], target: string, maxUnavailable: number, pending = 0): RolloutPlan {
+export function planRollout(nodes: readonly NodeView[], target: string, maxUnavailable: number, opts: { pending?: number; paused?: boolean } = {}): RolloutPlan {
+  const { pending = 0, paused = false } = opts;
   const done = nodes.filter((n) => n.phase === 'done').length;
-  const degraded = nodes.filter((n) => n.phase === 'degraded').sort((a, b) => a.name.localeCompare(b.name))[0];
-  const retarget = nodes.filter((n) => n.phase === 'updating' && n.desiredConfig !== target).map((n) => n.name).sort();
+  const total = nodes.length + pending;
+  const halted = haltedOn(nodes);
   const busy = nodes.filter((n) => n.phase === 'updating' || n.phase === 'degraded' || n.unavailable).length;
-  const start = degraded ? [] : pickNodes(nodes, maxUnavailable - busy);
+  const handOut = !halted && !paused;
+  const pause = paused ? pausedProgress(done, total, inFlightCount(nodes)) : '';
   return {
-    total: nodes.length + pending,
+    total,
     done,
-    halted: degraded ? { node: degraded.name, reason: degraded.reason ?? '' } : undefined,
-    retarget,
-    start,
+    halted,
+    retarget: paused ? [] : retargets(nodes, target),
+    start: handOut ? pickNodes(nodes, maxUnavailable - busy) : [],
     complete: done === nodes.length && pending === 0,
-    progress: `${done} of ${nodes.length + pending} updated${blockedProgress(nodes)}`,
+    progress: `${done} of ${total} updated${pause}${blockedProgress(nodes)}`,
   };
 }

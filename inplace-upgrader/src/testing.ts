@@ -7,7 +7,10 @@
  * - AgentFleet: plays the kubelet for agent Pods. KWOK marks a Pod Running but runs nothing, so for each
  *   agent Pod the fleet runs a real `kindling agent` child process for that node against the node's own
  *   scratch root, restarts it whenever it exits (a simulated reboot exits it), and kills it when the Pod goes.
- *   Each process runs with a ServiceAccount token bound to its Pod, so the agent-node policy judges it.
+ *   Each process runs with a ServiceAccount token bound to its Pod, so the agent-node policy judges it. At each
+ *   start it also plays the host's kubelet booting, as the local environment's kubelet reports it: the root's
+ *   boot ID and release versions into the Node's status, and Ready=False while the root's kubelet config is one
+ *   the kubelet would refuse (what the agent's health gate waits for).
  * - AvailabilityWatcher: an independent watch on every Node event, counting the unavailable nodes.
  * - runExtension: `kindling inplace-upgrader` serving the Runtime Extension as its own process, under a CA
  *   made for the test (the ExtensionConfig's caBundle); killable with SIGKILL and startable again.
@@ -21,6 +24,9 @@ import { KINDLING_BIN, type IgnitionServer } from '../../ignition-server/src/tes
 import { createCertificateAuthority } from '../../support/src/pki.js';
 import { freePort, waitForPort } from '../../test/bed/src/index.js';
 import { tokenKubeconfig } from '../../local/src/credentials.js';
+import { HostFs } from '../../local/src/providers/host-fs.js';
+import { hostStatusPatches, kubeletConfigProblem, parseReleaseInfo } from '../../local/src/providers/kubelet.js';
+import { HOST_PATHS } from '../../api/src/host-paths.js';
 import { AGENT_SERVICE_ACCOUNT, agentTokenRequest, GUEST_NAMESPACE } from './desired.js';
 import { isReady } from './select.js';
 
@@ -181,6 +187,7 @@ export class AgentFleet {
       await mkdir(this.rootOf(node), { recursive: true });
       const kubeconfig = await this.#kubeconfigOf(node);
       if (!this.#wanted.has(node)) return;
+      await this.#boot(node);
       const args = [KINDLING_BIN, 'agent', '--node', node, '--root', this.rootOf(node), '--kubeconfig', kubeconfig, '--reboot', 'simulated', '--poll', '1s', '--log-level', this.#opts.logLevel ?? 'warn'];
       const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'inherit'] });
       this.#procs.set(node, child);
@@ -196,6 +203,21 @@ export class AgentFleet {
     } finally {
       this.#spawning.delete(node);
     }
+  }
+
+  /**
+   * The host's kubelet at boot: its status from the root (see the top of this file). A root with no kubelet
+   * config yet (a scratch root before its first payload) counts as one the kubelet accepts.
+   */
+  async #boot(node: string): Promise<void> {
+    const fs = new HostFs(this.rootOf(node));
+    const [release, bootId, config] = await Promise.all([fs.read(HOST_PATHS.releaseInfo), fs.read(HOST_PATHS.bootId), fs.read(HOST_PATHS.kubeletConfig)]);
+    const status = { release: parseReleaseInfo(release), bootId: bootId?.trim() || undefined, configProblem: config === undefined ? undefined : kubeletConfigProblem(config) };
+    const core = this.#opts.guest.makeApiClient(k8s.CoreV1Api);
+    const current = await core.readNode({ name: node });
+    const patches = hostStatusPatches(status, current.metadata?.annotations?.[ANNOTATIONS.hostDown], new Date());
+    if (patches.metadata) await core.patchNode({ name: node, body: { metadata: patches.metadata } }, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch));
+    await core.patchNodeStatus({ name: node, body: { status: patches.status } }, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.StrategicMergePatch));
   }
 
   /** Each start gets a fresh token bound to the node's agent Pod, as a kubelet mounts one per container. */

@@ -18,7 +18,8 @@ import { WorkQueue, type ReconcileResult } from '../../support/src/queue.js';
 import { GuestClusters, clusterKey, type GuestCluster } from '../../support/src/guest-clusters.js';
 import { cleanUpPool, createGuestSession, ensureBase, expectedDesired, handOutNode, startGuestSession, stopGuestSession, type GuestSession } from './guest.js';
 import type { PayloadSource } from './payload.js';
-import { classifyNode, planRollout, resolveMaxUnavailable, type RolloutPlan } from './select.js';
+import { classifyNode, planRollout, resolveMaxUnavailable, type NodeView, type RolloutPlan } from './select.js';
+import { setSkipRemediation } from './remediation.js';
 
 export interface UpgraderOptions {
   kubeConfig: k8s.KubeConfig;
@@ -35,6 +36,7 @@ export interface UpgraderOptions {
 type MS = MachineSet & k8s.KubernetesObject;
 
 type Session = GuestSession;
+type MachineObject = Machine & k8s.KubernetesObject;
 
 interface RolloutContext {
   session: Session;
@@ -53,6 +55,7 @@ export class InPlaceUpgrader {
   #machines: ResilientInformer<Machine & k8s.KubernetesObject>;
   #clusters: GuestClusters<Session>;
   #started: Counter;
+  #custom: k8s.CustomObjectsApi;
 
   constructor(opts: UpgraderOptions) {
     this.#opts = opts;
@@ -74,6 +77,7 @@ export class InPlaceUpgrader {
     });
     opts.queueMetrics?.watch(this.queue);
     const custom = opts.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
+    this.#custom = custom;
     const version = CAPI_API_VERSION.split('/')[1] ?? '';
     const capiList = <T extends k8s.KubernetesObject>(plural: string) => async (): Promise<k8s.KubernetesListObject<T>> =>
       (await custom.listClusterCustomObject({ group: CAPI_GROUP, version, plural })) as k8s.KubernetesListObject<T>;
@@ -84,7 +88,7 @@ export class InPlaceUpgrader {
       log: opts.log,
       onEvent: (ms) => this.#enqueue(ms),
     });
-    this.#machines = new ResilientInformer<Machine & k8s.KubernetesObject>({
+    this.#machines = new ResilientInformer<MachineObject>({
       kubeConfig: opts.kubeConfig,
       path: `/apis/${CAPI_GROUP}/${version}/machines`,
       list: capiList('machines'),
@@ -144,16 +148,18 @@ export class InPlaceUpgrader {
 
   async #rollOut(ctx: RolloutContext): Promise<ReconcileResult | void> {
     const { session, ms, target, log } = ctx;
-    const { nodes, pending } = this.#nodesOf(ms, session);
+    const { nodes, pending, machineOf } = this.#nodesOf(ms, session);
     const views = nodes.map((n) => classifyNode(n, target, expectedDesired(session, n)));
-    const plan = planRollout(views, target, resolveMaxUnavailable(ms.metadata.annotations?.[ANNOTATIONS.maxUnavailable], views.length), pending);
+    await this.#spareFromRemediation(views, machineOf);
+    const paused = ms.metadata.annotations?.[ANNOTATIONS.capiPaused] !== undefined;
+    const plan = planRollout(views, target, resolveMaxUnavailable(ms.metadata.annotations?.[ANNOTATIONS.maxUnavailable], views.length), { pending, paused });
     if (plan.complete) {
       await cleanUpPool(session, ctx.pool);
       await this.#writeStatus(ms, { current: target });
       log.info({ nodes: plan.total }, 'Rollout complete');
       return;
     }
-    await this.#handOut(ctx, [...plan.retarget, ...plan.start]);
+    await this.#handOut(ctx, [...plan.retarget, ...plan.start], machineOf);
     await this.#writeStatus(ms, statusOf(plan));
     if (plan.halted) log.warn({ node: plan.halted.node, reason: plan.halted.reason }, 'Rollout halted on a degraded node');
     return { requeueAfterMs: this.#opts.resyncMs ?? 30_000 };
@@ -163,27 +169,41 @@ export class InPlaceUpgrader {
    * The MachineSet's nodes: the Nodes (status.nodeRef) of its Machines (label set-name); and how many of
    * those Machines have no Node yet, leaving out Machines being deleted (scaled down: they will have none).
    */
-  #nodesOf(ms: MS, session: Session): { nodes: k8s.V1Node[]; pending: number } {
+  #nodesOf(ms: MS, session: Session): { nodes: k8s.V1Node[]; pending: number; machineOf: Map<string, MachineObject> } {
     const nodes: k8s.V1Node[] = [];
+    const machineOf = new Map<string, MachineObject>();
     let pending = 0;
-    for (const m of this.#machines.list(ms.metadata.namespace)) {
-      if (m.metadata.labels?.[LABELS.capiSetName] !== ms.metadata.name || m.spec.clusterName !== ms.spec.clusterName) continue;
-      const node = m.status?.nodeRef?.name ? session.nodes.get(m.status.nodeRef.name) : undefined;
-      if (node) nodes.push(node);
-      else if (!m.metadata.deletionTimestamp) pending++;
+    const mine = (m: MachineObject): boolean => m.metadata.labels?.[LABELS.capiSetName] === ms.metadata.name && m.spec.clusterName === ms.spec.clusterName;
+    for (const m of this.#machines.list(ms.metadata.namespace).filter(mine)) {
+      const node = nodeOfMachine(m, session);
+      if (node) {
+        nodes.push(node);
+        machineOf.set(node.metadata?.name ?? '', m);
+      } else if (!m.metadata.deletionTimestamp) pending++;
     }
-    return { nodes, pending };
+    return { nodes, pending, machineOf };
   }
 
-  /** Hands each node the target (see handOutNode). */
-  async #handOut(ctx: RolloutContext, nodes: string[]): Promise<void> {
+  /** skip-remediation (remediation.ts) on the Machines whose node is updating or Degraded, off the others. */
+  async #spareFromRemediation(views: readonly NodeView[], machineOf: Map<string, MachineObject>): Promise<void> {
+    for (const v of views) {
+      const machine = machineOf.get(v.name);
+      if (machine) await setSkipRemediation(this.#custom, machine, v.phase === 'updating' || v.phase === 'degraded');
+    }
+  }
+
+  /** Hands each node the target (see handOutNode), its Machine spared from remediation first. */
+  async #handOut(ctx: RolloutContext, nodes: string[], machineOf: Map<string, MachineObject>): Promise<void> {
     if (nodes.length === 0) return;
     const { session, pool, target } = ctx;
     const config = await this.#opts.payloads.fetch({ namespace: ctx.ms.metadata.namespace ?? '', pool, hash: target });
     await ensureBase(session);
     await Promise.all(
       nodes.map(async (node) => {
-        await handOutNode(session, { node, pool, hash: target, config, agentImage: this.#opts.agentImage });
+        const machine = machineOf.get(node);
+        if (machine) await setSkipRemediation(this.#custom, machine, true);
+        const healthCheckTimeout = ctx.ms.metadata.annotations?.[ANNOTATIONS.healthCheckTimeout];
+        await handOutNode(session, { node, pool, hash: target, config, agentImage: this.#opts.agentImage, healthCheckTimeout });
         this.#started.inc();
         ctx.log.info({ node }, 'Node handed the target config');
       }),
@@ -209,6 +229,10 @@ export class InPlaceUpgrader {
       metadata: { name: ms.metadata.name, namespace: ms.metadata.namespace, annotations: want },
     });
   }
+}
+
+function nodeOfMachine(m: MachineObject, session: Session): k8s.V1Node | undefined {
+  return m.status?.nodeRef?.name ? session.nodes.get(m.status.nodeRef.name) : undefined;
 }
 
 function statusOf(plan: RolloutPlan): { progress: string; failure?: string } {

@@ -17,7 +17,10 @@ import { buildRelease, pushRelease } from '../../ignition-server/src/release/bui
 import { freePort, ManagedProcess, waitForPort, type Cluster } from '../../test/bed/src/index.js';
 
 const LOCAL_DIR = fileURLToPath(new URL('../../../local/', import.meta.url));
-export const SAMPLE_RELEASES = ['1.36.2', '1.36.3'] as const;
+/** The last one is broken on purpose: its kubelet config has a value the kubelet refuses (maxPods -1), so a
+ * host updated to it stops being Ready and the agent's health gate rolls it back. A pre-release tag: a pool
+ * takes it only with spec.release.allowPrerelease. */
+export const SAMPLE_RELEASES = ['1.36.2', '1.36.3', '1.36.3-broken-kubelet'] as const;
 
 const exists = (p: string): Promise<boolean> => access(p).then(() => true, () => false);
 

@@ -5,7 +5,7 @@
  */
 import { ANNOTATIONS, LABELS, userDataSecretName } from '../../api/src/keys.js';
 import { CAPI_API_VERSION, type MachineDeployment, type MachineHealthCheck, type MachineSet, type MachineSpec, type MachineTaint, type MachineTemplate } from '../../api/src/capi.js';
-import type { IntOrPercent, NodePool } from '../../api/src/nodepool.js';
+import { DEFAULT_HEALTH_CHECK_TIMEOUT, type IntOrPercent, type NodePool } from '../../api/src/nodepool.js';
 import { ownerReference } from './secrets.js';
 
 /** What the children point at: the config hash (its user-data) and the release's Kubernetes version. */
@@ -123,6 +123,7 @@ export function desiredMachineSet(pool: NodePool, opts: ChildOptions): MachineSe
     ...autoscalerAnnotations(pool),
     [ANNOTATIONS.targetConfigHash]: opts.hash,
     [ANNOTATIONS.maxUnavailable]: String(resolveMaxUnavailable(pool.spec.management.inPlace?.maxUnavailable, replicas)),
+    [ANNOTATIONS.healthCheckTimeout]: pool.spec.management.inPlace?.healthCheckTimeout ?? DEFAULT_HEALTH_CHECK_TIMEOUT,
   };
   return {
     apiVersion: CAPI_API_VERSION,

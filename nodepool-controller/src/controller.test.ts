@@ -296,6 +296,18 @@ describe('nodepool-controller on the real test bed', () => {
     const updating = await converged('inplace-b', (x) => cond(x, 'UpdatingConfig')?.status === 'True');
     assert.match(cond(updating, 'UpdatingConfig')?.message ?? '', /0 of 1 updated/);
     assert.equal(cond(updating, 'UpdatingVersion')?.status, 'False');
+    // Why, in status: the document that changed, where it is, and that it is applied in place.
+    const record = updating.status?.rollout;
+    assert.deepEqual(record && { from: record.from, to: record.to, changes: record.changes }, {
+      from: oldHash,
+      to: newHash,
+      changes: [{ input: 'config', detail: 'KubeletConfig max-pods changed in ConfigMap cfg-b', strategy: 'InPlace' }],
+    });
+    // The old token Secret goes (as at its expiry): the record stays as it was, not derived from it again.
+    await core.deleteNamespacedSecret({ name: tokenSecretName('inplace-b', oldHash), namespace: NS });
+    await patchCapi('machinesets', 'inplace-b', { metadata: { annotations: { [ANNOTATIONS.inPlaceProgress]: '0 of 1 updated; n1 draining' } } });
+    const later = await converged('inplace-b', (x) => /n1 draining/.test(cond(x, 'UpdatingConfig')?.message ?? ''));
+    assert.deepEqual(later.status?.rollout, record);
     await objects.delete(machine);
     await eventually('the old user-data to go', async () => (await tryRead('Secret', userDataSecretName('inplace-b', oldHash), 'v1')) === undefined);
   });

@@ -20,6 +20,8 @@ import { isConflict } from '../../support/src/errors.js';
 import { desiredTokenSecret, desiredUserDataSecret, hashOfUserData, type IgnitionEndpoint } from './secrets.js';
 import { desiredMachineDeployment, desiredMachineHealthCheck, desiredMachinePropagation, desiredMachineSet } from './capi.js';
 import { pauseState } from './pause.js';
+import { keepOrExplain } from './why.js';
+import type { RolloutRecord } from '../../api/src/nodepool.js';
 import { joinStatus } from './joining.js';
 import type { Observations } from './status.js';
 import type { Caches } from './caches.js';
@@ -325,8 +327,40 @@ function observeRollout(s: Scope, deps: PhaseDeps): void {
     ].map((n) => hashOfUserData(name, n));
     from = stale.find((h) => h !== undefined && h !== to);
   }
-  if (from === undefined || from === to) return;
-  s.obs.rollout = { from, to, changed: hashInputsChanged(s, deps, from, to), progress: annotations[ANNOTATIONS.inPlaceProgress], failure: annotations[ANNOTATIONS.inPlaceFailure] };
+  const template = templateChange(s, deps);
+  if (from !== undefined && from !== to) {
+    s.obs.rollout = { from, to, changed: hashInputsChanged(s, deps, from, to), progress: annotations[ANNOTATIONS.inPlaceProgress], failure: annotations[ANNOTATIONS.inPlaceFailure] };
+  } else if (template) {
+    from = to;
+  } else return;
+  s.obs.why = explainObserved(s, deps, { from, to, template });
+}
+
+/** The infrastructure template of a MachineSet that still has Machines when the pool names another one: Cluster
+ * API is rolling a Replace pool onto the new template. (An InPlace pool's one MachineSet takes the new template
+ * at once and keeps its Machines: only new Machines use it, and this does not see it.) */
+function templateChange(s: Scope, deps: PhaseDeps): { from: string; to: string } | undefined {
+  const to = s.pool.spec.platform.infrastructureTemplateRef.name;
+  const sets = deps.caches.poolMachineSets(s.ns, s.pool.metadata.name).filter((m) => (m.spec.replicas ?? 0) > 0);
+  const stale = sets.map((m) => m.spec.template.spec.infrastructureRef.name).find((n) => n !== to);
+  return stale === undefined ? undefined : { from: stale, to };
+}
+
+/** The stored record of the rollout, or a new one from the inputs of both hashes (their token Secrets, now). */
+function explainObserved(s: Scope, deps: PhaseDeps, r: { from: string; to: string; template?: { from: string; to: string } }): RolloutRecord {
+  return keepOrExplain(s.pool.status?.rollout, {
+    upgradeType: s.pool.spec.management.upgradeType,
+    from: r.from,
+    to: r.to,
+    template: r.template,
+    before: inputsOf(tokenSecret(s, deps, r.from)),
+    after: inputsOf(tokenSecret(s, deps, r.to)),
+    configMaps: (s.pool.spec.config ?? []).flatMap((ref) => {
+      const cm = deps.caches.configMaps.get(s.ns, ref.name);
+      return cm ? [{ name: ref.name, data: cm.data ?? {} }] : [];
+    }),
+    now: new Date(s.now).toISOString().replace(/\.\d+Z$/, 'Z'),
+  });
 }
 
 function annotationOf(secret: k8s.V1Secret | undefined, key: string): string | undefined {

@@ -3,7 +3,7 @@
  * api/src/conditions.ts, each from one small setter, with lastTransitionTime kept while a status holds.
  */
 import { CONDITION_TYPES, CONDITIONS, type Condition, type ConditionType } from '../../api/src/conditions.js';
-import type { NodePool, NodePoolStatus } from '../../api/src/nodepool.js';
+import type { NodePool, NodePoolStatus, RolloutRecord } from '../../api/src/nodepool.js';
 import type { Machine } from '../../api/src/capi.js';
 import type { HashInput } from './hash.js';
 import type { JoinStatus } from './joining.js';
@@ -41,6 +41,8 @@ export interface Observations {
   reachedIgnitionAt?: string;
   healthCheckExists: boolean;
   rollout?: Rollout;
+  /** The record of the rollout under way (why.ts): stored in status.rollout while it lasts. */
+  why?: RolloutRecord;
   child?: { desired: number; available: number };
   machines: Machine[];
   /** The apiserver's refusal of an object this reconcile wrote, if any. */
@@ -169,12 +171,15 @@ export interface StatusInput {
   version?: string;
 }
 
+const rolloutOf = (o: Observations): Pick<NodePoolStatus, 'rollout'> => (o.why ? { rollout: o.why } : {});
+
 export function computeStatus({ observations: o, now, version }: StatusInput): NodePoolStatus {
   const previous = o.pool.status ?? {};
   const status: NodePoolStatus = {
     replicas: o.child?.available ?? 0,
     ...(o.rollout ? (previous.version === undefined ? {} : { version: previous.version }) : version === undefined ? {} : { version }),
     ...(o.effectiveHash === undefined ? {} : { configHash: o.effectiveHash }),
+    ...rolloutOf(o),
     ...(o.pool.metadata.generation === undefined ? {} : { observedGeneration: o.pool.metadata.generation }),
     conditions: computeConditions(o, previous.conditions ?? [], now),
   };

@@ -6,8 +6,9 @@
  *
  *   desiredConfig ≠ currentConfig → state Working → compare payload with the host →
  *   [drain-<hash>, wait lastAppliedDrain] → apply atomically (journal, backup, write, verify) →
- *   [reboot] → [uncordon-<hash>, wait lastAppliedDrain] → currentConfig = hash, state Done.
- *   Any failure: backup restored, state Degraded, reason.
+ *   [reboot → health gate] → [uncordon-<hash>, wait lastAppliedDrain] → currentConfig = hash, state Done.
+ *   Any failure: backup restored, state Degraded, reason. A health gate that fails (gate.ts): backup
+ *   restored, reboot, state Degraded with the reason; the node stays cordoned, as a failed apply leaves it.
  *
  * Drain and reboot rule: a change that only touches users' SSH authorized keys needs neither (sshd reads the
  * keys at each login and nothing running depends on them). Any other change — a file, directory or link
@@ -20,7 +21,9 @@ import { ANNOTATIONS, DRAIN_PREFIX, NODE_STATES, UNCORDON_PREFIX } from '../../.
 import { isNotFound } from '../../../support/src/errors.js';
 import { ResilientInformer } from '../../../support/src/informer.js';
 import type { Logger } from '../../../support/src/logger.js';
+import type { Clock } from '../../../support/src/timers.js';
 import { PAYLOAD_KEYS, payloadSecretName } from '../desired.js';
+import { gateAction, gateTimeoutMs, payloadKubeletVersion, type GateAction } from './gate.js';
 import { parseIgnition, UnsupportedConfigError, type Entry } from './ignition.js';
 import type { Host, Journal } from './host.js';
 import type { RebootAction } from './reboot.js';
@@ -35,6 +38,8 @@ export interface AgentOptions {
   log: Logger;
   /** Longest wait between steps when no event arrives. */
   pollMs?: number;
+  /** Wall time of the health gate (it counts across reboots); Date.now by default. */
+  clock?: Pick<Clock, 'now'>;
 }
 
 export type StepOutcome = 'idle' | 'wait' | 'continue';
@@ -97,10 +102,10 @@ export class Agent {
     if (!node) return 'wait';
     const journal = await this.#opts.host.readJournal();
     if (journal?.phase === 'applying') return this.#recover(journal);
-    return this.#next(node.metadata?.annotations ?? {}, journal);
+    return this.#next(node, node.metadata?.annotations ?? {}, journal);
   }
 
-  async #next(ann: Annotations, journal: Journal | undefined): Promise<StepOutcome> {
+  async #next(node: k8s.V1Node, ann: Annotations, journal: Journal | undefined): Promise<StepOutcome> {
     const desired = ann[ANNOTATIONS.desiredConfig];
     if (!desired) return 'idle';
     if (finished(ann, desired)) {
@@ -108,7 +113,7 @@ export class Agent {
       return 'idle';
     }
     if (ann[ANNOTATIONS.state] === NODE_STATES.degraded && this.#failedHash === desired) return 'idle';
-    if (journal?.hash === desired) return this.#afterApply(ann, journal);
+    if (journal?.hash === desired) return this.#afterApply(node, ann, journal);
     // A journal for another hash: that config is on disk and the new one is compared against it.
     if (journal) await this.#opts.host.clearJournal();
     return this.#update(ann, desired);
@@ -127,8 +132,11 @@ export class Agent {
     if (!payload) return 'wait';
     const host = this.#opts.host;
     let changes: Entry[];
+    let kubeletVersion: string | undefined;
     try {
-      changes = await host.changes(await host.entries(parseIgnition(payload)));
+      const entries = await host.entries(parseIgnition(payload));
+      kubeletVersion = payloadKubeletVersion(entries);
+      changes = await host.changes(entries);
     } catch (err) {
       if (err instanceof UnsupportedConfigError) return this.#degrade(desired, err.message);
       throw err;
@@ -138,7 +146,7 @@ export class Agent {
     const disruption = disruptionOf(changes);
     if (disruption.drain && !(await this.#drained(ann, desired))) return 'wait';
     try {
-      await host.apply(changes, { hash: desired, reboot: disruption.reboot, bootId: await this.#opts.reboot.bootId() });
+      await host.apply(changes, { hash: desired, reboot: disruption.reboot, bootId: await this.#opts.reboot.bootId(), kubeletVersion });
     } catch (err) {
       return this.#degrade(desired, `${(err as Error).message} (all changes rolled back)`);
     }
@@ -146,13 +154,49 @@ export class Agent {
     return 'continue';
   }
 
-  async #afterApply(ann: Annotations, journal: Journal): Promise<StepOutcome> {
-    if (journal.reboot && journal.bootId === (await this.#opts.reboot.bootId())) {
-      this.#opts.log.info({ hash: journal.hash }, 'Rebooting');
-      await this.#opts.reboot.reboot();
-      return 'wait';
+  /** Reboot, health gate, rollback (gate.ts decides; this carries it out and persists it in the journal). */
+  async #afterApply(node: k8s.V1Node, ann: Annotations, journal: Journal): Promise<StepOutcome> {
+    const { reboot, log } = this.#opts;
+    const now = (this.#opts.clock ?? Date).now();
+    const action = gateAction({ journal, bootId: await reboot.bootId(), node, now, timeoutMs: gateTimeoutMs(ann[ANNOTATIONS.healthCheckTimeout]) });
+    switch (action.kind) {
+      case 'reboot':
+        log.info({ hash: journal.hash, phase: journal.phase }, 'Rebooting');
+        await reboot.reboot();
+        return 'wait';
+      case 'wait':
+        log.debug({ hash: journal.hash, why: action.why }, 'Health check: not yet');
+        return 'wait';
+      case 'degrade':
+        return this.#degrade(journal.hash, action.reason, ann);
+      case 'finish':
+        return this.#finish(ann, journal.hash);
+      default:
+        return this.#record(action, journal, ann, now);
     }
-    return this.#finish(ann, journal.hash);
+  }
+
+  /** The gate's steps that change the journal. */
+  async #record(action: GateAction, journal: Journal, ann: Annotations, now: number): Promise<StepOutcome> {
+    const { host, reboot, log } = this.#opts;
+    switch (action.kind) {
+      case 'startGate':
+        await host.writeJournal({ ...journal, gateStartedAt: now });
+        log.info({ hash: journal.hash, timeout: ann[ANNOTATIONS.healthCheckTimeout] }, 'Rebooted: waiting for the node to be healthy');
+        return 'continue';
+      case 'pass':
+        await host.writeJournal({ ...journal, healthy: true });
+        log.info({ hash: journal.hash, afterMs: now - (journal.gateStartedAt ?? now) }, 'Health check passed');
+        return 'continue';
+      case 'rollBack':
+        // Restored before the journal says so: killed in between, the next run restores again (idempotent).
+        await host.restore(journal);
+        await host.writeJournal({ ...journal, phase: 'rolledBack', reason: action.reason, bootId: await reboot.bootId() });
+        log.error({ hash: journal.hash, reason: action.reason }, 'Health check failed: restored the backup');
+        return 'continue';
+      default:
+        return 'wait';
+    }
   }
 
   /** Asks for a drain for this hash; true once the drainer says it is done. */
@@ -180,9 +224,10 @@ export class Agent {
     return 'idle';
   }
 
-  async #degrade(desired: string, reason: string): Promise<StepOutcome> {
+  /** `ann`: the Node as this step read it, when nothing was written since (else every write is made). */
+  async #degrade(desired: string, reason: string, ann: Annotations = {}): Promise<StepOutcome> {
     this.#failedHash = desired;
-    await this.#annotate({}, { [ANNOTATIONS.state]: NODE_STATES.degraded, [ANNOTATIONS.reason]: reason });
+    await this.#annotate(ann, { [ANNOTATIONS.state]: NODE_STATES.degraded, [ANNOTATIONS.reason]: reason });
     this.#opts.log.error({ hash: desired, reason }, 'Degraded');
     return 'idle';
   }

@@ -24,9 +24,20 @@ export type Prior =
 
 export interface Journal {
   hash: string;
-  phase: 'applying' | 'applied';
+  /** applying: files being written; applied: written, the reboot and health gate (gate.ts) to come;
+   * rolledBack: the gate failed and the backup was put back (kept so the update is not tried again). */
+  phase: 'applying' | 'applied' | 'rolledBack';
   reboot: boolean;
+  /** The boot the journal was written in: another one means the host rebooted since. */
   bootId: string;
+  /** The kubelet version the payload's release file names: the health gate expects the Node to report it. */
+  kubeletVersion?: string;
+  /** When the health gate started counting (ms since the epoch: it must survive the reboot). */
+  gateStartedAt?: number;
+  /** The gate passed: only the uncordon and Done are left. */
+  healthy?: boolean;
+  /** Why the update was rolled back (phase rolledBack). */
+  reason?: string;
   /** What each touched path was before, in the order it was touched; file data lives in backup/<i>. */
   records: { path: string; prior: Exclude<Prior, { kind: 'file' }> | { kind: 'file'; mode: number } }[];
 }
@@ -128,9 +139,10 @@ export class Host {
 
   /**
    * Applies the changes as one transaction; on any failure restores every touched path and rethrows.
-   * Leaves the journal in phase "applied" on success (the caller clears it once the update is finished).
+   * Leaves the journal in phase "applied" on success, with the backup: the caller clears both once the
+   * health gate passed and the update is finished, or restores the backup when the gate fails.
    */
-  async apply(changes: readonly Entry[], meta: { hash: string; reboot: boolean; bootId: string }): Promise<void> {
+  async apply(changes: readonly Entry[], meta: { hash: string; reboot: boolean; bootId: string; kubeletVersion?: string }): Promise<void> {
     const journal: Journal = { ...meta, phase: 'applying', records: [] };
     const backedUp = await this.#backup(changes, journal);
     await this.writeJournal(journal);

@@ -1,13 +1,16 @@
 /**
  * How the agent reboots its host, and how it knows a reboot happened: the boot ID changes. Real: the
  * host's systemd (through the host's namespaces: the agent runs with hostPID). Simulated (tests, the local
- * environment): a new boot ID in the host root, then the agent process exits; whatever runs it (kubelet's
- * restart, the test's fleet) starts it again, and it resumes from the annotations and its journal.
+ * environment): a new boot ID where the kernel keeps it (HOST_PATHS.bootId, in the host root), then the agent
+ * process exits; whatever runs it (kubelet's restart, the test's fleet) starts it again, and it resumes from
+ * the annotations and its journal. The host's simulated kubelet reports that boot ID in its Node's status,
+ * as a real one does, which is what the health gate waits for.
  */
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdir, readFile, rename, rm } from 'node:fs/promises';
 import { dirname } from 'node:path';
+import { HOST_PATHS } from '../../../api/src/host-paths.js';
 import type { Host } from './host.js';
 import { createFile } from './root.js';
 
@@ -19,7 +22,7 @@ export interface RebootAction {
 
 export class SystemdReboot implements RebootAction {
   async bootId(): Promise<string> {
-    return (await readFile('/proc/sys/kernel/random/boot_id', 'utf8')).trim();
+    return (await readFile(HOST_PATHS.bootId, 'utf8')).trim();
   }
 
   async reboot(): Promise<void> {
@@ -33,9 +36,6 @@ export class SystemdReboot implements RebootAction {
   }
 }
 
-/** The simulated boot ID, in the agent's state folder of the host root. */
-const BOOT_ID = 'simulated-boot-id';
-
 export class SimulatedReboot implements RebootAction {
   #host: Host;
   #exit: () => void;
@@ -47,7 +47,7 @@ export class SimulatedReboot implements RebootAction {
 
   async bootId(): Promise<string> {
     try {
-      return (await readFile(await this.#host.statePath(BOOT_ID), 'utf8')).trim();
+      return (await readFile((await this.#host.resolve(HOST_PATHS.bootId)).local, 'utf8')).trim();
     } catch {
       await this.#write(randomUUID());
       return this.bootId();
@@ -61,7 +61,7 @@ export class SimulatedReboot implements RebootAction {
   }
 
   async #write(id: string): Promise<void> {
-    const file = await this.#host.statePath(BOOT_ID);
+    const file = (await this.#host.resolve(HOST_PATHS.bootId)).local;
     await mkdir(dirname(file), { recursive: true });
     await rm(`${file}.tmp`, { force: true });
     await createFile(`${file}.tmp`, id, 0o644);

@@ -1,11 +1,15 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm, access, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, access, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { renderPayload } from '../../../ignition-server/src/payload/render.js';
+import type { ReleaseManifest } from '../../../ignition-server/src/release/types.js';
+import { decodeDataUrl } from '../../../inplace-upgrader/src/agent/ignition.js';
 import * as k8s from '@kubernetes/client-node';
 import { HOST_PATHS } from '../../../api/src/host-paths.js';
-import { BOOTSTRAP_GROUP, bootstrapPoolGroup } from '../../../api/src/keys.js';
+import { ANNOTATIONS, BOOTSTRAP_GROUP, bootstrapPoolGroup } from '../../../api/src/keys.js';
 import { TerminalError } from '../../../support/src/errors.js';
 import { createLogger } from '../../../support/src/logger.js';
 import { verifyCertificate } from '../../../support/src/pki.js';
@@ -25,6 +29,10 @@ import {
   parseKubeletConfig,
   parseReleaseInfo,
   registrationNode,
+  hostStatusPatches,
+  kubeletConfigProblem,
+  KUBELET_CONFIG_INVALID,
+  KUBELET_CONFIG_REJECTED,
   type KubeletCondition,
   type KubeletSpec,
 } from './kubelet.js';
@@ -74,6 +82,61 @@ describe('kubelet: join material', () => {
     assert.deepEqual(parseReleaseInfo(releaseJson('v1.36.2')), { kubeletVersion: 'v1.36.2', osImage: 'Kindling Linux 1.36.2' });
     assert.deepEqual(parseReleaseInfo(undefined), {});
     assert.deepEqual(parseReleaseInfo('{'), {});
+  });
+});
+
+describe('kubelet: a config it refuses', () => {
+  const config = (extra: object): string => JSON.stringify({ apiVersion: 'kubelet.config.k8s.io/v1beta1', kind: 'KubeletConfiguration', ...extra });
+  const cases: { condition: string; text: string | undefined; want: RegExp | undefined }[] = [
+    { condition: 'the config is a valid KubeletConfiguration', text: config({ maxPods: 110, healthzPort: 10248, imageGCHighThresholdPercent: 85 }), want: undefined },
+    { condition: 'the config is missing', text: undefined, want: /kubelet\.conf is missing/ },
+    { condition: 'the config is not JSON', text: 'maxPods: 10', want: /is not JSON/ },
+    { condition: 'the config is another kind', text: JSON.stringify({ kind: 'Pod' }), want: /is not a KubeletConfiguration/ },
+    { condition: 'maxPods is negative', text: config({ maxPods: -1 }), want: /^invalid configuration: maxPods \(--max-pods\) -1 must not be a negative number$/ },
+    { condition: 'healthzPort is out of range', text: config({ healthzPort: 70000 }), want: /healthzPort \(--healthz-port\) 70000 must be between 1 and 65535, inclusive/ },
+    { condition: 'imageGCHighThresholdPercent is above 100', text: config({ imageGCHighThresholdPercent: 101 }), want: /imageGCHighThresholdPercent/ },
+    { condition: 'maxPods is a string', text: config({ maxPods: 'many' }), want: /failed to decode .*: maxPods must be a number/ },
+  ];
+  for (const c of cases) {
+    it(`when ${c.condition}, it should ${c.want ? 'refuse it with the reason' : 'accept it'}`, () => {
+      const problem = kubeletConfigProblem(c.text);
+      if (c.want) assert.match(problem ?? '', c.want);
+      else assert.equal(problem, undefined);
+    });
+  }
+
+  it('when the config is refused, it should set the annotation before reporting Ready=False with this boot and version in one status patch', () => {
+    const now = new Date('2026-01-01T00:00:00Z');
+    const patches = hostStatusPatches({ release: { kubeletVersion: 'v1.36.3' }, bootId: 'b1', configProblem: 'invalid configuration: x' }, undefined, now);
+    assert.deepEqual(patches.metadata, { annotations: { [ANNOTATIONS.hostDown]: KUBELET_CONFIG_REJECTED } });
+    assert.deepEqual(patches.status, {
+      nodeInfo: { bootID: 'b1', kubeletVersion: 'v1.36.3' },
+      conditions: [{ type: 'Ready', status: 'False', reason: KUBELET_CONFIG_INVALID, message: 'kubelet cannot start: invalid configuration: x', lastHeartbeatTime: now, lastTransitionTime: now }],
+    });
+  });
+
+  it('when the config is valid again, it should remove only its own annotation and leave Ready to the heartbeat', () => {
+    const ok = { release: {}, bootId: 'b2' };
+    assert.deepEqual(hostStatusPatches(ok, KUBELET_CONFIG_REJECTED, new Date()), { metadata: { annotations: { [ANNOTATIONS.hostDown]: null } }, status: { nodeInfo: { bootID: 'b2' } } });
+    // "true" is a test's dead host: not the kubelet's to clear.
+    assert.equal(hostStatusPatches(ok, 'true', new Date()).metadata, undefined);
+    assert.equal(hostStatusPatches({ ...ok, configProblem: 'x' }, 'true', new Date()).metadata, undefined);
+  });
+});
+
+describe('kubelet: the sample releases', () => {
+  const releases = fileURLToPath(new URL('../../../../local/releases/', import.meta.url));
+  const kubeletConfigOf = async (version: string): Promise<string | undefined> => {
+    const read = async (path: string): Promise<Record<string, unknown>> => JSON.parse(await readFile(join(releases, version, path), 'utf8')) as Record<string, unknown>;
+    const release = { digest: 'sha256:0', manifest: (await read('release.json')) as unknown as ReleaseManifest, fragments: [{ name: '00-base.json', config: await read('ignition/00-base.json') }] };
+    const files = ((renderPayload(release, []).config.storage as { files?: { path: string; contents: { source: string } }[] }).files ?? []);
+    const source = files.find((f) => f.path === HOST_PATHS.kubeletConfig)?.contents.source;
+    return source === undefined ? undefined : decodeDataUrl(source).toString('utf8');
+  };
+
+  it('when 1.36.3-broken-kubelet is rendered, its kubelet config should be one the kubelet refuses; 1.36.3 one it takes', async () => {
+    assert.match(kubeletConfigProblem(await kubeletConfigOf('1.36.3-broken-kubelet')) ?? '', /^invalid configuration: maxPods \(--max-pods\) -1 must not be a negative number$/);
+    assert.equal(kubeletConfigProblem(await kubeletConfigOf('1.36.3')), undefined);
   });
 });
 
@@ -263,6 +326,32 @@ describe('kubelet against a hosted guest control plane (test bed)', () => {
       await eventually('the Node to report v1.36.3', async () => (await core.readNode({ name: 'host-a' })).status?.nodeInfo?.kubeletVersion === 'v1.36.3', 30_000);
       const patched = (await audit()).filter((e) => e.verb === 'patch' && e.objectRef?.name === 'host-a' && e.objectRef.subresource === 'status' && e.user.username === 'system:node:host-a');
       assert.ok(patched.length > 0, 'the version was not reported by the kubelet itself');
+    });
+
+    it('when the host reboots into a kubelet config the kubelet rejects, it should report Ready=False with the reason and the new boot ID; Ready again once the config is restored', async () => {
+      const readyOf = (n: k8s.V1Node): k8s.V1NodeCondition | undefined => n.status?.conditions?.find((c) => c.type === 'Ready');
+      const good = await readFile(join(host.root, HOST_PATHS.kubeletConfig), 'utf8');
+      await mkdir(join(host.root, dirname(HOST_PATHS.bootId)), { recursive: true });
+      await writeFile(join(host.root, HOST_PATHS.kubeletConfig), JSON.stringify({ ...JSON.parse(good), maxPods: -1 }));
+      await writeFile(join(host.root, HOST_PATHS.bootId), 'boot-broken\n');
+      const down = await eventually('the Node to be not Ready with the boot ID', async () => {
+        const n = await core.readNode({ name: 'host-a' });
+        return n.status?.nodeInfo?.bootID === 'boot-broken' && readyOf(n)?.status === 'False' ? n : undefined;
+      }, 30_000);
+      assert.equal(readyOf(down)?.reason, KUBELET_CONFIG_INVALID);
+      assert.match(readyOf(down)?.message ?? '', /maxPods \(--max-pods\) -1 must not be a negative number/);
+      assert.equal(down.metadata?.annotations?.[ANNOTATIONS.hostDown], KUBELET_CONFIG_REJECTED);
+      // KWOK leaves it not Ready (no heartbeat stage selects it) for as long as the config is refused.
+      await new Promise((r) => setTimeout(r, 2_000));
+      assert.equal(readyOf(await core.readNode({ name: 'host-a' }))?.status, 'False');
+
+      await writeFile(join(host.root, HOST_PATHS.kubeletConfig), good);
+      await writeFile(join(host.root, HOST_PATHS.bootId), 'boot-restored\n');
+      const up = await eventually('the Node to be Ready again', async () => {
+        const n = await core.readNode({ name: 'host-a' });
+        return n.status?.nodeInfo?.bootID === 'boot-restored' && readyOf(n)?.status === 'True' ? n : undefined;
+      }, 30_000);
+      assert.equal(up.metadata?.annotations?.[ANNOTATIONS.hostDown], undefined);
     });
 
     it('when restarted, it should resume from the root with the same certificate and no new CSR', async () => {

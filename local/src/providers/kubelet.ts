@@ -14,7 +14,7 @@
 import { createHash } from 'node:crypto';
 import * as k8s from '@kubernetes/client-node';
 import { HOST_PATHS } from '../../../api/src/host-paths.js';
-import { LABELS } from '../../../api/src/keys.js';
+import { ANNOTATIONS, LABELS } from '../../../api/src/keys.js';
 import { makeApiClient } from '../../../support/src/clients.js';
 import { statusCode, TerminalError } from '../../../support/src/errors.js';
 import type { Logger } from '../../../support/src/logger.js';
@@ -150,6 +150,75 @@ export function parseKubeletConfig(json: string): { registerWithTaints: k8s.V1Ta
   if (typeof doc !== 'object' || doc === null || config.kind !== 'KubeletConfiguration') throw new Error(`${HOST_PATHS.kubeletConfig} is not a KubeletConfiguration`);
   const taints = Array.isArray(config.registerWithTaints) ? (config.registerWithTaints as k8s.V1Taint[]) : [];
   return { registerWithTaints: taints.filter((t) => typeof t.key === 'string' && typeof t.effect === 'string') };
+}
+
+/**
+ * Why the kubelet would refuse to start with this configuration, or undefined when it would start: not JSON,
+ * not a KubeletConfiguration, or a value the kubelet's own validation rejects (the checks below carry its
+ * messages, from k8s.io/kubernetes pkg/kubelet/apis/config/validation). A host whose kubelet.conf is refused
+ * has no running kubelet: its Node stops being Ready (the simulated kubelet reports that, see Kubelet).
+ */
+export function kubeletConfigProblem(json: string | undefined): string | undefined {
+  if (json === undefined) return `${HOST_PATHS.kubeletConfig} is missing`;
+  try {
+    parseKubeletConfig(json);
+  } catch (err) {
+    return (err as Error).message;
+  }
+  const config = JSON.parse(json) as Record<string, unknown>;
+  const rules = Object.entries(KUBELET_RULES).filter(([field]) => config[field] !== undefined);
+  const notNumbers = rules.filter(([field]) => typeof config[field] !== 'number').map(([field]) => field);
+  if (notNumbers.length > 0) return `failed to decode ${HOST_PATHS.kubeletConfig}: ${notNumbers.join(', ')} must be a number`;
+  const errors = rules.map(([field, rule]) => rule(config[field] as number)).filter((e): e is string => e !== undefined);
+  return errors.length > 0 ? `invalid configuration: ${errors.join(', ')}` : undefined;
+}
+
+/** Numeric fields the kubelet validates, with its own messages. */
+const KUBELET_RULES: Record<string, (v: number) => string | undefined> = {
+  maxPods: (v) => (v < 0 ? `maxPods (--max-pods) ${v} must not be a negative number` : undefined),
+  healthzPort: (v) => (v !== 0 && !(v >= 1 && v <= 65535) ? `healthzPort (--healthz-port) ${v} must be between 1 and 65535, inclusive` : undefined),
+  imageGCHighThresholdPercent: (v) => (!(v >= 0 && v <= 100) ? `imageGCHighThresholdPercent (--image-gc-high-threshold) ${v} must be between 0 and 100, inclusive` : undefined),
+};
+
+/** Value of ANNOTATIONS.hostDown the kubelet writes while it rejects its config (tests write "true" for a
+ * dead host: the kubelet never removes that one). */
+export const KUBELET_CONFIG_REJECTED = 'kubelet-config-rejected';
+/** Reason of the Ready=False condition the kubelet reports while it rejects its config. */
+export const KUBELET_CONFIG_INVALID = 'KubeletConfigInvalid';
+
+/** What the kubelet reports in its Node's status after each look at the host root. */
+export interface HostStatus {
+  release: ReleaseInfo;
+  /** This boot's ID (HOST_PATHS.bootId), when the host has one. */
+  bootId?: string;
+  /** Why the kubelet config is refused (kubeletConfigProblem). */
+  configProblem?: string;
+}
+
+/**
+ * The Node patches that report a host's status: the annotation first (so KWOK stops marking the Node Ready
+ * before the status says it is not), then nodeInfo (boot ID, versions) and, while the config is refused,
+ * Ready=False, in one status patch: no reader sees this boot's ID with a Ready left from before.
+ * `annotation`: what ANNOTATIONS.hostDown is now.
+ */
+export function hostStatusPatches(status: HostStatus, annotation: string | undefined, now: Date): { metadata?: object; status: object } {
+  const metadata = hostDownPatch(status.configProblem !== undefined, annotation);
+  const nodeInfo: Record<string, string> = {};
+  if (status.bootId) nodeInfo.bootID = status.bootId;
+  if (status.release.kubeletVersion) nodeInfo.kubeletVersion = status.release.kubeletVersion;
+  if (status.release.osImage) nodeInfo.osImage = status.release.osImage;
+  const conditions =
+    status.configProblem === undefined
+      ? undefined
+      : [{ type: 'Ready', status: 'False', reason: KUBELET_CONFIG_INVALID, message: `kubelet cannot start: ${status.configProblem}`, lastHeartbeatTime: now, lastTransitionTime: now }];
+  return { ...(metadata ? { metadata } : {}), status: { nodeInfo, ...(conditions ? { conditions } : {}) } };
+}
+
+/** Sets the annotation while the config is refused (unless a test put "true" there), removes only its own. */
+function hostDownPatch(rejected: boolean, annotation: string | undefined): object | undefined {
+  if (rejected && annotation === undefined) return { annotations: { [ANNOTATIONS.hostDown]: KUBELET_CONFIG_REJECTED } };
+  if (!rejected && annotation === KUBELET_CONFIG_REJECTED) return { annotations: { [ANNOTATIONS.hostDown]: null } };
+  return undefined;
 }
 
 export interface ReleaseInfo {
@@ -306,7 +375,9 @@ export class Kubelet {
   readonly #fs: HostFs;
   /** Last condition recorded per type, so an unchanged one is not written again. */
   readonly #reported = new Map<string, string>();
-  #reportedNodeInfo: string | undefined;
+  /** The host status last reported (HostStatus as JSON), so an unchanged one is not written again. */
+  #reportedStatus: string | undefined;
+  #configProblem: string | undefined;
 
   constructor(spec: KubeletSpec, deps: KubeletDeps) {
     this.#spec = spec;
@@ -435,13 +506,11 @@ export class Kubelet {
     const node = registrationNode(this.#spec, { registerWithTaints: parseKubeletConfig(config ?? '{"kind":"KubeletConfiguration"}').registerWithTaints, release });
     try {
       await core.createNode({ body: node });
-      this.#reportedNodeInfo = JSON.stringify(release);
     } catch (err) {
       const code = statusCode(err);
       if (code === 403) throw new RetryableJoinError(`the guest apiserver refused to register Node ${this.#spec.nodeName}: ${apiMessage(err)}`, KUBELET_REASONS.registrationRefused, { cause: err });
-      // Registered before (a restarted kubelet): the Node is kept, and its version brought up to date.
+      // Registered before (a restarted kubelet): the Node is kept, and its status brought up to date (#syncStatus).
       if (code !== 409) throw err;
-      await this.#reportNodeInfo(core, release);
     }
   }
 
@@ -465,28 +534,39 @@ export class Kubelet {
     await this.#report({ type: KUBELET_CONDITIONS.servingCertificate, status: 'True', reason: KUBELET_REASONS.issued, message: `serving certificate for ${this.#spec.nodeName}, 127.0.0.1` });
   }
 
-  /** Reports the release's kubelet version whenever it changes (an in-place upgrade rewrites the file). */
+  /**
+   * Reports the host's status whenever it changes: the release's kubelet version (an in-place upgrade
+   * rewrites the file), the boot ID (a simulated reboot writes a new one), and whether the kubelet config is
+   * one the kubelet would start with (if not, the Node is not Ready until it is again).
+   */
   async #syncStatus(credentials: Credentials): Promise<void> {
     const core = this.#client(this.#nodeClient(credentials), k8s.CoreV1Api);
     while (!this.#deps.signal.aborted) {
-      await this.#pause(this.#timing.statusSyncMs);
-      if (this.#deps.signal.aborted) return;
       try {
-        await this.#reportNodeInfo(core, await this.#release());
+        await this.#reportStatus(core);
       } catch (err) {
         this.#deps.log.warn({ err }, 'Could not report the Node status; retrying');
       }
+      await this.#pause(this.#timing.statusSyncMs);
     }
   }
 
-  async #reportNodeInfo(core: k8s.CoreV1Api, release: ReleaseInfo): Promise<void> {
-    const key = JSON.stringify(release);
-    if (this.#reportedNodeInfo === key || release.kubeletVersion === undefined) return;
-    await core.patchNodeStatus(
-      { name: this.#spec.nodeName, body: { status: { nodeInfo: { kubeletVersion: release.kubeletVersion, ...(release.osImage ? { osImage: release.osImage } : {}) } } } },
-      k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
-    );
-    this.#reportedNodeInfo = key;
+  async #reportStatus(core: k8s.CoreV1Api): Promise<void> {
+    const [release, bootId, config] = await Promise.all([this.#release(), this.#fs.read(HOST_PATHS.bootId), this.#fs.read(HOST_PATHS.kubeletConfig)]);
+    const status: HostStatus = { release, bootId: bootId?.trim() || undefined, configProblem: kubeletConfigProblem(config) };
+    const key = JSON.stringify(status);
+    if (this.#reportedStatus === key) return;
+    const name = this.#spec.nodeName;
+    const node = await core.readNode({ name });
+    const patches = hostStatusPatches(status, node.metadata?.annotations?.[ANNOTATIONS.hostDown], new Date(this.#deps.clock.now()));
+    if (patches.metadata) await core.patchNode({ name, body: { metadata: patches.metadata } }, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch));
+    await core.patchNodeStatus({ name, body: { status: patches.status } }, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.StrategicMergePatch));
+    if (status.configProblem !== this.#configProblem) {
+      if (status.configProblem) this.#deps.log.error({ node: name, problem: status.configProblem }, 'Kubelet rejects its config: the Node is not Ready');
+      else if (this.#configProblem) this.#deps.log.info({ node: name }, 'Kubelet config valid again');
+    }
+    this.#configProblem = status.configProblem;
+    this.#reportedStatus = key;
   }
 
   async #release(): Promise<ReleaseInfo> {

@@ -1,0 +1,37 @@
+/**
+ * A MachineHealthCheck must not remediate a Machine whose node is being updated in place: the drain, the
+ * reboot and the health gate make the node look unhealthy for a while, and Cluster API v1.14's MHC does not
+ * spare a Machine under an in-place update on its own. It does honour `cluster.x-k8s.io/skip-remediation`
+ * (its presence). Both engines set it when they hand the node a target and remove it once the node is done;
+ * only the value Kindling writes is ever removed.
+ */
+import * as k8s from '@kubernetes/client-node';
+import { CAPI_API_VERSION, CAPI_GROUP, type Machine } from '../../api/src/capi.js';
+import { ANNOTATIONS, SKIP_REMEDIATION_INPLACE } from '../../api/src/keys.js';
+import { isNotFound } from '../../support/src/errors.js';
+
+const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
+
+type MachineLike = Pick<Machine, 'metadata'>;
+
+/** The annotation change `want` (skip or not) needs on this Machine, or undefined when none. */
+export function skipRemediationChange(machine: MachineLike, want: boolean): string | null | undefined {
+  const now = machine.metadata.annotations?.[ANNOTATIONS.capiSkipRemediation];
+  if (want) return now === undefined ? SKIP_REMEDIATION_INPLACE : undefined;
+  return now === SKIP_REMEDIATION_INPLACE ? null : undefined;
+}
+
+/** Sets or clears Kindling's skip-remediation on a Machine (from what the cache shows: nothing to do is free). */
+export async function setSkipRemediation(custom: k8s.CustomObjectsApi, machine: MachineLike, want: boolean): Promise<boolean> {
+  const value = skipRemediationChange(machine, want);
+  if (value === undefined) return false;
+  const version = CAPI_API_VERSION.split('/')[1] ?? '';
+  const body = { metadata: { annotations: { [ANNOTATIONS.capiSkipRemediation]: value } } };
+  try {
+    await custom.patchNamespacedCustomObject({ group: CAPI_GROUP, version, namespace: machine.metadata.namespace ?? '', plural: 'machines', name: machine.metadata.name, body }, merge);
+  } catch (err) {
+    // A Machine deleted meanwhile needs nothing.
+    if (!isNotFound(err)) throw err;
+  }
+  return true;
+}

@@ -1,0 +1,191 @@
+/**
+ * In-place rollouts that stop, on the real test bed (as rollout.test.ts, with 4 nodes, in a file of its own so
+ * each stays within the per-file time budget): the real ignition server renders each payload, a real
+ * `kindling agent` runs per node against its own root (AgentFleet, which also plays each host's kubelet at
+ * boot: boot ID, versions, Ready=False while the root's kubelet config is one the kubelet refuses), the
+ * upgrader and the drainer run in process.
+ *
+ * - pausedUntil (the MachineSet's cluster.x-k8s.io/paused) mid-rollout: no node is handed out, nodes handed out
+ *   finish, the progress says where it stopped; cleared, the rollout completes.
+ * - A payload whose kubelet config the kubelet refuses: the first node fails the health gate, is rolled back to
+ *   its old files and stays Degraded with the reason, no other node is touched, its Machine is spared from
+ *   remediation.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as k8s from '@kubernetes/client-node';
+import { Registry } from 'prom-client';
+import { startCluster, installCapiCrds, type Cluster } from '../../test/bed/src/index.js';
+import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
+import { CAPI_GROUP } from '../../api/src/capi.js';
+import { createLogger } from '../../support/src/logger.js';
+import { Drainer } from '../../drainer/src/drainer.js';
+import { createTestMachine, createTestNode, eventually, testMachineSet } from '../../drainer/src/testing.js';
+import { runIgnitionServer, type IgnitionServer } from '../../ignition-server/src/testing.js';
+import { isReady } from './select.js';
+import { CachedPayloadSource, IgnitionServerPayloadSource } from './payload.js';
+import { AgentFleet, AvailabilityWatcher, machineConfig, tokenSecret } from './testing.js';
+import { InPlaceUpgrader } from './upgrader.js';
+
+const NS = 'default';
+const POOL = 'pool';
+const NODES = ['n1', 'n2', 'n3', 'n4'];
+const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
+
+/** A payload: a file and a unit carrying the version. */
+function payload(version: string): object {
+  return {
+    ignition: { version: '3.4.0' },
+    storage: { files: [{ path: '/etc/kindling/version', mode: 0o644, contents: { source: `data:,${version}` } }] },
+    systemd: { units: [{ name: 'kindling-demo.service', enabled: true, contents: `[Service]\nExecStart=/bin/echo ${version}\n[Install]\nWantedBy=multi-user.target\n` }] },
+  };
+}
+
+interface MachineSetLike {
+  metadata: { annotations?: Record<string, string> };
+}
+
+describe('in-place rollouts that stop: pause, health gate', () => {
+  let mgmt: Cluster;
+  let guest: Cluster;
+  let ignition: IgnitionServer;
+  let fleet: AgentFleet;
+  let watcher: AvailabilityWatcher;
+  let rootsDir: string;
+  let upgrader: InPlaceUpgrader;
+  let drainer: Drainer;
+  let core: k8s.CoreV1Api;
+  let custom: k8s.CustomObjectsApi;
+  const log = createLogger({ name: 'rollout-halt-test', level: 'warn' });
+
+  const machineSet = async (): Promise<MachineSetLike> =>
+    (await custom.getNamespacedCustomObject({ group: CAPI_GROUP, version: 'v1beta2', namespace: NS, plural: 'machinesets', name: POOL })) as MachineSetLike;
+  const annotateSet = (annotations: Record<string, string | null>): Promise<unknown> =>
+    custom.patchNamespacedCustomObject({ group: CAPI_GROUP, version: 'v1beta2', namespace: NS, plural: 'machinesets', name: POOL, body: { metadata: { annotations } } }, merge);
+  const nodes = async (): Promise<k8s.V1Node[]> => (await core.listNode()).items;
+  const fileOn = (node: string, path: string): Promise<string> => readFile(join(fleet.rootOf(node), path), 'utf8');
+  const withDesired = async (hash: string): Promise<string[]> => (await nodes()).filter((n) => n.metadata?.annotations?.[ANNOTATIONS.desiredConfig] === hash).map((n) => n.metadata?.name ?? '').sort();
+  const at = async (hash: string): Promise<string[]> => (await nodes()).filter((n) => n.metadata?.annotations?.[ANNOTATIONS.currentConfig] === hash).map((n) => n.metadata?.name ?? '').sort();
+
+  /** What the nodepool-controller does for a new hash: the token Secret (the server mints and renders), the target. */
+  async function target(hash: string, docs: object[], annotations: Record<string, string>): Promise<void> {
+    const secret = tokenSecret({ namespace: NS, pool: POOL, hash, release: ignition.release, config: docs });
+    await mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api).createNamespacedSecret({ namespace: NS, body: secret });
+    await annotateSet({ [ANNOTATIONS.targetConfigHash]: hash, ...annotations });
+  }
+
+  const completed = (hash: string): Promise<MachineSetLike> =>
+    eventually(`the rollout to ${hash} to complete`, async () => {
+      const ms = await machineSet();
+      return ms.metadata.annotations?.[ANNOTATIONS.currentConfigHash] === hash ? ms : undefined;
+    }, 180_000, 250);
+
+  /** Machines carrying skip-remediation (a MachineHealthCheck would leave them alone), by name. */
+  async function sparedMachines(): Promise<string[]> {
+    const list = (await custom.listNamespacedCustomObject({ group: CAPI_GROUP, version: 'v1beta2', namespace: NS, plural: 'machines' })) as { items: { metadata: { name: string; annotations?: Record<string, string> } }[] };
+    return list.items.filter((m) => m.metadata.annotations?.[ANNOTATIONS.capiSkipRemediation] !== undefined).map((m) => m.metadata.name).sort();
+  }
+
+  /** Degraded with the gate's reason, back on its old files and units (a kubelet config the kubelet takes), Ready again. */
+  async function assertRolledBack(failed: string, failure: string, restarts: number): Promise<void> {
+    const ann = (await core.readNode({ name: failed })).metadata?.annotations ?? {};
+    assert.equal(ann[ANNOTATIONS.state], 'Degraded');
+    assert.equal(`${failed}: ${ann[ANNOTATIONS.reason]}`, failure);
+    assert.equal(ann[ANNOTATIONS.currentConfig], 'h1');
+    assert.equal(await fileOn(failed, '/etc/kindling/version'), 'v1');
+    assert.match(await fileOn(failed, '/etc/systemd/system/kindling-demo.service'), /echo v1/);
+    assert.doesNotMatch(await fileOn(failed, '/etc/kubernetes/kubelet.conf'), /maxPods/);
+    // Started for the update, restarted by its reboot, then by the rollback's.
+    assert.ok(restarts >= 3, `${failed}'s agent was started ${restarts} times: not by two reboots`);
+    await eventually(`${failed} to be Ready on its old config`, async () => {
+      const n = await core.readNode({ name: failed });
+      return isReady(n) && n.metadata?.annotations?.[ANNOTATIONS.hostDown] === undefined;
+    }, 30_000);
+  }
+
+  before(async () => {
+    mgmt = await startCluster({ name: 'mgmt', controllerManager: false });
+    [guest] = await Promise.all([startCluster({ name: 'tenant', kwok: true, controllerManager: false, management: { cluster: mgmt, namespace: NS } }), installCapiCrds(mgmt)]);
+    core = guest.kubeConfig.makeApiClient(k8s.CoreV1Api);
+    custom = mgmt.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
+    rootsDir = await mkdtemp(join(tmpdir(), 'kindling-roots-'));
+    ignition = await runIgnitionServer({ kubeconfigPath: mgmt.kubeconfigPath, dir: join(rootsDir, 'ignition-server'), namespace: NS });
+    const objects = k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig);
+    await objects.create(testMachineSet({ name: POOL, namespace: NS, cluster: 'tenant', replicas: NODES.length, annotations: { [ANNOTATIONS.targetConfigHash]: 'h0', [ANNOTATIONS.currentConfigHash]: 'h0' } }));
+    await Promise.all(
+      NODES.map(async (name, i) => {
+        await createTestNode(guest.kubeConfig, name, { [LABELS.zone]: `zone-${i % 2}` });
+        await core.patchNode({ name, body: { metadata: { annotations: { [ANNOTATIONS.currentConfig]: 'h0', [ANNOTATIONS.state]: 'Done' } } } }, merge);
+        await createTestMachine(mgmt.kubeConfig, { name: `${POOL}-${name}`, namespace: NS, cluster: 'tenant', machineSet: POOL, node: name });
+      }),
+    );
+    fleet = new AgentFleet({ guest: guest.kubeConfig, rootsDir });
+    await fleet.start();
+    watcher = new AvailabilityWatcher(guest.kubeConfig, NODES);
+    await watcher.start();
+    await eventually('every node to be Ready', async () => (await nodes()).filter(isReady).length === NODES.length);
+    const registry = new Registry();
+    const payloads = new CachedPayloadSource(new IgnitionServerPayloadSource({ kubeConfig: mgmt.kubeConfig, url: ignition.url, caPem: ignition.caPem }));
+    upgrader = new InPlaceUpgrader({ kubeConfig: mgmt.kubeConfig, log, payloads, agentImage: 'kindling:test', registry, resyncMs: 2_000 });
+    drainer = new Drainer({ kubeConfig: mgmt.kubeConfig, log, registry, defaultDrainTimeoutMs: 0 });
+    await Promise.all([upgrader.start(), drainer.start()]);
+  });
+
+  after(async () => {
+    watcher?.stop();
+    await Promise.all([upgrader?.stop(), drainer?.stop(), fleet?.stop(), ignition?.stop()]);
+    await Promise.all([guest?.stop(), mgmt?.stop()]);
+    if (rootsDir) await rm(rootsDir, { recursive: true, force: true });
+  });
+
+  it('when the pool is paused mid-rollout, it should hand out no further node, let those handed out finish, say where it stopped; once cleared, it should complete', async () => {
+    await target('h1', [machineConfig('50-test', payload('v1'))], { [ANNOTATIONS.maxUnavailable]: '1' });
+    await eventually('a node at h1 while others are not yet', async () => (await at('h1')).length > 0, 120_000, 100);
+    await annotateSet({ [ANNOTATIONS.capiPaused]: 'true' });
+    // Nodes handed out before the pause finish; then the progress says where the rollout stopped.
+    const progress = await eventually('the rollout to stop', async () => {
+      const text = (await machineSet()).metadata.annotations?.[ANNOTATIONS.inPlaceProgress] ?? '';
+      return /^(\d+) of 4 updated; paused at \1 of 4 by spec\.pausedUntil: no node is handed out until it clears$/.test(text) ? text : undefined;
+    }, 120_000, 200);
+    const stopped = await withDesired('h1');
+    assert.deepEqual(await at('h1'), stopped, 'a node handed out before the pause did not finish');
+    assert.ok(stopped.length < NODES.length, 'the rollout completed before the pause');
+    assert.equal(progress, `${stopped.length} of 4 updated; paused at ${stopped.length} of 4 by spec.pausedUntil: no node is handed out until it clears`);
+    await new Promise((r) => setTimeout(r, 4_000));
+    assert.deepEqual(await withDesired('h1'), stopped, 'a node was handed out while paused');
+    assert.deepEqual(await sparedMachines(), [], "a finished node's Machine is still spared from remediation");
+
+    await annotateSet({ [ANNOTATIONS.capiPaused]: null });
+    const ms = await completed('h1');
+    assert.equal(ms.metadata.annotations?.[ANNOTATIONS.inPlaceProgress], undefined);
+    for (const n of NODES) assert.equal(await fileOn(n, '/etc/kindling/version'), 'v1');
+    assert.ok(watcher.max <= 1, `${watcher.max} nodes were unavailable at once`);
+    assert.ok(watcher.max >= 1, 'the watcher never saw a node unavailable');
+    assert.deepEqual(await sparedMachines(), []);
+  });
+
+  it('when the payload holds a kubelet config the kubelet refuses, it should roll the first node back to its old files after the health check timeout, leave it Degraded with the reason, and touch no other node', async () => {
+    const broken = { apiVersion: 'machineconfiguration.openshift.io/v1', kind: 'KubeletConfig', metadata: { name: '99-broken' }, spec: { kubeletConfig: { maxPods: -1 } } };
+    const startsBefore = new Map(NODES.map((n) => [n, fleet.starts.get(n) ?? 0]));
+    await target('h2', [machineConfig('50-test', payload('v2')), broken], { [ANNOTATIONS.maxUnavailable]: '1', [ANNOTATIONS.healthCheckTimeout]: '5s' });
+    const failure = await eventually('the rollout to halt on the health check', async () => (await machineSet()).metadata.annotations?.[ANNOTATIONS.inPlaceFailure], 120_000, 200);
+    assert.match(failure, /^n\d: health check failed: 5s after the reboot into h2, the Node is not Ready \(Ready=False, KubeletConfigInvalid: kubelet cannot start: invalid configuration: maxPods \(--max-pods\) -1 must not be a negative number\); restored the previous files and units and rebooted$/);
+    const failed = failure.split(':')[0] ?? '';
+    await assertRolledBack(failed, failure, (fleet.starts.get(failed) ?? 0) - (startsBefore.get(failed) ?? 0));
+    // Halted: nothing else was handed h2 or restarted, and it stays so.
+    await new Promise((r) => setTimeout(r, 3_000));
+    assert.deepEqual(await withDesired('h2'), [failed]);
+    for (const n of NODES.filter((x) => x !== failed)) {
+      assert.equal(fleet.starts.get(n) ?? 0, startsBefore.get(n), `${n} was touched`);
+      assert.equal(await fileOn(n, '/etc/kindling/version'), 'v1');
+    }
+    assert.deepEqual(await sparedMachines(), [`${POOL}-${failed}`], "the Degraded node's Machine is not spared from remediation");
+    const ms = await machineSet();
+    assert.equal(ms.metadata.annotations?.[ANNOTATIONS.inPlaceProgress], '0 of 4 updated');
+    assert.equal(ms.metadata.annotations?.[ANNOTATIONS.currentConfigHash], 'h1');
+    assert.equal((await core.readNode({ name: failed })).metadata?.annotations?.[ANNOTATIONS.state], 'Degraded', 'the agent tried the update again');
+  });
+});

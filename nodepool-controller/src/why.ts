@@ -1,0 +1,112 @@
+/**
+ * Why the pool's nodes are moving: which inputs changed between the config the nodes are at and the target
+ * (the release, which config document of which ConfigMap, the infrastructure template) and the strategy each
+ * change takes. The controller stores it in the pool's status (status.rollout) the first time it sees the
+ * rollout, while the old hash's token Secret still holds the old inputs, and keeps it for as long as that
+ * rollout is under way: the token Secret expires, the record does not. `kindling plan` shows the document
+ * changes from the same functions.
+ */
+import type { RolloutChange, RolloutRecord, RolloutStrategy, UpgradeType } from '../../api/src/nodepool.js';
+import { normaliseConfig, type ConfigSource, type HashInputs } from './hash.js';
+
+/** As the CRD's maxItems of status.rollout.changes. */
+export const MAX_CHANGES = 64;
+
+export interface DocumentChange {
+  kind: string;
+  name: string;
+  change: 'added' | 'removed' | 'changed';
+  /** The ConfigMaps of the pool holding the document now (none when removed). */
+  configMaps: string[];
+}
+
+interface Doc {
+  kind: string;
+  metadata: { name: string };
+}
+
+/** `<kind>/<name>` → the document as JSON, from SECRET_KEYS.config. */
+function documents(config: string): Map<string, string> {
+  const docs = JSON.parse(config) as Doc[];
+  return new Map(docs.map((d) => [`${d.kind}/${d.metadata.name}`, JSON.stringify(d)]));
+}
+
+/** Which ConfigMaps hold each document (each ConfigMap normalised alone). */
+export function documentSources(configMaps: readonly ConfigSource[]): Map<string, string[]> {
+  const where = new Map<string, string[]>();
+  for (const cm of configMaps) {
+    for (const key of documents(normaliseConfig([cm])).keys()) where.set(key, [...(where.get(key) ?? []), cm.name]);
+  }
+  return where;
+}
+
+/** The documents added, removed or changed between two SECRET_KEYS.config values, by kind and name. */
+export function documentChanges(before: string, after: string, sources: Map<string, string[]>): DocumentChange[] {
+  const [a, b] = [documents(before), documents(after)];
+  const keys = [...new Set([...a.keys(), ...b.keys()])].sort();
+  return keys.flatMap((key) => {
+    const change = !a.has(key) ? 'added' : !b.has(key) ? 'removed' : a.get(key) === b.get(key) ? undefined : 'changed';
+    if (!change) return [];
+    const [kind = '', name = ''] = key.split('/');
+    return [{ kind, name, change, configMaps: change === 'removed' ? [] : (sources.get(key) ?? []) }];
+  });
+}
+
+/**
+ * What a change of each input does to the nodes, per upgrade type: a new payload (release, config) is
+ * applied in place on an InPlace pool and rolls the Machines of a Replace pool; a new infrastructure
+ * template rolls a Replace pool, and reaches only new Machines of an InPlace pool (its bare MachineSet does
+ * not replace Machines).
+ */
+export function strategyOf(input: RolloutChange['input'], upgradeType: UpgradeType): RolloutStrategy {
+  if (upgradeType === 'Replace') return 'Rollout';
+  return input === 'template' ? 'NewMachines' : 'InPlace';
+}
+
+export interface WhyInput {
+  upgradeType: UpgradeType;
+  /** Config hashes: the nodes' and the target (equal when only the template changed). */
+  from: string;
+  to: string;
+  /** The inputs of each hash (from their token Secrets); undefined when no longer known. */
+  before?: HashInputs;
+  after?: HashInputs;
+  /** The pool's ConfigMaps now, to name where each document is. */
+  configMaps: readonly ConfigSource[];
+  /** The infrastructure template the running Machines use and the one the pool names, when they differ. */
+  template?: { from: string; to: string };
+  /** When the rollout was first seen (RFC3339). */
+  now: string;
+}
+
+function payloadChanges(i: WhyInput): RolloutChange[] {
+  if (i.from === i.to) return [];
+  const strategy = strategyOf('config', i.upgradeType);
+  if (!i.before || !i.after) return [{ input: 'config', detail: `hash ${i.from} to ${i.to}: the inputs of ${i.from} are no longer known (its token Secret is gone)`, strategy }];
+  const changes: RolloutChange[] = [];
+  if (i.before.release !== i.after.release) changes.push({ input: 'release', detail: `${i.before.release} to ${i.after.release}`, strategy: strategyOf('release', i.upgradeType) });
+  if (i.before.config !== i.after.config) {
+    for (const d of documentChanges(i.before.config, i.after.config, documentSources(i.configMaps))) {
+      const where = d.configMaps.length > 0 ? ` in ConfigMap ${d.configMaps.join(', ')}` : '';
+      changes.push({ input: 'config', detail: `${d.kind} ${d.name} ${d.change}${where}`, strategy });
+    }
+  }
+  return changes;
+}
+
+/** The record of a rollout: every input that changed, with its strategy. */
+export function explainRollout(i: WhyInput): RolloutRecord {
+  const changes = payloadChanges(i);
+  if (i.template) changes.push({ input: 'template', detail: `${i.template.from} to ${i.template.to}`, strategy: strategyOf('template', i.upgradeType) });
+  if (changes.length > MAX_CHANGES) changes.splice(MAX_CHANGES - 1, changes.length, { input: 'config', detail: `and ${changes.length - MAX_CHANGES + 1} more changes`, strategy: strategyOf('config', i.upgradeType) });
+  return { from: i.from, to: i.to, since: i.now, changes };
+}
+
+const templateOf = (r: RolloutRecord): string | undefined => r.changes.find((c) => c.input === 'template')?.detail;
+
+/** The record to keep: the stored one while it is about the same rollout (hashes and template), else a new one. */
+export function keepOrExplain(stored: RolloutRecord | undefined, i: WhyInput): RolloutRecord {
+  const template = i.template ? `${i.template.from} to ${i.template.to}` : undefined;
+  if (stored && stored.from === i.from && stored.to === i.to && templateOf(stored) === template) return stored;
+  return explainRollout(i);
+}
