@@ -7,7 +7,7 @@ import { readFile } from 'node:fs/promises';
 import { COMPONENT_FLAGS, runComponent, type ComponentContext } from '../../support/src/component.js';
 import { ConfigError, flagName, type ConfigOf } from '../../support/src/config.js';
 import type { ReadinessCheck } from '../../support/src/ops-server.js';
-import { defineCommand, type Command } from '../../cli/src/command.js';
+import { defineCommand, type Command } from '../../support/src/command.js';
 import { createApp } from './app.js';
 import { TokenSecretController } from './controller.js';
 import { startHttpsServer } from '../../support/src/https.js';
