@@ -11,11 +11,9 @@ import { ANNOTATIONS, FIELD_MANAGERS, LABELS } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 import { CAPI_API_VERSION, type Machine, type MachineSet } from '../../api/src/capi.js';
 import { nodePoolFixture } from '../../api/src/testing.js';
-import { desiredMachineDeployment, desiredMachineSet } from '../../nodepool-controller/src/capi.js';
-import { configHash, normaliseConfig } from '../../nodepool-controller/src/hash.js';
-import { desiredTokenSecret } from '../../nodepool-controller/src/secrets.js';
-import { parseVersion, type Version } from '../../nodepool-controller/src/release.js';
-import type { ControlPlaneVersions } from '../../nodepool-controller/src/guest.js';
+import {
+  configHash, desiredMachineDeployment, desiredMachineSet, desiredTokenSecret, normaliseConfig, parseVersion, type ControlPlaneVersions, type Version,
+} from '../../nodepool-controller/src/preview.js';
 import type { PoolState } from './plan.js';
 
 export const NS = 'tenant-a';

@@ -3,4 +3,4 @@
  * node and which nodes it would start next. Nothing outside this folder imports the upgrader's other modules
  * (the fence in eslint.config.js).
  */
-export { classifyNode, planRollout, type NodeView, type NodePhase, type RolloutPlan } from './select.js';
+export { classifyNode, isReady, planRollout, type NodeView, type NodePhase, type RolloutPlan } from './select.js';

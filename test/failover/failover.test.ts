@@ -18,7 +18,7 @@ import { ANNOTATIONS, LABELS, SECRET_KEYS } from '../../api/src/keys.js';
 import { CAPI_GROUP } from '../../api/src/capi.js';
 import { nodePoolFixture } from '../../api/src/testing.js';
 import { createTestMachine, createTestNode, eventually, testMachineSet } from '../../drainer/src/testing.js';
-import { isReady } from '../../inplace-upgrader/src/select.js';
+import { isReady } from '../../inplace-upgrader/src/preview.js';
 import { AgentFleet, AvailabilityWatcher, KINDLING_BIN, machineConfig, tokenSecret } from '../../inplace-upgrader/src/testing.js';
 import { ignitionServerArgs, writeIgnitionServerFiles, type IgnitionServerFiles } from '../../ignition-server/src/testing.js';
 import { freePort, installCapiCrds, installKindlingCrds, startCluster, waitForPort, type Cluster } from '../bed/src/index.js';
