@@ -7,7 +7,7 @@
 import * as k8s from '@kubernetes/client-node';
 import { CONDITIONS, type Condition } from '../../api/src/conditions.js';
 import { FIELD_MANAGERS } from '../../api/src/keys.js';
-import { makeApiClient } from '../../support/src/clients.js';
+import { makeApiClient } from '../../support/src/kubeconfig.js';
 import { eventBody, recordEvent, type EventNote, type EventSubject } from '../../support/src/events.js';
 import type { Logger } from '../../support/src/logger.js';
 

@@ -4,7 +4,7 @@
  * managers wrote are left alone.
  */
 import * as k8s from '@kubernetes/client-node';
-import { makeApiClient, makeObjectApi } from './clients.js';
+import { makeApiClient, makeObjectApi } from './kubeconfig.js';
 
 export interface ApplyOptions {
   /** Validate and admit without persisting (server-side dry run). */
