@@ -18,7 +18,7 @@ export interface Applier {
   applyStatus<T extends k8s.KubernetesObject>(desired: T): Promise<T>;
 }
 
-/** `timeoutMs`: a deadline on every request (see clients.ts); none when absent, as before. */
+/** `timeoutMs`: a deadline on every request (see makeObjectApi in kubeconfig.ts); none when absent, as before. */
 export function createApplier(kc: k8s.KubeConfig, fieldManager: string, timeoutMs?: number): Applier {
   const objects = timeoutMs === undefined ? k8s.KubernetesObjectApi.makeApiClient(kc) : makeObjectApi(kc, timeoutMs);
   return {
