@@ -1,9 +1,11 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { desiredMachineDeployment, desiredMachineHealthCheck, desiredMachinePropagation, desiredMachineSet, desiredReplicas, durationSeconds } from './capi.js';
-import { assertGolden } from './golden.js';
+import { goldenIn } from '../../support/testing/golden.js';
 import { ANNOTATIONS } from '../../api/src/keys.js';
-import { sampleInPlacePool, samplePool } from './fixtures.js';
+import { sampleInPlacePool, samplePool } from '../../api/testing/nodepool.js';
+
+const assertGolden = goldenIn('nodepool-controller/src/testdata');
 
 const opts = { hash: '0123456789abcdef', version: 'v1.36.3' };
 

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import type { Condition } from '../../api/src/conditions.js';
 import { eventBody } from '../../support/src/events.js';
 import { conditionTransitions, EVENT_COMPONENT } from './events.js';
-import { samplePool } from './fixtures.js';
+import { samplePool } from '../../api/testing/nodepool.js';
 
 const at = '2026-11-23T08:00:00Z';
 const c = (type: string, status: Condition['status'], reason: string, message = 'm'): Condition => ({ type, status, reason, message, lastTransitionTime: at }) as Condition;

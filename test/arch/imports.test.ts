@@ -1,8 +1,9 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { join, relative, sep } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { ROOT, cycles, importEdges } from './imports.js';
+import { FOLDERS, ROOT, cycles, importEdges } from './imports.js';
 
 type FenceViolation = (from: string, to: string) => string | undefined;
 
@@ -65,4 +66,19 @@ describe('the fence', () => {
       assert.equal(fence(from, to) === undefined, allowed, fence(from, to));
     });
   }
+});
+
+describe("the image's compile (tsconfig.build.json)", () => {
+  it('when it lists what it compiles, it should hold the product sources and no test code', () => {
+    const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+    const run = spawnSync(process.execPath, [tsc, '-p', join(ROOT, 'tsconfig.build.json'), '--listFilesOnly'], { encoding: 'utf8' });
+    assert.equal(run.status, 0, run.stdout + run.stderr);
+    const ours = run.stdout
+      .split('\n')
+      .map((line) => relative(ROOT, line.trim()).split(sep).join('/'))
+      .filter((file) => FOLDERS.some((f) => file.startsWith(`${f}/`)));
+    assert.ok(ours.includes('cli/src/main.ts') && ours.includes('nodepool-controller/src/controller.ts'), 'the product is compiled');
+    const testCode = ours.filter((f) => f.endsWith('.test.ts') || f.includes('/testing/') || f.startsWith('local/') || f.startsWith('test/') || !f.includes('/src/'));
+    assert.deepEqual(testCode, []);
+  });
 });

@@ -31,7 +31,7 @@ import * as k8s from '@kubernetes/client-node';
 import { startCluster, freePort, ManagedProcess, eventually, type Cluster } from '../bed/src/index.js';
 import { createCertificateAuthority } from '../../support/src/pki.js';
 import { IGNITION_HEADERS, LABELS, SECRET_KEYS, tokenSecretName } from '../../api/src/keys.js';
-import { BASE_FRAGMENTS, ecKeyPem, writeReleaseFolder } from '../../ignition-server/src/testing.js';
+import { BASE_FRAGMENTS, ecKeyPem, writeReleaseFolder } from '../../ignition-server/testing/index.js';
 
 const KINDLING = fileURLToPath(new URL('../../../bin/kindling.js', import.meta.url));
 const NGINX = '/usr/sbin/nginx';
