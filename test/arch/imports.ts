@@ -66,8 +66,9 @@ export function folderOf(file: string): string {
   return file.split('/')[0] ?? file;
 }
 
-export function isTest(file: string): boolean {
-  return file.endsWith('.test.ts');
+/** Test and dev-only code: tests, testing/ helpers, and the local/ and test/ folders (the fence's own split). */
+export function isTestCode(file: string): boolean {
+  return file.endsWith('.test.ts') || file.includes('/testing/') || ['local', 'test'].includes(folderOf(file));
 }
 
 /** Counts of file→file imports between different top-level folders, as "from -> to: n" lines. */
