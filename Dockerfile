@@ -3,22 +3,21 @@
 #
 #   docker build -t ghcr.io/kindling/kindling:0.1.0 .
 
-# Build: full dependencies, the TypeScript compile, then only production dependencies.
+# Build: full dependencies, the TypeScript compile of the product only (tsconfig.build.json: no tests, no
+# testing/ helpers, no local/ or test/), then only production dependencies.
 FROM node:20-bookworm-slim AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts
-COPY tsconfig.json ./
-COPY api/ api/
-COPY support/ support/
-COPY cli/ cli/
-COPY nodepool-controller/ nodepool-controller/
-COPY ignition-server/ ignition-server/
-COPY inplace-upgrader/ inplace-upgrader/
-COPY drainer/ drainer/
-COPY local/ local/
-COPY test/ test/
-RUN npx tsc -p tsconfig.json && npm prune --omit=dev --ignore-scripts
+COPY tsconfig.json tsconfig.build.json ./
+COPY api/src/ api/src/
+COPY support/src/ support/src/
+COPY cli/src/ cli/src/
+COPY nodepool-controller/src/ nodepool-controller/src/
+COPY ignition-server/src/ ignition-server/src/
+COPY inplace-upgrader/src/ inplace-upgrader/src/
+COPY drainer/src/ drainer/src/
+RUN npx tsc -p tsconfig.build.json && npm prune --omit=dev --ignore-scripts
 
 # Runtime: the compiled JavaScript, production node_modules, the CRDs (`kindling crds`), and ignition-validate,
 # which the ignition server runs on every payload it generates.

@@ -8,7 +8,7 @@ import * as k8s from '@kubernetes/client-node';
 import { execFileSync } from 'node:child_process';
 import { startCluster, installKindlingCrds, testbedBinary, type Cluster } from '../../test/bed/src/index.js';
 import type { NodePool } from './nodepool.js';
-import { nodePoolFixture } from './testing.js';
+import { nodePoolFixture } from '../testing/nodepool.js';
 
 const NS = 'default';
 

@@ -5,8 +5,8 @@ import { NODEPOOL_API_VERSION, NODEPOOL_KIND, NODEPOOL_PLURAL, type NodePool } f
 import { CAPI_API_VERSION, CAPI_GROUP, type Machine, type MachineDeployment, type MachineSet } from '../../api/src/capi.js';
 import { isNotFound } from '../../support/src/errors.js';
 import { parseManifests } from '../../support/src/manifests.js';
-import { createGuestKubeConfigs, type GuestKubeConfigs } from '../../nodepool-controller/src/guest.js';
-import type { PoolState } from './plan.js';
+import { createGuestKubeConfigs, type GuestKubeConfigs } from '../../support/src/guest-kubeconfigs.js';
+import type { PoolState } from './plan-model.js';
 
 const CAPI_VERSION = CAPI_API_VERSION.split('/')[1] ?? '';
 const [KINDLING_GROUP = '', KINDLING_VERSION = ''] = NODEPOOL_API_VERSION.split('/');

@@ -5,7 +5,7 @@
 import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CRD_DIR } from '../../api/src/crd.js';
-import { defineCommand, type Command } from './command.js';
+import { defineCommand, type Command } from '../../support/src/command.js';
 import { VERSION } from './version.js';
 import { planCommand } from './plan.js';
 import { statusCommand } from './status.js';

@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { expandArgs, main } from './main.js';
-import { defineCommand } from './command.js';
+import { defineCommand } from '../../support/src/command.js';
 
 function io(): { out: string[]; err: string[]; io: Parameters<typeof main>[1] } {
   const out: string[] = [];

@@ -1,6 +1,6 @@
 /** `kindling <subcommand> [flags]`: one executable for every deployable. */
 import { ConfigError, flagName, formatHelp, parseConfig } from '../../support/src/config.js';
-import type { Command, CommandIO } from './command.js';
+import type { Command, CommandIO } from '../../support/src/command.js';
 import { COMMANDS } from './commands.js';
 
 function usage(commands: readonly Command[]): string {

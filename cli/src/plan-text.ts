@@ -1,5 +1,5 @@
 /** The text form of a plan, laid out like `kubeadm upgrade plan`: verdicts first, then what changes and how. */
-import type { Action, Effect, Plan } from './plan.js';
+import type { Action, Effect, Plan } from './plan-model.js';
 
 /** Columns padded to their widest cell; the last column is not padded. */
 export function table(rows: readonly string[][], indent = '  '): string[] {

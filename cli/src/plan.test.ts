@@ -6,9 +6,9 @@ import { ANNOTATIONS } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 import { computePlan, resolveFenceposts, simulateRollout, type Plan, type PoolState } from './plan.js';
 import { formatPlan, table } from './plan-text.js';
-import { validate, type Schema } from './json-schema.js';
-import { assertGoldenText, configMap, controlPlaneAt, IMAGE, KUBELET, MOTD, world, type World } from './testing.js';
-import type { NodeView } from '../../inplace-upgrader/src/select.js';
+import { validate, type Schema } from '../testing/json-schema.js';
+import { assertGoldenText, configMap, controlPlaneAt, IMAGE, KUBELET, MOTD, world, type World } from '../testing/index.js';
+import type { NodeView } from '../../inplace-upgrader/src/preview.js';
 
 const SCHEMA = JSON.parse(readFileSync(fileURLToPath(new URL('../../../cli/plan.schema.json', import.meta.url)), 'utf8')) as Schema;
 const NOW = Date.parse('2026-11-23T10:00:00Z');

@@ -11,127 +11,28 @@ import type { IntOrPercent, NodePool } from '../../api/src/nodepool.js';
 import type { Machine, MachineDeployment, MachineSet } from '../../api/src/capi.js';
 import { createLogger } from '../../support/src/logger.js';
 import { realClock } from '../../support/src/timers.js';
-import { Caches } from '../../nodepool-controller/src/caches.js';
-import type { CacheSource, Writer } from '../../nodepool-controller/src/store.js';
-import { desiredMachineDeployment, desiredMachinePropagation, desiredMachineSet } from '../../nodepool-controller/src/capi.js';
-import { contains, ownedFields, ownsMoreThan } from '../../nodepool-controller/src/diff.js';
-import { changedInputs } from '../../nodepool-controller/src/hash.js';
-import { documentChanges as changedDocuments, documentSources, type DocumentChange } from '../../nodepool-controller/src/why.js';
-import { desiredNode } from '../../nodepool-controller/src/nodes.js';
-import { pauseState } from '../../nodepool-controller/src/pause.js';
-import { evaluateTarget, inputsOf, newScope, type PhaseDeps, type Scope } from '../../nodepool-controller/src/phases.js';
-import { formatVersion, tagVersionResolver, type ReleaseVersionResolver } from '../../nodepool-controller/src/release.js';
-import { SKEW_POLICIES } from '../../nodepool-controller/src/skew.js';
-import { classifyNode, planRollout, resolveMaxUnavailable, type NodeView } from '../../inplace-upgrader/src/select.js';
+import {
+  Caches, SKEW_POLICIES, changedInputs, contains, desiredMachineDeployment, desiredMachinePropagation, desiredMachineSet, desiredNode, evaluateTarget,
+  formatVersion, inputsOf, newScope, documentSources, ownedFields, ownsMoreThan, pauseState, tagVersionResolver, changedDocuments,
+  type CacheSource, type DocumentChange, type PhaseDeps, type Scope, type Writer,
+} from '../../nodepool-controller/src/preview.js';
+import { classifyNode, planRollout, type NodeView } from '../../inplace-upgrader/src/preview.js';
+import { resolveIntOrPercent, resolveMaxUnavailable } from '../../support/src/int-or-percent.js';
 import { ConfigError, type ConfigOf, type FlagSpecs } from '../../support/src/config.js';
 import { COMPONENT_FLAGS, loadKubeConfig } from '../../support/src/component.js';
-import { createGuestVersions, type ControlPlaneVersions } from '../../nodepool-controller/src/guest.js';
-import { NODEPOOL_CONTROLLER_FLAGS } from '../../nodepool-controller/src/command.js';
-import { defineCommand, type Command } from './command.js';
+import { createGuestVersions, NODEPOOL_CONTROLLER_FLAGS } from '../../nodepool-controller/src/preview.js';
+import { defineCommand, type Command } from '../../support/src/command.js';
 import { guestKubeConfigs, parsePoolRef, poolFromYaml, readNodePool, readPoolState } from './cluster.js';
 import { formatPlan } from './plan-text.js';
+import type { PlanInput, Effect, Action, Policy, FieldChange, PlannedNode, InPlacePlan, ReplacePlan, Plan } from './plan-model.js';
+
+export type { PoolState, PlanInput, PolicyStatus, Effect, Action, Policy, FieldChange, PlannedNode, InPlacePlan, ReplacePlan, Plan } from './plan-model.js';
 
 /** Exit code of `plan` when a policy blocks the change. */
 export const PLAN_BLOCKED_EXIT = 3;
 /** The JSON Schema of `plan -o json`, relative to the repository. */
 export const PLAN_SCHEMA_PATH = 'cli/plan.schema.json';
 
-/** What `plan` reads: the pool's objects in the management cluster and its Nodes in the guest cluster. */
-export interface PoolState {
-  configMaps: k8s.V1ConfigMap[];
-  /** The pool's token and user-data Secrets. */
-  secrets: k8s.V1Secret[];
-  machineSets: MachineSet[];
-  machineDeployments: MachineDeployment[];
-  machines: Machine[];
-  /** Guest Nodes of the pool's Machines. */
-  nodes: k8s.V1Node[];
-  /** Why the guest Nodes could not be read, if they could not. */
-  guestError?: string;
-}
-
-export interface PlanInput {
-  /** The pool as planned (the live one with --release/--config, or the -f file). */
-  pool: NodePool;
-  /** Whether the pool exists in the management cluster. */
-  exists: boolean;
-  state: PoolState;
-  versions: ControlPlaneVersions;
-  releases?: ReleaseVersionResolver;
-  maxSkewMinors: number;
-  now: number;
-}
-
-export type PolicyStatus = 'pass' | 'fail' | 'skipped';
-export type Effect = 'propagate' | 'update-in-place' | 'replace' | 'new-machines';
-export type Action = 'none' | 'create' | 'propagate' | 'update-in-place' | 'replace' | 'blocked';
-
-export interface Policy {
-  name: string;
-  status: PolicyStatus;
-  reason: string;
-  message: string;
-}
-
-export type { DocumentChange };
-
-export interface FieldChange {
-  field: string;
-  what: string;
-  effect: Effect;
-  from?: string;
-  to?: string;
-}
-
-export interface PlannedNode {
-  name: string;
-  zone: string;
-  phase: string;
-  unavailable: boolean;
-  /** 1-based batch, or 0 when the node does not move. */
-  batch: number;
-}
-
-export interface InPlacePlan {
-  targetHash: string;
-  maxUnavailable: number;
-  nodes: PlannedNode[];
-  batches: string[][];
-  /** Machines without a Node yet: they boot the target config from their user-data. */
-  machinesWithoutNode: number;
-  halted?: { node: string; reason: string };
-  stalled?: string;
-}
-
-export interface ReplacePlan {
-  strategy: 'RollingUpdate' | 'OnDelete';
-  replicas: number;
-  maxSurge: number;
-  maxUnavailable: number;
-  /** Machines that run an older template and are replaced. */
-  machines: string[];
-  maxMachines: number;
-  minAvailable: number;
-  waves: number;
-}
-
-export interface Plan {
-  pool: { namespace: string; name: string; cluster: string; upgradeType: 'Replace' | 'InPlace'; exists: boolean };
-  release: { image: string; version?: string; currentVersion?: string };
-  controlPlane: { version?: string; error?: string };
-  paused?: string;
-  policies: Policy[];
-  blocked: boolean;
-  blockedReason?: string;
-  configHash: { current?: string; target?: string; changed: boolean; release?: { from?: string; to: string }; documents: DocumentChange[] };
-  changes: FieldChange[];
-  propagation: { machines: string[]; nodes: string[]; guestError?: string };
-  action: Action;
-  inPlace?: InPlacePlan;
-  replace?: ReplacePlan;
-}
-
-/** Never called: phases that only read must not write, and this makes sure of it. */
 const refusingWriter: Writer = {
   count: 0,
   apply: () => Promise.reject(new Error('kindling plan writes nothing')),
@@ -351,9 +252,8 @@ function inPlacePlan(input: PlanInput, ms: MachineSet | undefined, desired: Mach
 
 /** Cluster API (as Deployments): maxSurge rounds up, maxUnavailable down; both 0 means maxUnavailable 1. */
 export function resolveFenceposts(surge: IntOrPercent | undefined, unavailable: IntOrPercent | undefined, replicas: number): { maxSurge: number; maxUnavailable: number } {
-  const resolve = (v: IntOrPercent | undefined, round: (n: number) => number): number => (typeof v === 'string' ? round((replicas * Number(v.replace(/%$/, ''))) / 100) : (v ?? 0));
-  const maxSurge = resolve(surge, Math.ceil);
-  const maxUnavailable = resolve(unavailable, Math.floor);
+  const maxSurge = resolveIntOrPercent(surge, replicas, 'up') ?? 0;
+  const maxUnavailable = resolveIntOrPercent(unavailable, replicas) ?? 0;
   return maxSurge === 0 && maxUnavailable === 0 ? { maxSurge, maxUnavailable: 1 } : { maxSurge, maxUnavailable };
 }
 

@@ -5,7 +5,7 @@ import type { Condition } from '../../api/src/conditions.js';
 import type { MachineSet } from '../../api/src/capi.js';
 import type * as k8s from '@kubernetes/client-node';
 import { formatStatus, isFine, type PoolObjects, nodeProgress, poolStatusView, progressBar, Screen } from './status.js';
-import { assertGoldenText, configMap, guestNode, KUBELET, world } from './testing.js';
+import { assertGoldenText, configMap, guestNode, KUBELET, world } from '../testing/index.js';
 
 const cond = (type: Condition['type'], status: Condition['status'], reason: string, message = ''): Condition => ({ type, status, reason, message, lastTransitionTime: '2026-11-23T10:00:00Z' });
 

@@ -14,8 +14,8 @@ import { ConfigError, type FlagSpecs } from '../../support/src/config.js';
 import { clusterKey, GuestClusters } from '../../support/src/guest-clusters.js';
 import { ResilientInformer } from '../../support/src/informer.js';
 import { createLogger, type Logger } from '../../support/src/logger.js';
-import { classifyNode } from '../../inplace-upgrader/src/select.js';
-import { defineCommand, type Command, type CommandIO } from './command.js';
+import { classifyNode } from '../../inplace-upgrader/src/preview.js';
+import { defineCommand, type Command, type CommandIO } from '../../support/src/command.js';
 import { parsePoolRef } from './cluster.js';
 import { table } from './plan-text.js';
 

@@ -1,38 +1,10 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Clock } from '../../support/src/timers.js';
-import { blockedAnnotation, blockedEvent, EventRateLimiter } from './blocked.js';
+import { blockedAnnotation, blockedEvent } from './blocked.js';
 import type { Block } from './evict.js';
 
 const T0 = Date.parse('2026-08-01T10:00:00Z');
 const block = (pod: string, pdb: string, since = T0): Block => ({ pod, pdb, since, disruptionsAllowed: 0, detail: 'needs 3 healthy pods and has 3 currently' });
-
-function fakeClock(start: number): Clock & { advance(ms: number): void } {
-  let now = start;
-  return { now: () => now, setTimeout: () => undefined, clearTimeout: () => undefined, advance: (ms) => void (now += ms) };
-}
-
-describe('EventRateLimiter', () => {
-  it('when the same node and budget refuse again within the interval, it should allow one Event only; after it, another', () => {
-    const clock = fakeClock(T0);
-    const limiter = new EventRateLimiter(clock, 300_000);
-    assert.equal(limiter.allow('t/n1 shop/web'), true);
-    clock.advance(1_000);
-    assert.equal(limiter.allow('t/n1 shop/web'), false);
-    clock.advance(298_999);
-    assert.equal(limiter.allow('t/n1 shop/web'), false);
-    clock.advance(1);
-    assert.equal(limiter.allow('t/n1 shop/web'), true);
-  });
-
-  it('when another node or another budget refuses, it should count them apart', () => {
-    const limiter = new EventRateLimiter(fakeClock(T0), 300_000);
-    assert.equal(limiter.allow('t/n1 shop/web'), true);
-    assert.equal(limiter.allow('t/n2 shop/web'), true);
-    assert.equal(limiter.allow('t/n1 shop/db'), true);
-    assert.equal(limiter.allow('t/n1 shop/web'), false);
-  });
-});
 
 describe('blockedAnnotation', () => {
   it('when a budget refuses a pod and the node shows nothing, it should name the pod, the budget and since when', () => {

@@ -6,32 +6,10 @@
  */
 import { formatDrainBlocked, parseDrainBlocked } from '../../api/src/drain-blocked.js';
 import { formatDuration } from '../../support/src/config.js';
-import type { Clock } from '../../support/src/timers.js';
 import type { Block } from './evict.js';
 
 /** Default interval between two DrainBlocked Events of one node and budget. */
 export const BLOCKED_EVENT_INTERVAL_MS = 5 * 60_000;
-
-/** At most one `allow` per key per interval. Keys idle for longer are forgotten, so it stays small. */
-export class EventRateLimiter {
-  readonly #clock: Clock;
-  readonly #intervalMs: number;
-  readonly #last = new Map<string, number>();
-
-  constructor(clock: Clock, intervalMs: number) {
-    this.#clock = clock;
-    this.#intervalMs = intervalMs;
-  }
-
-  /** Whether an Event for `key` may go now; if so, the interval restarts for it. */
-  allow(key: string): boolean {
-    const now = this.#clock.now();
-    for (const [k, at] of this.#last) if (now - at >= this.#intervalMs) this.#last.delete(k);
-    if (this.#last.has(key)) return false;
-    this.#last.set(key, now);
-    return true;
-  }
-}
 
 /** The Warning Event of one refusal: the pod, the budget, its disruptionsAllowed, and what the drain does next. */
 export function blockedEvent(block: Block, timeoutMs: number): { type: 'Warning'; reason: string; message: string } {

@@ -1,5 +1,5 @@
 /** `kindling drainer`: the central drainer, one replica leading. */
-import { defineCommand, type Command } from '../../cli/src/command.js';
+import { defineCommand, type Command } from '../../support/src/command.js';
 import { COMPONENT_FLAGS, runComponent } from '../../support/src/component.js';
 import { Drainer } from './drainer.js';
 

@@ -14,7 +14,7 @@ import { startCluster, installCapiCrds, type Cluster } from '../../test/bed/src/
 import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
 import { createLogger } from '../../support/src/logger.js';
 import { Drainer } from './drainer.js';
-import { createTestMachine, createTestNode, eventually, testMachineSet, testPodFor } from './testing.js';
+import { createTestMachine, createTestNode, eventually, testMachineSet, testPodFor } from '../testing/index.js';
 
 const NS = 'default';
 const podAvailable = (pod: k8s.V1Pod): boolean =>

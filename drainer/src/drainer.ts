@@ -8,7 +8,7 @@
 import * as k8s from '@kubernetes/client-node';
 import { Gauge, Histogram, type Registry } from 'prom-client';
 import { CAPI_API_VERSION, CAPI_GROUP, type Machine, type MachineSet } from '../../api/src/capi.js';
-import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
+import { ANNOTATIONS, FIELD_MANAGERS, LABELS } from '../../api/src/keys.js';
 import { ResilientInformer } from '../../support/src/informer.js';
 import type { Logger } from '../../support/src/logger.js';
 import type { QueueMetrics } from '../../support/src/metrics.js';
@@ -16,7 +16,8 @@ import { WorkQueue, type ReconcileResult } from '../../support/src/queue.js';
 import { realClock, type Clock } from '../../support/src/timers.js';
 import { formatDuration } from '../../support/src/config.js';
 import { GuestClusters, type GuestCluster } from '../../support/src/guest-clusters.js';
-import { BLOCKED_EVENT_INTERVAL_MS, blockedAnnotation, blockedEvent, EventRateLimiter } from './blocked.js';
+import { BLOCKED_EVENT_INTERVAL_MS, blockedAnnotation, blockedEvent } from './blocked.js';
+import { eventBody, EventRateLimiter, recordEvent, type EventNote } from '../../support/src/events.js';
 import { Evictor, type Block } from './evict.js';
 import { cordonPatch, drainedPatch, drainFailedPatch, drainRequest, drainTimeoutMs, planEvictions, podList, uncordonPatch } from './plan.js';
 
@@ -271,30 +272,11 @@ export class Drainer {
     return { machine, machineSet };
   }
 
-  async #event(session: Session, node: k8s.V1Node, e: { type: string; reason: string; message: string }, log: Logger): Promise<void> {
-    const now = new Date(this.#clock.now());
-    try {
-      await session.core.createNamespacedEvent({
-        namespace: 'default',
-        body: {
-          metadata: { generateName: `${node.metadata?.name}.` },
-          involvedObject: { apiVersion: 'v1', kind: 'Node', name: node.metadata?.name, uid: node.metadata?.uid },
-          type: e.type,
-          reason: e.reason,
-          message: e.message,
-          source: { component: 'kindling-drainer' },
-          reportingComponent: 'kindling-drainer',
-          reportingInstance: 'kindling-drainer',
-          firstTimestamp: now,
-          lastTimestamp: now,
-          count: 1,
-        },
-      });
-    } catch (err) {
-      // An Event is a courtesy: the annotation carries the outcome.
-      log.warn({ err }, 'Failed to record an Event');
-    }
+  async #event(session: Session, node: k8s.V1Node, note: EventNote, log: Logger): Promise<void> {
+    const subject = { apiVersion: 'v1', kind: 'Node', metadata: { name: node.metadata?.name, uid: node.metadata?.uid } };
+    await recordEvent(session.core, eventBody(subject, note, { component: FIELD_MANAGERS.drainer, instance: FIELD_MANAGERS.drainer }, new Date(this.#clock.now())), log);
   }
+
 }
 
 function startedAtOf(node: k8s.V1Node, now: number): number {

@@ -9,7 +9,7 @@ import { createApp, type AppDeps } from './app.js';
 import { createTokenAuthority, type TokenAuthority } from './tokens.js';
 import { joinFor, TokenIndex, type TokenSecret, type TokenSecretEntry } from './token-index.js';
 import { payloadBytes, type Payload } from './payload/store.js';
-import { ecKeyPem, manualClock, memoryDestination } from './testing.js';
+import { ecKeyPem, manualClock, memoryDestination } from '../testing/index.js';
 
 const POOL = 'clusters/workers';
 const HASH = 'abc123';

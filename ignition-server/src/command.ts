@@ -8,7 +8,7 @@ import { availableParallelism } from 'node:os';
 import { COMPONENT_FLAGS, runComponent, type ComponentContext } from '../../support/src/component.js';
 import { ConfigError, flagName, type ConfigOf } from '../../support/src/config.js';
 import type { ReadinessCheck } from '../../support/src/ops-server.js';
-import { defineCommand, type Command } from '../../cli/src/command.js';
+import { defineCommand, type Command } from '../../support/src/command.js';
 import { TokenSecretController } from './controller.js';
 import { ServingPool } from './serving/pool.js';
 import { createIgnitionMetrics } from './metrics.js';

@@ -17,7 +17,7 @@ import { readRelease, resolveRelease } from './release/open.js';
 import { buildRelease, writeLayoutDir } from './release/build.js';
 import { TokenIndex } from './token-index.js';
 import { createTokenAuthority, type TokenAuthority } from './tokens.js';
-import { ecKeyPem, writeReleaseFolder } from './testing.js';
+import { ecKeyPem, writeReleaseFolder } from '../testing/index.js';
 
 const NS = 'clusters';
 const MOTD = { apiVersion: 'machineconfiguration.openshift.io/v1', kind: 'MachineConfig', metadata: { name: '99-motd' }, spec: { config: { ignition: { version: '3.2.0' }, storage: { files: [{ path: '/etc/motd', mode: 420, contents: { source: `data:,${'m'.repeat(100 * 1024)}` } }] } } } };

@@ -5,9 +5,9 @@
  * reconcile. A generation that keeps failing is retried (and asked for by every booting host of the pool):
  * one Event per (Secret, reason) per window, so the retries do not flood the apiserver.
  */
-import { hostname } from 'node:os';
 import * as k8s from '@kubernetes/client-node';
 import { FIELD_MANAGERS } from '../../api/src/keys.js';
+import { eventBody, EventRateLimiter, recordEvent, type EventNote } from '../../support/src/events.js';
 import type { Logger } from '../../support/src/logger.js';
 import type { Clock } from '../../support/src/timers.js';
 import type { TokenSecret } from './token-index.js';
@@ -19,11 +19,7 @@ export const EVENT_REASONS = {
   expired: 'TokenSecretExpired',
 } as const;
 
-export interface TokenSecretEvent {
-  type: 'Normal' | 'Warning';
-  reason: string;
-  message: string;
-}
+export type TokenSecretEvent = EventNote;
 
 export interface EventRecorderOptions {
   kubeConfig: k8s.KubeConfig;
@@ -36,49 +32,18 @@ export interface EventRecorderOptions {
 export class TokenSecretEvents {
   readonly #opts: EventRecorderOptions;
   readonly #core: k8s.CoreV1Api;
-  readonly #instance = hostname();
-  /** When the last Event of each `uid/reason` was recorded. */
-  readonly #last = new Map<string, number>();
+  /** One Event per `uid/reason` per window. */
+  readonly #limiter: EventRateLimiter;
 
   constructor(opts: EventRecorderOptions) {
     this.#opts = opts;
     this.#core = opts.kubeConfig.makeApiClient(k8s.CoreV1Api);
+    this.#limiter = new EventRateLimiter(opts.clock, opts.windowMs ?? 600_000);
   }
 
   async record(secret: TokenSecret, event: TokenSecretEvent): Promise<void> {
-    const now = this.#opts.clock.now();
-    const window = this.#opts.windowMs ?? 600_000;
-    const key = `${secret.uid}/${event.reason}`;
-    const last = this.#last.get(key);
-    if (last !== undefined && now - last < window) return;
-    this.#last.set(key, now);
-    this.#sweep(now, window);
-    try {
-      await this.#core.createNamespacedEvent({ namespace: secret.namespace, body: this.#body(secret, event, new Date(now)) });
-    } catch (err) {
-      this.#opts.log.warn({ err, secret: secret.key, reason: event.reason }, 'Could not record an Event');
-    }
-  }
-
-  /** Forgets windows that have passed, so the map stays as small as the set of recently failing Secrets. */
-  #sweep(now: number, window: number): void {
-    if (this.#last.size < 1024) return;
-    for (const [key, at] of this.#last) if (now - at >= window) this.#last.delete(key);
-  }
-
-  #body(secret: TokenSecret, event: TokenSecretEvent, now: Date): k8s.CoreV1Event {
-    return {
-      metadata: { generateName: `${secret.name}.`, namespace: secret.namespace },
-      involvedObject: { apiVersion: 'v1', kind: 'Secret', name: secret.name, namespace: secret.namespace, uid: secret.uid },
-      type: event.type,
-      reason: event.reason,
-      message: event.message.slice(0, 1024),
-      source: { component: EVENT_COMPONENT },
-      reportingComponent: EVENT_COMPONENT,
-      reportingInstance: this.#instance,
-      firstTimestamp: now,
-      lastTimestamp: now,
-      count: 1,
-    };
+    if (!this.#limiter.allow(`${secret.uid}/${event.reason}`)) return;
+    const subject = { apiVersion: 'v1', kind: 'Secret', metadata: { name: secret.name, namespace: secret.namespace, uid: secret.uid } };
+    await recordEvent(this.#core, eventBody(subject, event, { component: EVENT_COMPONENT }, new Date(this.#opts.clock.now())), this.#opts.log);
   }
 }

@@ -18,11 +18,11 @@ import { createCertificateAuthority, type CertificateAuthority } from '../../sup
 import { ANNOTATIONS, IGNITION_HEADERS, LABELS, SECRET_KEYS, tokenSecretName } from '../../api/src/keys.js';
 import { buildRelease, writeLayoutDir } from './release/build.js';
 import { createValidator } from './payload/validate.js';
-import { ecKeyPem, writeReleaseFolder } from './testing.js';
+import { ecKeyPem, writeReleaseFolder } from '../testing/index.js';
 import { parsePullSecret } from './release/registry.js';
 import { eventually } from '../../test/bed/src/eventually.js';
 import { bootHost } from '../../local/src/providers/boot.js';
-import { startRegistry, type RegistryFixture } from './registry-fixture.js';
+import { startRegistry, type RegistryFixture } from '../testing/registry-fixture.js';
 import { pushRelease } from './release/build.js';
 
 const NS = 'clusters';

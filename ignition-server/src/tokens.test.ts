@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { decodeJwt, decodeProtectedHeader, SignJWT } from 'jose';
 import { createTokenAuthority, createTokenVerifier, loadTokenAuthority } from './tokens.js';
-import { ecKeyPem, manualClock } from './testing.js';
+import { ecKeyPem, manualClock } from '../testing/index.js';
 
 describe('tokens', () => {
   it('when a token is minted, it should verify with the pool, hash, issue and expiry it was minted with', async () => {

@@ -4,7 +4,7 @@
  * replica, so the Service in front of them always has one ready.
  */
 import { readFile } from 'node:fs/promises';
-import { defineCommand, type Command } from '../../cli/src/command.js';
+import { defineCommand, type Command } from '../../support/src/command.js';
 import { ConfigError, flagName, type ConfigOf } from '../../support/src/config.js';
 import { COMPONENT_FLAGS, runComponent, type ComponentContext } from '../../support/src/component.js';
 import type { ReadinessCheck } from '../../support/src/ops-server.js';

@@ -10,7 +10,7 @@ import { startCluster, type Cluster } from '../../test/bed/src/index.js';
 import { ANNOTATIONS, FIELD_MANAGERS, NODE_STATES } from '../../api/src/keys.js';
 import { createApplier } from '../../support/src/apply.js';
 import { asRefusal, type Refusal } from '../../support/src/errors.js';
-import { createTestNode, eventually } from '../../drainer/src/testing.js';
+import { createTestNode, eventually } from '../../drainer/testing/index.js';
 import { cordonPatch, drainedPatch } from '../../drainer/src/plan.js';
 import { tokenKubeconfig } from '../../local/src/credentials.js';
 import {
@@ -24,7 +24,7 @@ import {
   GUEST_NAMESPACE,
   guestNamespace,
 } from './desired.js';
-import { boundAgentKubeconfig } from './testing.js';
+import { boundAgentKubeconfig } from '../testing/index.js';
 
 const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
 const NODE_NAME_CLAIM = 'authentication.kubernetes.io/node-name';

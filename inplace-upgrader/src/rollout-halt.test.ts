@@ -23,11 +23,11 @@ import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
 import { CAPI_GROUP } from '../../api/src/capi.js';
 import { createLogger } from '../../support/src/logger.js';
 import { Drainer } from '../../drainer/src/drainer.js';
-import { createTestMachine, createTestNode, eventually, testMachineSet } from '../../drainer/src/testing.js';
-import { runIgnitionServer, type IgnitionServer } from '../../ignition-server/src/testing.js';
+import { createTestMachine, createTestNode, eventually, testMachineSet } from '../../drainer/testing/index.js';
+import { runIgnitionServer, type IgnitionServer } from '../../ignition-server/testing/index.js';
 import { isReady } from './select.js';
 import { CachedPayloadSource, IgnitionServerPayloadSource } from './payload.js';
-import { AgentFleet, AvailabilityWatcher, machineConfig, tokenSecret } from './testing.js';
+import { AgentFleet, AvailabilityWatcher, machineConfig, tokenSecret } from '../testing/index.js';
 import { InPlaceUpgrader } from './upgrader.js';
 
 const NS = 'default';

@@ -21,13 +21,13 @@ import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
 import { CAPI_API_VERSION, CAPI_GROUP } from '../../api/src/capi.js';
 import { createLogger, type Logger } from '../../support/src/logger.js';
 import { Drainer } from '../../drainer/src/drainer.js';
-import { createTestMachine, createTestNode, eventually, setTestNodeRef, testMachineSet } from '../../drainer/src/testing.js';
+import { createTestMachine, createTestNode, eventually, setTestNodeRef, testMachineSet } from '../../drainer/testing/index.js';
 import { GUEST_NAMESPACE } from './desired.js';
 import { isReady } from './select.js';
 import { CachedPayloadSource, IgnitionServerPayloadSource } from './payload.js';
 import { STATE_DIR } from './agent/host.js';
-import { AgentFleet, AvailabilityWatcher, KINDLING_BIN, machineConfig, tokenSecret } from './testing.js';
-import { runIgnitionServer, type IgnitionServer } from '../../ignition-server/src/testing.js';
+import { AgentFleet, AvailabilityWatcher, KINDLING_BIN, machineConfig, tokenSecret } from '../testing/index.js';
+import { runIgnitionServer, type IgnitionServer } from '../../ignition-server/testing/index.js';
 import { InPlaceUpgrader } from './upgrader.js';
 
 const NS = 'default';

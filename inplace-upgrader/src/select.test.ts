@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type * as k8s from '@kubernetes/client-node';
 import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
-import { classifyNode, pickNodes, planRollout, resolveMaxUnavailable, type NodeView } from './select.js';
+import { classifyNode, pickNodes, planRollout, type NodeView } from './select.js';
 
 const T = 'target';
 const view = (name: string, phase: NodeView['phase'], extra: Partial<NodeView> = {}): NodeView => ({ name, zone: '', phase, unavailable: false, ...extra });
@@ -56,24 +56,6 @@ describe('classifyNode', () => {
     assert.equal(classifyNode(node({}, { zone: 'z1' }), T).unavailable, false);
     assert.equal(classifyNode(node({}, { zone: 'z1' }), T).zone, 'z1');
   });
-});
-
-describe('resolveMaxUnavailable', () => {
-  const cases: [string | undefined, number, number][] = [
-    ['3', 10, 3],
-    ['30%', 10, 3],
-    ['25%', 10, 2],
-    ['5%', 10, 1],
-    ['0', 10, 1],
-    [undefined, 10, 1],
-    ['banana', 10, 1],
-    ['100%', 7, 7],
-  ];
-  for (const [value, nodes, want] of cases) {
-    it(`when maxUnavailable is ${String(value)} of ${nodes} nodes, it should allow ${want}`, () => {
-      assert.equal(resolveMaxUnavailable(value, nodes), want);
-    });
-  }
 });
 
 describe('pickNodes', () => {

@@ -82,15 +82,6 @@ export function classifyNode(node: k8s.V1Node, target: string, expectedDesired?:
   };
 }
 
-/** maxUnavailable as the nodepool-controller resolved it (an integer ≥ 1); a percentage of the nodes is
- * accepted too (rounded down); anything else, or nothing, means 1. Never below 1, or nothing would move. */
-export function resolveMaxUnavailable(value: string | undefined, nodes: number): number {
-  const text = (value ?? '').trim();
-  const percent = /^(\d+)%$/.exec(text);
-  const n = percent ? Math.floor((nodes * Number(percent[1])) / 100) : /^\d+$/.test(text) ? Number(text) : 1;
-  return Math.max(1, n);
-}
-
 /**
  * Up to `capacity` idle nodes: unavailable ones first (updating them costs no availability), then one at a
  * time from the zone with the fewest nodes busy (already updating, or picked now), then by name.

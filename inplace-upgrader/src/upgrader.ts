@@ -18,8 +18,9 @@ import { WorkQueue, type ReconcileResult } from '../../support/src/queue.js';
 import { GuestClusters, clusterKey, type GuestCluster } from '../../support/src/guest-clusters.js';
 import { cleanUpPool, createGuestSession, ensureBase, expectedDesired, handOutNode, startGuestSession, stopGuestSession, type GuestSession } from './guest.js';
 import type { PayloadSource } from './payload.js';
-import { classifyNode, planRollout, resolveMaxUnavailable, type NodeView, type RolloutPlan } from './select.js';
+import { classifyNode, planRollout, type NodeView, type RolloutPlan } from './select.js';
 import { setSkipRemediation } from './remediation.js';
+import { resolveMaxUnavailable } from '../../support/src/int-or-percent.js';
 
 export interface UpgraderOptions {
   kubeConfig: k8s.KubeConfig;

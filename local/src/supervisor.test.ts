@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { flush, manualClock } from '../../support/src/testing.js';
+import { flush, manualClock } from '../../support/testing/index.js';
 import { eventually, ManagedProcess } from '../../test/bed/src/index.js';
 import { describeExit, restartDelay, RESTART_BACKOFF, Supervisor, type BackoffPolicy, type Restart, type SupervisedProcess } from './supervisor.js';
 

@@ -1,9 +1,11 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { desiredMachineDeployment, desiredMachineHealthCheck, desiredMachinePropagation, desiredMachineSet, desiredReplicas, durationSeconds, resolveMaxUnavailable } from './capi.js';
-import { assertGolden } from './golden.js';
+import { desiredMachineDeployment, desiredMachineHealthCheck, desiredMachinePropagation, desiredMachineSet, desiredReplicas, durationSeconds } from './capi.js';
+import { goldenIn } from '../../support/testing/golden.js';
 import { ANNOTATIONS } from '../../api/src/keys.js';
-import { sampleInPlacePool, samplePool } from './fixtures.js';
+import { sampleInPlacePool, samplePool } from '../../api/testing/nodepool.js';
+
+const assertGolden = goldenIn('nodepool-controller/src/testdata');
 
 const opts = { hash: '0123456789abcdef', version: 'v1.36.3' };
 
@@ -51,17 +53,6 @@ describe('desiredMachineSet', () => {
     assert.equal(ms.spec.template.metadata?.labels?.['kindling.dev/nodepool'], 'workers');
     assert.deepEqual(ms.spec.selector.matchLabels, { 'kindling.dev/nodepool': 'workers', 'cluster.x-k8s.io/cluster-name': 'guest' });
   });
-});
-
-describe('resolveMaxUnavailable', () => {
-  const cases: [string | number | undefined, number, number][] = [
-    [undefined, 10, 1], [3, 10, 3], [0, 10, 1], ['50%', 3, 1], ['25%', 10, 2], ['10%', 5, 1], ['100%', 7, 7], ['0%', 7, 1],
-  ];
-  for (const [value, replicas, expected] of cases) {
-    it(`when maxUnavailable is ${String(value)} of ${replicas} replicas, it should resolve to ${expected}`, () => {
-      assert.equal(resolveMaxUnavailable(value, replicas), expected);
-    });
-  }
 });
 
 describe('desiredReplicas', () => {

@@ -5,7 +5,8 @@
  */
 import { ANNOTATIONS, LABELS, userDataSecretName } from '../../api/src/keys.js';
 import { CAPI_API_VERSION, type MachineDeployment, type MachineHealthCheck, type MachineSet, type MachineSpec, type MachineTaint, type MachineTemplate } from '../../api/src/capi.js';
-import { DEFAULT_HEALTH_CHECK_TIMEOUT, type IntOrPercent, type NodePool } from '../../api/src/nodepool.js';
+import { DEFAULT_HEALTH_CHECK_TIMEOUT, type NodePool } from '../../api/src/nodepool.js';
+import { resolveMaxUnavailable } from '../../support/src/int-or-percent.js';
 import { ownerReference } from './secrets.js';
 
 /** What the children point at: the config hash (its user-data) and the release's Kubernetes version. */
@@ -82,14 +83,6 @@ function childMetadata(pool: NodePool, annotations: Record<string, string>): Mac
     ...(Object.keys(annotations).length > 0 ? { annotations } : {}),
     ownerReferences: [ownerReference(pool)],
   };
-}
-
-/** InPlace maxUnavailable as the upgrader reads it: an int, or a % of replicas rounded down; at least 1. */
-export function resolveMaxUnavailable(value: IntOrPercent | undefined, replicas: number): number {
-  if (value === undefined) return 1;
-  if (typeof value === 'number') return Math.max(1, Math.floor(value));
-  const percent = Number(value.replace(/%$/, ''));
-  return Math.max(1, Math.floor((replicas * percent) / 100));
 }
 
 /** Replace pools: CAPI rolls the machines when the template (user-data, version) changes. */

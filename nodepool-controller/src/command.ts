@@ -3,7 +3,7 @@
  * long-running component; both act only while leading.
  */
 import { readFile } from 'node:fs/promises';
-import { defineCommand, type Command } from '../../cli/src/command.js';
+import { defineCommand, type Command } from '../../support/src/command.js';
 import { COMPONENT_FLAGS, runComponent } from '../../support/src/component.js';
 import { createNodePoolController, type NodePoolController } from './controller.js';
 

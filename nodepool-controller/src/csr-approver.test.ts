@@ -16,7 +16,7 @@ import { createLogger } from '../../support/src/logger.js';
 import { createCertificateRequest, type CertificateRequestOptions } from '../../support/src/pki.js';
 import { ANNOTATIONS, BOOTSTRAP_GROUP, bootstrapPoolGroup, LABELS } from '../../api/src/keys.js';
 import type { Machine } from '../../api/src/capi.js';
-import { nodePoolFixture } from '../../api/src/testing.js';
+import { nodePoolFixture } from '../../api/testing/nodepool.js';
 import { createNodePoolController, type NodePoolController } from './controller.js';
 import { KUBELET_CLIENT_SIGNER, KUBELET_SERVING_SIGNER } from './csr-decision.js';
 import { BOOTSTRAPPER_BINDING, NODE_BOOTSTRAPPER_ROLE } from './guest-setup.js';

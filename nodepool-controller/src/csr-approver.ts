@@ -22,7 +22,7 @@ import { CAPI_API_VERSION, CAPI_GROUP, type Machine } from '../../api/src/capi.j
 import { ANNOTATIONS, FIELD_MANAGERS } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 import { createApplier, toModel, type Applier } from '../../support/src/apply.js';
-import { DEFAULT_REQUEST_TIMEOUT_MS, makeApiClient } from '../../support/src/clients.js';
+import { API_REQUEST_TIMEOUT_MS, makeApiClient } from '../../support/src/kubeconfig.js';
 import { isConflict, isNotFound, NotReadyError } from '../../support/src/errors.js';
 import { clusterKey, GuestClusters, type GuestCluster } from '../../support/src/guest-clusters.js';
 import { ResilientInformer } from '../../support/src/informer.js';
@@ -100,7 +100,7 @@ export class CsrApprover {
   constructor(opts: CsrApproverOptions) {
     this.#opts = opts;
     this.#clock = opts.clock ?? realClock;
-    this.#timeoutMs = opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+    this.#timeoutMs = opts.requestTimeoutMs ?? API_REQUEST_TIMEOUT_MS;
     this.#machines = makeApiClient(opts.kubeConfig, k8s.CustomObjectsApi, this.#timeoutMs);
     this.decisions = new Counter({
       name: 'kindling_csr_decisions_total',

@@ -1,8 +1,9 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Condition } from '../../api/src/conditions.js';
-import { conditionTransitions, desiredEvent } from './events.js';
-import { samplePool } from './fixtures.js';
+import { eventBody } from '../../support/src/events.js';
+import { conditionTransitions, EVENT_COMPONENT } from './events.js';
+import { samplePool } from '../../api/testing/nodepool.js';
 
 const at = '2026-11-23T08:00:00Z';
 const c = (type: string, status: Condition['status'], reason: string, message = 'm'): Condition => ({ type, status, reason, message, lastTransitionTime: at }) as Condition;
@@ -35,10 +36,10 @@ describe('conditionTransitions', () => {
   });
 });
 
-describe('desiredEvent', () => {
+describe("the controller's Events", () => {
   it('when built for a pool, it should point at the pool and name the reporting component', () => {
     const pool = samplePool();
-    const e = desiredEvent(pool, { type: 'Warning', reason: 'ConfigMapMissing', message: 'x' }, new Date(at), 'host-1');
+    const e = eventBody(pool, { type: 'Warning', reason: 'ConfigMapMissing', message: 'x' }, { component: EVENT_COMPONENT, instance: 'host-1' }, new Date(at));
     assert.deepEqual(e.involvedObject, { apiVersion: 'kindling.dev/v1beta1', kind: 'NodePool', name: 'workers', namespace: 'tenant-a', uid: pool.metadata.uid });
     assert.equal(e.metadata.generateName, 'workers.');
     assert.equal(e.source?.component, 'kindling-nodepool-controller');

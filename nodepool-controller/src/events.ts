@@ -4,21 +4,17 @@
  * Which transitions make an Event is a pure function of the previous and the new conditions; emitting is
  * best effort (an Event lost to a crash or a failed create does not fail the reconcile: the status holds the truth).
  */
-import { hostname } from 'node:os';
 import * as k8s from '@kubernetes/client-node';
 import { CONDITIONS, type Condition } from '../../api/src/conditions.js';
 import { FIELD_MANAGERS } from '../../api/src/keys.js';
-import type { ObjectMeta } from '../../api/src/nodepool.js';
-import { makeApiClient } from '../../support/src/clients.js';
+import { makeApiClient } from '../../support/src/kubeconfig.js';
+import { eventBody, recordEvent, type EventNote, type EventSubject } from '../../support/src/events.js';
 import type { Logger } from '../../support/src/logger.js';
 
 export const EVENT_COMPONENT = FIELD_MANAGERS.nodepoolController;
 
-export interface Transition {
-  type: 'Normal' | 'Warning';
-  reason: string;
-  message: string;
-}
+export type Transition = EventNote;
+export type { EventSubject };
 
 /** Warning for a False spec/transient condition (someone must act or something is wrong); Normal otherwise. */
 function eventType(c: Condition): Transition['type'] {
@@ -44,36 +40,6 @@ export function conditionTransitions(previous: readonly Condition[], next: reado
   return out;
 }
 
-/** The object an Event is about (a NodePool, a Machine): apiVersion and kind set, as list items lack them. */
-export interface EventSubject {
-  apiVersion: string;
-  kind: string;
-  metadata: ObjectMeta;
-}
-
-/** The core/v1 Event for one transition (the legacy API `kubectl describe` shows). */
-export function desiredEvent(subject: EventSubject, t: Transition, now: Date, instance: string): k8s.CoreV1Event {
-  return {
-    metadata: { generateName: `${subject.metadata.name}.`, namespace: subject.metadata.namespace },
-    involvedObject: {
-      apiVersion: subject.apiVersion,
-      kind: subject.kind,
-      name: subject.metadata.name,
-      namespace: subject.metadata.namespace,
-      uid: subject.metadata.uid,
-    },
-    type: t.type,
-    reason: t.reason,
-    message: t.message.slice(0, 1024),
-    source: { component: EVENT_COMPONENT },
-    reportingComponent: EVENT_COMPONENT,
-    reportingInstance: instance,
-    firstTimestamp: now,
-    lastTimestamp: now,
-    count: 1,
-  };
-}
-
 export interface EventRecorder {
   record(subject: EventSubject, transitions: readonly Transition[], log: Logger): Promise<void>;
   /** Events created so far. */
@@ -82,7 +48,6 @@ export interface EventRecorder {
 
 export function createEventRecorder(kc: k8s.KubeConfig, now: () => number): EventRecorder {
   const core = makeApiClient(kc, k8s.CoreV1Api);
-  const instance = hostname();
   let count = 0;
   return {
     get count() {
@@ -91,12 +56,7 @@ export function createEventRecorder(kc: k8s.KubeConfig, now: () => number): Even
     async record(subject, transitions, log) {
       await Promise.all(
         transitions.map(async (t) => {
-          try {
-            await core.createNamespacedEvent({ namespace: subject.metadata.namespace ?? '', body: desiredEvent(subject, t, new Date(now()), instance) });
-            count++;
-          } catch (err) {
-            log.warn({ err, reason: t.reason }, 'Could not record an Event');
-          }
+          if (await recordEvent(core, eventBody(subject, t, { component: EVENT_COMPONENT }, new Date(now())), log)) count++;
         }),
       );
     },

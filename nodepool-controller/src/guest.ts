@@ -14,8 +14,6 @@ export interface ControlPlaneVersions {
   versionOf(namespace: string, cluster: string): Promise<Version>;
 }
 
-export { createGuestKubeConfigs, type GuestKubeConfigs, type ReadSecret } from '../../support/src/guest-kubeconfigs.js';
-
 export interface GuestVersionOptions {
   readSecret?: ReadSecret;
   /** Shared with the other users of the guest clusters; made from readSecret when absent. */

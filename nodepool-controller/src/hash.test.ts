@@ -2,8 +2,10 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { TerminalError } from '../../support/src/errors.js';
 import { changedInputs, configHash, normaliseConfig, type ConfigSource } from './hash.js';
-import { assertGolden } from './golden.js';
-import { KUBELET_CONFIG } from './fixtures.js';
+import { goldenIn } from '../../support/testing/golden.js';
+import { KUBELET_CONFIG } from '../../api/testing/nodepool.js';
+
+const assertGolden = goldenIn('nodepool-controller/src/testdata');
 
 const RELEASE = 'registry.local:5000/kindling/release:1.36.3';
 const sources: ConfigSource[] = [{ name: 'kubelet-config', data: { config: KUBELET_CONFIG } }];

@@ -4,7 +4,7 @@ import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
 import { CAPI_API_VERSION, type Machine } from '../../api/src/capi.js';
 import { joinStatus } from './joining.js';
 import { computeConditions } from './status.js';
-import { samplePool } from './fixtures.js';
+import { samplePool } from '../../api/testing/nodepool.js';
 
 const NOW = Date.UTC(2026, 10, 23, 12);
 const MIN = 60_000;

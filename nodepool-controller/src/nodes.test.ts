@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import type * as k8s from '@kubernetes/client-node';
 import { ANNOTATIONS } from '../../api/src/keys.js';
 import { desiredNode } from './nodes.js';
-import { samplePool } from './fixtures.js';
+import { samplePool } from '../../api/testing/nodepool.js';
 
 const node = (patch: Partial<k8s.V1Node> = {}): k8s.V1Node => ({ metadata: { name: 'n1', resourceVersion: '42', labels: { keep: 'yes' } }, spec: {}, ...patch });
 const ours = (fields: object): k8s.V1ManagedFieldsEntry => ({ manager: 'kindling-nodepool-controller', operation: 'Apply', fieldsType: 'FieldsV1', fieldsV1: fields });

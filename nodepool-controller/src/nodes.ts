@@ -11,7 +11,7 @@ import type { NodePool } from '../../api/src/nodepool.js';
 import { createApplier } from '../../support/src/apply.js';
 import { isConflict, isNotFound } from '../../support/src/errors.js';
 import { isUpToDate } from './diff.js';
-import type { GuestKubeConfigs } from './guest.js';
+import type { GuestKubeConfigs } from '../../support/src/guest-kubeconfigs.js';
 
 type Taint = Pick<k8s.V1Taint, 'key' | 'value' | 'effect'>;
 

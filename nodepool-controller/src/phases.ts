@@ -26,7 +26,7 @@ import { joinStatus } from './joining.js';
 import type { Observations } from './status.js';
 import type { Caches } from './caches.js';
 import type { Writer } from './store.js';
-import { applyIfNeeded, withKind } from './reconciler.js';
+import { applyIfNeeded, withKind } from './apply.js';
 
 export interface ControllerConfig {
   ignition: IgnitionEndpoint;

@@ -4,16 +4,15 @@
  * server-side apply under FIELD_MANAGERS.nodepoolController, and only when the live object differs.
  */
 import type * as k8s from '@kubernetes/client-node';
-import { FIELD_MANAGERS, NODEPOOL_FINALIZER } from '../../api/src/keys.js';
+import { NODEPOOL_FINALIZER } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 import { findRefusal, TerminalError } from '../../support/src/errors.js';
 import type { ReconcileResult } from '../../support/src/queue.js';
 import type { Logger } from '../../support/src/logger.js';
 import { canonicalJson } from './hash.js';
-import { isUpToDate } from './diff.js';
 import { computeStatus } from './status.js';
 import { conditionTransitions, type EventRecorder } from './events.js';
-import type { OverlayCache } from './store.js';
+import { withKind } from './apply.js';
 import { newScope, runPhases, type PhaseDeps, type Scope } from './phases.js';
 
 export type ReconcilerDeps = PhaseDeps & { log: Logger; events?: EventRecorder };
@@ -100,15 +99,4 @@ export class NodePoolReconciler {
     log.info('Deleted the pool\'s children and Secrets');
     return {};
   }
-}
-
-/** List items come without apiVersion/kind; writes need them. */
-export function withKind<T extends k8s.KubernetesObject>(obj: T, apiVersion: string, kind: string): T {
-  return { ...obj, apiVersion, kind };
-}
-
-/** Applies when the live object differs from the desired one; returns what is live afterwards. */
-export async function applyIfNeeded<T extends k8s.KubernetesObject>(deps: Pick<PhaseDeps, 'writer'>, live: T | undefined, desired: T, cache: OverlayCache<T>): Promise<T> {
-  if (live && isUpToDate(live, desired, FIELD_MANAGERS.nodepoolController)) return live;
-  return deps.writer.apply(desired, cache);
 }

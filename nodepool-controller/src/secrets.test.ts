@@ -1,9 +1,11 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { desiredTokenSecret, desiredUserDataSecret, hashOfUserData, ignitionStub } from './secrets.js';
-import { assertGolden } from './golden.js';
-import { samplePool } from './fixtures.js';
-import { ignitionValidate } from './ignition-validate.js';
+import { goldenIn } from '../../support/testing/golden.js';
+import { samplePool } from '../../api/testing/nodepool.js';
+import { ignitionValidate } from '../testing/ignition-validate.js';
+
+const assertGolden = goldenIn('nodepool-controller/src/testdata');
 
 const CA = '-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n';
 const inputs = { release: 'registry.local:5000/kindling/release:1.36.3', config: '[{"kind":"KubeletConfig","metadata":{"name":"max-pods"}}]' };

@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { RolloutRecord } from '../../api/src/nodepool.js';
-import { sampleInPlacePool } from './fixtures.js';
+import { sampleInPlacePool } from '../../api/testing/nodepool.js';
 import { computeStatus, type Observations } from './status.js';
 
 const NOW = '2026-11-24T00:00:00Z';

@@ -4,7 +4,7 @@
  * managers wrote are left alone.
  */
 import * as k8s from '@kubernetes/client-node';
-import { makeApiClient, makeObjectApi } from './clients.js';
+import { makeApiClient, makeObjectApi } from './kubeconfig.js';
 
 export interface ApplyOptions {
   /** Validate and admit without persisting (server-side dry run). */
@@ -18,7 +18,7 @@ export interface Applier {
   applyStatus<T extends k8s.KubernetesObject>(desired: T): Promise<T>;
 }
 
-/** `timeoutMs`: a deadline on every request (see clients.ts); none when absent, as before. */
+/** `timeoutMs`: a deadline on every request (see makeObjectApi in kubeconfig.ts); none when absent, as before. */
 export function createApplier(kc: k8s.KubeConfig, fieldManager: string, timeoutMs?: number): Applier {
   const objects = timeoutMs === undefined ? k8s.KubernetesObjectApi.makeApiClient(kc) : makeObjectApi(kc, timeoutMs);
   return {

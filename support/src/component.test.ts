@@ -4,7 +4,7 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { startCluster, type Cluster } from '../../test/bed/src/index.js';
 
-const FIXTURE = fileURLToPath(new URL('./component-fixture.js', import.meta.url));
+const FIXTURE = fileURLToPath(new URL('../testing/component-fixture.js', import.meta.url));
 
 describe('runComponent on a real apiserver', () => {
   let cluster: Cluster;

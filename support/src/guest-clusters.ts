@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import * as k8s from '@kubernetes/client-node';
 import { kubeconfigSecretName, LABELS, SECRET_KEYS } from '../../api/src/keys.js';
 import { ResilientInformer } from './informer.js';
-import { kubeConfigFromString } from './kubeconfig.js';
+import { kubeConfigOfSecret } from './guest-kubeconfigs.js';
 import type { Logger } from './logger.js';
 
 export interface GuestCluster {
@@ -102,7 +102,7 @@ export class GuestClusters<S> {
     if (existing) void this.#close(existing);
     let kubeConfig: k8s.KubeConfig;
     try {
-      kubeConfig = kubeConfigFromString(Buffer.from(value, 'base64').toString('utf8'));
+      kubeConfig = kubeConfigOfSecret(secret);
     } catch (err) {
       this.#opts.log.error({ err, cluster: key }, 'Kubeconfig Secret does not hold a kubeconfig: ignoring the cluster');
       this.#entries.delete(key);

@@ -17,14 +17,16 @@ export interface GuestKubeConfigs {
   forget(namespace: string, cluster: string): void;
 }
 
+/** The one way a CAPI `<cluster>-kubeconfig` Secret becomes a client config; throws when it holds none. */
+export function kubeConfigOfSecret(secret: k8s.V1Secret): k8s.KubeConfig {
+  const text = Buffer.from(secret.data?.[SECRET_KEYS.kubeconfig] ?? '', 'base64').toString('utf8');
+  if (text === '') throw new Error(`Secret ${secret.metadata?.name ?? ''} has no ${SECRET_KEYS.kubeconfig} key`);
+  return kubeConfigFromString(text);
+}
+
 export function createGuestKubeConfigs(readSecret: ReadSecret): GuestKubeConfigs {
   const configs = new Map<string, Promise<k8s.KubeConfig>>();
-  const load = async (namespace: string, cluster: string): Promise<k8s.KubeConfig> => {
-    const secret = await readSecret(namespace, kubeconfigSecretName(cluster));
-    const text = Buffer.from(secret.data?.[SECRET_KEYS.kubeconfig] ?? '', 'base64').toString('utf8');
-    if (text === '') throw new Error(`Secret ${kubeconfigSecretName(cluster)} has no ${SECRET_KEYS.kubeconfig} key`);
-    return kubeConfigFromString(text);
-  };
+  const load = async (namespace: string, cluster: string): Promise<k8s.KubeConfig> => kubeConfigOfSecret(await readSecret(namespace, kubeconfigSecretName(cluster)));
   return {
     get(namespace, cluster) {
       const key = `${namespace}/${cluster}`;

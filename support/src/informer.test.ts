@@ -6,7 +6,7 @@ import { startCluster, kubeconfigFor, FaultProxy, type Cluster } from '../../tes
 import { ResilientInformer, pagedList, type InformerEvent, type InformerOptions, type WatchFn, type WatchRequest } from './informer.js';
 import { loadCertificateAuthority } from './pki.js';
 import { createLogger } from './logger.js';
-import { flush, manualClock, type ManualClock } from './testing.js';
+import { flush, manualClock, type ManualClock } from '../testing/index.js';
 import { sleep } from './timers.js';
 
 const log = createLogger({ name: 'test', level: 'silent' });

@@ -8,6 +8,10 @@
  * Watches do not use this timeout (client-node's Watch keeps its own connect and inactivity timer; the
  * informer builds on that).
  *
+ * A client that needs its own deadline (a guest apiserver's CSR approval, a host's kubelet) or a stop signal
+ * that tears down its requests in flight gets it from makeApiClient/makeObjectApi, by the same middleware path
+ * as `withSignal`: the per-client signal replaces the kubeconfig's default one.
+ *
  * It is also the one place every request passes before it is sent, so it is where a replica whose leadership
  * lapsed stops talking to the apiserver at once (`setRequestGate`), even before its timers have run.
  */
@@ -76,18 +80,48 @@ export function kubeConfigFromString(yaml: string): ApiKubeConfig {
   return kc;
 }
 
+/** A middleware giving each request the signal `signal()` makes (run after authentication, so it replaces the default). */
+function signalMiddleware(signal: () => AbortSignal): k8s.ObservableMiddleware {
+  return {
+    pre: (request) => {
+      request.setSignal(signal());
+      return new k8s.Observable(Promise.resolve(request));
+    },
+    post: (response) => new k8s.Observable(Promise.resolve(response)),
+  };
+}
+
 /** Options for one client-node call: abort it with `signal` rather than after the default timeout. */
 export function withSignal(signal: AbortSignal): k8s.ConfigurationOptions {
-  return {
-    middleware: [
-      {
-        pre: (request) => {
-          request.setSignal(signal);
-          return new k8s.Observable(Promise.resolve(request));
-        },
-        post: (response) => new k8s.Observable(Promise.resolve(response)),
-      },
-    ],
-    middlewareMergeStrategy: 'append',
-  };
+  return { middleware: [signalMiddleware(() => signal)], middlewareMergeStrategy: 'append' };
+}
+
+/**
+ * Like KubeConfig.makeApiClient, with a deadline of `timeoutMs` on every request the client makes; with `stop`,
+ * aborting it also tears down the requests in flight (an owner that is going away need not wait for their
+ * deadline). Works with any KubeConfig, an ApiKubeConfig or not.
+ */
+export function makeApiClient<T>(kc: k8s.KubeConfig, type: new (config: k8s.Configuration) => T, timeoutMs = API_REQUEST_TIMEOUT_MS, stop?: AbortSignal): T {
+  const cluster = kc.getCurrentCluster();
+  if (!cluster) throw new Error('the kubeconfig has no current cluster');
+  const deadline = (): AbortSignal => (stop ? AbortSignal.any([stop, timeoutSignal(timeoutMs)]) : timeoutSignal(timeoutMs));
+  const config = k8s.createConfiguration({
+    baseServer: new k8s.ServerConfiguration(cluster.server, {}),
+    authMethods: { default: kc },
+    middleware: [signalMiddleware(deadline)],
+  });
+  return new type(config);
+}
+
+/** KubernetesObjectApi with a deadline on every request (its per-call options cannot carry middleware). */
+class TimedObjectApi extends k8s.KubernetesObjectApi {
+  static make(kc: k8s.KubeConfig, timeoutMs: number): k8s.KubernetesObjectApi {
+    const api = makeApiClient(kc, TimedObjectApi, timeoutMs);
+    api.setDefaultNamespace(kc);
+    return api;
+  }
+}
+
+export function makeObjectApi(kc: k8s.KubeConfig, timeoutMs = API_REQUEST_TIMEOUT_MS): k8s.KubernetesObjectApi {
+  return TimedObjectApi.make(kc, timeoutMs);
 }

@@ -4,7 +4,7 @@ import type * as k8s from '@kubernetes/client-node';
 import { startCluster, type Cluster } from '../../test/bed/src/index.js';
 import { checkLeaderTimings, LeaderElector, nextLeaseSpec, type LeaseStore } from './leader.js';
 import { createLogger } from './logger.js';
-import { flush, manualClock, type ManualClock } from './testing.js';
+import { flush, manualClock, type ManualClock } from '../testing/index.js';
 
 const log = createLogger({ name: 'test', level: 'silent' });
 const conflict = (): Error => Object.assign(new Error('Conflict'), { code: 409 });

@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { WorkQueue, type Outcome } from './queue.js';
 import { NotReadyError, TerminalError } from './errors.js';
-import { manualClock } from './testing.js';
+import { manualClock } from '../testing/index.js';
 
 const tick = (): Promise<void> => new Promise((r) => setImmediate(r));
 

@@ -38,7 +38,7 @@ import * as k8s from '@kubernetes/client-node';
 import { startCluster, freePort, ManagedProcess, eventually, type Cluster } from '../bed/src/index.js';
 import { createCertificateAuthority } from '../../support/src/pki.js';
 import { IGNITION_HEADERS, LABELS, SECRET_KEYS, tokenSecretName } from '../../api/src/keys.js';
-import { BASE_FRAGMENTS, ecKeyPem, writeReleaseFolder } from '../../ignition-server/src/testing.js';
+import { BASE_FRAGMENTS, ecKeyPem, writeReleaseFolder } from '../../ignition-server/testing/index.js';
 import { reportRows, type Row } from './table.js';
 import { buildGoReference, childPid, startGo, startNginx, type Reference, type Site } from './references.js';
 

@@ -22,10 +22,10 @@ import { ANNOTATIONS, DRAIN_PREFIX, LABELS, NODE_STATES, UNCORDON_PREFIX } from 
 import { CAPI_GROUP } from '../../api/src/capi.js';
 import { createLogger } from '../../support/src/logger.js';
 import { Drainer } from '../../drainer/src/drainer.js';
-import { createTestMachine, createTestNode, eventually, testMachineSet } from '../../drainer/src/testing.js';
+import { createTestMachine, createTestNode, eventually, testMachineSet } from '../../drainer/testing/index.js';
 import { CachedPayloadSource, IgnitionServerPayloadSource } from '../../inplace-upgrader/src/payload.js';
-import { AvailabilityWatcher, tokenSecret } from '../../inplace-upgrader/src/testing.js';
-import { runIgnitionServer } from '../../ignition-server/src/testing.js';
+import { AvailabilityWatcher, tokenSecret } from '../../inplace-upgrader/testing/index.js';
+import { runIgnitionServer } from '../../ignition-server/testing/index.js';
 import { InPlaceUpgrader } from '../../inplace-upgrader/src/upgrader.js';
 import { installCapiCrds, startCluster } from '../bed/src/index.js';
 import { reportRows } from './table.js';

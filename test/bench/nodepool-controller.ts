@@ -15,7 +15,7 @@ import * as k8s from '@kubernetes/client-node';
 import { startCluster, installCapiCrds, installKindlingCrds } from '../bed/src/index.js';
 import { createLogger } from '../../support/src/logger.js';
 import { createNodePoolController } from '../../nodepool-controller/src/controller.js';
-import { runIgnitionServer } from '../../ignition-server/src/testing.js';
+import { runIgnitionServer } from '../../ignition-server/testing/index.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 import { SECRET_KEYS } from '../../api/src/keys.js';
 import { reportRows } from './table.js';

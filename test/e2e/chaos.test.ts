@@ -18,7 +18,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { ANNOTATIONS, DRAIN_PREFIX } from '../../api/src/keys.js';
-import { AvailabilityWatcher } from '../../inplace-upgrader/src/testing.js';
+import { AvailabilityWatcher } from '../../inplace-upgrader/testing/index.js';
 import { eventually } from '../bed/src/index.js';
 import { LocalEnvironment } from './environment.js';
 

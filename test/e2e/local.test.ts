@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
-import { AvailabilityWatcher } from '../../inplace-upgrader/src/testing.js';
+import { AvailabilityWatcher } from '../../inplace-upgrader/testing/index.js';
 import { eventually, HOST_DOWN_ANNOTATION } from '../bed/src/index.js';
 import { LocalEnvironment, NS, TokenRecorder, WORKLOAD, WorkloadWatcher, type Machine } from './environment.js';
 import { describeFindings, scanLogs } from './logs.js';

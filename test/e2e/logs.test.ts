@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { createLogger } from '../../support/src/logger.js';
 import { createTokenAuthority } from '../../ignition-server/src/tokens.js';
-import { ecKeyPem } from '../../ignition-server/src/testing.js';
+import { ecKeyPem } from '../../ignition-server/testing/index.js';
 import { describeFindings, scanLogs } from './logs.js';
 
 const BOOTSTRAP = 'k9f3az.0h4x8q2m7c1v5b6n';

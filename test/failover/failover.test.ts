@@ -17,11 +17,11 @@ import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { ANNOTATIONS, LABELS, SECRET_KEYS } from '../../api/src/keys.js';
 import { CAPI_GROUP } from '../../api/src/capi.js';
-import { nodePoolFixture } from '../../api/src/testing.js';
-import { createTestMachine, createTestNode, eventually, testMachineSet, testPodFor } from '../../drainer/src/testing.js';
-import { isReady } from '../../inplace-upgrader/src/select.js';
-import { AgentFleet, AvailabilityWatcher, KINDLING_BIN, machineConfig, tokenSecret } from '../../inplace-upgrader/src/testing.js';
-import { ignitionServerArgs, writeIgnitionServerFiles, type IgnitionServerFiles } from '../../ignition-server/src/testing.js';
+import { nodePoolFixture } from '../../api/testing/nodepool.js';
+import { createTestMachine, createTestNode, eventually, testMachineSet, testPodFor } from '../../drainer/testing/index.js';
+import { isReady } from '../../inplace-upgrader/src/preview.js';
+import { AgentFleet, AvailabilityWatcher, KINDLING_BIN, machineConfig, tokenSecret } from '../../inplace-upgrader/testing/index.js';
+import { ignitionServerArgs, writeIgnitionServerFiles, type IgnitionServerFiles } from '../../ignition-server/testing/index.js';
 import { freePort, installCapiCrds, installKindlingCrds, startCluster, waitForPort, type Cluster } from '../bed/src/index.js';
 import { auditedRequests, ElectedComponent, LEASE_NAMESPACE, type AuditEvent, type Replica } from './replicas.js';
 

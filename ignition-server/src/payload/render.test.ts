@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { InvalidConfigError, KUBELET_CONFIG_PATH, RELEASE_INFO_PATH, renderPayload, serialize } from './render.js';
 import { minimumVersion, negotiateVersion, SPEC_VERSIONS, type SpecVersion } from './versions.js';
 import { createValidator } from './validate.js';
-import { BASE_FRAGMENTS, RELEASE_MANIFEST } from '../testing.js';
+import { BASE_FRAGMENTS, RELEASE_MANIFEST } from '../../testing/index.js';
 import type { Release } from '../release/types.js';
 
 const validate = createValidator();

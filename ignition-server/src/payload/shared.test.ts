@@ -14,8 +14,8 @@ import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { startCluster, eventually, type Cluster } from '../../../test/bed/src/index.js';
 import { IGNITION_HEADERS, LABELS, SECRET_KEYS, tokenSecretName } from '../../../api/src/keys.js';
-import { IgnitionServer, writeIgnitionServerFiles, type IgnitionServerFiles } from '../testing.js';
-import { startRegistry, type RegistryFixture } from '../registry-fixture.js';
+import { IgnitionServer, writeIgnitionServerFiles, type IgnitionServerFiles } from '../../testing/index.js';
+import { startRegistry, type RegistryFixture } from '../../testing/registry-fixture.js';
 import { parsePullSecret, RegistryClient } from '../release/registry.js';
 
 const NS = 'clusters';

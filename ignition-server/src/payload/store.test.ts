@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { createLogger } from '../../../support/src/logger.js';
 import { configDigest, GenerationError, NotGeneratedYetError, PayloadStore, payloadBytes, type ConfigSource, type PayloadStoreOptions } from './store.js';
 import { createValidator } from './validate.js';
-import { BASE_FRAGMENTS, RELEASE_MANIFEST } from '../testing.js';
+import { BASE_FRAGMENTS, RELEASE_MANIFEST } from '../../testing/index.js';
 import { ReleaseUnavailableError, type Release } from '../release/types.js';
 import { joinFileBytes } from '../join.js';
 import { admitRelease } from '../release/policy.js';

@@ -1,6 +1,6 @@
 /** `kindling release build <folder> --output <dir|file.tar> [--push <ref>]`. */
 import { readFile } from 'node:fs/promises';
-import type { CommandIO } from '../../../cli/src/command.js';
+import type { CommandIO } from '../../../support/src/command.js';
 import { buildRelease, pushRelease, writeLayoutDir, writeLayoutTar } from './build.js';
 import { parseReference } from './reference.js';
 import { parsePullSecret, type RegistryOptions } from './registry.js';

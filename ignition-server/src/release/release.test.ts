@@ -14,8 +14,8 @@ import { readRelease, resolveRelease } from './open.js';
 import { parseReference } from './reference.js';
 import { parsePullSecret, parseChallenge } from './registry.js';
 import { InvalidReleaseError, MEDIA_TYPES, ReleaseUnavailableError } from './types.js';
-import { BASE_FRAGMENTS, RELEASE_MANIFEST, writeReleaseFolder } from '../testing.js';
-import { startRegistry, REGISTRY_USER, type RegistryFixture } from '../registry-fixture.js';
+import { BASE_FRAGMENTS, RELEASE_MANIFEST, writeReleaseFolder } from '../../testing/index.js';
+import { startRegistry, REGISTRY_USER, type RegistryFixture } from '../../testing/registry-fixture.js';
 
 describe('release references', () => {
   it('when given each transport spelling, it should parse host, repository, tag, digest and path', () => {

@@ -10,7 +10,7 @@ import { createTokenAuthority, type TokenAuthority } from '../tokens.js';
 import { TokenIndex, type TokenSecret } from '../token-index.js';
 import { payloadBytes, type Payload } from '../payload/payload.js';
 import type { PayloadObserver } from '../payload/store.js';
-import { ecKeyPem } from '../testing.js';
+import { ecKeyPem } from '../../testing/index.js';
 import { eventually } from '../../../test/bed/src/eventually.js';
 import { profilingFlags, ServingPool } from './pool.js';
 

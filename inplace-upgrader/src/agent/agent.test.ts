@@ -12,11 +12,11 @@ import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { startCluster, type Cluster } from '../../../test/bed/src/index.js';
 import { ANNOTATIONS, NODE_STATES } from '../../../api/src/keys.js';
-import { createTestNode, eventually } from '../../../drainer/src/testing.js';
+import { createTestNode, eventually } from '../../../drainer/testing/index.js';
 import { guestNamespace, payloadSecret } from '../desired.js';
-import { KINDLING_BIN } from '../testing.js';
+import { KINDLING_BIN } from '../../testing/index.js';
 import type { IgnitionConfig } from './ignition.js';
-import { confinedRoot, ESCAPES, tree } from './testing.js';
+import { confinedRoot, ESCAPES, tree } from '../../testing/agent.js';
 
 const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
 

@@ -1,6 +1,6 @@
 /** `kindling agent`: the node agent, run in the agent Pod the upgrader pins to a node. */
 import { resolve } from 'node:path';
-import { defineCommand, type Command } from '../../../cli/src/command.js';
+import { defineCommand, type Command } from '../../../support/src/command.js';
 import { ConfigError } from '../../../support/src/config.js';
 import { loadKubeConfig } from '../../../support/src/component.js';
 import { createLogger } from '../../../support/src/logger.js';

@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { disruptionOf } from './agent.js';
 import { Host } from './host.js';
 import { parseIgnition, UnsupportedConfigError, type Entry, type IgnitionConfig } from './ignition.js';
-import { confinedRoot, ESCAPES, tree } from './testing.js';
+import { confinedRoot, ESCAPES, tree } from '../../testing/agent.js';
 
 const roots: string[] = [];
 after(() => Promise.all(roots.map((r) => rm(r, { recursive: true, force: true }))));

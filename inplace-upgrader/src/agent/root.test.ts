@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { UnsupportedConfigError } from './ignition.js';
 import { createFile, MAX_LINKS, resolveInRoot } from './root.js';
-import { confinedRoot, tree } from './testing.js';
+import { confinedRoot, tree } from '../../testing/agent.js';
 
 const bases: string[] = [];
 after(() => Promise.all(bases.map((b) => rm(b, { recursive: true, force: true }))));

@@ -19,8 +19,8 @@ import { LOCAL_CRD_DIR } from '../../../local/src/crds.js';
 import { startProviders, type Providers } from '../../../local/src/providers/run.js';
 import { eventually, installCapiCrds, installCrds, startCapiManager, startCluster, type CapiManager, type Cluster } from '../../../test/bed/src/index.js';
 import { hostsCanJoin } from '../../../local/src/providers/testing.js';
-import { machineConfig, runExtension, tokenSecret, type ExtensionFixture } from '../testing.js';
-import { runIgnitionServer, type IgnitionServer } from '../../../ignition-server/src/testing.js';
+import { machineConfig, runExtension, tokenSecret, type ExtensionFixture } from '../../testing/index.js';
+import { runIgnitionServer, type IgnitionServer } from '../../../ignition-server/testing/index.js';
 import { EXTENSION_CONFIG_NAME, extensionConfig, HANDLERS } from './hooks.js';
 
 const NS = 'tenants';

@@ -3,12 +3,20 @@ import { Counter } from 'prom-client';
 import type { ComponentContext } from '../../../support/src/component.js';
 import { startHttpsServer } from '../../../support/src/https.js';
 import type { ReadinessCheck } from '../../../support/src/ops-server.js';
-import type { UpgraderConfig } from '../command.js';
 import type { PayloadSource } from '../payload.js';
 import { createApp, payloadSummaries } from './app.js';
 import { MachineUpdater } from './update-machine.js';
 
-export async function startExtension(config: UpgraderConfig, ctx: ComponentContext, payloads: PayloadSource): Promise<ReadinessCheck[]> {
+/** The upgrader flags the extension reads (a structural slice of the upgrader's config, which imports this module lazily). */
+export interface ExtensionFlags {
+  agentImage: string;
+  extensionAddress: string;
+  extensionTlsCertFile: string;
+  extensionTlsKeyFile: string;
+  extensionRetryAfter: number;
+}
+
+export async function startExtension(config: ExtensionFlags, ctx: ComponentContext, payloads: PayloadSource): Promise<ReadinessCheck[]> {
   const log = ctx.log.child({ part: 'extension' });
   const updater = new MachineUpdater({ kubeConfig: ctx.kubeConfig, log, payloads, agentImage: config.agentImage });
   await updater.start();

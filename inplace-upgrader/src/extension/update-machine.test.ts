@@ -17,11 +17,11 @@ import { CAPI_API_VERSION } from '../../../api/src/capi.js';
 import { ANNOTATIONS, LABELS, userDataSecretName } from '../../../api/src/keys.js';
 import { createLogger } from '../../../support/src/logger.js';
 import { Drainer } from '../../../drainer/src/drainer.js';
-import { createTestMachine, createTestNode, eventually, testPodFor } from '../../../drainer/src/testing.js';
+import { createTestMachine, createTestNode, eventually, testPodFor } from '../../../drainer/testing/index.js';
 import { startCluster, installCapiCrds, type Cluster } from '../../../test/bed/src/index.js';
 import { GUEST_NAMESPACE } from '../desired.js';
-import { AgentFleet, machineConfig, runExtension, tokenSecret, type ExtensionFixture } from '../testing.js';
-import { runIgnitionServer, type IgnitionServer } from '../../../ignition-server/src/testing.js';
+import { AgentFleet, machineConfig, runExtension, tokenSecret, type ExtensionFixture } from '../../testing/index.js';
+import { runIgnitionServer, type IgnitionServer } from '../../../ignition-server/testing/index.js';
 import { HANDLERS, HOOKS_API_VERSION, hookPath } from './hooks.js';
 
 const NS = 'default';

@@ -1,5 +1,4 @@
 import * as k8s from '@kubernetes/client-node';
-import type { LocalMachine } from './local-machine.js';
 
 export interface ObjectCondition {
   type: string;
@@ -7,6 +6,18 @@ export interface ObjectCondition {
   reason: string;
   message: string;
   lastTransitionTime: string;
+}
+
+/** The provider's infrastructure object: one host of the local environment. */
+export interface LocalMachine extends k8s.KubernetesObject {
+  metadata: k8s.V1ObjectMeta & { name: string; namespace: string };
+  spec?: { providerID?: string; failureDomain?: string; failureDomains?: string[] };
+  status?: {
+    initialization?: { provisioned?: boolean };
+    addresses?: { type: string; address: string }[];
+    hostRoot?: string;
+    conditions?: ObjectCondition[];
+  };
 }
 
 export interface ProviderContext {

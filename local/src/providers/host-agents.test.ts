@@ -14,7 +14,7 @@ import { startCluster, type Cluster } from '../../../test/bed/src/index.js';
 import { ANNOTATIONS, FIELD_MANAGERS, NODE_STATES } from '../../../api/src/keys.js';
 import { createApplier } from '../../../support/src/apply.js';
 import { createLogger } from '../../../support/src/logger.js';
-import { createTestNode, eventually } from '../../../drainer/src/testing.js';
+import { createTestNode, eventually } from '../../../drainer/testing/index.js';
 import { agentNodePolicy, agentPod, agentPodName, agentRbac, GUEST_NAMESPACE, guestNamespace, payloadSecret, payloadSecretName } from '../../../inplace-upgrader/src/desired.js';
 import { startHostAgents } from './host-agents.js';
 

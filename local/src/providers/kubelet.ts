@@ -15,7 +15,7 @@ import { createHash } from 'node:crypto';
 import * as k8s from '@kubernetes/client-node';
 import { HOST_PATHS } from '../../../api/src/host-paths.js';
 import { ANNOTATIONS, LABELS } from '../../../api/src/keys.js';
-import { makeApiClient } from '../../../support/src/clients.js';
+import { makeApiClient } from '../../../support/src/kubeconfig.js';
 import { statusCode, TerminalError } from '../../../support/src/errors.js';
 import type { Logger } from '../../../support/src/logger.js';
 import { createCertificateRequest, verifyCertificate } from '../../../support/src/pki.js';

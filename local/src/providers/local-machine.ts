@@ -14,22 +14,13 @@ import { NotReadyError, isConflict, isNotFound } from '../../../support/src/erro
 import type { Logger } from '../../../support/src/logger.js';
 import { realClock, type Clock } from '../../../support/src/timers.js';
 import { bootHost } from './boot.js';
-import { type ProviderContext, setCondition, type ObjectCondition } from './common.js';
+import { type LocalMachine, type ObjectCondition, type ProviderContext, setCondition } from './common.js';
 import { Kubelet, type KubeletCondition, type KubeletTiming } from './kubelet.js';
 
 export const LOCAL_MACHINE_FINALIZER = 'infrastructure.kindling.dev/local-machine';
 export const INFRA_API_VERSION = 'infrastructure.kindling.dev/v1alpha1';
 
-export interface LocalMachine extends k8s.KubernetesObject {
-  metadata: k8s.V1ObjectMeta & { name: string; namespace: string };
-  spec?: { providerID?: string; failureDomain?: string; failureDomains?: string[] };
-  status?: {
-    initialization?: { provisioned?: boolean };
-    addresses?: { type: string; address: string }[];
-    hostRoot?: string;
-    conditions?: ObjectCondition[];
-  };
-}
+export type { LocalMachine } from './common.js';
 
 interface MachineView {
   metadata?: k8s.V1ObjectMeta;

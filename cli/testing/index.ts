@@ -3,20 +3,16 @@
  * controller and the upgrader leave it, built with the controller's own desired-object functions. Never
  * imported by production code.
  */
-import assert from 'node:assert/strict';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import type * as k8s from '@kubernetes/client-node';
 import { ANNOTATIONS, FIELD_MANAGERS, LABELS } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 import { CAPI_API_VERSION, type Machine, type MachineSet } from '../../api/src/capi.js';
-import { nodePoolFixture } from '../../api/src/testing.js';
-import { desiredMachineDeployment, desiredMachineSet } from '../../nodepool-controller/src/capi.js';
-import { configHash, normaliseConfig } from '../../nodepool-controller/src/hash.js';
-import { desiredTokenSecret } from '../../nodepool-controller/src/secrets.js';
-import { parseVersion, type Version } from '../../nodepool-controller/src/release.js';
-import type { ControlPlaneVersions } from '../../nodepool-controller/src/guest.js';
-import type { PoolState } from './plan.js';
+import { nodePoolFixture } from '../../api/testing/nodepool.js';
+import { goldenIn } from '../../support/testing/golden.js';
+import {
+  configHash, desiredMachineDeployment, desiredMachineSet, desiredTokenSecret, normaliseConfig, parseVersion, type ControlPlaneVersions, type Version,
+} from '../../nodepool-controller/src/preview.js';
+import type { PoolState } from '../src/plan.js';
 
 export const NS = 'tenant-a';
 export const IMAGE = (v: string): string => `registry.local:5000/kindling/release:${v}`;
@@ -134,16 +130,5 @@ export function controlPlaneAt(version: string | Error): ControlPlaneVersions {
   };
 }
 
-/** The source testdata folder (tests run from dist/cli/src/). */
-export const TESTDATA_DIR = fileURLToPath(new URL('../../../cli/testdata/', import.meta.url));
-
 /** Compares with cli/testdata/<name>; `UPDATE_GOLDEN=1` rewrites it from the output (review the diff). */
-export function assertGoldenText(name: string, actual: string): void {
-  const path = `${TESTDATA_DIR}${name}`;
-  if (process.env['UPDATE_GOLDEN'] === '1') {
-    writeFileSync(path, actual);
-    return;
-  }
-  if (!existsSync(path)) assert.fail(`golden file ${name} is missing: run with UPDATE_GOLDEN=1 and review it`);
-  assert.equal(actual, readFileSync(path, 'utf8'), `output differs from cli/testdata/${name}`);
-}
+export const assertGoldenText: (name: string, actual: string) => void = goldenIn('cli/testdata');

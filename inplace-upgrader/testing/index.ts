@@ -20,15 +20,15 @@ import { mkdir, open, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { ANNOTATIONS, LABELS, NODE_STATES, SECRET_KEYS, tokenSecretName } from '../../api/src/keys.js';
-import { KINDLING_BIN, type IgnitionServer } from '../../ignition-server/src/testing.js';
+import { KINDLING_BIN, type IgnitionServer } from '../../ignition-server/testing/index.js';
 import { createCertificateAuthority } from '../../support/src/pki.js';
 import { freePort, waitForPort } from '../../test/bed/src/index.js';
 import { tokenKubeconfig } from '../../local/src/credentials.js';
 import { HostFs } from '../../local/src/providers/host-fs.js';
 import { hostStatusPatches, kubeletConfigProblem, parseReleaseInfo } from '../../local/src/providers/kubelet.js';
 import { HOST_PATHS } from '../../api/src/host-paths.js';
-import { AGENT_SERVICE_ACCOUNT, agentTokenRequest, GUEST_NAMESPACE } from './desired.js';
-import { isReady } from './select.js';
+import { AGENT_SERVICE_ACCOUNT, agentTokenRequest, GUEST_NAMESPACE } from '../src/desired.js';
+import { isReady } from '../src/select.js';
 
 export { KINDLING_BIN };
 

@@ -9,8 +9,8 @@ import { fileURLToPath } from 'node:url';
 import type { Clock } from '../../support/src/timers.js';
 import { createCertificateAuthority } from '../../support/src/pki.js';
 import { freePort, ManagedProcess, waitForPort } from '../../test/bed/src/index.js';
-import { buildRelease, writeLayoutDir } from './release/build.js';
-import { loadTokenAuthority, type TokenAuthority, type TokenClaims } from './tokens.js';
+import { buildRelease, writeLayoutDir } from '../src/release/build.js';
+import { loadTokenAuthority, type TokenAuthority, type TokenClaims } from '../src/tokens.js';
 
 export const KINDLING_BIN = fileURLToPath(new URL('../../../bin/kindling.js', import.meta.url));
 

@@ -6,7 +6,7 @@
 import { lstat, mkdir, mkdtemp, readdir, readFile, readlink, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { IgnitionConfig } from './ignition.js';
+import type { IgnitionConfig } from '../src/agent/ignition.js';
 
 /** `<base>/root` (with /etc/kindling) and `<base>/outside` (holding a file `secret`); the caller removes `base`. */
 export async function confinedRoot(): Promise<{ base: string; root: string; outside: string }> {

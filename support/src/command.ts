@@ -1,5 +1,5 @@
 /** A `kindling` subcommand: its flags (parsed once into a frozen config) and what it runs. */
-import type { ConfigOf, FlagSpecs } from '../../support/src/config.js';
+import type { ConfigOf, FlagSpecs } from './config.js';
 
 export interface CommandIO {
   out: (text: string) => void;

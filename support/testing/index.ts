@@ -1,5 +1,5 @@
 /** Helpers for the unit tests of support/ and of the components (not used by any command). */
-import type { Clock } from './timers.js';
+import type { Clock } from '../src/timers.js';
 
 export interface ManualClock extends Clock {
   /** Moves time forward, running each timer that comes due, in order, at its own time. */
