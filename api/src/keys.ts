@@ -238,6 +238,23 @@ export function userDataSecretName(pool: string, hash: string): string {
   return `user-data-${pool}-${hash}`;
 }
 
+/**
+ * Name of the KindlingConfigTemplate of a pool at a config hash (ClusterAPI engine): one per hash, so a new
+ * hash is a new bootstrap template for Cluster API, which is what makes it ask CanUpdateMachineSet.
+ * Written by the nodepool-controller; read by Cluster API (cloned per Machine) and by the nodepool-controller.
+ */
+export function bootstrapTemplateName(pool: string, hash: string): string {
+  return `${pool}-${hash}`;
+}
+
+/** The hash a bootstrap template name of the pool stands for, if it is one. */
+export function hashOfBootstrapTemplate(pool: string, name: string | undefined): string | undefined {
+  const prefix = bootstrapTemplateName(pool, '');
+  if (!name?.startsWith(prefix)) return undefined;
+  const hash = name.slice(prefix.length);
+  return /^[a-z0-9]+$/.test(hash) ? hash : undefined;
+}
+
 /** Name of the CAPI kubeconfig Secret of a Cluster. */
 export function kubeconfigSecretName(cluster: string): string {
   return `${cluster}-kubeconfig`;

@@ -7,6 +7,13 @@ export const NODEPOOL_PLURAL = 'nodepools';
 
 export type UpgradeType = 'Replace' | 'InPlace';
 export type ReplaceStrategy = 'RollingUpdate' | 'OnDelete';
+/**
+ * Who updates an InPlace pool's nodes. MachineSet: the pool is a bare MachineSet and Kindling's upgrader
+ * picks the nodes. ClusterAPI: the pool is a MachineDeployment whose Machines boot from Kindling's bootstrap
+ * provider (KindlingConfig); Cluster API picks the Machines under the pool's maxSurge/maxUnavailable and asks
+ * Kindling's Runtime Extension what it can update in place, and rolls what it cannot.
+ */
+export type InPlaceEngine = 'MachineSet' | 'ClusterAPI';
 /** An integer or a percentage such as "25%". */
 export type IntOrPercent = number | string;
 
@@ -33,7 +40,7 @@ export interface NodePoolSpec {
       strategy?: ReplaceStrategy;
       rollingUpdate?: { maxSurge?: IntOrPercent; maxUnavailable?: IntOrPercent };
     };
-    inPlace?: { maxUnavailable?: IntOrPercent };
+    inPlace?: { engine?: InPlaceEngine; maxUnavailable?: IntOrPercent; maxSurge?: IntOrPercent };
     autoRepair?: boolean;
   };
   config?: { name: string }[];
@@ -63,4 +70,15 @@ export interface NodePool {
   metadata: ObjectMeta;
   spec: NodePoolSpec;
   status?: NodePoolStatus;
+}
+
+/** The engine of an InPlace pool (MachineSet unless it says ClusterAPI); undefined for a Replace pool. */
+export function inPlaceEngine(pool: Pick<NodePool, 'spec'>): InPlaceEngine | undefined {
+  if (pool.spec.management.upgradeType !== 'InPlace') return undefined;
+  return pool.spec.management.inPlace?.engine ?? 'MachineSet';
+}
+
+/** Is the pool's child a MachineDeployment (Replace, or InPlace driven by Cluster API) rather than a bare MachineSet? */
+export function hasMachineDeployment(pool: Pick<NodePool, 'spec'>): boolean {
+  return inPlaceEngine(pool) !== 'MachineSet';
 }

@@ -191,7 +191,7 @@ describe('Runtime Extension app', () => {
     const d = deps();
     const res = await call(createApp(d), UPDATE, updateRequest('hand-made'));
     assert.equal(res.body.status, 'Failure');
-    assert.match(res.body.message, /tenants\/workers-b-x1: its bootstrap\.dataSecretName is not a Kindling user-data Secret/);
+    assert.match(res.body.message, /tenants\/workers-b-x1: neither its bootstrap config nor its bootstrap\.dataSecretName names a Kindling payload/);
     assert.deepEqual(d.asked, []);
   });
 

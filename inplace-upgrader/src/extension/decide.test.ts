@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { LABELS } from '../../../api/src/keys.js';
-import { decide, REFUSAL_MARKER, userDataTarget, type DecisionInput, type Verdict } from './decide.js';
+import { bootstrapTarget, decide, REFUSAL_MARKER, userDataTarget, type DecisionInput, type Verdict } from './decide.js';
 import type { JsonObject } from './hooks.js';
 
 const POOL = 'workers';
@@ -101,7 +101,7 @@ describe('in-place decision', () => {
       input: input({ bootstrap: { dataSecretName: 'hand-made' } }),
       verdicts: { 'bootstrap.dataSecretName': 'rollout' },
       marker: true,
-      reason: /"hand-made" is not a Kindling user-data Secret/,
+      reason: /"hand-made" is not a Kindling payload of the pool/,
     },
     {
       name: 'when the infrastructure template content changes, it should roll it and still claim the user-data',
@@ -172,7 +172,7 @@ describe('in-place decision', () => {
     assert.equal(d.patches.infrastructure.length, 1);
     const [op] = d.patches.infrastructure;
     assert.equal(op?.path, '/spec/template');
-    assert.match((op?.value as { spec: Record<string, string> }).spec[REFUSAL_MARKER] ?? '', /"hand-made" is not a Kindling user-data Secret/);
+    assert.match((op?.value as { spec: Record<string, string> }).spec[REFUSAL_MARKER] ?? '', /"hand-made" is not a Kindling payload of the pool/);
   });
 
   it('when the same request comes twice with keys in another order, it should give the same answer', () => {
@@ -206,5 +206,64 @@ describe('in-place decision', () => {
     assert.equal(userDataTarget('MachineSet', ms('user-data-other-0123abcd')), undefined);
     assert.equal(userDataTarget('MachineSet', ms(`user-data-${POOL}-`)), undefined);
     assert.equal(userDataTarget('MachineSet', ms(`user-data-${POOL}-a-b`)), undefined);
+  });
+
+  describe('with Kindling’s bootstrap provider (ClusterAPI engine)', () => {
+    const kindlingTemplate = (hash: string, spec: JsonObject = {}): JsonObject => ({
+      apiVersion: 'bootstrap.kindling.dev/v1beta1',
+      kind: 'KindlingConfigTemplate',
+      metadata: { name: `${POOL}-${hash}`, namespace: 'tenants' },
+      spec: { template: { spec: { nodePool: POOL, configHash: hash, ...spec } } },
+    });
+    const ref = (hash: string): JsonObject => ({ bootstrap: { configRef: { apiGroup: 'bootstrap.kindling.dev', kind: 'KindlingConfigTemplate', name: `${POOL}-${hash}` } } });
+    const release = (opts: { payload?: DecisionInput['payload']; desiredTemplate?: JsonObject; desiredBootstrap?: JsonObject } = {}): DecisionInput => ({
+      kind: 'MachineSet',
+      current: { machine: machineSet('workers-1', ref('aaaa')), infrastructure: template(), bootstrap: kindlingTemplate('aaaa') },
+      desired: { machine: machineSet('workers-2', { ...ref('bbbb'), version: 'v1.36.3' }), infrastructure: opts.desiredTemplate ?? template(), bootstrap: opts.desiredBootstrap ?? kindlingTemplate('bbbb') },
+      payload: 'payload' in opts ? opts.payload : CLEAN,
+    });
+
+    it('when a release moves the pool to a new bootstrap template the agent can apply, it should claim the config hash and the version', () => {
+      const d = decide(release());
+      assert.equal(d.inPlace, true);
+      assert.deepEqual(verdicts(d), { 'bootstrap.configRef.name': 'in-place', version: 'in-place', 'KindlingConfigTemplate configHash': 'in-place' });
+      assert.deepEqual(d.patches, {
+        machine: [
+          { op: 'add', path: '/spec/template/spec/bootstrap/configRef/name', value: `${POOL}-bbbb` },
+          { op: 'add', path: '/spec/template/spec/version', value: 'v1.36.3' },
+        ],
+        infrastructure: [],
+        bootstrap: [{ op: 'add', path: '/spec/template/spec/configHash', value: 'bbbb' }],
+      });
+      assert.match(d.message, /^in place: bootstrap\.configRef\.name \(new payload bbbb: the node agent applies it in place/);
+    });
+
+    it('when the new payload holds kernel arguments, it should leave the config hash unclaimed so Cluster API rolls', () => {
+      const d = decide(release({ payload: { ...CLEAN, blockers: ['kernel arguments (nosmt)'] } }));
+      assert.equal(d.inPlace, false);
+      assert.deepEqual(d.patches.bootstrap, []);
+      assert.deepEqual(d.patches.infrastructure, [], 'Cluster API sees the unclaimed config hash itself: no marker needed');
+      assert.match(d.message, /must roll: .*KindlingConfigTemplate configHash \(payload bbbb holds what the node agent cannot apply in place \(kernel arguments \(nosmt\)\)/);
+    });
+
+    it('when the infrastructure template changes with the release, it should roll and say which change forces it', () => {
+      const d = decide(release({ desiredTemplate: template('large', { failureDomains: ['zone-c'] }) }));
+      assert.equal(d.inPlace, false);
+      assert.equal(verdicts(d)['KindlingConfigTemplate configHash'], 'in-place');
+      assert.equal(verdicts(d)['LocalMachineTemplate large failureDomains'], 'rollout');
+      assert.match(d.message, /must roll: LocalMachineTemplate large failureDomains \(Kindling does not change the infrastructure in place/);
+    });
+
+    it('when the template names another pool, it should roll', () => {
+      const d = decide(release({ desiredBootstrap: kindlingTemplate('bbbb', { nodePool: 'others' }) }));
+      assert.equal(d.inPlace, false);
+      assert.equal(verdicts(d)['KindlingConfigTemplate nodePool'], 'rollout');
+    });
+
+    it('when the bootstrap template or config is read, it should give its pool and hash', () => {
+      assert.deepEqual(bootstrapTarget('MachineSet', kindlingTemplate('0a1b')), { pool: POOL, hash: '0a1b' });
+      assert.deepEqual(bootstrapTarget('Machine', { apiVersion: 'bootstrap.kindling.dev/v1beta1', kind: 'KindlingConfig', spec: { nodePool: POOL, configHash: 'ff' } }), { pool: POOL, hash: 'ff' });
+      assert.equal(bootstrapTarget('Machine', { apiVersion: 'bootstrap.example/v1', kind: 'KindlingConfig', spec: { nodePool: POOL, configHash: 'ff' } }), undefined);
+    });
   });
 });
