@@ -4,10 +4,12 @@
  * CanUpdateMachine: Machine, InfraMachine, BootstrapConfig). Every field that differs gets a verdict and a
  * reason a person can read:
  *
- * - in place: a new Kindling payload the node agent can apply, and the version that comes with it. The
- *   payload is named either by a user-data Secret (bootstrap.dataSecretName) or, for pools on the ClusterAPI
- *   engine, by Kindling's bootstrap template / config (KindlingConfigTemplate, KindlingConfig: pool and config
- *   hash). The answer's patch carries these (JSON patch on the current object, as Cluster API applies it).
+ * - in place: a new Kindling payload the node agent can apply, and the version that comes with it. Only
+ *   through Kindling's bootstrap provider (pools on the ClusterAPI engine): the bootstrap template names the
+ *   pool and config hash (KindlingConfigTemplate; KindlingConfig per Machine), and Cluster API calls
+ *   UpdateMachine only for Machines with a bootstrap config. A user-data Secret named directly
+ *   (bootstrap.dataSecretName, as Replace pools do) rolls. The answer's patches carry what is claimed (JSON
+ *   patch on the current objects, as Cluster API applies them).
  * - propagated: labels, annotations, taints, deletion timeouts, readiness gates, minReadySeconds. Cluster
  *   API itself updates existing Machines for these; nothing to claim.
  * - rollout: everything else: the infrastructure template (its reference or its content), the failure
@@ -174,6 +176,18 @@ function versionVerdict(input: DecisionInput, userData: () => UserDataVerdict): 
   return u.verdict === 'in-place' ? { verdict: 'in-place', reason: 'it comes with the new payload' } : { verdict: 'rollout', reason: 'it comes with the new payload, which rolls out by replacement' };
 }
 
+/**
+ * A new user-data Secret named directly (bootstrap.dataSecretName, no bootstrap config): Cluster API moves the
+ * Machine to it but never calls UpdateMachine, since only a bootstrap config marks a Machine's data Secret
+ * created; the Machine would stay "updating" for ever and the rollout with it. So it rolls; a pool is updated
+ * in place by Cluster API through Kindling's bootstrap provider (engine ClusterAPI). This is also what keeps
+ * Replace pools, whose MachineDeployments Cluster API asks about too, replacing their machines.
+ */
+function withoutBootstrapProvider(input: DecisionInput, after: unknown): UserDataVerdict {
+  if (!userDataTarget(input.kind, input.desired.machine)) return userDataVerdict(input, after);
+  return { verdict: 'rollout', reason: `${show(after)} is named without a bootstrap config, and Cluster API calls UpdateMachine only for Machines with one: only pools on the ClusterAPI in-place engine (Kindling's bootstrap provider) are updated in place by Cluster API` };
+}
+
 function machineSpecVerdict(path: string, change: Change, input: DecisionInput, userData: () => UserDataVerdict): UserDataVerdict {
   if (PROPAGATED_SPEC.some((p) => under(path, p))) return { verdict: 'propagated', reason: 'Cluster API updates it on existing Machines' };
   if (path === '/bootstrap/dataSecretName') return userData();
@@ -200,7 +214,8 @@ export function changedUserData(input: DecisionInput): boolean {
 function machineDecisions(input: DecisionInput): { decisions: FieldDecision[]; ops: JsonPatchOperation[] } {
   const specPath = SPEC_PATH[input.kind];
   let memo: UserDataVerdict | undefined;
-  const userData = (): UserDataVerdict => (memo ??= userDataVerdict(input, at(input.desired.machine, [...specPath, 'bootstrap', 'dataSecretName'])));
+  const after = at(input.desired.machine, [...specPath, 'bootstrap', 'dataSecretName']);
+  const userData = (): UserDataVerdict => (memo ??= kindlingTemplates(input) ? userDataVerdict(input, after) : withoutBootstrapProvider(input, after));
   const decisions: FieldDecision[] = [];
   const ops: JsonPatchOperation[] = [];
   for (const c of diff(at(input.current.machine, METADATA_PATH[input.kind]), at(input.desired.machine, METADATA_PATH[input.kind]))) {
