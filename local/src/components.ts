@@ -12,6 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { COMMANDS } from '../../cli/src/commands.js';
 import { ManagedProcess, type Cluster } from '../../test/bed/src/index.js';
 import type { IgnitionFiles } from './environment.js';
+import type { ExtensionFiles } from './extension.js';
 import { componentKubeconfigs } from './credentials.js';
 
 const KINDLING = fileURLToPath(new URL('../../../bin/kindling.js', import.meta.url));
@@ -30,6 +31,8 @@ export interface ComponentEnv {
   namespace: string;
   /** host:port of the local registry: the only one releases may come from. */
   registry: string;
+  /** Where the inplace-upgrader serves Cluster API's in-place hooks; absent: it does not serve them. */
+  extension?: ExtensionFiles;
 }
 
 /** What a launch needs besides the environment: each component's kubeconfig (component name → path). */
@@ -59,7 +62,12 @@ const LAUNCHES: ComponentLaunch[] = [
     `--registry-ca-file=${i.caFile}`,
   ]),
   kindling('nodepool-controller', ({ ignition: i }) => [`--ignition-endpoint=127.0.0.1:${i.port}`, `--ignition-ca-file=${i.caFile}`]),
-  kindling('inplace-upgrader', ({ ignition: i }) => [`--ignition-url=https://127.0.0.1:${i.port}`, `--ignition-ca-file=${i.caFile}`, '--agent-image=kindling:local']),
+  kindling('inplace-upgrader', ({ ignition: i, extension: e }) => [
+    `--ignition-url=https://127.0.0.1:${i.port}`,
+    `--ignition-ca-file=${i.caFile}`,
+    '--agent-image=kindling:local',
+    ...(e ? [`--extension-address=127.0.0.1:${e.port}`, `--extension-tls-cert-file=${e.certFile}`, `--extension-tls-key-file=${e.keyFile}`] : []),
+  ]),
   kindling('drainer', () => []),
   { name: 'local-providers', argv: (env) => [PROVIDERS, `--kubeconfig=${env.mgmt.kubeconfigPath}`, `--state-dir=${env.stateDir}`] },
 ];

@@ -23,6 +23,7 @@ import { startComponents, type RunningComponent } from './components.js';
 import { applySamples, ignitionFiles, sampleReleases, startRegistry, SAMPLE_RELEASES, type LocalRegistry } from './environment.js';
 import { LOCAL_CRD_DIR } from './crds.js';
 import { waitForPools } from './pools.js';
+import { extensionFiles, registerExtension } from './extension.js';
 
 const FLAGS = {
   stateDir: { type: 'string', default: '.state/local', help: 'Folder holding the clusters, logs and host roots (kept between runs)' },
@@ -83,7 +84,9 @@ async function bringUp(cfg: Config): Promise<Environment> {
     const registry = env.registry;
     const releases = await step(`release images ${SAMPLE_RELEASES.join(', ')} (kindling release build, pushed)`, () => sampleReleases(registry, mgmt.ca.certPem));
     env.releases = releases;
-    env.components = await step('Kindling components and local providers', () => startComponents({ mgmt, stateDir, ignition, namespace, registry: registry.host }));
+    const extension = await extensionFiles(stateDir, mgmt);
+    env.components = await step('Kindling components and local providers', () => startComponents({ mgmt, stateDir, ignition, namespace, registry: registry.host, extension }));
+    await step('Kindling registered as Cluster API in-place update extension (ExtensionConfig)', () => registerExtension(mgmt, extension));
     if (cfg.samples) {
       await step('sample tenant (Cluster, LocalControlPlane, NodePools inplace ×3 and replace ×2)', () =>
         applySamples(mgmt, env.guest, { namespace, release: releases[SAMPLE_RELEASES[0]] ?? '' }),

@@ -30,6 +30,8 @@ const UNUSED_ON_PURPOSE: Record<string, Record<string, string>> = {
   'nodepool-controller': {
     [permission('kindling.dev', 'nodepools/finalizers', 'update')]:
       'checked by OwnerReferencesPermissionEnforcement (enabled here) inside the creation of every child with blockOwnerDeletion; never a request of its own',
+    [permission('bootstrap.kindling.dev', 'kindlingconfigtemplates', 'delete')]:
+      'a bootstrap template goes once no MachineSet points at it, after a rollout of a ClusterAPI-engine pool, which this scenario does not make (deleted pools take theirs by owner reference)',
   },
   'ignition-server': {
     [permission('', 'secrets', 'delete')]: 'expired token Secrets are deleted after --token-ttl (11 h), beyond a short run',
