@@ -7,7 +7,7 @@
 import { readFile } from 'node:fs/promises';
 import type * as k8s from '@kubernetes/client-node';
 import { ANNOTATIONS, FIELD_MANAGERS, LABELS, tokenSecretName } from '../../api/src/keys.js';
-import type { IntOrPercent, NodePool } from '../../api/src/nodepool.js';
+import { hasMachineDeployment, inPlaceEngine, type IntOrPercent, type NodePool } from '../../api/src/nodepool.js';
 import type { Machine, MachineDeployment, MachineSet } from '../../api/src/capi.js';
 import { createLogger } from '../../support/src/logger.js';
 import { realClock } from '../../support/src/timers.js';
@@ -18,7 +18,8 @@ import { contains, ownedFields, ownsMoreThan } from '../../nodepool-controller/s
 import { changedInputs, normaliseConfig } from '../../nodepool-controller/src/hash.js';
 import { desiredNode } from '../../nodepool-controller/src/nodes.js';
 import { pauseState } from '../../nodepool-controller/src/pause.js';
-import { evaluateTarget, inputsOf, newScope, type PhaseDeps, type Scope } from '../../nodepool-controller/src/phases.js';
+import { evaluateTarget, hashOfBootstrap, inputsOf, newScope, type PhaseDeps, type Scope } from '../../nodepool-controller/src/phases.js';
+import { hashOfUserData } from '../../nodepool-controller/src/secrets.js';
 import { formatVersion, tagVersionResolver, type ReleaseVersionResolver } from '../../nodepool-controller/src/release.js';
 import { SKEW_POLICIES } from '../../nodepool-controller/src/skew.js';
 import { classifyNode, planRollout, resolveMaxUnavailable, type NodeView } from '../../inplace-upgrader/src/select.js';
@@ -29,6 +30,7 @@ import { NODEPOOL_CONTROLLER_FLAGS } from '../../nodepool-controller/src/command
 import { defineCommand, type Command } from './command.js';
 import { guestKubeConfigs, parsePoolRef, poolFromYaml, readNodePool, readPoolState } from './cluster.js';
 import { formatPlan } from './plan-text.js';
+import { clusterApiPlan, type ClusterApiPlan } from './plan-engine.js';
 
 /** Exit code of `plan` when a policy blocks the change. */
 export const PLAN_BLOCKED_EXIT = 3;
@@ -134,6 +136,8 @@ export interface Plan {
   action: Action;
   inPlace?: InPlacePlan;
   replace?: ReplacePlan;
+  /** ClusterAPI in-place engine: the extension's decision on the change (in place, or rolled out). */
+  clusterApi?: ClusterApiPlan;
 }
 
 /** Never called: phases that only read must not write, and this makes sure of it. */
@@ -307,12 +311,12 @@ type Child = MachineSet | MachineDeployment;
 
 function desiredChild(pool: NodePool, live: Child | undefined, hash: string, version: string): Child {
   const opts = { hash, version, liveReplicas: live?.spec.replicas };
-  return pool.spec.management.upgradeType === 'InPlace' ? desiredMachineSet(pool, opts) : desiredMachineDeployment(pool, opts);
+  return hasMachineDeployment(pool) ? desiredMachineDeployment(pool, opts) : desiredMachineSet(pool, opts);
 }
 
 function liveChild(input: PlanInput): Child | undefined {
   const name = input.pool.metadata.name;
-  const list: Child[] = input.pool.spec.management.upgradeType === 'InPlace' ? input.state.machineSets : input.state.machineDeployments;
+  const list: Child[] = hasMachineDeployment(input.pool) ? input.state.machineDeployments : input.state.machineSets;
   return list.find((c) => c.metadata.name === name);
 }
 
@@ -390,8 +394,11 @@ function replacePlan(input: PlanInput, desired: MachineDeployment): ReplacePlan 
   const strategy = desired.spec.rollout?.strategy;
   const { maxSurge, maxUnavailable } = resolveFenceposts(strategy?.rollingUpdate?.maxSurge, strategy?.rollingUpdate?.maxUnavailable, replicas);
   const want = desired.spec.template.spec;
+  const pool = input.pool.metadata.name;
+  // A Machine's payload: the user-data it names (ClusterAPI engine: kept in step with its KindlingConfig), else its bootstrap template's.
+  const hashOf = (b: Machine['spec']['bootstrap']): string | undefined => hashOfUserData(pool, b.dataSecretName) ?? hashOfBootstrap(pool, b);
   const stale = alive(input.state.machines)
-    .filter((m) => m.spec.bootstrap.dataSecretName !== want.bootstrap.dataSecretName || m.spec.version !== want.version || !contains(m.spec.infrastructureRef, { name: want.infrastructureRef.name }))
+    .filter((m) => hashOf(m.spec.bootstrap) !== hashOf(want.bootstrap) || m.spec.version !== want.version || !contains(m.spec.infrastructureRef, { name: want.infrastructureRef.name }))
     .map((m) => m.metadata.name)
     .sort();
   const onDelete = strategy?.type === 'OnDelete';
@@ -444,6 +451,16 @@ function rolloutOf(input: PlanInput, plan: Plan, child: { live?: Child; desired?
   return plan.action === 'update-in-place' || rollingOut(live, child.effectiveHash) ? { inPlace: inPlacePlan(input, live as MachineSet | undefined, desired) } : {};
 }
 
+/** ClusterAPI engine: Cluster API decides between in place and rollout by the extension's answer, whatever the fields are. */
+function withEngine(plan: Plan, s: Scope, child: { live?: Child; desired?: Child; hash?: string }): Plan {
+  const { live, desired, hash } = child;
+  if (inPlaceEngine(s.pool) !== 'ClusterAPI' || !live || !desired || hash === undefined || plan.action === 'blocked') return plan;
+  const engine = clusterApiPlan({ pool: s.pool, live: live as MachineDeployment, desired: desired as MachineDeployment, targetHash: hash, config: s.target?.inputs.config });
+  if (engine.changes.length === 0) return plan;
+  const changes = engine.inPlace ? plan.changes : plan.changes.map((c) => (c.effect === 'update-in-place' ? { ...c, effect: 'replace' as const } : c));
+  return { ...plan, changes, action: engine.inPlace ? 'update-in-place' : 'replace', clusterApi: engine };
+}
+
 export async function computePlan(input: PlanInput): Promise<Plan> {
   const { pool } = input;
   const s = newScope(pool, createLogger({ name: 'kindling-plan', level: 'silent' }), input.now);
@@ -465,7 +482,7 @@ export async function computePlan(input: PlanInput): Promise<Plan> {
     changes: live && desired ? childChanges(live, desired, pool.spec.management.upgradeType) : [],
     propagation: effective ? propagation(input) : { machines: [], nodes: [] },
   };
-  const result: Plan = { ...plan, action: actionOf(plan, live !== undefined) };
+  const result = withEngine({ ...plan, action: actionOf(plan, live !== undefined) }, s, { live, desired, hash: effective?.hash });
   return { ...result, ...rolloutOf(input, result, { live, desired, effectiveHash: effective?.hash }) };
 }
 

@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { KindlingConfig } from '../../api/src/bootstrap.js';
-import { kindlingConfigStatus, sameStatus } from './bootstrap.js';
+import { kindlingConfigStatus, machineDataSecret, sameStatus, UPDATE_IN_PROGRESS } from './bootstrap.js';
 import { assertGolden } from './golden.js';
 
 const NOW = '2026-11-23T12:00:00Z';
@@ -42,5 +42,26 @@ describe('KindlingConfig status (bootstrap contract v1beta2)', () => {
     assert.equal(after.conditions?.[0]?.lastTransitionTime, NOW);
     assert.equal(sameStatus(before, after), false);
     assert.equal(sameStatus(after, kindlingConfigStatus(moved, true, '2026-11-23T14:00:00Z')), true);
+  });
+});
+
+describe('the data Secret a ClusterAPI-engine Machine names', () => {
+  const machine = (secret: string | undefined, updating = false): Parameters<typeof machineDataSecret>[0] => ({
+    metadata: updating ? { annotations: { [UPDATE_IN_PROGRESS]: '' } } : {},
+    spec: { bootstrap: secret === undefined ? {} : { dataSecretName: secret } },
+  });
+  const moved = config((c) => {
+    c.spec.configHash = 'fedcba9876543210';
+    c.status = kindlingConfigStatus(c, true, NOW);
+  });
+
+  it('when an in-place update is over, it should be the KindlingConfig’s new Secret', () => {
+    assert.equal(machineDataSecret(machine('user-data-workers-0123456789abcdef'), moved), 'user-data-workers-fedcba9876543210');
+  });
+
+  it('when the update is under way, the config has no Secret yet, or Cluster API has not named one, it should not move', () => {
+    assert.equal(machineDataSecret(machine('user-data-workers-0123456789abcdef', true), moved), 'user-data-workers-0123456789abcdef');
+    assert.equal(machineDataSecret(machine('user-data-workers-0123456789abcdef'), config((c) => (c.status = kindlingConfigStatus(c, false, NOW)))), 'user-data-workers-0123456789abcdef');
+    assert.equal(machineDataSecret(machine(undefined), moved), undefined);
   });
 });

@@ -32,3 +32,19 @@ const gist = (s: KindlingConfigStatus | undefined): string => {
 
 /** Would writing `b` change what `a` says (timestamps aside)? */
 export const sameStatus = (a: KindlingConfigStatus | undefined, b: KindlingConfigStatus): boolean => gist(a) === gist(b);
+
+/** Cluster API's mark of a Machine whose in-place update is under way (set on it by the MachineSet controller). */
+export const UPDATE_IN_PROGRESS = 'in-place-updates.internal.cluster.x-k8s.io/update-in-progress';
+
+/**
+ * The data Secret a Machine of a ClusterAPI-engine pool should name: its KindlingConfig's, once an in-place
+ * update is over. Cluster API copies the name onto the Machine only at first boot, so after an update the
+ * Machine would keep naming the Secret it first booted from (which then could never be cleaned up). During an
+ * update, and before Cluster API set one, the Machine keeps what it has (undefined: leave it alone).
+ */
+export function machineDataSecret(machine: { metadata: { annotations?: Record<string, string> }; spec: { bootstrap: { dataSecretName?: string } } }, config: KindlingConfig | undefined): string | undefined {
+  const current = machine.spec.bootstrap.dataSecretName;
+  if (current === undefined) return undefined;
+  const updating = machine.metadata.annotations?.[UPDATE_IN_PROGRESS] !== undefined;
+  return !updating && config?.status?.initialization?.dataSecretCreated && config.status.dataSecretName ? config.status.dataSecretName : current;
+}

@@ -9,7 +9,7 @@ import { ANNOTATIONS, LABELS, SECRET_KEYS, hashOfBootstrapTemplate, tokenSecretN
 import { hasMachineDeployment, inPlaceEngine, type NodePool } from '../../api/src/nodepool.js';
 import type { MachineDeployment, MachineSet, MachineSpec } from '../../api/src/capi.js';
 import { BOOTSTRAP_API_VERSION, KINDLING_CONFIG_KIND, type KindlingConfig } from '../../api/src/bootstrap.js';
-import { kindlingConfigStatus, sameStatus } from './bootstrap.js';
+import { kindlingConfigStatus, machineDataSecret, sameStatus } from './bootstrap.js';
 import { NotReadyError, TerminalError } from '../../support/src/errors.js';
 import type { Logger } from '../../support/src/logger.js';
 import type { Clock } from '../../support/src/timers.js';
@@ -270,7 +270,14 @@ async function phaseMachines(s: Scope, deps: PhaseDeps): Promise<void> {
   if (s.obs.joining.nextLateInMs !== undefined) requeue(s, s.obs.joining.nextLateInMs + 500);
   if (!s.effective) return;
   const alive = machines.filter((m) => !m.metadata.deletionTimestamp);
-  await Promise.all(alive.map((m) => applyIfNeeded(deps, m, desiredMachinePropagation(s.pool, m.metadata) as unknown as typeof m, deps.caches.machines)));
+  const clusterApi = inPlaceEngine(s.pool) === 'ClusterAPI';
+  const desired = (m: (typeof alive)[number]): ReturnType<typeof desiredMachinePropagation> => {
+    const d = desiredMachinePropagation(s.pool, m.metadata);
+    const config = m.spec.bootstrap.configRef ? deps.caches.kindlingConfigs.get(s.ns, m.spec.bootstrap.configRef.name) : undefined;
+    const secret = clusterApi ? machineDataSecret(m, config) : undefined;
+    return secret === undefined ? d : { ...d, spec: { ...d.spec, bootstrap: { dataSecretName: secret } } };
+  };
+  await Promise.all(alive.map((m) => applyIfNeeded(deps, m, desired(m) as unknown as typeof m, deps.caches.machines)));
 }
 
 /** Labels and taints reach the guest Nodes the pool's Machines run. A guest that cannot be reached does not
