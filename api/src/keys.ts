@@ -141,6 +141,10 @@ export const ANNOTATIONS = {
   approvedClientCsr: 'kindling.dev/approved-client-csr',
 
   // ---- Cluster API ----
+  /** A Machine (and its InfraMachine and BootstrapConfig) whose in-place update is under way. Written and
+   * removed by Cluster API; read by the nodepool-controller, which moves a ClusterAPI-engine Machine's
+   * bootstrap.dataSecretName to its KindlingConfig's only once the update is over. */
+  capiUpdateInProgress: 'in-place-updates.internal.cluster.x-k8s.io/update-in-progress',
   /** Pauses Cluster API reconciliation of an object. Written by the nodepool-controller (pausedUntil). */
   capiPaused: 'cluster.x-k8s.io/paused',
   /** Cluster autoscaler bounds on a MachineSet/MachineDeployment. Written by the nodepool-controller; read

@@ -88,7 +88,7 @@ async function bringUp(cfg: Config): Promise<Environment> {
     env.components = await step('Kindling components and local providers', () => startComponents({ mgmt, stateDir, ignition, namespace, registry: registry.host, extension }));
     await step('Kindling registered as Cluster API in-place update extension (ExtensionConfig)', () => registerExtension(mgmt, extension));
     if (cfg.samples) {
-      await step('sample tenant (Cluster, LocalControlPlane, NodePools inplace ×3 and replace ×2)', () =>
+      await step('sample tenant (Cluster, LocalControlPlane, NodePools inplace ×3, replace ×2, capi ×2)', () =>
         applySamples(mgmt, env.guest, { namespace, release: releases[SAMPLE_RELEASES[0]] ?? '' }),
       );
       await step('sample pools Ready (hosts booted through Ignition)', () => waitForPools(mgmt, namespace, cfg.readyTimeout, out));

@@ -1,7 +1,8 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { KindlingConfig } from '../../api/src/bootstrap.js';
-import { kindlingConfigStatus, machineDataSecret, sameStatus, UPDATE_IN_PROGRESS } from './bootstrap.js';
+import { ANNOTATIONS } from '../../api/src/keys.js';
+import { kindlingConfigStatus, machineDataSecret, sameStatus } from './bootstrap.js';
 import { assertGolden } from './golden.js';
 
 const NOW = '2026-11-23T12:00:00Z';
@@ -47,7 +48,7 @@ describe('KindlingConfig status (bootstrap contract v1beta2)', () => {
 
 describe('the data Secret a ClusterAPI-engine Machine names', () => {
   const machine = (secret: string | undefined, updating = false): Parameters<typeof machineDataSecret>[0] => ({
-    metadata: updating ? { annotations: { [UPDATE_IN_PROGRESS]: '' } } : {},
+    metadata: updating ? { annotations: { [ANNOTATIONS.capiUpdateInProgress]: '' } } : {},
     spec: { bootstrap: secret === undefined ? {} : { dataSecretName: secret } },
   });
   const moved = config((c) => {

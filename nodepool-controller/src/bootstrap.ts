@@ -4,7 +4,7 @@
  * in-place update); the answer is the pool's own user-data Secret for the config's hash, the one Secret the
  * pool's Machines share, so there is no per-Machine copy to keep in step with token rotations.
  */
-import { userDataSecretName } from '../../api/src/keys.js';
+import { ANNOTATIONS, userDataSecretName } from '../../api/src/keys.js';
 import type { KindlingConfig, KindlingConfigStatus } from '../../api/src/bootstrap.js';
 
 /** The v1beta2 bootstrap contract's answer for one KindlingConfig: the user-data Secret of its pool and hash, once it exists. */
@@ -33,8 +33,6 @@ const gist = (s: KindlingConfigStatus | undefined): string => {
 /** Would writing `b` change what `a` says (timestamps aside)? */
 export const sameStatus = (a: KindlingConfigStatus | undefined, b: KindlingConfigStatus): boolean => gist(a) === gist(b);
 
-/** Cluster API's mark of a Machine whose in-place update is under way (set on it by the MachineSet controller). */
-export const UPDATE_IN_PROGRESS = 'in-place-updates.internal.cluster.x-k8s.io/update-in-progress';
 
 /**
  * The data Secret a Machine of a ClusterAPI-engine pool should name: its KindlingConfig's, once an in-place
@@ -45,6 +43,6 @@ export const UPDATE_IN_PROGRESS = 'in-place-updates.internal.cluster.x-k8s.io/up
 export function machineDataSecret(machine: { metadata: { annotations?: Record<string, string> }; spec: { bootstrap: { dataSecretName?: string } } }, config: KindlingConfig | undefined): string | undefined {
   const current = machine.spec.bootstrap.dataSecretName;
   if (current === undefined) return undefined;
-  const updating = machine.metadata.annotations?.[UPDATE_IN_PROGRESS] !== undefined;
+  const updating = machine.metadata.annotations?.[ANNOTATIONS.capiUpdateInProgress] !== undefined;
   return !updating && config?.status?.initialization?.dataSecretCreated && config.status.dataSecretName ? config.status.dataSecretName : current;
 }
