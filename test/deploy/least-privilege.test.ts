@@ -87,7 +87,7 @@ async function bringUp(env: Env): Promise<{ mgmt: Cluster; releases: Record<stri
 }
 
 /**
- * autoRepair on (a MachineHealthCheck), an in-place upgrade under way, then both pools deleted. The rollout's
+ * autoRepair on (a MachineHealthCheck), an in-place upgrade under way, then the sample pools deleted. The rollout's
  * management-cluster calls are made by the time the upgrader reports progress on the MachineSet (the rest of
  * the rollout happens in the guest cluster, with the guest's credentials).
  */
@@ -100,8 +100,8 @@ async function scenario(mgmt: Cluster, releases: Record<string, string>): Promis
     return sets.items.some((ms) => ms.metadata?.annotations?.[ANNOTATIONS.inPlaceProgress] !== undefined);
   }, 120_000, 1000);
   const api = pools(mgmt);
-  for (const name of ['inplace', 'replace']) await api.deleteNamespacedCustomObject({ group: 'kindling.dev', version: 'v1beta1', namespace: NS, plural: 'nodepools', name });
-  await eventually('both pools to be gone', async () => {
+  for (const name of ['inplace', 'replace', 'capi']) await api.deleteNamespacedCustomObject({ group: 'kindling.dev', version: 'v1beta1', namespace: NS, plural: 'nodepools', name });
+  await eventually('every sample pool to be gone', async () => {
     const list = (await api.listNamespacedCustomObject({ group: 'kindling.dev', version: 'v1beta1', namespace: NS, plural: 'nodepools' })) as { items: unknown[] };
     return list.items.length === 0;
   }, 300_000, 1000);
