@@ -2,8 +2,8 @@
  * Least privilege, proven against the code: the components run as processes of the local environment under
  * their own ServiceAccounts (local/src/credentials.ts, RBAC of deploy/overlays/local) against a management
  * cluster that audits every request and enforces owner-reference permissions as production clusters do. A
- * realistic scenario runs (two sample pools Ready through real Cluster API and Ignition, autoRepair switched
- * on, an in-place release upgrade under way, both pools deleted); then no component request may have been denied, and
+ * realistic scenario runs (the sample pools Ready through real Cluster API and Ignition, autoRepair switched
+ * on, an in-place release upgrade under way, the sample pools deleted); then no component request may have been denied, and
  * every granted permission must have been used, bar the few listed below with their reason.
  */
 import { after, before, describe, it } from 'node:test';
