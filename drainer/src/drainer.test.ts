@@ -1,7 +1,10 @@
 /**
  * The drainer on the real test bed: a management cluster with the Cluster API CRDs, a guest cluster with
  * kube-controller-manager (the disruption controller computes PDB status, the ReplicaSet controller recreates
- * evicted pods) and KWOK (nodes and pods come alive, deleted pods go). TestScheduler binds pending pods.
+ * evicted pods, nodelifecycle lifts a new Node's not-ready taint), the real kube-scheduler (evicted pods land
+ * again elsewhere) and KWOK (nodes and pods come alive, deleted pods go). Pods land where a test needs them
+ * by what a scheduler honours: cordons, taints with their tolerations, node selectors. Only the pods that are
+ * pinned in production too name their node: a kubelet's mirror pod and the upgrader's agent pod.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -11,18 +14,21 @@ import { startCluster, installCapiCrds, type Cluster } from '../../test/bed/src/
 import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
 import { createLogger } from '../../support/src/logger.js';
 import { Drainer } from './drainer.js';
-import { createTestMachine, createTestNode, eventually, testMachineSet, TestScheduler } from './testing.js';
+import { createTestMachine, createTestNode, eventually, testMachineSet, testPodFor } from './testing.js';
 
 const NS = 'default';
 const podAvailable = (pod: k8s.V1Pod): boolean =>
   !pod.metadata?.deletionTimestamp && pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true;
 const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
+/** The taint that keeps every other pod off a node a test keeps for one pod of its own. */
+const dedicated = (app: string): k8s.V1Taint => ({ key: 'dedicated', value: app, effect: 'NoSchedule' });
+/** A bare pod the scheduler can place only on `node`, which a taint keeps for it. */
+const podFor = (app: string, node: string): k8s.V1Pod => testPodFor(app, node, [{ ...dedicated(app), operator: 'Equal' }]);
 
 describe('drainer', () => {
   let mgmt: Cluster;
   let guest: Cluster;
   let drainer: Drainer;
-  let scheduler: TestScheduler;
   let core: k8s.CoreV1Api;
   const registry = new Registry();
 
@@ -58,31 +64,32 @@ describe('drainer', () => {
       namespace: NS,
       body: { metadata: { name: 'logs' }, spec: { selector: { matchLabels: { app: 'logs' } }, template: { metadata: { labels: { app: 'logs' } }, spec: { containers: [{ name: 'c', image: 'x' }] } } } },
     });
+    // The DaemonSet's pod for n1 as its controller writes it (the test bed runs no DaemonSet controller): held
+    // to n1 by node affinity on the node's name, and the scheduler binds it.
+    const onN1: k8s.V1Affinity = { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchFields: [{ key: 'metadata.name', operator: 'In', values: ['n1'] }] }] } } };
     const specials: k8s.V1Pod[] = [
-      { metadata: { name: 'logs-n1', labels: { app: 'logs' }, ownerReferences: [{ apiVersion: 'apps/v1', kind: 'DaemonSet', name: 'logs', uid: ds.metadata?.uid ?? '', controller: true }] }, spec: { nodeName: 'n1', containers: [{ name: 'c', image: 'x' }] } },
+      { metadata: { name: 'logs-n1', labels: { app: 'logs' }, ownerReferences: [{ apiVersion: 'apps/v1', kind: 'DaemonSet', name: 'logs', uid: ds.metadata?.uid ?? '', controller: true }] }, spec: { affinity: onN1, containers: [{ name: 'c', image: 'x' }] } },
       { metadata: { name: 'static-n1', annotations: { 'kubernetes.io/config.mirror': 'deadbeef' } }, spec: { nodeName: 'n1', containers: [{ name: 'c', image: 'x' }] } },
       { metadata: { name: 'agent-n1', labels: { [LABELS.agentPod]: 'true' } }, spec: { nodeName: 'n1', containers: [{ name: 'c', image: 'x' }] } },
     ];
     for (const body of specials) await core.createNamespacedPod({ namespace: NS, body });
-    await eventually('the PDB to count 4 healthy pods on n1', async () => {
+    await eventually('the PDB to count 4 healthy pods on n1, and logs-n1 to run there', async () => {
       const pdb = await policy.readNamespacedPodDisruptionBudget({ name: 'web', namespace: NS });
-      const onN1 = (await podsOn('n1')).filter((p) => p.metadata?.labels?.app === 'web').length;
-      return pdb.status?.currentHealthy === 4 && pdb.status.disruptionsAllowed === 1 && onN1 === 4;
-    });
+      const pods = await podsOn('n1');
+      const web = pods.filter((p) => p.metadata?.labels?.app === 'web').length;
+      return pdb.status?.currentHealthy === 4 && pdb.status.disruptionsAllowed === 1 && web === 4 && pods.some((p) => p.metadata?.name === 'logs-n1' && podAvailable(p));
+    }, 60_000);
   };
 
   before(async () => {
     mgmt = await startCluster({ name: 'mgmt', controllerManager: false });
-    [guest] = await Promise.all([startCluster({ name: 'tenant', kwok: true, management: { cluster: mgmt, namespace: NS } }), installCapiCrds(mgmt)]);
+    [guest] = await Promise.all([startCluster({ name: 'tenant', kwok: true, scheduler: true, management: { cluster: mgmt, namespace: NS } }), installCapiCrds(mgmt)]);
     core = guest.kubeConfig.makeApiClient(k8s.CoreV1Api);
     for (const n of ['n1', 'n2', 'n3']) await createTestNode(guest.kubeConfig, n);
-    scheduler = new TestScheduler(guest.kubeConfig);
-    scheduler.start();
     drainer = new Drainer({ kubeConfig: mgmt.kubeConfig, log: createLogger({ name: 'drainer', level: 'warn' }), registry, defaultDrainTimeoutMs: 0 });
     await drainer.start();
   });
   after(async () => {
-    scheduler?.stop();
     await drainer?.stop();
     await Promise.all([guest?.stop(), mgmt?.stop()]);
   });
@@ -133,15 +140,16 @@ describe('drainer', () => {
   });
 
   it('when a PodDisruptionBudget refuses a drain with no nodeDrainTimeout, it should name the pod and the budget on the node and in one DrainBlocked Event, and clear that when the drain is cancelled and when the budget allows the eviction', async () => {
-    // A node of its own, cordoned from the start (nothing else lands on it), in no MachineSet: the default timeout, none.
-    await core.createNode({ body: { metadata: { name: 'n5' }, spec: { unschedulable: true } } });
+    // A node of its own, tainted for its one pod (nothing else lands on it), in no MachineSet: the default timeout, none.
+    await createTestNode(guest.kubeConfig, 'n5', {}, [dedicated('guarded')]);
     const policy = guest.kubeConfig.makeApiClient(k8s.PolicyV1Api);
-    await core.createNamespacedPod({ namespace: NS, body: { metadata: { name: 'guarded', labels: { app: 'guarded' } }, spec: { nodeName: 'n5', containers: [{ name: 'c', image: 'x' }] } } });
+    await core.createNamespacedPod({ namespace: NS, body: podFor('guarded', 'n5') });
     await policy.createNamespacedPodDisruptionBudget({ namespace: NS, body: { metadata: { name: 'guarded' }, spec: { minAvailable: 1, selector: { matchLabels: { app: 'guarded' } } } } });
-    await eventually('the PDB to allow no disruption', async () => {
+    await eventually('guarded to run on n5 and its PDB to allow no disruption', async () => {
       const status = (await policy.readNamespacedPodDisruptionBudget({ name: 'guarded', namespace: NS })).status;
-      return status?.currentHealthy === 1 && status.disruptionsAllowed === 0;
-    });
+      const onN5 = (await podsOn('n5')).map((p) => p.metadata?.name);
+      return status?.currentHealthy === 1 && status.disruptionsAllowed === 0 && onN5.includes('guarded');
+    }, 60_000);
     const blockedOn = async (): Promise<string | undefined> => (await nodeNamed('n5')).metadata?.annotations?.[ANNOTATIONS.drainBlocked];
     const blockedEvents = async (): Promise<k8s.CoreV1Event[]> => (await core.listNamespacedEvent({ namespace: 'default', fieldSelector: 'involvedObject.name=n5,reason=DrainBlocked' })).items;
 
@@ -180,15 +188,18 @@ describe('drainer', () => {
   });
 
   it("when the MachineSet's nodeDrainTimeout passes with a pod that cannot be evicted, it should give up, say so on the node and in an Event, and not mark the drain applied", async () => {
-    // A node of its own, cordoned from the start, so pods the other tests moved around cannot land on it.
-    await core.createNode({ body: { metadata: { name: 'n4' }, spec: { unschedulable: true } } });
+    // A node of its own, tainted for its one pod, so pods the other tests moved around cannot land on it.
+    await createTestNode(guest.kubeConfig, 'n4', {}, [dedicated('precious')]);
     const objects = k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig);
     await objects.create(testMachineSet({ name: 'pool', namespace: NS, cluster: 'tenant', replicas: 1, drainTimeoutSeconds: 2 }));
     await createTestMachine(mgmt.kubeConfig, { name: 'pool-m2', namespace: NS, cluster: 'tenant', machineSet: 'pool', node: 'n4' });
     const policy = guest.kubeConfig.makeApiClient(k8s.PolicyV1Api);
-    await core.createNamespacedPod({ namespace: NS, body: { metadata: { name: 'precious', labels: { app: 'precious' } }, spec: { nodeName: 'n4', containers: [{ name: 'c', image: 'x' }] } } });
+    await core.createNamespacedPod({ namespace: NS, body: podFor('precious', 'n4') });
     await policy.createNamespacedPodDisruptionBudget({ namespace: NS, body: { metadata: { name: 'precious' }, spec: { maxUnavailable: 0, selector: { matchLabels: { app: 'precious' } } } } });
-    await eventually('the PDB to observe the pod', async () => (await policy.readNamespacedPodDisruptionBudget({ name: 'precious', namespace: NS })).status?.currentHealthy === 1);
+    await eventually('precious to run on n4 and its PDB to observe it', async () => {
+      const onN4 = (await podsOn('n4')).map((p) => p.metadata?.name);
+      return onN4.includes('precious') && (await policy.readNamespacedPodDisruptionBudget({ name: 'precious', namespace: NS })).status?.currentHealthy === 1;
+    }, 60_000);
 
     const started = Date.now();
     await annotate('n4', { [ANNOTATIONS.desiredDrain]: 'drain-h3' });

@@ -7,7 +7,7 @@ import request from 'supertest';
 import { createLogger } from '../../support/src/logger.js';
 import { createApp, type AppDeps } from './app.js';
 import { createTokenAuthority, type TokenAuthority } from './tokens.js';
-import { TokenIndex, type TokenSecret, type TokenSecretEntry } from './token-index.js';
+import { joinFor, TokenIndex, type TokenSecret, type TokenSecretEntry } from './token-index.js';
 import { payloadBytes, type Payload } from './payload/store.js';
 import { ecKeyPem, manualClock, memoryDestination } from './testing.js';
 
@@ -21,6 +21,7 @@ const MARKER = 'secret-payload-marker';
 
 interface Harness {
   app: ReturnType<typeof createApp>;
+  deps: AppDeps;
   clock: ReturnType<typeof manualClock>;
   authority: TokenAuthority;
   index: TokenIndex;
@@ -49,6 +50,7 @@ async function harness(): Promise<Harness> {
   };
   return {
     app: createApp(deps),
+    deps,
     clock,
     authority,
     index,
@@ -103,6 +105,56 @@ describe('GET /ignition', () => {
     assert.ok(files(current.text).some((f) => f.includes('abcdef.0123456789abcdef')), 'the current token gets the current bootstrap token');
     const omitted = await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`).set('Kindling-Join', 'omit').set('Accept', ACCEPT);
     assert.deepEqual(Buffer.from(omitted.text), payloadBytes(PAYLOAD, '3.3.0'));
+  });
+
+  it('when the payload is large and join files are spliced in, it should send the same bytes as the small path would, with its length', async () => {
+    const big = `"},"storage":{"files":[{"path":"/opt/big","contents":{"source":"data:,${'x'.repeat(300_000)}"}}]},"systemd":{"units":[{"name":"${'u'.repeat(70_000)}"}]}}`;
+    const joinAt = big.indexOf(']},"systemd"');
+    const payload: Payload = { key: 'c'.repeat(64), minVersion: '3.0.0', tail: Buffer.from(big), joinAt };
+    const deps: AppDeps = { ...h.deps, payloads: { peek: (k) => (k === payload.key ? payload : undefined), lookup: () => Promise.resolve(undefined) } };
+    const app = createApp(deps);
+    const { token, entry } = await h.secret('big', JOIN);
+    entry.payload = { state: 'ready', key: payload.key };
+    const res = await request(app).get('/ignition').set('Authorization', `Bearer ${token}`).set('Accept', ACCEPT).buffer(true).parse((r, cb) => {
+      const chunks: Buffer[] = [];
+      r.on('data', (c: Buffer) => chunks.push(c));
+      r.on('end', () => cb(null, Buffer.concat(chunks)));
+    });
+    assert.equal(res.status, 200);
+    const expected = payloadBytes(payload, '3.3.0', joinFor(entry, token));
+    assert.equal(Number(res.headers['content-length']), expected.length);
+    assert.ok((res.body as Buffer).equals(expected));
+    const files = (JSON.parse((res.body as Buffer).toString()) as { storage: { files: { path: string }[] } }).storage.files.map((f) => f.path);
+    assert.deepEqual(files, ['/opt/big', '/etc/kubernetes/pki/ca.crt', '/etc/kubernetes/bootstrap-kubeconfig']);
+    const head = await request(app).head('/ignition').set('Authorization', `Bearer ${token}`).set('Accept', ACCEPT);
+    assert.equal(head.status, 200);
+    assert.equal(Number(head.headers['content-length']), expected.length);
+  });
+
+  it('when the token\'s Secret is known by metadata only, it should have it read, then serve; a token it does not hold stays refused', async () => {
+    const { token, entry } = await h.secret('unloaded');
+    const { token: stranger } = await h.authority.mint({ pool: POOL, hash: 'later', ttlMs: 3_600_000 });
+    h.index.remove(entry.secret.key);
+    h.index.markUnloaded({ key: entry.secret.key, pool: POOL, hash: HASH });
+    h.index.markUnloaded({ key: 'clusters/later', pool: POOL, hash: 'later' });
+    const loads: string[] = [];
+    const app = createApp({
+      ...h.deps,
+      load: (pool, hash) => {
+        loads.push(`${pool} ${hash}`);
+        if (hash === HASH) h.index.upsert(entry.secret, entry.payload);
+        return Promise.resolve();
+      },
+    });
+    const res = await request(app).get('/ignition').set('Authorization', `Bearer ${token}`).set('Accept', ACCEPT);
+    assert.equal(res.status, 200);
+    assert.deepEqual(Buffer.from(res.text), payloadBytes(PAYLOAD, '3.3.0'));
+    assert.equal((await request(app).get('/ignition').set('Authorization', `Bearer ${token}`)).status, 200);
+    assert.deepEqual(loads, [`${POOL} ${HASH}`], 'read once: then it is known');
+    const refused = await request(app).get('/ignition').set('Authorization', `Bearer ${stranger}`);
+    assert.equal(refused.status, 401);
+    assert.equal(refused.headers['kindling-error'], 'IGN_TOKEN_REVOKED');
+    assert.deepEqual(loads, [`${POOL} ${HASH}`, `${POOL} later`]);
   });
 
   it('when the bearer token is missing, garbled, forged or expired, it should answer 401 without echoing it', async () => {

@@ -1,28 +1,40 @@
 /**
- * The serving port's HTTP app: `GET /ignition` and nothing else. Authentication runs in a fixed order —
+ * The serving port's HTTP handler: `GET /ignition` and nothing else. Authentication runs in a fixed order —
  * bearer present → JWT signature and expiry → token of a live token Secret → pool/hash headers — so a
  * forged or stale token never reaches a look-up. Status codes (Flow 2 step 4): 401 for a missing, garbled,
  * forged, expired or revoked token; 403 when the NodePool header names another pool; 406 when the client
  * takes no spec version the payload fits in; 511 while the payload is not generated (Ignition retries 5xx);
  * 404 elsewhere. Every refusal is a code of errors.ts (listed in docs/errors.md) with a fixed text.
+ *
+ * `GET /ignition` is answered by a plain node:http handler: no framework, no per-request log line for a
+ * payload served (only a refusal and the first payload served of each token Secret are logged; every
+ * request is counted), the payload's bytes written without copying the large part. Every other request
+ * (another path or method, a query string, a malformed URL) goes to an Express app loaded on first use,
+ * which answers with the same codes.
  */
-import express, { type NextFunction, type Request, type Response } from 'express';
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import type { NextFunction, Request, Response } from 'express';
 import type { Logger } from '../../support/src/logger.js';
 import { IGNITION_HEADERS } from '../../api/src/keys.js';
-import type { TokenAuthority, TokenClaims } from './tokens.js';
+import type { TokenClaims, TokenVerifier } from './tokens.js';
 import { joinFor, type TokenIndex, type TokenSecretEntry } from './token-index.js';
-import { payloadChunks, type Payload } from './payload/store.js';
-import { IGNITION_MEDIA_TYPE, negotiateVersion, servable, type SpecVersion } from './payload/versions.js';
+import { payloadChunks, type Payload } from './payload/payload.js';
+import { IGNITION_MEDIA_TYPE, SPEC_VERSIONS, negotiateVersion, servable, type SpecVersion } from './payload/versions.js';
 import { HttpError } from './errors.js';
 
 export interface AppDeps {
-  authority: Pick<TokenAuthority, 'verify'>;
-  tokens: Pick<TokenIndex, 'find'>;
+  authority: Pick<TokenVerifier, 'verify'> & Partial<Pick<TokenVerifier, 'remembered'>>;
+  tokens: Pick<TokenIndex, 'find'> & Partial<Pick<TokenIndex, 'unloadedFor'>>;
   payloads: { peek(key: string): Payload | undefined; lookup(key: string): Promise<Payload | undefined> };
   /** Called after a payload was served (not awaited: a Kubernetes write never sits in a request). */
   onServed: (entry: TokenSecretEntry) => void;
   /** Called when a ready payload is in neither memory nor disk (the cache dir was wiped): regenerate. */
   onPayloadMissing: (entry: TokenSecretEntry) => void;
+  /**
+   * Reads the token Secrets of a pool and hash known by their metadata only (tokens.unloadedFor), so a
+   * token they hold is known: after a restart, Secrets are listed without their data and read on demand.
+   */
+  load?: (pool: string, hash: string) => Promise<void>;
   log: Logger;
   metrics?: { request(code: number): void };
   now?: () => number;
@@ -31,15 +43,29 @@ export interface AppDeps {
 const BEARER = /^Bearer ([A-Za-z0-9._~+/-]+=*)$/;
 /** GET carries no body; anything bigger than this is not an Ignition client. */
 const MAX_BODY_BYTES = 1024;
+/** Below this a payload goes out in one write; above, its large parts are written as they are (no copy). */
 const SMALL_PAYLOAD_BYTES = 64 * 1024;
+const NODE_POOL = IGNITION_HEADERS.nodePool.toLowerCase();
+const HASH = IGNITION_HEADERS.targetConfigVersionHash.toLowerCase();
+const JOIN = IGNITION_HEADERS.joinMaterial.toLowerCase();
+const CONTENT_TYPES = new Map<string, string>(SPEC_VERSIONS.map((v) => [v, `${IGNITION_MEDIA_TYPE};version=${v}`]));
+const contentType = (version: SpecVersion): string => CONTENT_TYPES.get(version) ?? `${IGNITION_MEDIA_TYPE};version=${version}`;
 
-interface Authorized {
-  claims: TokenClaims;
-  entry: TokenSecretEntry;
-  token: string;
+/** What a request came to, for its log line and the first-fetch callback. */
+interface Outcome {
+  /** performance.now() when the request arrived. */
+  started: number;
+  nodePool?: string;
+  /** The entry whose payload was served for the first time on this handler. */
+  firstServed?: TokenSecretEntry;
 }
 
-function bearerToken(req: Request): string {
+function checkBody(req: IncomingMessage): void {
+  const length = Number(req.headers['content-length'] ?? 0);
+  if (req.headers['transfer-encoding'] !== undefined || !(length <= MAX_BODY_BYTES)) throw new HttpError('IGN_BODY_TOO_LARGE');
+}
+
+function bearerToken(req: IncomingMessage): string {
   const header = req.headers.authorization;
   if (header === undefined) throw new HttpError('IGN_TOKEN_MISSING');
   const token = BEARER.exec(header)?.[1];
@@ -48,87 +74,110 @@ function bearerToken(req: Request): string {
 }
 
 /** The optional headers of the stub must agree with the token. */
-function checkHeaders(req: Request, claims: TokenClaims): void {
-  const pool = req.headers[IGNITION_HEADERS.nodePool.toLowerCase()];
+function checkHeaders(req: IncomingMessage, claims: TokenClaims): void {
+  const pool = req.headers[NODE_POOL];
   if (pool !== undefined && pool !== claims.pool) throw new HttpError('IGN_POOL_MISMATCH');
-  const hash = req.headers[IGNITION_HEADERS.targetConfigVersionHash.toLowerCase()];
+  const hash = req.headers[HASH];
   if (hash !== undefined && hash !== claims.hash) throw new HttpError('IGN_HASH_MISMATCH');
 }
 
-async function authorize(req: Request, deps: AppDeps, res: Response): Promise<Authorized> {
-  const token = bearerToken(req);
-  const claims = await deps.authority.verify(token);
-  if (!claims) throw new HttpError('IGN_TOKEN_INVALID');
-  res.locals.nodePool = claims.pool;
-  const entry = deps.tokens.find(token, (deps.now ?? Date.now)());
-  if (!entry || entry.secret.pool !== claims.pool || entry.secret.hash !== claims.hash) throw new HttpError('IGN_TOKEN_REVOKED');
-  checkHeaders(req, claims);
-  return { claims, entry, token };
+/** One request on its way; each step answers now or, when it must wait, returns a promise of the rest. */
+interface InFlight {
+  req: IncomingMessage;
+  res: ServerResponse;
+  deps: AppDeps;
+  outcome: Outcome;
 }
 
-async function payloadFor(entry: TokenSecretEntry, deps: AppDeps): Promise<Payload> {
+type Step = void | Promise<void>;
+
+/** Bearer present → signature and expiry (remembered, or verified now) → the token's live entry → the payload. */
+function serveIgnition(r: InFlight): Step {
+  checkBody(r.req);
+  const token = bearerToken(r.req);
+  const claims = r.deps.authority.remembered?.(token);
+  if (claims) return withClaims(r, token, claims);
+  return r.deps.authority.verify(token).then((verified) => {
+    if (!verified) throw new HttpError('IGN_TOKEN_INVALID');
+    return withClaims(r, token, verified);
+  });
+}
+
+function withClaims(r: InFlight, token: string, claims: TokenClaims): Step {
+  r.outcome.nodePool = claims.pool;
+  const { deps } = r;
+  const entry = deps.tokens.find(token, (deps.now ?? Date.now)());
+  // A token Secret known by its metadata only (after a restart) is read first, then asked again.
+  if (entry || !deps.load || !deps.tokens.unloadedFor?.(claims.pool, claims.hash).length) return withEntry(r, token, claims, entry);
+  return deps.load(claims.pool, claims.hash).then(() => withEntry(r, token, claims, deps.tokens.find(token, (deps.now ?? Date.now)())));
+}
+
+function withEntry(r: InFlight, token: string, claims: TokenClaims, entry: TokenSecretEntry | undefined): Step {
+  if (!entry || entry.secret.pool !== claims.pool || entry.secret.hash !== claims.hash) throw new HttpError('IGN_TOKEN_REVOKED');
+  checkHeaders(r.req, claims);
+  const version = negotiateVersion(r.req.headers.accept);
+  if (version === undefined) throw new HttpError('IGN_SPEC_UNACCEPTABLE');
+  const key = payloadKey(entry);
+  const payload = r.deps.payloads.peek(key);
+  if (payload) return respond(r, { entry, token, version, payload });
+  return r.deps.payloads.lookup(key).then((found) => {
+    if (!found) {
+      r.deps.onPayloadMissing(entry);
+      throw new HttpError('IGN_PAYLOAD_REGENERATING');
+    }
+    respond(r, { entry, token, version, payload: found });
+  });
+}
+
+/** The content key of a ready payload; a pending or failed one is a 511 with its reason. */
+function payloadKey(entry: TokenSecretEntry): string {
   const state = entry.payload;
   if (state.state === 'pending') throw new HttpError('IGN_PAYLOAD_PENDING');
   if (state.state === 'failed') throw new HttpError(state.reason === 'InvalidConfig' ? 'IGN_PAYLOAD_INVALID_CONFIG' : 'IGN_PAYLOAD_RELEASE_UNAVAILABLE');
-  const payload = deps.payloads.peek(state.key) ?? (await deps.payloads.lookup(state.key));
-  if (!payload) {
-    deps.onPayloadMissing(entry);
-    throw new HttpError('IGN_PAYLOAD_REGENERATING');
+  return state.key;
+}
+
+function respond(r: InFlight, a: { entry: TokenSecretEntry; token: string; version: SpecVersion; payload: Payload }): void {
+  if (!servable(a.payload.minVersion, a.version)) throw new HttpError('IGN_SPEC_TOO_OLD', `${a.payload.minVersion} or newer`);
+  // The pool's join material goes to hosts; the upgrader's nodes joined long ago and ask without it.
+  const join = r.req.headers[JOIN] === 'omit' ? undefined : joinFor(a.entry, a.token);
+  send(r.res, payloadChunks(a.payload, a.version, join), a.version, r.req.method === 'HEAD');
+  if (!a.entry.served) {
+    a.entry.served = true;
+    r.outcome.firstServed = a.entry;
+    r.deps.onServed(a.entry);
   }
-  return payload;
 }
 
-function send(res: Response, chunks: Buffer[], version: SpecVersion, head: boolean): void {
-  const length = chunks.reduce((n, c) => n + c.length, 0);
-  res.status(200);
-  res.set({
-    'content-type': `${IGNITION_MEDIA_TYPE};version=${version}`,
-    'content-length': String(length),
-    'cache-control': 'no-store',
-  });
-  if (head) return void res.end();
-  // A small payload goes out in one write (one TLS record batch, no writev of three slices); a large one
-  // without copying its tail.
-  if (length < SMALL_PAYLOAD_BYTES) return void res.end(Buffer.concat(chunks, length));
-  for (const c of chunks.slice(0, -1)) res.write(c);
-  res.end(chunks[chunks.length - 1]);
-}
-
-function ignitionHandler(deps: AppDeps) {
-  return async (req: Request, res: Response): Promise<void> => {
-    const { entry, token } = await authorize(req, deps, res);
-    const version = negotiateVersion(req.headers.accept);
-    if (version === undefined) throw new HttpError('IGN_SPEC_UNACCEPTABLE');
-    const payload = await payloadFor(entry, deps);
-    if (!servable(payload.minVersion, version)) throw new HttpError('IGN_SPEC_TOO_OLD', `${payload.minVersion} or newer`);
-    // The pool's join material goes to hosts; the upgrader's nodes joined long ago and ask without it.
-    const join = req.headers[IGNITION_HEADERS.joinMaterial.toLowerCase()] === 'omit' ? undefined : joinFor(entry, token);
-    send(res, payloadChunks(payload, version, join), version, req.method === 'HEAD');
-    if (!entry.served) {
-      entry.served = true;
-      deps.onServed(entry);
+/**
+ * Runs of small chunks joined into one write, large chunks written as they are: the large part of a payload
+ * is never copied (a write of several buffers would be joined into one by the TLS layer).
+ */
+function writes(chunks: Buffer[]): Buffer[] {
+  const out: Buffer[] = [];
+  let small: Buffer[] = [];
+  for (const c of chunks) {
+    if (c.length < SMALL_PAYLOAD_BYTES) {
+      small.push(c);
+      continue;
     }
-  };
+    if (small.length > 0) out.push(Buffer.concat(small));
+    small = [];
+    out.push(c);
+  }
+  if (small.length > 0) out.push(Buffer.concat(small));
+  return out;
 }
 
-function requestLog(deps: AppDeps) {
-  return (req: Request, res: Response, next: NextFunction): void => {
-    const started = performance.now();
-    res.on('finish', () => {
-      deps.metrics?.request(res.statusCode);
-      const nodePool = typeof res.locals.nodePool === 'string' ? res.locals.nodePool : undefined;
-      const line = { method: req.method, path: req.path, status: res.statusCode, nodePool, durationMs: Math.round((performance.now() - started) * 10) / 10 };
-      if (res.statusCode >= 500 && res.statusCode !== 511) deps.log.error(line, 'Request failed');
-      else deps.log.info(line, 'Request');
-    });
-    next();
-  };
-}
-
-function boundedBody(req: Request, _res: Response, next: NextFunction): void {
-  const length = Number(req.headers['content-length'] ?? 0);
-  if (req.headers['transfer-encoding'] !== undefined || !(length <= MAX_BODY_BYTES)) throw new HttpError('IGN_BODY_TOO_LARGE');
-  next();
+function send(res: ServerResponse, chunks: Buffer[], version: SpecVersion, head: boolean): void {
+  let length = 0;
+  for (const c of chunks) length += c.length;
+  res.writeHead(200, { 'content-type': contentType(version), 'content-length': length, 'cache-control': 'no-store' });
+  if (head) return void res.end();
+  if (length < SMALL_PAYLOAD_BYTES) return void res.end(Buffer.concat(chunks, length));
+  const parts = writes(chunks);
+  for (let i = 0; i < parts.length - 1; i++) res.write(parts[i]);
+  res.end(parts[parts.length - 1]);
 }
 
 /** Errors of express itself (e.g. a malformed URL) carry a status; anything else is ours and a 500. */
@@ -139,26 +188,80 @@ function toHttpError(err: unknown): HttpError {
   return new HttpError('IGN_INTERNAL');
 }
 
-export function createApp(deps: AppDeps): express.Express {
+/** Known outcomes get their code, status and fixed text; anything else is IGN_INTERNAL, its details logged. */
+function refuse(res: ServerResponse, err: unknown, log: Logger): void {
+  const known = toHttpError(err);
+  if (known.status >= 500 && !(err instanceof HttpError)) log.error({ err }, 'Unexpected error serving a request');
+  if (res.headersSent) return void res.destroy();
+  const body = Buffer.from(known.body);
+  res.writeHead(known.status, { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store', ...known.headers, 'content-length': String(body.length) });
+  res.end(body);
+}
+
+/** A refusal, and the first payload served of each token Secret, are logged; every request is counted. */
+function finished(req: IncomingMessage, res: ServerResponse, deps: AppDeps, outcome: Outcome): void {
+  const status = res.statusCode;
+  deps.metrics?.request(status);
+  if (status < 400 && !outcome.firstServed) return;
+  const path = (req.url ?? '/').split('?')[0];
+  const line = { method: req.method, path, status, nodePool: outcome.nodePool, durationMs: Math.round((performance.now() - outcome.started) * 10) / 10 };
+  if (status >= 500 && status !== 511) deps.log.error(line, 'Request failed');
+  else deps.log.info(line, status < 400 ? 'Served the first payload of a token Secret' : 'Request refused');
+}
+
+/** Serves or refuses, then `done` (counting, logging): without a promise when nothing had to wait. */
+function answer(r: InFlight, done: () => void): void {
+  const fail = (err: unknown): void => {
+    refuse(r.res, err, r.deps.log);
+    done();
+  };
+  let step: Step;
+  try {
+    step = serveIgnition(r);
+  } catch (err) {
+    return fail(err);
+  }
+  if (step) step.then(done, fail);
+  else done();
+}
+
+async function expressApp(deps: AppDeps): Promise<RequestListener> {
+  const { default: express } = await import('express');
   const app = express();
   app.disable('x-powered-by');
   app.disable('etag');
   app.set('query parser', false);
   app.set('strict routing', true);
   app.set('case sensitive routing', true);
-  app.use(requestLog(deps));
-  app.use(boundedBody);
-  app.get('/ignition', ignitionHandler(deps));
-  app.use(() => {
+  app.use((req, res, next) => {
+    const outcome: Outcome = { started: performance.now() };
+    res.locals.outcome = outcome;
+    res.on('finish', () => finished(req, res, deps, outcome));
+    next();
+  });
+  // Counted and logged on 'finish' (above), like every request of this app.
+  app.get('/ignition', (req, res) => answer({ req, res, deps, outcome: res.locals.outcome as Outcome }, () => undefined));
+  app.use((req) => {
+    checkBody(req);
     throw new HttpError('IGN_NOT_FOUND');
   });
-  // The one error middleware: known outcomes get their code, status and fixed text; anything else is
-  // IGN_INTERNAL, whose details stay in the log.
-  app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
-    const known = toHttpError(err);
-    if (known.status >= 500 && !(err instanceof HttpError)) deps.log.error({ err }, 'Unexpected error serving a request');
-    res.status(known.status).set({ 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store', ...known.headers });
-    res.send(known.body);
-  });
+  app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => refuse(res, err, deps.log));
   return app;
+}
+
+/** The handler of the serving port. */
+export function createApp(deps: AppDeps): RequestListener {
+  let fallback: Promise<RequestListener> | undefined;
+  return (req, res) => {
+    if (req.url === '/ignition' && (req.method === 'GET' || req.method === 'HEAD')) {
+      const outcome: Outcome = { started: performance.now() };
+      answer({ req, res, deps, outcome }, () => finished(req, res, deps, outcome));
+      return;
+    }
+    fallback ??= expressApp(deps);
+    fallback.then(
+      (app) => app(req, res),
+      (err: unknown) => refuse(res, err, deps.log),
+    );
+  };
 }

@@ -4,20 +4,21 @@
  * `kindling release build`: builds a release image from a folder (tests and the local environment).
  */
 import { readFile } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
 import { COMPONENT_FLAGS, runComponent, type ComponentContext } from '../../support/src/component.js';
 import { ConfigError, flagName, type ConfigOf } from '../../support/src/config.js';
 import type { ReadinessCheck } from '../../support/src/ops-server.js';
 import { defineCommand, type Command } from '../../cli/src/command.js';
-import { createApp } from './app.js';
 import { TokenSecretController } from './controller.js';
-import { startHttpsServer } from '../../support/src/https.js';
+import { ServingPool } from './serving/pool.js';
 import { createIgnitionMetrics } from './metrics.js';
 import { PayloadStore } from './payload/store.js';
+import { registryPayloads, type SharedPayloads } from './payload/shared.js';
 import { createValidator } from './payload/validate.js';
 import { readRelease, resolveRelease } from './release/open.js';
 import { parsePullSecret, type RegistryOptions } from './release/registry.js';
 import { admitRelease, parseAllowedRegistries, type ReleasePolicy } from './release/policy.js';
-import { TokenIndex } from './token-index.js';
+import { TokenIndex, type TokenSecretEntry } from './token-index.js';
 import { loadTokenAuthority } from './tokens.js';
 import { createGuestJoin } from './join.js';
 import { createGuestKubeConfigs } from '../../support/src/guest-kubeconfigs.js';
@@ -38,10 +39,12 @@ const FLAGS = {
   cacheDir: { type: 'string', default: '/var/cache/kindling-ignition', help: 'Directory persisting generated payloads across restarts' },
   cacheMaxBytes: { type: 'int', default: 256 * 1024 * 1024, help: 'Bytes of payloads kept in memory (the rest is read back from the cache directory)' },
   cacheDirMaxBytes: { type: 'int', default: 2 * 1024 * 1024 * 1024, help: 'Bytes of payload files kept in the cache directory (least recently used pruned first)' },
-  pullSecretFile: { type: 'string', default: '', help: 'dockerconfigjson pull secret for release registries' },
+  payloadRepository: { type: 'string', default: '', help: 'OCI repository (host[:port]/repository) where generated payloads are shared by every replica and kept across restarts; the leader generates, the others read. Empty: each replica generates its own' },
+  pullSecretFile: { type: 'string', default: '', help: 'dockerconfigjson pull secret for release registries (and --payload-repository, which it must let push)' },
   registryCaFile: { type: 'string', default: '', help: 'Extra CA bundle (PEM) trusted for release registries' },
   ignitionValidate: { type: 'string', default: 'ignition-validate', help: 'ignition-validate binary checking each generated payload; empty: skip' },
   certReloadInterval: { type: 'duration', default: 10_000, help: 'How often the serving certificate files are checked for changes' },
+  servingThreads: { type: 'int', default: 0, help: 'Threads answering /ignition, all on the serving address; 0: one per core' },
 } as const;
 
 type IgnitionServerConfig = ConfigOf<typeof FLAGS>;
@@ -52,6 +55,7 @@ function required(cfg: IgnitionServerConfig): void {
   }
   watchedNamespaces(cfg);
   releasePolicy(cfg);
+  sharedPayloads(cfg, {});
 }
 
 const NAMESPACE = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
@@ -85,12 +89,13 @@ async function registryOptions(cfg: IgnitionServerConfig): Promise<RegistryOptio
 }
 
 /** What every replica runs: the store, the controller's informer, the HTTPS server. */
-export async function startIgnitionServer(cfg: IgnitionServerConfig, ctx: ComponentContext): Promise<{ controller: TokenSecretController; port: number; readiness: ReadinessCheck[] }> {
+export async function startIgnitionServer(cfg: IgnitionServerConfig, ctx: ComponentContext): Promise<{ lead: () => () => Promise<void>; port: number; readiness: ReadinessCheck[] }> {
   required(cfg);
   const metrics = createIgnitionMetrics(ctx.registry);
   const authority = await loadTokenAuthority(cfg.signingKeyFile);
   const registry = await registryOptions(cfg);
   const policy = releasePolicy(cfg);
+  let leading = false;
   const store = new PayloadStore({
     cacheDir: cfg.cacheDir,
     maxBytes: cfg.cacheMaxBytes,
@@ -99,6 +104,8 @@ export async function startIgnitionServer(cfg: IgnitionServerConfig, ctx: Compon
     resolve: (ref) => resolveRelease(ref, registry),
     read: (ref, digest) => readRelease(ref, registry, digest),
     validate: cfg.ignitionValidate === '' ? undefined : createValidator(cfg.ignitionValidate),
+    shared: sharedPayloads(cfg, registry),
+    generates: () => leading,
     metrics,
     log: ctx.log.child({ part: 'payloads' }),
   });
@@ -109,21 +116,54 @@ export async function startIgnitionServer(cfg: IgnitionServerConfig, ctx: Compon
   const core = ctx.kubeConfig.makeApiClient(k8s.CoreV1Api);
   const join = createGuestJoin(createGuestKubeConfigs((namespace, name) => core.readNamespacedSecret({ namespace, name })));
   const controller = new TokenSecretController({ kubeConfig: ctx.kubeConfig, log: ctx.log.child({ part: 'tokens' }), authority, index, store, join, ttlMs: cfg.tokenTtl, namespaces: watchedNamespaces(cfg), metrics, queueMetrics: ctx.queueMetrics });
+  const serving = new ServingPool({
+    threads: cfg.servingThreads > 0 ? cfg.servingThreads : availableParallelism(),
+    address: cfg.servingAddress,
+    certFile: cfg.tlsCertFile,
+    keyFile: cfg.tlsKeyFile,
+    publicKeyPem: authority.publicKeyPem,
+    index,
+    store,
+    onServed: (key) => whenIndexed(index, key, (entry) => controller.served(entry)),
+    onPayloadMissing: (key) => whenIndexed(index, key, (entry) => controller.regenerate(entry)),
+    load: (pool, hash) => controller.load(pool, hash),
+    onFailed: () => void ctx.shutdown.run('a serving thread failed').then(() => process.exit(1)),
+    log: ctx.log.child({ part: 'serving' }),
+    logName: 'kindling-ignition-server',
+    logLevel: cfg.logLevel,
+    reloadIntervalMs: cfg.certReloadInterval,
+  });
+  // The threads start while the token Secrets are listed; they accept once the list is in.
+  serving.start();
+  metrics.watchRequests(() => serving.requests());
   await controller.start();
   ctx.shutdown.add('token controller', () => controller.stop());
-  const app = createApp({
-    authority,
-    tokens: index,
-    payloads: store,
-    onServed: (entry) => controller.served(entry),
-    onPayloadMissing: (entry) => controller.regenerate(entry),
-    log: ctx.log.child({ part: 'http' }),
-    metrics,
-  });
-  const https = await startHttpsServer({ address: cfg.servingAddress, certFile: cfg.tlsCertFile, keyFile: cfg.tlsKeyFile, app, log: ctx.log, reloadIntervalMs: cfg.certReloadInterval });
-  ctx.shutdown.add('https server', () => https.close());
-  ctx.log.info({ servingPort: https.port }, 'Serving /ignition');
-  return { controller, port: https.port, readiness: [{ name: 'token-secrets-synced', check: () => controller.synced }] };
+  await serving.listen();
+  ctx.shutdown.add('serving threads', () => serving.drain());
+  ctx.log.info({ servingPort: serving.port }, 'Serving /ignition');
+  const lead = (): (() => Promise<void>) => {
+    const stop = controller.lead();
+    leading = true;
+    return async () => {
+      leading = false;
+      await stop();
+    };
+  };
+  return { lead, port: serving.port, readiness: [{ name: 'token-secrets-synced', check: () => controller.synced }] };
+}
+
+function sharedPayloads(cfg: IgnitionServerConfig, registry: RegistryOptions): SharedPayloads | undefined {
+  if (cfg.payloadRepository === '') return undefined;
+  try {
+    return registryPayloads(cfg.payloadRepository, registry);
+  } catch (err) {
+    throw new ConfigError(`--payload-repository: ${(err as Error).message}`);
+  }
+}
+
+function whenIndexed(index: TokenIndex, key: string, fn: (entry: TokenSecretEntry) => void): void {
+  const entry = index.get(key);
+  if (entry) fn(entry);
 }
 
 export const ignitionServerCommand: Command = defineCommand({
@@ -132,16 +172,16 @@ export const ignitionServerCommand: Command = defineCommand({
   flags: FLAGS,
   async run(cfg) {
     required(cfg);
-    let controller: TokenSecretController | undefined;
+    let lead: (() => () => Promise<void>) | undefined;
     await runComponent({
       name: 'kindling-ignition-server',
       config: cfg,
       async start(ctx) {
         const started = await startIgnitionServer(cfg, ctx);
-        controller = started.controller;
+        lead = started.lead;
         return started.readiness;
       },
-      lead: () => Promise.resolve(controller ? controller.lead() : async () => {}),
+      lead: () => Promise.resolve(lead ? lead() : async () => {}),
     });
     return 0;
   },

@@ -16,8 +16,8 @@ import type { QueueMetrics } from '../../support/src/metrics.js';
 import { isNotFound } from '../../support/src/errors.js';
 import { realClock, type Clock } from '../../support/src/timers.js';
 import type { TokenAuthority } from './tokens.js';
-import { configText, readTokenSecret, slimTokenSecret, type CachedTokenSecret, type TokenIndex, type TokenSecret, type TokenSecretEntry } from './token-index.js';
-import { GenerationError, type ConfigSource, type PayloadStore } from './payload/store.js';
+import { configText, isMetadataOnly, readTokenSecret, slimTokenSecret, type CachedTokenSecret, type TokenIndex, type TokenSecret, type TokenSecretEntry } from './token-index.js';
+import { GenerationError, NotGeneratedYetError, type ConfigSource, type PayloadStore } from './payload/store.js';
 import type { IgnitionMetrics } from './metrics.js';
 import { EVENT_REASONS, TokenSecretEvents } from './events.js';
 import type { GuestJoin } from './join.js';
@@ -42,6 +42,11 @@ export interface ControllerOptions {
   eventWindowMs?: number;
 }
 
+/** A list of Secrets' metadata only: labels, annotations, resourceVersion; no data. */
+const METADATA_LIST = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1';
+/** How long a request for a Secret read on demand waits for its payload (from the cache directory after a restart). */
+const LOAD_PAYLOAD_WAIT_MS = 2_000;
+
 const b64 = (s: string): string => Buffer.from(s).toString('base64');
 const iso = (ms: number): string => new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
 const splitKey = (key: string): { namespace: string; name: string } => {
@@ -61,6 +66,9 @@ export class TokenSecretController {
   /** Bootstrap tokens of deleted token Secrets, by Secret key, until the leader has deleted them from the guest. */
   readonly #revocations = new Map<string, { namespace: string; cluster: string; tokens: string[] }>();
   readonly #events: TokenSecretEvents;
+  readonly #reads: WorkQueue;
+  /** Reads of one Secret's data in flight, shared by the background queue and requests waiting on them. */
+  readonly #reading = new Map<string, Promise<void>>();
   #writer: WorkQueue | undefined;
 
   constructor(opts: ControllerOptions) {
@@ -72,6 +80,8 @@ export class TokenSecretController {
     this.#generate = this.#queue('ignition-payloads', (key) => this.#generatePayload(key));
     this.#reached = this.#queue('ignition-reached', (key) => this.#recordReached(key));
     this.#revoke = this.#queue('ignition-bootstrap-revoke', (key) => this.#revokeBootstrap(key));
+    // In the background, two at a time: a request waiting on a Secret reads it at once (load), not in this line.
+    this.#reads = this.#queue('ignition-token-secret-reads', (key) => this.#read(key), 2);
   }
 
   /** The token-Secret informer of one namespace ('': every namespace). */
@@ -80,12 +90,15 @@ export class TokenSecretController {
     return new ResilientInformer<CachedTokenSecret>({
       kubeConfig: this.#opts.kubeConfig,
       path: ns === '' ? '/api/v1/secrets' : `/api/v1/namespaces/${ns}/secrets`,
-      // Token Secrets carry their config: page the list so a large fleet still lists within the request timeout,
-      // and drop each page's configs as it arrives so a relist never holds them all at once.
+      // Token Secrets carry their config (100 KiB or more each): a (re)list reads their metadata only, and a
+      // Secret's data is read on its own, in the background or on demand (load). The watch that follows the
+      // list carries whole objects: a change brings its data along.
       list: pagedList(async (page) => {
-        const list = ns === '' ? await this.#core.listSecretForAllNamespaces({ labelSelector, ...page }) : await this.#core.listNamespacedSecret({ namespace: ns, labelSelector, ...page });
-        return { ...list, items: list.items.map(slimTokenSecret) };
-      }),
+        const metadataOnly = k8s.setHeaderOptions('Accept', METADATA_LIST);
+        const list = ns === '' ? await this.#core.listSecretForAllNamespaces({ labelSelector, ...page }, metadataOnly) : await this.#core.listNamespacedSecret({ namespace: ns, labelSelector, ...page }, metadataOnly);
+        // An empty PartialObjectMetadataList has `items: null`.
+        return { ...list, items: list.items ?? [] };
+      }, 500),
       transform: slimTokenSecret,
       labelSelector,
       log: ns === '' ? this.#opts.log : this.#opts.log.child({ namespace: ns }),
@@ -102,11 +115,11 @@ export class TokenSecretController {
     return [...this.#informers.values()].every((i) => i.synced);
   }
 
-  #queue(name: string, reconcile: (key: string) => Promise<ReconcileResult | void>): WorkQueue {
+  #queue(name: string, reconcile: (key: string) => Promise<ReconcileResult | void>, concurrency = 4): WorkQueue {
     const q = new WorkQueue({
       name,
       reconcile,
-      concurrency: 4,
+      concurrency,
       clock: this.#clock,
       onDone: (key, outcome, ms, err) => {
         this.#opts.queueMetrics?.observe(name, outcome, ms);
@@ -124,7 +137,7 @@ export class TokenSecretController {
 
   async stop(): Promise<void> {
     await Promise.all([...this.#informers.values()].map((i) => i.stop()));
-    await Promise.all([this.#generate.stop(), this.#reached.stop(), this.#revoke.stop(), this.#writer?.stop()]);
+    await Promise.all([this.#generate.stop(), this.#reached.stop(), this.#revoke.stop(), this.#reads.stop(), this.#writer?.stop()]);
   }
 
   /** Starts the leader's writes; returns how to stop them. */
@@ -145,25 +158,95 @@ export class TokenSecretController {
 
   /** The entry's payload vanished from memory and disk: generate it again. */
   regenerate(entry: TokenSecretEntry): void {
-    entry.payload = { state: 'pending' };
+    this.#opts.index.setPayload(entry, { state: 'pending' });
     this.#generate.add(entry.secret.key);
   }
 
-  #onEvent(secret: k8s.V1Secret, event: string): void {
+  /**
+   * Reads the token Secrets of a pool and hash that are known by their metadata only, so a token of theirs is
+   * known; then waits (a little) for their payloads, which after a restart come back from the cache directory.
+   */
+  async load(pool: string, hash: string): Promise<void> {
+    const keys = this.#opts.index.unloadedFor(pool, hash);
+    await Promise.all(keys.map((key) => this.#readOnce(key)));
+    // A payload another replica generates is not waited for here: its requests answer 511 until it is shared.
+    const ready = Promise.all(keys.map((key) => this.#generatePayload(key).catch((err: unknown) => {
+      if (!(err instanceof NotGeneratedYetError)) throw err;
+    })));
+    await Promise.race([ready, new Promise<void>((r) => this.#clock.setTimeout(() => r(), LOAD_PAYLOAD_WAIT_MS))]);
+  }
+
+  #onEvent(secret: CachedTokenSecret, event: string): void {
     const meta = secret.metadata ?? {};
     const key = `${meta.namespace}/${meta.name}`;
+    if (event !== 'delete' && isMetadataOnly(secret)) return this.#onMetadata(key, secret);
     const parsed = event === 'delete' ? undefined : readTokenSecret(secret);
-    if (!parsed) {
-      // Deleted (or no longer a usable token Secret): its tokens stop working now, and so do its bootstrap tokens.
-      if (event === 'delete') this.#forgetBootstrap(key);
-      this.#opts.index.remove(key);
-      this.#writer?.forget(key);
-      if (event !== 'delete') this.#opts.log.warn({ secret: key }, 'Token Secret lacks pool, hash or release, or names a pool of another namespace: ignored');
-      return;
-    }
+    if (!parsed) return this.#onGone(key, event === 'delete');
     const entry = this.#opts.index.upsert(parsed);
     if (entry.payload.state === 'pending') this.#generate.add(key);
     this.#writer?.add(key);
+  }
+
+  /** Deleted (or no longer a usable token Secret): its tokens stop working now, and so do its bootstrap tokens. */
+  #onGone(key: string, deleted: boolean): void {
+    if (deleted) this.#forgetBootstrap(key);
+    this.#opts.index.remove(key);
+    this.#writer?.forget(key);
+    this.#reads.forget(key);
+    if (!deleted) this.#opts.log.warn({ secret: key }, 'Token Secret lacks pool, hash or release, or names a pool of another namespace: ignored');
+  }
+
+  /** A listed Secret (metadata only): the same as the one read before, or one whose data is to be read. */
+  #onMetadata(key: string, secret: CachedTokenSecret): void {
+    const meta = secret.metadata ?? {};
+    const known = this.#opts.index.get(key);
+    if (known && known.secret.resourceVersion === meta.resourceVersion) {
+      this.#writer?.add(key);
+      return;
+    }
+    const poolName = meta.labels?.[LABELS.nodePool];
+    const hash = meta.labels?.[LABELS.configHash];
+    if (!poolName || !hash) {
+      this.#opts.index.remove(key);
+      return;
+    }
+    // A Secret read before and changed while the watch was down keeps serving what it held until it is read
+    // again: its deletion is a delete event, and a rotation keeps the previous token valid.
+    if (!known) this.#opts.index.markUnloaded({ key, pool: `${meta.namespace}/${poolName}`, hash });
+    this.#reads.add(key);
+  }
+
+  async #read(key: string): Promise<void> {
+    const { namespace, name } = splitKey(key);
+    const cached = this.#cached(namespace, name);
+    const known = this.#opts.index.get(key);
+    if (!cached || (known && known.secret.resourceVersion === cached.metadata?.resourceVersion)) return;
+    await this.#readOnce(key);
+  }
+
+  /** Reads one Secret's data (one read at a time per Secret) and indexes it as a watch event would. */
+  #readOnce(key: string): Promise<void> {
+    let reading = this.#reading.get(key);
+    if (!reading) {
+      reading = this.#readSecret(key).finally(() => this.#reading.delete(key));
+      this.#reading.set(key, reading);
+    }
+    return reading;
+  }
+
+  async #readSecret(key: string): Promise<void> {
+    const { namespace, name } = splitKey(key);
+    const before = this.#opts.index.get(key)?.secret.resourceVersion;
+    let secret: k8s.V1Secret;
+    try {
+      secret = await this.#core.readNamespacedSecret({ name, namespace });
+    } catch (err) {
+      if (isNotFound(err)) return;
+      throw new Error(`failed to read token Secret ${key}`, { cause: err });
+    }
+    // Gone meanwhile (a delete event), or already newer from the watch: the read has nothing to add.
+    if (!this.#cached(namespace, name) || this.#opts.index.get(key)?.secret.resourceVersion !== before) return;
+    this.#onEvent(slimTokenSecret(secret), 'update');
   }
 
   /** The leader deletes a deleted Secret's bootstrap tokens from the guest (the guest's tokencleaner would at expiry). */
@@ -188,16 +271,21 @@ export class TokenSecretController {
     if (!entry || entry.payload.state === 'ready') return;
     try {
       const payload = await this.#opts.store.ensure(entry.secret.release, this.#configOf(entry.secret));
-      if (this.#opts.index.get(key) === entry) entry.payload = { state: 'ready', key: payload.key };
+      if (this.#opts.index.get(key) === entry) this.#opts.index.setPayload(entry, { state: 'ready', key: payload.key });
     } catch (err) {
-      const failure = err instanceof GenerationError ? err : new GenerationError('ReleaseUnavailable', (err as Error).message);
-      entry.payload = { state: 'failed', reason: failure.reason, message: failure.message };
-      this.#opts.log.warn({ secret: key, reason: failure.reason, message: failure.message }, 'Payload generation failed');
-      this.#writer?.add(key);
-      if (failure.reason === 'ReleaseUnavailable') return { requeueAfterMs: this.#opts.retryMs ?? 15_000 };
-      return;
+      // Another replica generates it (shared store): pending until it is there; the queue asks again quietly.
+      if (err instanceof NotGeneratedYetError) throw err;
+      return this.#generationFailed(key, entry, err);
     }
     this.#writer?.add(key);
+  }
+
+  #generationFailed(key: string, entry: TokenSecretEntry, err: unknown): ReconcileResult | void {
+    const failure = err instanceof GenerationError ? err : new GenerationError('ReleaseUnavailable', (err as Error).message);
+    this.#opts.index.setPayload(entry, { state: 'failed', reason: failure.reason, message: failure.message });
+    this.#opts.log.warn({ secret: key, reason: failure.reason, message: failure.message }, 'Payload generation failed');
+    this.#writer?.add(key);
+    if (failure.reason === 'ReleaseUnavailable') return { requeueAfterMs: this.#opts.retryMs ?? 15_000 };
   }
 
   /** The Secret's config documents, read from the apiserver when (and only when) a generation needs them. */
@@ -214,9 +302,7 @@ export class TokenSecretController {
 
   /** The leader's pass over one token Secret: expire, mint or rotate, report the payload; then wait. */
   async #reconcile(key: string): Promise<ReconcileResult | void> {
-    const { namespace, name } = splitKey(key);
-    const raw = this.#cached(namespace, name);
-    const secret = raw ? readTokenSecret(raw) : undefined;
+    const secret = await this.#current(key);
     if (!secret) return;
     const now = this.#clock.now();
     if (secret.expiresAtMs !== undefined && secret.expiresAtMs <= now) return this.#delete(secret);
@@ -227,6 +313,16 @@ export class TokenSecretController {
     await this.#recordEvents(secret, patch);
     const waits = [rotateAt - now, (secret.expiresAtMs ?? Infinity) - now].filter((ms) => Number.isFinite(ms));
     return { requeueAfterMs: Math.max(50, Math.min(...waits) + 50) };
+  }
+
+  /** The Secret as the informer last saw it, its data read first when only its metadata is known. */
+  async #current(key: string): Promise<TokenSecret | undefined> {
+    const { namespace, name } = splitKey(key);
+    const cached = this.#cached(namespace, name);
+    if (!cached) return undefined;
+    if (this.#opts.index.get(key)?.secret.resourceVersion !== cached.metadata?.resourceVersion) await this.#readOnce(key);
+    const secret = this.#opts.index.get(key)?.secret;
+    return secret?.resourceVersion === cached.metadata?.resourceVersion ? secret : undefined;
   }
 
   /** Mints or rotates into the patch when due; returns when the next rotation is due. */

@@ -7,20 +7,13 @@
  */
 import { randomInt } from 'node:crypto';
 import * as k8s from '@kubernetes/client-node';
-import { stringify } from 'yaml';
 import { BOOTSTRAP_GROUP, FIELD_MANAGERS, LABELS, bootstrapPoolGroup } from '../../api/src/keys.js';
-import { HOST_PATHS } from '../../api/src/host-paths.js';
 import { createApplier } from '../../support/src/apply.js';
 import { isNotFound } from '../../support/src/errors.js';
 import { guestEndpoint, type GuestKubeConfigs } from '../../support/src/guest-kubeconfigs.js';
+import type { JoinMaterial } from './join-files.js';
 
-/** What one token's join material is made of. */
-export interface JoinMaterial {
-  server: string;
-  caPem: string;
-  /** `<id>.<secret>`. */
-  bootstrapToken: string;
-}
+export { bootstrapKubeconfig, joinFileBytes, type JoinMaterial } from './join-files.js';
 
 const TOKEN_ALPHABET = 'abcdefghijklmnopqrstuvwxyz0123456789';
 const randomString = (length: number): string => Array.from({ length }, () => TOKEN_ALPHABET[randomInt(TOKEN_ALPHABET.length)]).join('');
@@ -61,32 +54,6 @@ export function desiredBootstrapSecret(opts: BootstrapSecretOptions): k8s.V1Secr
       description: `Kindling bootstrap token of NodePool ${opts.namespace}/${opts.pool}`,
     },
   };
-}
-
-/** The bootstrap kubeconfig a kubelet starts TLS bootstrap with. */
-export function bootstrapKubeconfig(m: JoinMaterial): string {
-  return stringify({
-    apiVersion: 'v1',
-    kind: 'Config',
-    clusters: [{ name: 'guest', cluster: { server: m.server, 'certificate-authority-data': Buffer.from(m.caPem).toString('base64') } }],
-    users: [{ name: 'kubelet-bootstrap', user: { token: m.bootstrapToken } }],
-    contexts: [{ name: 'bootstrap', context: { cluster: 'guest', user: 'kubelet-bootstrap' } }],
-    'current-context': 'bootstrap',
-  });
-}
-
-const dataUrl = (text: string): string => `data:;base64,${Buffer.from(text).toString('base64')}`;
-
-/**
- * The join files as they are spliced into `storage.files` of a served payload: each entry preceded by a
- * comma, since they go after the payload's own files (which always hold at least the release identity).
- */
-export function joinFileBytes(m: JoinMaterial): Buffer {
-  const files = [
-    { path: HOST_PATHS.guestCa, mode: 0o644, overwrite: true, contents: { source: dataUrl(m.caPem) } },
-    { path: HOST_PATHS.bootstrapKubeconfig, mode: 0o600, overwrite: true, contents: { source: dataUrl(bootstrapKubeconfig(m)) } },
-  ];
-  return Buffer.from(files.map((f) => `,${JSON.stringify(f)}`).join(''));
 }
 
 export interface MintRequest {

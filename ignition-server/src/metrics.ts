@@ -4,18 +4,39 @@ import type { StoreMetrics } from './payload/store.js';
 
 export interface IgnitionMetrics extends StoreMetrics {
   request(code: number): void;
+  /** Requests counted elsewhere (the serving threads): totals by status, read at scrape time. */
+  watchRequests(read: () => Promise<Record<string, number>>): void;
   rotation(): void;
   /** Sampled at scrape time. */
   watchLiveTokens(read: () => number): void;
 }
 
 export function createIgnitionMetrics(registry: Registry): IgnitionMetrics {
-  const requests = new Counter({ name: 'kindling_ignition_requests_total', help: 'Requests to the serving port by HTTP status code.', labelNames: ['code'], registers: [registry] });
+  let counted: (() => Promise<Record<string, number>>) | undefined;
+  const seen = new Map<string, number>();
+  const requests = new Counter({
+    name: 'kindling_ignition_requests_total',
+    help: 'Requests to the serving port by HTTP status code.',
+    labelNames: ['code'],
+    registers: [registry],
+    async collect() {
+      for (const [code, total] of Object.entries((await counted?.()) ?? {})) {
+        if (total > (seen.get(code) ?? 0)) this.inc({ code }, total - (seen.get(code) ?? 0));
+        seen.set(code, total);
+      }
+    },
+  });
   const generation = new Histogram({
     name: 'kindling_ignition_payload_generation_seconds',
     help: 'Time to generate one payload (release read, merge, validation), by outcome.',
     labelNames: ['outcome'],
     buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 15, 30, 60],
+    registers: [registry],
+  });
+  const shared = new Counter({
+    name: 'kindling_ignition_payload_shared_total',
+    help: 'Pins and payloads read from the shared payload store (read), pushed to it (pushed), or not pushed (push_failed).',
+    labelNames: ['event'],
     registers: [registry],
   });
   const hits = new Counter({ name: 'kindling_ignition_payload_cache_hits_total', help: 'Payload look-ups served from memory.', registers: [registry] });
@@ -33,9 +54,11 @@ export function createIgnitionMetrics(registry: Registry): IgnitionMetrics {
   });
   return {
     request: (code) => requests.inc({ code: String(code) }),
+    watchRequests: (read) => void (counted = read),
     rotation: () => rotations.inc(),
     watchLiveTokens: (read) => void (live = read),
     generationSeconds: (s, outcome) => generation.observe({ outcome }, s),
+    shared: (event) => shared.inc({ event }),
     cacheHit: () => hits.inc(),
     cacheMiss: () => misses.inc(),
     cacheBytes: (b) => bytes.set(b),

@@ -5,8 +5,9 @@
  */
 import type * as k8s from '@kubernetes/client-node';
 import { ANNOTATIONS, LABELS, SECRET_KEYS } from '../../api/src/keys.js';
-import { configDigest, type FailureReason } from './payload/store.js';
-import { joinFileBytes } from './join.js';
+import type { FailureReason } from './payload/store.js';
+import { configDigest } from './payload/digest.js';
+import { joinFileBytes } from './join-files.js';
 
 export type PayloadState =
   | { state: 'pending' }
@@ -68,9 +69,16 @@ export function joinFor(entry: TokenSecretEntry, token: string): Buffer | undefi
  */
 export type CachedTokenSecret = k8s.V1Secret & { configSha256?: string };
 
+/** A Secret of a metadata-only list (PartialObjectMetadata): labels and annotations, no data. */
+export const isMetadataOnly = (secret: CachedTokenSecret): boolean => secret.kind === 'PartialObjectMetadata';
+
 /** The informer's transform: everything serving needs, nothing it does not. */
 export function slimTokenSecret(secret: CachedTokenSecret): CachedTokenSecret {
   if (secret.configSha256 !== undefined) return secret;
+  if (isMetadataOnly(secret)) {
+    const { managedFields: _, ...metadata } = secret.metadata ?? {};
+    return { ...secret, metadata };
+  }
   const { [SECRET_KEYS.config]: config, ...data } = secret.data ?? {};
   const { managedFields: _, ...metadata } = secret.metadata ?? {};
   return { ...secret, metadata, data, configSha256: configDigest(configText(config)) };
@@ -142,24 +150,82 @@ function fromAnnotations(a: Record<string, string>): Pick<TokenSecret, 'issuedAt
   };
 }
 
+/** What changed in an index, for a copy kept elsewhere (a serving thread's, see serving/pool.ts). */
+export type IndexChange =
+  | { type: 'upsert'; secret: TokenSecret; payload: PayloadState }
+  | { type: 'payload'; key: string; payload: PayloadState }
+  | { type: 'remove'; key: string }
+  | { type: 'unloaded'; key: string; pool: string; hash: string };
+
+/** A token Secret known by its metadata only (a metadata list after a restart): its tokens are not known yet. */
+export interface UnloadedSecret {
+  key: string;
+  /** `namespace/name` of the pool, from the Secret's labels. */
+  pool: string;
+  hash: string;
+}
+
+const poolHash = (pool: string, hash: string): string => `${pool}\0${hash}`;
+
 export class TokenIndex {
   readonly #bySecret = new Map<string, TokenSecretEntry>();
   readonly #byToken = new Map<string, string>();
+  /** Secrets known by metadata only, by pool and hash (what a verified token names). */
+  readonly #unloaded = new Map<string, UnloadedSecret>();
+  readonly #unloadedByPoolHash = new Map<string, Set<string>>();
+  #observer: ((change: IndexChange) => void) | undefined;
+
+  /** Follows every change; told of every entry held now first. */
+  observe(observer: (change: IndexChange) => void): void {
+    this.#observer = observer;
+    for (const u of this.#unloaded.values()) observer({ type: 'unloaded', ...u });
+    for (const e of this.#bySecret.values()) observer({ type: 'upsert', secret: e.secret, payload: e.payload });
+  }
 
   /** Records the Secret's current state; returns its entry (payload state kept if the inputs did not change). */
-  upsert(secret: TokenSecret): TokenSecretEntry {
+  upsert(secret: TokenSecret, payload?: PayloadState): TokenSecretEntry {
     const previous = this.#bySecret.get(secret.key);
     this.#dropTokens(previous);
+    this.#dropUnloaded(secret.key);
     const sameInputs = previous && previous.secret.release === secret.release && previous.secret.configSha256 === secret.configSha256;
-    const entry: TokenSecretEntry = { secret, payload: sameInputs ? previous.payload : { state: 'pending' }, served: previous?.served ?? false, join: new Map() };
+    const state = payload ?? (sameInputs ? previous.payload : { state: 'pending' });
+    const entry: TokenSecretEntry = { secret, payload: state, served: previous?.served ?? false, join: new Map() };
     this.#bySecret.set(secret.key, entry);
     for (const t of [secret.token, secret.rotatedToken]) if (t) this.#byToken.set(t, secret.key);
+    this.#observer?.({ type: 'upsert', secret, payload: entry.payload });
     return entry;
+  }
+
+  /** The entry's payload moved on (generated, failed, gone and pending again). */
+  setPayload(entry: TokenSecretEntry, payload: PayloadState): void {
+    entry.payload = payload;
+    if (this.#bySecret.get(entry.secret.key) === entry) this.#observer?.({ type: 'payload', key: entry.secret.key, payload });
+  }
+
+  /** A Secret known by metadata only, until upsert: what it holds is read on demand (unloadedFor). */
+  markUnloaded(secret: UnloadedSecret): void {
+    if (this.#bySecret.has(secret.key)) return;
+    this.#dropUnloaded(secret.key);
+    this.#unloaded.set(secret.key, secret);
+    const ph = poolHash(secret.pool, secret.hash);
+    this.#unloadedByPoolHash.set(ph, (this.#unloadedByPoolHash.get(ph) ?? new Set()).add(secret.key));
+    this.#observer?.({ type: 'unloaded', ...secret });
+  }
+
+  /** Keys of the Secrets of this pool and hash known by metadata only: one of them may hold the token. */
+  unloadedFor(pool: string, hash: string): string[] {
+    return [...(this.#unloadedByPoolHash.get(poolHash(pool, hash)) ?? [])];
+  }
+
+  isUnloaded(key: string): boolean {
+    return this.#unloaded.has(key);
   }
 
   remove(key: string): void {
     this.#dropTokens(this.#bySecret.get(key));
-    this.#bySecret.delete(key);
+    const known = this.#bySecret.delete(key) || this.#unloaded.has(key);
+    this.#dropUnloaded(key);
+    if (known) this.#observer?.({ type: 'remove', key });
   }
 
   get(key: string): TokenSecretEntry | undefined {
@@ -175,9 +241,14 @@ export class TokenIndex {
     return entry;
   }
 
-  /** Entries whose payload comes from this content key. */
+  /** Every entry whose Secret is known with its data. */
   entries(): TokenSecretEntry[] {
     return [...this.#bySecret.values()];
+  }
+
+  /** Keys of the Secrets known by metadata only. */
+  unloadedKeys(): string[] {
+    return [...this.#unloaded.keys()];
   }
 
   /** Tokens a host could present right now (current and rotated of every live Secret). */
@@ -190,5 +261,15 @@ export class TokenIndex {
     for (const t of [entry.secret.token, entry.secret.rotatedToken]) {
       if (t && this.#byToken.get(t) === entry.secret.key) this.#byToken.delete(t);
     }
+  }
+
+  #dropUnloaded(key: string): void {
+    const known = this.#unloaded.get(key);
+    if (!known) return;
+    this.#unloaded.delete(key);
+    const ph = poolHash(known.pool, known.hash);
+    const keys = this.#unloadedByPoolHash.get(ph);
+    keys?.delete(key);
+    if (keys?.size === 0) this.#unloadedByPoolHash.delete(ph);
   }
 }

@@ -5,7 +5,7 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { decodeJwt, decodeProtectedHeader, SignJWT } from 'jose';
-import { createTokenAuthority, loadTokenAuthority } from './tokens.js';
+import { createTokenAuthority, createTokenVerifier, loadTokenAuthority } from './tokens.js';
 import { ecKeyPem, manualClock } from './testing.js';
 
 describe('tokens', () => {
@@ -99,5 +99,29 @@ describe('tokens', () => {
     const b = await createTokenAuthority(pem);
     const { token } = await a.mint({ pool: 'ns/p', hash: 'h', ttlMs: 60_000 });
     assert.equal((await b.verify(token))?.pool, 'ns/p');
+  });
+
+  it('when a verifier is given the authority\'s public key only, it should verify its tokens and refuse another authority\'s', async () => {
+    const clock = manualClock();
+    const auth = await createTokenAuthority(ecKeyPem(), clock);
+    const other = await createTokenAuthority(ecKeyPem(), clock);
+    const verifier = createTokenVerifier(auth.publicKeyPem, clock);
+    assert.doesNotMatch(auth.publicKeyPem, /PRIVATE/);
+    const { token, claims } = await auth.mint({ pool: 'ns/p', hash: 'h', ttlMs: 60_000 });
+    assert.deepEqual(await verifier.verify(token), claims);
+    assert.equal(await verifier.verify((await other.mint({ pool: 'ns/p', hash: 'h', ttlMs: 60_000 })).token), undefined);
+  });
+
+  it('when asked without waiting, it should know only tokens verified before and not expired since', async () => {
+    const clock = manualClock();
+    const auth = await createTokenAuthority(ecKeyPem(), clock);
+    const { token, claims } = await auth.mint({ pool: 'ns/p', hash: 'h', ttlMs: 10_000 });
+    assert.equal(auth.remembered(token), undefined, 'never verified: not known');
+    await auth.verify(token);
+    assert.equal(auth.remembered(token), await auth.verify(token));
+    assert.deepEqual(auth.remembered(token), claims);
+    clock.advance(10_000);
+    assert.equal(auth.remembered(token), undefined, 'expired: forgotten');
+    assert.equal(await auth.verify(token), undefined);
   });
 });

@@ -36,12 +36,20 @@ export interface MintOptions {
   ttlMs: number;
 }
 
-export interface TokenAuthority {
-  /** Key id (RFC 7638 thumbprint of the public key), in every token's header. */
-  readonly keyId: string;
-  mint(opts: MintOptions): Promise<{ token: string; claims: TokenClaims }>;
+/** What serving needs: verification only (a serving thread holds no private key). */
+export interface TokenVerifier {
   /** The token's claims when its signature, issuer, audience and expiry hold; undefined otherwise. */
   verify(token: string): Promise<TokenClaims | undefined>;
+  /** The claims of a token verified before and not expired since, without waiting; undefined otherwise. */
+  remembered(token: string): TokenClaims | undefined;
+}
+
+export interface TokenAuthority extends TokenVerifier {
+  /** Key id (RFC 7638 thumbprint of the public key), in every token's header. */
+  readonly keyId: string;
+  /** The public key (SPKI PEM), for verifiers elsewhere (the serving threads). */
+  readonly publicKeyPem: string;
+  mint(opts: MintOptions): Promise<{ token: string; claims: TokenClaims }>;
 }
 
 /** Builds the authority from a PKCS#8 or SEC1 PEM private key on the P-256 curve. */
@@ -52,11 +60,14 @@ export async function createTokenAuthority(privateKeyPem: string, clock: Clock =
   }
   const publicKey = createPublicKey(privateKey);
   const keyId = await calculateJwkThumbprint(await exportJWK(publicKey));
-  return {
-    keyId,
-    mint: (opts) => mint(privateKey, keyId, opts, clock),
-    verify: rememberVerified((token) => verify(publicKey, token, clock), clock),
-  };
+  const publicKeyPem = publicKey.export({ type: 'spki', format: 'pem' }).toString();
+  return { keyId, publicKeyPem, mint: (opts) => mint(privateKey, keyId, opts, clock), ...createTokenVerifier(publicKeyPem, clock) };
+}
+
+/** Verifies tokens of the authority whose public key this is (SPKI PEM). */
+export function createTokenVerifier(publicKeyPem: string, clock: Clock = realClock): TokenVerifier {
+  const publicKey = createPublicKey(publicKeyPem);
+  return rememberVerified((token) => verify(publicKey, token, clock), clock);
 }
 
 /**
@@ -65,18 +76,22 @@ export async function createTokenAuthority(privateKeyPem: string, clock: Clock =
  * refused the moment its `exp` passes. Revocation is not this cache's concern: the caller checks the token
  * against the live Secrets on every request. Failures are not remembered (a forged token is not worth a slot).
  */
-function rememberVerified(verifyToken: (token: string) => Promise<TokenClaims | undefined>, clock: Clock): (token: string) => Promise<TokenClaims | undefined> {
+function rememberVerified(verifyToken: (token: string) => Promise<TokenClaims | undefined>, clock: Clock): TokenVerifier {
   const verified = new LRUCache<string, TokenClaims>({ max: VERIFIED_TOKENS });
-  return async (token) => {
+  const remembered = (token: string): TokenClaims | undefined => {
     const known = verified.get(token);
-    if (known) {
-      if (known.expiresAtMs > clock.now()) return known;
-      verified.delete(token);
-      return undefined;
-    }
-    const claims = await verifyToken(token);
-    if (claims) verified.set(token, claims);
-    return claims;
+    if (!known || known.expiresAtMs > clock.now()) return known;
+    verified.delete(token);
+    return undefined;
+  };
+  return {
+    remembered,
+    async verify(token) {
+      if (verified.has(token)) return remembered(token);
+      const claims = await verifyToken(token);
+      if (claims) verified.set(token, claims);
+      return claims;
+    },
   };
 }
 

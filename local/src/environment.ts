@@ -2,7 +2,7 @@
  * What the local environment prepares besides clusters: the ignition server's serving certificate and
  * token-signing key (kept in the state folder, so a restart serves the same tokens), a real OCI registry
  * (Debian `docker-registry`) holding the sample release images built by Kindling's release tool, and the
- * sample tenant (local/samples.yaml).
+ * sample tenant (local/samples.yaml; its workload in the guest is workload.ts).
  */
 import { access, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { generateKeyPairSync } from 'node:crypto';
@@ -28,6 +28,12 @@ export interface IgnitionFiles {
   keyFile: string;
   signingKeyFile: string;
   cacheDir: string;
+  /**
+   * Where each replica serves and caches (index = replica). Replica 0's are `port` and `cacheDir`, the endpoint
+   * pools and the upgrader are given; the others serve on their own loopback port (Node cannot share one
+   * listening port between processes) and keep their own cache, since two processes pruning one folder race.
+   */
+  replicas: { port: number; cacheDir: string }[];
 }
 
 /** A loopback port chosen once and kept in the folder: what hosts and pools were given must stay valid. */
@@ -38,8 +44,18 @@ export async function keptPort(dir: string): Promise<number> {
   return port;
 }
 
-/** The ignition server's port, certificate and signing key; made once, then reused so hosts and tokens stay valid. */
-export async function ignitionFiles(stateDir: string, mgmt: Cluster): Promise<IgnitionFiles> {
+/** Replica i's port and cache folder (i ≥ 1), kept in the folder like replica 0's. */
+async function replicaServing(dir: string, replica: number): Promise<{ port: number; cacheDir: string }> {
+  const own = join(dir, `replica-${replica}`);
+  await mkdir(join(own, 'cache'), { recursive: true });
+  return { port: await keptPort(own), cacheDir: join(own, 'cache') };
+}
+
+/**
+ * The ignition server's port, certificate and signing key (shared by every replica, as a Deployment's Pods
+ * share a Secret); made once, then reused so hosts and tokens stay valid.
+ */
+export async function ignitionFiles(stateDir: string, mgmt: Cluster, replicas = 1): Promise<IgnitionFiles> {
   const dir = join(stateDir, 'ignition-server');
   await mkdir(join(dir, 'cache'), { recursive: true });
   const files: IgnitionFiles = {
@@ -49,8 +65,11 @@ export async function ignitionFiles(stateDir: string, mgmt: Cluster): Promise<Ig
     keyFile: join(dir, 'tls.key'),
     signingKeyFile: join(dir, 'signing-key.pem'),
     cacheDir: join(dir, 'cache'),
+    replicas: [],
   };
   files.port = await keptPort(dir);
+  files.replicas = [{ port: files.port, cacheDir: files.cacheDir }];
+  for (let i = 1; i < replicas; i++) files.replicas.push(await replicaServing(dir, i));
   if (await exists(files.signingKeyFile)) return files;
   const ca = await loadCertificateAuthority(mgmt.ca);
   const serving = await ca.issue({ commonName: 'kindling-ignition-server', ipAddresses: ['127.0.0.1'], dnsNames: ['localhost'], usage: 'server' });
@@ -122,10 +141,14 @@ export async function applySamples(mgmt: Cluster, guest: Cluster, opts: { namesp
   } as k8s.KubernetesObject;
   await applier.apply(secret);
   const text = (await readFile(join(LOCAL_DIR, 'samples.yaml'), 'utf8')).replaceAll('${NAMESPACE}', opts.namespace).replaceAll('${RELEASE}', opts.release);
-  // Create-only: on a restart the user's own changes (a new release, a scale) are kept.
-  const objects = k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig);
-  for (const obj of parseManifests(text, 'samples.yaml')) {
-    await objects.create(obj).catch((err: { code?: number }) => {
+  await createMissing(mgmt.kubeConfig, parseManifests(text, 'samples.yaml'));
+}
+
+/** Create-only, in order: on a restart the user's own changes (a new release, a scale) are kept. */
+export async function createMissing(kc: k8s.KubeConfig, objects: k8s.KubernetesObject[]): Promise<void> {
+  const client = k8s.KubernetesObjectApi.makeApiClient(kc);
+  for (const obj of objects) {
+    await client.create(obj).catch((err: { code?: number }) => {
       if (err.code !== 409) throw err;
     });
   }

@@ -37,6 +37,15 @@ async function machineUids(stateDir: string): Promise<Record<string, string>> {
 }
 
 describe('npm start (local environment)', () => {
+  it('when --replicas is below 1, it should refuse at once with a clear error and start nothing', async () => {
+    const stateDir = await mkdtemp(join(tmpdir(), 'kindling-local-'));
+    after(() => rm(stateDir, { recursive: true, force: true }));
+    const r = spawnSync(process.execPath, [START, `--state-dir=${stateDir}`, '--replicas=0'], { encoding: 'utf8', timeout: 30_000 });
+    assert.equal(r.status, 1);
+    assert.match(r.stderr, /^--replicas must be at least 1, not 0\n$/);
+    assert.deepEqual(await readdir(stateDir), [], 'nothing was started or written');
+  });
+
   it('when started twice on the same state folder, it should bring both pools Ready through Ignition and resume without replacing a Machine', async () => {
     const stateDir = await mkdtemp(join(tmpdir(), 'kindling-local-'));
     after(() => rm(stateDir, { recursive: true, force: true }));

@@ -2,6 +2,9 @@
  * `npm start`: the local embedded environment. A management cluster and a guest cluster from the test bed,
  * Kindling's and Cluster API's CRDs, and every Kindling component as its own process, each logging to a file
  * in the state folder. Starting again resumes the same clusters (etcd data and credentials are kept).
+ * Kindling's components are supervised: one that exits (a crash, a kill, a replica that lost its Lease) is
+ * restarted with backoff and the rest keep running; `--replicas 2` runs two of each elected component. The
+ * clusters, Cluster API and the registry are the environment's ground: if one of them exits, everything stops.
  * Ctrl-C or SIGTERM stops everything and leaves no process or port behind.
  */
 import { mkdir, rm } from 'node:fs/promises';
@@ -18,10 +21,13 @@ import {
   testbedBinary,
   type Cluster,
   type CapiManager,
+  type ManagedProcess,
 } from '../../test/bed/src/index.js';
-import { startComponents, type RunningComponent } from './components.js';
+import { startComponents, stopComponents, type RunningComponent } from './components.js';
+import type { Restart } from './supervisor.js';
 import { applySamples, ignitionFiles, sampleReleases, startRegistry, SAMPLE_RELEASES, type LocalRegistry } from './environment.js';
 import { LOCAL_CRD_DIR } from './crds.js';
+import { applyWorkload } from './workload.js';
 import { waitForPools } from './pools.js';
 import { extensionFiles, registerExtension } from './extension.js';
 
@@ -32,9 +38,24 @@ const FLAGS = {
   exitAfterStart: { type: 'bool', default: false, help: 'Stop everything once it is up (for smoke tests and timing)' },
   samples: { type: 'bool', default: true, help: 'Create the sample tenant (Cluster, LocalControlPlane, two NodePools) and wait for its pools to be Ready' },
   readyTimeout: { type: 'duration', default: 300_000, help: 'How long to wait for the sample pools to be Ready' },
+  replicas: {
+    type: 'int',
+    default: 1,
+    help: 'Processes of each elected component (ignition-server, nodepool-controller, inplace-upgrader, drainer): 2 to try failover by hand; the pools reach the ignition server at replica 0',
+  },
 } as const;
 
 const out = (line: string): void => void process.stdout.write(`${line}\n`);
+const warn = (line: string): void => void process.stderr.write(`${line}\n`);
+const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
+const indent = (text: string): string => text.split('\n').map((l) => `    ${l}`).join('\n');
+
+/** A component's exit, on the environment's output: which, how, what comes next, and why (its last lines). */
+function reportExit(r: Restart): void {
+  warn(`\n${r.name} exited, ${r.exit}, after ${seconds(r.ranForMs)}; restart ${r.attempt} in ${seconds(r.delayMs)}. Last log lines:\n${indent(r.lastLines)}`);
+}
+
+const reportRestarted = (name: string, pid: number | undefined, restarts: number): void => warn(`${name} running again (pid ${pid ?? 'gone already'}; ${restarts} restart(s) so far)`);
 
 async function step<T>(label: string, fn: () => Promise<T>): Promise<T> {
   const started = Date.now();
@@ -59,9 +80,11 @@ interface Environment {
   releases?: Record<string, string>;
   components: RunningComponent[];
   ignitionPort?: number;
+  /** Each ignition-server replica's port; replica 0's is the endpoint. */
+  ignitionPorts?: number[];
 }
 
-type Config = { stateDir: string; namespace: string; samples: boolean; readyTimeout: number };
+type Config = { stateDir: string; namespace: string; samples: boolean; readyTimeout: number; replicas: number };
 
 async function bringUp(cfg: Config): Promise<Environment> {
   const { stateDir, namespace } = cfg;
@@ -74,24 +97,29 @@ async function bringUp(cfg: Config): Promise<Environment> {
       await Promise.all([installKindlingCrds(mgmt), installCapiCrds(mgmt), installCrds(mgmt, LOCAL_CRD_DIR)]);
       await ensureNamespace(mgmt, namespace);
     });
-    env.guest = await step('guest cluster "guest" (etcd, kube-apiserver with node authentication, kube-controller-manager signing CSRs, KWOK)', () =>
-      startCluster({ name: 'guest', dir: join(stateDir, 'guest'), kwok: true, nodeAuth: true }),
+    env.guest = await step('guest cluster "guest" (etcd, kube-apiserver with node authentication, kube-controller-manager signing CSRs, kube-scheduler, KWOK)', () =>
+      startCluster({ name: 'guest', dir: join(stateDir, 'guest'), kwok: true, nodeAuth: true, scheduler: true }),
     );
     env.capi = await step('Cluster API core manager v1.14.2 (webhooks registered)', () => startCapiManager(mgmt));
-    const ignition = await step('ignition serving certificate, signing key', () => ignitionFiles(stateDir, mgmt));
+    const ignition = await step('ignition serving certificate, signing key', () => ignitionFiles(stateDir, mgmt, cfg.replicas));
     env.ignitionPort = ignition.port;
+    env.ignitionPorts = ignition.replicas.map((r) => r.port);
     env.registry = await step('OCI registry (docker-registry, TLS)', () => startRegistry(stateDir, mgmt));
     const registry = env.registry;
     const releases = await step(`release images ${SAMPLE_RELEASES.join(', ')} (kindling release build, pushed)`, () => sampleReleases(registry, mgmt.ca.certPem));
     env.releases = releases;
     const extension = await extensionFiles(stateDir, mgmt);
-    env.components = await step('Kindling components and local providers', () => startComponents({ mgmt, stateDir, ignition, namespace, registry: registry.host, extension }));
+    const supervision = { replicas: cfg.replicas, onExit: reportExit, onRestarted: reportRestarted };
+    env.components = await step(`Kindling components (${cfg.replicas} of each elected one) and local providers, supervised`, () =>
+      startComponents({ mgmt, stateDir, ignition, namespace, registry: registry.host, extension }, supervision),
+    );
     await step('Kindling registered as Cluster API in-place update extension (ExtensionConfig)', () => registerExtension(mgmt, extension));
     if (cfg.samples) {
       await step('sample tenant (Cluster, LocalControlPlane, NodePools inplace ×3, replace ×2, capi ×2)', () =>
         applySamples(mgmt, env.guest, { namespace, release: releases[SAMPLE_RELEASES[0]] ?? '' }),
       );
       await step('sample pools Ready (hosts booted through Ignition)', () => waitForPools(mgmt, namespace, cfg.readyTimeout, out));
+      await step('sample workload in the guest (shop/web ×4 on the inplace nodes, behind a PodDisruptionBudget)', () => applyWorkload(env.guest, out));
     }
     return env;
   } catch (err) {
@@ -101,7 +129,7 @@ async function bringUp(cfg: Config): Promise<Environment> {
 }
 
 async function tearDown(env: Partial<Environment>): Promise<void> {
-  for (const c of env.components ?? []) await c.process.stop();
+  await stopComponents(env.components ?? []);
   await env.capi?.stop();
   await env.registry?.process.stop();
   await env.guest?.stop();
@@ -118,7 +146,8 @@ function summary(env: Environment, stateDir: string, namespace: string): void {
   out(`  release registry:      https://${env.registry?.host ?? '?'} (${Object.values(env.releases ?? {}).join(', ')})`);
   out(`  host roots:            ${join(stateDir, 'hosts')}`);
   out(`  state and logs:        ${stateDir}`);
-  for (const c of env.components) out(`  ${c.name.padEnd(22)} log: ${c.process.logFile}`);
+  out(`  components (restarted with backoff when they exit; pid files in ${join(stateDir, 'run')}):`);
+  for (const c of env.components) out(`    ${c.name.padEnd(22)} log: ${c.logFile}${c.component === 'ignition-server' ? servingNote(env, c.replica) : ''}`);
   out('');
   const kindling = `KUBECONFIG=${env.mgmt.kubeconfigPath} ${fileURLToPath(new URL('../../../bin/kindling.js', import.meta.url))}`;
   const next = env.releases?.[SAMPLE_RELEASES[1]] ?? '<release image>';
@@ -131,7 +160,20 @@ function summary(env: Environment, stateDir: string, namespace: string): void {
   out('Ctrl-C stops everything.');
 }
 
-/** Resolves on the first of SIGINT/SIGTERM or the exit of a component (which is reported, not hidden). */
+function servingNote(env: Environment, replica: number): string {
+  const port = env.ignitionPorts?.[replica];
+  return replica === 0 ? ` (serving :${port ?? '?'}, the pools' endpoint)` : ` (serving :${port ?? '?'})`;
+}
+
+/** The processes the environment stands on: when one exits, the environment cannot go on. */
+function groundOf(env: Environment): ManagedProcess[] {
+  return [...env.mgmt.processes, ...env.guest.processes, ...(env.capi ? [env.capi.process] : []), ...(env.registry ? [env.registry.process] : [])];
+}
+
+/**
+ * Resolves on the first of SIGINT/SIGTERM or the exit of a cluster process, Cluster API or the registry (which
+ * is reported, not hidden). Kindling's components are not watched here: their supervisors restart them.
+ */
 function untilStopped(env: Environment): Promise<string> {
   let stopping = false;
   return new Promise((resolveStop) => {
@@ -141,8 +183,7 @@ function untilStopped(env: Environment): Promise<string> {
     };
     process.once('SIGINT', () => stop('SIGINT'));
     process.once('SIGTERM', () => stop('SIGTERM'));
-    const all = [...env.components.map((c) => c.process), ...env.mgmt.processes, ...env.guest.processes, ...(env.capi ? [env.capi.process] : []), ...(env.registry ? [env.registry.process] : [])];
-    for (const p of all) {
+    for (const p of groundOf(env)) {
       void p.exited.then((code) => {
         if (stopping) return;
         process.stderr.write(`\n${p.name} exited unexpectedly (code ${code}); last log lines:\n${p.tail()}\n`);
@@ -158,6 +199,7 @@ export async function start(argv: string[]): Promise<number> {
     return 0;
   }
   const config = parseConfig(FLAGS, argv, process.env);
+  if (config.replicas < 1) throw new ConfigError(`--replicas must be at least 1, not ${config.replicas}`);
   const stateDir = resolve(config.stateDir);
   if (config.fresh) await rm(stateDir, { recursive: true, force: true });
   await mkdir(stateDir, { recursive: true });

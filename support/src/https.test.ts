@@ -7,6 +7,8 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { X509Certificate } from 'node:crypto';
+import { fstatSync } from 'node:fs';
+import { Agent, request as httpsRequest } from 'node:https';
 import { createLogger } from './logger.js';
 import { createCertificateAuthority, type CertificateAuthority } from './pki.js';
 import { startHttpsServer, type HttpsServer } from './https.js';
@@ -125,5 +127,33 @@ describe('HTTPS serving port', () => {
       s.on('close', () => resolve(data));
     });
     assert.ok(!plain.includes('ok'));
+  });
+
+  it('when drained, it should close idle keep-alive connections and drop new ones, and leave the listening socket open for the servers sharing it', async () => {
+    const pair = await ca.issue({ commonName: 'drained', dnsNames: ['localhost'], usage: 'server' });
+    await writeFile(join(dir, 'drained.crt'), pair.certPem);
+    await writeFile(join(dir, 'drained.key'), pair.keyPem);
+    const drained = await startHttpsServer({ address: '127.0.0.1:0', certFile: join(dir, 'drained.crt'), keyFile: join(dir, 'drained.key'), app: (_req, res) => res.end('ok'), log: createLogger({ name: 'test', level: 'silent' }) });
+    const agent = new Agent({ keepAlive: true, ca: ca.certPem });
+    const fetchOk = (a: Agent | false): Promise<string> =>
+      new Promise((resolve, reject) => {
+        const r = httpsRequest({ host: '127.0.0.1', port: drained.port, path: '/', servername: 'localhost', ca: ca.certPem, agent: a }, (res) => {
+          let body = '';
+          res.on('data', (c: Buffer) => (body += c.toString()));
+          res.on('end', () => resolve(body));
+        });
+        r.on('error', reject);
+        r.end();
+      });
+    assert.equal(await fetchOk(agent), 'ok');
+    const [kept] = Object.values(agent.freeSockets).flat();
+    assert.ok(kept, 'a keep-alive connection is open');
+    const closed = new Promise<void>((resolve) => kept.once('close', () => resolve()));
+    await drained.drain(2000);
+    await closed;
+    await assert.rejects(fetchOk(false), 'a new connection is dropped');
+    assert.ok(fstatSync(drained.fd).isSocket(), 'the listening socket is still open');
+    agent.destroy();
+    await drained.close();
   });
 });

@@ -1,29 +1,36 @@
 /**
- * Benchmark of the ignition server (issue 4), in one run on this machine:
- *  1. warm `/ignition` over TLS, 256 connections (wrk), against nginx (Debian) serving the same payload bytes
- *     over TLS with the same certificate and an equivalent bearer check: requests/s ratio and both p99s;
- *  2. RSS of the server with 1,000 live tokens over 100 distinct ~1 MB payloads (each fetched once);
- *  3. time to first byte of `/ignition` after a restart of the server on its persisted cache directory.
- * Everything runs on loopback: a real test-bed apiserver, a real `kindling ignition-server` process, nginx, wrk.
+ * Benchmark of the ignition server (issue 14), side by side in one run on this machine, against references
+ * given the same TLS certificate, the same bytes and the same bearer + NodePool check (references.ts): a Go
+ * `net/http` server (test/bench/goref, standard library only) and nginx (Debian nginx-light).
+ *  1. serving: warm `/ignition` with wrk (-t2 -c64) at ~1 KB and ~900 KB: requests/s, p50, p99 and CPU time
+ *     per request of each (the CPU time per request holds still when other work shares the cores; req/s
+ *     does not);
+ *  2. boot storm: N (1,000) token Secrets of 10 pools, minted; N concurrent first fetches on fresh TLS
+ *     connections, a 511 retried after 200 ms: every host must end with 200; time to first byte of each
+ *     host's 200, from the storm's start, p50/p99, against the Go reference on the same storm;
+ *  3. memory: RSS of the server with 1,000 live tokens over 100 distinct ~1 MB payloads (each fetched once),
+ *     against 1.2 × the payload bytes it holds in memory + 100 MiB;
+ *  4. restart: the server restarted on its cache directory with those 1,000 token Secrets (100 KiB of config
+ *     each): time from spawn to the first 200 of a token.
+ * Everything runs on loopback: a real test-bed apiserver, real `kindling ignition-server` processes (one per
+ * phase, each watching its own namespace), the references, wrk. It ends with one table: figure, reference,
+ * ratio, target, pass/fail.
  *
- * A payload is the release's fragments merged with the pool's config. The ~1 MB of each payload is split
- * between the release (shared, --release-kib) and a MachineConfig file distinct per config (--config-kib),
- * because every token Secret carries its config: 1,000 Secrets with 1 MB configs are 1 GB in etcd, beyond the
- * test bed's 1 GiB etcd quota. `--config-kib 1000 --release-kib 0 --secrets-per-config 1` puts all of it in
- * the MachineConfig at a tenth of the tokens.
+ * A payload is the release's fragments merged with the pool's config. The ~1 MB of each payload of phase 3 is
+ * split between the release (shared, --release-kib) and a MachineConfig file distinct per config
+ * (--config-kib), because every token Secret carries its config: 1,000 Secrets with 1 MB configs are 1 GB in
+ * etcd, beyond the test bed's 1 GiB etcd quota.
  *
- *   npm run build && node dist/test/bench/ignition-server.js [--duration 15] [--configs 100]
- *     [--secrets-per-config 10] [--config-kib 100] [--release-kib 900] [--cpu-prof <dir>] [--skip-memory]
- *
- * `--cpu-prof <dir>` runs the server under `node --cpu-prof` and leaves its .cpuprofile files in <dir>;
- * `--skip-memory` stops after the throughput phase (for profiling it alone).
+ *   npm run bench:ignition -- [--duration 10] [--rounds 1] [--storm 1000] [--configs 100]
+ *     [--secrets-per-config 10] [--config-kib 100] [--release-kib 900] [--cpu-prof <dir>] [--only serving,storm,memory]
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync, readdirSync } from 'node:fs';
-import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { get as httpGet } from 'node:http';
 import { request } from 'node:https';
-import { availableParallelism, tmpdir } from 'node:os';
+import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -32,14 +39,15 @@ import { startCluster, freePort, ManagedProcess, eventually, type Cluster } from
 import { createCertificateAuthority } from '../../support/src/pki.js';
 import { IGNITION_HEADERS, LABELS, SECRET_KEYS, tokenSecretName } from '../../api/src/keys.js';
 import { BASE_FRAGMENTS, ecKeyPem, writeReleaseFolder } from '../../ignition-server/src/testing.js';
+import { reportRows, type Row } from './table.js';
+import { buildGoReference, childPid, startGo, startNginx, type Reference, type Site } from './references.js';
 
 const KINDLING = fileURLToPath(new URL('../../../bin/kindling.js', import.meta.url));
-const NGINX = '/usr/sbin/nginx';
 const WRK = '/usr/bin/wrk';
-const NS = 'clusters';
 const ACCEPT = 'application/vnd.coreos.ignition+json;version=3.3.0';
 const KiB = 1024;
 const MiB = 1024 * 1024;
+const CLK_TCK = 100;
 const run = promisify(execFile);
 const out = (line: string): void => void process.stdout.write(`${line}\n`);
 
@@ -57,8 +65,12 @@ function textFlag(name: string): string | undefined {
 
 const OPTS = {
   cpuProfDir: textFlag('cpu-prof'),
-  skipMemory: process.argv.includes('--skip-memory'),
-  durationS: flag('duration', 15),
+  phases: new Set((textFlag('only') ?? 'serving,storm,memory').split(',')),
+  durationS: flag('duration', 10),
+  rounds: Math.max(1, flag('rounds', 1)),
+  connections: flag('connections', 64),
+  storm: flag('storm', 1000),
+  stormPools: Math.max(1, flag('storm-pools', 10)),
   configs: Math.min(flag('configs', 100), 500),
   secretsPerConfig: Math.min(flag('secrets-per-config', 10), 20),
   configKib: flag('config-kib', 100),
@@ -86,16 +98,15 @@ interface GetOptions {
 function get(opts: GetOptions): Promise<Reply> {
   const started = performance.now();
   return new Promise((resolve, reject) => {
-    const r = request({ host: '127.0.0.1', port: opts.port, path: '/ignition', ca: opts.ca, headers: opts.headers, servername: 'localhost', agent: false, timeout: 30_000 }, (res) => {
+    const r = request({ host: '127.0.0.1', port: opts.port, path: '/ignition', ca: opts.ca, headers: opts.headers, servername: 'localhost', agent: false, timeout: 60_000 }, (res) => {
       const firstByteAt = performance.now();
-      const ttfbMs = firstByteAt - started;
       const chunks: Buffer[] = [];
       let bytes = 0;
       res.on('data', (c: Buffer) => {
         bytes += c.length;
         if (opts.keepBody === true) chunks.push(c);
       });
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, bytes, ttfbMs, firstByteAt, ...(opts.keepBody === true ? { body: Buffer.concat(chunks) } : {}) }));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, bytes, ttfbMs: firstByteAt - started, firstByteAt, ...(opts.keepBody === true ? { body: Buffer.concat(chunks) } : {}) }));
       res.on('error', reject);
     });
     r.on('timeout', () => r.destroy(new Error('request timed out')));
@@ -122,19 +133,18 @@ function machineConfig(name: string, path: string, kib: number): Record<string, 
   };
 }
 
-/** The guarded command's pid: the guard's only child. */
-function childPid(guardPid: number): number {
-  for (const tid of readdirSync(`/proc/${guardPid}/task`)) {
-    const kids = readFileSync(`/proc/${guardPid}/task/${tid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
-    if (kids[0] !== undefined) return Number(kids[0]);
-  }
-  throw new Error(`process ${guardPid} has no child`);
-}
-
 function vmRssBytes(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   if (!m) throw new Error(`no VmRSS for ${pid}`);
   return Number(m[1]) * 1024;
+}
+
+/** User + system CPU seconds of the processes (all their threads). */
+function cpuSeconds(pids: number[]): number {
+  return pids.reduce((sum, pid) => {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+    return sum + (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
+  }, 0);
 }
 
 interface WrkResult {
@@ -144,6 +154,8 @@ interface WrkResult {
   requests: number;
   non2xx: number;
   errors: string;
+  /** CPU time of the server per request, in microseconds. */
+  cpuUsPerRequest: number;
 }
 
 const UNIT_MS: Record<string, number> = { us: 0.001, ms: 1, s: 1000, m: 60_000 };
@@ -154,7 +166,7 @@ function latencyMs(text: string, pct: string): number {
   return Number(m[1]) * (UNIT_MS[m[2] as string] ?? Number.NaN);
 }
 
-export function parseWrk(text: string): WrkResult {
+export function parseWrk(text: string): Omit<WrkResult, 'cpuUsPerRequest'> {
   const rps = /^Requests\/sec:\s+([\d.]+)/m.exec(text);
   const total = /^\s*(\d+) requests in /m.exec(text);
   if (!rps || !total) throw new Error(`unexpected wrk output:\n${text}`);
@@ -168,53 +180,13 @@ export function parseWrk(text: string): WrkResult {
   };
 }
 
-async function wrk(port: number, headers: Record<string, string>): Promise<WrkResult> {
-  const args = ['-t2', '-c256', `-d${OPTS.durationS}s`, '--latency', ...Object.entries(headers).flatMap(([k, v]) => ['-H', `${k}: ${v}`]), `https://127.0.0.1:${port}/ignition`];
+async function wrk(port: number, headers: Record<string, string>, pids: () => number[]): Promise<WrkResult> {
+  const args = ['-t2', `-c${OPTS.connections}`, `-d${OPTS.durationS}s`, '--latency', ...Object.entries(headers).flatMap(([k, v]) => ['-H', `${k}: ${v}`]), `https://127.0.0.1:${port}/ignition`];
+  const before = cpuSeconds(pids());
   const { stdout } = await run(WRK, args, { timeout: (OPTS.durationS + 60) * 1000, maxBuffer: 4 * MiB });
-  return parseWrk(stdout);
-}
-
-interface NginxSite {
-  port: number;
-  token: string;
-  root: string;
-}
-
-function nginxServer(dir: string, site: NginxSite): string {
-  return `
-  server {
-    listen 127.0.0.1:${site.port} ssl;
-    ssl_certificate ${join(dir, '..', 'tls.crt')};
-    ssl_certificate_key ${join(dir, '..', 'tls.key')};
-    root ${site.root};
-    location = /ignition {
-      if ($http_authorization != "Bearer ${site.token}") { return 401; }
-      default_type application/vnd.coreos.ignition+json;
-      add_header Cache-Control no-store;
-    }
-  }`;
-}
-
-function nginxConf(dir: string, sites: NginxSite[]): string {
-  // Root runs workers as nobody, who cannot read a mkdtemp folder; a bench on loopback keeps them as root.
-  const user = process.getuid?.() === 0 ? 'user root;\n' : '';
-  return `${user}daemon off;
-master_process on;
-worker_processes auto;
-pid ${join(dir, 'nginx.pid')};
-error_log ${join(dir, 'error.log')} warn;
-events { worker_connections 4096; }
-http {
-  access_log ${join(dir, 'access.log')};
-  client_body_temp_path ${join(dir, 'client_body')};
-  proxy_temp_path ${join(dir, 'proxy')};
-  fastcgi_temp_path ${join(dir, 'fastcgi')};
-  uwsgi_temp_path ${join(dir, 'uwsgi')};
-  scgi_temp_path ${join(dir, 'scgi')};
-  sendfile on;
-  keepalive_requests 100000;${sites.map((site) => nginxServer(dir, site)).join('')}
-}
-`;
+  const cpu = cpuSeconds(pids()) - before;
+  const parsed = parseWrk(stdout);
+  return { ...parsed, cpuUsPerRequest: (cpu * 1e6) / Math.max(1, parsed.requests) };
 }
 
 interface Bench {
@@ -223,16 +195,22 @@ interface Bench {
   core: k8s.CoreV1Api;
   ca: string;
   releases: { small: string; bulk: string };
+  goBin: string;
   processes: ManagedProcess[];
 }
 
 interface Server {
+  name: string;
   proc: ManagedProcess;
   port: number;
+  opsPort: number;
   pid: number;
+  spawnedAt: number;
+  cacheDir: string;
+  namespace: string;
 }
 
-async function startServer(b: Bench, name: string): Promise<Server & { spawnedAt: number }> {
+async function startServer(b: Bench, name: string, namespace: string, cacheDir = join(b.dir, `cache-${namespace}`)): Promise<Server> {
   const port = await freePort();
   const opsPort = await freePort();
   const spawnedAt = performance.now();
@@ -249,53 +227,67 @@ async function startServer(b: Bench, name: string): Promise<Server & { spawnedAt
       '--tls-cert-file', join(b.dir, 'tls.crt'),
       '--tls-key-file', join(b.dir, 'tls.key'),
       '--signing-key-file', join(b.dir, 'signing.pem'),
-      '--namespaces', NS,
+      '--namespaces', namespace,
       // The releases are OCI layouts in the bench's folder.
       '--allow-local-releases',
-      '--cache-dir', join(b.dir, 'cache'),
+      '--cache-dir', cacheDir,
       '--leader-election-namespace', 'kindling-system',
     ],
   });
   b.processes.push(proc);
   await eventually(`${name} to start`, () => Promise.resolve(proc.guardPid !== undefined && !Number.isNaN(childPid(proc.guardPid)) ? true : undefined), 10_000, 20);
-  return { proc, port, pid: childPid(proc.guardPid as number), spawnedAt };
+  return { name, proc, port, opsPort, pid: childPid(proc.guardPid as number), spawnedAt, cacheDir, namespace };
 }
 
+function metrics(server: Server): Promise<string> {
+  return new Promise((resolve, reject) => {
+    httpGet(`http://127.0.0.1:${server.opsPort}/metrics`, (res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c.toString()));
+      res.on('end', () => resolve(body));
+    }).on('error', reject);
+  });
+}
+
+const metric = (text: string, name: string): number => Number(new RegExp(`^${name}(?:\\{[^}]*\\})? ([\\d.e+]+)$`, 'm').exec(text)?.[1] ?? Number.NaN);
+
 interface TokenSecretSpec {
+  namespace: string;
   pool: string;
   hash: string;
   config: unknown[];
   release: string;
 }
 
-async function createTokenSecret(b: Bench, { pool, hash, config, release }: TokenSecretSpec): Promise<string> {
+async function createTokenSecret(b: Bench, { namespace, pool, hash, config, release }: TokenSecretSpec): Promise<string> {
   const name = tokenSecretName(pool, hash);
   await b.core.createNamespacedSecret({
-    namespace: NS,
+    namespace,
     body: {
-      metadata: { name, namespace: NS, labels: { [LABELS.tokenSecret]: 'true', [LABELS.nodePool]: pool, [LABELS.configHash]: hash } },
-      stringData: { [SECRET_KEYS.release]: release, [SECRET_KEYS.config]: JSON.stringify(config), [SECRET_KEYS.pool]: `${NS}/${pool}` },
+      metadata: { name, namespace, labels: { [LABELS.tokenSecret]: 'true', [LABELS.nodePool]: pool, [LABELS.configHash]: hash } },
+      stringData: { [SECRET_KEYS.release]: release, [SECRET_KEYS.config]: JSON.stringify(config), [SECRET_KEYS.pool]: `${namespace}/${pool}` },
     },
   });
   return name;
 }
 
-async function mintedToken(b: Bench, name: string): Promise<string> {
+async function mintedToken(b: Bench, namespace: string, name: string): Promise<string> {
   return eventually(`a token in ${name}`, async () => {
-    const data = (await b.core.readNamespacedSecret({ name, namespace: NS })).data?.[SECRET_KEYS.token];
+    const data = (await b.core.readNamespacedSecret({ name, namespace })).data?.[SECRET_KEYS.token];
     return data === undefined ? undefined : Buffer.from(data, 'base64').toString();
-  }, 120_000, 200);
+  }, 300_000, 200);
 }
 
 function ignitionHeaders(token: string, pool: string, hash: string): Record<string, string> {
-  return { Authorization: `Bearer ${token}`, [IGNITION_HEADERS.nodePool]: `${NS}/${pool}`, [IGNITION_HEADERS.targetConfigVersionHash]: hash, Accept: ACCEPT };
+  return { Authorization: `Bearer ${token}`, [IGNITION_HEADERS.nodePool]: pool, [IGNITION_HEADERS.targetConfigVersionHash]: hash, Accept: ACCEPT };
 }
 
 async function setUp(): Promise<Bench> {
   const dir = await mkdtemp(join(tmpdir(), 'bench-ignition-'));
+  const goBin = await buildGoReference(dir);
   const cluster = await startCluster({ name: 'mgmt', controllerManager: false });
   const core = cluster.kubeConfig.makeApiClient(k8s.CoreV1Api);
-  for (const name of [NS, 'kindling-system']) await core.createNamespace({ body: { metadata: { name } } });
+  for (const name of ['serve', 'storm', 'memory', 'kindling-system']) await core.createNamespace({ body: { metadata: { name } } });
   const ca = await createCertificateAuthority('ignition serving CA');
   const serving = await ca.issue({ commonName: 'ignition', dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'], usage: 'server' });
   await writeFile(join(dir, 'tls.crt'), serving.certPem);
@@ -309,90 +301,174 @@ async function setUp(): Promise<Bench> {
     await run(process.execPath, [KINDLING, 'release', 'build', folder, '--output', join(dir, `release-${name}`), '--tag', 'v1'], { timeout: 60_000 });
     releases[name] = `oci:${join(dir, `release-${name}`)}:v1`;
   }
-  return { dir, cluster, core, ca: ca.certPem, releases, processes: [] };
+  return { dir, cluster, core, ca: ca.certPem, releases, goBin, processes: [] };
+}
+
+/** A 200 from the server for these headers (a payload may still be generating: 511 until it is). */
+async function fetched(b: Bench, port: number, headers: Record<string, string>): Promise<Reply> {
+  return eventually('a 200 from the ignition server', async () => {
+    const r = await get({ port, ca: b.ca, headers, keepBody: true });
+    return r.status === 200 ? r : undefined;
+  }, 300_000, 100);
 }
 
 interface Case {
   name: string;
+  pool: string;
   headers: Record<string, string>;
   token: string;
   payload: Buffer;
-  nginxPort: number;
-}
-
-interface Throughput {
-  name: string;
-  payloadBytes: number;
-  server: WrkResult;
-  nginx: WrkResult;
+  file: string;
 }
 
 /** A token Secret for the case, and the payload bytes the server answers once it is warm. */
 async function warmCase(b: Bench, server: Server, name: 'small' | 'bulk'): Promise<Case> {
   const pool = `bench-${name}`;
   const hash = 'warm0001';
-  const token = await mintedToken(b, await createTokenSecret(b, { pool, hash, config: [machineConfig('99-bench-motd', '/etc/motd', 0)], release: b.releases[name] }));
-  const headers = ignitionHeaders(token, pool, hash);
-  const warm = await eventually(`a 200 from the ignition server (${name})`, async () => {
-    const r = await get({ port: server.port, ca: b.ca, headers, keepBody: true });
-    return r.status === 200 ? r : undefined;
-  }, 120_000, 100);
-  return { name, headers, token, payload: warm.body as Buffer, nginxPort: await freePort() };
+  const secret = await createTokenSecret(b, { namespace: server.namespace, pool, hash, config: [machineConfig('99-bench-motd', '/etc/motd', 0)], release: b.releases[name] });
+  const token = await mintedToken(b, server.namespace, secret);
+  const headers = ignitionHeaders(token, `${server.namespace}/${pool}`, hash);
+  const payload = (await fetched(b, server.port, headers)).body as Buffer;
+  const file = join(b.dir, `payload-${name}`);
+  await writeFile(file, payload);
+  return { name, pool: `${server.namespace}/${pool}`, headers, token, payload, file };
 }
 
-async function startNginx(b: Bench, cases: Case[]): Promise<void> {
-  const ndir = join(b.dir, 'nginx');
-  const sites: NginxSite[] = [];
-  for (const c of cases) {
-    const root = join(ndir, `html-${c.name}`);
-    await mkdir(root, { recursive: true });
-    await writeFile(join(root, 'ignition'), c.payload);
-    await chmod(join(root, 'ignition'), 0o644);
-    sites.push({ port: c.nginxPort, token: c.token, root });
-  }
-  await writeFile(join(ndir, 'nginx.conf'), nginxConf(ndir, sites));
-  b.processes.push(new ManagedProcess({ name: 'nginx', command: NGINX, args: ['-c', join(ndir, 'nginx.conf'), '-p', ndir, '-e', join(ndir, 'error.log')], logFile: join(ndir, 'stdout.log') }));
+/** A reference must answer the same bytes to the token, 401 to another token, 403 to another pool. */
+async function checkReference(b: Bench, ref: Reference, c: Case): Promise<void> {
+  const same = await eventually(`a 200 from ${ref.name}`, async () => {
+    const r = await get({ port: ref.port, ca: b.ca, headers: c.headers, keepBody: true }).catch(() => undefined);
+    return r?.status === 200 ? r : undefined;
+  }, 30_000, 50);
+  if (!c.payload.equals(same.body as Buffer)) throw new Error(`${ref.name} does not serve the same bytes (${c.name})`);
+  const refused = await get({ port: ref.port, ca: b.ca, headers: { ...c.headers, Authorization: 'Bearer wrong' } });
+  const otherPool = await get({ port: ref.port, ca: b.ca, headers: { ...c.headers, [IGNITION_HEADERS.nodePool]: 'other/pool' } });
+  if (refused.status !== 401 || otherPool.status !== 403) throw new Error(`${ref.name} answered ${refused.status} to a wrong token and ${otherPool.status} to another pool`);
 }
 
-/** nginx must answer the same bytes to the token, and 401 to another. */
-async function checkNginx(b: Bench, c: Case): Promise<void> {
-  const fromNginx = await eventually('a 200 from nginx', async () => {
-    const r = await get({ port: c.nginxPort, ca: b.ca, headers: c.headers, keepBody: true });
-    return r.status === 200 ? r : undefined;
-  }, 10_000, 50);
-  if (!c.payload.equals(fromNginx.body as Buffer)) throw new Error(`nginx does not serve the same bytes (${c.name})`);
-  const refused = await get({ port: c.nginxPort, ca: b.ca, headers: { ...c.headers, Authorization: 'Bearer wrong' } });
-  if (refused.status !== 401) throw new Error(`nginx answered ${refused.status} to a wrong token`);
+interface Throughput {
+  name: string;
+  payloadBytes: number;
+  results: Map<string, WrkResult[]>;
 }
 
-/** Phase 1: the same payload bytes from the ignition server and from nginx, 256 connections each. */
-async function throughput(b: Bench, server: Server): Promise<Throughput[]> {
+/** Phase 1: the same payload bytes from the ignition server, Go and nginx, wrk in turn, round after round. */
+async function serving(b: Bench): Promise<Throughput[]> {
+  const server = await startServer(b, 'server-serve', 'serve');
   const cases = [await warmCase(b, server, 'small'), await warmCase(b, server, 'bulk')];
-  await startNginx(b, cases);
+  const sites: Site[] = cases.map((c) => ({ token: c.token, pool: c.pool, payload: c.file }));
+  const tls = { cert: join(b.dir, 'tls.crt'), key: join(b.dir, 'tls.key') };
+  const go = await startGo({ bin: b.goBin, dir: b.dir, name: 'go-serve', ...tls, sites });
+  const nginx = await startNginx({ dir: b.dir, ...tls, sites });
+  b.processes.push(go.proc, nginx.proc);
+  const kindling: Reference = { name: 'kindling', port: server.port, proc: server.proc, pids: () => [server.pid] };
   const results: Throughput[] = [];
   for (const c of cases) {
-    await checkNginx(b, c);
-    const serverResult = await wrk(server.port, c.headers);
-    const nginxResult = await wrk(c.nginxPort, c.headers);
-    results.push({ name: c.name, payloadBytes: c.payload.length, server: serverResult, nginx: nginxResult });
+    for (const ref of [go, nginx]) await checkReference(b, ref, c);
+    const t: Throughput = { name: c.name, payloadBytes: c.payload.length, results: new Map() };
+    for (let round = 0; round < OPTS.rounds; round++) {
+      for (const ref of [kindling, go, nginx]) t.results.set(ref.name, [...(t.results.get(ref.name) ?? []), await wrk(ref.port, c.headers, () => ref.pids())]);
+    }
+    results.push(t);
   }
+  await Promise.all([server.proc.stop(), go.proc.stop(), nginx.proc.stop()]);
   return results;
+}
+
+interface StormResult {
+  hosts: number;
+  /** Statuses seen over all attempts. */
+  statuses: Map<number, number>;
+  /** Hosts that never got their 200 (a status other than 200/511, or the deadline). */
+  lost: number;
+  /** Time from the storm's start to the first byte of each host's 200, sorted. */
+  ttfbMs: number[];
+  tookMs: number;
+}
+
+interface Host {
+  headers: Record<string, string>;
+}
+
+/** Every host fetches at once on a fresh connection; a 511 (payload not generated yet) is retried after 200 ms. */
+async function storm(b: Bench, port: number, hosts: Host[]): Promise<StormResult> {
+  const statuses = new Map<number, number>();
+  const ttfb: number[] = [];
+  let lost = 0;
+  const started = performance.now();
+  const deadline = started + 180_000;
+  await Promise.all(
+    hosts.map(async (h) => {
+      while (performance.now() < deadline) {
+        const r = await get({ port, ca: b.ca, headers: h.headers }).catch(() => undefined);
+        const status = r?.status ?? 0;
+        statuses.set(status, (statuses.get(status) ?? 0) + 1);
+        if (r && status === 200) return void ttfb.push(r.firstByteAt - started);
+        if (status !== 511 && status !== 0) break;
+        await new Promise((res) => setTimeout(res, 200));
+      }
+      lost++;
+    }),
+  );
+  return { hosts: hosts.length, statuses, lost, ttfbMs: ttfb.sort((x, y) => x - y), tookMs: performance.now() - started };
+}
+
+/** Phase 2: N token Secrets of 10 pools, minted, then N concurrent first fetches; the same storm against Go. */
+async function bootStorm(b: Bench): Promise<{ kindling: StormResult; go: StormResult }> {
+  const ns = 'storm';
+  const server = await startServer(b, 'server-storm', ns);
+  const specs = Array.from({ length: OPTS.storm }, (_, i) => {
+    const p = i % OPTS.stormPools;
+    return { namespace: ns, pool: `pool${p}`, hash: `h${String(i).padStart(5, '0')}`, config: [machineConfig(`50-storm-${p}`, `/etc/storm-${p}`, 0)], release: b.releases.small };
+  });
+  await inBatches(specs, 20, (s) => createTokenSecret(b, s));
+  // Minted by the leader; the storm starts once every Secret holds its token (payloads may still be generating).
+  const tokens = await eventually('every storm token minted', async () => {
+    const list = await b.core.listNamespacedSecret({ namespace: ns, labelSelector: LABELS.tokenSecret });
+    const byName = new Map(list.items.map((s) => [s.metadata?.name, s.data?.[SECRET_KEYS.token]]));
+    const all = specs.map((s) => byName.get(tokenSecretName(s.pool, s.hash)));
+    return all.every((t) => t !== undefined) ? all.map((t) => Buffer.from(t, 'base64').toString()) : undefined;
+  }, 600_000, 1000);
+  const hosts = specs.map((s, i) => ({ headers: ignitionHeaders(tokens[i] as string, `${ns}/${s.pool}`, s.hash), pool: `${ns}/${s.pool}`, token: tokens[i] as string }));
+  const kindling = await storm(b, server.port, hosts);
+  // The Go reference answers the same tokens with the same bytes (one payload per pool, fetched from the server).
+  const files = new Map<string, string>();
+  for (const h of hosts) {
+    if (files.has(h.pool)) continue;
+    const file = join(b.dir, `storm-${files.size}`);
+    await writeFile(file, (await fetched(b, server.port, h.headers)).body as Buffer);
+    files.set(h.pool, file);
+  }
+  const go = await startGo({ bin: b.goBin, dir: b.dir, name: 'go-storm', cert: join(b.dir, 'tls.crt'), key: join(b.dir, 'tls.key'), sites: hosts.map((h) => ({ token: h.token, pool: h.pool, payload: files.get(h.pool) as string })) });
+  b.processes.push(go.proc);
+  await eventually('the Go reference', async () => ((await get({ port: go.port, ca: b.ca, headers: hosts[0]?.headers ?? {} }).catch(() => undefined))?.status === 200 ? true : undefined), 30_000, 50);
+  const goResult = await storm(b, go.port, hosts);
+  await Promise.all([server.proc.stop(), go.proc.stop()]);
+  await b.core.deleteCollectionNamespacedSecret({ namespace: ns, labelSelector: LABELS.tokenSecret });
+  return { kindling, go: goResult };
 }
 
 interface MemoryResult {
   tokens: number;
   payloads: number;
   payloadBytes: number;
+  cachedBytes: number;
   configSecretBytes: number;
   rssBeforeBytes: number;
   rssAfterBytes: number;
+  /** Where the RSS is (anonymous, file-backed, shared) and the main thread's heap. */
+  breakdown: string;
   loadS: number;
   /** A token and its headers, to time the restart with. */
   probe: Record<string, string>;
+  server: Server;
 }
 
-/** Phase 2: 100 configs × 10 pools, each token fetched once so every payload is generated and cached. */
-async function memory(b: Bench, server: Server): Promise<MemoryResult> {
+/** Phase 3: 100 configs × 10 pools, each token fetched once so every payload is generated and cached. */
+async function memory(b: Bench): Promise<MemoryResult> {
+  const ns = 'memory';
+  const server = await startServer(b, 'server-memory', ns);
+  await new Promise((r) => setTimeout(r, 3000));
   const rssBeforeBytes = vmRssBytes(server.pid);
   const started = performance.now();
   const jobs: { pool: string; hash: string; name: string }[] = [];
@@ -402,25 +478,27 @@ async function memory(b: Bench, server: Server): Promise<MemoryResult> {
     const config = [machineConfig(`50-bulk-${i}`, `/opt/bench/${hash}.bin`, OPTS.configKib)];
     configSecretBytes = JSON.stringify(config).length;
     for (let j = 0; j < OPTS.secretsPerConfig; j++) jobs.push({ pool: `p${j}`, hash, name: tokenSecretName(`p${j}`, hash) });
-    await inBatches(jobs.slice(-OPTS.secretsPerConfig), OPTS.secretsPerConfig, (job) => createTokenSecret(b, { pool: job.pool, hash: job.hash, config, release: b.releases.bulk }));
+    await inBatches(jobs.slice(-OPTS.secretsPerConfig), OPTS.secretsPerConfig, (job) => createTokenSecret(b, { namespace: ns, pool: job.pool, hash: job.hash, config, release: b.releases.bulk }));
   }
   let payloadBytes = 0;
   const seen = new Set<string>();
   let probe: Record<string, string> = {};
   await inBatches(jobs, 8, async (job) => {
-    const headers = ignitionHeaders(await mintedToken(b, job.name), job.pool, job.hash);
-    const r = await eventually(`a 200 for ${job.name}`, async () => {
-      const reply = await get({ port: server.port, ca: b.ca, headers });
-      return reply.status === 200 ? reply : undefined;
-    }, 120_000, 200);
+    const headers = ignitionHeaders(await mintedToken(b, ns, job.name), `${ns}/${job.pool}`, job.hash);
+    const r = await fetched(b, server.port, headers);
     if (!seen.has(job.hash)) payloadBytes += r.bytes;
     seen.add(job.hash);
     probe = headers;
   });
   const loadS = (performance.now() - started) / 1000;
   // Let the garbage of generation settle (bounded) before sampling, as a long-running server would.
-  await new Promise((r) => setTimeout(r, 10_000));
-  return { tokens: jobs.length, payloads: seen.size, payloadBytes, configSecretBytes, rssBeforeBytes, rssAfterBytes: vmRssBytes(server.pid), loadS, probe };
+  await new Promise((r) => setTimeout(r, 15_000));
+  const m = await metrics(server);
+  const cachedBytes = metric(m, 'kindling_ignition_payload_cache_bytes');
+  const status = readFileSync(`/proc/${server.pid}/status`, 'utf8');
+  const kb = (field: string): number => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? Number.NaN) * 1024;
+  const breakdown = `RssAnon ${mib(kb('RssAnon'))}, RssFile ${mib(kb('RssFile'))}, RssShmem ${mib(kb('RssShmem'))}; main thread's V8 heap ${mib(metric(m, 'nodejs_heap_size_used_bytes'))} used of ${mib(metric(m, 'nodejs_heap_size_total_bytes'))}, external ${mib(metric(m, 'nodejs_external_memory_bytes'))}`;
+  return { tokens: jobs.length, payloads: seen.size, payloadBytes, cachedBytes, configSecretBytes, rssBeforeBytes, rssAfterBytes: vmRssBytes(server.pid), breakdown, loadS, probe, server };
 }
 
 interface RestartResult {
@@ -431,11 +509,10 @@ interface RestartResult {
   generatedAfterRestart: number;
 }
 
-/** Phase 3: stop, start on the same cache directory, and poll until the first 200 byte arrives. */
+/** Phase 4: stop, start on the same cache directory, and poll until the first 200 byte arrives. */
 async function restart(b: Bench, server: Server, probe: Record<string, string>): Promise<RestartResult> {
   await server.proc.stop();
-  const logFile = join(b.dir, 'server-restarted.log');
-  const next = await startServer(b, 'server-restarted');
+  const next = await startServer(b, 'server-restarted', server.namespace, server.cacheDir);
   let attempts = 0;
   let firstAnswerAt: number | undefined;
   let answered = false;
@@ -443,41 +520,68 @@ async function restart(b: Bench, server: Server, probe: Record<string, string>):
   const died = next.proc.exited.then((code) => (answered ? undefined : Promise.reject(new Error(`the restarted server exited with code ${code} after ${fmt((performance.now() - next.spawnedAt) / 1000, 1)} s without answering 200`))));
   const polled = eventually('the first 200 after the restart', async () => {
     attempts++;
-    const r = await get({ port: next.port, ca: b.ca, headers: probe });
-    firstAnswerAt ??= r.firstByteAt;
-    return r.status === 200 ? r : undefined;
+    const r = await get({ port: next.port, ca: b.ca, headers: probe }).catch(() => undefined);
+    if (r) firstAnswerAt ??= r.firstByteAt;
+    return r?.status === 200 ? r : undefined;
   }, 600_000, 10);
-  const first = await Promise.race([polled, died.then(() => polled)]).catch((err: unknown) => {
-    throw new Error(`no 200 after the restart; the server's log ends with:\n${next.proc.tail(10)}`, { cause: err });
-  }).finally(() => (answered = true));
-  const firstByteMs = first.firstByteAt - next.spawnedAt;
-  const generatedAfterRestart = readFileSync(logFile, 'utf8').split('Generated a payload').length - 1;
-  return { firstAnswerMs: (firstAnswerAt ?? Number.NaN) - next.spawnedAt, firstByteMs, firstRequestTtfbMs: first.ttfbMs, attempts, generatedAfterRestart };
+  const first = await Promise.race([polled, died.then(() => polled)])
+    .catch((err: unknown) => {
+      throw new Error(`no 200 after the restart; the server's log ends with:\n${next.proc.tail(10)}`, { cause: err });
+    })
+    .finally(() => (answered = true));
+  const generatedAfterRestart = readFileSync(next.proc.logFile, 'utf8').split('Generated a payload').length - 1;
+  await next.proc.stop();
+  return { firstAnswerMs: (firstAnswerAt ?? Number.NaN) - next.spawnedAt, firstByteMs: first.firstByteAt - next.spawnedAt, firstRequestTtfbMs: first.ttfbMs, attempts, generatedAfterRestart };
 }
 
 const fmt = (n: number, digits = 0): string => n.toFixed(digits);
 const mib = (n: number): string => `${fmt(n / MiB, 1)} MiB`;
+const median = (xs: number[]): number => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)] ?? Number.NaN;
+const pct = (sorted: number[], p: number): number => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN;
+
+const rows: Row[] = [];
 
 function reportThroughput(ts: Throughput[]): void {
-  const row = (name: string, w: WrkResult): string => `| ${name.padEnd(44)} | ${fmt(w.requestsPerS).padStart(7)} | ${fmt(w.p50Ms, 1).padStart(7)} | ${fmt(w.p99Ms, 1).padStart(7)} | ${String(w.requests).padStart(8)} | ${String(w.non2xx).padStart(7)} |`;
   out('');
-  out(`${availableParallelism()} cores, shared by wrk, the server, nginx and the test bed; wrk -t2 -c256 -d${OPTS.durationS}s --latency over TLS (same cert), keep-alive`);
-  out('the ignition server has no cluster/worker mode: one Node process (one core at most); nginx: worker_processes auto');
-  out(`| ${'warm /ignition'.padEnd(44)} |   req/s |  p50 ms |  p99 ms | requests | non-2xx |`);
-  out(`|${'-'.repeat(46)}|---------|---------|---------|----------|---------|`);
+  out(`serving: wrk -t2 -c${OPTS.connections} -d${OPTS.durationS}s --latency over TLS (same certificate, same bytes, bearer + NodePool check), keep-alive, ${OPTS.rounds} round(s), medians`);
+  out(`| ${'server'.padEnd(34)} |   req/s |  p50 ms |  p99 ms | CPU µs/req | requests | non-2xx | socket errors`);
+  out(`|${'-'.repeat(36)}|---------|---------|---------|------------|----------|---------|--------------`);
   for (const t of ts) {
-    out(row(`kindling ignition-server, ${t.payloadBytes} B payload`, t.server));
-    out(row(`nginx 1.22, same ${t.payloadBytes} B`, t.nginx));
-  }
-  for (const t of ts) {
-    out(`${t.payloadBytes} B payload: ratio ignition-server ÷ nginx req/s = ${fmt(t.server.requestsPerS / t.nginx.requestsPerS, 3)}; p99 ${fmt(t.server.p99Ms, 1)} ms vs ${fmt(t.nginx.p99Ms, 1)} ms; socket errors: server ${t.server.errors}, nginx ${t.nginx.errors}`);
+    for (const [name, rs] of t.results) {
+      const m = (f: (w: WrkResult) => number): number => median(rs.map(f));
+      out(`| ${`${name}, ${t.payloadBytes} B`.padEnd(34)} | ${fmt(m((w) => w.requestsPerS)).padStart(7)} | ${fmt(m((w) => w.p50Ms), 1).padStart(7)} | ${fmt(m((w) => w.p99Ms), 1).padStart(7)} | ${fmt(m((w) => w.cpuUsPerRequest)).padStart(10)} | ${String(m((w) => w.requests)).padStart(8)} | ${String(m((w) => w.non2xx)).padStart(7)} | ${rs.map((w) => w.errors).join('; ')}`);
+    }
+    const k = t.results.get('kindling') ?? [];
+    const go = t.results.get('go-serve') ?? [];
+    const rps = median(k.map((w) => w.requestsPerS)) / median(go.map((w) => w.requestsPerS));
+    const p99 = median(k.map((w) => w.p99Ms)) / median(go.map((w) => w.p99Ms));
+    const cpu = median(go.map((w) => w.cpuUsPerRequest)) / median(k.map((w) => w.cpuUsPerRequest));
+    const size = `${fmt(t.payloadBytes / KiB, 0)} KiB`;
+    rows.push({ figure: `serving ${size}: req/s`, value: fmt(median(k.map((w) => w.requestsPerS))), reference: `Go ${fmt(median(go.map((w) => w.requestsPerS)))}`, ratio: rps, target: '≥ 1.0', pass: rps >= 1 });
+    rows.push({ figure: `serving ${size}: p99`, value: `${fmt(median(k.map((w) => w.p99Ms)), 1)} ms`, reference: `Go ${fmt(median(go.map((w) => w.p99Ms)), 1)} ms`, ratio: p99, target: '≤ 1.5', pass: p99 <= 1.5 });
+    rows.push({ figure: `serving ${size}: requests per CPU-second (Go ÷ kindling CPU/req)`, value: `${fmt(median(k.map((w) => w.cpuUsPerRequest)))} µs/req`, reference: `Go ${fmt(median(go.map((w) => w.cpuUsPerRequest)))} µs/req`, ratio: cpu, target: '(≥ 1.0)', pass: undefined });
   }
 }
 
+function reportStorm(r: { kindling: StormResult; go: StormResult }): void {
+  const line = (name: string, s: StormResult): string =>
+    `  ${name}: ${s.hosts} hosts, ${s.ttfbMs.length} answered 200, ${s.lost} lost; statuses over all attempts ${JSON.stringify(Object.fromEntries(s.statuses))}; time to first byte of the 200 from the storm's start: p50 ${fmt(pct(s.ttfbMs, 50))} ms, p99 ${fmt(pct(s.ttfbMs, 99))} ms, max ${fmt(s.ttfbMs.at(-1) ?? Number.NaN)} ms; all done in ${fmt(s.tookMs)} ms`;
+  out('');
+  out(`boot storm: ${OPTS.storm} token Secrets of ${OPTS.stormPools} pools, every host's first fetch at once on a fresh TLS connection (one client process), 511 retried after 200 ms`);
+  out(line('kindling', r.kindling));
+  out(line('Go      ', r.go));
+  const ratio = pct(r.kindling.ttfbMs, 99) / pct(r.go.ttfbMs, 99);
+  rows.push({ figure: 'boot storm: hosts lost', value: String(r.kindling.lost), reference: `of ${r.kindling.hosts}`, ratio: Number.NaN, target: '0', pass: r.kindling.lost === 0 });
+  rows.push({ figure: 'boot storm: p99 time to first byte', value: `${fmt(pct(r.kindling.ttfbMs, 99))} ms`, reference: `Go ${fmt(pct(r.go.ttfbMs, 99))} ms`, ratio, target: '(reported)', pass: undefined });
+}
+
 function reportMemory(m: MemoryResult): void {
+  const bound = 1.2 * m.cachedBytes + 100 * MiB;
   out('');
   out(`memory: ${m.tokens} live tokens over ${m.payloads} distinct payloads of ${mib(m.payloadBytes / Math.max(1, m.payloads))} each (config JSON in each token Secret: ${fmt(m.configSecretBytes / KiB)} KiB), each token fetched once`);
-  out(`  VmRSS of the ignition-server process: ${mib(m.rssBeforeBytes)} before loading, ${mib(m.rssAfterBytes)} after (creating + minting + fetching took ${fmt(m.loadS, 1)} s)`);
+  out(`  VmRSS of the ignition-server process (every thread): ${mib(m.rssBeforeBytes)} before loading, ${mib(m.rssAfterBytes)} after (creating + minting + fetching took ${fmt(m.loadS, 1)} s); payload bytes in memory (kindling_ignition_payload_cache_bytes): ${mib(m.cachedBytes)}`);
+  out(`  ${m.breakdown}`);
+  rows.push({ figure: 'memory: RSS, 1,000 tokens over 100 payloads', value: mib(m.rssAfterBytes), reference: `1.2 × ${mib(m.cachedBytes)} + 100 MiB = ${mib(bound)}`, ratio: m.rssAfterBytes / bound, target: '≤ 1.0', pass: m.rssAfterBytes <= bound });
 }
 
 function reportRestart(tokens: number, r: RestartResult): void {
@@ -485,17 +589,24 @@ function reportRestart(tokens: number, r: RestartResult): void {
   out(`restart on the persisted cache dir with ${tokens} token Secrets live (spawn of node bin/kindling.js →):`);
   out(`  first answer of any status: ${fmt(r.firstAnswerMs)} ms; first byte of a 200 /ignition: ${fmt(r.firstByteMs)} ms`);
   out(`  (that request's own TTFB ${fmt(r.firstRequestTtfbMs, 1)} ms; ${r.attempts} polls, 10 ms apart; payloads generated after the restart: ${r.generatedAfterRestart})`);
+  rows.push({ figure: 'restart: first 200 after spawn', value: `${fmt(r.firstByteMs)} ms`, reference: '5,000 ms', ratio: r.firstByteMs / 5000, target: '≤ 1.0', pass: r.firstByteMs <= 5000 });
 }
 
 async function main(): Promise<void> {
+  const load = loadavg().map((l) => fmt(l, 2)).join(' ');
+  out(`machine: ${availableParallelism()} cores (${cpus()[0]?.model ?? '?'}), load average at start ${load}; the server runs one serving thread per core`);
   const b = await setUp();
   try {
-    const server = await startServer(b, 'server');
-    reportThroughput(await throughput(b, server));
-    if (OPTS.skipMemory) return;
-    const m = await memory(b, server);
-    reportMemory(m);
-    reportRestart(m.tokens, await restart(b, server, m.probe));
+    if (OPTS.phases.has('serving')) reportThroughput(await serving(b));
+    if (OPTS.phases.has('storm')) reportStorm(await bootStorm(b));
+    if (OPTS.phases.has('memory')) {
+      const m = await memory(b);
+      reportMemory(m);
+      reportRestart(m.tokens, await restart(b, m.server, m.probe));
+    }
+    out('');
+    out(`load average at the end: ${loadavg().map((l) => fmt(l, 2)).join(' ')}`);
+    reportRows(rows);
   } finally {
     for (const p of b.processes.reverse()) await p.stop();
     await b.cluster.stop();

@@ -18,6 +18,7 @@ import { createNodePoolController } from '../../nodepool-controller/src/controll
 import { runIgnitionServer } from '../../ignition-server/src/testing.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 import { SECRET_KEYS } from '../../api/src/keys.js';
+import { reportRows } from './table.js';
 
 const POOLS = Number(process.argv[2] ?? 1000);
 const NS = 'default';
@@ -102,6 +103,13 @@ async function main(): Promise<void> {
     out(`floor (5 writes/pool ÷ raw rate): ${floorSeconds.toFixed(1)} s; ratio ours/floor: ${(seconds / floorSeconds).toFixed(2)}`);
     out(`controller writes: ${writes} (${(writes / POOLS).toFixed(2)} per pool)`);
     out(`forced resync of all ${POOLS} pools: ${controller.writer.count - before} writes in ${resyncSeconds.toFixed(1)} s`);
+    const perPool = writes / POOLS;
+    const resyncWrites = controller.writer.count - before;
+    reportRows([
+      { figure: `controller: ${POOLS} NodePools converge`, value: `${seconds.toFixed(1)} s`, reference: `floor ${floorSeconds.toFixed(1)} s (5 writes/pool ÷ ${rate.toFixed(0)}/s raw)`, ratio: seconds / floorSeconds, target: '≤ 1.5', pass: seconds / floorSeconds <= 1.5 },
+      { figure: 'controller: writes per pool', value: perPool.toFixed(2), reference: '5 objects needed', ratio: perPool / 5, target: '≤ 1.0', pass: perPool <= 5 },
+      { figure: 'controller: writes on a resync of every pool', value: String(resyncWrites), reference: '0', ratio: Number.NaN, target: '0', pass: resyncWrites === 0 },
+    ]);
     out(`Events recorded on condition transitions: ${controller.events.count} (${(controller.events.count / POOLS).toFixed(2)} per pool; not in the write counts above)`);
     await controller.stop();
     await ignition.stop();

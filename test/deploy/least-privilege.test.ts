@@ -15,7 +15,7 @@ import * as k8s from '@kubernetes/client-node';
 import { CAPI_API_VERSION } from '../../api/src/capi.js';
 import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
 import { componentKubeconfigs, componentOf, KINDLING_NAMESPACE, LOCAL_OVERLAY, renderKustomization } from '../../local/src/credentials.js';
-import { startComponents, type RunningComponent } from '../../local/src/components.js';
+import { startComponents, stopComponents as stopAll, type RunningComponent } from '../../local/src/components.js';
 import { applySamples, ignitionFiles, sampleReleases, startRegistry, type LocalRegistry } from '../../local/src/environment.js';
 import { LOCAL_CRD_DIR } from '../../local/src/crds.js';
 import { waitForPools } from '../../local/src/pools.js';
@@ -56,7 +56,7 @@ interface Env {
 }
 
 async function stopComponents(env: Env): Promise<void> {
-  for (const c of env.components) await c.process.stop();
+  await stopAll(env.components);
   env.components = [];
 }
 

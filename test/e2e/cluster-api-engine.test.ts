@@ -60,13 +60,11 @@ describe('a NodePool on the ClusterAPI in-place engine, end to end', { timeout: 
     }, 15 * MINUTES, 2000);
 
   before(async () => {
-    // Leader election stays on, with timings for a machine shared by many suites: at the defaults a leader
-    // whose apiserver answers its renewal after 10 s exits, and the environment with it (seen at load 45).
-    // The components read their flags from KINDLING_<FLAG> when not given on their command line.
-    Object.assign(process.env, { KINDLING_LEADER_ELECT_LEASE_DURATION: '120s', KINDLING_LEADER_ELECT_RENEW_DEADLINE: '90s', KINDLING_LEADER_ELECT_RETRY_PERIOD: '5s' });
     stateDir = await mkdtemp(join(tmpdir(), 'kindling-e2e-capi-'));
     env = new LocalEnvironment(stateDir);
-    await env.start(15 * MINUTES);
+    // Leader election stays on, with timings for a machine shared by many suites: at the defaults a leader
+    // whose apiserver answers its renewal after 10 s exits (seen at load 45).
+    await env.start({ timeoutMs: 15 * MINUTES, env: { KINDLING_LEADER_ELECT_LEASE_DURATION: '120s', KINDLING_LEADER_ELECT_RENEW_DEADLINE: '90s', KINDLING_LEADER_ELECT_RETRY_PERIOD: '5s' } });
   });
 
   after(async () => {

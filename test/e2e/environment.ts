@@ -2,11 +2,12 @@
  * The local environment as the end-to-end tests drive it: `node dist/local/src/start.js` in a child process
  * (exactly what `npm start` runs after its set-up), read back through the kubeconfigs its summary prints,
  * plus the few moves a test makes on it: patch a pool, list a pool's Machines, Nodes and hosts, and boot an
- * extra host from a user-data stub of the test's choosing; and the token values the run hands out, for the
- * no-token-in-logs check.
+ * extra host from a user-data stub of the test's choosing; the replicas of the components, their current pids
+ * (from <state>/run) and which one leads; and the token values the run hands out, for the no-token-in-logs check.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFile, readdir } from 'node:fs/promises';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
@@ -14,8 +15,17 @@ import { LABELS, SECRET_KEYS } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 
 const START = fileURLToPath(new URL('../../local/src/start.js', import.meta.url));
+const KINDLING = fileURLToPath(new URL('../../../bin/kindling.js', import.meta.url));
 export const NS = 'tenants';
 const CAPI = { apiVersion: 'cluster.x-k8s.io/v1beta2', group: 'cluster.x-k8s.io', version: 'v1beta2' } as const;
+
+export interface StartOptions {
+  timeoutMs?: number;
+  /** `--replicas`: processes of each elected component. */
+  replicas?: number;
+  /** Added to the environment's own (and so its components'): `KINDLING_<FLAG>` settings. */
+  env?: NodeJS.ProcessEnv;
+}
 
 export interface Machine extends k8s.KubernetesObject {
   metadata: k8s.V1ObjectMeta & { name: string };
@@ -35,8 +45,9 @@ export class LocalEnvironment {
   }
 
   /** Starts the environment and resolves once its summary is printed (both sample pools Ready). */
-  async start(timeoutMs = 600_000): Promise<void> {
-    const child = spawn(process.execPath, [START, `--state-dir=${this.stateDir}`], { stdio: ['ignore', 'pipe', 'pipe'] });
+  async start(opts: StartOptions = {}): Promise<void> {
+    const { timeoutMs = 600_000, replicas = 1 } = opts;
+    const child = spawn(process.execPath, [START, `--state-dir=${this.stateDir}`, `--replicas=${replicas}`], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...opts.env } });
     this.#child = child;
     child.stderr.on('data', (d: Buffer) => (this.output += d.toString()));
     await new Promise<void>((resolve, reject) => {
@@ -66,6 +77,27 @@ export class LocalEnvironment {
     const exited = new Promise<number | null>((r) => child.once('exit', r));
     child.kill('SIGTERM');
     return exited;
+  }
+
+  /** The pid of a component replica's current process (`drainer-1`), from its pid file; undefined while it is down. */
+  async pidOf(replica: string): Promise<number | undefined> {
+    const text = await readFile(join(this.stateDir, 'run', `${replica}.pid`), 'utf8').catch(() => '');
+    return text.trim() === '' ? undefined : Number(text.trim());
+  }
+
+  /**
+   * The replica (`drainer-0`) whose process holds the component's Lease now: the holder identity is
+   * `<hostname>-<pid>` (support/src/component.ts). Undefined when nobody holds it or the holder is not running.
+   */
+  async leaderOf(component: string, replicas: number): Promise<{ replica: string; pid: number } | undefined> {
+    const lease = await this.mgmt.makeApiClient(k8s.CoordinationV1Api).readNamespacedLease({ name: `kindling-${component}`, namespace: 'kindling-system' });
+    const holder = lease.spec?.holderIdentity ?? '';
+    for (let i = 0; i < replicas; i++) {
+      const replica = replicas === 1 ? component : `${component}-${i}`;
+      const pid = await this.pidOf(replica);
+      if (pid !== undefined && holder === `${hostname()}-${pid}`) return { replica, pid };
+    }
+    return undefined;
   }
 
   get custom(): k8s.CustomObjectsApi {
@@ -145,6 +177,35 @@ export class LocalEnvironment {
     return lm.status?.conditions?.find((c) => c.type === 'Booted');
   }
 
+  /**
+   * The sample workload when it is whole: every replica Ready on an inplace node and its budget counting them
+   * all healthy, with one disruption allowed; undefined until then.
+   */
+  async workloadWhole(): Promise<{ nodes: string[] } | undefined> {
+    const pods = (await this.guest.makeApiClient(k8s.CoreV1Api).listNamespacedPod({ namespace: WORKLOAD.namespace, labelSelector: WORKLOAD.labelSelector })).items;
+    const pdb = await this.guest.makeApiClient(k8s.PolicyV1Api).readNamespacedPodDisruptionBudget({ name: WORKLOAD.name, namespace: WORKLOAD.namespace });
+    const inplace = new Set((await this.nodes('inplace')).map((n) => n.metadata?.name));
+    const ready = pods.filter((p) => available(p) && inplace.has(p.spec?.nodeName));
+    const whole = ready.length === WORKLOAD.replicas && pods.length === WORKLOAD.replicas && pdb.status?.currentHealthy === WORKLOAD.replicas && pdb.status.disruptionsAllowed === WORKLOAD.maxUnavailable;
+    return whole ? { nodes: [...new Set(ready.map((p) => p.spec?.nodeName ?? ''))].sort() } : undefined;
+  }
+
+  /** `kindling status <namespace/pool> --watch` as an operator runs it; stop() ends it and gives all it printed. */
+  watchStatus(pool: string): { stop(): Promise<string> } {
+    const child = spawn(process.execPath, [KINDLING, 'status', `${NS}/${pool}`, '--watch', `--kubeconfig=${this.mgmtKubeconfig}`], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let printed = '';
+    child.stdout.on('data', (d: Buffer) => (printed += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (printed += d.toString()));
+    const exited = new Promise<void>((r) => child.once('exit', () => r()));
+    return {
+      stop: async (): Promise<string> => {
+        if (child.exitCode === null) child.kill('SIGTERM');
+        await exited;
+        return printed;
+      },
+    };
+  }
+
   async deleteMachine(name: string): Promise<void> {
     await this.custom.deleteNamespacedCustomObject({ ...CAPI, namespace: NS, plural: 'machines', name });
   }
@@ -198,5 +259,55 @@ export class TokenRecorder {
       const [id, secretHalf] = decode(secret.data?.[key]).split('.');
       if (id && secretHalf) this.values.add(`${id}.${secretHalf}`).add(secretHalf);
     }
+  }
+}
+
+/** The sample workload the environment runs in the guest (local/workload.yaml). */
+export const WORKLOAD = { namespace: 'shop', name: 'web', labelSelector: 'app=web', replicas: 4, maxUnavailable: 1 } as const;
+
+const available = (pod: k8s.V1Pod): boolean => !pod.metadata?.deletionTimestamp && pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true;
+/** The condition the apiserver sets on a pod it evicts through the Eviction API, before it deletes it. */
+const evictedByApi = (pod: k8s.V1Pod): boolean => pod.status?.conditions?.some((c) => c.type === 'DisruptionTarget' && c.reason === 'EvictionByEvictionAPI' && c.status === 'True') === true;
+
+/**
+ * Every event of the sample workload's pods, independent of Kindling: the fewest available (Ready, not
+ * terminating) at any moment once the full set had been seen, and the pods evicted through the Eviction API.
+ */
+export class WorkloadWatcher {
+  /** The fewest available pods seen (Infinity until the full set of replicas had been seen). */
+  min = Infinity;
+  events = 0;
+  readonly evicted = new Set<string>();
+  readonly #available = new Map<string, boolean>();
+  readonly #kc: k8s.KubeConfig;
+  #seenAll = false;
+  #request: { abort(): void } | undefined;
+  #stopped = false;
+
+  constructor(kc: k8s.KubeConfig) {
+    this.#kc = kc;
+  }
+
+  async start(): Promise<void> {
+    // A watch the server ends is started again (it lists first): the count must not miss a window.
+    this.#request = await new k8s.Watch(this.#kc).watch(`/api/v1/namespaces/${WORKLOAD.namespace}/pods`, { labelSelector: WORKLOAD.labelSelector }, (type: string, pod: k8s.V1Pod) => this.#observe(type, pod), () => {
+      if (!this.#stopped) void this.start();
+    });
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    this.#request?.abort();
+  }
+
+  #observe(type: string, pod: k8s.V1Pod): void {
+    const name = pod.metadata?.name ?? '';
+    this.events++;
+    if (evictedByApi(pod)) this.evicted.add(name);
+    if (type === 'DELETED') this.#available.delete(name);
+    else this.#available.set(name, available(pod));
+    const now = [...this.#available.values()].filter(Boolean).length;
+    this.#seenAll ||= now >= WORKLOAD.replicas;
+    if (this.#seenAll) this.min = Math.min(this.min, now);
   }
 }

@@ -1,9 +1,10 @@
 /**
  * Leader failover of every elected component, on the real test bed: two replicas each of `kindling
  * inplace-upgrader`, `drainer`, `nodepool-controller` and `ignition-server` as processes, each replica under its
- * own client certificate, against an audited management cluster and a KWOK guest cluster whose 4 nodes run a
- * real `kindling agent` each (AgentFleet). A leader is paused with SIGSTOP right after a renewal, as a stalled
- * machine would be; its follower must take over and carry on; then the old leader is resumed with SIGCONT.
+ * own client certificate, against an audited management cluster and a KWOK guest cluster (its kube-scheduler
+ * places a workload pod on each node) whose 4 nodes run a real `kindling agent` each (AgentFleet). A leader
+ * is paused with SIGSTOP right after a renewal, as a stalled machine would be; its follower must take over
+ * and carry on; then the old leader is resumed with SIGCONT.
  * Never two acting: by both replicas' logs (the old one acted until its renew deadline, before the follower
  * started), by the apiserver's audit log (the old one sent nothing it received after the takeover), and for
  * the rollout by maxUnavailable, watched independently on every Node event.
@@ -17,7 +18,7 @@ import * as k8s from '@kubernetes/client-node';
 import { ANNOTATIONS, LABELS, SECRET_KEYS } from '../../api/src/keys.js';
 import { CAPI_GROUP } from '../../api/src/capi.js';
 import { nodePoolFixture } from '../../api/src/testing.js';
-import { createTestMachine, createTestNode, eventually, testMachineSet } from '../../drainer/src/testing.js';
+import { createTestMachine, createTestNode, eventually, testMachineSet, testPodFor } from '../../drainer/src/testing.js';
 import { isReady } from '../../inplace-upgrader/src/select.js';
 import { AgentFleet, AvailabilityWatcher, KINDLING_BIN, machineConfig, tokenSecret } from '../../inplace-upgrader/src/testing.js';
 import { ignitionServerArgs, writeIgnitionServerFiles, type IgnitionServerFiles } from '../../ignition-server/src/testing.js';
@@ -81,7 +82,8 @@ describe('leader failover: two replicas of each elected component, the leader pa
     dir = await mkdtemp(join(tmpdir(), 'kindling-failover-'));
     mgmt = await startCluster({ name: 'mgmt', controllerManager: false, audit: true });
     [guest] = await Promise.all([
-      startCluster({ name: 'tenant', kwok: true, controllerManager: false, management: { cluster: mgmt, namespace: NS } }),
+      // kube-scheduler places each node's workload pod (the controller-manager lifts new Nodes' not-ready taint).
+      startCluster({ name: 'tenant', kwok: true, scheduler: true, management: { cluster: mgmt, namespace: NS } }),
       installCapiCrds(mgmt),
       installKindlingCrds(mgmt),
     ]);
@@ -92,17 +94,19 @@ describe('leader failover: two replicas of each elected component, the leader pa
     for (const [i, name] of NODES.entries()) {
       await createTestNode(guest.kubeConfig, name, { [LABELS.zone]: `zone-${i % 3}` });
       await core.patchNode({ name, body: { metadata: { annotations: { [ANNOTATIONS.currentConfig]: 'h0', [ANNOTATIONS.state]: 'Done' } } } }, merge);
-      await core.createNamespacedPod({ namespace: NS, body: { metadata: { name: `work-${name}` }, spec: { nodeName: name, containers: [{ name: 'c', image: 'x' }] } } });
+      await core.createNamespacedPod({ namespace: NS, body: testPodFor(`work-${name}`, name) });
       await createTestMachine(mgmt.kubeConfig, { name: `${POOL}-${name}`, namespace: NS, cluster: 'tenant', machineSet: POOL, node: name });
     }
     fleet = new AgentFleet({ guest: guest.kubeConfig, rootsDir: join(dir, 'roots') });
     await fleet.start();
     watcher = new AvailabilityWatcher(guest.kubeConfig, NODES);
     await watcher.start();
-    await eventually('every node to be Ready', async () => {
+    await eventually('every node to be Ready and run its workload pod', async () => {
       const nodes = (await core.listNode()).items;
-      return nodes.length === NODES.length && nodes.every(isReady);
-    });
+      const pods = (await core.listNamespacedPod({ namespace: NS })).items;
+      const running = NODES.every((n) => pods.some((p) => p.metadata?.name === `work-${n}` && p.spec?.nodeName === n && p.status?.phase === 'Running'));
+      return nodes.length === NODES.length && nodes.every(isReady) && running;
+    }, 60_000);
 
     files = await writeIgnitionServerFiles(join(dir, 'ignition'));
     const ports = { a: await freePort(), b: await freePort() };

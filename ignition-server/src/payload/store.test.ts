@@ -4,12 +4,13 @@ import { mkdtemp, readdir, rm, stat, utimes, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLogger } from '../../../support/src/logger.js';
-import { configDigest, GenerationError, PayloadStore, payloadBytes, type ConfigSource, type PayloadStoreOptions } from './store.js';
+import { configDigest, GenerationError, NotGeneratedYetError, PayloadStore, payloadBytes, type ConfigSource, type PayloadStoreOptions } from './store.js';
 import { createValidator } from './validate.js';
 import { BASE_FRAGMENTS, RELEASE_MANIFEST } from '../testing.js';
 import { ReleaseUnavailableError, type Release } from '../release/types.js';
 import { joinFileBytes } from '../join.js';
 import { admitRelease } from '../release/policy.js';
+import type { SharedPayloads } from './shared.js';
 
 const log = createLogger({ name: 'test', level: 'silent' });
 const DIGEST = `sha256:${'2'.repeat(64)}`;
@@ -73,6 +74,27 @@ describe('payload store', () => {
     assert.equal(calls.config, 1, 'the config documents were read once, for the one generation');
     assert.ok(results.every((p) => p === results[0]));
     assert.match(payloadBytes(results[0]!, '3.2.0').toString(), /^\{"ignition":\{"version":"3\.2\.0"\}/);
+  });
+
+  it('when replicas share a store, it should generate on the replica that generates only, the others waiting and then reading its pin and payload', async () => {
+    const entries = new Map<string, Buffer>();
+    const shared: SharedPayloads = { where: 'memory', get: (name) => Promise.resolve(entries.get(name)), put: (name, bytes) => Promise.resolve(void entries.set(name, bytes)) };
+    const leader = options(join(dir, 'shared-leader'), { shared, generates: () => true });
+    const follower = options(join(dir, 'shared-follower'), { shared, generates: () => false, sharedRetryMs: 50 });
+    const [a, b] = [new PayloadStore(leader.opts), new PayloadStore(follower.opts)];
+    await Promise.all([a.init(), b.init()]);
+    const config = follower.source([mcDoc('99-s', '/etc/s')]);
+    await assert.rejects(b.ensure('r.example/rel:1', config), (err: unknown) => err instanceof NotGeneratedYetError && err.retryAfterMs === 50);
+    const generated = await a.ensure('r.example/rel:1', leader.source([mcDoc('99-s', '/etc/s')]));
+    const read = await b.ensure('r.example/rel:1', config);
+    assert.deepEqual([a.generations, b.generations], [1, 0]);
+    assert.deepEqual(follower.calls, { resolve: 0, read: 0, config: 0 }, 'the follower neither resolved the tag nor read the release or the config');
+    assert.ok(read.tail.equals(generated.tail) && read.key === generated.key && read.joinAt === generated.joinAt);
+    assert.deepEqual([...entries.keys()].map((k) => k.split('-')[0]).sort(), ['payload', 'pin']);
+    // A third replica on an empty disk, not generating either, reads it all from the shared store.
+    const third = new PayloadStore(options(join(dir, 'shared-third'), { shared, generates: () => false }).opts);
+    await third.init();
+    assert.ok((await third.ensure('r.example/rel:1', config)).tail.equals(generated.tail));
   });
 
   it('when join files are spliced into a payload, it should stay valid Ignition with them after the payload\'s own files, and the offset should survive a restart', async () => {

@@ -4,57 +4,42 @@
  * byte-bounded LRU and on disk (`--cache-dir`): a restarted server reads them back instead of generating
  * again, and a payload evicted from memory comes back from disk.
  *
+ * With a shared store (shared.ts: an OCI repository every replica reaches), what one replica generated is
+ * read by the others and by every pod that comes after: a miss goes memory → disk → shared store →
+ * generation, and a generation is pushed there. Only one replica generates then (`generates`: the leader);
+ * the others wait for the shared store to hold the payload (NotGeneratedYetError), so N replicas and any
+ * number of restarts generate each (release, config) once.
+ *
  * Two small files make that work without the registry: `pins/<sha256(ref, config)>` pins a release
  * reference (a tag may move) to the manifest digest it had at first generation, so a pool's hosts all get
  * the same bytes; `payloads/<sha256(digest, config)>` holds the payload; `config` in both is the configDigest
  * of the config documents. The documents themselves are read (ConfigSource) only when a payload is in
  * neither place: a server holding thousands of token Secrets keeps one digest per Secret, not its config.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { LRUCache } from 'lru-cache';
 import type { Logger } from '../../../support/src/logger.js';
+import { NotReadyError } from '../../../support/src/errors.js';
 import { InvalidReleaseError, ReleaseUnavailableError, type Release } from '../release/types.js';
 import { InvalidConfigError, renderPayload, type RenderedPayload } from './render.js';
 import type { Validator } from './validate.js';
 import { DirBudget } from './dir-budget.js';
 import { SPEC_VERSIONS, versionIndex, type SpecVersion } from './versions.js';
+import { configDigest, sha } from './digest.js';
+import { HEAD, payloadBytes, type Payload } from './payload.js';
+import type { SharedPayloads } from './shared.js';
 
-/** The first bytes of every payload: `ignition.version` is the first field, so it is cheap to vary. */
-const HEAD = '{"ignition":{"version":"';
+export { payloadBytes, payloadChunks, type Payload } from './payload.js';
+
 const SLOT = '@@KINDLING_SPEC_VERSION@@';
-const HEAD_BYTES = Buffer.from(HEAD);
-const VERSION_BYTES = new Map<string, Buffer>(SPEC_VERSIONS.map((v) => [v, Buffer.from(v)]));
 /** The newest version the local ignition-validate parses. */
 const VALIDATE_AT: SpecVersion = '3.3.0';
 
 /** Where a host's join files go: after the last entry of `storage.files` (see toPayload). */
 const JOIN_MARK = '@@KINDLING_JOIN_MATERIAL@@';
 const JOIN_SLOT = `,"${JOIN_MARK}"`;
-
-export interface Payload {
-  key: string;
-  minVersion: SpecVersion;
-  /** Everything after the version string; the payload at version v is HEAD + v + tail. */
-  tail: Buffer;
-  /** Offset in `tail` right after the last entry of `storage.files`: per-host join files are spliced in here. */
-  joinAt: number;
-}
-
-/**
- * The payload's bytes at a version, as chunks (no copy of the large part). `join` (comma-led file entries,
- * see join.ts) is the one per-pool part: the shared bytes stay shared, cached once per (release, config).
- */
-export function payloadChunks(p: Payload, version: SpecVersion, join?: Buffer): Buffer[] {
-  const head = [HEAD_BYTES, VERSION_BYTES.get(version) as Buffer];
-  if (!join) return [...head, p.tail];
-  return [...head, p.tail.subarray(0, p.joinAt), join, p.tail.subarray(p.joinAt)];
-}
-
-export function payloadBytes(p: Payload, version: SpecVersion, join?: Buffer): Buffer {
-  return Buffer.concat(payloadChunks(p, version, join));
-}
 
 export type FailureReason = 'InvalidConfig' | 'ReleaseUnavailable';
 
@@ -69,11 +54,22 @@ export class GenerationError extends Error {
   }
 }
 
+/** The shared store holds neither the payload nor its pin yet, and this replica does not generate: ask again later. */
+export class NotGeneratedYetError extends NotReadyError {}
+
 export interface StoreMetrics {
   generationSeconds(seconds: number, outcome: 'success' | 'failure'): void;
+  /** A pin or payload read from, or pushed to, the shared store (or a push that failed). */
+  shared(event: 'read' | 'pushed' | 'push_failed'): void;
   cacheHit(): void;
   cacheMiss(): void;
   cacheBytes(bytes: number): void;
+}
+
+/** Told what the in-memory cache holds: a payload now held, a payload let go. */
+export interface PayloadObserver {
+  cached(payload: Payload): void;
+  evicted(key: string): void;
 }
 
 /** A pool's config documents, known by digest and read only to generate. */
@@ -96,14 +92,17 @@ export interface PayloadStoreOptions {
   resolve: (ref: string) => Promise<string>;
   read: (ref: string, digest: string) => Promise<Release>;
   validate?: Validator;
+  /** Payloads and pins shared by every replica; without it, each replica generates its own. */
+  shared?: SharedPayloads;
+  /** With a shared store: whether this replica generates (and pins) now; the others wait for its results. */
+  generates?: () => boolean;
+  /** How long a replica that does not generate waits before looking in the shared store again (default 1 s). */
+  sharedRetryMs?: number;
   metrics?: StoreMetrics;
   log: Logger;
 }
 
-const sha = (...parts: string[]): string => createHash('sha256').update(parts.join('\0')).digest('hex');
-
-/** What identifies config documents in the cache keys. */
-export const configDigest = (config: string): string => sha(config);
+export { configDigest } from './digest.js';
 
 const objectOr = (v: unknown): Record<string, unknown> => (typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : {});
 
@@ -125,7 +124,17 @@ function toPayload(key: string, rendered: RenderedPayload): Payload {
   if (joinAt < 0 || tail.indexOf(JOIN_MARK) !== joinAt + 2 || tail.includes(JOIN_MARK, joinAt + 3)) {
     throw new InvalidConfigError(`the config contains the reserved text ${JOIN_MARK}`);
   }
-  return { key, minVersion: rendered.minVersion, tail: Buffer.from(tail.slice(0, joinAt) + tail.slice(joinAt + JOIN_SLOT.length)), joinAt: Buffer.byteLength(tail.slice(0, joinAt)) };
+  return { key, minVersion: rendered.minVersion, tail: sharedBytes(Buffer.from(tail.slice(0, joinAt) + tail.slice(joinAt + JOIN_SLOT.length))), joinAt: Buffer.byteLength(tail.slice(0, joinAt)) };
+}
+
+/**
+ * A payload's bytes in shared memory: every serving thread sends the same bytes (serving/pool.ts), held once
+ * in the process whatever the number of threads.
+ */
+function sharedBytes(bytes: Buffer): Buffer {
+  const shared = Buffer.from(new SharedArrayBuffer(bytes.length));
+  bytes.copy(shared);
+  return shared;
 }
 
 function classify(err: unknown): GenerationError {
@@ -140,11 +149,13 @@ export class PayloadStore {
   readonly #cache: LRUCache<string, Payload>;
   readonly #pins = new Map<string, string>();
   readonly #flights = new Map<string, Promise<Payload>>();
+  readonly #pinning = new Map<string, Promise<string>>();
   readonly #dir: DirBudget;
   /** Generations that failed for good (invalid config or release), so they are not retried in a loop. */
   readonly #invalid = new Map<string, GenerationError>();
   /** How many generations ran (not served from memory or disk): a restart with a warm disk makes none. */
   generations = 0;
+  #observer: PayloadObserver | undefined;
 
   constructor(opts: PayloadStoreOptions) {
     this.#opts = opts;
@@ -153,7 +164,10 @@ export class PayloadStore {
       sizeCalculation: (p) => Math.max(1, p.tail.length + 64),
       // Entries bigger than the whole cache are served from disk instead.
       maxEntrySize: opts.maxBytes,
-      dispose: () => opts.metrics?.cacheBytes(this.#cache.calculatedSize),
+      dispose: (_p, key, reason) => {
+        opts.metrics?.cacheBytes(this.#cache.calculatedSize);
+        if (reason !== 'set') this.#observer?.evicted(key);
+      },
     });
     this.#dir = new DirBudget({ dir: join(opts.cacheDir, 'payloads'), maxBytes: opts.maxDirBytes, log: opts.log });
   }
@@ -162,6 +176,19 @@ export class PayloadStore {
     await mkdir(join(this.#opts.cacheDir, 'pins'), { recursive: true });
     await mkdir(join(this.#opts.cacheDir, 'payloads'), { recursive: true });
     await this.#dir.load();
+  }
+
+  /** Follows what memory holds (the serving threads hold exactly that); told of every payload held now. */
+  observe(observer: PayloadObserver): void {
+    this.#observer = observer;
+    for (const p of this.#cache.values()) observer.cached(p);
+  }
+
+  /** Payloads served elsewhere (a serving thread) count as used: the LRUs in memory and on disk keep them. */
+  touch(key: string, hits: number): void {
+    if (this.#cache.get(key) === undefined) return;
+    for (let i = 0; i < hits; i++) this.#opts.metrics?.cacheHit();
+    this.#dir.used(key);
   }
 
   /** The payload when it is in memory: the request path's only synchronous look-up. */
@@ -203,33 +230,54 @@ export class PayloadStore {
     return flight;
   }
 
-  async #pin(ref: string, configSha256: string): Promise<string> {
+  /** One pinning at a time per (reference, config): concurrent first requests resolve and share it once. */
+  #pin(ref: string, configSha256: string): Promise<string> {
     const pinKey = sha(ref, configSha256);
+    let pinning = this.#pinning.get(pinKey);
+    if (!pinning) {
+      pinning = this.#pinOnce(ref, pinKey).finally(() => this.#pinning.delete(pinKey));
+      this.#pinning.set(pinKey, pinning);
+    }
+    return pinning;
+  }
+
+  async #pinOnce(ref: string, pinKey: string): Promise<string> {
     const known = this.#pins.get(pinKey) ?? (await this.#readFile(join('pins', pinKey)))?.toString('utf8');
     if (known) {
       this.#pins.set(pinKey, known);
       return known;
     }
+    const shared = await this.#fromShared(`pin-${pinKey}`);
+    if (shared) {
+      await this.#writeFile(join('pins', pinKey), shared);
+      this.#pins.set(pinKey, shared.toString('utf8'));
+      return shared.toString('utf8');
+    }
+    this.#mayGenerate(ref);
     let digest: string;
     try {
       digest = await this.#opts.resolve(ref);
     } catch (err) {
       throw classify(err);
     }
+    // Shared before use: a tag that moves later still gives every replica the digest pinned first.
+    await this.#toShared(`pin-${pinKey}`, Buffer.from(digest));
     await this.#writeFile(join('pins', pinKey), Buffer.from(digest));
     this.#pins.set(pinKey, digest);
     return digest;
   }
 
   async #loadOrGenerate(ref: string, digest: string, config: ConfigSource, key: string): Promise<Payload> {
-    const stored = await this.#readPayload(key);
+    const stored = (await this.#readPayload(key)) ?? (await this.#readShared(key));
     if (stored) return stored;
+    this.#mayGenerate(ref);
     const started = performance.now();
     try {
       const payload = await this.#generate(ref, digest, config, key);
       this.#opts.metrics?.generationSeconds((performance.now() - started) / 1000, 'success');
       const bytes = Buffer.concat([Buffer.from(`${payload.minVersion} ${payload.joinAt}\n`), payload.tail]);
-      if (await this.#writeFile(join('payloads', key), bytes)) await this.#dir.added(key, bytes.length);
+      await this.#toShared(`payload-${key}`, bytes);
+      await this.#persist(key, bytes);
       this.#remember(payload);
       return payload;
     } catch (err) {
@@ -273,24 +321,75 @@ export class PayloadStore {
 
   #remember(payload: Payload): void {
     this.#cache.set(payload.key, payload);
+    if (this.#cache.has(payload.key)) this.#observer?.cached(payload);
     this.#opts.metrics?.cacheBytes(this.#cache.calculatedSize);
+  }
+
+  /** Without a shared store every replica generates; with one, only the one `generates` names. */
+  #mayGenerate(ref: string): void {
+    if (this.#opts.shared && this.#opts.generates?.() === false) {
+      throw new NotGeneratedYetError(`the payload of ${ref} is not in ${this.#opts.shared.where} yet; the generating replica puts it there`, this.#opts.sharedRetryMs ?? 1_000);
+    }
+  }
+
+  /** An entry of the shared store; a store that cannot be read is as good as empty (generation still works). */
+  async #fromShared(name: string): Promise<Buffer | undefined> {
+    if (!this.#opts.shared) return undefined;
+    try {
+      const bytes = await this.#opts.shared.get(name);
+      if (bytes) this.#opts.metrics?.shared('read');
+      return bytes;
+    } catch (err) {
+      this.#opts.log.warn({ err, store: this.#opts.shared.where }, 'Could not read the shared payload store');
+      return undefined;
+    }
+  }
+
+  async #toShared(name: string, bytes: Buffer): Promise<void> {
+    if (!this.#opts.shared) return;
+    try {
+      await this.#opts.shared.put(name, bytes);
+      this.#opts.metrics?.shared('pushed');
+    } catch (err) {
+      // This replica serves what it generated either way; the others generate it again if they must.
+      this.#opts.metrics?.shared('push_failed');
+      this.#opts.log.warn({ err, store: this.#opts.shared.where }, 'Could not push to the shared payload store');
+    }
+  }
+
+  async #readShared(key: string): Promise<Payload | undefined> {
+    const bytes = await this.#fromShared(`payload-${key}`);
+    const payload = bytes && this.#parse(key, bytes);
+    if (!bytes || !payload) return undefined;
+    await this.#persist(key, bytes);
+    this.#remember(payload);
+    return payload;
+  }
+
+  async #persist(key: string, bytes: Buffer): Promise<void> {
+    if (await this.#writeFile(join('payloads', key), bytes)) await this.#dir.added(key, bytes.length);
   }
 
   async #readPayload(key: string): Promise<Payload | undefined> {
     if (!/^[a-f0-9]{64}$/.test(key)) return undefined;
     const bytes = await this.#readFile(join('payloads', key));
-    if (!bytes) return undefined;
-    // `<minVersion> <joinAt>\n<tail>`; a file of an older format (no joinAt) is as good as absent.
+    const payload = bytes && this.#parse(key, bytes);
+    if (!payload) return undefined;
+    this.#dir.used(key);
+    this.#remember(payload);
+    return payload;
+  }
+
+  /** `<minVersion> <joinAt>\n<tail>`, the bytes of a payload file; undefined when they are not. */
+  #parse(key: string, bytes: Buffer): Payload | undefined {
+    // A file of an older format (no joinAt) is as good as absent.
     const newline = bytes.indexOf(0x0a);
     const [minVersion, joinText] = bytes.subarray(0, Math.max(0, newline)).toString('utf8').split(' ') as [SpecVersion, string | undefined];
     const joinAt = Number(joinText);
     if (newline < 0 || !SPEC_VERSIONS.includes(minVersion) || !Number.isInteger(joinAt)) return undefined;
-    const tail = Buffer.from(bytes.subarray(newline + 1));
+    const tail = sharedBytes(bytes.subarray(newline + 1));
     if (joinAt < 0 || joinAt > tail.length) return undefined;
-    const payload: Payload = { key, minVersion, tail, joinAt };
-    this.#dir.used(key);
-    this.#remember(payload);
-    return payload;
+    return { key, minVersion, tail, joinAt };
   }
 
   async #readFile(rel: string): Promise<Buffer | undefined> {

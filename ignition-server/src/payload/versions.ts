@@ -95,7 +95,19 @@ const WILDCARDS = new Set(['*/*', 'application/*', 'application/json', IGNITION_
  * version wins over wildcards (Ignition sends both); no header at all allows everything.
  */
 export function negotiateVersion(accept: string | undefined): SpecVersion | undefined {
-  if (accept === undefined || accept.trim() === '') return MAX_SPEC_VERSION;
+  if (accept === undefined) return MAX_SPEC_VERSION;
+  // Every host of a fleet sends one of a few Accept headers: parse each once (bounded, cleared when full).
+  if (NEGOTIATED.has(accept)) return NEGOTIATED.get(accept);
+  if (NEGOTIATED.size >= 256) NEGOTIATED.clear();
+  const version = negotiate(accept);
+  NEGOTIATED.set(accept, version);
+  return version;
+}
+
+const NEGOTIATED = new Map<string, SpecVersion | undefined>();
+
+function negotiate(accept: string): SpecVersion | undefined {
+  if (accept.trim() === '') return MAX_SPEC_VERSION;
   const ranges = parseAccept(accept).filter((r) => r.q > 0);
   const named = ranges.filter((r) => r.type === IGNITION_MEDIA_TYPE && r.version !== undefined).map((r) => capOf(r.version ?? ''));
   const caps = named.filter((v): v is SpecVersion => v !== undefined);

@@ -169,9 +169,23 @@ export class RegistryClient {
   }
 
   async getManifest(reference: string): Promise<ManifestBytes> {
+    const found = await this.findManifest(reference);
+    if (!found) throw new ReleaseUnavailableError(`fetching manifest ${reference} of ${this.#repository} on registry ${this.#host} failed: HTTP 404`);
+    return found;
+  }
+
+  /** The manifest under a tag or digest; undefined when the registry has none (404). */
+  async findManifest(reference: string): Promise<ManifestBytes | undefined> {
     const res = await this.#call({ method: 'GET', url: `${this.#base}/manifests/${reference}`, headers: { accept: MANIFEST_ACCEPT }, maxBytes: 4 * 1024 * 1024 }, 'pull');
+    if (res.status === 404) return undefined;
     this.#check(res, `fetching manifest ${reference}`);
     return { bytes: res.body, mediaType: String(res.headers['content-type'] ?? '').split(';')[0] ?? '' };
+  }
+
+  /** The repository's tags (one page: the registry's default page size). */
+  async listTags(): Promise<string[]> {
+    const res = this.#check(await this.#call({ method: 'GET', url: `${this.#base}/tags/list`, maxBytes: 4 * 1024 * 1024 }, 'pull'), 'listing the tags');
+    return (JSON.parse(res.body.toString('utf8')) as { tags?: string[] | null }).tags ?? [];
   }
 
   async getBlob(digest: string): Promise<Buffer> {

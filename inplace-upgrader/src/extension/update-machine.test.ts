@@ -2,8 +2,8 @@
  * UpdateMachine on the real test bed, with the extension as its own process (`kindling inplace-upgrader
  * --extension-address`) called over HTTPS as the Cluster API manager calls it: a management cluster with
  * the Cluster API CRDs (Machines with nodeRef; no Cluster API controller here: the test plays the
- * Machine controller's calls), a guest cluster with KWOK, the real ignition server rendering each payload,
- * the drainer, and a real `kindling agent` process per node against its own scratch root.
+ * Machine controller's calls), a guest cluster with KWOK and kube-scheduler, the real ignition server
+ * rendering each payload, the drainer, and a real `kindling agent` process per node against its own scratch root.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -17,7 +17,7 @@ import { CAPI_API_VERSION } from '../../../api/src/capi.js';
 import { ANNOTATIONS, LABELS, userDataSecretName } from '../../../api/src/keys.js';
 import { createLogger } from '../../../support/src/logger.js';
 import { Drainer } from '../../../drainer/src/drainer.js';
-import { createTestMachine, createTestNode, eventually } from '../../../drainer/src/testing.js';
+import { createTestMachine, createTestNode, eventually, testPodFor } from '../../../drainer/src/testing.js';
 import { startCluster, installCapiCrds, type Cluster } from '../../../test/bed/src/index.js';
 import { GUEST_NAMESPACE } from '../desired.js';
 import { AgentFleet, machineConfig, runExtension, tokenSecret, type ExtensionFixture } from '../testing.js';
@@ -121,7 +121,8 @@ describe('UpdateMachine through the Runtime Extension', () => {
 
   before(async () => {
     mgmt = await startCluster({ name: 'mgmt', controllerManager: false });
-    [guest] = await Promise.all([startCluster({ name: 'tenant', kwok: true, controllerManager: false, management: { cluster: mgmt, namespace: NS } }), installCapiCrds(mgmt)]);
+    // The guest's kube-scheduler places each node's workload pod (its controller-manager lifts new Nodes' not-ready taint).
+    [guest] = await Promise.all([startCluster({ name: 'tenant', kwok: true, scheduler: true, management: { cluster: mgmt, namespace: NS } }), installCapiCrds(mgmt)]);
     core = guest.kubeConfig.makeApiClient(k8s.CoreV1Api);
     dir = await mkdtemp(join(tmpdir(), 'kindling-extension-'));
     ignition = await runIgnitionServer({ kubeconfigPath: mgmt.kubeconfigPath, dir: join(dir, 'ignition-server'), namespace: NS });
@@ -129,10 +130,14 @@ describe('UpdateMachine through the Runtime Extension', () => {
       NODES.map(async (name, i) => {
         await createTestNode(guest.kubeConfig, name, { [LABELS.zone]: `zone-${i}` });
         await core.patchNode({ name, body: { metadata: { annotations: { [ANNOTATIONS.currentConfig]: 'h0', [ANNOTATIONS.state]: 'Done' } } } }, merge);
-        await core.createNamespacedPod({ namespace: NS, body: { metadata: { name: `work-${name}` }, spec: { nodeName: name, containers: [{ name: 'c', image: 'x' }] } } });
+        await core.createNamespacedPod({ namespace: NS, body: testPodFor(`work-${name}`, name) });
         await createTestMachine(mgmt.kubeConfig, { name: `${POOL}-${name}`, namespace: NS, cluster: 'tenant', machineSet: POOL, node: name });
       }),
     );
+    await eventually('a workload pod running on each node', async () => {
+      const pods = (await core.listNamespacedPod({ namespace: NS })).items;
+      return NODES.every((n) => pods.some((p) => p.metadata?.name === `work-${n}` && p.spec?.nodeName === n && p.status?.phase === 'Running'));
+    }, 60_000);
     fleet = new AgentFleet({ guest: guest.kubeConfig, rootsDir: join(dir, 'roots') });
     await fleet.start();
     drainer = new Drainer({ kubeConfig: mgmt.kubeConfig, log, registry: new Registry(), defaultDrainTimeoutMs: 0 });

@@ -1,7 +1,7 @@
 /**
  * Proof that the test bed is real: each case depends on behaviour only the real component has (server-side
- * apply field ownership, PDB status from the disruption controller, garbage collection, the Cluster API
- * schema, guards that outlive a killed test).
+ * apply field ownership, pods bound by kube-scheduler, PDB status from the disruption controller, garbage
+ * collection, the Cluster API schema, guards that outlive a killed test).
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -45,7 +45,7 @@ describe('test bed', () => {
   before(async () => {
     [mgmt, guest] = await Promise.all([
       startCluster({ name: 'mgmt' }),
-      startCluster({ name: 'guest', kwok: true }),
+      startCluster({ name: 'guest', kwok: true, scheduler: true }),
     ]);
   });
   after(async () => Promise.all([mgmt?.stop(), guest?.stop()]));
@@ -89,7 +89,8 @@ describe('test bed', () => {
     for (const name of ['web-1', 'web-2']) {
       await core.createNamespacedPod({
         namespace: NS,
-        body: { metadata: { name, labels: { app: 'web' } }, spec: { nodeName: 'node-1', containers: [{ name: 'c', image: 'nginx' }] } },
+        // No nodeName: the real kube-scheduler binds them to node-1 once KWOK makes it Ready.
+        body: { metadata: { name, labels: { app: 'web' } }, spec: { containers: [{ name: 'c', image: 'nginx' }] } },
       });
     }
     await policy.createNamespacedPodDisruptionBudget({
@@ -99,7 +100,7 @@ describe('test bed', () => {
     await eventually('the disruption controller to count 2 healthy pods', async () => {
       const pdb = await policy.readNamespacedPodDisruptionBudget({ name: 'web', namespace: NS });
       return pdb.status?.currentHealthy === 2 && pdb.status.observedGeneration === pdb.metadata?.generation ? pdb : undefined;
-    });
+    }, 60_000);
     const evict = (): Promise<unknown> =>
       core.createNamespacedPodEviction({ name: 'web-1', namespace: NS, body: { apiVersion: 'policy/v1', kind: 'Eviction', metadata: { name: 'web-1', namespace: NS } } });
     await assert.rejects(evict(), (err: { code?: number }) => err.code === 429);

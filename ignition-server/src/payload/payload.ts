@@ -1,0 +1,34 @@
+/**
+ * A generated payload as it is held and served: the bytes after the spec version, shared by every pool and
+ * token of one (release, config) pair; the version and a pool's join files are put around them per request.
+ * Apart from store.ts, so the serving threads load no more than this.
+ */
+import { SPEC_VERSIONS, type SpecVersion } from './versions.js';
+
+/** The first bytes of every payload: `ignition.version` is the first field, so it is cheap to vary. */
+export const HEAD = '{"ignition":{"version":"';
+const HEAD_BYTES = Buffer.from(HEAD);
+const VERSION_BYTES = new Map<string, Buffer>(SPEC_VERSIONS.map((v) => [v, Buffer.from(v)]));
+
+export interface Payload {
+  key: string;
+  minVersion: SpecVersion;
+  /** Everything after the version string; the payload at version v is HEAD + v + tail. */
+  tail: Buffer;
+  /** Offset in `tail` right after the last entry of `storage.files`: per-host join files are spliced in here. */
+  joinAt: number;
+}
+
+/**
+ * The payload's bytes at a version, as chunks (no copy of the large part). `join` (comma-led file entries,
+ * see join.ts) is the one per-pool part: the shared bytes stay shared, cached once per (release, config).
+ */
+export function payloadChunks(p: Payload, version: SpecVersion, join?: Buffer): Buffer[] {
+  const head = [HEAD_BYTES, VERSION_BYTES.get(version) as Buffer];
+  if (!join) return [...head, p.tail];
+  return [...head, p.tail.subarray(0, p.joinAt), join, p.tail.subarray(p.joinAt)];
+}
+
+export function payloadBytes(p: Payload, version: SpecVersion, join?: Buffer): Buffer {
+  return Buffer.concat(payloadChunks(p, version, join));
+}

@@ -1,0 +1,165 @@
+/**
+ * Payloads shared through an OCI repository (shared.ts) by real `kindling ignition-server` processes: two
+ * replicas (one leader) against a real apiserver and a real registry (Debian docker-registry with token
+ * authentication), then both restarted on empty cache directories as rescheduled pods are. The count of
+ * generations is read from each process's metrics.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { get as httpGet } from 'node:http';
+import { request } from 'node:https';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as k8s from '@kubernetes/client-node';
+import { startCluster, eventually, type Cluster } from '../../../test/bed/src/index.js';
+import { IGNITION_HEADERS, LABELS, SECRET_KEYS, tokenSecretName } from '../../../api/src/keys.js';
+import { IgnitionServer, writeIgnitionServerFiles, type IgnitionServerFiles } from '../testing.js';
+import { startRegistry, type RegistryFixture } from '../registry-fixture.js';
+import { parsePullSecret, RegistryClient } from '../release/registry.js';
+
+const NS = 'clusters';
+const POOL = 'workers';
+
+function fetchIgnition(port: number, ca: string, headers: Record<string, string>): Promise<{ status: number; body: Buffer }> {
+  return new Promise((resolve, reject) => {
+    const r = request({ host: '127.0.0.1', port, path: '/ignition', ca, headers, servername: 'localhost' }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks) }));
+    });
+    r.on('error', reject);
+    r.end();
+  });
+}
+
+function metrics(server: IgnitionServer): Promise<string> {
+  return new Promise((resolve, reject) => {
+    httpGet(`http://127.0.0.1:${server.opsPort}/metrics`, (res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c.toString()));
+      res.on('end', () => resolve(body));
+    }).on('error', reject);
+  });
+}
+
+/** A sample of the metric with this label (the component adds its own). */
+const sample = (text: string, name: string, label: string): number => Number(new RegExp(`^${name}\\{[^}]*${label.replace(/"/g, '\\"')}[^}]*\\} (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
+/** Payloads this process generated (one read from the shared store or the cache directory is none). */
+const generations = async (s: IgnitionServer): Promise<number> => sample(await metrics(s), 'kindling_ignition_payload_generation_seconds_count', 'outcome="success"');
+const sharedReads = async (s: IgnitionServer): Promise<number> => sample(await metrics(s), 'kindling_ignition_payload_shared_total', 'event="read"');
+
+describe('payloads shared between replicas through an OCI repository', { timeout: 300_000 }, () => {
+  let dir: string;
+  let cluster: Cluster;
+  let core: k8s.CoreV1Api;
+  let registry: RegistryFixture;
+  let files: IgnitionServerFiles;
+  const replicas: IgnitionServer[] = [];
+  /** Four token Secrets over two configs: two payloads. */
+  const secrets = [
+    { hash: 'conf0001', config: 'a' },
+    { hash: 'conf0002', config: 'a' },
+    { hash: 'conf0003', config: 'b' },
+    { hash: 'conf0004', config: 'b' },
+  ];
+  const tokens = new Map<string, string>();
+
+  const machineConfig = (text: string): unknown[] => [{
+    apiVersion: 'machineconfiguration.openshift.io/v1',
+    kind: 'MachineConfig',
+    metadata: { name: '99-worker-motd' },
+    spec: { config: { ignition: { version: '3.2.0' }, storage: { files: [{ path: '/etc/motd', mode: 420, contents: { source: `data:,${text}%0A` } }] } } },
+  }];
+
+  const headers = (hash: string): Record<string, string> => ({
+    authorization: `Bearer ${tokens.get(hash) ?? ''}`,
+    [IGNITION_HEADERS.nodePool]: `${NS}/${POOL}`,
+    [IGNITION_HEADERS.targetConfigVersionHash]: hash,
+    accept: 'application/vnd.coreos.ignition+json;version=3.3.0',
+  });
+
+  /** The payload of a token from a replica, once it answers 200 (511 while the payload is on its way). */
+  const payloadFrom = (server: IgnitionServer, hash: string): Promise<Buffer> =>
+    eventually(`a 200 from ${server.name} for ${hash}`, async () => {
+      const r = await fetchIgnition(server.port, files.caPem, headers(hash));
+      if (r.status !== 200 && r.status !== 511) throw new Error(`${server.name} answered ${r.status} for ${hash}: ${r.body.toString()}`);
+      return r.status === 200 ? r.body : undefined;
+    }, 120_000, 100);
+
+  const replica = (name: string): Promise<IgnitionServer> =>
+    IgnitionServer.spawn(files, {
+      kubeconfigPath: cluster.kubeconfigPath,
+      namespace: NS,
+      name,
+      leaderElectionNamespace: 'kindling-system',
+      args: ['--payload-repository', `${registry.host}/kindling/payloads`, '--registry-ca-file', join(dir, 'registry-ca.pem'), '--pull-secret-file', join(dir, 'pull-secret.json')],
+    });
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'shared-payloads-'));
+    cluster = await startCluster({ name: 'mgmt', controllerManager: false });
+    core = cluster.kubeConfig.makeApiClient(k8s.CoreV1Api);
+    for (const name of [NS, 'kindling-system']) await core.createNamespace({ body: { metadata: { name } } });
+    registry = await startRegistry();
+    await writeFile(join(dir, 'registry-ca.pem'), registry.ca.certPem);
+    // The repository is not public: pushing and pulling take the pull secret's credentials.
+    await writeFile(join(dir, 'pull-secret.json'), registry.pullSecret);
+    files = await writeIgnitionServerFiles(join(dir, 'files'));
+    replicas.push(await replica('a'), await replica('b'));
+  });
+
+  after(async () => {
+    await Promise.all(replicas.map((r) => r.stop()));
+    await registry?.stop();
+    await cluster?.stop();
+    if (process.env.KEEP_TEST_DIR === undefined) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('when two replicas serve token Secrets of two configs, it should generate each payload once between them and serve the same bytes from both', async () => {
+    for (const s of secrets) {
+      const name = tokenSecretName(POOL, s.hash);
+      await core.createNamespacedSecret({
+        namespace: NS,
+        body: {
+          metadata: { name, namespace: NS, labels: { [LABELS.tokenSecret]: 'true', [LABELS.nodePool]: POOL, [LABELS.configHash]: s.hash } },
+          stringData: { [SECRET_KEYS.release]: files.releases.v1 ?? '', [SECRET_KEYS.config]: JSON.stringify(machineConfig(s.config)), [SECRET_KEYS.pool]: `${NS}/${POOL}` },
+        },
+      });
+    }
+    for (const s of secrets) {
+      tokens.set(s.hash, await eventually(`the token of ${s.hash}`, async () => {
+        const data = (await core.readNamespacedSecret({ name: tokenSecretName(POOL, s.hash), namespace: NS })).data?.[SECRET_KEYS.token];
+        return data === undefined ? undefined : Buffer.from(data, 'base64').toString();
+      }, 60_000, 100));
+    }
+    for (const s of secrets) {
+      const [a, b] = await Promise.all(replicas.map((r) => payloadFrom(r, s.hash)));
+      assert.ok(a?.equals(b as Buffer), `both replicas serve the same payload for ${s.hash}`);
+      assert.ok(a?.includes(`data:,${s.config}%0A`), `the payload of ${s.hash} holds its config`);
+    }
+    const counts = await Promise.all(replicas.map(generations));
+    assert.equal(counts.reduce((x, y) => x + y, 0), 2, `two payloads generated between the two replicas (a: ${counts[0]}, b: ${counts[1]})`);
+    assert.ok(counts.includes(0), 'the replica that does not lead read every payload from the repository');
+    // What the repository holds: an artifact per payload, tagged by its content key.
+    const client = new RegistryClient(registry.host, 'kindling/payloads', { ca: registry.ca.certPem, credentials: parsePullSecret(registry.pullSecret) });
+    const tags = await client.listTags();
+    assert.equal(tags.filter((t) => t.startsWith('payload-')).length, 2, `two payload artifacts in the repository: ${tags.join(', ')}`);
+  });
+
+  it('when both replicas restart on empty cache directories, as rescheduled pods do, it should serve every token again and generate nothing', async () => {
+    for (const [i, r] of replicas.entries()) {
+      await r.stop();
+      await rm(join(files.dir, `cache-${r.name}`), { recursive: true, force: true });
+      replicas[i] = await replica(r.name);
+    }
+    // A third pod that never ran before joins them.
+    replicas.push(await replica('c'));
+    for (const s of secrets) {
+      const bodies = await Promise.all(replicas.map((r) => payloadFrom(r, s.hash)));
+      assert.ok(bodies.every((b) => b.equals(bodies[0] as Buffer)), `every replica serves the same payload for ${s.hash}`);
+    }
+    assert.deepEqual(await Promise.all(replicas.map(generations)), [0, 0, 0], 'no generation after the restarts');
+    for (const r of replicas) assert.ok((await sharedReads(r)) >= 2, `${r.name} read the payloads from the repository`);
+  });
+});

@@ -1,0 +1,55 @@
+/** What the main thread and the serving threads tell each other (pool.ts, thread.ts). */
+import type { IndexChange } from '../token-index.js';
+import type { SpecVersion } from '../payload/versions.js';
+
+/** What a serving thread starts with. */
+export interface ThreadData {
+  /** Thread number, for its log lines. */
+  index: number;
+  certFile: string;
+  keyFile: string;
+  /** SPKI PEM of the token signing key: threads verify, never mint. */
+  publicKeyPem: string;
+  logLevel: string;
+  logName: string;
+  reloadIntervalMs: number;
+  headersTimeoutMs?: number;
+  requestTimeoutMs?: number;
+}
+
+/** A payload held in memory, its bytes in shared memory (one copy for every thread). */
+export interface SharedPayload {
+  key: string;
+  minVersion: SpecVersion;
+  joinAt: number;
+  bytes: SharedArrayBuffer;
+  offset: number;
+  length: number;
+}
+
+export type ToThread =
+  | { t: 'changes'; changes: IndexChange[] }
+  | { t: 'payload'; payload: SharedPayload }
+  | { t: 'evict'; key: string }
+  | { t: 'listen'; address: string; fd?: number }
+  | { t: 'reply'; id: number; error?: string }
+  | { t: 'stats'; id: number }
+  | { t: 'drain'; timeoutMs: number };
+
+/** Counts since the thread started. */
+export interface ThreadStats {
+  /** Requests by HTTP status. */
+  requests: Record<string, number>;
+  /** Payloads served from memory since the last report, by content key (the main thread's LRUs learn of it). */
+  used: Record<string, number>;
+}
+
+export type FromThread =
+  | { t: 'listening'; port: number; fd: number }
+  | { t: 'served'; key: string }
+  | { t: 'missing'; key: string }
+  | { t: 'load'; id: number; pool: string; hash: string }
+  | { t: 'lookup'; id: number; key: string }
+  | { t: 'stats'; id: number; stats: ThreadStats }
+  | { t: 'drained' }
+  | { t: 'failed'; error: string };

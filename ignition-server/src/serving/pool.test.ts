@@ -1,0 +1,198 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { request } from 'node:https';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createLogger } from '../../../support/src/logger.js';
+import { createCertificateAuthority } from '../../../support/src/pki.js';
+import { createTokenAuthority, type TokenAuthority } from '../tokens.js';
+import { TokenIndex, type TokenSecret } from '../token-index.js';
+import { payloadBytes, type Payload } from '../payload/payload.js';
+import type { PayloadObserver } from '../payload/store.js';
+import { ecKeyPem } from '../testing.js';
+import { eventually } from '../../../test/bed/src/eventually.js';
+import { profilingFlags, ServingPool } from './pool.js';
+
+const POOL = 'clusters/workers';
+const HASH = 'h1';
+
+/** The main thread's payloads in memory, as the store holds them: bytes in shared memory, observed. */
+class Payloads {
+  readonly held = new Map<string, Payload>();
+  /** Payloads the store would read back from disk. */
+  readonly disk = new Map<string, Payload>();
+  readonly lookups: string[] = [];
+  readonly touched = new Map<string, number>();
+  #observer: PayloadObserver | undefined;
+
+  observe(o: PayloadObserver): void {
+    this.#observer = o;
+    for (const p of this.held.values()) o.cached(p);
+  }
+
+  add(key: string, text: string): Payload {
+    const tail = Buffer.from(new SharedArrayBuffer(Buffer.byteLength(text)));
+    tail.write(text);
+    const p: Payload = { key, minVersion: '3.0.0', tail, joinAt: text.length - 3 };
+    this.held.set(key, p);
+    this.disk.set(key, p);
+    this.#observer?.cached(p);
+    return p;
+  }
+
+  evict(key: string): void {
+    this.held.delete(key);
+    this.#observer?.evicted(key);
+  }
+
+  lookup(key: string): Promise<Payload | undefined> {
+    this.lookups.push(key);
+    const p = this.disk.get(key);
+    if (p) {
+      this.held.set(key, p);
+      this.#observer?.cached(p);
+    }
+    return Promise.resolve(p);
+  }
+
+  touch(key: string, hits: number): void {
+    this.touched.set(key, (this.touched.get(key) ?? 0) + hits);
+  }
+}
+
+function get(port: number, ca: string, headers: Record<string, string>): Promise<{ status: number; body: Buffer; code?: string }> {
+  return new Promise((resolve, reject) => {
+    const r = request({ host: '127.0.0.1', port, path: '/ignition', ca, headers, servername: 'localhost', agent: false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks), code: res.headers['kindling-error'] as string | undefined }));
+    });
+    r.on('error', reject);
+    r.end();
+  });
+}
+
+describe('serving threads', () => {
+  let dir: string;
+  let ca: string;
+  let authority: TokenAuthority;
+  let index: TokenIndex;
+  let payloads: Payloads;
+  let pool: ServingPool;
+  const served: string[] = [];
+  const missing: string[] = [];
+  const loads: string[] = [];
+  let onLoad: (pool: string, hash: string) => void = () => undefined;
+
+  const secret = async (name: string, over: Partial<TokenSecret> = {}): Promise<{ token: string; secret: TokenSecret }> => {
+    const { token } = await authority.mint({ pool: POOL, hash: over.hash ?? HASH, ttlMs: 3_600_000 });
+    return { token, secret: { key: `clusters/${name}`, namespace: 'clusters', name, uid: name, pool: POOL, hash: HASH, release: 'r', configSha256: 'c', token, resourceVersion: '1', ...over } };
+  };
+  const headers = (token: string): Record<string, string> => ({ authorization: `Bearer ${token}`, nodepool: POOL, accept: 'application/vnd.coreos.ignition+json;version=3.3.0' });
+  /** Fresh connections, so both threads take some of them. */
+  const many = async (token: string, n = 20): Promise<{ status: number; body: Buffer; code?: string }[]> => Promise.all(Array.from({ length: n }, () => get(pool.port, ca, headers(token))));
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'serving-'));
+    const authorityCa = await createCertificateAuthority('serving CA');
+    const pair = await authorityCa.issue({ commonName: 'ignition', dnsNames: ['localhost'], usage: 'server' });
+    await writeFile(join(dir, 'tls.crt'), pair.certPem);
+    await writeFile(join(dir, 'tls.key'), pair.keyPem);
+    ca = authorityCa.certPem;
+    authority = await createTokenAuthority(ecKeyPem());
+    index = new TokenIndex();
+    payloads = new Payloads();
+    pool = new ServingPool({
+      threads: 2,
+      address: '127.0.0.1:0',
+      certFile: join(dir, 'tls.crt'),
+      keyFile: join(dir, 'tls.key'),
+      publicKeyPem: authority.publicKeyPem,
+      index,
+      store: payloads,
+      onServed: (key) => void served.push(key),
+      onPayloadMissing: (key) => void missing.push(key),
+      load: (p, h) => {
+        loads.push(`${p} ${h}`);
+        onLoad(p, h);
+        return Promise.resolve();
+      },
+      onFailed: (err) => assert.fail(err),
+      log: createLogger({ name: 'test', level: 'silent' }),
+      logName: 'test',
+      logLevel: 'silent',
+      reloadIntervalMs: 60_000,
+      statsIntervalMs: 100,
+    });
+    pool.start();
+    await pool.listen();
+  });
+
+  after(async () => {
+    await pool?.drain(1000);
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('when the index changes on the main thread, every thread should answer from it: the payload, then 401 once the Secret is gone', async () => {
+    const p = payloads.add('a'.repeat(64), '"},"storage":{"files":[{"path":"/etc/marker"}]}}');
+    const { token, secret: s } = await secret('changes');
+    index.upsert(s, { state: 'ready', key: p.key });
+    const ok = await many(token);
+    assert.deepEqual(ok.map((r) => r.status), Array(20).fill(200));
+    for (const r of ok) assert.ok(r.body.equals(payloadBytes(p, '3.3.0')));
+    index.remove(s.key);
+    const refused = await many(token);
+    assert.deepEqual(refused.map((r) => r.code), Array(20).fill('IGN_TOKEN_REVOKED'), 'revoked on every thread');
+  });
+
+  it('when a first payload is served, the main thread should hear of it, and count every request of every thread', async () => {
+    const p = payloads.add('b'.repeat(64), '"},"storage":{"files":[{"path":"/etc/b"}]}}');
+    const { token, secret: s } = await secret('first');
+    index.upsert(s, { state: 'ready', key: p.key });
+    const before = await pool.requests();
+    await many(token, 10);
+    // Told after the response went out: it may arrive a little after the client has its bytes.
+    await eventually('the first fetch heard of', () => Promise.resolve(served.includes(s.key) ? true : undefined), 20_000, 50);
+    assert.ok(served.filter((k) => k === s.key).length <= 2, 'once per thread at most');
+    // Counted on the threads, summed when asked (as a metrics scrape does).
+    await eventually('the 200s counted', async () => (((await pool.requests())['200'] ?? 0) - (before['200'] ?? 0) === 10 ? true : undefined), 20_000, 100);
+    await eventually('the store told which payloads are used', () => Promise.resolve((payloads.touched.get(p.key) ?? 0) >= 1 ? true : undefined), 20_000, 100);
+  });
+
+  it('when a token\'s Secret is known by metadata only, a thread should have the main thread read it, then serve', async () => {
+    const p = payloads.add('c'.repeat(64), '"},"storage":{"files":[{"path":"/etc/c"}]}}');
+    const { token, secret: s } = await secret('lazy', { hash: 'lazy1' });
+    index.markUnloaded({ key: s.key, pool: POOL, hash: 'lazy1' });
+    onLoad = (_p, h) => {
+      if (h === 'lazy1') index.upsert(s, { state: 'ready', key: p.key });
+    };
+    const r = await get(pool.port, ca, headers(token));
+    assert.equal(r.status, 200);
+    assert.ok(r.body.equals(payloadBytes(p, '3.3.0')));
+    assert.deepEqual(loads, [`${POOL} lazy1`]);
+  });
+
+  it('when a payload leaves memory, the threads should let go of it and ask the main thread for it again', async () => {
+    const p = payloads.add('d'.repeat(64), '"},"storage":{"files":[{"path":"/etc/d"}]}}');
+    const { token, secret: s } = await secret('evicted');
+    index.upsert(s, { state: 'ready', key: p.key });
+    assert.equal((await get(pool.port, ca, headers(token))).status, 200);
+    payloads.evict(p.key);
+    const again = await many(token, 6);
+    assert.deepEqual(again.map((r) => r.status), Array(6).fill(200));
+    assert.ok(payloads.lookups.includes(p.key), 'read back through the main thread');
+    payloads.evict(p.key);
+    payloads.disk.delete(p.key);
+    const gone = await get(pool.port, ca, headers(token));
+    assert.equal(gone.code, 'IGN_PAYLOAD_REGENERATING');
+    await eventually('the main thread told to regenerate', () => Promise.resolve(missing.includes(s.key) ? true : undefined), 20_000, 50);
+  });
+});
+
+describe('serving thread flags', () => {
+  it('when the process profiles its CPU, it should give the threads the profiling flags with their values and no other flag', () => {
+    assert.deepEqual(profilingFlags(['--cpu-prof', '--cpu-prof-dir', '/tmp/prof', '--max-old-space-size=512', '--cpu-prof-interval=500']), ['--cpu-prof', '--cpu-prof-dir=/tmp/prof', '--cpu-prof-interval=500']);
+    assert.deepEqual(profilingFlags(['--enable-source-maps']), []);
+  });
+});

@@ -1,0 +1,249 @@
+/**
+ * The serving threads: `/ignition` answered on every core. A Node process runs JavaScript on one core, and
+ * TLS on a megabyte payload is CPU work, so the serving port is answered by N worker threads (by default one
+ * per core), each with its own HTTPS server accepting on one shared listening socket, while the main thread
+ * keeps the control plane (informer, generation, leader writes, ops port).
+ *
+ * Threads rather than processes, so a payload is held once: its bytes live in a SharedArrayBuffer
+ * (payload/store.ts) that every thread sends from. Each thread keeps a copy of the token index, fed by the
+ * index's changes (TokenIndex.observe) in order, so the verified-token, pool and revocation checks of every
+ * request are made on the thread, with no round trip; only the leader writes, from the main thread.
+ *
+ * The threads share one file descriptor (Node has no SO_REUSEPORT before 22 and cannot duplicate a socket):
+ * a thread closing its server would close it for all, so stopping drains (no keep-alive, new connections
+ * dropped, in-flight requests finished) and the process's exit closes the socket.
+ */
+import { Worker } from 'node:worker_threads';
+import type { Logger } from '../../../support/src/logger.js';
+import type { IndexChange, TokenIndex } from '../token-index.js';
+import type { Payload } from '../payload/payload.js';
+import type { PayloadObserver } from '../payload/store.js';
+import type { FromThread, ThreadData, ThreadStats, ToThread } from './messages.js';
+
+export interface ServingPoolOptions {
+  threads: number;
+  address: string;
+  certFile: string;
+  keyFile: string;
+  publicKeyPem: string;
+  index: Pick<TokenIndex, 'observe'>;
+  store: { observe(observer: PayloadObserver): void; lookup(key: string): Promise<Payload | undefined>; touch(key: string, hits: number): void };
+  /** A thread served a token Secret's payload for the first time. */
+  onServed(key: string): void;
+  /** A thread found a ready payload in neither memory nor disk. */
+  onPayloadMissing(key: string): void;
+  /** Read the token Secrets of a pool and hash known by metadata only. */
+  load(pool: string, hash: string): Promise<void>;
+  /** A thread failed (it cannot be replaced: the listening socket may have gone with it). */
+  onFailed(err: Error): void;
+  log: Logger;
+  logName: string;
+  logLevel: string;
+  reloadIntervalMs: number;
+  headersTimeoutMs?: number;
+  requestTimeoutMs?: number;
+  /** How often the threads' use of payloads is reported to the store's LRUs (default 5 s). */
+  statsIntervalMs?: number;
+}
+
+const THREAD_MODULE = new URL('./thread.js', import.meta.url);
+
+interface Thread {
+  worker: Worker;
+  /** Resolves on the thread's next message of this kind. */
+  next: Map<string, (msg: FromThread) => void>;
+}
+
+export class ServingPool {
+  readonly #opts: ServingPoolOptions;
+  readonly #threads: Thread[] = [];
+  #changes: IndexChange[] = [];
+  #flushScheduled = false;
+  #stopping = false;
+  #statsId = 0;
+  readonly #statsWaiting = new Map<number, (stats: ThreadStats) => void>();
+  #timer: NodeJS.Timeout | undefined;
+  port = 0;
+
+  constructor(opts: ServingPoolOptions) {
+    this.#opts = opts;
+  }
+
+  /** Starts the threads and keeps them fed with the index and the payloads; they accept once listen() is called. */
+  start(): void {
+    const opts = this.#opts;
+    for (let i = 0; i < Math.max(1, opts.threads); i++) this.#threads.push(this.#spawn(i));
+    opts.index.observe((change) => this.#queueChange(change));
+    opts.store.observe({ cached: (p) => this.#broadcast({ t: 'payload', payload: shared(p) }), evicted: (key) => this.#broadcast({ t: 'evict', key }) });
+  }
+
+  /** Lets the threads accept (the first binds the address, the others share its socket); resolves when all do. */
+  async listen(): Promise<void> {
+    const opts = this.#opts;
+    const [first, ...rest] = this.#threads as [Thread, ...Thread[]];
+    const listening = await this.#listen(first, { t: 'listen', address: opts.address });
+    this.port = listening.port;
+    await Promise.all(rest.map((t) => this.#listen(t, { t: 'listen', address: opts.address, fd: listening.fd })));
+    this.#timer = setInterval(() => void this.#touchUsed(), opts.statsIntervalMs ?? 5_000);
+    this.#timer.unref();
+    opts.log.info({ threads: this.#threads.length, servingPort: this.port }, 'Serving threads accepting');
+  }
+
+  /** Every thread's counts (requests by status since it started). */
+  async stats(): Promise<ThreadStats[]> {
+    this.#flush();
+    return Promise.all(
+      this.#threads.map(
+        (t) =>
+          new Promise<ThreadStats>((resolve) => {
+            const id = ++this.#statsId;
+            const timer = setTimeout(() => resolve({ requests: {}, used: {} }), 5_000);
+            this.#statsWaiting.set(id, (s) => {
+              clearTimeout(timer);
+              resolve(s);
+            });
+            t.worker.postMessage({ t: 'stats', id } satisfies ToThread);
+          }),
+      ),
+    );
+  }
+
+  /** Requests by status, summed over the threads. */
+  async requests(): Promise<Record<string, number>> {
+    const sum: Record<string, number> = {};
+    for (const s of await this.stats()) {
+      this.#touch(s);
+      for (const [code, n] of Object.entries(s.requests)) sum[code] = (sum[code] ?? 0) + n;
+    }
+    return sum;
+  }
+
+  /** Stops serving (see the module comment); the threads end with the process. */
+  async drain(timeoutMs = 10_000): Promise<void> {
+    this.#stopping = true;
+    clearInterval(this.#timer);
+    await Promise.all(this.#threads.map((t) => this.#ask(t, { t: 'drain', timeoutMs }, 'drained')));
+    for (const t of this.#threads) t.worker.unref();
+  }
+
+  #spawn(index: number): Thread {
+    const o = this.#opts;
+    const data: ThreadData = { index, certFile: o.certFile, keyFile: o.keyFile, publicKeyPem: o.publicKeyPem, logLevel: o.logLevel, logName: o.logName, reloadIntervalMs: o.reloadIntervalMs, headersTimeoutMs: o.headersTimeoutMs, requestTimeoutMs: o.requestTimeoutMs };
+    // A profile of the process (the benchmark's --cpu-prof) covers the threads; other flags are the process's.
+    const worker = new Worker(THREAD_MODULE, { workerData: data, execArgv: profilingFlags(process.execArgv) });
+    const thread: Thread = { worker, next: new Map() };
+    worker.on('message', (msg: FromThread) => this.#onMessage(thread, msg));
+    worker.on('error', (err) => this.#failed(new Error(`serving thread ${index} failed`, { cause: err })));
+    worker.on('exit', (code) => this.#failed(new Error(`serving thread ${index} exited with code ${code}`)));
+    return thread;
+  }
+
+  #failed(err: Error): void {
+    if (this.#stopping) return;
+    this.#stopping = true;
+    this.#opts.log.error({ err }, 'A serving thread failed');
+    this.#opts.onFailed(err);
+  }
+
+  #listen(t: Thread, msg: ToThread): Promise<{ port: number; fd: number }> {
+    return new Promise((resolve, reject) => {
+      // One of the two answers comes; the other waiter goes with it (a later failure is the thread's, not this).
+      t.next.set('failed', (m) => {
+        t.next.delete('listening');
+        reject(new Error(m.t === 'failed' ? m.error : 'failed'));
+      });
+      t.next.set('listening', (m) => {
+        t.next.delete('failed');
+        resolve(m.t === 'listening' ? m : { port: 0, fd: -1 });
+      });
+      this.#post(t, msg);
+    });
+  }
+
+  #ask(t: Thread, msg: ToThread, answer: FromThread['t']): Promise<void> {
+    return new Promise((resolve) => {
+      t.next.set(answer, () => resolve());
+      this.#post(t, msg);
+    });
+  }
+
+  #onMessage(t: Thread, msg: FromThread): void {
+    const waiter = t.next.get(msg.t);
+    if (waiter) {
+      t.next.delete(msg.t);
+      return waiter(msg);
+    }
+    switch (msg.t) {
+      case 'served':
+        return this.#opts.onServed(msg.key);
+      case 'missing':
+        return this.#opts.onPayloadMissing(msg.key);
+      case 'load':
+        return this.#answer(t, msg.id, this.#opts.load(msg.pool, msg.hash));
+      case 'lookup':
+        return this.#answer(t, msg.id, this.#opts.store.lookup(msg.key));
+      case 'stats':
+        return this.#statsWaiting.get(msg.id)?.(msg.stats);
+      case 'failed':
+        return this.#failed(new Error(msg.error));
+    }
+  }
+
+  /** Replies once the work is done: the index changes and payloads it made were posted before. */
+  #answer(t: Thread, id: number, work: Promise<unknown>): void {
+    work.then(
+      () => this.#post(t, { t: 'reply', id }),
+      (err: unknown) => this.#post(t, { t: 'reply', id, error: (err as Error).message }),
+    );
+  }
+
+  async #touchUsed(): Promise<void> {
+    for (const s of await this.stats()) this.#touch(s);
+  }
+
+  #touch(s: ThreadStats): void {
+    for (const [key, hits] of Object.entries(s.used)) this.#opts.store.touch(key, hits);
+  }
+
+  #queueChange(change: IndexChange): void {
+    this.#changes.push(change);
+    if (this.#flushScheduled) return;
+    this.#flushScheduled = true;
+    setImmediate(() => this.#flush());
+  }
+
+  /** Index changes go out in batches, and always before any other message (a reply must not overtake them). */
+  #flush(): void {
+    this.#flushScheduled = false;
+    if (this.#changes.length === 0) return;
+    const msg: ToThread = { t: 'changes', changes: this.#changes };
+    this.#changes = [];
+    for (const t of this.#threads) t.worker.postMessage(msg);
+  }
+
+  #post(t: Thread, msg: ToThread): void {
+    this.#flush();
+    t.worker.postMessage(msg);
+  }
+
+  #broadcast(msg: ToThread): void {
+    this.#flush();
+    for (const t of this.#threads) t.worker.postMessage(msg);
+  }
+}
+
+function shared(p: Payload): { key: string; minVersion: Payload['minVersion']; joinAt: number; bytes: SharedArrayBuffer; offset: number; length: number } {
+  if (!(p.tail.buffer instanceof SharedArrayBuffer)) throw new Error('payload bytes are not in shared memory');
+  return { key: p.key, minVersion: p.minVersion, joinAt: p.joinAt, bytes: p.tail.buffer, offset: p.tail.byteOffset, length: p.tail.length };
+}
+
+/** The process's --cpu-prof flags, each with its value when given as the next argument (`--cpu-prof-dir <dir>`). */
+export function profilingFlags(execArgv: readonly string[]): string[] {
+  const flags: string[] = [];
+  execArgv.forEach((a, i) => {
+    if (!a.startsWith('--cpu-prof')) return;
+    const value = execArgv[i + 1];
+    flags.push(a !== '--cpu-prof' && !a.includes('=') && value !== undefined ? `${a}=${value}` : a);
+  });
+  return flags;
+}

@@ -1,0 +1,119 @@
+/**
+ * A serving thread (see pool.ts): its own HTTPS server on the shared listening socket, answering
+ * `/ignition` from its copy of the token index and the payloads held in shared memory. It reads nothing
+ * from Kubernetes and writes nothing: what it cannot answer alone (a token Secret known by metadata only, a
+ * payload not in memory) it asks the main thread for, and what it did (a first fetch, a payload gone) it
+ * tells it.
+ */
+import { isMainThread, parentPort, workerData, type MessagePort } from 'node:worker_threads';
+import { createLogger } from '../../../support/src/logger.js';
+import { createApp } from '../app.js';
+import { startHttpsServer, type HttpsServer } from '../../../support/src/https.js';
+import { TokenIndex, type IndexChange } from '../token-index.js';
+import { createTokenVerifier } from '../tokens.js';
+import type { Payload } from '../payload/payload.js';
+import type { FromThread, ThreadData, ThreadStats, ToThread } from './messages.js';
+
+/** How long a question to the main thread may take before the request is answered 500. */
+const ASK_TIMEOUT_MS = 30_000;
+
+function apply(index: TokenIndex, change: IndexChange): void {
+  if (change.type === 'upsert') index.upsert(change.secret, change.payload);
+  else if (change.type === 'remove') index.remove(change.key);
+  else if (change.type === 'unloaded') index.markUnloaded(change);
+  else {
+    const entry = index.get(change.key);
+    if (entry) index.setPayload(entry, change.payload);
+  }
+}
+
+/** What the main thread holds, mirrored: the index's changes, the payloads in memory. */
+function hold(index: TokenIndex, payloads: Map<string, Payload>, msg: ToThread): void {
+  if (msg.t === 'changes') for (const c of msg.changes) apply(index, c);
+  else if (msg.t === 'evict') payloads.delete(msg.key);
+  else if (msg.t === 'payload') {
+    const p = msg.payload;
+    payloads.set(p.key, { key: p.key, minVersion: p.minVersion, joinAt: p.joinAt, tail: Buffer.from(p.bytes, p.offset, p.length) });
+  }
+}
+
+/** Questions to the main thread, answered by a `reply` with the same id. */
+function asker(port: MessagePort): { ask(msg: FromThread & { id: number }): Promise<void>; reply(id: number, error?: string): void; nextId(): number } {
+  const waiting = new Map<number, { resolve: () => void; reject: (err: Error) => void; timer: NodeJS.Timeout }>();
+  let id = 0;
+  return {
+    nextId: () => ++id,
+    ask: (msg) =>
+      new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => {
+          waiting.delete(msg.id);
+          reject(new Error(`the main thread did not answer ${msg.t} within ${ASK_TIMEOUT_MS} ms`));
+        }, ASK_TIMEOUT_MS);
+        waiting.set(msg.id, { resolve, reject, timer });
+        port.postMessage(msg);
+      }),
+    reply: (replyId, error) => {
+      const w = waiting.get(replyId);
+      if (!w) return;
+      waiting.delete(replyId);
+      clearTimeout(w.timer);
+      if (error === undefined) w.resolve();
+      else w.reject(new Error(error));
+    },
+  };
+}
+
+function run(port: MessagePort, data: ThreadData): void {
+  const post = (msg: FromThread): void => port.postMessage(msg);
+  const log = createLogger({ name: data.logName, level: data.logLevel }).child({ part: 'http', thread: data.index });
+  const index = new TokenIndex();
+  const payloads = new Map<string, Payload>();
+  const stats: ThreadStats = { requests: {}, used: {} };
+  const questions = asker(port);
+  const app = createApp({
+    authority: createTokenVerifier(data.publicKeyPem),
+    tokens: index,
+    payloads: {
+      peek(key) {
+        const p = payloads.get(key);
+        if (p) stats.used[key] = (stats.used[key] ?? 0) + 1;
+        return p;
+      },
+      lookup: async (key) => {
+        await questions.ask({ t: 'lookup', id: questions.nextId(), key });
+        return payloads.get(key);
+      },
+    },
+    onServed: (entry) => post({ t: 'served', key: entry.secret.key }),
+    onPayloadMissing: (entry) => post({ t: 'missing', key: entry.secret.key }),
+    load: (pool, hash) => questions.ask({ t: 'load', id: questions.nextId(), pool, hash }),
+    log,
+    metrics: { request: (code) => void (stats.requests[code] = (stats.requests[code] ?? 0) + 1) },
+  });
+  let server: HttpsServer | undefined;
+  const listen = async (address: string, fd: number | undefined): Promise<void> => {
+    server = await startHttpsServer({ address, fd, certFile: data.certFile, keyFile: data.keyFile, app, log, reloadIntervalMs: data.reloadIntervalMs, headersTimeoutMs: data.headersTimeoutMs, requestTimeoutMs: data.requestTimeoutMs });
+    post({ t: 'listening', port: server.port, fd: server.fd });
+  };
+  port.on('message', (msg: ToThread) => {
+    switch (msg.t) {
+      case 'changes':
+      case 'payload':
+      case 'evict':
+        return hold(index, payloads, msg);
+      case 'listen':
+        listen(msg.address, msg.fd).catch((err: unknown) => post({ t: 'failed', error: (err as Error).message }));
+        return;
+      case 'reply':
+        return questions.reply(msg.id, msg.error);
+      case 'stats':
+        post({ t: 'stats', id: msg.id, stats: { requests: stats.requests, used: stats.used } });
+        stats.used = {};
+        return;
+      case 'drain':
+        void (server?.drain(msg.timeoutMs) ?? Promise.resolve()).then(() => post({ t: 'drained' }));
+    }
+  });
+}
+
+if (!isMainThread && parentPort) run(parentPort, workerData as ThreadData);

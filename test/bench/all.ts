@@ -1,0 +1,57 @@
+/**
+ * `npm run bench`: every benchmark of issue 14, one after the other (each starts and stops its own test bed),
+ * their output passed through, then one table of every figure: value, reference, ratio, target, pass/fail.
+ * Not part of `npm test`.
+ *
+ *   npm run bench -- [--only ignition,controller,rollout]
+ */
+import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { formatTable, parseRows, ROWS_FILE_ENV } from './table.js';
+
+const BENCHES: Record<string, { script: string; args: string[] }> = {
+  // Serving, boot storm, memory, restart (targets 1, 2, 3, 5).
+  ignition: { script: 'ignition-server.js', args: ['--only', 'serving,storm,memory'] },
+  // 1,000 NodePools against the real ignition server (target 6).
+  controller: { script: 'nodepool-controller.js', args: ['1000'] },
+  // 100 nodes, maxUnavailable 10 (target 7).
+  rollout: { script: 'inplace.js', args: ['--nodes', '100', '--max-unavailable', '10', '--step', '5'] },
+};
+
+const out = (line: string): void => void process.stdout.write(`${line}\n`);
+
+function runBench(name: string, rowsFile: string): Promise<number> {
+  const bench = BENCHES[name];
+  if (!bench) throw new Error(`no benchmark "${name}" (known: ${Object.keys(BENCHES).join(', ')})`);
+  const script = fileURLToPath(new URL(`./${bench.script}`, import.meta.url));
+  out(`\n=== ${name}: node ${bench.script} ${bench.args.join(' ')}`);
+  const child = spawn(process.execPath, [script, ...bench.args], { stdio: 'inherit', env: { ...process.env, [ROWS_FILE_ENV]: rowsFile } });
+  return new Promise((resolve) => child.on('exit', (code) => resolve(code ?? 1)));
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({ options: { only: { type: 'string', default: Object.keys(BENCHES).join(',') } } });
+  const names = (values.only ?? '').split(',').filter((n) => n !== '');
+  const dir = await mkdtemp(join(tmpdir(), 'bench-all-'));
+  const rowsFile = join(dir, 'rows.jsonl');
+  const header = `machine: ${availableParallelism()} cores (${cpus()[0]?.model ?? '?'}), load average at start ${loadavg().map((l) => l.toFixed(2)).join(' ')}`;
+  const failed: string[] = [];
+  try {
+    for (const name of names) if ((await runBench(name, rowsFile)) !== 0) failed.push(name);
+    const rows = parseRows(await readFile(rowsFile, 'utf8').catch(() => ''));
+    out('');
+    out(header);
+    out(`load average at the end: ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+    for (const line of formatTable(rows)) out(line);
+    if (failed.length > 0) out(`benchmarks that did not finish: ${failed.join(', ')}`);
+    if (failed.length > 0 || rows.some((r) => r.pass === false)) process.exitCode = 1;
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+await main();

@@ -1,0 +1,3 @@
+module kindling.dev/bench/goref
+
+go 1.26
