@@ -59,6 +59,8 @@ describe('NodePool CRD on a real apiserver', () => {
     ['a node label key has a space', (p) => (p.spec.nodeLabels = { 'my role': 'x' }), /nodeLabels keys must be label keys/],
     ['the release image is missing', (p) => (p.spec.release = {} as NodePool['spec']['release']), /spec.release.image: Required value/],
     ['the platform is missing', (p) => delete (p.spec as Partial<NodePool['spec']>).platform, /spec.platform: Required value/],
+    ['maxSurge is set with the MachineSet engine', (p) => (p.spec.management = { upgradeType: 'InPlace', inPlace: { maxSurge: 1 } }), /maxSurge may only be set with engine ClusterAPI/],
+    ['the engine is unknown', (p) => (p.spec.management = { upgradeType: 'InPlace', inPlace: { engine: 'Kured' as 'ClusterAPI' } }), /Unsupported value: "Kured": supported values: "MachineSet", "ClusterAPI"/],
     ['the cluster name is not a DNS label', (p) => (p.spec.clusterName = 'Guest_1'), /clusterName must be a DNS label/],
   ];
 
@@ -81,7 +83,17 @@ describe('NodePool CRD on a real apiserver', () => {
 
   it('when an InPlace pool gives an empty inPlace, it should default maxUnavailable to 1', async () => {
     const created = await objects.create(pool('inplace', (p) => (p.spec.management = { upgradeType: 'InPlace', inPlace: {} })));
-    assert.deepEqual(created.spec.management.inPlace, { maxUnavailable: 1 });
+    assert.deepEqual(created.spec.management.inPlace, { engine: 'MachineSet', maxUnavailable: 1 });
+  });
+
+  it('when the in-place engine of an existing pool changes, it should be refused with why and what to do instead', async () => {
+    const created = await objects.create(pool('engine', (p) => (p.spec.management = { upgradeType: 'InPlace', inPlace: { engine: 'ClusterAPI', maxSurge: 1 } })));
+    const switched = structuredClone(created);
+    switched.spec.management.inPlace = { engine: 'MachineSet', maxUnavailable: 1 };
+    await assert.rejects(objects.replace(switched), (err) => /inPlace.engine is immutable: .*create a new NodePool with the other engine/.test(statusMessage(err)));
+    const dropped = structuredClone(created);
+    delete dropped.spec.management.inPlace;
+    await assert.rejects(objects.replace(dropped), (err) => /inPlace.engine is immutable/.test(statusMessage(err)));
   });
 
   it('when clusterName or upgradeType changes on an existing pool, it should be refused as immutable', async () => {

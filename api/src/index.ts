@@ -5,3 +5,4 @@ export * from './nodepool.js';
 export * from './capi.js';
 export * from './crd.js';
 export * from './host-paths.js';
+export * from './bootstrap.js';

@@ -14,9 +14,10 @@ const NAME_FORMS: Record<string, () => string> = {
   tokenSecretName: () => keys.tokenSecretName('<pool>', '<hash>'),
   userDataSecretName: () => keys.userDataSecretName('<pool>', '<hash>'),
   kubeconfigSecretName: () => keys.kubeconfigSecretName('<cluster>'),
+  bootstrapTemplateName: () => keys.bootstrapTemplateName('<pool>', '<hash>'),
 };
 /** Exports that read names rather than make them: nothing of their own to document. */
-const READERS = new Set(['poolOfBootstrapGroup']);
+const READERS = new Set(['poolOfBootstrapGroup', 'hashOfBootstrapTemplate']);
 /** Values of a key rather than keys (and the API group): the doc shows them in their key's row. */
 const VALUES = new Set(['GROUP', 'NODE_STATES.working', 'NODE_STATES.done', 'NODE_STATES.degraded', 'DRAIN_PREFIX', 'UNCORDON_PREFIX', 'SKIP_REMEDIATION_INPLACE']);
 

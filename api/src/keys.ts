@@ -153,6 +153,10 @@ export const ANNOTATIONS = {
   approvedClientCsr: 'kindling.dev/approved-client-csr',
 
   // ---- Cluster API ----
+  /** A Machine (and its InfraMachine and BootstrapConfig) whose in-place update is under way. Written and
+   * removed by Cluster API; read by the nodepool-controller, which moves a ClusterAPI-engine Machine's
+   * bootstrap.dataSecretName to its KindlingConfig's only once the update is over. */
+  capiUpdateInProgress: 'in-place-updates.internal.cluster.x-k8s.io/update-in-progress',
   /** Pauses Cluster API reconciliation of an object. Written by the nodepool-controller (pausedUntil); read by
    * Cluster API and by the in-place engines, which hand out no further node while it is set (nodes already
    * handed out finish). */
@@ -258,6 +262,23 @@ export function tokenSecretName(pool: string, hash: string): string {
 /** Name of the user-data Secret of a pool at a config hash. */
 export function userDataSecretName(pool: string, hash: string): string {
   return `user-data-${pool}-${hash}`;
+}
+
+/**
+ * Name of the KindlingConfigTemplate of a pool at a config hash (ClusterAPI engine): one per hash, so a new
+ * hash is a new bootstrap template for Cluster API, which is what makes it ask CanUpdateMachineSet.
+ * Written by the nodepool-controller; read by Cluster API (cloned per Machine) and by the nodepool-controller.
+ */
+export function bootstrapTemplateName(pool: string, hash: string): string {
+  return `${pool}-${hash}`;
+}
+
+/** The hash a bootstrap template name of the pool stands for, if it is one. */
+export function hashOfBootstrapTemplate(pool: string, name: string | undefined): string | undefined {
+  const prefix = bootstrapTemplateName(pool, '');
+  if (!name?.startsWith(prefix)) return undefined;
+  const hash = name.slice(prefix.length);
+  return /^[a-z0-9]+$/.test(hash) ? hash : undefined;
 }
 
 /** Name of the CAPI kubeconfig Secret of a Cluster. */

@@ -7,6 +7,13 @@ export const NODEPOOL_PLURAL = 'nodepools';
 
 export type UpgradeType = 'Replace' | 'InPlace';
 export type ReplaceStrategy = 'RollingUpdate' | 'OnDelete';
+/**
+ * Who updates an InPlace pool's nodes. MachineSet: the pool is a bare MachineSet and Kindling's upgrader
+ * picks the nodes. ClusterAPI: the pool is a MachineDeployment whose Machines boot from Kindling's bootstrap
+ * provider (KindlingConfig); Cluster API picks the Machines under the pool's maxSurge/maxUnavailable and asks
+ * Kindling's Runtime Extension what it can update in place, and rolls what it cannot.
+ */
+export type InPlaceEngine = 'MachineSet' | 'ClusterAPI';
 /** An integer or a percentage such as "25%". */
 export type IntOrPercent = number | string;
 
@@ -38,7 +45,9 @@ export interface NodePoolSpec {
       rollingUpdate?: { maxSurge?: IntOrPercent; maxUnavailable?: IntOrPercent };
     };
     inPlace?: {
+      engine?: InPlaceEngine;
       maxUnavailable?: IntOrPercent;
+      maxSurge?: IntOrPercent;
       /** How long a node has, after the reboot of an in-place update, to be Ready at the payload's kubelet
        * version before its agent rolls the update back (a Go duration; default DEFAULT_HEALTH_CHECK_TIMEOUT). */
       healthCheckTimeout?: string;
@@ -96,4 +105,15 @@ export interface NodePool {
   metadata: ObjectMeta;
   spec: NodePoolSpec;
   status?: NodePoolStatus;
+}
+
+/** The engine of an InPlace pool (MachineSet unless it says ClusterAPI); undefined for a Replace pool. */
+export function inPlaceEngine(pool: Pick<NodePool, 'spec'>): InPlaceEngine | undefined {
+  if (pool.spec.management.upgradeType !== 'InPlace') return undefined;
+  return pool.spec.management.inPlace?.engine ?? 'MachineSet';
+}
+
+/** Is the pool's child a MachineDeployment (Replace, or InPlace driven by Cluster API) rather than a bare MachineSet? */
+export function hasMachineDeployment(pool: Pick<NodePool, 'spec'>): boolean {
+  return inPlaceEngine(pool) !== 'MachineSet';
 }

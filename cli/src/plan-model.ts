@@ -3,6 +3,7 @@
 import type * as k8s from '@kubernetes/client-node';
 import type { NodePool } from '../../api/src/nodepool.js';
 import type { Machine, MachineDeployment, MachineSet } from '../../api/src/capi.js';
+import type { ClusterApiPlan } from './plan-engine.js';
 import type { ControlPlaneVersions, DocumentChange, ReleaseVersionResolver } from '../../nodepool-controller/src/preview.js';
 
 /** What `plan` reads: the pool's objects in the management cluster and its Nodes in the guest cluster. */
@@ -98,6 +99,8 @@ export interface Plan {
   action: Action;
   inPlace?: InPlacePlan;
   replace?: ReplacePlan;
+  /** ClusterAPI in-place engine: the extension's decision on the change (in place, or rolled out). */
+  clusterApi?: ClusterApiPlan;
 }
 
 /** Never called: phases that only read must not write, and this makes sure of it. */

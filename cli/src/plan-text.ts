@@ -14,7 +14,7 @@ const EFFECTS: Record<Effect, string> = {
   'new-machines': 'new Machines only',
 };
 
-const child = (p: Plan): string => (p.pool.upgradeType === 'InPlace' ? 'MachineSet' : 'MachineDeployment');
+const child = (p: Plan): string => (p.pool.upgradeType === 'InPlace' && !p.clusterApi ? 'MachineSet' : 'MachineDeployment');
 
 function header(p: Plan): string[] {
   const release = [p.release.version, p.release.currentVersion ? `the nodes run ${p.release.currentVersion}` : undefined].filter(Boolean).join('; ');
@@ -68,6 +68,14 @@ function inPlace(p: Plan): string[] {
   return out;
 }
 
+function clusterApi(p: Plan): string[] {
+  const c = p.clusterApi;
+  if (!c) return [];
+  const label: Record<string, string> = { 'in-place': 'in place', propagated: 'propagated', rollout: 'must roll' };
+  const rows = [['VERDICT', 'FIELD', 'WHY'], ...c.changes.map((x) => [label[x.verdict] ?? x.verdict, x.field, x.reason])];
+  return ['', `Cluster API in-place engine: Kindling's extension would answer ${c.inPlace ? 'IN PLACE' : 'ROLL OUT'}:`, ...table(rows)];
+}
+
 function replace(p: Plan): string[] {
   const r = p.replace;
   if (!r) return [];
@@ -85,14 +93,17 @@ const ACTIONS: Record<Action, (p: Plan) => string> = {
   none: () => 'NONE: nothing would change.',
   create: (p) => `CREATE: the controller creates the ${child(p)} at config hash ${p.configHash.target ?? ''}.`,
   propagate: (p) => `PROPAGATE IN PLACE: no Machine is replaced and no node is updated; the config hash stays ${p.configHash.target ?? ''}.`,
-  'update-in-place': (p) => `UPDATE IN PLACE: the upgrader moves ${p.inPlace?.nodes.length ?? 0} nodes to config hash ${p.configHash.target ?? ''}; no Machine is replaced.`,
+  'update-in-place': (p) =>
+    p.clusterApi
+      ? `UPDATE IN PLACE: Cluster API updates the Machines to config hash ${p.configHash.target ?? ''} through Kindling's extension (UpdateMachine), under the MachineDeployment's maxSurge/maxUnavailable; no Machine is replaced.`
+      : `UPDATE IN PLACE: the upgrader moves ${p.inPlace?.nodes.length ?? 0} nodes to config hash ${p.configHash.target ?? ''}; no Machine is replaced.`,
   replace: (p) => `REPLACE: Cluster API rolls the MachineDeployment; ${p.replace?.machines.length ?? 0} Machines are replaced.`,
   blocked: (p) => `BLOCKED: ${p.blockedReason ?? 'a policy refuses the change'}.`,
 };
 
 export function formatPlan(p: Plan): string {
-  const lines = [...header(p), ...policies(p), ...hash(p), ...changes(p), ...inPlace(p), ...replace(p), '', `Action: ${ACTIONS[p.action](p)}`];
-  if (p.action === 'update-in-place' && !p.inPlace) lines.push('(the MachineSet does not exist yet: nothing to update)');
+  const lines = [...header(p), ...policies(p), ...hash(p), ...changes(p), ...clusterApi(p), ...inPlace(p), ...replace(p), '', `Action: ${ACTIONS[p.action](p)}`];
+  if (p.action === 'update-in-place' && !p.inPlace && !p.clusterApi) lines.push('(the MachineSet does not exist yet: nothing to update)');
   lines.push('', 'Nothing was changed.');
   return `${lines.join('\n')}\n`;
 }

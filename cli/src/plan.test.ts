@@ -28,6 +28,24 @@ const inPlaceWorld = (): World =>
     nodes: [{ zone: 'zone-a' }, { zone: 'zone-a' }, { zone: 'zone-b' }, { zone: 'zone-b', ready: false }, { zone: 'zone-c' }],
   });
 
+/** An InPlace pool on the ClusterAPI engine: a MachineDeployment whose Machines boot from Kindling's bootstrap templates. */
+const clusterApiWorld = (): World =>
+  world({
+    name: 'capi',
+    upgradeType: 'InPlace',
+    version: '1.36.2',
+    configMaps: [configMap('motd', MOTD)],
+    nodes: [{ zone: 'zone-a' }, { zone: 'zone-b' }, { zone: 'zone-c' }],
+    patch: (p) => (p.spec.management.inPlace = { engine: 'ClusterAPI', maxUnavailable: 1 }),
+  });
+
+const KARGS = `kind: MachineConfig
+metadata:
+  name: 60-kargs
+spec:
+  kernelArguments: [nosmt]
+`;
+
 const replaceWorld = (): World => world({ name: 'replace', upgradeType: 'Replace', version: '1.36.2', configMaps: [configMap('kubelet', KUBELET(110))], nodes: [{ zone: 'zone-a' }, { zone: 'zone-b' }] });
 
 /** The scenarios of the golden files: each a world and a planned change. */
@@ -46,6 +64,11 @@ const SCENARIOS: Record<string, () => Promise<Plan>> = {
       p.spec.nodeDrainTimeout = '10m';
     }),
   'no-change': () => plan(inPlaceWorld()),
+  'cluster-api-in-place': () => plan(clusterApiWorld(), (p) => (p.spec.release.image = IMAGE('1.36.3'))),
+  'cluster-api-kernel-arguments': () => {
+    const w = clusterApiWorld();
+    return plan(w, (p) => (p.spec.config = [{ name: 'motd' }, { name: 'kargs' }]), { state: { configMaps: [...w.state.configMaps, configMap('kargs', KARGS)] } });
+  },
   'control-plane-unreachable': () => plan(replaceWorld(), (p) => (p.spec.release.image = IMAGE('1.36.3')), { cp: new Error('connect ECONNREFUSED 127.0.0.1:6443') }),
 };
 

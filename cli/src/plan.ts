@@ -7,13 +7,13 @@
 import { readFile } from 'node:fs/promises';
 import type * as k8s from '@kubernetes/client-node';
 import { ANNOTATIONS, FIELD_MANAGERS, LABELS, tokenSecretName } from '../../api/src/keys.js';
-import type { IntOrPercent, NodePool } from '../../api/src/nodepool.js';
+import { hasMachineDeployment, inPlaceEngine, type IntOrPercent, type NodePool } from '../../api/src/nodepool.js';
 import type { Machine, MachineDeployment, MachineSet } from '../../api/src/capi.js';
 import { createLogger } from '../../support/src/logger.js';
 import { realClock } from '../../support/src/timers.js';
 import {
   Caches, SKEW_POLICIES, changedInputs, contains, desiredMachineDeployment, desiredMachinePropagation, desiredMachineSet, desiredNode, evaluateTarget,
-  formatVersion, inputsOf, newScope, documentSources, ownedFields, ownsMoreThan, pauseState, tagVersionResolver, changedDocuments,
+  formatVersion, inputsOf, newScope, documentSources, ownedFields, ownsMoreThan, pauseState, tagVersionResolver, changedDocuments, hashOfBootstrap, hashOfUserData,
   type CacheSource, type DocumentChange, type PhaseDeps, type Scope, type Writer,
 } from '../../nodepool-controller/src/preview.js';
 import { classifyNode, planRollout, type NodeView } from '../../inplace-upgrader/src/preview.js';
@@ -24,6 +24,7 @@ import { createGuestVersions, NODEPOOL_CONTROLLER_FLAGS } from '../../nodepool-c
 import { defineCommand, type Command } from '../../support/src/command.js';
 import { guestKubeConfigs, parsePoolRef, poolFromYaml, readNodePool, readPoolState } from './cluster.js';
 import { formatPlan } from './plan-text.js';
+import { clusterApiPlan } from './plan-engine.js';
 import type { PlanInput, Effect, Action, Policy, FieldChange, PlannedNode, InPlacePlan, ReplacePlan, Plan } from './plan-model.js';
 
 export type { PoolState, PlanInput, PolicyStatus, Effect, Action, Policy, FieldChange, PlannedNode, InPlacePlan, ReplacePlan, Plan } from './plan-model.js';
@@ -180,12 +181,12 @@ type Child = MachineSet | MachineDeployment;
 
 function desiredChild(pool: NodePool, live: Child | undefined, hash: string, version: string): Child {
   const opts = { hash, version, liveReplicas: live?.spec.replicas };
-  return pool.spec.management.upgradeType === 'InPlace' ? desiredMachineSet(pool, opts) : desiredMachineDeployment(pool, opts);
+  return hasMachineDeployment(pool) ? desiredMachineDeployment(pool, opts) : desiredMachineSet(pool, opts);
 }
 
 function liveChild(input: PlanInput): Child | undefined {
   const name = input.pool.metadata.name;
-  const list: Child[] = input.pool.spec.management.upgradeType === 'InPlace' ? input.state.machineSets : input.state.machineDeployments;
+  const list: Child[] = hasMachineDeployment(input.pool) ? input.state.machineDeployments : input.state.machineSets;
   return list.find((c) => c.metadata.name === name);
 }
 
@@ -262,8 +263,11 @@ function replacePlan(input: PlanInput, desired: MachineDeployment): ReplacePlan 
   const strategy = desired.spec.rollout?.strategy;
   const { maxSurge, maxUnavailable } = resolveFenceposts(strategy?.rollingUpdate?.maxSurge, strategy?.rollingUpdate?.maxUnavailable, replicas);
   const want = desired.spec.template.spec;
+  const pool = input.pool.metadata.name;
+  // A Machine's payload: the user-data it names (ClusterAPI engine: kept in step with its KindlingConfig), else its bootstrap template's.
+  const hashOf = (b: Machine['spec']['bootstrap']): string | undefined => hashOfUserData(pool, b.dataSecretName) ?? hashOfBootstrap(pool, b);
   const stale = alive(input.state.machines)
-    .filter((m) => m.spec.bootstrap.dataSecretName !== want.bootstrap.dataSecretName || m.spec.version !== want.version || !contains(m.spec.infrastructureRef, { name: want.infrastructureRef.name }))
+    .filter((m) => hashOf(m.spec.bootstrap) !== hashOf(want.bootstrap) || m.spec.version !== want.version || !contains(m.spec.infrastructureRef, { name: want.infrastructureRef.name }))
     .map((m) => m.metadata.name)
     .sort();
   const onDelete = strategy?.type === 'OnDelete';
@@ -316,6 +320,16 @@ function rolloutOf(input: PlanInput, plan: Plan, child: { live?: Child; desired?
   return plan.action === 'update-in-place' || rollingOut(live, child.effectiveHash) ? { inPlace: inPlacePlan(input, live as MachineSet | undefined, desired) } : {};
 }
 
+/** ClusterAPI engine: Cluster API decides between in place and rollout by the extension's answer, whatever the fields are. */
+function withEngine(plan: Plan, s: Scope, child: { live?: Child; desired?: Child; hash?: string }): Plan {
+  const { live, desired, hash } = child;
+  if (inPlaceEngine(s.pool) !== 'ClusterAPI' || !live || !desired || hash === undefined || plan.action === 'blocked') return plan;
+  const engine = clusterApiPlan({ pool: s.pool, live: live as MachineDeployment, desired: desired as MachineDeployment, targetHash: hash, config: s.target?.inputs.config });
+  if (engine.changes.length === 0) return plan;
+  const changes = engine.inPlace ? plan.changes : plan.changes.map((c) => (c.effect === 'update-in-place' ? { ...c, effect: 'replace' as const } : c));
+  return { ...plan, changes, action: engine.inPlace ? 'update-in-place' : 'replace', clusterApi: engine };
+}
+
 export async function computePlan(input: PlanInput): Promise<Plan> {
   const { pool } = input;
   const s = newScope(pool, createLogger({ name: 'kindling-plan', level: 'silent' }), input.now);
@@ -337,7 +351,7 @@ export async function computePlan(input: PlanInput): Promise<Plan> {
     changes: live && desired ? childChanges(live, desired, pool.spec.management.upgradeType) : [],
     propagation: effective ? propagation(input) : { machines: [], nodes: [] },
   };
-  const result: Plan = { ...plan, action: actionOf(plan, live !== undefined) };
+  const result = withEngine({ ...plan, action: actionOf(plan, live !== undefined) }, s, { live, desired, hash: effective?.hash });
   return { ...result, ...rolloutOf(input, result, { live, desired, effectiveHash: effective?.hash }) };
 }
 

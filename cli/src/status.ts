@@ -6,7 +6,7 @@
  */
 import * as k8s from '@kubernetes/client-node';
 import { ANNOTATIONS, DRAIN_PREFIX, LABELS } from '../../api/src/keys.js';
-import { NODEPOOL_API_VERSION, NODEPOOL_PLURAL, type NodePool } from '../../api/src/nodepool.js';
+import { hasMachineDeployment, NODEPOOL_API_VERSION, NODEPOOL_PLURAL, type NodePool } from '../../api/src/nodepool.js';
 import { CAPI_API_VERSION, type Machine, type MachineDeployment, type MachineSet } from '../../api/src/capi.js';
 import type { Condition } from '../../api/src/conditions.js';
 import { COMPONENT_FLAGS, loadKubeConfig } from '../../support/src/component.js';
@@ -261,7 +261,7 @@ export class StatusWatch {
     return this.pools().map((pool) => {
       const ns = pool.metadata.namespace ?? '';
       const name = pool.metadata.name;
-      const child = pool.spec.management.upgradeType === 'InPlace' ? this.#machineSets.get(name, ns) : this.#machineDeployments.get(name, ns);
+      const child = hasMachineDeployment(pool) ? this.#machineDeployments.get(name, ns) : this.#machineSets.get(name, ns);
       const nodes = this.#guests.get(clusterKey(ns, pool.spec.clusterName));
       const machines = this.#machines.list(ns).filter((m) => m.metadata.labels?.[LABELS.nodePool] === name);
       return poolStatusView({ pool, child, machines, ...(nodes ? { nodes: (n: string) => nodes.get(n) } : {}) });

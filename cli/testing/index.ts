@@ -5,7 +5,7 @@
  */
 import type * as k8s from '@kubernetes/client-node';
 import { ANNOTATIONS, FIELD_MANAGERS, LABELS } from '../../api/src/keys.js';
-import type { NodePool } from '../../api/src/nodepool.js';
+import { hasMachineDeployment, type NodePool } from '../../api/src/nodepool.js';
 import { CAPI_API_VERSION, type Machine, type MachineSet } from '../../api/src/capi.js';
 import { nodePoolFixture } from '../../api/testing/nodepool.js';
 import { goldenIn } from '../../support/testing/golden.js';
@@ -90,9 +90,9 @@ export function world(opts: WorldOptions): World {
   const inputs = { release: pool.spec.release.image, config: normaliseConfig(opts.configMaps.map((c) => ({ name: c.metadata?.name ?? '', data: c.data ?? {} }))) };
   const hash = configHash(inputs);
   const childOpts = { hash, version: `v${opts.version}` };
-  const ms = opts.upgradeType === 'InPlace' ? applied(desiredMachineSet(pool, childOpts)) : undefined;
+  const ms = hasMachineDeployment(pool) ? undefined : applied(desiredMachineSet(pool, childOpts));
   if (ms) ms.metadata.annotations = { ...ms.metadata.annotations, [ANNOTATIONS.currentConfigHash]: hash };
-  const md = opts.upgradeType === 'Replace' ? applied(desiredMachineDeployment(pool, childOpts)) : undefined;
+  const md = hasMachineDeployment(pool) ? applied(desiredMachineDeployment(pool, childOpts)) : undefined;
   const template = (ms ?? md)?.spec.template as MachineSet['spec']['template'];
   const setName = ms ? ms.metadata.name : `${opts.name}-abcde`;
   const machines: Machine[] = opts.nodes.map((_n, i) => ({

@@ -4,3 +4,6 @@
  * (the fence in eslint.config.js).
  */
 export { classifyNode, isReady, planRollout, type NodeView, type NodePhase, type RolloutPlan } from './select.js';
+export { decide, type Verdict } from './extension/decide.js';
+export { extensionConfig, type JsonObject } from './extension/hooks.js';
+export { inPlaceBlockers } from './agent/ignition.js';

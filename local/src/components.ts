@@ -19,6 +19,7 @@ import { ManagedProcess, type Cluster } from '../../test/bed/src/index.js';
 import { sleep } from '../../support/src/timers.js';
 import { Supervisor, type BackoffPolicy, type Restart } from './supervisor.js';
 import type { IgnitionFiles } from './environment.js';
+import type { ExtensionFiles } from './extension.js';
 import { componentKubeconfigs } from './credentials.js';
 
 const KINDLING = fileURLToPath(new URL('../../../bin/kindling.js', import.meta.url));
@@ -44,6 +45,8 @@ export interface ComponentEnv {
   namespace: string;
   /** host:port of the local registry: the only one releases may come from. */
   registry: string;
+  /** Where the inplace-upgrader serves Cluster API's in-place hooks; absent: it does not serve them. */
+  extension?: ExtensionFiles;
 }
 
 export interface Supervision {
@@ -95,7 +98,13 @@ const LAUNCHES: ComponentLaunch[] = [
     `--registry-ca-file=${i.caFile}`,
   ]),
   kindling('nodepool-controller', ({ ignition: i }) => [`--ignition-endpoint=${ignitionEndpoint(i)}`, `--ignition-ca-file=${i.caFile}`]),
-  kindling('inplace-upgrader', ({ ignition: i }) => [`--ignition-url=https://${ignitionEndpoint(i)}`, `--ignition-ca-file=${i.caFile}`, '--agent-image=kindling:local']),
+  // The ExtensionConfig names one URL: the first replica serves the in-place hooks (its supervisor restarts it on the same port).
+  kindling('inplace-upgrader', ({ ignition: i, extension: e }, replica) => [
+    `--ignition-url=https://${ignitionEndpoint(i)}`,
+    `--ignition-ca-file=${i.caFile}`,
+    '--agent-image=kindling:local',
+    ...(e && replica === 0 ? [`--extension-address=127.0.0.1:${e.port}`, `--extension-tls-cert-file=${e.certFile}`, `--extension-tls-key-file=${e.keyFile}`] : []),
+  ]),
   kindling('drainer', () => []),
   { name: 'local-providers', elected: false, argv: (env) => [PROVIDERS, `--kubeconfig=${env.mgmt.kubeconfigPath}`, `--state-dir=${env.stateDir}`] },
 ];

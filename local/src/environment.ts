@@ -40,7 +40,7 @@ export interface IgnitionFiles {
 }
 
 /** A loopback port chosen once and kept in the folder: what hosts and pools were given must stay valid. */
-async function keptPort(dir: string): Promise<number> {
+export async function keptPort(dir: string): Promise<number> {
   const file = join(dir, 'port');
   const port = (await exists(file)) ? Number(await readFile(file, 'utf8')) : await freePort();
   await writeFile(file, String(port));

@@ -29,6 +29,7 @@ import { applySamples, ignitionFiles, sampleReleases, startRegistry, SAMPLE_RELE
 import { LOCAL_CRD_DIR } from './crds.js';
 import { applyWorkload } from './workload.js';
 import { waitForPools } from './pools.js';
+import { extensionFiles, registerExtension } from './extension.js';
 
 const FLAGS = {
   stateDir: { type: 'string', default: '.state/local', help: 'Folder holding the clusters, logs and host roots (kept between runs)' },
@@ -107,12 +108,14 @@ async function bringUp(cfg: Config): Promise<Environment> {
     const registry = env.registry;
     const releases = await step(`release images ${SAMPLE_RELEASES.join(', ')} (kindling release build, pushed)`, () => sampleReleases(registry, mgmt.ca.certPem));
     env.releases = releases;
+    const extension = await extensionFiles(stateDir, mgmt);
     const supervision = { replicas: cfg.replicas, onExit: reportExit, onRestarted: reportRestarted };
     env.components = await step(`Kindling components (${cfg.replicas} of each elected one) and local providers, supervised`, () =>
-      startComponents({ mgmt, stateDir, ignition, namespace, registry: registry.host }, supervision),
+      startComponents({ mgmt, stateDir, ignition, namespace, registry: registry.host, extension }, supervision),
     );
+    await step('Kindling registered as Cluster API in-place update extension (ExtensionConfig)', () => registerExtension(mgmt, extension));
     if (cfg.samples) {
-      await step('sample tenant (Cluster, LocalControlPlane, NodePools inplace ×3 and replace ×2)', () =>
+      await step('sample tenant (Cluster, LocalControlPlane, NodePools inplace ×3, replace ×2, capi ×2)', () =>
         applySamples(mgmt, env.guest, { namespace, release: releases[SAMPLE_RELEASES[0]] ?? '' }),
       );
       await step('sample pools Ready (hosts booted through Ignition)', () => waitForPools(mgmt, namespace, cfg.readyTimeout, out));

@@ -3,6 +3,7 @@ import type * as k8s from '@kubernetes/client-node';
 import { LABELS } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 import { CAPI_API_VERSION, type Machine, type MachineDeployment, type MachineHealthCheck, type MachineSet } from '../../api/src/capi.js';
+import type { KindlingConfig, KindlingConfigTemplate } from '../../api/src/bootstrap.js';
 import { OverlayCache, type CacheSource } from './store.js';
 
 export interface CacheSources {
@@ -13,7 +14,12 @@ export interface CacheSources {
   machineDeployments: CacheSource<MachineDeployment>;
   healthChecks: CacheSource<MachineHealthCheck>;
   machines: CacheSource<Machine>;
+  /** Kindling's bootstrap provider (ClusterAPI engine); absent: no pool uses it (unit tests). */
+  kindlingConfigs?: CacheSource<KindlingConfig>;
+  kindlingConfigTemplates?: CacheSource<KindlingConfigTemplate>;
 }
+
+const EMPTY: CacheSource<never> = { get: () => undefined, list: () => [] };
 
 export interface ChildCache {
   cache: OverlayCache<k8s.KubernetesObject>;
@@ -31,6 +37,8 @@ export class Caches {
   readonly machineDeployments: OverlayCache<MachineDeployment>;
   readonly healthChecks: OverlayCache<MachineHealthCheck>;
   readonly machines: OverlayCache<Machine>;
+  readonly kindlingConfigs: OverlayCache<KindlingConfig>;
+  readonly kindlingConfigTemplates: OverlayCache<KindlingConfigTemplate>;
 
   constructor(s: CacheSources) {
     this.nodePools = new OverlayCache(s.nodePools);
@@ -40,6 +48,8 @@ export class Caches {
     this.machineDeployments = new OverlayCache(s.machineDeployments);
     this.healthChecks = new OverlayCache(s.healthChecks);
     this.machines = new OverlayCache(s.machines);
+    this.kindlingConfigs = new OverlayCache(s.kindlingConfigs ?? EMPTY);
+    this.kindlingConfigTemplates = new OverlayCache(s.kindlingConfigTemplates ?? EMPTY);
   }
 
   /** The pool's token and user-data Secrets. */
@@ -54,6 +64,15 @@ export class Caches {
 
   poolMachines(namespace: string, pool: string): Machine[] {
     return this.machines.list(namespace, ofPool(pool));
+  }
+
+  /** The KindlingConfigs Cluster API cloned for the pool's Machines (ClusterAPI engine). */
+  poolKindlingConfigs(namespace: string, pool: string): KindlingConfig[] {
+    return this.kindlingConfigs.list(namespace, ofPool(pool));
+  }
+
+  poolKindlingConfigTemplates(namespace: string, pool: string): KindlingConfigTemplate[] {
+    return this.kindlingConfigTemplates.list(namespace, ofPool(pool));
   }
 
   /** The children named after the pool, in deletion order (health check first, so it remediates nothing). */

@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { desiredMachineDeployment, desiredMachineHealthCheck, desiredMachinePropagation, desiredMachineSet, desiredReplicas, durationSeconds } from './capi.js';
+import { desiredBootstrapTemplate, desiredMachineDeployment, desiredMachineHealthCheck, desiredMachinePropagation, desiredMachineSet, desiredReplicas, durationSeconds } from './capi.js';
 import { goldenIn } from '../../support/testing/golden.js';
 import { ANNOTATIONS } from '../../api/src/keys.js';
 import { sampleInPlacePool, samplePool } from '../../api/testing/nodepool.js';
@@ -104,5 +104,26 @@ describe('desiredMachinePropagation', () => {
       delete p.spec.nodeVolumeDetachTimeout;
     });
     assert.deepEqual(desiredMachinePropagation(pool, { name: 'm', namespace: 'ns' }), { apiVersion: 'cluster.x-k8s.io/v1beta2', kind: 'Machine', metadata: { name: 'm', namespace: 'ns', labels: {} }, spec: {} });
+  });
+});
+
+describe('the ClusterAPI in-place engine', () => {
+  const clusterApiPool = sampleInPlacePool((p) => (p.spec.management.inPlace = { engine: 'ClusterAPI', maxUnavailable: 2, maxSurge: 1 }));
+
+  it('when an InPlace pool uses the ClusterAPI engine, it should be a MachineDeployment booting from its bootstrap template under the pool’s bounds (golden)', () => {
+    const md = desiredMachineDeployment(clusterApiPool, opts);
+    assertGolden('machinedeployment-clusterapi.json', md);
+    assert.deepEqual(md.spec.template.spec.bootstrap, { configRef: { apiGroup: 'bootstrap.kindling.dev', kind: 'KindlingConfigTemplate', name: `workers-${opts.hash}` } });
+    assert.deepEqual(md.spec.rollout, { strategy: { type: 'RollingUpdate', rollingUpdate: { maxSurge: 1, maxUnavailable: 2 } } });
+  });
+
+  it('when the ClusterAPI engine pool sets no bounds, it should update one Machine at a time without surging', () => {
+    const md = desiredMachineDeployment(sampleInPlacePool((p) => (p.spec.management.inPlace = { engine: 'ClusterAPI' })), opts);
+    assert.deepEqual(md.spec.rollout?.strategy?.rollingUpdate, { maxSurge: 0, maxUnavailable: 1 });
+  });
+
+  it('when the hash changes, it should be a new bootstrap template naming the pool and hash, owned by the pool (golden)', () => {
+    assertGolden('kindlingconfigtemplate.json', desiredBootstrapTemplate(clusterApiPool, opts.hash));
+    assert.notEqual(desiredBootstrapTemplate(clusterApiPool, 'ffff').metadata.name, desiredBootstrapTemplate(clusterApiPool, opts.hash).metadata.name);
   });
 });

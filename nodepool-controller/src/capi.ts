@@ -1,11 +1,13 @@
 /**
- * The Cluster API children of a pool, as pure functions: MachineDeployment (Replace) or MachineSet (InPlace),
+ * The Cluster API children of a pool, as pure functions: MachineDeployment (Replace, and InPlace with the
+ * ClusterAPI engine, whose Machines boot from a KindlingConfigTemplate per hash) or MachineSet (InPlace),
  * the MachineHealthCheck (autoRepair), and what the pool propagates onto existing Machines. All
  * cluster.x-k8s.io/v1beta2 (CAPI's storage version), named after the pool, controlled by it.
  */
-import { ANNOTATIONS, LABELS, userDataSecretName } from '../../api/src/keys.js';
+import { ANNOTATIONS, LABELS, bootstrapTemplateName, userDataSecretName } from '../../api/src/keys.js';
+import { BOOTSTRAP_API_VERSION, BOOTSTRAP_GROUP_NAME, KINDLING_CONFIG_TEMPLATE_KIND, type KindlingConfigTemplate } from '../../api/src/bootstrap.js';
 import { CAPI_API_VERSION, type MachineDeployment, type MachineHealthCheck, type MachineSet, type MachineSpec, type MachineTaint, type MachineTemplate } from '../../api/src/capi.js';
-import { DEFAULT_HEALTH_CHECK_TIMEOUT, type NodePool } from '../../api/src/nodepool.js';
+import { DEFAULT_HEALTH_CHECK_TIMEOUT, inPlaceEngine, type NodePool } from '../../api/src/nodepool.js';
 import { resolveMaxUnavailable } from '../../support/src/int-or-percent.js';
 import { ownerReference } from './secrets.js';
 
@@ -62,12 +64,18 @@ function inPlaceSpec(pool: NodePool): Pick<MachineSpec, 'deletion' | 'taints'> {
   return { ...(Object.keys(deletion).length > 0 ? { deletion } : {}), ...(taints.length > 0 ? { taints } : {}) };
 }
 
+/** Where a Machine's user-data comes from: the pool's Secret itself, or (ClusterAPI engine) its bootstrap template. */
+function bootstrapOf(pool: NodePool, hash: string): MachineSpec['bootstrap'] {
+  if (inPlaceEngine(pool) === 'ClusterAPI') return { configRef: { apiGroup: BOOTSTRAP_GROUP_NAME, kind: KINDLING_CONFIG_TEMPLATE_KIND, name: bootstrapTemplateName(pool.metadata.name, hash) } };
+  return { dataSecretName: userDataSecretName(pool.metadata.name, hash) };
+}
+
 function machineTemplate(pool: NodePool, opts: ChildOptions): MachineTemplate {
   return {
     metadata: { labels: { ...(pool.spec.nodeLabels ?? {}), ...selectorLabels(pool) } },
     spec: {
       clusterName: pool.spec.clusterName,
-      bootstrap: { dataSecretName: userDataSecretName(pool.metadata.name, opts.hash) },
+      bootstrap: bootstrapOf(pool, opts.hash),
       infrastructureRef: { ...pool.spec.platform.infrastructureTemplateRef },
       version: opts.version,
       ...inPlaceSpec(pool),
@@ -85,11 +93,25 @@ function childMetadata(pool: NodePool, annotations: Record<string, string>): Mac
   };
 }
 
-/** Replace pools: CAPI rolls the machines when the template (user-data, version) changes. */
-export function desiredMachineDeployment(pool: NodePool, opts: ChildOptions): MachineDeployment {
+type Strategy = NonNullable<NonNullable<MachineDeployment['spec']['rollout']>['strategy']>;
+
+function inPlaceStrategy(inPlace: NonNullable<NodePool['spec']['management']['inPlace']>): Strategy {
+  return { type: 'RollingUpdate', rollingUpdate: { maxSurge: inPlace.maxSurge ?? 0, maxUnavailable: inPlace.maxUnavailable ?? 1 } };
+}
+
+/** Replace: the pool's replace strategy. ClusterAPI engine: a rolling update under the pool's in-place bounds
+ * (an in-place update counts as unavailable in Cluster API, so maxUnavailable is what it means here too). */
+function rolloutStrategy(pool: NodePool): Strategy {
+  if (inPlaceEngine(pool) === 'ClusterAPI') return inPlaceStrategy(pool.spec.management.inPlace ?? {});
   const replace = pool.spec.management.replace ?? {};
   const type = replace.strategy ?? 'RollingUpdate';
   const rolling = replace.rollingUpdate ?? {};
+  return type === 'RollingUpdate' ? { type, rollingUpdate: { maxSurge: rolling.maxSurge ?? 1, maxUnavailable: rolling.maxUnavailable ?? 0 } } : { type };
+}
+
+/** Replace pools: CAPI rolls the machines when the template (user-data, version) changes. ClusterAPI-engine
+ * pools: a new hash is a new bootstrap template, which CAPI updates in place where Kindling's extension can. */
+export function desiredMachineDeployment(pool: NodePool, opts: ChildOptions): MachineDeployment {
   return {
     apiVersion: CAPI_API_VERSION,
     kind: 'MachineDeployment',
@@ -99,13 +121,20 @@ export function desiredMachineDeployment(pool: NodePool, opts: ChildOptions): Ma
       replicas: desiredReplicas(pool, opts.liveReplicas),
       selector: { matchLabels: selectorLabels(pool) },
       template: machineTemplate(pool, opts),
-      rollout: {
-        strategy:
-          type === 'RollingUpdate'
-            ? { type, rollingUpdate: { maxSurge: rolling.maxSurge ?? 1, maxUnavailable: rolling.maxUnavailable ?? 0 } }
-            : { type },
-      },
+      rollout: { strategy: rolloutStrategy(pool) },
     },
+  };
+}
+
+/** ClusterAPI engine: the bootstrap template of the pool at a hash, cloned by Cluster API per Machine. Its
+ * spec never changes (a new hash is a new template), so Cluster API's comparison of templates sees the change. */
+export function desiredBootstrapTemplate(pool: NodePool, hash: string): KindlingConfigTemplate {
+  const labels = selectorLabels(pool);
+  return {
+    apiVersion: BOOTSTRAP_API_VERSION,
+    kind: KINDLING_CONFIG_TEMPLATE_KIND,
+    metadata: { ...childMetadata(pool, {}), name: bootstrapTemplateName(pool.metadata.name, hash), labels: { ...labels, [LABELS.configHash]: hash } },
+    spec: { template: { metadata: { labels }, spec: { nodePool: pool.metadata.name, configHash: hash } } },
   };
 }
 

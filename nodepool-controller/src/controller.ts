@@ -10,6 +10,7 @@ import { Counter } from 'prom-client';
 import { FIELD_MANAGERS, LABELS } from '../../api/src/keys.js';
 import { NODEPOOL_PLURAL, type NodePool } from '../../api/src/nodepool.js';
 import { CAPI_GROUP } from '../../api/src/capi.js';
+import { BOOTSTRAP_GROUP_NAME } from '../../api/src/bootstrap.js';
 import { createApplier } from '../../support/src/apply.js';
 import { ResilientInformer, type InformerEvent } from '../../support/src/informer.js';
 import type { Logger } from '../../support/src/logger.js';
@@ -106,8 +107,12 @@ export function createNodePoolController(opts: ControllerOptions): NodePoolContr
   const secrets = informer<k8s.V1Secret>('/api/v1/secrets', () => core.listSecretForAllNamespaces({ labelSelector: LABELS.nodePool }), byLabel, LABELS.nodePool);
   const capi = (plural: string): AnyInformer => informer(`/apis/${CAPI_GROUP}/v1beta2/${plural}`, capiList(custom, plural), byLabel, LABELS.nodePool);
   const [machineSets, machineDeployments, healthChecks, machines] = ['machinesets', 'machinedeployments', 'machinehealthchecks', 'machines'].map(capi) as [AnyInformer, AnyInformer, AnyInformer, AnyInformer];
-  const informers: AnyInformer[] = [pools, configMaps, secrets, machineSets, machineDeployments, healthChecks, machines] as AnyInformer[];
-  const caches = new Caches({ nodePools: pools, configMaps, secrets, machineSets, machineDeployments, healthChecks, machines } as unknown as CacheSources);
+  // Kindling's own bootstrap provider: a KindlingConfig's event (Cluster API cloned or rewrote it) wakes its pool.
+  const bootstrap = (plural: string): AnyInformer =>
+    informer(`/apis/${BOOTSTRAP_GROUP_NAME}/v1beta1/${plural}`, async () => (await custom.listClusterCustomObject({ group: BOOTSTRAP_GROUP_NAME, version: 'v1beta1', plural, labelSelector: LABELS.nodePool })) as k8s.KubernetesListObject<k8s.KubernetesObject>, byLabel, LABELS.nodePool);
+  const [kindlingConfigs, kindlingConfigTemplates] = ['kindlingconfigs', 'kindlingconfigtemplates'].map(bootstrap) as [AnyInformer, AnyInformer];
+  const informers: AnyInformer[] = [pools, configMaps, secrets, machineSets, machineDeployments, healthChecks, machines, kindlingConfigs, kindlingConfigTemplates] as AnyInformer[];
+  const caches = new Caches({ nodePools: pools, configMaps, secrets, machineSets, machineDeployments, healthChecks, machines, kindlingConfigs, kindlingConfigTemplates } as unknown as CacheSources);
   const kubeConfigs = createGuestKubeConfigs((namespace, name) => core.readNamespacedSecret({ namespace, name }));
   const versions = opts.versions ?? createGuestVersions({ kubeConfigs, clock: opts.clock });
   const nodes = createGuestNodes(kubeConfigs);

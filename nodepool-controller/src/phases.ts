@@ -5,9 +5,11 @@
  * until then everything else (replicas, labels, taints, timeouts) keeps reconciling at the deployed hash.
  */
 import type * as k8s from '@kubernetes/client-node';
-import { ANNOTATIONS, LABELS, SECRET_KEYS, tokenSecretName, userDataSecretName } from '../../api/src/keys.js';
-import type { NodePool } from '../../api/src/nodepool.js';
-import type { MachineDeployment, MachineSet } from '../../api/src/capi.js';
+import { ANNOTATIONS, LABELS, SECRET_KEYS, hashOfBootstrapTemplate, tokenSecretName, userDataSecretName } from '../../api/src/keys.js';
+import { hasMachineDeployment, inPlaceEngine, type NodePool } from '../../api/src/nodepool.js';
+import type { MachineDeployment, MachineSet, MachineSpec } from '../../api/src/capi.js';
+import { BOOTSTRAP_API_VERSION, KINDLING_CONFIG_KIND, type KindlingConfig } from '../../api/src/bootstrap.js';
+import { kindlingConfigStatus, machineDataSecret, sameStatus } from './bootstrap.js';
 import { NotReadyError, TerminalError } from '../../support/src/errors.js';
 import type { Logger } from '../../support/src/logger.js';
 import type { Clock } from '../../support/src/timers.js';
@@ -18,7 +20,7 @@ import type { ControlPlaneVersions } from './guest.js';
 import type { GuestNodes } from './nodes.js';
 import { isConflict } from '../../support/src/errors.js';
 import { desiredTokenSecret, desiredUserDataSecret, hashOfUserData, type IgnitionEndpoint } from './secrets.js';
-import { desiredMachineDeployment, desiredMachineHealthCheck, desiredMachinePropagation, desiredMachineSet } from './capi.js';
+import { desiredBootstrapTemplate, desiredMachineDeployment, desiredMachineHealthCheck, desiredMachinePropagation, desiredMachineSet } from './capi.js';
 import { pauseState } from './pause.js';
 import { keepOrExplain } from './why.js';
 import type { RolloutRecord } from '../../api/src/nodepool.js';
@@ -102,7 +104,12 @@ function tokenSecret(s: Scope, deps: PhaseDeps, hash: string): k8s.V1Secret | un
 
 function liveChild(s: Scope, deps: PhaseDeps): MachineSet | MachineDeployment | undefined {
   const name = s.pool.metadata.name;
-  return s.pool.spec.management.upgradeType === 'InPlace' ? deps.caches.machineSets.get(s.ns, name) : deps.caches.machineDeployments.get(s.ns, name);
+  return hasMachineDeployment(s.pool) ? deps.caches.machineDeployments.get(s.ns, name) : deps.caches.machineSets.get(s.ns, name);
+}
+
+/** The config hash a Machine template boots: its user-data Secret's, or (ClusterAPI engine) its bootstrap template's. */
+export function hashOfBootstrap(pool: string, bootstrap: MachineSpec['bootstrap'] | undefined): string | undefined {
+  return bootstrap?.configRef ? hashOfBootstrapTemplate(pool, bootstrap.configRef.name) : hashOfUserData(pool, bootstrap?.dataSecretName);
 }
 
 // ---- inputs: release and config → the target hash ----
@@ -144,7 +151,7 @@ async function phaseInputs(s: Scope, deps: PhaseDeps): Promise<void> {
   const version = await checkRelease(s, deps);
   const config = checkConfig(s, deps);
   const child = liveChild(s, deps);
-  const deployedHash = hashOfUserData(s.pool.metadata.name, child?.spec.template.spec.bootstrap.dataSecretName);
+  const deployedHash = hashOfBootstrap(s.pool.metadata.name, child?.spec.template.spec.bootstrap);
   if (deployedHash !== undefined) s.deployed = { hash: deployedHash, version: parseVersion(child?.spec.template.spec.version ?? '') };
   if (version === undefined || config === undefined) {
     s.blocked = true;
@@ -219,12 +226,30 @@ async function phaseChildren(s: Scope, deps: PhaseDeps): Promise<void> {
   const live = liveChild(s, deps);
   const opts = { ...s.effective, liveReplicas: live?.spec.replicas };
   let applied: MachineSet | MachineDeployment;
-  if (s.pool.spec.management.upgradeType === 'InPlace') {
+  if (!hasMachineDeployment(s.pool)) {
     applied = await applyIfNeeded(deps, live as MachineSet | undefined, desiredMachineSet(s.pool, opts), deps.caches.machineSets);
   } else {
+    // The template goes first: Cluster API reads it as soon as the MachineDeployment names it.
+    if (inPlaceEngine(s.pool) === 'ClusterAPI') {
+      const template = desiredBootstrapTemplate(s.pool, s.effective.hash);
+      await applyIfNeeded(deps, deps.caches.kindlingConfigTemplates.get(s.ns, template.metadata.name), template, deps.caches.kindlingConfigTemplates);
+    }
     applied = await applyIfNeeded(deps, live as MachineDeployment | undefined, desiredMachineDeployment(s.pool, opts), deps.caches.machineDeployments);
   }
   s.obs.child = { desired: applied.spec.replicas ?? 0, available: applied.status?.availableReplicas ?? 0 };
+}
+
+// ---- Kindling's bootstrap provider: each KindlingConfig gets its pool's user-data Secret ----
+
+async function phaseBootstrapConfigs(s: Scope, deps: PhaseDeps): Promise<void> {
+  const now = new Date(s.now).toISOString().replace(/\.\d+Z$/, 'Z');
+  for (const config of deps.caches.poolKindlingConfigs(s.ns, s.pool.metadata.name)) {
+    if (config.metadata.deletionTimestamp) continue;
+    const exists = deps.caches.secrets.get(s.ns, userDataSecretName(config.spec.nodePool, config.spec.configHash)) !== undefined;
+    const status = kindlingConfigStatus(config, exists, now);
+    if (sameStatus(config.status, status)) continue;
+    await deps.writer.applyStatus({ apiVersion: BOOTSTRAP_API_VERSION, kind: KINDLING_CONFIG_KIND, metadata: { name: config.metadata.name, namespace: s.ns }, status } as KindlingConfig, deps.caches.kindlingConfigs);
+  }
 }
 
 async function phaseHealthCheck(s: Scope, deps: PhaseDeps): Promise<void> {
@@ -247,7 +272,14 @@ async function phaseMachines(s: Scope, deps: PhaseDeps): Promise<void> {
   if (s.obs.joining.nextLateInMs !== undefined) requeue(s, s.obs.joining.nextLateInMs + 500);
   if (!s.effective) return;
   const alive = machines.filter((m) => !m.metadata.deletionTimestamp);
-  await Promise.all(alive.map((m) => applyIfNeeded(deps, m, desiredMachinePropagation(s.pool, m.metadata) as unknown as typeof m, deps.caches.machines)));
+  const clusterApi = inPlaceEngine(s.pool) === 'ClusterAPI';
+  const desired = (m: (typeof alive)[number]): ReturnType<typeof desiredMachinePropagation> => {
+    const d = desiredMachinePropagation(s.pool, m.metadata);
+    const config = m.spec.bootstrap.configRef ? deps.caches.kindlingConfigs.get(s.ns, m.spec.bootstrap.configRef.name) : undefined;
+    const secret = clusterApi ? machineDataSecret(m, config) : undefined;
+    return secret === undefined ? d : { ...d, spec: { ...d.spec, bootstrap: { dataSecretName: secret } } };
+  };
+  await Promise.all(alive.map((m) => applyIfNeeded(deps, m, desired(m) as unknown as typeof m, deps.caches.machines)));
 }
 
 /** Labels and taints reach the guest Nodes the pool's Machines run. A guest that cannot be reached does not
@@ -277,7 +309,19 @@ function referencedUserData(s: Scope, deps: PhaseDeps): Set<string | undefined> 
     liveChild(s, deps)?.spec.template.spec.bootstrap.dataSecretName,
     ...deps.caches.poolMachineSets(s.ns, name).map((m) => m.spec.template.spec.bootstrap.dataSecretName),
     ...deps.caches.poolMachines(s.ns, name).map((m) => m.spec.bootstrap.dataSecretName),
+    ...deps.caches.poolKindlingConfigs(s.ns, name).map((c) => userDataSecretName(c.spec.nodePool, c.spec.configHash)),
+    ...deps.caches.poolMachineSets(s.ns, name).map((m) => hashOfBootstrap(name, m.spec.template.spec.bootstrap)).map((h) => (h === undefined ? undefined : userDataSecretName(name, h))),
   ]);
+}
+
+/** Bootstrap templates of hashes no MachineSet points at any more (Cluster API reads a MachineSet's template
+ * to create its Machines and to compare it with the next one, so a referenced one stays). */
+async function retireBootstrapTemplates(s: Scope, deps: PhaseDeps, keep: Set<string>): Promise<void> {
+  const name = s.pool.metadata.name;
+  const used = new Set([...keep, ...deps.caches.poolMachineSets(s.ns, name).map((m) => hashOfBootstrap(name, m.spec.template.spec.bootstrap))]);
+  for (const template of deps.caches.poolKindlingConfigTemplates(s.ns, name)) {
+    if (!used.has(template.spec.template.spec.configHash)) await deps.writer.remove(template, deps.caches.kindlingConfigTemplates);
+  }
 }
 
 async function phaseCleanup(s: Scope, deps: PhaseDeps): Promise<void> {
@@ -288,6 +332,7 @@ async function phaseCleanup(s: Scope, deps: PhaseDeps): Promise<void> {
     const hash = secret.metadata?.labels?.[LABELS.configHash];
     if (hash !== undefined && !keep.has(hash)) await retire(s, deps, { secret, hash, referenced });
   }
+  await retireBootstrapTemplates(s, deps, keep);
 }
 
 /** An old token gets its expiry (the ignition server deletes it then); old user-data goes once unreferenced. */
@@ -317,14 +362,13 @@ function observeRollout(s: Scope, deps: PhaseDeps): void {
   const name = s.pool.metadata.name;
   let from: string | undefined;
   let annotations: Record<string, string> = {};
-  if (s.pool.spec.management.upgradeType === 'InPlace') {
+  if (!hasMachineDeployment(s.pool)) {
     annotations = deps.caches.machineSets.get(s.ns, name)?.metadata.annotations ?? {};
     from = annotations[ANNOTATIONS.currentConfigHash];
   } else {
-    const stale = [
-      ...deps.caches.poolMachineSets(s.ns, name).filter((m) => (m.spec.replicas ?? 0) > 0).map((m) => m.spec.template.spec.bootstrap.dataSecretName),
-      ...deps.caches.poolMachines(s.ns, name).map((m) => m.spec.bootstrap.dataSecretName),
-    ].map((n) => hashOfUserData(name, n));
+    // ClusterAPI engine: a Machine updated in place keeps its first data Secret name; its KindlingConfig says where it is.
+    const machines = inPlaceEngine(s.pool) === 'ClusterAPI' ? deps.caches.poolKindlingConfigs(s.ns, name).map((c) => c.spec.configHash) : deps.caches.poolMachines(s.ns, name).map((m) => hashOfUserData(name, m.spec.bootstrap.dataSecretName));
+    const stale = [...deps.caches.poolMachineSets(s.ns, name).filter((m) => (m.spec.replicas ?? 0) > 0).map((m) => hashOfBootstrap(name, m.spec.template.spec.bootstrap)), ...machines];
     from = stale.find((h) => h !== undefined && h !== to);
   }
   const template = templateChange(s, deps);
@@ -412,7 +456,7 @@ export async function evaluateTarget(s: Scope, deps: PhaseDeps): Promise<void> {
 type Phase = (s: Scope, deps: PhaseDeps) => Promise<void>;
 
 /** Phases that write; skipped while the pool is paused. */
-const WRITING_PHASES: Phase[] = [phaseToken, phaseUserData, phaseChildren, phaseHealthCheck, phaseMachines, phaseNodes, phaseCleanup];
+const WRITING_PHASES: Phase[] = [phaseToken, phaseUserData, phaseChildren, phaseBootstrapConfigs, phaseHealthCheck, phaseMachines, phaseNodes, phaseCleanup];
 
 export async function runPhases(s: Scope, deps: PhaseDeps): Promise<void> {
   await phasePause(s, deps);

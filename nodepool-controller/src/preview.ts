@@ -6,14 +6,14 @@
  */
 export { Caches } from './caches.js';
 export type { CacheSource, Writer } from './store.js';
-export { desiredMachineDeployment, desiredMachinePropagation, desiredMachineSet } from './capi.js';
+export { desiredBootstrapTemplate, desiredMachineDeployment, desiredMachinePropagation, desiredMachineSet } from './capi.js';
 export { contains, ownedFields, ownsMoreThan } from './diff.js';
 export { changedInputs, configHash, normaliseConfig } from './hash.js';
 export { documentChanges as changedDocuments, documentSources, type DocumentChange } from './why.js';
-export { desiredTokenSecret } from './secrets.js';
+export { desiredTokenSecret, hashOfUserData } from './secrets.js';
 export { desiredNode } from './nodes.js';
 export { pauseState } from './pause.js';
-export { evaluateTarget, inputsOf, newScope, type PhaseDeps, type Scope } from './phases.js';
+export { evaluateTarget, hashOfBootstrap, inputsOf, newScope, type PhaseDeps, type Scope } from './phases.js';
 export { formatVersion, parseVersion, tagVersionResolver, type ReleaseVersionResolver, type Version } from './release.js';
 export { SKEW_POLICIES } from './skew.js';
 export { createGuestVersions, type ControlPlaneVersions } from './guest.js';

@@ -5,15 +5,15 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFile } from 'node:fs/promises';
+import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { COMMANDS } from '../../cli/src/commands.js';
-import { NODEPOOL_CRD_FILE } from '../../api/src/crd.js';
+import { CRD_DIR } from '../../api/src/crd.js';
 import { createApplier } from '../../support/src/apply.js';
 import { envName, parseConfig } from '../../support/src/config.js';
 import { DEPLOY_BASE, KINDLING_NAMESPACE, LOCAL_OVERLAY, renderKustomization } from '../../local/src/credentials.js';
-import { eventually, startCluster, type Cluster } from '../bed/src/index.js';
+import { eventually, installCapiCrds, startCluster, type Cluster } from '../bed/src/index.js';
 
 const RENDERS = { base: DEPLOY_BASE, 'overlays/local': LOCAL_OVERLAY } as const;
 const COMPONENTS = ['nodepool-controller', 'ignition-server', 'inplace-upgrader', 'drainer'];
@@ -67,13 +67,16 @@ describe('deploy/ manifests', () => {
 
   before(async () => {
     mgmt = await startCluster({ name: 'deploy', controllerManager: false });
+    // The ExtensionConfig is a Cluster API kind.
+    await installCapiCrds(mgmt);
     for (const [name, dir] of Object.entries(RENDERS)) rendered[name] = await renderKustomization(dir);
   });
   after(() => mgmt?.stop());
 
   it('when the base is rendered, it should hold the CRDs of api/crds unchanged', async () => {
-    assert.equal(await readFile(join(DEPLOY_BASE, 'crds', 'kindling.dev_nodepools.yaml'), 'utf8'), await readFile(NODEPOOL_CRD_FILE, 'utf8'));
-    assert.deepEqual(ofKind(rendered.base ?? [], 'CustomResourceDefinition').map((c) => c.metadata?.name), ['nodepools.kindling.dev']);
+    const files = (await readdir(CRD_DIR)).filter((f) => f.endsWith('.yaml')).sort();
+    for (const f of files) assert.equal(await readFile(join(DEPLOY_BASE, 'crds', f), 'utf8'), await readFile(join(CRD_DIR, f), 'utf8'), `deploy/base/crds/${f}`);
+    assert.deepEqual(ofKind(rendered.base ?? [], 'CustomResourceDefinition').map((c) => c.metadata?.name).sort(), ['kindlingconfigs.bootstrap.kindling.dev', 'kindlingconfigtemplates.bootstrap.kindling.dev', 'nodepools.kindling.dev']);
   });
 
   it('when rendered, every component should have its ServiceAccount, RBAC bound to it and a hardened Deployment running it', () => {

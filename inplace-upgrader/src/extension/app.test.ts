@@ -22,19 +22,22 @@ function machineSet(name: string, hash: string, version: string): JsonObject {
       clusterName: 'guest',
       template: {
         metadata: { labels: { [LABELS.nodePool]: POOL } },
-        spec: { clusterName: 'guest', bootstrap: { dataSecretName: `user-data-${POOL}-${hash}` }, infrastructureRef: { kind: 'LocalMachineTemplate', name: 'small' }, version },
+        spec: { clusterName: 'guest', bootstrap: { configRef: { apiGroup: 'bootstrap.kindling.dev', kind: 'KindlingConfigTemplate', name: `${POOL}-${hash}` } }, infrastructureRef: { kind: 'LocalMachineTemplate', name: 'small' }, version },
       },
     },
   };
 }
+
+/** Kindling's bootstrap template of the pool at a hash (the ClusterAPI in-place engine). */
+const bootstrapTemplate = (hash: string): JsonObject => ({ apiVersion: 'bootstrap.kindling.dev/v1beta1', kind: 'KindlingConfigTemplate', metadata: { name: `${POOL}-${hash}` }, spec: { template: { spec: { nodePool: POOL, configHash: hash } } } });
 
 const template = { apiVersion: 'infrastructure.kindling.dev/v1alpha1', kind: 'LocalMachineTemplate', metadata: { name: 'small' }, spec: { template: { spec: {} } } };
 
 const upgradeRequest = {
   apiVersion: 'hooks.runtime.cluster.x-k8s.io/v1alpha1',
   kind: 'CanUpdateMachineSetRequest',
-  current: { machineSet: machineSet('workers-a', 'aaaa', 'v1.36.2'), infrastructureMachineTemplate: template },
-  desired: { machineSet: machineSet('workers-b', 'bbbb', 'v1.36.3'), infrastructureMachineTemplate: template },
+  current: { machineSet: machineSet('workers-a', 'aaaa', 'v1.36.2'), infrastructureMachineTemplate: template, bootstrapConfigTemplate: bootstrapTemplate('aaaa') },
+  desired: { machineSet: machineSet('workers-b', 'bbbb', 'v1.36.3'), infrastructureMachineTemplate: template, bootstrapConfigTemplate: bootstrapTemplate('bbbb') },
 };
 
 function updateRequest(secret = `user-data-${POOL}-bbbb`): object {
@@ -70,6 +73,7 @@ interface Answer {
   retryAfterSeconds?: number;
   machineSetPatch?: Patch;
   infrastructureMachineTemplatePatch?: Patch;
+  bootstrapConfigTemplatePatch?: Patch;
   handlers?: { name: string; requestHook: { hook: string; apiVersion: string }; failurePolicy: string; timeoutSeconds: number }[];
 }
 
@@ -103,16 +107,17 @@ describe('Runtime Extension app', () => {
     }
   });
 
-  it('when a MachineSet moves to a payload the agent can apply, it should answer the patch that claims the user-data and version', async () => {
+  it('when a MachineSet moves to a payload the agent can apply, it should answer the patches that claim the config hash and version', async () => {
     const d = deps();
     const res = await call(createApp(d), `${CAN_UPDATE_SET}?timeout=5s`, upgradeRequest);
     assert.equal(res.body.status, 'Success', res.body.message);
     assert.equal(res.body.kind, 'CanUpdateMachineSetResponse');
     assert.equal(res.body.machineSetPatch?.patchType, 'JSONPatch');
     assert.deepEqual(decodePatch(res.body.machineSetPatch), [
-      { op: 'add', path: '/spec/template/spec/bootstrap/dataSecretName', value: `user-data-${POOL}-bbbb` },
+      { op: 'add', path: '/spec/template/spec/bootstrap/configRef/name', value: `${POOL}-bbbb` },
       { op: 'add', path: '/spec/template/spec/version', value: 'v1.36.3' },
     ]);
+    assert.deepEqual(decodePatch(res.body.bootstrapConfigTemplatePatch), [{ op: 'add', path: '/spec/template/spec/configHash', value: 'bbbb' }]);
     assert.equal(res.body.infrastructureMachineTemplatePatch, undefined);
   });
 
@@ -120,7 +125,8 @@ describe('Runtime Extension app', () => {
     const res = await call(createApp(deps({ payloads: (req) => Promise.resolve({ pool: req.pool, hash: req.hash, blockers: ['kernelArguments'] }) })), CAN_UPDATE_SET, upgradeRequest);
     assert.equal(res.body.status, 'Success');
     assert.equal(res.body.machineSetPatch, undefined);
-    assert.match(res.body.message, /must roll: bootstrap\.dataSecretName \(payload bbbb holds what the node agent cannot apply in place \(kernelArguments\)/);
+    assert.equal(res.body.bootstrapConfigTemplatePatch, undefined);
+    assert.match(res.body.message, /must roll: bootstrap\.configRef\.name \(payload bbbb holds what the node agent cannot apply in place \(kernelArguments\)/);
   });
 
   it('when the payload is still being fetched, it should answer Failure within the deadline, and decide once the payload is there', async () => {
@@ -187,11 +193,20 @@ describe('Runtime Extension app', () => {
     assert.match(res.body.message, /still working towards bbbb/);
   });
 
+  it('when the Machine has a KindlingConfig, it should update towards the config’s hash, not the data Secret it first booted from', async () => {
+    const d = deps();
+    const body = updateRequest(`user-data-${POOL}-aaaa`) as { desired: Record<string, unknown> };
+    body.desired.bootstrapConfig = { apiVersion: 'bootstrap.kindling.dev/v1beta1', kind: 'KindlingConfig', metadata: { name: 'workers-b-x1' }, spec: { nodePool: POOL, configHash: 'bbbb' } };
+    const res = await call(createApp(d), UPDATE, body);
+    assert.equal(res.body.status, 'Success', res.body.message);
+    assert.deepEqual(d.asked, [{ namespace: 'tenants', machine: 'workers-b-x1', pool: POOL, hash: 'bbbb' }]);
+  });
+
   it('when the Machine does not boot a Kindling payload, it should refuse UpdateMachine and say why', async () => {
     const d = deps();
     const res = await call(createApp(d), UPDATE, updateRequest('hand-made'));
     assert.equal(res.body.status, 'Failure');
-    assert.match(res.body.message, /tenants\/workers-b-x1: its bootstrap\.dataSecretName is not a Kindling user-data Secret/);
+    assert.match(res.body.message, /tenants\/workers-b-x1: neither its bootstrap config nor its bootstrap\.dataSecretName names a Kindling payload/);
     assert.deepEqual(d.asked, []);
   });
 

@@ -11,7 +11,7 @@ import { NotReadyError } from '../../../support/src/errors.js';
 import type { Logger } from '../../../support/src/logger.js';
 import { inPlaceBlockers } from '../agent/ignition.js';
 import type { PayloadRequest, PayloadSource } from '../payload.js';
-import { changedUserData, decide, userDataTarget, type Decision, type DecisionInput, type PayloadSummary } from './decide.js';
+import { changedUserData, decide, payloadTarget, type Decision, type DecisionInput, type PayloadSummary } from './decide.js';
 import {
   HANDLERS,
   hookPath,
@@ -81,7 +81,7 @@ async function within<T>(work: Promise<T>, ms: number): Promise<T | typeof TIMED
 
 /** The summary of the desired payload, when the user-data changes to a Kindling payload; else nothing. */
 async function desiredPayload(input: DecisionInput, deps: ExtensionDeps): Promise<PayloadSummary | undefined> {
-  const target = userDataTarget(input.kind, input.desired.machine);
+  const target = payloadTarget(input.kind, input.desired);
   if (!target || !changedUserData(input)) return undefined;
   const ns = (input.desired.machine.metadata as JsonObject | undefined)?.namespace;
   const namespace = typeof ns === 'string' ? ns : '';
@@ -133,8 +133,10 @@ async function updateMachine(body: unknown, deps: ExtensionDeps): Promise<Update
   const meta = (machine.metadata ?? {}) as JsonObject;
   const [name, namespace] = [meta.name, meta.namespace];
   if (typeof name !== 'string' || typeof namespace !== 'string') throw new MalformedRequestError('request.desired.machine has no metadata.name and metadata.namespace');
-  const target = userDataTarget('Machine', machine);
-  if (!target) return response<UpdateMachineResponse>('UpdateMachineResponse', 'Failure', { retryAfterSeconds: 0, message: `Machine ${namespace}/${name}: its bootstrap.dataSecretName is not a Kindling user-data Secret, so Kindling has no payload to apply` });
+  // With Kindling's bootstrap provider the payload is the desired KindlingConfig's (Cluster API rewrote it for
+  // this update; the Machine's dataSecretName still names the Secret it first booted from).
+  const target = payloadTarget('Machine', { machine, infrastructure: {}, bootstrap: objectAt(body, 'desired.bootstrapConfig', true) });
+  if (!target) return response<UpdateMachineResponse>('UpdateMachineResponse', 'Failure', { retryAfterSeconds: 0, message: `Machine ${namespace}/${name}: neither its bootstrap config nor its bootstrap.dataSecretName names a Kindling payload, so Kindling has nothing to apply` });
   const outcome = await within(deps.machines.update({ namespace, machine: name, ...target }), deps.answerWithinMs ?? 500);
   const o: UpdateOutcome = outcome === TIMED_OUT ? { state: 'in-progress', message: `Machine ${namespace}/${name}: still working towards ${target.hash}` } : outcome;
   const retryAfterSeconds = o.state === 'in-progress' ? (deps.retryAfterSeconds ?? 5) : 0;

@@ -1,10 +1,17 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { LABELS } from '../../../api/src/keys.js';
-import { decide, REFUSAL_MARKER, userDataTarget, type DecisionInput, type Verdict } from './decide.js';
+import { bootstrapTarget, decide, REFUSAL_MARKER, userDataTarget, type DecisionInput, type Verdict } from './decide.js';
 import type { JsonObject } from './hooks.js';
 
 const POOL = 'workers';
+
+/** Where a ClusterAPI-engine MachineSet's Machines boot from: the pool's bootstrap template at a hash. */
+const ref = (hash: string): { bootstrap: JsonObject } => ({ bootstrap: { configRef: { apiGroup: 'bootstrap.kindling.dev', kind: 'KindlingConfigTemplate', name: `${POOL}-${hash}` } } });
+
+function kindlingTemplate(hash: string, spec: JsonObject = {}): JsonObject {
+  return { apiVersion: 'bootstrap.kindling.dev/v1beta1', kind: 'KindlingConfigTemplate', metadata: { name: `${POOL}-${hash}`, namespace: 'tenants' }, spec: { template: { spec: { nodePool: POOL, configHash: hash, ...spec } } } };
+}
 
 /** A MachineSet as Cluster API sends it in CanUpdateMachineSet (metadata cut down, spec whole). */
 function machineSet(name: string, spec: JsonObject = {}, labels: Record<string, string> = {}): JsonObject {
@@ -20,7 +27,7 @@ function machineSet(name: string, spec: JsonObject = {}, labels: Record<string, 
         metadata: { labels: { [LABELS.nodePool]: POOL, ...labels } },
         spec: {
           clusterName: 'guest',
-          bootstrap: { dataSecretName: `user-data-${POOL}-aaaa` },
+          bootstrap: ref('aaaa').bootstrap,
           infrastructureRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachineTemplate', name: 'small' },
           version: 'v1.36.2',
           ...spec,
@@ -35,13 +42,26 @@ function template(name = 'small', spec: JsonObject = { failureDomains: ['zone-a'
 }
 
 const CLEAN = { pool: POOL, hash: 'bbbb', blockers: [] };
-const UPGRADE = { bootstrap: { dataSecretName: `user-data-${POOL}-bbbb` }, version: 'v1.36.3' };
+const UPGRADE = { ...ref('bbbb'), version: 'v1.36.3' };
 
+/** A ClusterAPI-engine pool: the desired bootstrap template is the one the desired MachineSet names. */
 function input(desiredSpec: JsonObject, opts: { payload?: DecisionInput['payload']; desiredTemplate?: JsonObject; labels?: Record<string, string> } = {}): DecisionInput {
+  const name = (desiredSpec.bootstrap as { configRef?: { name: string } } | undefined)?.configRef?.name ?? `${POOL}-aaaa`;
   return {
     kind: 'MachineSet',
-    current: { machine: machineSet('workers-1'), infrastructure: template() },
-    desired: { machine: machineSet('workers-2', desiredSpec, opts.labels), infrastructure: opts.desiredTemplate ?? template() },
+    current: { machine: machineSet('workers-1'), infrastructure: template(), bootstrap: kindlingTemplate('aaaa') },
+    desired: { machine: machineSet('workers-2', desiredSpec, opts.labels), infrastructure: opts.desiredTemplate ?? template(), bootstrap: kindlingTemplate(name.slice(POOL.length + 1)) },
+    payload: 'payload' in opts ? opts.payload : CLEAN,
+  };
+}
+
+/** A pool without a bootstrap provider: its MachineSets name the user-data Secret directly (Replace pools). */
+function plainInput(desiredSecret: string, opts: { payload?: DecisionInput['payload']; desiredTemplate?: JsonObject } = {}): DecisionInput {
+  const plain = (name: string, secret: string): JsonObject => machineSet(name, { bootstrap: { dataSecretName: secret } });
+  return {
+    kind: 'MachineSet',
+    current: { machine: plain('workers-1', `user-data-${POOL}-aaaa`), infrastructure: template() },
+    desired: { machine: plain('workers-2', desiredSecret), infrastructure: opts.desiredTemplate ?? template() },
     payload: 'payload' in opts ? opts.payload : CLEAN,
   };
 }
@@ -49,64 +69,73 @@ function input(desiredSpec: JsonObject, opts: { payload?: DecisionInput['payload
 const verdicts = (d: ReturnType<typeof decide>): Record<string, Verdict> => Object.fromEntries(d.changes.map((c) => [c.field, c.verdict]));
 
 describe('in-place decision', () => {
-  it('when the user-data and version change to a payload the agent can apply, it should claim both in the MachineSet patch', () => {
+  it('when the bootstrap template and version change to a payload the agent can apply, it should claim them in the MachineSet and template patches', () => {
     const d = decide(input(UPGRADE));
     assert.equal(d.inPlace, true);
-    assert.deepEqual(verdicts(d), { 'bootstrap.dataSecretName': 'in-place', version: 'in-place' });
+    assert.deepEqual(verdicts(d), { 'bootstrap.configRef.name': 'in-place', version: 'in-place', 'KindlingConfigTemplate configHash': 'in-place' });
     assert.deepEqual(d.patches, {
       machine: [
-        { op: 'add', path: '/spec/template/spec/bootstrap/dataSecretName', value: `user-data-${POOL}-bbbb` },
+        { op: 'add', path: '/spec/template/spec/bootstrap/configRef/name', value: `${POOL}-bbbb` },
         { op: 'add', path: '/spec/template/spec/version', value: 'v1.36.3' },
       ],
       infrastructure: [],
-      bootstrap: [],
+      bootstrap: [{ op: 'add', path: '/spec/template/spec/configHash', value: 'bbbb' }],
     });
     assert.equal(
       d.message,
-      'in place: bootstrap.dataSecretName (new payload bbbb: the node agent applies it in place (drain, files and units, reboot)); version (it comes with the new payload)',
+      'in place: bootstrap.configRef.name (new payload bbbb: the node agent applies it in place (drain, files and units, reboot)); version (it comes with the new payload); KindlingConfigTemplate configHash (new payload bbbb: the node agent applies it in place (drain, files and units, reboot))',
     );
+  });
+
+  it('when a pool without a bootstrap provider gets a new user-data Secret, it should roll and say why (Cluster API would never call UpdateMachine)', () => {
+    const d = decide(plainInput(`user-data-${POOL}-bbbb`));
+    assert.equal(d.inPlace, false);
+    assert.deepEqual(verdicts(d), { 'bootstrap.dataSecretName': 'rollout' });
+    assert.deepEqual(d.patches.machine, []);
+    // Cluster API leaves bootstrap out of its comparison: only the marker makes it roll.
+    assert.match(String(d.patches.infrastructure[0]?.value), /named without a bootstrap config, and Cluster API calls UpdateMachine only for Machines with one/);
   });
 
   const table: { name: string; input: DecisionInput; verdicts: Record<string, Verdict>; marker: boolean; reason?: RegExp }[] = [
     {
-      name: 'when the new payload holds kernel arguments, it should roll both the user-data and the version, with the agent’s reason',
+      name: 'when the new payload holds kernel arguments, it should roll the template and the version, with the agent’s reason',
       input: input(UPGRADE, { payload: { ...CLEAN, blockers: ['kernelArguments'] } }),
-      verdicts: { 'bootstrap.dataSecretName': 'rollout', version: 'rollout' },
+      verdicts: { 'bootstrap.configRef.name': 'rollout', version: 'rollout', 'KindlingConfigTemplate configHash': 'rollout' },
       // The version is a field Cluster API compares: leaving it unclaimed is enough.
       marker: false,
       reason: /payload bbbb holds what the node agent cannot apply in place \(kernelArguments\)/,
     },
     {
-      name: 'when only the user-data changes to a payload with disks, it should mark the refusal, since Cluster API does not compare bootstrap',
-      input: input({ bootstrap: { dataSecretName: `user-data-${POOL}-bbbb` } }, { payload: { ...CLEAN, blockers: ['storage.disks', 'storage.filesystems'] } }),
-      verdicts: { 'bootstrap.dataSecretName': 'rollout' },
-      marker: true,
+      name: 'when only the template changes to a payload with disks, it should roll without a marker, since Cluster API compares the templates',
+      input: input(ref('bbbb'), { payload: { ...CLEAN, blockers: ['storage.disks', 'storage.filesystems'] } }),
+      verdicts: { 'bootstrap.configRef.name': 'rollout', 'KindlingConfigTemplate configHash': 'rollout' },
+      marker: false,
       reason: /storage\.disks; storage\.filesystems/,
     },
     {
-      name: 'when the payload of the new user-data is not known, it should roll',
+      name: 'when the payload of the new template is not known, it should roll',
       input: input(UPGRADE, { payload: undefined }),
-      verdicts: { 'bootstrap.dataSecretName': 'rollout', version: 'rollout' },
+      verdicts: { 'bootstrap.configRef.name': 'rollout', version: 'rollout', 'KindlingConfigTemplate configHash': 'rollout' },
       marker: false,
       reason: /payload of pool workers at bbbb is not known/,
     },
     {
       name: 'when the summary is of another hash, it should roll',
       input: input(UPGRADE, { payload: { ...CLEAN, hash: 'cccc' } }),
-      verdicts: { 'bootstrap.dataSecretName': 'rollout', version: 'rollout' },
+      verdicts: { 'bootstrap.configRef.name': 'rollout', version: 'rollout', 'KindlingConfigTemplate configHash': 'rollout' },
       marker: false,
     },
     {
       name: 'when the user-data is not a Kindling user-data Secret of the pool, it should roll',
-      input: input({ bootstrap: { dataSecretName: 'hand-made' } }),
+      input: plainInput('hand-made'),
       verdicts: { 'bootstrap.dataSecretName': 'rollout' },
       marker: true,
-      reason: /"hand-made" is not a Kindling user-data Secret/,
+      reason: /"hand-made" is not a Kindling payload of the pool/,
     },
     {
-      name: 'when the infrastructure template content changes, it should roll it and still claim the user-data',
+      name: 'when the infrastructure template content changes, it should roll it and still claim the payload',
       input: input(UPGRADE, { desiredTemplate: template('small', { failureDomains: ['zone-a', 'zone-b'] }) }),
-      verdicts: { 'bootstrap.dataSecretName': 'in-place', version: 'in-place', 'LocalMachineTemplate small failureDomains': 'rollout' },
+      verdicts: { 'bootstrap.configRef.name': 'in-place', version: 'in-place', 'LocalMachineTemplate small failureDomains': 'rollout', 'KindlingConfigTemplate configHash': 'in-place' },
       marker: false,
       reason: /does not change the infrastructure in place/,
     },
@@ -168,11 +197,12 @@ describe('in-place decision', () => {
 
   it('when the infrastructure template has no spec.template, it should create the parents of the refusal marker', () => {
     const bare = { apiVersion: 'infrastructure.kindling.dev/v1alpha1', kind: 'BareTemplate', metadata: { name: 'b' }, spec: {} };
-    const d = decide({ ...input({ bootstrap: { dataSecretName: 'hand-made' } }, { desiredTemplate: bare }), current: { machine: machineSet('workers-1'), infrastructure: bare } });
+    const plain = plainInput('hand-made', { desiredTemplate: bare });
+    const d = decide({ ...plain, current: { ...plain.current, infrastructure: bare } });
     assert.equal(d.patches.infrastructure.length, 1);
     const [op] = d.patches.infrastructure;
     assert.equal(op?.path, '/spec/template');
-    assert.match((op?.value as { spec: Record<string, string> }).spec[REFUSAL_MARKER] ?? '', /"hand-made" is not a Kindling user-data Secret/);
+    assert.match((op?.value as { spec: Record<string, string> }).spec[REFUSAL_MARKER] ?? '', /"hand-made" is not a Kindling payload of the pool/);
   });
 
   it('when the same request comes twice with keys in another order, it should give the same answer', () => {
@@ -187,17 +217,19 @@ describe('in-place decision', () => {
     assert.deepEqual(verdicts(d), { 'ExampleConfigTemplate c release': 'rollout' });
   });
 
-  it('when Cluster API asks about one Machine (CanUpdateMachine), it should decide on the Machine spec', () => {
-    const machine = (secret: string, version: string): JsonObject => ({
+  it('when Cluster API asks about one Machine (CanUpdateMachine), it should decide on the Machine spec and its KindlingConfig', () => {
+    const machine = (version: string): JsonObject => ({
       apiVersion: 'cluster.x-k8s.io/v1beta2',
       kind: 'Machine',
       metadata: { name: 'm1', namespace: 'tenants', labels: { [LABELS.nodePool]: POOL } },
-      spec: { clusterName: 'guest', bootstrap: { dataSecretName: secret }, infrastructureRef: { kind: 'LocalMachine', name: 'm1' }, version },
+      spec: { clusterName: 'guest', bootstrap: { configRef: { apiGroup: 'bootstrap.kindling.dev', kind: 'KindlingConfig', name: 'm1' }, dataSecretName: `user-data-${POOL}-aaaa` }, infrastructureRef: { kind: 'LocalMachine', name: 'm1' }, version },
     });
+    const config = (hash: string): JsonObject => ({ apiVersion: 'bootstrap.kindling.dev/v1beta1', kind: 'KindlingConfig', metadata: { name: 'm1' }, spec: { nodePool: POOL, configHash: hash } });
     const infra = { kind: 'LocalMachine', metadata: { name: 'm1' }, spec: { failureDomain: 'zone-a' } };
-    const d = decide({ kind: 'Machine', current: { machine: machine(`user-data-${POOL}-aaaa`, 'v1.36.2'), infrastructure: infra }, desired: { machine: machine(`user-data-${POOL}-bbbb`, 'v1.36.3'), infrastructure: infra }, payload: CLEAN });
+    const d = decide({ kind: 'Machine', current: { machine: machine('v1.36.2'), infrastructure: infra, bootstrap: config('aaaa') }, desired: { machine: machine('v1.36.3'), infrastructure: infra, bootstrap: config('bbbb') }, payload: CLEAN });
     assert.equal(d.inPlace, true);
-    assert.deepEqual(d.patches.machine.map((op) => op.path), ['/spec/bootstrap/dataSecretName', '/spec/version']);
+    assert.deepEqual(d.patches.machine.map((op) => op.path), ['/spec/version']);
+    assert.deepEqual(d.patches.bootstrap, [{ op: 'add', path: '/spec/configHash', value: 'bbbb' }]);
   });
 
   it('when the user-data Secret name is read, it should give the pool and hash only for the pool’s own naming', () => {
@@ -206,5 +238,57 @@ describe('in-place decision', () => {
     assert.equal(userDataTarget('MachineSet', ms('user-data-other-0123abcd')), undefined);
     assert.equal(userDataTarget('MachineSet', ms(`user-data-${POOL}-`)), undefined);
     assert.equal(userDataTarget('MachineSet', ms(`user-data-${POOL}-a-b`)), undefined);
+  });
+
+  describe('with Kindling’s bootstrap provider (ClusterAPI engine)', () => {
+    const release = (opts: { payload?: DecisionInput['payload']; desiredTemplate?: JsonObject; desiredBootstrap?: JsonObject } = {}): DecisionInput => ({
+      kind: 'MachineSet',
+      current: { machine: machineSet('workers-1', ref('aaaa')), infrastructure: template(), bootstrap: kindlingTemplate('aaaa') },
+      desired: { machine: machineSet('workers-2', { ...ref('bbbb'), version: 'v1.36.3' }), infrastructure: opts.desiredTemplate ?? template(), bootstrap: opts.desiredBootstrap ?? kindlingTemplate('bbbb') },
+      payload: 'payload' in opts ? opts.payload : CLEAN,
+    });
+
+    it('when a release moves the pool to a new bootstrap template the agent can apply, it should claim the config hash and the version', () => {
+      const d = decide(release());
+      assert.equal(d.inPlace, true);
+      assert.deepEqual(verdicts(d), { 'bootstrap.configRef.name': 'in-place', version: 'in-place', 'KindlingConfigTemplate configHash': 'in-place' });
+      assert.deepEqual(d.patches, {
+        machine: [
+          { op: 'add', path: '/spec/template/spec/bootstrap/configRef/name', value: `${POOL}-bbbb` },
+          { op: 'add', path: '/spec/template/spec/version', value: 'v1.36.3' },
+        ],
+        infrastructure: [],
+        bootstrap: [{ op: 'add', path: '/spec/template/spec/configHash', value: 'bbbb' }],
+      });
+      assert.match(d.message, /^in place: bootstrap\.configRef\.name \(new payload bbbb: the node agent applies it in place/);
+    });
+
+    it('when the new payload holds kernel arguments, it should leave the config hash unclaimed so Cluster API rolls', () => {
+      const d = decide(release({ payload: { ...CLEAN, blockers: ['kernel arguments (nosmt)'] } }));
+      assert.equal(d.inPlace, false);
+      assert.deepEqual(d.patches.bootstrap, []);
+      assert.deepEqual(d.patches.infrastructure, [], 'Cluster API sees the unclaimed config hash itself: no marker needed');
+      assert.match(d.message, /must roll: .*KindlingConfigTemplate configHash \(payload bbbb holds what the node agent cannot apply in place \(kernel arguments \(nosmt\)\)/);
+    });
+
+    it('when the infrastructure template changes with the release, it should roll and say which change forces it', () => {
+      const d = decide(release({ desiredTemplate: template('large', { failureDomains: ['zone-c'] }) }));
+      assert.equal(d.inPlace, false);
+      assert.equal(verdicts(d)['KindlingConfigTemplate configHash'], 'in-place');
+      assert.equal(verdicts(d)['LocalMachineTemplate large failureDomains'], 'rollout');
+      assert.match(d.message, /must roll: LocalMachineTemplate large failureDomains \(Kindling does not change the infrastructure in place/);
+    });
+
+    it('when the template names another pool, it should roll', () => {
+      const d = decide(release({ desiredBootstrap: kindlingTemplate('bbbb', { nodePool: 'others' }) }));
+      assert.equal(d.inPlace, false);
+      assert.equal(verdicts(d)['KindlingConfigTemplate nodePool'], 'rollout');
+    });
+
+    it('when the bootstrap template or config is read, it should give its pool and hash', () => {
+      assert.deepEqual(bootstrapTarget('MachineSet', kindlingTemplate('0a1b')), { pool: POOL, hash: '0a1b' });
+      assert.deepEqual(bootstrapTarget('Machine', { apiVersion: 'bootstrap.kindling.dev/v1beta1', kind: 'KindlingConfig', spec: { nodePool: POOL, configHash: 'ff' } }), { pool: POOL, hash: 'ff' });
+      assert.equal(bootstrapTarget('Machine', { apiVersion: 'bootstrap.example/v1', kind: 'KindlingConfig', spec: { nodePool: POOL, configHash: 'ff' } }), undefined);
+    });
   });
 });
