@@ -474,7 +474,9 @@ interface MemoryResult {
 async function memory(b: Bench): Promise<MemoryResult> {
   const ns = 'memory';
   const server = await startServer(b, 'server-memory', ns);
-  await new Promise((r) => setTimeout(r, 3000));
+  // Sampled once the server is up (its ops port answers), not at a fixed delay that a loaded machine outlasts.
+  await eventually('the server up', async () => ((await metrics(server).catch(() => undefined)) === undefined ? undefined : true), 120_000, 100);
+  await new Promise((r) => setTimeout(r, 2000));
   const rssBeforeBytes = vmRssBytes(server.pid);
   const started = performance.now();
   const jobs: { pool: string; hash: string; name: string }[] = [];

@@ -47,12 +47,6 @@ export interface ServingPoolOptions {
 }
 
 const THREAD_MODULE = new URL('./thread.js', import.meta.url);
-/**
- * A serving thread's young generation. V8 lets each isolate's grow to 48 MiB under a steady allocation rate
- * (a request's short-lived objects), which is RSS per thread that the payloads, held once, do not need; what
- * a request allocates dies young, so a small one costs little more scavenging.
- */
-const THREAD_YOUNG_GENERATION_MB = 8;
 
 interface Thread {
   worker: Worker;
@@ -136,7 +130,7 @@ export class ServingPool {
     const o = this.#opts;
     const data: ThreadData = { index, certFile: o.certFile, keyFile: o.keyFile, publicKeyPem: o.publicKeyPem, logLevel: o.logLevel, logName: o.logName, reloadIntervalMs: o.reloadIntervalMs, headersTimeoutMs: o.headersTimeoutMs, requestTimeoutMs: o.requestTimeoutMs };
     // A profile of the process (the benchmark's --cpu-prof) covers the threads; other flags are the process's.
-    const worker = new Worker(THREAD_MODULE, { workerData: data, execArgv: profilingFlags(process.execArgv), resourceLimits: { maxYoungGenerationSizeMb: THREAD_YOUNG_GENERATION_MB } });
+    const worker = new Worker(THREAD_MODULE, { workerData: data, execArgv: profilingFlags(process.execArgv) });
     const thread: Thread = { worker, next: new Map() };
     worker.on('message', (msg: FromThread) => this.#onMessage(thread, msg));
     worker.on('error', (err) => this.#failed(new Error(`serving thread ${index} failed`, { cause: err })));
