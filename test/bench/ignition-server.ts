@@ -26,7 +26,7 @@
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { get as httpGet } from 'node:http';
 import { request } from 'node:https';
@@ -65,6 +65,8 @@ function textFlag(name: string): string | undefined {
 
 const OPTS = {
   cpuProfDir: textFlag('cpu-prof'),
+  /** After the memory phase's sample, a heap snapshot of the server's main thread is written here. */
+  heapSnapshotDir: textFlag('heap-snapshot'),
   phases: new Set((textFlag('only') ?? 'serving,storm,memory').split(',')),
   durationS: flag('duration', 10),
   rounds: Math.max(1, flag('rounds', 1)),
@@ -206,6 +208,8 @@ interface Server {
   opsPort: number;
   pid: number;
   spawnedAt: number;
+  /** Date.now() at the spawn, to place the server's own log lines after it. */
+  spawnedWallMs: number;
   cacheDir: string;
   namespace: string;
 }
@@ -214,12 +218,14 @@ async function startServer(b: Bench, name: string, namespace: string, cacheDir =
   const port = await freePort();
   const opsPort = await freePort();
   const spawnedAt = performance.now();
+  const spawnedWallMs = Date.now();
   const proc = new ManagedProcess({
     name,
     command: process.execPath,
     logFile: join(b.dir, `${name}.log`),
     args: [
       ...(OPTS.cpuProfDir === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', OPTS.cpuProfDir]),
+      ...(OPTS.heapSnapshotDir === undefined ? [] : ['--heapsnapshot-signal=SIGUSR2', '--diagnostic-dir', OPTS.heapSnapshotDir]),
       KINDLING, 'ignition-server',
       '--kubeconfig', b.cluster.kubeconfigPath,
       '--serving-address', `127.0.0.1:${port}`,
@@ -236,7 +242,7 @@ async function startServer(b: Bench, name: string, namespace: string, cacheDir =
   });
   b.processes.push(proc);
   await eventually(`${name} to start`, () => Promise.resolve(proc.guardPid !== undefined && !Number.isNaN(childPid(proc.guardPid)) ? true : undefined), 10_000, 20);
-  return { name, proc, port, opsPort, pid: childPid(proc.guardPid as number), spawnedAt, cacheDir, namespace };
+  return { name, proc, port, opsPort, pid: childPid(proc.guardPid as number), spawnedAt, spawnedWallMs, cacheDir, namespace };
 }
 
 function metrics(server: Server): Promise<string> {
@@ -468,7 +474,9 @@ interface MemoryResult {
 async function memory(b: Bench): Promise<MemoryResult> {
   const ns = 'memory';
   const server = await startServer(b, 'server-memory', ns);
-  await new Promise((r) => setTimeout(r, 3000));
+  // Sampled once the server is up (its ops port answers), not at a fixed delay that a loaded machine outlasts.
+  await eventually('the server up', async () => ((await metrics(server).catch(() => undefined)) === undefined ? undefined : true), 120_000, 100);
+  await new Promise((r) => setTimeout(r, 2000));
   const rssBeforeBytes = vmRssBytes(server.pid);
   const started = performance.now();
   const jobs: { pool: string; hash: string; name: string }[] = [];
@@ -497,8 +505,47 @@ async function memory(b: Bench): Promise<MemoryResult> {
   const cachedBytes = metric(m, 'kindling_ignition_payload_cache_bytes');
   const status = readFileSync(`/proc/${server.pid}/status`, 'utf8');
   const kb = (field: string): number => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? Number.NaN) * 1024;
-  const breakdown = `RssAnon ${mib(kb('RssAnon'))}, RssFile ${mib(kb('RssFile'))}, RssShmem ${mib(kb('RssShmem'))}; main thread's V8 heap ${mib(metric(m, 'nodejs_heap_size_used_bytes'))} used of ${mib(metric(m, 'nodejs_heap_size_total_bytes'))}, external ${mib(metric(m, 'nodejs_external_memory_bytes'))}`;
-  return { tokens: jobs.length, payloads: seen.size, payloadBytes, cachedBytes, configSecretBytes, rssBeforeBytes, rssAfterBytes: vmRssBytes(server.pid), breakdown, loadS, probe, server };
+  const breakdown = `${mappings(server.pid)}; RssAnon ${mib(kb('RssAnon'))}, RssFile ${mib(kb('RssFile'))}, RssShmem ${mib(kb('RssShmem'))}; main thread's V8 heap ${mib(metric(m, 'nodejs_heap_size_used_bytes'))} used of ${mib(metric(m, 'nodejs_heap_size_total_bytes'))}, external ${mib(metric(m, 'nodejs_external_memory_bytes'))}`;
+  const rssAfterBytes = vmRssBytes(server.pid);
+  if (OPTS.heapSnapshotDir !== undefined) await heapSnapshot(server, OPTS.heapSnapshotDir);
+  return { tokens: jobs.length, payloads: seen.size, payloadBytes, cachedBytes, configSecretBytes, rssBeforeBytes, rssAfterBytes, breakdown, loadS, probe, server };
+}
+
+/** A heap snapshot of the server's main thread (a full GC first): then its RSS and heap again, garbage gone. */
+async function heapSnapshot(server: Server, dir: string): Promise<void> {
+  const before = new Set(readdirSync(dir));
+  process.kill(server.pid, 'SIGUSR2');
+  const file = await eventually('the heap snapshot', async () => {
+    const made = readdirSync(dir).find((f) => !before.has(f) && f.endsWith('.heapsnapshot'));
+    // Written once the server answers again (the snapshot blocks its main thread).
+    return made !== undefined && (await metrics(server).catch(() => undefined)) !== undefined ? made : undefined;
+  }, 300_000, 500);
+  const m = await metrics(server);
+  out(`  heap snapshot ${join(dir, file)}; after its full GC: VmRSS ${mib(vmRssBytes(server.pid))}, main thread's V8 heap ${mib(metric(m, 'nodejs_heap_size_used_bytes'))} used of ${mib(metric(m, 'nodejs_heap_size_total_bytes'))}`);
+}
+
+type MappingKind = 'brk' | '≥ 8 MiB' | '1–8 MiB' | '< 1 MiB';
+
+/** An smaps header line's kind, when the mapping is anonymous memory. */
+function mappingKind(line: string): MappingKind | undefined {
+  const head = /^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ (\d+)\s*(.*)$/.exec(line);
+  if (!head) return undefined;
+  if (head[4] === '[heap]') return 'brk';
+  if (head[4] !== '' || head[3] !== '0') return undefined;
+  const span = (parseInt(head[2] as string, 16) - parseInt(head[1] as string, 16)) / MiB;
+  return span >= 8 ? '≥ 8 MiB' : span >= 1 ? '1–8 MiB' : '< 1 MiB';
+}
+
+/** The process's anonymous memory by kind of mapping (from smaps): malloc's heap, large mappings, small ones. */
+function mappings(pid: number): string {
+  const sizes: Record<MappingKind, number> = { brk: 0, '≥ 8 MiB': 0, '1–8 MiB': 0, '< 1 MiB': 0 };
+  let kind: MappingKind | undefined;
+  for (const line of readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
+    if (/^[0-9a-f]+-[0-9a-f]+ /.test(line)) kind = mappingKind(line);
+    const rss = /^Rss:\s+(\d+) kB/.exec(line);
+    if (rss && kind !== undefined) sizes[kind] += Number(rss[1]) * 1024;
+  }
+  return `anonymous RSS by mapping: ${Object.entries(sizes).map(([k, v]) => `${k} ${mib(v)}`).join(', ')}`;
 }
 
 interface RestartResult {
@@ -507,6 +554,22 @@ interface RestartResult {
   firstRequestTtfbMs: number;
   attempts: number;
   generatedAfterRestart: number;
+  /** Where the time went: the first line of each kind the server logged, ms after the spawn. */
+  milestones: string;
+}
+
+/** The first time (ms after the spawn) the server logged each message of its start. */
+function milestones(server: Server): string {
+  const first = new Map<string, number>();
+  for (const line of readFileSync(server.proc.logFile, 'utf8').split('\n')) {
+    try {
+      const { time, msg } = JSON.parse(line) as { time?: string; msg?: string };
+      if (time !== undefined && msg !== undefined && !first.has(msg)) first.set(msg, Date.parse(time) - server.spawnedWallMs);
+    } catch {
+      // not a log line
+    }
+  }
+  return [...first].sort((a, b) => a[1] - b[1]).slice(0, 12).map(([msg, ms]) => `${fmt(ms)} ms ${msg}`).join('; ');
 }
 
 /** Phase 4: stop, start on the same cache directory, and poll until the first 200 byte arrives. */
@@ -531,7 +594,7 @@ async function restart(b: Bench, server: Server, probe: Record<string, string>):
     .finally(() => (answered = true));
   const generatedAfterRestart = readFileSync(next.proc.logFile, 'utf8').split('Generated a payload').length - 1;
   await next.proc.stop();
-  return { firstAnswerMs: (firstAnswerAt ?? Number.NaN) - next.spawnedAt, firstByteMs: first.firstByteAt - next.spawnedAt, firstRequestTtfbMs: first.ttfbMs, attempts, generatedAfterRestart };
+  return { milestones: milestones(next), firstAnswerMs: (firstAnswerAt ?? Number.NaN) - next.spawnedAt, firstByteMs: first.firstByteAt - next.spawnedAt, firstRequestTtfbMs: first.ttfbMs, attempts, generatedAfterRestart };
 }
 
 const fmt = (n: number, digits = 0): string => n.toFixed(digits);
@@ -588,6 +651,7 @@ function reportRestart(tokens: number, r: RestartResult): void {
   out('');
   out(`restart on the persisted cache dir with ${tokens} token Secrets live (spawn of node bin/kindling.js →):`);
   out(`  first answer of any status: ${fmt(r.firstAnswerMs)} ms; first byte of a 200 /ignition: ${fmt(r.firstByteMs)} ms`);
+  out(`  the server's log, ms after the spawn: ${r.milestones}`);
   out(`  (that request's own TTFB ${fmt(r.firstRequestTtfbMs, 1)} ms; ${r.attempts} polls, 10 ms apart; payloads generated after the restart: ${r.generatedAfterRestart})`);
   rows.push({ figure: 'restart: first 200 after spawn', value: `${fmt(r.firstByteMs)} ms`, reference: '5,000 ms', ratio: r.firstByteMs / 5000, target: '≤ 1.0', pass: r.firstByteMs <= 5000 });
 }

@@ -12,6 +12,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
+import { Registry } from 'prom-client';
 import { startCluster, installCapiCrds, installKindlingCrds } from '../bed/src/index.js';
 import { createLogger } from '../../support/src/logger.js';
 import { createNodePoolController } from '../../nodepool-controller/src/controller.js';
@@ -52,6 +53,12 @@ async function rawCreateRate(core: k8s.CoreV1Api, n: number): Promise<number> {
   return n / ((performance.now() - started) / 1000);
 }
 
+/** The controller's writes by verb and kind, per pool (kindling_nodepool_writes_total). */
+async function writesByKind(registry: Registry): Promise<string> {
+  const values = (await registry.getSingleMetric('kindling_nodepool_writes_total')?.get())?.values ?? [];
+  return values.map((v) => `${String(v.labels.verb)} ${String(v.labels.kind)} ${(v.value / POOLS).toFixed(2)}`).join(', ');
+}
+
 /** Polls until every pool satisfies `done`. */
 async function everyPool(custom: k8s.CustomObjectsApi, done: (p: NodePool) => boolean): Promise<void> {
   for (;;) {
@@ -73,7 +80,8 @@ async function main(): Promise<void> {
     const rate = await rawCreateRate(core, POOLS);
     const ignition = await runIgnitionServer({ kubeconfigPath: mgmt.kubeconfigPath, dir, namespace: NS, releases: ['1.36.3'], args: ['--log-level', 'warn'] });
     const release = ignition.releases['1.36.3'] ?? '';
-    const controller = createNodePoolController({ kubeConfig: mgmt.kubeConfig, log, workers: 8, config: { ignition: { endpoint: ignition.endpoint, caPem: ignition.caPem }, tokenGraceMs: 7_200_000, maxSkewMinors: 3 } });
+    const registry = new Registry();
+    const controller = createNodePoolController({ kubeConfig: mgmt.kubeConfig, log, workers: 8, registry, config: { ignition: { endpoint: ignition.endpoint, caPem: ignition.caPem }, tokenGraceMs: 7_200_000, maxSkewMinors: 3 } });
     await controller.start();
     const started = performance.now();
     await inBatches([...Array(POOLS).keys()], 32, (i) => objects.create(pool(i, release)));
@@ -101,7 +109,7 @@ async function main(): Promise<void> {
     out(`raw create rate (plain client, 32 in flight): ${rate.toFixed(0)} objects/s`);
     out(`pools created in ${((created - started) / 1000).toFixed(1)} s; all converged after ${seconds.toFixed(1)} s`);
     out(`floor (5 writes/pool ÷ raw rate): ${floorSeconds.toFixed(1)} s; ratio ours/floor: ${(seconds / floorSeconds).toFixed(2)}`);
-    out(`controller writes: ${writes} (${(writes / POOLS).toFixed(2)} per pool)`);
+    out(`controller writes: ${writes} (${(writes / POOLS).toFixed(2)} per pool): ${await writesByKind(registry)}`);
     out(`forced resync of all ${POOLS} pools: ${controller.writer.count - before} writes in ${resyncSeconds.toFixed(1)} s`);
     const perPool = writes / POOLS;
     const resyncWrites = controller.writer.count - before;

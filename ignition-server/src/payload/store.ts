@@ -17,7 +17,7 @@
  * neither place: a server holding thousands of token Secrets keeps one digest per Secret, not its config.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { mkdir, open, readFile, rename, writeFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { LRUCache } from 'lru-cache';
 import type { Logger } from '../../../support/src/logger.js';
@@ -28,7 +28,7 @@ import type { Validator } from './validate.js';
 import { DirBudget } from './dir-budget.js';
 import { SPEC_VERSIONS, versionIndex, type SpecVersion } from './versions.js';
 import { configDigest, sha } from './digest.js';
-import { HEAD, payloadBytes, type Payload } from './payload.js';
+import { HEAD, payloadChunks, type Payload } from './payload.js';
 import type { SharedPayloads } from './shared.js';
 
 export { payloadBytes, payloadChunks, type Payload } from './payload.js';
@@ -124,7 +124,39 @@ function toPayload(key: string, rendered: RenderedPayload): Payload {
   if (joinAt < 0 || tail.indexOf(JOIN_MARK) !== joinAt + 2 || tail.includes(JOIN_MARK, joinAt + 3)) {
     throw new InvalidConfigError(`the config contains the reserved text ${JOIN_MARK}`);
   }
-  return { key, minVersion: rendered.minVersion, tail: sharedBytes(Buffer.from(tail.slice(0, joinAt) + tail.slice(joinAt + JOIN_SLOT.length))), joinAt: Buffer.byteLength(tail.slice(0, joinAt)) };
+  return { key, minVersion: rendered.minVersion, tail: sharedText(tail.slice(0, joinAt) + tail.slice(joinAt + JOIN_SLOT.length)), joinAt: Buffer.byteLength(tail.slice(0, joinAt)) };
+}
+
+/**
+ * Text encoded straight into shared memory. Payloads are megabytes and held for long: a transient copy of
+ * each, freed only when the garbage collector gets to it, leaves holes between the ones kept that the
+ * process's RSS does not give back.
+ */
+function sharedText(text: string): Buffer {
+  const shared = Buffer.from(new SharedArrayBuffer(Buffer.byteLength(text)));
+  shared.write(text);
+  return shared;
+}
+
+/** A file read straight into shared memory (see sharedText); undefined when it cannot be read. */
+async function readShared(path: string): Promise<Buffer | undefined> {
+  let file: FileHandle | undefined;
+  try {
+    file = await open(path, 'r');
+    const { size } = await file.stat();
+    const bytes = Buffer.from(new SharedArrayBuffer(size));
+    let read = 0;
+    while (read < size) {
+      const { bytesRead } = await file.read(bytes, read, size - read, read);
+      if (bytesRead === 0) return undefined;
+      read += bytesRead;
+    }
+    return bytes;
+  } catch {
+    return undefined;
+  } finally {
+    await file?.close();
+  }
 }
 
 /**
@@ -275,9 +307,9 @@ export class PayloadStore {
     try {
       const payload = await this.#generate(ref, digest, config, key);
       this.#opts.metrics?.generationSeconds((performance.now() - started) / 1000, 'success');
-      const bytes = Buffer.concat([Buffer.from(`${payload.minVersion} ${payload.joinAt}\n`), payload.tail]);
-      await this.#toShared(`payload-${key}`, bytes);
-      await this.#persist(key, bytes);
+      const chunks = [Buffer.from(`${payload.minVersion} ${payload.joinAt}\n`), payload.tail];
+      await this.#toShared(`payload-${key}`, chunks);
+      await this.#persist(key, chunks);
       this.#remember(payload);
       return payload;
     } catch (err) {
@@ -311,7 +343,7 @@ export class PayloadStore {
     if (!this.#opts.validate || versionIndex(payload.minVersion) > versionIndex(VALIDATE_AT)) return;
     let report: string | undefined;
     try {
-      report = await this.#opts.validate(payloadBytes(payload, VALIDATE_AT));
+      report = await this.#opts.validate(payloadChunks(payload, VALIDATE_AT));
     } catch (err) {
       this.#opts.log.warn({ err }, 'Could not run the Ignition validator; serving the payload unvalidated');
       return;
@@ -345,10 +377,10 @@ export class PayloadStore {
     }
   }
 
-  async #toShared(name: string, bytes: Buffer): Promise<void> {
+  async #toShared(name: string, bytes: Buffer | Buffer[]): Promise<void> {
     if (!this.#opts.shared) return;
     try {
-      await this.#opts.shared.put(name, bytes);
+      await this.#opts.shared.put(name, Array.isArray(bytes) ? Buffer.concat(bytes) : bytes);
       this.#opts.metrics?.shared('pushed');
     } catch (err) {
       // This replica serves what it generated either way; the others generate it again if they must.
@@ -366,13 +398,14 @@ export class PayloadStore {
     return payload;
   }
 
-  async #persist(key: string, bytes: Buffer): Promise<void> {
-    if (await this.#writeFile(join('payloads', key), bytes)) await this.#dir.added(key, bytes.length);
+  async #persist(key: string, bytes: Buffer | Buffer[]): Promise<void> {
+    const length = Array.isArray(bytes) ? bytes.reduce((n, b) => n + b.length, 0) : bytes.length;
+    if (await this.#writeFile(join('payloads', key), bytes)) await this.#dir.added(key, length);
   }
 
   async #readPayload(key: string): Promise<Payload | undefined> {
     if (!/^[a-f0-9]{64}$/.test(key)) return undefined;
-    const bytes = await this.#readFile(join('payloads', key));
+    const bytes = await readShared(join(this.#opts.cacheDir, 'payloads', key));
     const payload = bytes && this.#parse(key, bytes);
     if (!payload) return undefined;
     this.#dir.used(key);
@@ -387,7 +420,7 @@ export class PayloadStore {
     const [minVersion, joinText] = bytes.subarray(0, Math.max(0, newline)).toString('utf8').split(' ') as [SpecVersion, string | undefined];
     const joinAt = Number(joinText);
     if (newline < 0 || !SPEC_VERSIONS.includes(minVersion) || !Number.isInteger(joinAt)) return undefined;
-    const tail = sharedBytes(bytes.subarray(newline + 1));
+    const tail = bytes.buffer instanceof SharedArrayBuffer ? bytes.subarray(newline + 1) : sharedBytes(bytes.subarray(newline + 1));
     if (joinAt < 0 || joinAt > tail.length) return undefined;
     return { key, minVersion, tail, joinAt };
   }
@@ -401,7 +434,7 @@ export class PayloadStore {
   }
 
   /** Written to a temporary name then renamed: a crash never leaves a half payload behind. */
-  async #writeFile(rel: string, bytes: Buffer): Promise<boolean> {
+  async #writeFile(rel: string, bytes: Buffer | Buffer[]): Promise<boolean> {
     const path = join(this.#opts.cacheDir, rel);
     const tmp = `${path}.${randomBytes(6).toString('hex')}.tmp`;
     try {

@@ -8,8 +8,8 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-/** Resolves to undefined when the payload is clean, else to the validator's report. */
-export type Validator = (payload: Buffer) => Promise<string | undefined>;
+/** Resolves to undefined when the payload is clean, else to the validator's report. The payload may come in chunks. */
+export type Validator = (payload: Buffer | readonly Buffer[]) => Promise<string | undefined>;
 
 export function createValidator(command = 'ignition-validate'): Validator {
   return async (payload) => {
