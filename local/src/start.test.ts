@@ -46,22 +46,23 @@ describe('npm start (local environment)', () => {
     assert.deepEqual(await readdir(stateDir), [], 'nothing was started or written');
   });
 
-  it('when started twice on the same state folder, it should bring both pools Ready through Ignition and resume without replacing a Machine', async () => {
+  it('when started twice on the same state folder, it should bring every sample pool Ready through Ignition and resume without replacing a Machine', async () => {
     const stateDir = await mkdtemp(join(tmpdir(), 'kindling-local-'));
     after(() => rm(stateDir, { recursive: true, force: true }));
 
     const first = runStart(stateDir);
     assert.match(first, /inplace: 3\/3 Ready/);
     assert.match(first, /replace: 2\/2 Ready/);
+    assert.match(first, /capi: 2\/2 Ready/);
     assert.match(first, /Stopped; nothing left running\./);
     const hosts = (await readdir(join(stateDir, 'hosts', NS))).sort();
-    assert.equal(hosts.length, 5);
+    assert.equal(hosts.length, 7, 'inplace 3, replace 2, capi 2');
     for (const host of hosts.filter((h) => h.startsWith('inplace-'))) {
       assert.equal(await readFile(join(stateDir, 'hosts', NS, host, 'etc/motd'), 'utf8'), 'Welcome to a Kindling node\n');
       assert.equal(await readFile(join(stateDir, 'hosts', NS, host, 'etc/kindling/os-release'), 'utf8'), 'Kindling Linux 1.36.2\n');
     }
     const before = await machineUids(stateDir);
-    assert.equal(Object.keys(before).length, 5);
+    assert.equal(Object.keys(before).length, 7);
 
     const second = runStart(stateDir);
     assert.match(second, /inplace: 3\/3 Ready/);
