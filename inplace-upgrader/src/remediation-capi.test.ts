@@ -133,10 +133,12 @@ describe('skip-remediation while a node is updated in place, under the real Mach
 
     // The update is over (the upgrader removes its annotation): the Node still NotReady is remediated now.
     assert.equal(await setSkipRemediation(custom, { metadata: { ...spared.metadata, annotations: { [ANNOTATIONS.capiSkipRemediation]: SKIP_REMEDIATION_INPLACE } } }, false), true);
-    await eventually(`${spared.metadata.name} remediated and replaced`, async () => {
+    const machineStates = async (): Promise<string> => JSON.stringify((await list('machines')).map((m) => ({ name: m.metadata.name, deleting: m.metadata.deletionTimestamp, finalizers: m.metadata.finalizers, phase: m.status?.phase, conditions: m.status?.conditions?.map((c) => `${c.type}=${c.status}/${c.reason ?? ''}`) })));
+    await eventually(`${spared.metadata.name} remediated`, async () => !(await machines()).some((m) => m.metadata.uid === spared.metadata.uid), 3 * 60_000, 1000).catch(async (err: unknown) => assert.fail(`${String(err)}: ${await machineStates()}`));
+    await eventually('a replacement Machine Running', async () => {
       const ms = await machines();
-      return !ms.some((m) => m.metadata.uid === spared.metadata.uid) && ms.length === 2 && ms.some((m) => m.metadata.uid === other.metadata.uid) ? true : undefined;
-    }, 5 * 60_000, 1000);
+      return ms.length === 2 && ms.every((m) => m.status?.phase === 'Running');
+    }, 5 * 60_000, 1000).catch(async (err: unknown) => assert.fail(`${String(err)}: ${await machineStates()}`));
     // The healthy Machine was never touched.
     assert.ok((await machines()).some((m) => m.metadata.uid === other.metadata.uid && m.status?.phase === 'Running'));
   });

@@ -131,8 +131,18 @@ export class InPlaceUpgrader {
   async #reconcile(key: string): Promise<ReconcileResult | void> {
     const ctx = this.#contextOf(key);
     if (!ctx) return;
-    if (ctx.ms.metadata.annotations?.[ANNOTATIONS.currentConfigHash] === ctx.target) return cleanUpPool(ctx.session, ctx.pool);
+    if (ctx.ms.metadata.annotations?.[ANNOTATIONS.currentConfigHash] === ctx.target && this.#settled(ctx)) return cleanUpPool(ctx.session, ctx.pool);
     return this.#rollOut(ctx);
+  }
+
+  /**
+   * No node of the set is updating or Degraded. A pool moved back to the config it came from (after a failed
+   * update) has a current hash equal to its target again, but its failed node still holds the other config:
+   * that node must be retargeted, and its Machine given back to remediation, not left Degraded for good.
+   */
+  #settled(ctx: RolloutContext): boolean {
+    const { nodes } = this.#nodesOf(ctx.ms, ctx.session);
+    return nodes.every((n) => !['updating', 'degraded'].includes(classifyNode(n, ctx.target, expectedDesired(ctx.session, n)).phase));
   }
 
   /** The MachineSet, if it is InPlace, and its guest cluster's session (NotReadyError while there is none). */
