@@ -188,4 +188,20 @@ describe('in-place rollouts that stop: pause, health gate', () => {
     assert.equal(ms.metadata.annotations?.[ANNOTATIONS.currentConfigHash], 'h1');
     assert.equal((await core.readNode({ name: failed })).metadata?.annotations?.[ANNOTATIONS.state], 'Degraded', 'the agent tried the update again');
   });
+
+  it('when the pool is moved back to the config it came from after a failed update, it should retarget the Degraded node to it and give its Machine back to remediation', async () => {
+    const [failed] = await withDesired('h2');
+    assert.ok(failed, 'no node was left on the failed update');
+    // The current hash is h1 already: only the failed node is off it.
+    await annotateSet({ [ANNOTATIONS.targetConfigHash]: 'h1' });
+    await eventually(`${failed} back on h1 and Done`, async () => {
+      const ann = (await core.readNode({ name: failed })).metadata?.annotations ?? {};
+      return ann[ANNOTATIONS.desiredConfig] === 'h1' && ann[ANNOTATIONS.currentConfig] === 'h1' && ann[ANNOTATIONS.state] === 'Done';
+    }, 120_000, 200);
+    assert.deepEqual(await withDesired('h1'), NODES);
+    await eventually('no Machine spared from remediation', async () => (await sparedMachines()).length === 0, 30_000, 200);
+    const ms = await machineSet();
+    assert.equal(ms.metadata.annotations?.[ANNOTATIONS.inPlaceFailure], undefined);
+    for (const n of NODES) assert.equal(await fileOn(n, '/etc/kindling/version'), 'v1');
+  });
 });

@@ -132,8 +132,21 @@ export class InPlaceUpgrader {
   async #reconcile(key: string): Promise<ReconcileResult | void> {
     const ctx = this.#contextOf(key);
     if (!ctx) return;
-    if (ctx.ms.metadata.annotations?.[ANNOTATIONS.currentConfigHash] === ctx.target) return cleanUpPool(ctx.session, ctx.pool);
+    if (ctx.ms.metadata.annotations?.[ANNOTATIONS.currentConfigHash] === ctx.target && (await this.#settled(ctx))) return cleanUpPool(ctx.session, ctx.pool);
     return this.#rollOut(ctx);
+  }
+
+  /**
+   * No node of the set is updating or Degraded (and no Machine is left spared). A pool moved back to the config
+   * it came from (after a failed update) has a current hash equal to its target again, but its failed node still
+   * holds the other config: that node must be retargeted, and its Machine given back to remediation once done.
+   */
+  async #settled(ctx: RolloutContext): Promise<boolean> {
+    const { nodes, machineOf } = this.#nodesOf(ctx.ms, ctx.session);
+    const views = nodes.map((n) => classifyNode(n, ctx.target, expectedDesired(ctx.session, n)));
+    if (views.some((v) => v.phase === 'updating' || v.phase === 'degraded')) return false;
+    await this.#spareFromRemediation(views, machineOf);
+    return true;
   }
 
   /** The MachineSet, if it is InPlace, and its guest cluster's session (NotReadyError while there is none). */
