@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { ANNOTATIONS, NODE_STATES } from '../../api/src/keys.js';
-import { isReady } from '../../inplace-upgrader/src/select.js';
+import { isReady } from '../../inplace-upgrader/src/preview.js';
 import { eventually } from '../bed/src/index.js';
 import { LocalEnvironment, NS } from './environment.js';
 
