@@ -94,7 +94,8 @@ export const ANNOTATIONS = {
   /** How long a node has after the reboot of an in-place update to pass the health gate (Ready, its kubelet at
    * the payload's version, reported since this boot), as a Go duration ("5m"). On a MachineSet: written by the
    * nodepool-controller (spec.management.inPlace.healthCheckTimeout, defaulted), read by the inplace-upgrader.
-   * On a guest Node: written by whoever hands the node its target (guest.ts handOutNode, both in-place
+   * On a ClusterAPI-engine pool's MachineDeployment: the same, read by the extension's UpdateMachine (through
+   * the Machine's deployment-name label). On a guest Node: written by whoever hands the node its target (guest.ts handOutNode, both in-place
    * engines), in the same patch as desiredConfig; read by the agent, which rolls the update back once it passes. */
   healthCheckTimeout: 'kindling.dev/health-check-timeout',
   /** Rollout progress, "N of M updated", then each drain a PodDisruptionBudget holds up ("; n03 draining,

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { desiredBootstrapTemplate, desiredMachineDeployment, desiredMachineHealthCheck, desiredMachinePropagation, desiredMachineSet, desiredReplicas, durationSeconds } from './capi.js';
 import { goldenIn } from '../../support/testing/golden.js';
 import { ANNOTATIONS } from '../../api/src/keys.js';
+import { DEFAULT_HEALTH_CHECK_TIMEOUT } from '../../api/src/nodepool.js';
 import { sampleInPlacePool, samplePool } from '../../api/testing/nodepool.js';
 
 const assertGolden = goldenIn('nodepool-controller/src/testdata');
@@ -115,6 +116,13 @@ describe('the ClusterAPI in-place engine', () => {
     assertGolden('machinedeployment-clusterapi.json', md);
     assert.deepEqual(md.spec.template.spec.bootstrap, { configRef: { apiGroup: 'bootstrap.kindling.dev', kind: 'KindlingConfigTemplate', name: `workers-${opts.hash}` } });
     assert.deepEqual(md.spec.rollout, { strategy: { type: 'RollingUpdate', rollingUpdate: { maxSurge: 1, maxUnavailable: 2 } } });
+  });
+
+  it('when a ClusterAPI engine pool sets a health check timeout, it should carry it on the MachineDeployment for UpdateMachine, else the default', () => {
+    const timeoutOf = (md: { metadata: { annotations?: Record<string, string> } }): string | undefined => md.metadata.annotations?.[ANNOTATIONS.healthCheckTimeout];
+    assert.equal(timeoutOf(desiredMachineDeployment(sampleInPlacePool((p) => (p.spec.management.inPlace = { engine: 'ClusterAPI', healthCheckTimeout: '90s' })), opts)), '90s');
+    assert.equal(timeoutOf(desiredMachineDeployment(clusterApiPool, opts)), DEFAULT_HEALTH_CHECK_TIMEOUT);
+    assert.equal(timeoutOf(desiredMachineDeployment(samplePool(), opts)), undefined, 'a Replace pool has no health gate');
   });
 
   it('when the ClusterAPI engine pool sets no bounds, it should update one Machine at a time without surging', () => {

@@ -109,13 +109,19 @@ function rolloutStrategy(pool: NodePool): Strategy {
   return type === 'RollingUpdate' ? { type, rollingUpdate: { maxSurge: rolling.maxSurge ?? 1, maxUnavailable: rolling.maxUnavailable ?? 0 } } : { type };
 }
 
+/** The health gate's timeout of an in-place pool (either engine), as its child carries it for the upgrader
+ * or the extension to hand each node. */
+const healthCheckTimeout = (pool: NodePool): string => pool.spec.management.inPlace?.healthCheckTimeout ?? DEFAULT_HEALTH_CHECK_TIMEOUT;
+
 /** Replace pools: CAPI rolls the machines when the template (user-data, version) changes. ClusterAPI-engine
- * pools: a new hash is a new bootstrap template, which CAPI updates in place where Kindling's extension can. */
+ * pools: a new hash is a new bootstrap template, which CAPI updates in place where Kindling's extension can
+ * (its UpdateMachine reads the health gate's timeout from the MachineDeployment). */
 export function desiredMachineDeployment(pool: NodePool, opts: ChildOptions): MachineDeployment {
+  const gate: Record<string, string> = inPlaceEngine(pool) === 'ClusterAPI' ? { [ANNOTATIONS.healthCheckTimeout]: healthCheckTimeout(pool) } : {};
   return {
     apiVersion: CAPI_API_VERSION,
     kind: 'MachineDeployment',
-    metadata: childMetadata(pool, autoscalerAnnotations(pool)),
+    metadata: childMetadata(pool, { ...autoscalerAnnotations(pool), ...gate }),
     spec: {
       clusterName: pool.spec.clusterName,
       replicas: desiredReplicas(pool, opts.liveReplicas),
@@ -145,7 +151,7 @@ export function desiredMachineSet(pool: NodePool, opts: ChildOptions): MachineSe
     ...autoscalerAnnotations(pool),
     [ANNOTATIONS.targetConfigHash]: opts.hash,
     [ANNOTATIONS.maxUnavailable]: String(resolveMaxUnavailable(pool.spec.management.inPlace?.maxUnavailable, replicas)),
-    [ANNOTATIONS.healthCheckTimeout]: pool.spec.management.inPlace?.healthCheckTimeout ?? DEFAULT_HEALTH_CHECK_TIMEOUT,
+    [ANNOTATIONS.healthCheckTimeout]: healthCheckTimeout(pool),
   };
   return {
     apiVersion: CAPI_API_VERSION,

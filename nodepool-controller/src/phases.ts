@@ -394,6 +394,7 @@ function templateChange(s: Scope, deps: PhaseDeps): { from: string; to: string }
 function explainObserved(s: Scope, deps: PhaseDeps, r: { from: string; to: string; template?: { from: string; to: string } }): RolloutRecord {
   return keepOrExplain(s.pool.status?.rollout, {
     upgradeType: s.pool.spec.management.upgradeType,
+    engine: inPlaceEngine(s.pool),
     from: r.from,
     to: r.to,
     template: r.template,

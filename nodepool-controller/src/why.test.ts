@@ -62,6 +62,14 @@ describe('status.rollout: which inputs changed and the strategy of each', () => 
       ],
     },
     {
+      condition: 'the release and the template change together on a ClusterAPI-engine pool',
+      input: base({ engine: 'ClusterAPI', before: inputs(R1, before), after: inputs(R2, before), configMaps: before, template: { from: 'tmpl-a', to: 'tmpl-b' } }),
+      want: [
+        { input: 'release', detail: `${R1} to ${R2}`, strategy: 'InPlace' },
+        { input: 'template', detail: 'tmpl-a to tmpl-b', strategy: 'Rollout' },
+      ],
+    },
+    {
       condition: "the old hash's inputs are gone (its token Secret expired before the controller saw the rollout)",
       input: base({ after: inputs(R2, before) }),
       want: [{ input: 'config', detail: 'hash h1 to h2: the inputs of h1 are no longer known (its token Secret is gone)', strategy: 'InPlace' }],
@@ -78,6 +86,13 @@ describe('status.rollout: which inputs changed and the strategy of each', () => 
     assert.equal(strategyOf('template', 'InPlace'), 'NewMachines');
     assert.equal(strategyOf('config', 'InPlace'), 'InPlace');
     assert.equal(strategyOf('release', 'Replace'), 'Rollout');
+  });
+
+  it('when a template changes on a ClusterAPI-engine pool, it should roll, while its release and config changes stay in place', () => {
+    assert.equal(strategyOf('template', 'InPlace', 'ClusterAPI'), 'Rollout');
+    assert.equal(strategyOf('release', 'InPlace', 'ClusterAPI'), 'InPlace');
+    assert.equal(strategyOf('config', 'InPlace', 'ClusterAPI'), 'InPlace');
+    assert.equal(strategyOf('template', 'InPlace', 'MachineSet'), 'NewMachines');
   });
 
   it('when more documents change than status can hold, it should keep the first ones and count the rest', () => {

@@ -6,7 +6,7 @@
  * rollout is under way: the token Secret expires, the record does not. `kindling plan` shows the document
  * changes from the same functions.
  */
-import type { RolloutChange, RolloutRecord, RolloutStrategy, UpgradeType } from '../../api/src/nodepool.js';
+import type { InPlaceEngine, RolloutChange, RolloutRecord, RolloutStrategy, UpgradeType } from '../../api/src/nodepool.js';
 import { normaliseConfig, type ConfigSource, type HashInputs } from './hash.js';
 
 /** As the CRD's maxItems of status.rollout.changes. */
@@ -55,16 +55,23 @@ export function documentChanges(before: string, after: string, sources: Map<stri
 /**
  * What a change of each input does to the nodes, per upgrade type: a new payload (release, config) is
  * applied in place on an InPlace pool and rolls the Machines of a Replace pool; a new infrastructure
- * template rolls a Replace pool, and reaches only new Machines of an InPlace pool (its bare MachineSet does
- * not replace Machines).
+ * template rolls a Replace pool, and reaches only new Machines of an InPlace pool on the MachineSet engine
+ * (its bare MachineSet does not replace Machines). On the ClusterAPI engine a template change falls back to a
+ * rollout (the extension never takes an infrastructure change in place). A payload the agent cannot apply in
+ * place (kernel arguments, disks) rolls too there, but that verdict is the extension's decision function over
+ * the rendered payload, which the controller cannot reach (the deployables are fenced): it is recorded as
+ * InPlace here; `kindling plan` shows the extension's own verdict.
  */
-export function strategyOf(input: RolloutChange['input'], upgradeType: UpgradeType): RolloutStrategy {
+export function strategyOf(input: RolloutChange['input'], upgradeType: UpgradeType, engine: InPlaceEngine = 'MachineSet'): RolloutStrategy {
   if (upgradeType === 'Replace') return 'Rollout';
-  return input === 'template' ? 'NewMachines' : 'InPlace';
+  if (input !== 'template') return 'InPlace';
+  return engine === 'ClusterAPI' ? 'Rollout' : 'NewMachines';
 }
 
 export interface WhyInput {
   upgradeType: UpgradeType;
+  /** The in-place engine of an InPlace pool (default MachineSet). */
+  engine?: InPlaceEngine;
   /** Config hashes: the nodes' and the target (equal when only the template changed). */
   from: string;
   to: string;
@@ -97,7 +104,7 @@ function payloadChanges(i: WhyInput): RolloutChange[] {
 /** The record of a rollout: every input that changed, with its strategy. */
 export function explainRollout(i: WhyInput): RolloutRecord {
   const changes = payloadChanges(i);
-  if (i.template) changes.push({ input: 'template', detail: `${i.template.from} to ${i.template.to}`, strategy: strategyOf('template', i.upgradeType) });
+  if (i.template) changes.push({ input: 'template', detail: `${i.template.from} to ${i.template.to}`, strategy: strategyOf('template', i.upgradeType, i.engine) });
   if (changes.length > MAX_CHANGES) changes.splice(MAX_CHANGES - 1, changes.length, { input: 'config', detail: `and ${changes.length - MAX_CHANGES + 1} more changes`, strategy: strategyOf('config', i.upgradeType) });
   return { from: i.from, to: i.to, since: i.now, changes };
 }

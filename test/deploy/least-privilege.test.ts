@@ -33,6 +33,10 @@ const UNUSED_ON_PURPOSE: Record<string, Record<string, string>> = {
     [permission('bootstrap.kindling.dev', 'kindlingconfigtemplates', 'delete')]:
       'a bootstrap template goes once no MachineSet points at it, after a rollout of a ClusterAPI-engine pool, which this scenario does not make (deleted pools take theirs by owner reference)',
   },
+  'inplace-upgrader': {
+    [permission('cluster.x-k8s.io', 'machinedeployments', 'list')]: 'the Runtime Extension (--extension-address) caches MachineDeployments for UpdateMachine; this scenario does not serve the hooks',
+    [permission('cluster.x-k8s.io', 'machinedeployments', 'watch')]: 'the same cache as its list',
+  },
   'ignition-server': {
     [permission('', 'secrets', 'delete')]: 'expired token Secrets are deleted after --token-ttl (11 h), beyond a short run',
     [permission('', 'events', 'create')]: 'Events record a rotation (at --token-ttl/2) or a failed payload generation; neither happens in a short healthy run',

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { Registry } from 'prom-client';
 import { CAPI_API_VERSION } from '../../../api/src/capi.js';
-import { ANNOTATIONS, LABELS, userDataSecretName } from '../../../api/src/keys.js';
+import { ANNOTATIONS, LABELS, SKIP_REMEDIATION_INPLACE, userDataSecretName } from '../../../api/src/keys.js';
 import { createLogger } from '../../../support/src/logger.js';
 import { Drainer } from '../../../drainer/src/drainer.js';
 import { createTestMachine, createTestNode, eventually, testPodFor } from '../../../drainer/testing/index.js';
@@ -28,6 +28,8 @@ const NS = 'default';
 const POOL = 'pool';
 const NODES = ['n1', 'n2', 'n3'];
 const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
+/** The health gate's timeout the pool's MachineDeployment carries (as the nodepool-controller writes it). */
+const GATE_TIMEOUT = '2m';
 const log = createLogger({ name: 'update-machine-test', level: 'warn' });
 
 interface Answer {
@@ -62,6 +64,23 @@ function updateMachineRequest(node: string, hash: string): object {
   };
 }
 
+/** The pool's MachineDeployment, as far as UpdateMachine reads it: its annotations. */
+function machineDeployment(): k8s.KubernetesObject {
+  return {
+    apiVersion: CAPI_API_VERSION,
+    kind: 'MachineDeployment',
+    metadata: { name: POOL, namespace: NS, annotations: { [ANNOTATIONS.healthCheckTimeout]: GATE_TIMEOUT } },
+    spec: {
+      clusterName: 'tenant',
+      selector: { matchLabels: { [LABELS.nodePool]: POOL } },
+      template: {
+        metadata: { labels: { [LABELS.nodePool]: POOL } },
+        spec: { clusterName: 'tenant', bootstrap: { dataSecretName: userDataSecretName(POOL, 'h0') }, infrastructureRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachineTemplate', name: 'small' } },
+      },
+    },
+  } as k8s.KubernetesObject;
+}
+
 /** POSTs a hook over HTTPS, trusting only the extension's CA, and times the answer. */
 function callHook(ext: ExtensionFixture, path: string, body: object): Promise<{ answer: Answer; ms: number }> {
   const started = performance.now();
@@ -88,11 +107,16 @@ describe('UpdateMachine through the Runtime Extension', () => {
   let fleet: AgentFleet;
   let drainer: Drainer;
   let core: k8s.CoreV1Api;
+  let custom: k8s.CustomObjectsApi;
   let dir: string;
   /** Every answer's time, across the suite. */
   const times: number[] = [];
 
   const annotationsOf = async (node: string): Promise<Record<string, string>> => (await core.readNode({ name: node })).metadata?.annotations ?? {};
+  const machineAnnotations = async (node: string): Promise<Record<string, string>> =>
+    ((await custom.getNamespacedCustomObject({ group: 'cluster.x-k8s.io', version: 'v1beta2', namespace: NS, plural: 'machines', name: `${POOL}-${node}` })) as k8s.KubernetesObject).metadata?.annotations ?? {};
+  const setPaused = (paused: boolean): Promise<unknown> =>
+    custom.patchNamespacedCustomObject({ group: 'cluster.x-k8s.io', version: 'v1beta2', namespace: NS, plural: 'machinedeployments', name: POOL, body: { metadata: { annotations: { [ANNOTATIONS.capiPaused]: paused ? 'true' : null } } } }, merge);
   const fileOn = (node: string, path: string): Promise<string> => readFile(join(fleet.rootOf(node), path), 'utf8');
   const updateMachine = async (node: string, hash: string): Promise<Answer> => {
     const { answer, ms } = await callHook(ext, hookPath('UpdateMachine', HANDLERS[2]?.name), updateMachineRequest(node, hash));
@@ -124,6 +148,8 @@ describe('UpdateMachine through the Runtime Extension', () => {
     // The guest's kube-scheduler places each node's workload pod (its controller-manager lifts new Nodes' not-ready taint).
     [guest] = await Promise.all([startCluster({ name: 'tenant', kwok: true, scheduler: true, management: { cluster: mgmt, namespace: NS } }), installCapiCrds(mgmt)]);
     core = guest.kubeConfig.makeApiClient(k8s.CoreV1Api);
+    custom = mgmt.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
+    await k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig).create(machineDeployment());
     dir = await mkdtemp(join(tmpdir(), 'kindling-extension-'));
     ignition = await runIgnitionServer({ kubeconfigPath: mgmt.kubeconfigPath, dir: join(dir, 'ignition-server'), namespace: NS });
     await Promise.all(
@@ -132,6 +158,9 @@ describe('UpdateMachine through the Runtime Extension', () => {
         await core.patchNode({ name, body: { metadata: { annotations: { [ANNOTATIONS.currentConfig]: 'h0', [ANNOTATIONS.state]: 'Done' } } } }, merge);
         await core.createNamespacedPod({ namespace: NS, body: testPodFor(`work-${name}`, name) });
         await createTestMachine(mgmt.kubeConfig, { name: `${POOL}-${name}`, namespace: NS, cluster: 'tenant', machineSet: POOL, node: name });
+        // A Machine of the pool's MachineDeployment, as Cluster API labels it.
+        const body = { metadata: { labels: { [LABELS.capiDeploymentName]: POOL } } };
+        await custom.patchNamespacedCustomObject({ group: 'cluster.x-k8s.io', version: 'v1beta2', namespace: NS, plural: 'machines', name: `${POOL}-${name}`, body }, merge);
       }),
     );
     await eventually('a workload pod running on each node', async () => {
@@ -165,6 +194,8 @@ describe('UpdateMachine through the Runtime Extension', () => {
       assert.equal(ann[ANNOTATIONS.lastAppliedDrain], 'uncordon-h1', `${node} was not drained and uncordoned by the drainer`);
       assert.equal(await fileOn(node, '/etc/kindling/version'), 'v1');
       assert.ok((fleet.starts.get(node) ?? 0) >= 2, `${node}'s agent never rebooted`);
+      assert.equal(ann[ANNOTATIONS.healthCheckTimeout], GATE_TIMEOUT, `${node} was not handed the MachineDeployment's health gate timeout`);
+      assert.equal((await machineAnnotations(node))[ANNOTATIONS.capiSkipRemediation], undefined, `${node}'s Machine is still spared from remediation once done`);
     }
     assert.equal((await core.listNamespacedPod({ namespace: NS })).items.length, 0, 'the drains should have evicted the workload pods');
     await eventually('agent Pods and payload Secrets to be removed', async () => {
@@ -193,6 +224,7 @@ describe('UpdateMachine through the Runtime Extension', () => {
   it('when the extension is SIGKILLed mid-update, a new process should carry on from the Node and finish', async () => {
     await publish('h2', payload('v2'));
     await driveMachine('n1', 'h2', (a) => /handed payload h2/.test(a.message));
+    assert.equal((await machineAnnotations('n1'))[ANNOTATIONS.capiSkipRemediation], SKIP_REMEDIATION_INPLACE, 'the Machine was handed out without skip-remediation');
     await ext.restart();
     const answers = await driveMachine('n1', 'h2');
     assert.equal(answers.at(-1)?.message, 'Node n1 is at h2');
@@ -210,5 +242,24 @@ describe('UpdateMachine through the Runtime Extension', () => {
     assert.match(failed?.message ?? '', /^Node n2: failed to write \/etc\/blocker\/x\.conf: .*\(all changes rolled back\)$/);
     assert.equal(await fileOn('n2', '/etc/kindling/version'), 'v1', 'the files were not restored');
     assert.deepEqual(await updateMachine('n2', 'h3'), failed);
+    assert.equal((await machineAnnotations('n2'))[ANNOTATIONS.capiSkipRemediation], SKIP_REMEDIATION_INPLACE, 'a Degraded node’s Machine should stay spared from remediation');
+  });
+
+  it('when the MachineDeployment is paused, it should hand no further node the target, let a node handed it before finish, and carry on once it clears', async () => {
+    await publish('h4', payload('v4'));
+    await driveMachine('n1', 'h4', (a) => /handed payload h4/.test(a.message));
+    await setPaused(true);
+    const paused = await driveMachine('n3', 'h4', (a) => /paused by spec\.pausedUntil/.test(a.message));
+    assert.deepEqual(paused.at(-1), { apiVersion: HOOKS_API_VERSION, kind: 'UpdateMachineResponse', status: 'Success', retryAfterSeconds: 1, message: `Node n3 not handed h4: MachineDeployment ${POOL} is paused by spec.pausedUntil, no node is handed out until it clears` });
+    assert.equal((await driveMachine('n1', 'h4')).at(-1)?.message, 'Node n1 is at h4', 'the node handed out before the pause should finish');
+    assert.equal(await fileOn('n1', '/etc/kindling/version'), 'v4');
+    const n3 = await annotationsOf('n3');
+    assert.equal((await updateMachine('n3', 'h4')).retryAfterSeconds, 1);
+    assert.notEqual(n3[ANNOTATIONS.desiredConfig], 'h4', 'n3 was handed the target while paused');
+    assert.equal(await fileOn('n3', '/etc/kindling/version'), 'v1');
+    assert.equal((await machineAnnotations('n3'))[ANNOTATIONS.capiSkipRemediation], undefined, 'a node not handed out needs no sparing');
+    await setPaused(false);
+    assert.equal((await driveMachine('n3', 'h4')).at(-1)?.message, 'Node n3 is at h4');
+    assert.equal(await fileOn('n3', '/etc/kindling/version'), 'v4');
   });
 });

@@ -4,17 +4,20 @@
  * cluster of its `<cluster>-kubeconfig` Secret) gets the payload Secret, the agent Pod and desiredConfig;
  * the agent asks the central drainer for a drain, applies, reboots and reports through the Node's
  * annotations. Each call is one level-based step read from those annotations and caches, so a restarted
- * extension carries on where the Node is, and calling it again changes nothing.
+ * extension carries on where the Node is, and calling it again changes nothing. As on the MachineSet path, the
+ * Machine's MachineDeployment (its deployment-name label) carries the health gate's timeout and the pause,
+ * and the Machine is spared from remediation (remediation.ts) from hand-out until its node is done.
  */
 import * as k8s from '@kubernetes/client-node';
-import { CAPI_API_VERSION, CAPI_GROUP, type Machine } from '../../../api/src/capi.js';
-import { ANNOTATIONS, DRAIN_PREFIX, NODE_STATES } from '../../../api/src/keys.js';
+import { CAPI_API_VERSION, CAPI_GROUP, type Machine, type MachineDeployment } from '../../../api/src/capi.js';
+import { ANNOTATIONS, DRAIN_PREFIX, LABELS, NODE_STATES } from '../../../api/src/keys.js';
 import { NotReadyError } from '../../../support/src/errors.js';
 import { GuestClusters, clusterKey } from '../../../support/src/guest-clusters.js';
 import { ResilientInformer } from '../../../support/src/informer.js';
 import type { Logger } from '../../../support/src/logger.js';
 import { cleanUpNode, createGuestSession, expectedDesired, handOutNode, startGuestSession, stopGuestSession, type GuestSession } from '../guest.js';
 import type { PayloadSource } from '../payload.js';
+import { setSkipRemediation } from '../remediation.js';
 import { classifyNode } from '../select.js';
 
 /** The Machine to update and the payload it should reach (from its user-data Secret name). */
@@ -40,6 +43,15 @@ export interface MachineUpdaterOptions {
 }
 
 type MachineObject = Machine & k8s.KubernetesObject;
+type DeploymentObject = MachineDeployment & k8s.KubernetesObject;
+
+/** What one step works on: the Machine, its Node in its guest cluster, and its MachineDeployment if it has one. */
+interface StepContext {
+  session: GuestSession;
+  node: k8s.V1Node;
+  machine: MachineObject;
+  deployment?: DeploymentObject;
+}
 
 const progress = (message: string): UpdateOutcome => ({ state: 'in-progress', message });
 
@@ -52,9 +64,13 @@ function describeNode(node: k8s.V1Node, hash: string): string {
   return `waiting for the agent to pick up ${hash}`;
 }
 
+const isPaused = (deployment: DeploymentObject | undefined): boolean => deployment?.metadata.annotations?.[ANNOTATIONS.capiPaused] !== undefined;
+
 export class MachineUpdater implements MachineUpdates {
   #opts: MachineUpdaterOptions;
+  #custom: k8s.CustomObjectsApi;
   #machines: ResilientInformer<MachineObject>;
+  #deployments: ResilientInformer<DeploymentObject>;
   #clusters: GuestClusters<GuestSession>;
   /** The step under way per Machine: a second call joins it instead of racing it. */
   #inflight = new Map<string, Promise<UpdateOutcome>>();
@@ -62,14 +78,18 @@ export class MachineUpdater implements MachineUpdates {
   constructor(opts: MachineUpdaterOptions) {
     this.#opts = opts;
     const custom = opts.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
+    this.#custom = custom;
     const version = CAPI_API_VERSION.split('/')[1] ?? '';
-    this.#machines = new ResilientInformer<MachineObject>({
-      kubeConfig: opts.kubeConfig,
-      path: `/apis/${CAPI_GROUP}/${version}/machines`,
-      list: async () => (await custom.listClusterCustomObject({ group: CAPI_GROUP, version, plural: 'machines' })) as k8s.KubernetesListObject<MachineObject>,
-      log: opts.log,
-      onEvent: () => undefined,
-    });
+    const informer = <T extends k8s.KubernetesObject>(plural: string): ResilientInformer<T> =>
+      new ResilientInformer<T>({
+        kubeConfig: opts.kubeConfig,
+        path: `/apis/${CAPI_GROUP}/${version}/${plural}`,
+        list: async () => (await custom.listClusterCustomObject({ group: CAPI_GROUP, version, plural })) as k8s.KubernetesListObject<T>,
+        log: opts.log,
+        onEvent: () => undefined,
+      });
+    this.#machines = informer<MachineObject>('machines');
+    this.#deployments = informer<DeploymentObject>('machinedeployments');
     this.#clusters = new GuestClusters<GuestSession>({
       kubeConfig: opts.kubeConfig,
       log: opts.log,
@@ -81,17 +101,17 @@ export class MachineUpdater implements MachineUpdates {
   }
 
   get synced(): boolean {
-    return this.#machines.synced;
+    return this.#machines.synced && this.#deployments.synced;
   }
 
   async start(): Promise<void> {
-    await this.#machines.start();
+    await Promise.all([this.#machines.start(), this.#deployments.start()]);
     await this.#clusters.start();
   }
 
   async stop(): Promise<void> {
     await Promise.allSettled(this.#inflight.values());
-    await Promise.all([this.#clusters.stop(), this.#machines.stop()]);
+    await Promise.all([this.#clusters.stop(), this.#machines.stop(), this.#deployments.stop()]);
   }
 
   update(target: UpdateTarget): Promise<UpdateOutcome> {
@@ -110,24 +130,43 @@ export class MachineUpdater implements MachineUpdates {
   }
 
   async #step(t: UpdateTarget): Promise<UpdateOutcome> {
-    const { session, node } = this.#nodeOf(t);
+    const ctx = this.#contextOf(t);
+    const { session, node, machine } = ctx;
     const name = node.metadata?.name ?? '';
     const view = classifyNode(node, t.hash, expectedDesired(session, node));
     if (view.phase === 'done') {
       await cleanUpNode(session, name);
+      await setSkipRemediation(this.#custom, machine, false);
       return { state: 'done', message: `Node ${name} is at ${t.hash}` };
     }
+    // Handed out (or Degraded, the rollback's reboot included): the MachineHealthCheck keeps off it.
+    if (view.phase !== 'idle') await setSkipRemediation(this.#custom, machine, true);
     if (view.phase === 'degraded') return { state: 'failed', message: `Node ${name}: ${view.reason ?? 'Degraded'}` };
     if (view.phase === 'updating' && view.desiredConfig === t.hash) return progress(`Node ${name}: ${describeNode(node, t.hash)}`);
-    // Idle, or in flight towards an older target: hand it this one (the agent starts over from its host).
+    return this.#handOut(t, ctx);
+  }
+
+  /**
+   * Idle, or in flight towards an older target: hand it this one (the agent starts over from its host).
+   * Paused (spec.pausedUntil): no node is handed this target; one handed it before the pause finishes (#step).
+   */
+  async #handOut(t: UpdateTarget, { session, node, machine, deployment }: StepContext): Promise<UpdateOutcome> {
+    const name = node.metadata?.name ?? '';
+    if (isPaused(deployment)) return progress(`Node ${name} not handed ${t.hash}: MachineDeployment ${deployment?.metadata.name} is paused by spec.pausedUntil, no node is handed out until it clears`);
     const config = await this.#opts.payloads.fetch({ namespace: t.namespace, pool: t.pool, hash: t.hash });
-    await handOutNode(session, { node: name, pool: t.pool, hash: t.hash, config, agentImage: this.#opts.agentImage });
-    this.#opts.log.info({ machine: `${t.namespace}/${t.machine}`, node: name, hash: t.hash }, 'Node handed the target config');
+    await setSkipRemediation(this.#custom, machine, true);
+    const healthCheckTimeout = deployment?.metadata.annotations?.[ANNOTATIONS.healthCheckTimeout];
+    await handOutNode(session, { node: name, pool: t.pool, hash: t.hash, config, agentImage: this.#opts.agentImage, healthCheckTimeout });
+    this.#opts.log.info({ machine: `${t.namespace}/${t.machine}`, node: name, hash: t.hash, healthCheckTimeout }, 'Node handed the target config');
     return progress(`Node ${name} handed payload ${t.hash}`);
   }
 
-  /** The Machine's Node and its guest cluster's session; NotReadyError while either cannot be had yet. */
-  #nodeOf(t: UpdateTarget): { session: GuestSession; node: k8s.V1Node } {
+  /**
+   * The Machine, its Node, its guest cluster's session and its MachineDeployment; NotReadyError while any
+   * cannot be had yet. A Machine outside a MachineDeployment (no deployment-name label) has none: no pause,
+   * the agent's default timeout.
+   */
+  #contextOf(t: UpdateTarget): StepContext {
     const machine = this.#machines.get(t.machine, t.namespace);
     if (!machine) throw new NotReadyError(`Machine ${t.namespace}/${t.machine} is not in the cache yet`);
     const nodeName = machine.status?.nodeRef?.name;
@@ -136,6 +175,10 @@ export class MachineUpdater implements MachineUpdates {
     if (!session) throw new NotReadyError(`guest cluster ${machine.spec.clusterName} is not reachable yet`);
     const node = session.nodes.get(nodeName);
     if (!node) throw new NotReadyError(`Node ${nodeName} is not in guest cluster ${machine.spec.clusterName}`);
-    return { session, node };
+    const deploymentName = machine.metadata.labels?.[LABELS.capiDeploymentName];
+    if (deploymentName === undefined) return { session, node, machine };
+    const deployment = this.#deployments.get(deploymentName, t.namespace);
+    if (!deployment) throw new NotReadyError(`MachineDeployment ${t.namespace}/${deploymentName} of Machine ${t.machine} is not in the cache yet`);
+    return { session, node, machine, deployment };
   }
 }
