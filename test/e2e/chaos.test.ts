@@ -145,10 +145,16 @@ class Chaos {
     this.done.push({ step, at: Date.now() - this.#started, pid, replica: step.replica });
   }
 
+  #ledBy(replica: string, pid: number): boolean {
+    const log = readFileSync(join(this.#env.stateDir, 'logs', `${replica}.log`), 'utf8');
+    return log.split('\n').some((l) => l.includes(`"pid":${pid},`) && l.includes('"Started leading"'));
+  }
+
   async #pause(step: Step & { kind: 'pause' }): Promise<void> {
+    // A leader that knows it leads: the Lease may name a replica whose acquire it has not seen answered yet.
     const leader = await eventually(`a leader of ${step.component}`, async () => {
       const l = await this.#env.leaderOf(step.component, REPLICAS);
-      return l && alive(l.pid) ? l : undefined;
+      return l && alive(l.pid) && this.#ledBy(l.replica, l.pid) ? l : undefined;
     }, 60_000, 200);
     process.kill(leader.pid, 'SIGSTOP');
     const record: Done = { step, at: Date.now() - this.#started, pid: leader.pid, replica: leader.replica };
