@@ -12,7 +12,8 @@ import { ANNOTATIONS, FIELD_MANAGERS, LABELS } from '../../api/src/keys.js';
 import { ResilientInformer } from '../../support/src/informer.js';
 import type { Logger } from '../../support/src/logger.js';
 import type { QueueMetrics } from '../../support/src/metrics.js';
-import { WorkQueue, type ReconcileResult } from '../../support/src/queue.js';
+import type { ReconcileResult, WorkQueue } from '../../support/src/queue.js';
+import { createController, type Controller, type Source } from '../../support/src/controller.js';
 import { realClock, type Clock } from '../../support/src/timers.js';
 import { formatDuration } from '../../support/src/config.js';
 import { GuestClusters, type GuestCluster } from '../../support/src/guest-clusters.js';
@@ -61,23 +62,22 @@ function parseKey(key: string): { clusterKey: string; node: string } {
   return { clusterKey: key.slice(0, i), node: key.slice(i + 1) };
 }
 
-function capiInformer<T extends k8s.KubernetesObject>(kc: k8s.KubeConfig, plural: string, log: Logger): ResilientInformer<T> {
+/** A Cluster API informer the drain reads (its timeout) and is not woken by. */
+function capiSource<T extends k8s.KubernetesObject>(kc: k8s.KubeConfig, plural: string): Source<T> {
   const api = kc.makeApiClient(k8s.CustomObjectsApi);
   const [, version] = CAPI_API_VERSION.split('/') as [string, string];
-  return new ResilientInformer<T>({
+  return {
     kubeConfig: kc,
     path: `/apis/${CAPI_GROUP}/${version}/${plural}`,
     list: async () => (await api.listClusterCustomObject({ group: CAPI_GROUP, version, plural })) as k8s.KubernetesListObject<T>,
-    log,
-    onEvent: () => undefined,
-  });
+  };
 }
 
 export class Drainer {
   readonly queue: WorkQueue;
   #opts: DrainerOptions;
+  #controller: Controller;
   #clock: Clock;
-  #log: Logger;
   #clusters: GuestClusters<Session>;
   #machines: ResilientInformer<Machine & k8s.KubernetesObject>;
   #machineSets: ResilientInformer<MachineSet & k8s.KubernetesObject>;
@@ -88,23 +88,9 @@ export class Drainer {
   constructor(opts: DrainerOptions) {
     this.#opts = opts;
     this.#clock = opts.clock ?? realClock;
-    this.#log = opts.log;
     this.#metrics = createMetrics(opts.registry);
     this.#evictor = new Evictor({ log: opts.log, clock: this.#clock, concurrency: opts.evictionConcurrency ?? 16, registry: opts.registry });
     this.#blockedEvents = new EventRateLimiter(this.#clock, opts.blockedEventIntervalMs ?? BLOCKED_EVENT_INTERVAL_MS);
-    this.queue = new WorkQueue({
-      name: 'drainer',
-      concurrency: opts.workers ?? 16,
-      clock: this.#clock,
-      reconcile: (key) => this.#reconcile(key),
-      onDone: (key, outcome, ms, err) => {
-        opts.queueMetrics?.observe('drainer', outcome, ms);
-        if (outcome === 'error') this.#log.warn({ err, node: key }, 'Drain reconcile failed: retrying with backoff');
-      },
-    });
-    opts.queueMetrics?.watch(this.queue);
-    this.#machines = capiInformer(opts.kubeConfig, 'machines', opts.log);
-    this.#machineSets = capiInformer(opts.kubeConfig, 'machinesets', opts.log);
     this.#clusters = new GuestClusters<Session>({
       kubeConfig: opts.kubeConfig,
       log: opts.log,
@@ -113,16 +99,29 @@ export class Drainer {
       close: (s) => s.nodes.stop(),
       onOpened: (cluster) => this.#clusters.get(cluster.key)?.nodes.list().forEach((n) => this.#enqueue(cluster.key, n)),
     });
+    // The nodes are watched per guest cluster, in sessions that open once the Cluster API caches are synced.
+    this.#controller = createController({
+      name: 'drainer',
+      log: opts.log,
+      clock: this.#clock,
+      workers: opts.workers ?? 16,
+      queueMetrics: opts.queueMetrics,
+      keyField: 'node',
+      failureMessage: 'Drain reconcile failed: retrying with backoff',
+      reconcile: (key) => this.#reconcile(key),
+      parts: [this.#clusters],
+    });
+    this.queue = this.#controller.queue;
+    this.#machines = this.#controller.watch(capiSource<Machine & k8s.KubernetesObject>(opts.kubeConfig, 'machines'));
+    this.#machineSets = this.#controller.watch(capiSource<MachineSet & k8s.KubernetesObject>(opts.kubeConfig, 'machinesets'));
   }
 
   async start(): Promise<void> {
-    await Promise.all([this.#machines.start(), this.#machineSets.start()]);
-    await this.#clusters.start();
+    await this.#controller.start();
   }
 
   async stop(): Promise<void> {
-    await this.queue.stop();
-    await Promise.all([this.#clusters.stop(), this.#machines.stop(), this.#machineSets.stop()]);
+    await this.#controller.stop();
   }
 
   #createSession(cluster: GuestCluster): Session {

@@ -10,7 +10,8 @@
 import * as k8s from '@kubernetes/client-node';
 import { ANNOTATIONS, FIELD_MANAGERS, LABELS, SECRET_KEYS } from '../../api/src/keys.js';
 import { ResilientInformer, pagedList } from '../../support/src/informer.js';
-import { WorkQueue, type ReconcileResult } from '../../support/src/queue.js';
+import type { ReconcileResult, WorkQueue } from '../../support/src/queue.js';
+import { createKeyQueue } from '../../support/src/controller.js';
 import type { Logger } from '../../support/src/logger.js';
 import type { QueueMetrics } from '../../support/src/metrics.js';
 import { isNotFound } from '../../support/src/errors.js';
@@ -115,19 +116,11 @@ export class TokenSecretController {
     return [...this.#informers.values()].every((i) => i.synced);
   }
 
-  #queue(name: string, reconcile: (key: string) => Promise<ReconcileResult | void>, concurrency = 4): WorkQueue {
-    const q = new WorkQueue({
-      name,
-      reconcile,
-      concurrency,
-      clock: this.#clock,
-      onDone: (key, outcome, ms, err) => {
-        this.#opts.queueMetrics?.observe(name, outcome, ms);
-        if (outcome === 'error') this.#opts.log.warn({ err, secret: key, queue: name }, 'Reconcile failed; retrying with backoff');
-      },
-    });
-    this.#opts.queueMetrics?.watch(q);
-    return q;
+  /** One of the controller's queues; its failure lines name it (`queue`) and the token Secret (`secret`). */
+  #queue(name: string, reconcile: (key: string) => Promise<ReconcileResult | void>, workers = 4): WorkQueue {
+    const { log, queueMetrics } = this.#opts;
+    const failureMessage = 'Reconcile failed; retrying with backoff';
+    return createKeyQueue({ name, log: log.child({ queue: name }), clock: this.#clock, workers, queueMetrics, keyField: 'secret', failureMessage, reconcile });
   }
 
   async start(): Promise<void> {

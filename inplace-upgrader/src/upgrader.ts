@@ -11,10 +11,11 @@ import { CAPI_API_VERSION, CAPI_GROUP, type Machine, type MachineSet } from '../
 import { ANNOTATIONS, FIELD_MANAGERS, LABELS } from '../../api/src/keys.js';
 import { createApplier, type Applier } from '../../support/src/apply.js';
 import { NotReadyError } from '../../support/src/errors.js';
-import { ResilientInformer } from '../../support/src/informer.js';
+import type { ResilientInformer } from '../../support/src/informer.js';
 import type { Logger } from '../../support/src/logger.js';
 import type { QueueMetrics } from '../../support/src/metrics.js';
-import { WorkQueue, type ReconcileResult } from '../../support/src/queue.js';
+import type { ReconcileResult, WorkQueue } from '../../support/src/queue.js';
+import { createController, type Controller } from '../../support/src/controller.js';
 import { GuestClusters, clusterKey, type GuestCluster } from '../../support/src/guest-clusters.js';
 import { cleanUpPool, createGuestSession, ensureBase, expectedDesired, handOutNode, startGuestSession, stopGuestSession, type GuestSession } from './guest.js';
 import type { PayloadSource } from './payload.js';
@@ -50,6 +51,7 @@ interface RolloutContext {
 export class InPlaceUpgrader {
   readonly queue: WorkQueue;
   #opts: UpgraderOptions;
+  #controller: Controller;
   #log: Logger;
   #applier: Applier;
   #machineSets: ResilientInformer<MS>;
@@ -67,35 +69,6 @@ export class InPlaceUpgrader {
       help: 'Nodes handed a target config (started or retargeted).',
       registers: opts.registry ? [opts.registry] : [],
     });
-    this.queue = new WorkQueue({
-      name: 'inplace-upgrader',
-      concurrency: opts.workers ?? 4,
-      reconcile: (key) => this.#reconcile(key),
-      onDone: (key, outcome, ms, err) => {
-        opts.queueMetrics?.observe('inplace-upgrader', outcome, ms);
-        if (outcome === 'error') this.#log.warn({ err, machineSet: key }, 'Reconcile failed: retrying with backoff');
-      },
-    });
-    opts.queueMetrics?.watch(this.queue);
-    const custom = opts.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
-    this.#custom = custom;
-    const version = CAPI_API_VERSION.split('/')[1] ?? '';
-    const capiList = <T extends k8s.KubernetesObject>(plural: string) => async (): Promise<k8s.KubernetesListObject<T>> =>
-      (await custom.listClusterCustomObject({ group: CAPI_GROUP, version, plural })) as k8s.KubernetesListObject<T>;
-    this.#machineSets = new ResilientInformer<MS>({
-      kubeConfig: opts.kubeConfig,
-      path: `/apis/${CAPI_GROUP}/${version}/machinesets`,
-      list: capiList<MS>('machinesets'),
-      log: opts.log,
-      onEvent: (ms) => this.#enqueue(ms),
-    });
-    this.#machines = new ResilientInformer<MachineObject>({
-      kubeConfig: opts.kubeConfig,
-      path: `/apis/${CAPI_GROUP}/${version}/machines`,
-      list: capiList('machines'),
-      log: opts.log,
-      onEvent: (m) => this.#enqueueSet(m.metadata.namespace ?? '', m.metadata.labels?.[LABELS.capiSetName]),
-    });
     this.#clusters = new GuestClusters<Session>({
       kubeConfig: opts.kubeConfig,
       log: opts.log,
@@ -104,29 +77,57 @@ export class InPlaceUpgrader {
       close: stopGuestSession,
       onOpened: (cluster) => this.#enqueueCluster(cluster),
     });
+    // Guest-cluster sessions open once the Cluster API caches are synced, and close after the last reconcile.
+    this.#controller = createController({
+      name: 'inplace-upgrader',
+      log: opts.log,
+      workers: opts.workers ?? 4,
+      queueMetrics: opts.queueMetrics,
+      keyField: 'machineSet',
+      reconcile: (key) => this.#reconcile(key),
+      parts: [this.#clusters],
+    });
+    this.queue = this.#controller.queue;
+    const custom = opts.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
+    this.#custom = custom;
+    const version = CAPI_API_VERSION.split('/')[1] ?? '';
+    const capiList = <T extends k8s.KubernetesObject>(plural: string) => async (): Promise<k8s.KubernetesListObject<T>> =>
+      (await custom.listClusterCustomObject({ group: CAPI_GROUP, version, plural })) as k8s.KubernetesListObject<T>;
+    this.#machineSets = this.#controller.watch<MS>({
+      kubeConfig: opts.kubeConfig,
+      path: `/apis/${CAPI_GROUP}/${version}/machinesets`,
+      list: capiList<MS>('machinesets'),
+      toKeys: (ms) => this.#keysOf(ms),
+    });
+    this.#machines = this.#controller.watch<MachineObject>({
+      kubeConfig: opts.kubeConfig,
+      path: `/apis/${CAPI_GROUP}/${version}/machines`,
+      list: capiList('machines'),
+      toKeys: (m) => this.#keysOfSet(m.metadata.namespace ?? '', m.metadata.labels?.[LABELS.capiSetName]),
+    });
   }
 
   async start(): Promise<void> {
-    await Promise.all([this.#machineSets.start(), this.#machines.start()]);
-    await this.#clusters.start();
+    await this.#controller.start();
   }
 
   async stop(): Promise<void> {
-    await this.queue.stop();
-    await Promise.all([this.#clusters.stop(), this.#machineSets.stop(), this.#machines.stop()]);
+    await this.#controller.stop();
   }
 
-  #enqueue(ms: MS): void {
-    if (ms.metadata.annotations?.[ANNOTATIONS.targetConfigHash]) this.queue.add(`${ms.metadata.namespace}/${ms.metadata.name}`);
+  /** An InPlace MachineSet (one with a target hash) is reconciled; any other is none of the upgrader's business. */
+  #keysOf(ms: MS): string[] {
+    return ms.metadata.annotations?.[ANNOTATIONS.targetConfigHash] ? [`${ms.metadata.namespace}/${ms.metadata.name}`] : [];
   }
 
-  #enqueueSet(namespace: string, name: string | undefined): void {
+  #keysOfSet(namespace: string, name: string | undefined): string[] {
     const ms = name ? this.#machineSets.get(name, namespace) : undefined;
-    if (ms) this.#enqueue(ms);
+    return ms ? this.#keysOf(ms) : [];
   }
 
   #enqueueCluster(cluster: GuestCluster): void {
-    for (const ms of this.#machineSets.list(cluster.namespace)) if (ms.spec.clusterName === cluster.name) this.#enqueue(ms);
+    const sets = this.#machineSets.list(cluster.namespace).filter((ms) => ms.spec.clusterName === cluster.name);
+    for (const key of sets.flatMap((ms) => this.#keysOf(ms))) this.queue.add(key);
   }
 
   async #reconcile(key: string): Promise<ReconcileResult | void> {

@@ -12,10 +12,11 @@ import { NODEPOOL_PLURAL, type NodePool } from '../../api/src/nodepool.js';
 import { CAPI_GROUP } from '../../api/src/capi.js';
 import { BOOTSTRAP_GROUP_NAME } from '../../api/src/bootstrap.js';
 import { createApplier } from '../../support/src/apply.js';
-import { ResilientInformer, type InformerEvent } from '../../support/src/informer.js';
+import { createController } from '../../support/src/controller.js';
+import type { ResilientInformer } from '../../support/src/informer.js';
 import type { Logger } from '../../support/src/logger.js';
 import type { QueueMetrics } from '../../support/src/metrics.js';
-import { WorkQueue } from '../../support/src/queue.js';
+import type { WorkQueue } from '../../support/src/queue.js';
 import { realClock, type Clock } from '../../support/src/timers.js';
 import { Caches, type CacheSources } from './caches.js';
 import { createGuestVersions, type ControlPlaneVersions } from './guest.js';
@@ -77,32 +78,47 @@ export function createNodePoolController(opts: ControllerOptions): NodePoolContr
     ? new Counter({ name: 'kindling_nodepool_writes_total', help: 'Writes by the NodePool controller, by verb and kind.', labelNames: ['verb', 'kind'] as const, registers: [opts.registry] })
     : undefined;
   const writer = createWriter(kc, createApplier(kc, FIELD_MANAGERS.nodepoolController), counter);
-  const queue: WorkQueue = new WorkQueue({
+  const clock = opts.clock ?? realClock;
+  const controller = createController({
     name: QUEUE_NAME,
+    log,
+    clock,
+    workers: opts.workers ?? 4,
+    queueMetrics: opts.queueMetrics,
+    keyField: 'nodePool',
     reconcile: (key) => reconciler.reconcile(key),
-    concurrency: opts.workers ?? 4,
-    clock: opts.clock ?? realClock,
-    onDone: (key, outcome, ms, err) => {
-      opts.queueMetrics?.observe(QUEUE_NAME, outcome, ms);
-      if (outcome === 'error') log.warn({ nodePool: key, err }, 'Reconcile failed: retrying with backoff');
-    },
+    // The approver decides from the Machine cache, so it starts once that is synced.
+    parts: [
+      {
+        start: () => approver.start(),
+        stop: () => approver.stop(),
+        get synced() {
+          return approver.synced;
+        },
+      },
+    ],
   });
-  const enqueue = (key: string): void => queue.add(key);
-  const informer = <T extends k8s.KubernetesObject>(path: string, list: () => Promise<k8s.KubernetesListObject<T>>, onEvent: (o: T, e: InformerEvent) => void, labelSelector?: string): ResilientInformer<T> =>
-    new ResilientInformer<T>({ kubeConfig: kc, path, list, log, onEvent, labelSelector, watchdogMs: opts.resyncMs, clock: opts.clock });
-  const byLabel = (o: k8s.KubernetesObject): void => {
+  const informer = <T extends k8s.KubernetesObject>(path: string, list: () => Promise<k8s.KubernetesListObject<T>>, toKeys: (o: T) => string[], labelSelector?: string): ResilientInformer<T> =>
+    controller.watch<T>({ kubeConfig: kc, path, list, toKeys, labelSelector, watchdogMs: opts.resyncMs });
+  const byLabel = (o: k8s.KubernetesObject): string[] => {
     const pool = o.metadata?.labels?.[LABELS.nodePool];
-    if (pool !== undefined) enqueue(`${o.metadata?.namespace ?? ''}/${pool}`);
+    return pool === undefined ? [] : [`${o.metadata?.namespace ?? ''}/${pool}`];
   };
-  const pools = informer<NodePool>(`/apis/kindling.dev/v1beta1/${NODEPOOL_PLURAL}`, async () => (await custom.listClusterCustomObject({ group: 'kindling.dev', version: 'v1beta1', plural: NODEPOOL_PLURAL })) as k8s.KubernetesListObject<NodePool>, (p, e) => {
-    const key = `${p.metadata.namespace ?? ''}/${p.metadata.name}`;
-    if (e === 'delete') queue.forget(key);
-    else enqueue(key);
-    if (e === 'add') approver.poolChanged(p);
+  // The primary informer: children and Secrets start first, so the first reconciles see complete caches.
+  const pools = controller.watch<NodePool>({
+    kubeConfig: kc,
+    path: `/apis/kindling.dev/v1beta1/${NODEPOOL_PLURAL}`,
+    list: async () => (await custom.listClusterCustomObject({ group: 'kindling.dev', version: 'v1beta1', plural: NODEPOOL_PLURAL })) as k8s.KubernetesListObject<NodePool>,
+    watchdogMs: opts.resyncMs,
+    primary: true,
+    toKeys: (p) => [`${p.metadata.namespace ?? ''}/${p.metadata.name}`],
+    onEvent: (p, e) => {
+      if (e === 'add') approver.poolChanged(p);
+    },
   });
   const configMaps = informer<k8s.V1ConfigMap>('/api/v1/configmaps', () => core.listConfigMapForAllNamespaces(), (cm) => {
     const ns = cm.metadata?.namespace ?? '';
-    for (const p of pools.list(ns)) if (p.spec.config?.some((c) => c.name === cm.metadata?.name)) enqueue(`${ns}/${p.metadata.name}`);
+    return pools.list(ns).filter((p) => p.spec.config?.some((c) => c.name === cm.metadata?.name)).map((p) => `${ns}/${p.metadata.name}`);
   });
   const secrets = informer<k8s.V1Secret>('/api/v1/secrets', () => core.listSecretForAllNamespaces({ labelSelector: LABELS.nodePool }), byLabel, LABELS.nodePool);
   const capi = (plural: string): AnyInformer => informer(`/apis/${CAPI_GROUP}/v1beta2/${plural}`, capiList(custom, plural), byLabel, LABELS.nodePool);
@@ -111,39 +127,25 @@ export function createNodePoolController(opts: ControllerOptions): NodePoolContr
   const bootstrap = (plural: string): AnyInformer =>
     informer(`/apis/${BOOTSTRAP_GROUP_NAME}/v1beta1/${plural}`, async () => (await custom.listClusterCustomObject({ group: BOOTSTRAP_GROUP_NAME, version: 'v1beta1', plural, labelSelector: LABELS.nodePool })) as k8s.KubernetesListObject<k8s.KubernetesObject>, byLabel, LABELS.nodePool);
   const [kindlingConfigs, kindlingConfigTemplates] = ['kindlingconfigs', 'kindlingconfigtemplates'].map(bootstrap) as [AnyInformer, AnyInformer];
-  const informers: AnyInformer[] = [pools, configMaps, secrets, machineSets, machineDeployments, healthChecks, machines, kindlingConfigs, kindlingConfigTemplates] as AnyInformer[];
   const caches = new Caches({ nodePools: pools, configMaps, secrets, machineSets, machineDeployments, healthChecks, machines, kindlingConfigs, kindlingConfigTemplates } as unknown as CacheSources);
   const kubeConfigs = createGuestKubeConfigs((namespace, name) => core.readNamespacedSecret({ namespace, name }));
   const versions = opts.versions ?? createGuestVersions({ kubeConfigs, clock: opts.clock });
   const nodes = createGuestNodes(kubeConfigs);
-  const clock = opts.clock ?? realClock;
   const events = createEventRecorder(kc, () => clock.now());
   const reconciler = new NodePoolReconciler({ caches, writer, events, nodes, versions, releases: opts.releases ?? tagVersionResolver, clock, config: opts.config, log });
   const approver = new CsrApprover({ kubeConfig: kc, log: log.child({ controller: 'csr-approver' }), caches, events, registry: opts.registry, queueMetrics: opts.queueMetrics, clock: opts.clock, graceMs: opts.csrGraceMs });
-  opts.queueMetrics?.watch(queue);
   return {
-    queue,
+    queue: controller.queue,
     writer,
     caches,
     events,
     nodes,
     approver,
     get synced() {
-      return informers.every((i) => i.synced) && approver.synced;
+      return controller.synced;
     },
-    // Children and Secrets first, pools last: the first reconciles then see complete caches. The approver
-    // decides from the Machine cache, so it starts once that is synced.
-    async start() {
-      await Promise.all(informers.slice(1).map((i) => i.start()));
-      await pools.start();
-      await approver.start();
-    },
-    async stop() {
-      await Promise.all([queue.stop(), approver.stop()]);
-      await Promise.all(informers.map((i) => i.stop()));
-    },
-    resyncAll() {
-      for (const p of pools.list()) queue.add(`${p.metadata.namespace ?? ''}/${p.metadata.name}`);
-    },
+    start: () => controller.start(),
+    stop: () => controller.stop(),
+    resyncAll: () => controller.resyncAll(),
   };
 }

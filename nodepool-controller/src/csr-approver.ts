@@ -28,7 +28,8 @@ import { clusterKey, GuestClusters, type GuestCluster } from '../../support/src/
 import { ResilientInformer } from '../../support/src/informer.js';
 import type { Logger } from '../../support/src/logger.js';
 import type { QueueMetrics } from '../../support/src/metrics.js';
-import { WorkQueue, type ReconcileResult } from '../../support/src/queue.js';
+import type { ReconcileResult, WorkQueue } from '../../support/src/queue.js';
+import { createKeyQueue } from '../../support/src/controller.js';
 import { realClock, type Clock } from '../../support/src/timers.js';
 import type { Caches } from './caches.js';
 import { decideCsr, KUBELET_CLIENT_SIGNER, KUBELET_SERVING_SIGNER, type Decision } from './csr-decision.js';
@@ -146,19 +147,10 @@ export class CsrApprover {
     this.setupQueue.add(clusterKey(pool.metadata.namespace ?? '', pool.spec.clusterName));
   }
 
-  #makeQueue(name: string, reconcile: (key: string) => Promise<ReconcileResult | void>, concurrency: number): WorkQueue {
-    const queue = new WorkQueue({
-      name,
-      reconcile,
-      concurrency,
-      clock: this.#clock,
-      onDone: (key, outcome, ms, err) => {
-        this.#opts.queueMetrics?.observe(name, outcome, ms);
-        if (outcome === 'error') this.#opts.log.warn({ key, queue: name, err }, 'Reconcile failed: retrying with backoff');
-      },
-    });
-    this.#opts.queueMetrics?.watch(queue);
-    return queue;
+  /** One of the approver's two queues; its failure lines name it (`queue`). */
+  #makeQueue(name: string, reconcile: (key: string) => Promise<ReconcileResult | void>, workers: number): WorkQueue {
+    const { log, queueMetrics } = this.#opts;
+    return createKeyQueue({ name, log: log.child({ queue: name }), clock: this.#clock, workers, queueMetrics, reconcile });
   }
 
   #createSession(cluster: GuestCluster): Session {

@@ -1,8 +1,8 @@
-/** Runs the local providers' controllers: LocalMachine and LocalControlPlane, each behind a key queue. */
+/** Runs the local providers' controllers: LocalMachine and LocalControlPlane, each a support/ controller (one informer, one key queue). */
 import * as k8s from '@kubernetes/client-node';
 import { LABELS } from '../../../api/src/keys.js';
-import { ResilientInformer } from '../../../support/src/informer.js';
-import { WorkQueue } from '../../../support/src/queue.js';
+import { createController, type Controller } from '../../../support/src/controller.js';
+import type { ResilientInformer } from '../../../support/src/informer.js';
 import type { Logger } from '../../../support/src/logger.js';
 import type { ProviderContext } from './common.js';
 import { LocalMachineReconciler, hostRootFor, type LocalMachine } from './local-machine.js';
@@ -22,7 +22,7 @@ function siblingsOf(all: LocalMachine[], lm: LocalMachine): LocalMachine[] {
 
 interface Controlled<T extends k8s.KubernetesObject> {
   informer: ResilientInformer<T>;
-  queue: WorkQueue;
+  controller: Controller;
 }
 
 function control<T extends k8s.KubernetesObject>(opts: {
@@ -33,26 +33,24 @@ function control<T extends k8s.KubernetesObject>(opts: {
   reconcile: (obj: T, log: Logger) => Promise<void>;
 }): Controlled<T> {
   const custom = opts.kc.makeApiClient(k8s.CustomObjectsApi);
-  const informer: ResilientInformer<T> = new ResilientInformer<T>({
-    kubeConfig: opts.kc,
-    path: `/apis/${opts.group}/v1alpha1/${opts.plural}`,
-    list: async () => (await custom.listClusterCustomObject({ group: opts.group, version: 'v1alpha1', plural: opts.plural })) as k8s.KubernetesListObject<T>,
-    log: opts.log,
-    onEvent: (o) => queue.add(keyOf(o)),
-  });
-  const queue = new WorkQueue({
+  const controller = createController({
     name: opts.plural,
-    concurrency: 4,
+    log: opts.log,
+    workers: 4,
+    failureMessage: 'Reconcile failed; retrying',
     reconcile: async (key) => {
       const [namespace, name] = key.split('/') as [string, string];
       const obj = informer.get(name, namespace);
       if (obj) await opts.reconcile(obj, opts.log.child({ [opts.plural]: key }));
     },
-    onDone: (key, outcome, _ms, err) => {
-      if (outcome === 'error') opts.log.warn({ err, key }, 'Reconcile failed; retrying');
-    },
   });
-  return { informer, queue };
+  const informer: ResilientInformer<T> = controller.watch<T>({
+    kubeConfig: opts.kc,
+    path: `/apis/${opts.group}/v1alpha1/${opts.plural}`,
+    list: async () => (await custom.listClusterCustomObject({ group: opts.group, version: 'v1alpha1', plural: opts.plural })) as k8s.KubernetesListObject<T>,
+    toKeys: (o) => [keyOf(o)],
+  });
+  return { informer, controller };
 }
 
 /** A LocalCluster has nothing to provision: it is reported provisioned at once. */
@@ -86,11 +84,11 @@ export async function startProviders(opts: { kubeConfig: k8s.KubeConfig; stateDi
     reconcile: (o) => provisionLocalCluster(ctx.custom, o),
   });
   const agents = startHostAgents({ kubeConfig: kc, stateDir: opts.stateDir, log: opts.log.child({ part: 'host-agents' }), hostRoot: (ns, node) => hostRootFor(opts.stateDir, ns, node) });
-  await Promise.all([machines.informer.start(), planes.informer.start(), clusters.informer.start(), agents.start()]);
+  const controllers = [machines.controller, planes.controller, clusters.controller];
+  await Promise.all([...controllers.map((c) => c.start()), agents.start()]);
   return {
     async stop() {
-      await Promise.all([machines.informer.stop(), planes.informer.stop(), clusters.informer.stop(), agents.stop()]);
-      await Promise.all([machines.queue.stop(), planes.queue.stop(), clusters.queue.stop()]);
+      await Promise.all([...controllers.map((c) => c.stop()), agents.stop()]);
       await machineReconciler.stop();
     },
   };
