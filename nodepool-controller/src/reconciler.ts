@@ -26,6 +26,13 @@ function failed(scope: Scope, err: unknown): ReconcileResult {
   return {};
 }
 
+/** A new pool's first status may wait while the pool only waits for the token just asked for: the ignition
+ * server's answer comes within moments and the status then says everything at once; if it does not come, the
+ * retry (after the same moments) writes the wait. Any error, verdict or later status is written at once. */
+function firstStatusCanWait(scope: Scope, outcome: Outcome | undefined): boolean {
+  return outcome?.justAsked === true && scope.pool.status?.conditions === undefined;
+}
+
 export class NodePoolReconciler {
   readonly #deps: ReconcilerDeps;
 
@@ -41,14 +48,14 @@ export class NodePoolReconciler {
     if (pool.metadata.deletionTimestamp) return this.#reconcileDelete(pool, log);
     const live = await this.#ensureFinalizer(pool);
     const scope = newScope(live, log, this.#deps.clock.now());
-    let outcome: Outcome;
+    let outcome: Outcome | undefined;
     try {
       outcome = await runPhases(scope, this.#deps);
     } catch (err) {
       return failed(scope, err);
     } finally {
       // Whatever happened, the status says what this reconcile saw (a refusal, a verdict, a pending change).
-      await this.#writeStatus(scope);
+      if (!firstStatusCanWait(scope, outcome)) await this.#writeStatus(scope);
     }
     if (outcome.notReady !== undefined) throw outcome.notReady;
     return outcome.requeueAfterMs === undefined ? {} : { requeueAfterMs: outcome.requeueAfterMs };

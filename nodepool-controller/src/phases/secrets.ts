@@ -12,6 +12,9 @@ import { CONTINUE, type PhaseResult } from './result.js';
 import { deployedEffective, type Evaluation } from './inputs.js';
 import { secretText, tokenSecret, type Decision, type Effective, type PhaseDeps, type Scope, type Target } from './scope.js';
 
+/** How soon a pool waiting for its token is looked at again (and how long a fresh token may stay unminted). */
+const MINT_RETRY_MS = 5_000;
+
 /** The token Secret of a target that may roll out, and the decision it makes: the target once minted. */
 export async function phaseToken(s: Scope, deps: PhaseDeps, e: Evaluation): Promise<{ decision: Decision; result: PhaseResult }> {
   const target = e.blocked === undefined ? e.target : undefined;
@@ -20,7 +23,10 @@ export async function phaseToken(s: Scope, deps: PhaseDeps, e: Evaluation): Prom
   const live = await applyIfNeeded(deps, tokenSecret(s, deps, target.hash), desiredToken(s, target), deps.caches.secrets);
   if (secretText(live, SECRET_KEYS.token) === undefined) {
     s.obs.pending = `Waiting for the ignition server to mint the token of config hash ${target.hash}`;
-    return { decision: { effective: deployed, rolling: target }, result: { kind: 'notReady', error: new NotReadyError(s.obs.pending, 5_000) } };
+    // The ignition server mints within moments of the Secret's creation; once a retry has passed it is late.
+    const age = s.now - new Date(live.metadata?.creationTimestamp ?? NaN).getTime();
+    const error = new NotReadyError(s.obs.pending, MINT_RETRY_MS);
+    return { decision: { effective: deployed, rolling: target }, result: { kind: 'notReady', error, justAsked: age < MINT_RETRY_MS } };
   }
   return { decision: { effective: targetEffective(target), rolling: target }, result: CONTINUE };
 }
