@@ -25,7 +25,7 @@ import { createNodePoolController, type NodePoolController } from '../../nodepoo
 import { runIgnitionServer, type IgnitionServer } from '../../ignition-server/testing/index.js';
 import { KUBELET_CONFIG } from '../../api/testing/nodepool.js';
 import { main } from './main.js';
-import { runStatus } from './status.js';
+import { runStatus } from './status-watch.js';
 import { validate, type Schema } from '../testing/json-schema.js';
 import type { Plan } from './plan.js';
 

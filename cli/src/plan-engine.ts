@@ -1,58 +1,72 @@
 /**
- * `kindling plan` for a pool on the ClusterAPI in-place engine: what Cluster API would be told by Kindling's
- * extension, from the extension's own decision function (decide.ts) over the objects Cluster API would send:
- * the live and desired MachineDeployment templates, the pool's bootstrap templates at both hashes (pure, as
- * the controller writes them) and the infrastructure templates they name. Two things plan cannot read as the
- * extension does: the infrastructure templates' contents (a change of reference is still seen), and the
- * release's own payload; whether the agent can apply the payload is judged on the pool's config documents,
- * with the agent's own rules.
+ * `kindling plan`: how each engine would roll a pool's change, asked of the code that rolls it. InPlace on a
+ * MachineSet: the upgrader's rollout preview. InPlace on the ClusterAPI engine: its extension's answer, over
+ * the pool's bootstrap templates as the controller writes them. Replace: Cluster API's rolling update bounds
+ * (a MachineDeployment's, resolved the Deployment way) and the Machines whose template is older.
  */
-import type { MachineDeployment } from '../../api/src/capi.js';
+import type { Machine, MachineDeployment, MachineSet } from '../../api/src/capi.js';
+import { ANNOTATIONS } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
-import { desiredBootstrapTemplate, hashOfBootstrap } from '../../nodepool-controller/src/preview.js';
-import { decide, inPlaceBlockers, type JsonObject, type Verdict } from '../../inplace-upgrader/src/preview.js';
+import { resolveFenceposts } from '../../support/src/int-or-percent.js';
+import { contains, desiredBootstrapTemplate, hashOfBootstrap, hashOfUserData } from '../../nodepool-controller/src/preview.js';
+import { previewClusterApiUpdate, previewRollout, type ClusterApiPlan, type JsonObject } from '../../inplace-upgrader/src/preview.js';
+import type { InPlacePlan, PlanInput, ReplacePlan } from './plan-model.js';
 
-export interface ClusterApiPlan {
-  /** Every change is in place or propagated: Cluster API updates the Machines in place. */
-  inPlace: boolean;
-  /** The extension's answer, as Cluster API would log it. */
-  message: string;
-  changes: { field: string; verdict: Verdict; reason: string }[];
+const alive = (machines: readonly Machine[]): Machine[] => machines.filter((m) => !m.metadata.deletionTimestamp);
+
+/** The upgrader's rollout of the MachineSet (the live one, else the one the controller would create). */
+export function inPlacePlan(input: PlanInput, ms: MachineSet | undefined, desired: MachineSet, paused: boolean): InPlacePlan {
+  const ann = desired.metadata.annotations ?? {};
+  const p = previewRollout({
+    machineSet: ms ?? desired,
+    target: ann[ANNOTATIONS.targetConfigHash] ?? '',
+    maxUnavailable: ann[ANNOTATIONS.maxUnavailable],
+    paused,
+    machines: input.state.machines,
+    nodes: input.state.nodes,
+  });
+  const nodes = p.nodes.map((n) => ({ name: n.name, zone: n.zone, phase: n.phase, unavailable: n.unavailable, batch: n.batch }));
+  const blocks = { ...(p.halted ? { halted: p.halted } : {}), ...(p.stalled ? { stalled: p.stalled } : {}) };
+  return { targetHash: p.target, maxUnavailable: p.maxUnavailable, nodes, batches: p.batches, machinesWithoutNode: p.machinesWithoutNode, ...blocks };
 }
 
-const isObject = (v: unknown): v is JsonObject => typeof v === 'object' && v !== null && !Array.isArray(v);
-
-/** What the agent could not apply of the pool's config documents (MachineConfig fragments and kernel arguments). */
-export function configBlockers(config: string): string[] {
-  const docs = JSON.parse(config) as unknown[];
-  return [
-    ...new Set(
-      docs.filter(isObject).flatMap((doc) => {
-        const spec = isObject(doc.spec) ? doc.spec : {};
-        const kargs = Array.isArray(spec.kernelArguments) && spec.kernelArguments.length > 0 ? ['kernelArguments'] : [];
-        // The agent reads a whole Ignition config; a fragment's version is the renderer's business.
-        const fragment = isObject(spec.config) ? { ...spec.config, ignition: { version: '3.4.0', ...(isObject(spec.config.ignition) ? spec.config.ignition : {}) } } : undefined;
-        return [...kargs, ...(fragment ? inPlaceBlockers(JSON.stringify(fragment)) : [])];
-      }),
-    ),
-  ];
-}
-
-/** An infrastructure template as far as plan knows it: its reference (its contents are not read). */
-const infrastructure = (md: MachineDeployment): JsonObject => {
-  const ref = md.spec.template.spec.infrastructureRef;
-  return { kind: ref.kind, metadata: { name: ref.name }, spec: { template: { spec: {} } } };
-};
-
+/** ClusterAPI engine: what the extension would answer for the change from the live to the desired MachineDeployment. */
 export function clusterApiPlan(opts: { pool: NodePool; live: MachineDeployment; desired: MachineDeployment; targetHash: string; config?: string }): ClusterApiPlan {
   const name = opts.pool.metadata.name;
-  const liveHash = hashOfBootstrap(name, opts.live.spec.template.spec.bootstrap);
   const bootstrap = (hash: string | undefined): JsonObject | undefined => (hash === undefined ? undefined : (desiredBootstrapTemplate(opts.pool, hash) as unknown as JsonObject));
-  const d = decide({
-    kind: 'MachineSet',
-    current: { machine: opts.live as unknown as JsonObject, infrastructure: infrastructure(opts.live), bootstrap: bootstrap(liveHash) },
-    desired: { machine: opts.desired as unknown as JsonObject, infrastructure: infrastructure(opts.desired), bootstrap: bootstrap(opts.targetHash) },
-    ...(opts.config === undefined ? {} : { payload: { pool: name, hash: opts.targetHash, blockers: configBlockers(opts.config) } }),
+  const current = bootstrap(hashOfBootstrap(name, opts.live.spec.template.spec.bootstrap));
+  return previewClusterApiUpdate({
+    pool: name,
+    targetHash: opts.targetHash,
+    live: opts.live,
+    desired: opts.desired,
+    bootstrap: { current, desired: bootstrap(opts.targetHash) },
+    ...(opts.config === undefined ? {} : { config: opts.config }),
   });
-  return { inPlace: d.inPlace, message: d.message, changes: d.changes.map((c) => ({ field: c.field, verdict: c.verdict, reason: c.reason })) };
+}
+
+/** Replace: Cluster API rolls the MachineDeployment within its bounds; its Machines on an older template go. */
+export function replacePlan(input: PlanInput, desired: MachineDeployment): ReplacePlan {
+  const replicas = desired.spec.replicas ?? 0;
+  const strategy = desired.spec.rollout?.strategy;
+  const { maxSurge, maxUnavailable } = resolveFenceposts(strategy?.rollingUpdate?.maxSurge, strategy?.rollingUpdate?.maxUnavailable, replicas);
+  const want = desired.spec.template.spec;
+  const pool = input.pool.metadata.name;
+  // A Machine's payload: the user-data it names (ClusterAPI engine: kept in step with its KindlingConfig), else its bootstrap template's.
+  const hashOf = (b: Machine['spec']['bootstrap']): string | undefined => hashOfUserData(pool, b.dataSecretName) ?? hashOfBootstrap(pool, b);
+  const stale = alive(input.state.machines)
+    .filter((m) => hashOf(m.spec.bootstrap) !== hashOf(want.bootstrap) || m.spec.version !== want.version || !contains(m.spec.infrastructureRef, { name: want.infrastructureRef.name }))
+    .map((m) => m.metadata.name)
+    .sort();
+  const onDelete = strategy?.type === 'OnDelete';
+  return {
+    strategy: onDelete ? 'OnDelete' : 'RollingUpdate',
+    replicas,
+    maxSurge,
+    maxUnavailable,
+    machines: stale,
+    maxMachines: replicas + maxSurge,
+    minAvailable: Math.max(0, replicas - maxUnavailable),
+    waves: onDelete ? 0 : Math.ceil(stale.length / (maxSurge + maxUnavailable)),
+  };
 }

@@ -1,9 +1,9 @@
 /** The shapes of `kindling plan`: what it reads (PoolState, PlanInput) and what it answers (Plan), shared by the
- * reads (cluster.ts), the computation (plan.ts) and the text form (plan-text.ts). */
+ * reads (cluster.ts), the computation (plan.ts, plan-engine.ts) and the text form (plan-text.ts). */
 import type * as k8s from '@kubernetes/client-node';
 import type { NodePool } from '../../api/src/nodepool.js';
 import type { Machine, MachineDeployment, MachineSet } from '../../api/src/capi.js';
-import type { ClusterApiPlan } from './plan-engine.js';
+import type { ClusterApiPlan } from '../../inplace-upgrader/src/preview.js';
 import type { ControlPlaneVersions, DocumentChange, ReleaseVersionResolver } from '../../nodepool-controller/src/preview.js';
 
 /** What `plan` reads: the pool's objects in the management cluster and its Nodes in the guest cluster. */

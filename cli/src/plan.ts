@@ -6,24 +6,25 @@
  */
 import { readFile } from 'node:fs/promises';
 import type * as k8s from '@kubernetes/client-node';
-import { ANNOTATIONS, FIELD_MANAGERS, LABELS } from '../../api/src/keys.js';
-import { hasMachineDeployment, inPlaceEngine, type IntOrPercent, type NodePool } from '../../api/src/nodepool.js';
+import { ANNOTATIONS, FIELD_MANAGERS } from '../../api/src/keys.js';
+import { hasMachineDeployment, inPlaceEngine, type NodePool } from '../../api/src/nodepool.js';
 import type { Machine, MachineDeployment, MachineSet } from '../../api/src/capi.js';
 import {
-  changedInputs, contains, desiredMachinePropagation, desiredNode, documentSources, ownedFields, ownsMoreThan, previewNodePool, changedDocuments, hashOfBootstrap, hashOfUserData,
+  changedInputs, contains, desiredMachinePropagation, desiredNode, documentSources, ownedFields, ownsMoreThan, previewNodePool, changedDocuments,
   formatVersion, type DocumentChange, type NodePoolPreview, type Verdict,
 } from '../../nodepool-controller/src/preview.js';
-import { classifyNode, planRollout, type NodeView } from '../../inplace-upgrader/src/preview.js';
-import { resolveIntOrPercent, resolveMaxUnavailable } from '../../support/src/int-or-percent.js';
 import { ConfigError, type ConfigOf, type FlagSpecs } from '../../support/src/config.js';
 import { COMPONENT_FLAGS, loadKubeConfig } from '../../support/src/component.js';
 import { createGuestVersions, NODEPOOL_CONTROLLER_FLAGS } from '../../nodepool-controller/src/preview.js';
 import { defineCommand, type Command } from '../../support/src/command.js';
 import { guestKubeConfigs, parsePoolRef, poolFromYaml, readNodePool, readPoolState } from './cluster.js';
 import { formatPlan } from './plan-text.js';
-import { clusterApiPlan } from './plan-engine.js';
-import type { PlanInput, Effect, Action, Policy, FieldChange, PlannedNode, InPlacePlan, ReplacePlan, Plan } from './plan-model.js';
+import { clusterApiPlan, inPlacePlan, replacePlan } from './plan-engine.js';
+import type { PlanInput, Effect, Action, Policy, FieldChange, Plan } from './plan-model.js';
 
+// The upgrader's batches and Cluster API's bounds, as plan computes them (plan.test.ts checks them here).
+export { simulateRollout } from '../../inplace-upgrader/src/preview.js';
+export { resolveFenceposts } from '../../support/src/int-or-percent.js';
 export type { PoolState, PlanInput, PolicyStatus, Effect, Action, Policy, FieldChange, PlannedNode, InPlacePlan, ReplacePlan, Plan } from './plan-model.js';
 
 /** Exit code of `plan` when a policy blocks the change. */
@@ -155,83 +156,6 @@ function ownsMoreThanWanted(m: Machine, pool: NodePool): boolean {
   return owned !== undefined && ownsMoreThan(owned, desiredMachinePropagation(pool, m.metadata));
 }
 
-// ---- InPlace: the upgrader's node order and batches ----
-
-/**
- * Waves of the upgrader's own selection: each wave is what planRollout starts (plus what is in flight), and
- * the wave is assumed to finish before the next one is picked. The real rollout starts a node as soon as
- * another one finishes; the order and the bound (maxUnavailable) are the same.
- */
-export function simulateRollout(views: readonly NodeView[], target: string, maxUnavailable: number): Pick<InPlacePlan, 'batches' | 'halted' | 'stalled'> {
-  let nodes = [...views];
-  const batches: string[][] = [];
-  for (;;) {
-    const plan = planRollout(nodes, target, maxUnavailable);
-    if (plan.complete) return { batches };
-    if (plan.halted) return { batches, halted: plan.halted };
-    const moving = [...nodes.filter((n) => n.phase === 'updating').map((n) => n.name).sort(), ...plan.start];
-    if (moving.length === 0) {
-      const unavailable = nodes.filter((n) => n.unavailable).length;
-      return { batches, stalled: `${unavailable} unavailable nodes use the whole maxUnavailable budget (${maxUnavailable}): nothing starts until they are Ready` };
-    }
-    batches.push(moving);
-    nodes = nodes.map((n) => (moving.includes(n.name) ? { ...n, phase: 'done', unavailable: false, desiredConfig: target } : n));
-  }
-}
-
-function inPlacePlan(input: PlanInput, ms: MachineSet | undefined, desired: MachineSet): InPlacePlan {
-  const target = desired.metadata.annotations?.[ANNOTATIONS.targetConfigHash] ?? '';
-  // The upgrader's view of the MachineSet: its Machines (set-name label) that have a Node.
-  const mine = alive(input.state.machines).filter((m) => m.metadata.labels?.[LABELS.capiSetName] === (ms?.metadata.name ?? desired.metadata.name));
-  const byName = new Map(input.state.nodes.map((n) => [n.metadata?.name ?? '', n]));
-  const nodes = mine.flatMap((m) => {
-    const node = byName.get(m.status?.nodeRef?.name ?? '');
-    return node ? [node] : [];
-  });
-  const views = nodes.map((n) => classifyNode(n, target));
-  const maxUnavailable = resolveMaxUnavailable(desired.metadata.annotations?.[ANNOTATIONS.maxUnavailable], views.length);
-  const sim = simulateRollout(views, target, maxUnavailable);
-  const batchOf = (name: string): number => sim.batches.findIndex((b) => b.includes(name)) + 1;
-  const order = (n: PlannedNode): number => (n.batch === 0 ? Number.MAX_SAFE_INTEGER : n.batch * 1000 + (sim.batches[n.batch - 1]?.indexOf(n.name) ?? 0));
-  const planned = views.map((v) => ({ name: v.name, zone: v.zone, phase: v.phase, unavailable: v.unavailable, batch: batchOf(v.name) }));
-  planned.sort((a, b) => order(a) - order(b) || a.name.localeCompare(b.name));
-  return { targetHash: target, maxUnavailable, nodes: planned, batches: sim.batches, machinesWithoutNode: mine.length - nodes.length, ...(sim.halted ? { halted: sim.halted } : {}), ...(sim.stalled ? { stalled: sim.stalled } : {}) };
-}
-
-// ---- Replace: Cluster API's rolling update bounds ----
-
-/** Cluster API (as Deployments): maxSurge rounds up, maxUnavailable down; both 0 means maxUnavailable 1. */
-export function resolveFenceposts(surge: IntOrPercent | undefined, unavailable: IntOrPercent | undefined, replicas: number): { maxSurge: number; maxUnavailable: number } {
-  const maxSurge = resolveIntOrPercent(surge, replicas, 'up') ?? 0;
-  const maxUnavailable = resolveIntOrPercent(unavailable, replicas) ?? 0;
-  return maxSurge === 0 && maxUnavailable === 0 ? { maxSurge, maxUnavailable: 1 } : { maxSurge, maxUnavailable };
-}
-
-function replacePlan(input: PlanInput, desired: MachineDeployment): ReplacePlan {
-  const replicas = desired.spec.replicas ?? 0;
-  const strategy = desired.spec.rollout?.strategy;
-  const { maxSurge, maxUnavailable } = resolveFenceposts(strategy?.rollingUpdate?.maxSurge, strategy?.rollingUpdate?.maxUnavailable, replicas);
-  const want = desired.spec.template.spec;
-  const pool = input.pool.metadata.name;
-  // A Machine's payload: the user-data it names (ClusterAPI engine: kept in step with its KindlingConfig), else its bootstrap template's.
-  const hashOf = (b: Machine['spec']['bootstrap']): string | undefined => hashOfUserData(pool, b.dataSecretName) ?? hashOfBootstrap(pool, b);
-  const stale = alive(input.state.machines)
-    .filter((m) => hashOf(m.spec.bootstrap) !== hashOf(want.bootstrap) || m.spec.version !== want.version || !contains(m.spec.infrastructureRef, { name: want.infrastructureRef.name }))
-    .map((m) => m.metadata.name)
-    .sort();
-  const onDelete = strategy?.type === 'OnDelete';
-  return {
-    strategy: onDelete ? 'OnDelete' : 'RollingUpdate',
-    replicas,
-    maxSurge,
-    maxUnavailable,
-    machines: stale,
-    maxMachines: replicas + maxSurge,
-    minAvailable: Math.max(0, replicas - maxUnavailable),
-    waves: onDelete ? 0 : Math.ceil(stale.length / (maxSurge + maxUnavailable)),
-  };
-}
-
 // ---- the plan ----
 
 function actionOf(plan: Omit<Plan, 'action'>, hasChild: boolean): Action {
@@ -260,7 +184,8 @@ function rolloutOf(input: PlanInput, plan: Plan, child: { live?: Child; desired?
   const { live, desired } = child;
   if (desired?.kind === 'MachineDeployment') return plan.action === 'replace' ? { replace: replacePlan(input, desired) } : {};
   if (!desired || plan.action === 'blocked') return {};
-  return plan.action === 'update-in-place' || rollingOut(live, child.effectiveHash) ? { inPlace: inPlacePlan(input, live as MachineSet | undefined, desired) } : {};
+  const paused = plan.paused !== undefined;
+  return plan.action === 'update-in-place' || rollingOut(live, child.effectiveHash) ? { inPlace: inPlacePlan(input, live as MachineSet | undefined, desired, paused) } : {};
 }
 
 /** ClusterAPI engine: Cluster API decides between in place and rollout by the extension's answer, whatever the fields are. */

@@ -1,9 +1,13 @@
 /**
  * The in-place upgrader's public face for read-only callers (`kindling plan`, `kindling status`): how it sees a
- * node and which nodes it would start next. Nothing outside this folder imports the upgrader's other modules
- * (the fence in eslint.config.js).
+ * node, the rollout it would carry out on a MachineSet (previewRollout), and what its Cluster API extension
+ * would answer for a change of a ClusterAPI-engine pool (previewClusterApiUpdate). Nothing outside this folder
+ * imports the upgrader's other modules (the fence in eslint.config.js).
  */
-export { classifyNode, isReady, planRollout, type NodeView, type NodePhase, type RolloutPlan } from './select.js';
-export { decide, type Verdict } from './extension/decide.js';
+export { classifyNode, isReady, type NodeView, type NodePhase } from './select.js';
+export {
+  previewRollout, simulateRollout, type NodeAction, type PlannedNodeUpdate, type RolloutPreview, type RolloutState, type SimulatedRollout,
+} from './rollout-plan.js';
+export { previewClusterApiUpdate, type ClusterApiPlan, type ClusterApiUpdateState } from './extension/update-plan.js';
+export type { Verdict } from './extension/decide.js';
 export { extensionConfig, type JsonObject } from './extension/hooks.js';
-export { inPlaceBlockers } from './agent/ignition.js';

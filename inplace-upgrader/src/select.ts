@@ -3,6 +3,7 @@
  * start, and which ones, in a deterministic order (unavailable first, then spread across zones, then name).
  */
 import type * as k8s from '@kubernetes/client-node';
+import type { Machine, MachineSet } from '../../api/src/capi.js';
 import { parseDrainBlocked } from '../../api/src/drain-blocked.js';
 import { ANNOTATIONS, DRAIN_PREFIX, LABELS, NODE_STATES } from '../../api/src/keys.js';
 
@@ -80,6 +81,29 @@ export function classifyNode(node: k8s.V1Node, target: string, expectedDesired?:
     unavailable: node.spec?.unschedulable === true || !isReady(node),
     desiredConfig: ann[ANNOTATIONS.desiredConfig],
   };
+}
+
+/**
+ * A MachineSet's nodes as the upgrader reads them: the Nodes (status.nodeRef) of its Machines (set-name label,
+ * same cluster), each with its Machine; and how many of those Machines have no Node yet, leaving out Machines
+ * being deleted (scaled down: they will have none). A deleted Machine whose Node is still there counts: the
+ * node is still part of the set until it goes.
+ */
+export function setMembers(
+  ms: Pick<MachineSet, 'metadata' | 'spec'>,
+  machines: readonly Machine[],
+  nodeOf: (name: string) => k8s.V1Node | undefined,
+): { members: { node: k8s.V1Node; machine: Machine }[]; pending: number } {
+  const members: { node: k8s.V1Node; machine: Machine }[] = [];
+  let pending = 0;
+  for (const machine of machines) {
+    if (machine.metadata.labels?.[LABELS.capiSetName] !== ms.metadata.name || machine.spec.clusterName !== ms.spec.clusterName) continue;
+    const name = machine.status?.nodeRef?.name;
+    const node = name ? nodeOf(name) : undefined;
+    if (node) members.push({ node, machine });
+    else if (!machine.metadata.deletionTimestamp) pending++;
+  }
+  return { members, pending };
 }
 
 /**

@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { resolveIntOrPercent, resolveMaxUnavailable } from './int-or-percent.js';
+import { resolveFenceposts, resolveIntOrPercent, resolveMaxUnavailable } from './int-or-percent.js';
 
 describe('resolveIntOrPercent', () => {
   const cases: [number | string | undefined, number, 'down' | 'up', number | undefined][] = [
@@ -23,6 +23,18 @@ describe('resolveMaxUnavailable', () => {
   for (const [value, total, want] of cases) {
     it(`when maxUnavailable is ${String(value)} of ${total}, it should allow ${want} (never fewer than 1)`, () => {
       assert.equal(resolveMaxUnavailable(value, total), want);
+    });
+  }
+});
+
+describe('resolveFenceposts', () => {
+  const cases: [number | string | undefined, number | string | undefined, number, { maxSurge: number; maxUnavailable: number }][] = [
+    ['25%', '25%', 10, { maxSurge: 3, maxUnavailable: 2 }], [1, 0, 3, { maxSurge: 1, maxUnavailable: 0 }], [0, 0, 3, { maxSurge: 0, maxUnavailable: 1 }],
+    [undefined, undefined, 3, { maxSurge: 0, maxUnavailable: 1 }], ['10%', '10%', 3, { maxSurge: 1, maxUnavailable: 0 }], ['0%', '0%', 3, { maxSurge: 0, maxUnavailable: 1 }],
+  ];
+  for (const [surge, unavailable, replicas, want] of cases) {
+    it(`when maxSurge is ${String(surge)} and maxUnavailable ${String(unavailable)} of ${replicas}, it should allow ${want.maxSurge} more and ${want.maxUnavailable} fewer`, () => {
+      assert.deepEqual(resolveFenceposts(surge, unavailable, replicas), want);
     });
   }
 });

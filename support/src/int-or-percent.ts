@@ -18,3 +18,11 @@ export function resolveIntOrPercent(value: IntOrPercent | undefined, total: numb
 export function resolveMaxUnavailable(value: IntOrPercent | undefined, total: number): number {
   return Math.max(1, resolveIntOrPercent(value, total) ?? 1);
 }
+
+/** A rolling update's bounds, as Cluster API (like the Deployment controller) resolves them: maxSurge rounds up,
+ * maxUnavailable down; both absent or 0 means maxUnavailable 1, or the rollout could never move. */
+export function resolveFenceposts(surge: IntOrPercent | undefined, unavailable: IntOrPercent | undefined, replicas: number): { maxSurge: number; maxUnavailable: number } {
+  const maxSurge = resolveIntOrPercent(surge, replicas, 'up') ?? 0;
+  const maxUnavailable = resolveIntOrPercent(unavailable, replicas) ?? 0;
+  return maxSurge === 0 && maxUnavailable === 0 ? { maxSurge, maxUnavailable: 1 } : { maxSurge, maxUnavailable };
+}
