@@ -6,15 +6,12 @@
  */
 import { readFile } from 'node:fs/promises';
 import type * as k8s from '@kubernetes/client-node';
-import { ANNOTATIONS, FIELD_MANAGERS, tokenSecretName } from '../../api/src/keys.js';
+import { ANNOTATIONS, FIELD_MANAGERS } from '../../api/src/keys.js';
 import { hasMachineDeployment, inPlaceEngine, type NodePool } from '../../api/src/nodepool.js';
 import type { Machine, MachineDeployment, MachineSet } from '../../api/src/capi.js';
-import { createLogger } from '../../support/src/logger.js';
-import { realClock } from '../../support/src/timers.js';
 import {
-  Caches, SKEW_POLICIES, changedInputs, contains, desiredMachineDeployment, desiredMachinePropagation, desiredMachineSet, desiredNode, evaluateTarget,
-  formatVersion, inputsOf, newScope, documentSources, ownedFields, ownsMoreThan, pauseState, tagVersionResolver, changedDocuments,
-  type CacheSource, type DocumentChange, type PhaseDeps, type Scope, type Writer,
+  changedInputs, contains, desiredMachinePropagation, desiredNode, documentSources, ownedFields, ownsMoreThan, previewNodePool, changedDocuments,
+  formatVersion, type DocumentChange, type NodePoolPreview, type Verdict,
 } from '../../nodepool-controller/src/preview.js';
 import { ConfigError, type ConfigOf, type FlagSpecs } from '../../support/src/config.js';
 import { COMPONENT_FLAGS, loadKubeConfig } from '../../support/src/component.js';
@@ -35,59 +32,16 @@ export const PLAN_BLOCKED_EXIT = 3;
 /** The JSON Schema of `plan -o json`, relative to the repository. */
 export const PLAN_SCHEMA_PATH = 'cli/plan.schema.json';
 
-const refusingWriter: Writer = {
-  count: 0,
-  apply: () => Promise.reject(new Error('kindling plan writes nothing')),
-  applyStatus: () => Promise.reject(new Error('kindling plan writes nothing')),
-  mergePatch: () => Promise.reject(new Error('kindling plan writes nothing')),
-  remove: () => Promise.reject(new Error('kindling plan writes nothing')),
-};
-
-function source<T extends k8s.KubernetesObject>(items: readonly T[]): CacheSource<T> {
-  const inNs = (o: T, ns?: string): boolean => ns === undefined || o.metadata?.namespace === ns;
-  return {
-    get: (name, ns) => items.find((o) => o.metadata?.name === name && inNs(o, ns)),
-    list: (ns) => items.filter((o) => inNs(o, ns)),
-  };
-}
-
-function readOnlyDeps(input: PlanInput): PhaseDeps {
-  const { state } = input;
-  const caches = new Caches({
-    nodePools: source([input.pool]),
-    configMaps: source(state.configMaps),
-    secrets: source(state.secrets),
-    machineSets: source(state.machineSets),
-    machineDeployments: source(state.machineDeployments),
-    healthChecks: source([]),
-    machines: source(state.machines),
-  });
-  const config = { ignition: { endpoint: '', caPem: '' }, tokenGraceMs: 0, maxSkewMinors: input.maxSkewMinors };
-  return { caches, writer: refusingWriter, versions: input.versions, releases: input.releases ?? tagVersionResolver, clock: realClock, config };
-}
-
 // ---- policies ----
 
-function verdictPolicy(name: string, v: { ok: boolean; reason: string; message: string } | undefined): Policy {
+function verdictPolicy(name: string, v: Verdict | undefined): Policy {
   return v ? { name, status: v.ok ? 'pass' : 'fail', reason: v.reason, message: v.message } : { name, status: 'skipped', reason: '', message: 'Not checked' };
 }
 
-async function skewPolicies(s: Scope, input: PlanInput): Promise<{ policies: Policy[]; controlPlane: Plan['controlPlane'] }> {
-  if (s.obs.skew?.reason === 'ControlPlaneUnreachable') {
-    return { policies: [verdictPolicy('Control plane version is known', s.obs.skew)], controlPlane: { error: s.obs.skew.message } };
-  }
-  if (!s.target) {
-    const skipped = SKEW_POLICIES.map((p) => ({ name: p.title, status: 'skipped' as const, reason: '', message: 'Not checked: the release or config is invalid' }));
-    return { policies: skipped, controlPlane: {} };
-  }
-  // The controller asked the same resolver a moment ago; the guest version cache answers this one.
-  const controlPlane = await input.versions.versionOf(s.ns, input.pool.spec.clusterName);
-  const skew = { node: s.target.version, controlPlane, current: s.deployed?.version, maxMinorsBehind: input.maxSkewMinors, allowPrerelease: input.pool.spec.release.allowPrerelease ?? false };
-  const policies = SKEW_POLICIES.map((p) => {
-    const v = p.check(skew);
-    return { name: p.title, status: v.ok ? ('pass' as const) : ('fail' as const), reason: v.ok ? 'AsExpected' : v.reason, message: v.message };
-  });
-  return { policies, controlPlane: { version: formatVersion(controlPlane) } };
+function skewPolicies(p: NodePoolPreview): Policy[] {
+  if (p.skew.controlPlane.error !== undefined) return [verdictPolicy('Control plane version is known', p.verdicts.skew)];
+  const skipped = { status: 'skipped' as const, reason: '', message: 'Not checked: the release or config is invalid' };
+  return p.skew.policies.map(({ title, verdict }) => (verdict ? verdictPolicy(title, verdict) : { name: title, ...skipped }));
 }
 
 // ---- the config hash and what changed it ----
@@ -102,18 +56,18 @@ function documentChanges(input: PlanInput, before: string, after: string): Docum
   return changedDocuments(before, after, documentSources(configMaps));
 }
 
-function hashChange(s: Scope, input: PlanInput): Plan['configHash'] {
-  const current = s.deployed?.hash;
-  const target = s.target?.hash;
+function hashChange(p: NodePoolPreview, input: PlanInput): Plan['configHash'] {
+  const current = p.deployed?.hash;
+  const target = p.target?.hash;
   const base = { current, target, changed: target !== undefined && current !== target, documents: [] as DocumentChange[] };
-  if (!s.target || !base.changed) return base;
-  const old = current === undefined ? undefined : inputsOf(input.state.secrets.find((x) => x.metadata?.name === tokenSecretName(input.pool.metadata.name, current)));
-  if (!old) return { ...base, release: { to: s.target.inputs.release }, documents: documentChanges(input, '[]', s.target.inputs.config) };
-  const changed = changedInputs(old, s.target.inputs);
+  if (!p.target || !base.changed) return base;
+  const old = p.deployed?.inputs;
+  if (!old) return { ...base, release: { to: p.target.inputs.release }, documents: documentChanges(input, '[]', p.target.inputs.config) };
+  const changed = changedInputs(old, p.target.inputs);
   return {
     ...base,
-    ...(changed.includes('release') ? { release: { from: old.release, to: s.target.inputs.release } } : {}),
-    documents: changed.includes('config') ? documentChanges(input, old.config, s.target.inputs.config) : [],
+    ...(changed.includes('release') ? { release: { from: old.release, to: p.target.inputs.release } } : {}),
+    documents: changed.includes('config') ? documentChanges(input, old.config, p.target.inputs.config) : [],
   };
 }
 
@@ -180,11 +134,6 @@ export function childChanges(live: k8s.KubernetesObject, desired: k8s.Kubernetes
 
 type Child = MachineSet | MachineDeployment;
 
-function desiredChild(pool: NodePool, live: Child | undefined, hash: string, version: string): Child {
-  const opts = { hash, version, liveReplicas: live?.spec.replicas };
-  return hasMachineDeployment(pool) ? desiredMachineDeployment(pool, opts) : desiredMachineSet(pool, opts);
-}
-
 function liveChild(input: PlanInput): Child | undefined {
   const name = input.pool.metadata.name;
   const list: Child[] = hasMachineDeployment(input.pool) ? input.state.machineDeployments : input.state.machineSets;
@@ -218,16 +167,10 @@ function actionOf(plan: Omit<Plan, 'action'>, hasChild: boolean): Action {
   return 'none';
 }
 
-/** What the controller would apply: the target once nothing blocks it, else what is deployed. */
-function effectiveOf(s: Scope): { hash: string; version: string } | undefined {
-  if (!s.blocked && s.target) return { hash: s.target.hash, version: formatVersion(s.target.version) };
-  return s.deployed?.version ? { hash: s.deployed.hash, version: formatVersion(s.deployed.version) } : undefined;
-}
-
-function releaseOf(s: Scope): Plan['release'] {
-  const version = s.obs.release?.version;
-  const current = s.deployed?.version;
-  return { image: s.pool.spec.release.image, ...(version ? { version } : {}), ...(current ? { currentVersion: formatVersion(current) } : {}) };
+function releaseOf(p: NodePoolPreview): Plan['release'] {
+  const version = p.verdicts.release?.version;
+  const current = p.deployed?.version;
+  return { image: p.pool.spec.release.image, ...(version ? { version } : {}), ...(current ? { currentVersion: formatVersion(current) } : {}) };
 }
 
 /** An InPlace rollout still under way: the upgrader's current hash is not the one the controller applies. */
@@ -246,37 +189,34 @@ function rolloutOf(input: PlanInput, plan: Plan, child: { live?: Child; desired?
 }
 
 /** ClusterAPI engine: Cluster API decides between in place and rollout by the extension's answer, whatever the fields are. */
-function withEngine(plan: Plan, s: Scope, child: { live?: Child; desired?: Child; hash?: string }): Plan {
+function withEngine(plan: Plan, p: NodePoolPreview, child: { live?: Child; desired?: Child; hash?: string }): Plan {
   const { live, desired, hash } = child;
-  if (inPlaceEngine(s.pool) !== 'ClusterAPI' || !live || !desired || hash === undefined || plan.action === 'blocked') return plan;
-  const engine = clusterApiPlan({ pool: s.pool, live: live as MachineDeployment, desired: desired as MachineDeployment, targetHash: hash, config: s.target?.inputs.config });
+  if (inPlaceEngine(p.pool) !== 'ClusterAPI' || !live || !desired || hash === undefined || plan.action === 'blocked') return plan;
+  const engine = clusterApiPlan({ pool: p.pool, live: live as MachineDeployment, desired: desired as MachineDeployment, targetHash: hash, config: p.target?.inputs.config });
   if (engine.changes.length === 0) return plan;
   const changes = engine.inPlace ? plan.changes : plan.changes.map((c) => (c.effect === 'update-in-place' ? { ...c, effect: 'replace' as const } : c));
   return { ...plan, changes, action: engine.inPlace ? 'update-in-place' : 'replace', clusterApi: engine };
 }
 
 export async function computePlan(input: PlanInput): Promise<Plan> {
-  const { pool } = input;
-  const s = newScope(pool, createLogger({ name: 'kindling-plan', level: 'silent' }), input.now);
-  await evaluateTarget(s, readOnlyDeps(input));
-  const skew = await skewPolicies(s, input);
-  const effective = effectiveOf(s);
+  const { pool, state } = input;
+  const p = await previewNodePool({ ...state, pool, versions: input.versions, releases: input.releases, maxSkewMinors: input.maxSkewMinors, now: input.now });
+  const effective = p.effective;
   const live = liveChild(input);
-  const desired = effective ? desiredChild(pool, live, effective.hash, effective.version) : undefined;
-  const pause = pauseState(pool.spec.pausedUntil, input.now);
+  const desired = p.desiredChildren.child;
   const plan: Omit<Plan, 'action'> = {
-    pool: { namespace: s.ns, name: pool.metadata.name, cluster: pool.spec.clusterName, upgradeType: pool.spec.management.upgradeType, exists: input.exists },
-    release: releaseOf(s),
-    controlPlane: skew.controlPlane,
-    ...(pause.paused ? { paused: pause.until } : {}),
-    policies: [verdictPolicy('Release image is valid', s.obs.release), verdictPolicy('Config ConfigMaps are valid', s.obs.config), ...skew.policies],
-    blocked: s.blocked,
-    ...(s.blocked && s.obs.pending ? { blockedReason: s.obs.pending } : {}),
-    configHash: hashChange(s, input),
+    pool: { namespace: pool.metadata.namespace ?? '', name: pool.metadata.name, cluster: pool.spec.clusterName, upgradeType: pool.spec.management.upgradeType, exists: input.exists },
+    release: releaseOf(p),
+    controlPlane: p.skew.controlPlane,
+    ...(p.paused === undefined ? {} : { paused: p.paused }),
+    policies: [verdictPolicy('Release image is valid', p.verdicts.release), verdictPolicy('Config ConfigMaps are valid', p.verdicts.config), ...skewPolicies(p)],
+    blocked: p.blocked !== undefined,
+    ...(p.blocked === undefined ? {} : { blockedReason: p.blocked }),
+    configHash: hashChange(p, input),
     changes: live && desired ? childChanges(live, desired, pool.spec.management.upgradeType) : [],
     propagation: effective ? propagation(input) : { machines: [], nodes: [] },
   };
-  const result = withEngine({ ...plan, action: actionOf(plan, live !== undefined) }, s, { live, desired, hash: effective?.hash });
+  const result = withEngine({ ...plan, action: actionOf(plan, live !== undefined) }, p, { live, desired, hash: effective?.hash });
   return { ...result, ...rolloutOf(input, result, { live, desired, effectiveHash: effective?.hash }) };
 }
 

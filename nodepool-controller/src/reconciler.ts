@@ -13,9 +13,25 @@ import { canonicalJson } from './hash.js';
 import { computeStatus } from './status.js';
 import { conditionTransitions, type EventRecorder } from './events.js';
 import { withKind } from './apply.js';
-import { newScope, runPhases, type PhaseDeps, type Scope } from './phases.js';
+import { newScope, runPhases, type Outcome, type PhaseDeps, type Scope } from './phases.js';
 
 export type ReconcilerDeps = PhaseDeps & { log: Logger; events?: EventRecorder };
+
+/** A phase threw: a refusal goes into the status; a bad spec waits for the next change; anything else backs off. */
+function failed(scope: Scope, err: unknown): ReconcileResult {
+  const refusal = findRefusal(err);
+  if (refusal) scope.obs.refusal = refusal.refusal;
+  if (!(err instanceof TerminalError)) throw err instanceof Error ? err : new Error('reconcile failed', { cause: err });
+  scope.log.info({ reason: err.reason, err: err.message }, 'The pool needs a spec change');
+  return {};
+}
+
+/** A new pool's first status may wait while the pool only waits for the token just asked for: the ignition
+ * server's answer comes within moments and the status then says everything at once; if it does not come, the
+ * retry (after the same moments) writes the wait. Any error, verdict or later status is written at once. */
+function firstStatusCanWait(scope: Scope, outcome: Outcome | undefined): boolean {
+  return outcome?.justAsked === true && scope.pool.status?.conditions === undefined;
+}
 
 export class NodePoolReconciler {
   readonly #deps: ReconcilerDeps;
@@ -32,27 +48,17 @@ export class NodePoolReconciler {
     if (pool.metadata.deletionTimestamp) return this.#reconcileDelete(pool, log);
     const live = await this.#ensureFinalizer(pool);
     const scope = newScope(live, log, this.#deps.clock.now());
-    let error: unknown;
+    let outcome: Outcome | undefined;
     try {
-      await runPhases(scope, this.#deps);
+      outcome = await runPhases(scope, this.#deps);
     } catch (err) {
-      error = err;
-      const refusal = findRefusal(err);
-      if (refusal) scope.obs.refusal = refusal.refusal;
+      return failed(scope, err);
+    } finally {
+      // Whatever happened, the status says what this reconcile saw (a refusal, a verdict, a pending change).
+      if (!firstStatusCanWait(scope, outcome)) await this.#writeStatus(scope);
     }
-    await this.#writeStatus(scope);
-    return this.#resultOf(scope, error);
-  }
-
-  #resultOf(scope: Scope, error: unknown): ReconcileResult {
-    if (error instanceof TerminalError) {
-      scope.log.info({ reason: error.reason, err: error.message }, 'The pool needs a spec change');
-      return {};
-    }
-    if (error !== undefined) throw error instanceof Error ? error : new Error('reconcile failed', { cause: error });
-    const notReady = scope.notReady;
-    if (notReady !== undefined) throw notReady;
-    return scope.requeueAfterMs === undefined ? {} : { requeueAfterMs: scope.requeueAfterMs };
+    if (outcome.notReady !== undefined) throw outcome.notReady;
+    return outcome.requeueAfterMs === undefined ? {} : { requeueAfterMs: outcome.requeueAfterMs };
   }
 
   async #ensureFinalizer(pool: NodePool): Promise<NodePool> {
@@ -65,7 +71,7 @@ export class NodePoolReconciler {
    * so a transition is reported once it is what the API says. */
   async #writeStatus(scope: Scope): Promise<void> {
     const { pool } = scope;
-    const status = computeStatus({ observations: scope.obs, now: new Date(scope.now).toISOString(), version: scope.effective?.version });
+    const status = computeStatus({ observations: scope.obs, now: new Date(scope.now).toISOString() });
     if (canonicalJson(status) === canonicalJson(pool.status ?? {})) return;
     const body = { apiVersion: pool.apiVersion, kind: pool.kind, metadata: { name: pool.metadata.name, namespace: pool.metadata.namespace }, status } as NodePool;
     try {

@@ -34,6 +34,8 @@ export interface Observations {
   pausedUntil?: string;
   targetHash?: string;
   effectiveHash?: string;
+  /** The release version the children are written with (the nodes run it once no rollout is in progress). */
+  effectiveVersion?: string;
   /** Why the target is not deployed yet (skew, token pending, bad input). */
   pending?: string;
   /** ANNOTATIONS.payloadReason / payloadMessage of the target's token Secret. */
@@ -167,14 +169,13 @@ export function computeConditions(o: Observations, previous: readonly Condition[
 export interface StatusInput {
   observations: Observations;
   now: string;
-  /** The release version the nodes run (effective, once no rollout is in progress). */
-  version?: string;
 }
 
 const rolloutOf = (o: Observations): Pick<NodePoolStatus, 'rollout'> => (o.why ? { rollout: o.why } : {});
 
-export function computeStatus({ observations: o, now, version }: StatusInput): NodePoolStatus {
+export function computeStatus({ observations: o, now }: StatusInput): NodePoolStatus {
   const previous = o.pool.status ?? {};
+  const version = o.effectiveVersion;
   const status: NodePoolStatus = {
     replicas: o.child?.available ?? 0,
     ...(o.rollout ? (previous.version === undefined ? {} : { version: previous.version }) : version === undefined ? {} : { version }),

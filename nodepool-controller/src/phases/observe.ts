@@ -1,0 +1,93 @@
+/** What the status reports beyond the phases' own verdicts: tokens, children, and the rollout under way. */
+import type * as k8s from '@kubernetes/client-node';
+import { ANNOTATIONS } from '../../../api/src/keys.js';
+import { hasMachineDeployment, inPlaceEngine, type RolloutRecord } from '../../../api/src/nodepool.js';
+import { changedInputs, type HashInput } from '../hash.js';
+import { hashOfUserData } from '../secrets.js';
+import { keepOrExplain } from '../why.js';
+import { hashOfBootstrap, inputsOf, isoSeconds, liveChild, tokenSecret, type Decision, type PhaseDeps, type Scope } from './scope.js';
+
+function hashInputsChanged(s: Scope, deps: PhaseDeps, from: string, to: string): HashInput[] {
+  const a = inputsOf(tokenSecret(s, deps, from));
+  const b = inputsOf(tokenSecret(s, deps, to));
+  return a && b ? changedInputs(a, b) : [];
+}
+
+function observeRollout(s: Scope, deps: PhaseDeps, d: Decision): void {
+  const to = d.effective?.hash;
+  if (to === undefined) return;
+  const name = s.pool.metadata.name;
+  let from: string | undefined;
+  let annotations: Record<string, string> = {};
+  if (!hasMachineDeployment(s.pool)) {
+    annotations = deps.caches.machineSets.get(s.ns, name)?.metadata.annotations ?? {};
+    from = annotations[ANNOTATIONS.currentConfigHash];
+  } else {
+    // ClusterAPI engine: a Machine updated in place keeps its first data Secret name; its KindlingConfig says where it is.
+    const machines = inPlaceEngine(s.pool) === 'ClusterAPI' ? deps.caches.poolKindlingConfigs(s.ns, name).map((c) => c.spec.configHash) : deps.caches.poolMachines(s.ns, name).map((m) => hashOfUserData(name, m.spec.bootstrap.dataSecretName));
+    const stale = [...deps.caches.poolMachineSets(s.ns, name).filter((m) => (m.spec.replicas ?? 0) > 0).map((m) => hashOfBootstrap(name, m.spec.template.spec.bootstrap)), ...machines];
+    from = stale.find((h) => h !== undefined && h !== to);
+  }
+  const template = templateChange(s, deps);
+  if (from !== undefined && from !== to) {
+    s.obs.rollout = { from, to, changed: hashInputsChanged(s, deps, from, to), progress: annotations[ANNOTATIONS.inPlaceProgress], failure: annotations[ANNOTATIONS.inPlaceFailure] };
+  } else if (template) {
+    from = to;
+  } else return;
+  s.obs.why = explainObserved(s, deps, { from, to, template });
+}
+
+/** The infrastructure template of a MachineSet that still has Machines when the pool names another one: Cluster
+ * API is rolling a Replace pool onto the new template. (An InPlace pool's one MachineSet takes the new template
+ * at once and keeps its Machines: only new Machines use it, and this does not see it.) */
+function templateChange(s: Scope, deps: PhaseDeps): { from: string; to: string } | undefined {
+  const to = s.pool.spec.platform.infrastructureTemplateRef.name;
+  const sets = deps.caches.poolMachineSets(s.ns, s.pool.metadata.name).filter((m) => (m.spec.replicas ?? 0) > 0);
+  const stale = sets.map((m) => m.spec.template.spec.infrastructureRef.name).find((n) => n !== to);
+  return stale === undefined ? undefined : { from: stale, to };
+}
+
+/** The stored record of the rollout, or a new one from the inputs of both hashes (their token Secrets, now). */
+function explainObserved(s: Scope, deps: PhaseDeps, r: { from: string; to: string; template?: { from: string; to: string } }): RolloutRecord {
+  return keepOrExplain(s.pool.status?.rollout, {
+    upgradeType: s.pool.spec.management.upgradeType,
+    engine: inPlaceEngine(s.pool),
+    from: r.from,
+    to: r.to,
+    template: r.template,
+    before: inputsOf(tokenSecret(s, deps, r.from)),
+    after: inputsOf(tokenSecret(s, deps, r.to)),
+    configMaps: (s.pool.spec.config ?? []).flatMap((ref) => {
+      const cm = deps.caches.configMaps.get(s.ns, ref.name);
+      return cm ? [{ name: ref.name, data: cm.data ?? {} }] : [];
+    }),
+    now: isoSeconds(s.now),
+  });
+}
+
+function annotationOf(secret: k8s.V1Secret | undefined, key: string): string | undefined {
+  return secret?.metadata?.annotations?.[key];
+}
+
+function observeTokens(s: Scope, deps: PhaseDeps, d: Decision): void {
+  s.obs.effectiveHash = d.effective?.hash;
+  const payloadHash = d.rolling?.hash ?? d.effective?.hash;
+  const payloadSecret = payloadHash === undefined ? undefined : tokenSecret(s, deps, payloadHash);
+  s.obs.payload = { reason: annotationOf(payloadSecret, ANNOTATIONS.payloadReason), message: annotationOf(payloadSecret, ANNOTATIONS.payloadMessage) };
+  const effectiveSecret = d.effective ? tokenSecret(s, deps, d.effective.hash) : undefined;
+  s.obs.reachedIgnitionAt = annotationOf(effectiveSecret, ANNOTATIONS.ignitionReachedAt);
+}
+
+function observeChildren(s: Scope, deps: PhaseDeps): void {
+  const child = liveChild(s, deps);
+  if (child && !s.obs.child) s.obs.child = { desired: child.spec.replicas ?? 0, available: child.status?.availableReplicas ?? 0 };
+  const autoRepair = s.pool.spec.management.autoRepair === true;
+  s.obs.healthCheckExists ||= autoRepair && deps.caches.healthChecks.get(s.ns, s.pool.metadata.name) !== undefined;
+}
+
+/** The observations for the status that no phase made: read from the caches after the writes. */
+export function observe(s: Scope, deps: PhaseDeps, d: Decision): void {
+  observeTokens(s, deps, d);
+  observeChildren(s, deps);
+  observeRollout(s, deps, d);
+}

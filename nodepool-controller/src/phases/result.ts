@@ -1,0 +1,49 @@
+/**
+ * What a phase tells the runner, Cluster API's ctrl.Result in Kindling's words, and how the runner folds the
+ * results of a reconcile's phases into the one answer the work queue gets.
+ */
+import type { NotReadyError } from '../../../support/src/errors.js';
+
+export type PhaseResult =
+  | { kind: 'continue' }
+  /** Go on; run the pool again after afterMs (a date to wait for, a guest to retry). */
+  | { kind: 'requeue'; afterMs: number }
+  /** Go on (at the deployed hash), and end the reconcile quietly not-ready: the queue retries after its delay.
+   * justAsked: the wait is for an answer to a request made moments ago (shorter than the retry), so a pool
+   * that has no status yet may get its first one with the answer instead of one that says it is waiting. */
+  | { kind: 'notReady'; error: NotReadyError; justAsked?: boolean }
+  /** Skip the writing phases (the observations still run); afterMs: when to look again, if known. */
+  | { kind: 'stop'; afterMs?: number };
+
+export const CONTINUE: PhaseResult = { kind: 'continue' };
+
+export const requeueAfter = (afterMs: number): PhaseResult => ({ kind: 'requeue', afterMs });
+
+/** The results of the phases so far: the earliest requeue wins, a not-ready ends the reconcile, a stop ends
+ * the writing phases. */
+export interface Outcome {
+  requeueAfterMs?: number;
+  notReady?: NotReadyError;
+  /** Every not-ready wait is for an answer just asked for. */
+  justAsked?: boolean;
+  stopped: boolean;
+}
+
+export const NO_OUTCOME: Outcome = { stopped: false };
+
+function earliest(a: number | undefined, b: number | undefined): number | undefined {
+  return a === undefined ? b : b === undefined ? a : Math.min(a, b);
+}
+
+export function combine(outcome: Outcome, result: PhaseResult): Outcome {
+  switch (result.kind) {
+    case 'continue':
+      return outcome;
+    case 'requeue':
+      return { ...outcome, requeueAfterMs: earliest(outcome.requeueAfterMs, result.afterMs) };
+    case 'notReady':
+      return { ...outcome, notReady: outcome.notReady ?? result.error, justAsked: (outcome.notReady === undefined || outcome.justAsked === true) && result.justAsked === true };
+    case 'stop':
+      return { ...outcome, stopped: true, requeueAfterMs: earliest(outcome.requeueAfterMs, result.afterMs) };
+  }
+}

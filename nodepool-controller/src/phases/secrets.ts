@@ -1,0 +1,53 @@
+/**
+ * The token and user-data Secrets. The target becomes effective (what the children point at) once its token
+ * Secret holds the token the ignition server minted; until then the children stay at the deployed hash.
+ */
+import type * as k8s from '@kubernetes/client-node';
+import { SECRET_KEYS, userDataSecretName } from '../../../api/src/keys.js';
+import { NotReadyError } from '../../../support/src/errors.js';
+import { formatVersion } from '../release.js';
+import { desiredTokenSecret, desiredUserDataSecret } from '../secrets.js';
+import { applyIfNeeded } from '../apply.js';
+import { CONTINUE, type PhaseResult } from './result.js';
+import { deployedEffective, type Evaluation } from './inputs.js';
+import { secretText, tokenSecret, type Decision, type Effective, type PhaseDeps, type Scope, type Target } from './scope.js';
+
+/** How soon a pool waiting for its token is looked at again (and how long a fresh token may stay unminted). */
+const MINT_RETRY_MS = 5_000;
+
+/** The token Secret of a target that may roll out, and the decision it makes: the target once minted. */
+export async function phaseToken(s: Scope, deps: PhaseDeps, e: Evaluation): Promise<{ decision: Decision; result: PhaseResult }> {
+  const target = e.blocked === undefined ? e.target : undefined;
+  const deployed = deployedEffective(e.deployed);
+  if (!target) return { decision: { effective: deployed }, result: CONTINUE };
+  const live = await applyIfNeeded(deps, tokenSecret(s, deps, target.hash), desiredToken(s, target), deps.caches.secrets);
+  if (secretText(live, SECRET_KEYS.token) === undefined) {
+    s.obs.pending = `Waiting for the ignition server to mint the token of config hash ${target.hash}`;
+    // The ignition server mints within moments of the Secret's creation; once a retry has passed it is late.
+    const age = s.now - new Date(live.metadata?.creationTimestamp ?? NaN).getTime();
+    const error = new NotReadyError(s.obs.pending, MINT_RETRY_MS);
+    return { decision: { effective: deployed, rolling: target }, result: { kind: 'notReady', error, justAsked: age < MINT_RETRY_MS } };
+  }
+  return { decision: { effective: targetEffective(target), rolling: target }, result: CONTINUE };
+}
+
+/** The token Secret of a target as the controller applies it (the ignition server adds the token). */
+export function desiredToken(s: Scope, target: Target): k8s.V1Secret {
+  return desiredTokenSecret(s.pool, { hash: target.hash, inputs: target.inputs });
+}
+
+/** The target as what the children point at. */
+export function targetEffective(target: Target): Effective {
+  return { hash: target.hash, version: formatVersion(target.version) };
+}
+
+export async function phaseUserData(s: Scope, deps: PhaseDeps, d: Decision): Promise<PhaseResult> {
+  if (!d.effective) return CONTINUE;
+  const { hash } = d.effective;
+  const token = secretText(tokenSecret(s, deps, hash), SECRET_KEYS.token);
+  if (token === undefined) return CONTINUE;
+  const desired = desiredUserDataSecret({ pool: s.pool, hash, token, ...deps.config.ignition });
+  const live = deps.caches.secrets.get(s.ns, userDataSecretName(s.pool.metadata.name, hash));
+  await applyIfNeeded(deps, live, desired, deps.caches.secrets);
+  return CONTINUE;
+}

@@ -1,0 +1,111 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import type * as k8s from '@kubernetes/client-node';
+import { SECRET_KEYS } from '../../api/src/keys.js';
+import type { NodePool } from '../../api/src/nodepool.js';
+import { nodePoolFixture } from '../../api/testing/nodepool.js';
+import { NotReadyError, RefusedError } from '../../support/src/errors.js';
+import { createLogger } from '../../support/src/logger.js';
+import { realClock } from '../../support/src/timers.js';
+import { Caches } from './caches.js';
+import type { CacheSource, Writer } from './store.js';
+import { parseVersion, tagVersionResolver } from './release.js';
+import { NodePoolReconciler } from './reconciler.js';
+
+/** An in-memory management cluster: one map per kind, and a writer that stamps creation times from the test's clock. */
+function world(pool: NodePool, opts: { refuseSecrets?: boolean } = {}): { reconciler: NodePoolReconciler; statuses: NodePool['status'][]; secrets: Map<string, k8s.KubernetesObject>; clock: { at: number } } {
+  const clock = { at: Date.parse('2026-11-24T00:00:00Z') };
+  const stores = new Map<string, Map<string, k8s.KubernetesObject>>();
+  const store = (kind: string): Map<string, k8s.KubernetesObject> => {
+    const found = stores.get(kind) ?? new Map<string, k8s.KubernetesObject>();
+    stores.set(kind, found);
+    return found;
+  };
+  const source = <T extends k8s.KubernetesObject>(kind: string): CacheSource<T> => ({
+    get: (name) => store(kind).get(name) as T | undefined,
+    list: () => [...store(kind).values()] as T[],
+  });
+  store('NodePool').set(pool.metadata.name, pool);
+  const statuses: NodePool['status'][] = [];
+  const put = <T extends k8s.KubernetesObject>(desired: T): T => {
+    const kind = desired.kind ?? '';
+    const name = desired.metadata?.name ?? '';
+    const old = store(kind).get(name);
+    const created = old?.metadata?.creationTimestamp ?? new Date(clock.at).toISOString();
+    // As server-side apply does, fields of other managers stay (the token the ignition server minted).
+    const data = { ...dataOf(old), ...dataOf(desired) };
+    const live = { ...old, ...desired, ...(kind === 'Secret' ? { data } : {}), metadata: { ...old?.metadata, ...desired.metadata, creationTimestamp: created } } as T;
+    store(kind).set(name, live);
+    return live;
+  };
+  const writer: Writer = {
+    count: 0,
+    apply: (desired) => {
+      if (opts.refuseSecrets && desired.kind === 'Secret') return Promise.reject(new RefusedError({ kind: 'Secret', key: `${desired.metadata?.namespace}/${desired.metadata?.name}`, code: 422, message: 'denied by a webhook' }));
+      return Promise.resolve(put(desired));
+    },
+    applyStatus: (desired) => {
+      statuses.push((desired as unknown as NodePool).status);
+      return Promise.resolve(put(desired));
+    },
+    mergePatch: (target) => Promise.resolve(target),
+    remove: () => Promise.resolve(),
+  };
+  const caches = new Caches({
+    nodePools: source('NodePool'), configMaps: source('ConfigMap'), secrets: source('Secret'), machineSets: source('MachineSet'),
+    machineDeployments: source('MachineDeployment'), healthChecks: source('MachineHealthCheck'), machines: source('Machine'),
+  });
+  const version = parseVersion('1.36.3');
+  assert.ok(version);
+  const reconciler = new NodePoolReconciler({
+    caches,
+    writer,
+    versions: { versionOf: () => Promise.resolve(version) },
+    releases: tagVersionResolver,
+    clock: { ...realClock, now: () => clock.at },
+    config: { ignition: { endpoint: 'https://ignition.example', caPem: '' }, tokenGraceMs: 0, maxSkewMinors: 3 },
+    log: createLogger({ name: 'test', level: 'silent' }),
+  });
+  return { reconciler, statuses, secrets: store('Secret'), clock };
+}
+
+const dataOf = (o: k8s.KubernetesObject | undefined): Record<string, string> | undefined => (o as { data?: Record<string, string> } | undefined)?.data;
+const key = (p: NodePool): string => `${p.metadata.namespace}/${p.metadata.name}`;
+const cond = (s: NodePool['status'], type: string): { status: string; reason: string; message: string } | undefined => s?.conditions?.find((c) => c.type === type);
+
+describe('NodePoolReconciler: when the status is written', () => {
+  it('when a new pool only waits for the token it just asked for, it should write no status yet; when the retry finds it still not minted, it should say so', async () => {
+    const pool = nodePoolFixture('workers', 'tenant-a');
+    const w = world(pool);
+    await assert.rejects(w.reconciler.reconcile(key(pool)), NotReadyError);
+    assert.equal(w.statuses.length, 0, 'the first status waits for the mint');
+    w.clock.at += 5_000;
+    await assert.rejects(w.reconciler.reconcile(key(pool)), NotReadyError);
+    assert.equal(w.statuses.length, 1);
+    const ready = cond(w.statuses[0], 'Ready');
+    assert.equal(ready?.status, 'False');
+    assert.match(ready?.message ?? '', /^Waiting for the ignition server to mint the token of config hash \w+$/);
+  });
+
+  it('when the token is minted before the retry, it should write the first status once, with the children at the new hash', async () => {
+    const pool = nodePoolFixture('workers', 'tenant-a');
+    const w = world(pool);
+    await assert.rejects(w.reconciler.reconcile(key(pool)), NotReadyError);
+    for (const s of w.secrets.values() as Iterable<k8s.V1Secret>) s.data = { ...s.data, [SECRET_KEYS.token]: Buffer.from('minted').toString('base64') };
+    w.clock.at += 300;
+    assert.deepEqual(await w.reconciler.reconcile(key(pool)), {});
+    assert.equal(w.statuses.length, 1);
+    assert.ok(w.statuses[0]?.configHash, 'the status names the hash the children run');
+    assert.equal(cond(w.statuses[0], 'ChildObjectsAccepted')?.status, 'True');
+  });
+
+  it('when a phase fails, it should still write the status, with the apiserver\'s refusal, and fail the reconcile', async () => {
+    const pool = nodePoolFixture('workers', 'tenant-a');
+    const w = world(pool, { refuseSecrets: true });
+    await assert.rejects(w.reconciler.reconcile(key(pool)), RefusedError);
+    assert.equal(w.statuses.length, 1);
+    const accepted = cond(w.statuses[0], 'ChildObjectsAccepted');
+    assert.equal(accepted?.status, 'False');
+    assert.match(accepted?.message ?? '', /^The apiserver refused Secret tenant-a\/token-workers-\w+ \(422\): denied by a webhook$/);
+  });
+});
