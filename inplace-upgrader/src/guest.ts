@@ -88,20 +88,12 @@ export interface HandOut {
   healthCheckTimeout?: string;
 }
 
-/**
- * A node's payload Secret and its agent Pod, then desiredConfig with the health gate's timeout (so the agent
- * finds its Secret). The Secret and the Pod go together (the Pod does not mount the Secret: the agent reads
- * it once it sees desiredConfig), and so does `alongside` (the caller's own step that must precede the hand-out):
- * each write in sequence here is one more round trip between a node's Done and the next node's start.
- */
-export async function handOutNode(session: GuestSession, h: HandOut, alongside?: () => Promise<unknown>): Promise<void> {
+/** A node's payload Secret, then its agent Pod, then desiredConfig with the health gate's timeout (so the agent finds its Secret). */
+export async function handOutNode(session: GuestSession, h: HandOut): Promise<void> {
   await ensureBase(session);
   const secret = session.secrets.get(payloadSecretName(h.node), GUEST_NAMESPACE);
-  await Promise.all([
-    alongside?.(),
-    secret?.metadata?.labels?.[LABELS.configHash] === h.hash ? undefined : session.applier.apply(payloadSecret({ node: h.node, pool: h.pool, hash: h.hash, config: h.config })),
-    session.pods.get(agentPodName(h.node), GUEST_NAMESPACE) ? undefined : session.applier.apply(agentPod({ node: h.node, pool: h.pool, image: h.agentImage })),
-  ]);
+  if (secret?.metadata?.labels?.[LABELS.configHash] !== h.hash) await session.applier.apply(payloadSecret({ node: h.node, pool: h.pool, hash: h.hash, config: h.config }));
+  if (!session.pods.get(agentPodName(h.node), GUEST_NAMESPACE)) await session.applier.apply(agentPod({ node: h.node, pool: h.pool, image: h.agentImage }));
   const annotations = { [ANNOTATIONS.desiredConfig]: h.hash, [ANNOTATIONS.healthCheckTimeout]: h.healthCheckTimeout ?? null };
   await session.core.patchNode({ name: h.node, body: { metadata: { annotations } } }, merge);
   session.expected.set(h.node, h.hash);

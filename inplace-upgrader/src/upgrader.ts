@@ -164,23 +164,16 @@ export class InPlaceUpgrader {
     const { session, ms, target, log } = ctx;
     const { nodes, pending, machineOf } = this.#nodesOf(ms, session);
     const views = nodes.map((n) => classifyNode(n, target, expectedDesired(session, n)));
+    await this.#spareFromRemediation(views, machineOf);
     const paused = ms.metadata.annotations?.[ANNOTATIONS.capiPaused] !== undefined;
     const plan = planRollout(views, target, resolveMaxUnavailable(ms.metadata.annotations?.[ANNOTATIONS.maxUnavailable], views.length), { pending, paused });
     if (plan.complete) {
-      // Complete once every node is at the target and its Machine given back to remediation: recorded before
-      // the agent Pods and payload Secrets go (one delete each per node, seconds for a large pool). Should the
-      // clean-up fail, the next pass (current = target, settled) does it.
-      await this.#spareFromRemediation(views, machineOf);
-      await this.#writeStatus(ms, { current: target });
       await cleanUpPool(session, ctx.pool);
+      await this.#writeStatus(ms, { current: target });
       log.info({ nodes: plan.total }, 'Rollout complete');
       return;
     }
-    // The next nodes first: a Done node's slot is what the rollout waits on, giving its Machine back to
-    // remediation is not (the nodes handed out now are spared by #handOut, so they are left out here).
-    const handed = [...plan.retarget, ...plan.start];
-    await this.#handOut(ctx, handed, machineOf);
-    await this.#spareFromRemediation(views.filter((v) => !handed.includes(v.name)), machineOf);
+    await this.#handOut(ctx, [...plan.retarget, ...plan.start], machineOf);
     await this.#writeStatus(ms, statusOf(plan));
     if (plan.halted) log.warn({ node: plan.halted.node, reason: plan.halted.reason }, 'Rollout halted on a degraded node');
     return { requeueAfterMs: this.#opts.resyncMs ?? 30_000 };
@@ -207,15 +200,13 @@ export class InPlaceUpgrader {
 
   /** skip-remediation (remediation.ts) on the Machines whose node is updating or Degraded, off the others. */
   async #spareFromRemediation(views: readonly NodeView[], machineOf: Map<string, MachineObject>): Promise<void> {
-    await Promise.all(
-      views.map(async (v) => {
-        const machine = machineOf.get(v.name);
-        if (machine) await setSkipRemediation(this.#custom, machine, v.phase === 'updating' || v.phase === 'degraded');
-      }),
-    );
+    for (const v of views) {
+      const machine = machineOf.get(v.name);
+      if (machine) await setSkipRemediation(this.#custom, machine, v.phase === 'updating' || v.phase === 'degraded');
+    }
   }
 
-  /** Hands each node the target (see handOutNode), its Machine spared from remediation before its node is pointed at it. */
+  /** Hands each node the target (see handOutNode), its Machine spared from remediation first. */
   async #handOut(ctx: RolloutContext, nodes: string[], machineOf: Map<string, MachineObject>): Promise<void> {
     if (nodes.length === 0) return;
     const { session, pool, target } = ctx;
@@ -224,10 +215,9 @@ export class InPlaceUpgrader {
     await Promise.all(
       nodes.map(async (node) => {
         const machine = machineOf.get(node);
+        if (machine) await setSkipRemediation(this.#custom, machine, true);
         const healthCheckTimeout = ctx.ms.metadata.annotations?.[ANNOTATIONS.healthCheckTimeout];
-        // Spared from remediation before the node is pointed at the target (handOutNode's last write).
-        const spare = machine ? (): Promise<boolean> => setSkipRemediation(this.#custom, machine, true) : undefined;
-        await handOutNode(session, { node, pool, hash: target, config, agentImage: this.#opts.agentImage, healthCheckTimeout }, spare);
+        await handOutNode(session, { node, pool, hash: target, config, agentImage: this.#opts.agentImage, healthCheckTimeout });
         this.#started.inc();
         ctx.log.info({ node }, 'Node handed the target config');
       }),
