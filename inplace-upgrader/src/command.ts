@@ -21,7 +21,9 @@ export const FLAGS = {
   extensionAddress: { type: 'string', default: '', help: "HTTPS address of the Cluster API Runtime Extension (in-place update hooks), e.g. 0.0.0.0:9443; empty: not served" },
   extensionTlsCertFile: { type: 'string', default: '', help: "The extension's serving certificate (PEM), reloaded when it changes; its CA goes into the ExtensionConfig's caBundle" },
   extensionTlsKeyFile: { type: 'string', default: '', help: "The extension's serving key (PEM), reloaded when it changes" },
-  extensionRetryAfter: { type: 'duration', default: 5_000, help: 'How soon Cluster API asks again about a Machine whose update is in progress (whole seconds)' },
+  // 1 s: Cluster API calls again only when this has passed (a node's Done does not wake it), so each Machine
+  // waits up to this long after its node is done before the next is picked; an answer is a cache read.
+  extensionRetryAfter: { type: 'duration', default: 1_000, help: 'How soon Cluster API asks again about a Machine whose update is in progress (whole seconds)' },
 } as const;
 
 export type UpgraderConfig = ConfigOf<typeof FLAGS>;

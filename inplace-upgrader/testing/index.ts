@@ -31,6 +31,8 @@ import { AGENT_SERVICE_ACCOUNT, agentTokenRequest, GUEST_NAMESPACE } from '../sr
 import { isReady } from '../src/select.js';
 
 export { KINDLING_BIN };
+/** The ExtensionConfig that registers the extension with the Cluster API manager (benches outside this folder). */
+export { extensionConfig } from '../src/extension/hooks.js';
 
 /** The token Secret of a pool at a hash, as the nodepool-controller writes it: the server mints its token. */
 export function tokenSecret(opts: { namespace: string; pool: string; hash: string; release: string; config: object[] }): k8s.V1Secret {

@@ -3,7 +3,7 @@
  * their output passed through, then one table of every figure: value, reference, ratio, target, pass/fail.
  * Not part of `npm test`.
  *
- *   npm run bench -- [--only ignition,controller,rollout]
+ *   npm run bench -- [--only ignition,controller,rollout,rollout-30,rollout-capi]
  */
 import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
@@ -18,8 +18,11 @@ const BENCHES: Record<string, { script: string; args: string[] }> = {
   ignition: { script: 'ignition-server.js', args: ['--only', 'serving,storm,memory'] },
   // 1,000 NodePools against the real ignition server (target 6).
   controller: { script: 'nodepool-controller.js', args: ['1000'] },
-  // 100 nodes, maxUnavailable 10 (target 7).
-  rollout: { script: 'inplace.js', args: ['--nodes', '100', '--max-unavailable', '10', '--step', '5'] },
+  // 100 nodes, maxUnavailable 10 on the MachineSet engine (target 7).
+  rollout: { script: 'inplace.js', args: ['--engine', 'MachineSet', '--nodes', '100', '--max-unavailable', '10', '--step', '5', '--target', '1.1'] },
+  // Issue 12's comparison of the in-place engines: 30 nodes, maxUnavailable 3, each engine.
+  'rollout-30': { script: 'inplace.js', args: ['--engine', 'MachineSet', '--nodes', '30', '--max-unavailable', '3', '--step', '5'] },
+  'rollout-capi': { script: 'inplace.js', args: ['--engine', 'ClusterAPI', '--nodes', '30', '--max-unavailable', '3', '--step', '5'] },
 };
 
 const out = (line: string): void => void process.stdout.write(`${line}\n`);
