@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { expandArgs, main } from './main.js';
-import { defineCommand } from '../../support/src/command.js';
+import { defineCommand, lazyCommand } from '../../support/src/command.js';
 
 function io(): { out: string[]; err: string[]; io: Parameters<typeof main>[1] } {
   const out: string[] = [];
@@ -43,6 +43,23 @@ describe('kindling main', () => {
     assert.match(t.err.join(''), /unknown command "nope"/);
     assert.equal(await main(['echo', '--tims=2'], t.io, [echo]), 2);
     assert.match(t.err.join(''), /unknown flag "--tims=2"/);
+  });
+
+  it('when a command is listed lazily, it should import its module only to run it or show its help', async () => {
+    let loads = 0;
+    const lazy = lazyCommand('echo', 'Echo the config.', () => {
+      loads++;
+      return Promise.resolve(echo);
+    });
+    const t = io();
+    assert.equal(await main([], t.io, [lazy]), 2);
+    assert.match(t.out.join(''), /echo {2}Echo the config\./);
+    assert.equal(loads, 0, 'the usage lists it unloaded');
+    assert.equal(await main(['echo', '--help'], t.io, [lazy]), 0);
+    assert.match(t.out.join(''), /--times <int>/);
+    assert.equal(await main(['echo', 'w', '--times', '2'], t.io, [lazy]), 0);
+    assert.deepEqual(JSON.parse(t.out.at(-1) ?? ''), { greeting: 'hi', times: 2, loud: false, args: ['w'] });
+    assert.equal(loads, 2);
   });
 
   it('when the real crds command runs, it should print the NodePool CRD', async () => {

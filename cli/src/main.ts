@@ -1,6 +1,6 @@
 /** `kindling <subcommand> [flags]`: one executable for every deployable. */
 import { ConfigError, flagName, formatHelp, parseConfig } from '../../support/src/config.js';
-import type { Command, CommandIO } from '../../support/src/command.js';
+import { loadCommand, type Command, type CommandIO } from '../../support/src/command.js';
 import { COMMANDS } from './commands.js';
 
 function usage(commands: readonly Command[]): string {
@@ -63,17 +63,18 @@ function splitArgs(command: Command, argv: string[]): { flags: string[]; args: s
 const isHelp = (arg: string | undefined): boolean => arg === '--help' || arg === '-h' || arg === 'help';
 
 /** Resolves the command, or prints usage/help and gives the exit code. */
-function resolve(argv: string[], io: CommandIO, commands: readonly Command[]): Command | number {
+async function resolve(argv: string[], io: CommandIO, commands: readonly Command[]): Promise<Command | number> {
   const [name, ...rest] = argv;
   if (name === undefined || isHelp(name)) {
     io.out(usage(commands));
     return name === undefined ? 2 : 0;
   }
-  const command = commands.find((c) => c.name === name);
-  if (!command) {
+  const listed = commands.find((c) => c.name === name);
+  if (!listed) {
     io.err(`kindling: unknown command "${name}"\n\n${usage(commands)}`);
     return 2;
   }
+  const command = await loadCommand(listed);
   if (rest.some((a) => a === '--help' || a === '-h')) {
     const aliases = Object.entries(command.short ?? {}).map(([k, v]) => `-${k} = --${flagName(v)}`);
     const summary = aliases.length > 0 ? `${command.summary}\n\nShort flags: ${aliases.join(', ')}` : command.summary;
@@ -84,7 +85,7 @@ function resolve(argv: string[], io: CommandIO, commands: readonly Command[]): C
 }
 
 export async function main(argv: string[], io: CommandIO, commands: readonly Command[] = COMMANDS): Promise<number> {
-  const command = resolve(argv, io, commands);
+  const command = await resolve(argv, io, commands);
   if (typeof command === 'number') return command;
   const { flags, args } = splitArgs(command, expandArgs(command, argv.slice(1)));
   try {

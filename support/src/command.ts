@@ -19,8 +19,30 @@ export interface Command<S extends FlagSpecs = FlagSpecs> {
   short?: Record<string, string>;
   /** Returns the exit code. */
   run(config: ConfigOf<S>, io: CommandIO, args: string[]): Promise<number>;
+  /**
+   * The command in full, imported when it runs (see lazyCommand): this one has its name and summary only, so
+   * a process imports only the deployable it runs.
+   */
+  load?: () => Promise<Command>;
 }
 
 export function defineCommand<S extends FlagSpecs>(command: Command<S>): Command {
   return command;
+}
+
+/**
+ * A command known by name and summary until it runs, when `load` imports its module: starting a component
+ * imports its own deployable only, not every other one (under load, importing them all took seconds of a
+ * restart). Its flags and help come from the loaded command.
+ */
+export function lazyCommand(name: string, summary: string, load: () => Promise<Command>): Command {
+  return { name, summary, flags: {}, load, run: () => Promise.reject(new Error(`kindling ${name}: run the loaded command`)) };
+}
+
+/** The command in full: loaded when it is lazy, checked to be the one it was listed as. */
+export async function loadCommand(command: Command): Promise<Command> {
+  if (!command.load) return command;
+  const loaded = await command.load();
+  if (loaded.name !== command.name) throw new Error(`kindling ${command.name}: its module defines ${loaded.name}`);
+  return loaded;
 }

@@ -11,6 +11,7 @@ import * as k8s from '@kubernetes/client-node';
 import { COMMANDS } from '../../cli/src/commands.js';
 import { CRD_DIR } from '../../api/src/crd.js';
 import { createApplier } from '../../support/src/apply.js';
+import { loadCommand } from '../../support/src/command.js';
 import { envName, parseConfig } from '../../support/src/config.js';
 import { DEPLOY_BASE, KINDLING_NAMESPACE, LOCAL_OVERLAY, renderKustomization } from '../../local/src/credentials.js';
 import { eventually, installCapiCrds, startCluster, type Cluster } from '../bed/src/index.js';
@@ -46,11 +47,12 @@ function assertDeployment(deployment: k8s.V1Deployment, where: string, sa: strin
   assert.ok(resources.limits?.memory, `${where}: memory limit`);
 }
 
-function assertArguments(d: k8s.V1Deployment, where: string): void {
+async function assertArguments(d: k8s.V1Deployment, where: string): Promise<void> {
   const c = containerOf(d);
   const [command, ...args] = c.args ?? [];
-  const spec = COMMANDS.find((cmd) => cmd.name === command);
-  assert.ok(spec, `${where}/${d.metadata?.name}: command ${command}`);
+  const listed = COMMANDS.find((cmd) => cmd.name === command);
+  assert.ok(listed, `${where}/${d.metadata?.name}: command ${command}`);
+  const spec = await loadCommand(listed);
   const config = parseConfig(spec.flags, args, {}) as { opsAddress: string; leaderElect: boolean; agentImage?: string };
   assert.equal(config.opsAddress, '0.0.0.0:8080');
   assert.equal(config.leaderElect, true);
@@ -83,8 +85,8 @@ describe('deploy/ manifests', () => {
     for (const [name, objects] of Object.entries(rendered)) for (const component of COMPONENTS) assertComponent(objects, name, component);
   });
 
-  it("when a Deployment's arguments are parsed with its command's flags, they should be known and valid, with leader election on", () => {
-    for (const [name, objects] of Object.entries(rendered)) for (const d of ofKind(objects, 'Deployment') as k8s.V1Deployment[]) assertArguments(d, name);
+  it("when a Deployment's arguments are parsed with its command's flags, they should be known and valid, with leader election on", async () => {
+    for (const [name, objects] of Object.entries(rendered)) for (const d of ofKind(objects, 'Deployment') as k8s.V1Deployment[]) await assertArguments(d, name);
   });
 
   it('when every rendered object is applied with a server-side dry run, the apiserver should accept each one, and each Pod the restricted Pod Security level', async () => {

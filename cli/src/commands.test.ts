@@ -1,0 +1,20 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { loadCommand } from '../../support/src/command.js';
+import { COMMANDS } from './commands.js';
+
+describe('kindling commands', () => {
+  it('when a command is listed before its module is imported, it should have the name and summary its module defines', async () => {
+    for (const listed of COMMANDS) {
+      const loaded = await loadCommand(listed);
+      assert.equal(loaded.summary, listed.summary, `summary of ${listed.name}`);
+      assert.equal(loaded.load, undefined, `${listed.name} is loaded in full`);
+      assert.ok(Object.keys(loaded.flags).length > 0 || ['version', 'crds'].includes(listed.name), `${listed.name} has its flags once loaded`);
+    }
+  });
+
+  it('when a listed command names a module that defines another command, loading it should fail with both names', async () => {
+    const wrong = { ...COMMANDS[0], name: 'nope', load: () => loadCommand(COMMANDS[0] as (typeof COMMANDS)[0]) } as (typeof COMMANDS)[0];
+    await assert.rejects(loadCommand(wrong), /kindling nope: its module defines version/);
+  });
+});
