@@ -22,6 +22,7 @@ import { isConflict } from '../../support/src/errors.js';
 import { desiredTokenSecret, desiredUserDataSecret, hashOfUserData, type IgnitionEndpoint } from './secrets.js';
 import { desiredBootstrapTemplate, desiredMachineDeployment, desiredMachineHealthCheck, desiredMachinePropagation, desiredMachineSet } from './capi.js';
 import { pauseState } from './pause.js';
+import { clusterApiProgress } from './capi-progress.js';
 import { keepOrExplain } from './why.js';
 import type { RolloutRecord } from '../../api/src/nodepool.js';
 import { joinStatus } from './joining.js';
@@ -373,11 +374,19 @@ function observeRollout(s: Scope, deps: PhaseDeps): void {
   }
   const template = templateChange(s, deps);
   if (from !== undefined && from !== to) {
-    s.obs.rollout = { from, to, changed: hashInputsChanged(s, deps, from, to), progress: annotations[ANNOTATIONS.inPlaceProgress], failure: annotations[ANNOTATIONS.inPlaceFailure] };
+    s.obs.rollout = { from, to, changed: hashInputsChanged(s, deps, from, to), progress: progressOf(s, deps, to, annotations), failure: annotations[ANNOTATIONS.inPlaceFailure] };
   } else if (template) {
     from = to;
   } else return;
   s.obs.why = explainObserved(s, deps, { from, to, template });
+}
+
+/** "N of M updated" (and where a paused rollout stopped): the upgrader's annotation on the MachineSet engine,
+ * counted from the Machines on the ClusterAPI engine, where Cluster API picks the Machines. */
+function progressOf(s: Scope, deps: PhaseDeps, to: string, annotations: Record<string, string>): string | undefined {
+  if (inPlaceEngine(s.pool) !== 'ClusterAPI') return annotations[ANNOTATIONS.inPlaceProgress];
+  const configHashOf = (name: string): string | undefined => deps.caches.kindlingConfigs.get(s.ns, name)?.spec.configHash;
+  return clusterApiProgress({ machines: deps.caches.poolMachines(s.ns, s.pool.metadata.name), configHashOf, target: to, paused: s.paused });
 }
 
 /** The infrastructure template of a MachineSet that still has Machines when the pool names another one: Cluster
