@@ -7,3 +7,4 @@ export * from './crd.js';
 export * from './host-paths.js';
 export * from './bootstrap.js';
 export * from './progress.js';
+export * from './in-place.js';
