@@ -157,6 +157,12 @@ export class CapiPool {
     }, 3 * MINUTES, 1000);
   }
 
+  /** Removes the test's workload and its budget (Cluster API's own drains of a rollout then have nothing to wait for). */
+  async stopWorkload(): Promise<void> {
+    await this.#env.guest.makeApiClient(k8s.PolicyV1Api).deleteNamespacedPodDisruptionBudget({ name: WEB.name, namespace: WEB.namespace });
+    await this.#env.guest.makeApiClient(k8s.AppsV1Api).deleteNamespacedDeployment({ name: WEB.name, namespace: WEB.namespace });
+  }
+
   async startWatchers(): Promise<Watchers> {
     const env = this.#env;
     const w = { nodes: new AvailabilityWatcher(env.guest, (await env.nodes(POOL)).map((n) => n.metadata?.name ?? '')), pods: new WorkloadWatcher(env.guest, WEB), pdbs: new PdbWatcher(env.guest) };
