@@ -6,3 +6,5 @@ export * from './capi.js';
 export * from './crd.js';
 export * from './host-paths.js';
 export * from './bootstrap.js';
+export * from './progress.js';
+export * from './in-place.js';

@@ -5,6 +5,7 @@
 import type * as k8s from '@kubernetes/client-node';
 import type { Machine, MachineSet } from '../../api/src/capi.js';
 import { parseDrainBlocked } from '../../api/src/drain-blocked.js';
+import { pausedProgress } from '../../api/src/progress.js';
 import { ANNOTATIONS, DRAIN_PREFIX, LABELS, NODE_STATES } from '../../api/src/keys.js';
 
 export type NodePhase = 'done' | 'updating' | 'degraded' | 'idle';
@@ -159,12 +160,6 @@ export interface RolloutPlan {
   /** "N of M updated", then, when paused, "; paused at N of M…", then the nodes whose drain a budget holds up:
    * "; n03 draining, blocked by PodDisruptionBudget ns/x". */
   progress: string;
-}
-
-/** The progress a paused rollout shows: where it stopped, and how many handed-out nodes still finish. */
-export function pausedProgress(done: number, total: number, finishing: number): string {
-  const rest = finishing > 0 ? `, ${finishing} node(s) handed out before the pause still finishing` : '';
-  return `; paused at ${done} of ${total} by spec.pausedUntil: no node is handed out until it clears${rest}`;
 }
 
 /** Blocked drains named in the progress at most; the rest are counted. */

@@ -13,6 +13,11 @@ const after: ConfigSource[] = [
   { name: 'base', data: { a: mc('50-a', '/etc/a2'), b: kc('60-kubelet', 110) } },
   { name: 'extra', data: { c: mc('70-new', '/etc/c') } },
 ];
+const withKargs: ConfigSource[] = [
+  ...before,
+  { name: 'kargs', data: { config: 'apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata: {name: 50-kargs}\nspec: {kernelArguments: [nosmt]}\n' } },
+];
+const KARGS_ROLL = ' (the new payload holds kernelArguments, which the node agent cannot apply in place: the Machines are replaced)';
 const inputs = (release: string, sources: ConfigSource[]): { release: string; config: string } => ({ release, config: normaliseConfig(sources) });
 const R1 = 'registry.local/kindling/release:1.36.2';
 const R2 = 'registry.local/kindling/release:1.36.3';
@@ -68,6 +73,19 @@ describe('status.rollout: which inputs changed and the strategy of each', () => 
         { input: 'release', detail: `${R1} to ${R2}`, strategy: 'InPlace' },
         { input: 'template', detail: 'tmpl-a to tmpl-b', strategy: 'Rollout' },
       ],
+    },
+    {
+      condition: 'a MachineConfig with kernel arguments comes with a release change on a ClusterAPI-engine pool (the extension refuses the payload, Cluster API replaces the Machines)',
+      input: base({ engine: 'ClusterAPI', before: inputs(R1, before), after: inputs(R2, withKargs), configMaps: withKargs }),
+      want: [
+        { input: 'release', detail: `${R1} to ${R2}${KARGS_ROLL}`, strategy: 'Rollout' },
+        { input: 'config', detail: `MachineConfig 50-kargs added in ConfigMap kargs${KARGS_ROLL}`, strategy: 'Rollout' },
+      ],
+    },
+    {
+      condition: 'a MachineConfig with kernel arguments is added on a MachineSet-engine pool (the agent is handed it)',
+      input: base({ before: inputs(R1, before), after: inputs(R1, withKargs), configMaps: withKargs }),
+      want: [{ input: 'config', detail: 'MachineConfig 50-kargs added in ConfigMap kargs', strategy: 'InPlace' }],
     },
     {
       condition: "the old hash's inputs are gone (its token Secret expired before the controller saw the rollout)",

@@ -7,6 +7,7 @@
  * changes from the same functions.
  */
 import type { InPlaceEngine, RolloutChange, RolloutRecord, RolloutStrategy, UpgradeType } from '../../api/src/nodepool.js';
+import { documentsUnsupportedInPlace } from '../../api/src/in-place.js';
 import { normaliseConfig, type ConfigSource, type HashInputs } from './hash.js';
 
 /** As the CRD's maxItems of status.rollout.changes. */
@@ -57,10 +58,8 @@ export function documentChanges(before: string, after: string, sources: Map<stri
  * applied in place on an InPlace pool and rolls the Machines of a Replace pool; a new infrastructure
  * template rolls a Replace pool, and reaches only new Machines of an InPlace pool on the MachineSet engine
  * (its bare MachineSet does not replace Machines). On the ClusterAPI engine a template change falls back to a
- * rollout (the extension never takes an infrastructure change in place). A payload the agent cannot apply in
- * place (kernel arguments, disks) rolls too there, but that verdict is the extension's decision function over
- * the rendered payload, which the controller cannot reach (the deployables are fenced): it is recorded as
- * InPlace here; `kindling plan` shows the extension's own verdict.
+ * rollout (the extension never takes an infrastructure change in place), and so does a payload the agent cannot
+ * apply in place (see payloadBlockers).
  */
 export function strategyOf(input: RolloutChange['input'], upgradeType: UpgradeType, engine: InPlaceEngine = 'MachineSet'): RolloutStrategy {
   if (upgradeType === 'Replace') return 'Rollout';
@@ -86,16 +85,32 @@ export interface WhyInput {
   now: string;
 }
 
+/**
+ * What the new payload holds that the node agent cannot apply in place, when that makes it roll: on the
+ * ClusterAPI engine the extension refuses such a payload and Cluster API replaces the Machines (on the
+ * MachineSet engine the agent is handed it and halts the rollout Degraded: it stays InPlace). Judged on the
+ * pool's config documents with the agent's own rules (api/src/in-place.ts), as `kindling plan` does; the
+ * release's own payload is not read here.
+ */
+function payloadBlockers(i: WhyInput): string[] {
+  return i.upgradeType === 'InPlace' && i.engine === 'ClusterAPI' && i.after ? documentsUnsupportedInPlace(i.after.config) : [];
+}
+
+/** The strategy of every payload change (release, config): one payload, so one way. */
+const payloadStrategy = (i: WhyInput): RolloutStrategy => (payloadBlockers(i).length > 0 ? 'Rollout' : strategyOf('config', i.upgradeType));
+
 function payloadChanges(i: WhyInput): RolloutChange[] {
   if (i.from === i.to) return [];
-  const strategy = strategyOf('config', i.upgradeType);
-  if (!i.before || !i.after) return [{ input: 'config', detail: `hash ${i.from} to ${i.to}: the inputs of ${i.from} are no longer known (its token Secret is gone)`, strategy }];
+  const blockers = payloadBlockers(i);
+  const strategy = payloadStrategy(i);
+  const why = blockers.length > 0 ? ` (the new payload holds ${blockers.join(', ')}, which the node agent cannot apply in place: the Machines are replaced)` : '';
+  if (!i.before || !i.after) return [{ input: 'config', detail: `hash ${i.from} to ${i.to}: the inputs of ${i.from} are no longer known (its token Secret is gone)${why}`, strategy }];
   const changes: RolloutChange[] = [];
-  if (i.before.release !== i.after.release) changes.push({ input: 'release', detail: `${i.before.release} to ${i.after.release}`, strategy: strategyOf('release', i.upgradeType) });
+  if (i.before.release !== i.after.release) changes.push({ input: 'release', detail: `${i.before.release} to ${i.after.release}${why}`, strategy });
   if (i.before.config !== i.after.config) {
     for (const d of documentChanges(i.before.config, i.after.config, documentSources(i.configMaps))) {
       const where = d.configMaps.length > 0 ? ` in ConfigMap ${d.configMaps.join(', ')}` : '';
-      changes.push({ input: 'config', detail: `${d.kind} ${d.name} ${d.change}${where}`, strategy });
+      changes.push({ input: 'config', detail: `${d.kind} ${d.name} ${d.change}${where}${why}`, strategy });
     }
   }
   return changes;
@@ -105,7 +120,7 @@ function payloadChanges(i: WhyInput): RolloutChange[] {
 export function explainRollout(i: WhyInput): RolloutRecord {
   const changes = payloadChanges(i);
   if (i.template) changes.push({ input: 'template', detail: `${i.template.from} to ${i.template.to}`, strategy: strategyOf('template', i.upgradeType, i.engine) });
-  if (changes.length > MAX_CHANGES) changes.splice(MAX_CHANGES - 1, changes.length, { input: 'config', detail: `and ${changes.length - MAX_CHANGES + 1} more changes`, strategy: strategyOf('config', i.upgradeType) });
+  if (changes.length > MAX_CHANGES) changes.splice(MAX_CHANGES - 1, changes.length, { input: 'config', detail: `and ${changes.length - MAX_CHANGES + 1} more changes`, strategy: payloadStrategy(i) });
   return { from: i.from, to: i.to, since: i.now, changes };
 }
 

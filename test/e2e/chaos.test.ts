@@ -12,7 +12,7 @@
 import { after, before, describe, it, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomInt } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,6 +21,7 @@ import { ANNOTATIONS, DRAIN_PREFIX } from '../../api/src/keys.js';
 import { AvailabilityWatcher } from '../../inplace-upgrader/testing/index.js';
 import { eventually } from '../bed/src/index.js';
 import { LocalEnvironment } from './environment.js';
+import { PdbWatcher, alive, killRunning, processesOf, seeded, shuffled, supervision } from './disruption.js';
 
 const MINUTES = 60_000;
 const REPLICAS = 2;
@@ -38,27 +39,11 @@ const LEADER_ENV = { KINDLING_LEADER_ELECT_LEASE_DURATION: '12s', KINDLING_LEADE
 /** The test's own workload when the sample tenant brings none: Pods on the pool's nodes, one disruption allowed. */
 const WORKLOAD = { namespace: 'default', name: 'chaos-web', replicas: 3, minAvailable: 2 };
 
-/** mulberry32: a small seeded generator, so a failing plan can be replayed. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 type Step = { delayMs: number } & ({ kind: 'kill'; replica: string } | { kind: 'pause'; component: string });
 
 /** Every victim replica killed once, in a random order, and one leader paused somewhere among the kills. */
 function chaosPlan(random: () => number): Step[] {
-  const kills = VICTIMS.flatMap((c) => Array.from({ length: REPLICAS }, (_, i) => `${c}-${i}`));
-  for (let i = kills.length - 1; i > 0; i--) {
-    const j = Math.floor(random() * (i + 1));
-    [kills[i], kills[j]] = [kills[j] as string, kills[i] as string];
-  }
+  const kills = shuffled(VICTIMS.flatMap((c) => Array.from({ length: REPLICAS }, (_, i) => `${c}-${i}`)), random);
   // Short enough that the whole plan falls within a rollout on an idle machine (about a minute and a half).
   const delay = (): number => 500 + Math.floor(random() * 3500);
   const steps: Step[] = kills.map((replica) => ({ kind: 'kill', replica, delayMs: delay() }));
@@ -66,41 +51,6 @@ function chaosPlan(random: () => number): Step[] {
   steps.splice(Math.floor(random() * (steps.length + 1)), 0, pause);
   return steps;
 }
-
-/** The supervisor's lines in the environment's output: each exit with the last line its process logged, each restart. */
-function supervision(output: string): string {
-  const lines = output.split('\n');
-  return lines
-    .flatMap((line, i) => {
-      if (/ running again /.test(line)) return [line];
-      if (!/ exited, /.test(line)) return [];
-      const tail = lines.slice(i + 1).findIndex((l) => !l.startsWith('    '));
-      const last = lines[i + (tail === -1 ? lines.length - i - 1 : tail)] ?? '';
-      return [line, last.trim().slice(0, 300)];
-    })
-    .join('\n');
-}
-
-/** Processes whose command line names the state folder (every process the environment starts does). */
-function processesOf(stateDir: string): string[] {
-  return readdirSync('/proc').filter((p) => /^\d+$/.test(p)).flatMap((pid) => {
-    try {
-      const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
-      return cmdline.includes(stateDir) ? [`${pid}: ${cmdline.slice(0, 200)}`] : [];
-    } catch {
-      return [];
-    }
-  });
-}
-
-const alive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 interface Done {
   step: Step;
@@ -136,12 +86,7 @@ class Chaos {
   }
 
   async #kill(step: Step & { kind: 'kill' }): Promise<void> {
-    // A replica still coming back from an earlier exit is waited for: each kill hits a running process.
-    const pid = await eventually(`${step.replica} to run`, async () => {
-      const p = await this.#env.pidOf(step.replica);
-      return p !== undefined && alive(p) ? p : undefined;
-    }, 60_000, 100);
-    process.kill(pid, 'SIGKILL');
+    const pid = await killRunning(this.#env, step.replica);
     this.done.push({ step, at: Date.now() - this.#started, pid, replica: step.replica });
   }
 
@@ -223,38 +168,6 @@ class DrainWatcher {
     this.#last.set(name, now);
     if (prev) this.#transitions(name, prev, now);
     this.maxDraining = Math.max(this.maxDraining, [...this.#last.values()].filter((s) => s.draining).length);
-  }
-}
-
-/** Every PodDisruptionBudget of the guest: each time one is seen with fewer healthy Pods than it requires. */
-class PdbWatcher {
-  readonly violations: string[] = [];
-  events = 0;
-  #request: { abort(): void } | undefined;
-  #stopped = false;
-  #kc: k8s.KubeConfig;
-
-  constructor(kc: k8s.KubeConfig) {
-    this.#kc = kc;
-  }
-
-  async start(): Promise<void> {
-    this.#request = await new k8s.Watch(this.#kc).watch('/apis/policy/v1/poddisruptionbudgets', {}, (_type: string, pdb: k8s.V1PodDisruptionBudget) => this.#observe(pdb), () => {
-      if (!this.#stopped) void this.start();
-    });
-  }
-
-  stop(): void {
-    this.#stopped = true;
-    this.#request?.abort();
-  }
-
-  #observe(pdb: k8s.V1PodDisruptionBudget): void {
-    this.events++;
-    const { currentHealthy = 0, desiredHealthy } = pdb.status ?? {};
-    if (desiredHealthy !== undefined && currentHealthy < desiredHealthy) {
-      this.violations.push(`${new Date().toISOString()} ${keyOf(pdb)}: ${currentHealthy} healthy < ${desiredHealthy} desired`);
-    }
   }
 }
 

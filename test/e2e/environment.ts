@@ -262,16 +262,26 @@ export class TokenRecorder {
   }
 }
 
+/** A Deployment's pods under a PodDisruptionBudget of the same name, as a watcher selects them. */
+export interface Workload {
+  namespace: string;
+  name: string;
+  labelSelector: string;
+  replicas: number;
+  maxUnavailable: number;
+}
+
 /** The sample workload the environment runs in the guest (local/workload.yaml). */
-export const WORKLOAD = { namespace: 'shop', name: 'web', labelSelector: 'app=web', replicas: 4, maxUnavailable: 1 } as const;
+export const WORKLOAD = { namespace: 'shop', name: 'web', labelSelector: 'app=web', replicas: 4, maxUnavailable: 1 } as const satisfies Workload;
 
 const available = (pod: k8s.V1Pod): boolean => !pod.metadata?.deletionTimestamp && pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true;
 /** The condition the apiserver sets on a pod it evicts through the Eviction API, before it deletes it. */
 const evictedByApi = (pod: k8s.V1Pod): boolean => pod.status?.conditions?.some((c) => c.type === 'DisruptionTarget' && c.reason === 'EvictionByEvictionAPI' && c.status === 'True') === true;
 
 /**
- * Every event of the sample workload's pods, independent of Kindling: the fewest available (Ready, not
- * terminating) at any moment once the full set had been seen, and the pods evicted through the Eviction API.
+ * Every event of a workload's pods (the sample workload's unless told), independent of Kindling: the fewest
+ * available (Ready, not terminating) at any moment once the full set had been seen, and the pods evicted
+ * through the Eviction API.
  */
 export class WorkloadWatcher {
   /** The fewest available pods seen (Infinity until the full set of replicas had been seen). */
@@ -280,17 +290,19 @@ export class WorkloadWatcher {
   readonly evicted = new Set<string>();
   readonly #available = new Map<string, boolean>();
   readonly #kc: k8s.KubeConfig;
+  readonly #workload: Workload;
   #seenAll = false;
   #request: { abort(): void } | undefined;
   #stopped = false;
 
-  constructor(kc: k8s.KubeConfig) {
+  constructor(kc: k8s.KubeConfig, workload: Workload = WORKLOAD) {
     this.#kc = kc;
+    this.#workload = workload;
   }
 
   async start(): Promise<void> {
     // A watch the server ends is started again (it lists first): the count must not miss a window.
-    this.#request = await new k8s.Watch(this.#kc).watch(`/api/v1/namespaces/${WORKLOAD.namespace}/pods`, { labelSelector: WORKLOAD.labelSelector }, (type: string, pod: k8s.V1Pod) => this.#observe(type, pod), () => {
+    this.#request = await new k8s.Watch(this.#kc).watch(`/api/v1/namespaces/${this.#workload.namespace}/pods`, { labelSelector: this.#workload.labelSelector }, (type: string, pod: k8s.V1Pod) => this.#observe(type, pod), () => {
       if (!this.#stopped) void this.start();
     });
   }
@@ -307,7 +319,7 @@ export class WorkloadWatcher {
     if (type === 'DELETED') this.#available.delete(name);
     else this.#available.set(name, available(pod));
     const now = [...this.#available.values()].filter(Boolean).length;
-    this.#seenAll ||= now >= WORKLOAD.replicas;
+    this.#seenAll ||= now >= this.#workload.replicas;
     if (this.#seenAll) this.min = Math.min(this.min, now);
   }
 }

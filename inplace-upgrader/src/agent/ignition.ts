@@ -8,6 +8,7 @@
 import { createHash } from 'node:crypto';
 import { gunzipSync } from 'node:zlib';
 import { posix } from 'node:path';
+import { unsupportedInPlace } from '../../../api/src/in-place.js';
 
 export class UnsupportedConfigError extends Error {
   override readonly name = 'UnsupportedConfigError';
@@ -94,7 +95,7 @@ export function parseIgnition(bytes: Buffer | string): IgnitionConfig {
 export function inPlaceBlockers(bytes: Buffer | string): string[] {
   try {
     const config = readConfig(bytes);
-    const sections = unsupportedFields(config);
+    const sections = unsupportedInPlace(config);
     if (sections.length > 0) return sections;
     entriesOf(config, () => false);
     return [];
@@ -104,40 +105,8 @@ export function inPlaceBlockers(bytes: Buffer | string): string[] {
   }
 }
 
-const nonEmpty = (v: unknown): boolean => (Array.isArray(v) ? v.length > 0 : v !== undefined && v !== null);
-
-/** Sections that would reformat or repartition the host, or that Ignition itself applies only at first boot. */
-function unsupportedSections(config: IgnitionConfig): string[] {
-  const storage = config.storage ?? {};
-  const kargs = config.kernelArguments ?? {};
-  const sections: [string, unknown][] = [
-    ['storage.disks', storage.disks],
-    ['storage.raid', storage.raid],
-    ['storage.filesystems', storage.filesystems],
-    ['storage.luks', storage.luks],
-    ['kernelArguments', [...(kargs.shouldExist ?? []), ...(kargs.shouldNotExist ?? [])]],
-    ['passwd.groups', config.passwd?.groups],
-    ['ignition.config.merge', config.ignition?.config?.merge],
-    ['ignition.config.replace', config.ignition?.config?.replace],
-  ];
-  return sections.filter(([, v]) => nonEmpty(v)).map(([name]) => name);
-}
-
-/** Of a user, only SSH keys can be changed in place; creating users or changing passwords cannot. */
-function unsupportedUserFields(config: IgnitionConfig): string[] {
-  return (config.passwd?.users ?? []).flatMap((user) =>
-    Object.keys(user)
-      .filter((k) => k !== 'name' && k !== 'sshAuthorizedKeys' && nonEmpty(user[k]))
-      .map((k) => `passwd.users[${user.name}].${k}`),
-  );
-}
-
-function unsupportedFields(config: IgnitionConfig): string[] {
-  return [...unsupportedSections(config), ...unsupportedUserFields(config)];
-}
-
 function refuseUnsupported(config: IgnitionConfig): void {
-  const found = unsupportedFields(config);
+  const found = unsupportedInPlace(config);
   if (found.length > 0) throw new UnsupportedConfigError(`cannot be applied in place: ${found.join(', ')}`);
 }
 

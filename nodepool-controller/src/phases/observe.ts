@@ -5,6 +5,7 @@ import { hasMachineDeployment, inPlaceEngine, type RolloutRecord } from '../../.
 import { changedInputs, type HashInput } from '../hash.js';
 import { hashOfUserData } from '../secrets.js';
 import { keepOrExplain } from '../why.js';
+import { clusterApiProgress } from '../capi-progress.js';
 import { hashOfBootstrap, inputsOf, isoSeconds, liveChild, tokenSecret, type Decision, type PhaseDeps, type Scope } from './scope.js';
 
 function hashInputsChanged(s: Scope, deps: PhaseDeps, from: string, to: string): HashInput[] {
@@ -30,11 +31,19 @@ function observeRollout(s: Scope, deps: PhaseDeps, d: Decision): void {
   }
   const template = templateChange(s, deps);
   if (from !== undefined && from !== to) {
-    s.obs.rollout = { from, to, changed: hashInputsChanged(s, deps, from, to), progress: annotations[ANNOTATIONS.inPlaceProgress], failure: annotations[ANNOTATIONS.inPlaceFailure] };
+    s.obs.rollout = { from, to, changed: hashInputsChanged(s, deps, from, to), progress: progressOf(s, deps, to, annotations), failure: annotations[ANNOTATIONS.inPlaceFailure] };
   } else if (template) {
     from = to;
   } else return;
   s.obs.why = explainObserved(s, deps, { from, to, template });
+}
+
+/** "N of M updated" (and where a paused rollout stopped): the upgrader's annotation on the MachineSet engine,
+ * counted from the Machines on the ClusterAPI engine, where Cluster API picks the Machines. */
+function progressOf(s: Scope, deps: PhaseDeps, to: string, annotations: Record<string, string>): string | undefined {
+  if (inPlaceEngine(s.pool) !== 'ClusterAPI') return annotations[ANNOTATIONS.inPlaceProgress];
+  const configHashOf = (name: string): string | undefined => deps.caches.kindlingConfigs.get(s.ns, name)?.spec.configHash;
+  return clusterApiProgress({ machines: deps.caches.poolMachines(s.ns, s.pool.metadata.name), configHashOf, target: to, paused: s.obs.pausedUntil !== undefined });
 }
 
 /** The infrastructure template of a MachineSet that still has Machines when the pool names another one: Cluster

@@ -1,0 +1,35 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { CAPI_API_VERSION, type Machine } from '../../api/src/capi.js';
+import { ANNOTATIONS } from '../../api/src/keys.js';
+import { clusterApiProgress } from './capi-progress.js';
+
+const machine = (name: string, opts: { updating?: boolean; deleting?: boolean } = {}): Machine => ({
+  apiVersion: CAPI_API_VERSION,
+  kind: 'Machine',
+  metadata: {
+    name,
+    ...(opts.updating ? { annotations: { [ANNOTATIONS.capiUpdateInProgress]: '' } } : {}),
+    ...(opts.deleting ? { deletionTimestamp: new Date('2026-11-24T00:00:00Z') } : {}),
+  },
+  spec: { clusterName: 'guest', bootstrap: { configRef: { apiGroup: 'bootstrap.kindling.dev', kind: 'KindlingConfig', name: `${name}-config` } }, infrastructureRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachine', name } },
+});
+
+/** m1 is at the target, m2 is being updated to it (its config already rewritten), m3 has not been handed it. */
+const HASHES: Record<string, string> = { 'm1-config': 'new', 'm2-config': 'new', 'm3-config': 'old' };
+const input = { machines: [machine('m1'), machine('m2', { updating: true }), machine('m3')], configHashOf: (c: string): string | undefined => HASHES[c], target: 'new' };
+
+describe('the progress of a rollout on the ClusterAPI engine', () => {
+  it('when a Machine is done, one is updating and one waits, it should count only the done one as updated', () => {
+    assert.equal(clusterApiProgress({ ...input, paused: false }), '1 of 3 updated');
+  });
+
+  it('when the pool is paused, it should say where the rollout stopped and how many Machines still finish, as the MachineSet engine does', () => {
+    assert.equal(clusterApiProgress({ ...input, paused: true }), '1 of 3 updated; paused at 1 of 3 by spec.pausedUntil: no node is handed out until it clears, 1 node(s) handed out before the pause still finishing');
+  });
+
+  it('when a Machine is being deleted or its KindlingConfig is unknown, it should leave the deleted one out and count the unknown one as not updated', () => {
+    const machines = [machine('m1'), machine('gone', { deleting: true }), machine('m4')];
+    assert.equal(clusterApiProgress({ machines, configHashOf: (c) => HASHES[c], target: 'new', paused: false }), '1 of 2 updated');
+  });
+});

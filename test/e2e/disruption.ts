@@ -1,0 +1,113 @@
+/**
+ * What the end-to-end tests that disrupt the local environment share: a seeded random generator (a failing
+ * plan replays from its seed), SIGKILLs of a component's running process, an independent watcher of the
+ * guest's PodDisruptionBudgets, and the environment's supervisor lines and processes, for the diagnostics.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import * as k8s from '@kubernetes/client-node';
+import { eventually } from '../bed/src/index.js';
+import type { LocalEnvironment } from './environment.js';
+
+/** mulberry32: a small seeded generator, so a failing plan can be replayed. */
+export function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** The items in a random order (Fisher–Yates with the given generator). */
+export function shuffled<T>(items: readonly T[], random: () => number): T[] {
+  const out = [...items];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1));
+    [out[i], out[j]] = [out[j] as T, out[i] as T];
+  }
+  return out;
+}
+
+export const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+/**
+ * SIGKILLs the running process of a component replica (`drainer`, `drainer-1`), waiting first for one still
+ * coming back from an earlier exit, so each kill hits a running process; resolves with the pid killed.
+ */
+export async function killRunning(env: LocalEnvironment, replica: string): Promise<number> {
+  const pid = await eventually(`${replica} to run`, async () => {
+    const p = await env.pidOf(replica);
+    return p !== undefined && alive(p) ? p : undefined;
+  }, 60_000, 100);
+  process.kill(pid, 'SIGKILL');
+  return pid;
+}
+
+/** The supervisor's lines in the environment's output: each exit with the last line its process logged, each restart. */
+export function supervision(output: string): string {
+  const lines = output.split('\n');
+  return lines
+    .flatMap((line, i) => {
+      if (/ running again /.test(line)) return [line];
+      if (!/ exited, /.test(line)) return [];
+      const tail = lines.slice(i + 1).findIndex((l) => !l.startsWith('    '));
+      const last = lines[i + (tail === -1 ? lines.length - i - 1 : tail)] ?? '';
+      return [line, last.trim().slice(0, 300)];
+    })
+    .join('\n');
+}
+
+/** Processes whose command line names the state folder (every process the environment starts does). */
+export function processesOf(stateDir: string): string[] {
+  return readdirSync('/proc').filter((p) => /^\d+$/.test(p)).flatMap((pid) => {
+    try {
+      const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
+      return cmdline.includes(stateDir) ? [`${pid}: ${cmdline.slice(0, 200)}`] : [];
+    } catch {
+      return [];
+    }
+  });
+}
+
+const keyOf = (o: k8s.KubernetesObject): string => `${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;
+
+/** Every PodDisruptionBudget of the guest: each time one is seen with fewer healthy Pods than it requires. */
+export class PdbWatcher {
+  readonly violations: string[] = [];
+  events = 0;
+  #request: { abort(): void } | undefined;
+  #stopped = false;
+  #kc: k8s.KubeConfig;
+
+  constructor(kc: k8s.KubeConfig) {
+    this.#kc = kc;
+  }
+
+  async start(): Promise<void> {
+    this.#request = await new k8s.Watch(this.#kc).watch('/apis/policy/v1/poddisruptionbudgets', {}, (_type: string, pdb: k8s.V1PodDisruptionBudget) => this.#observe(pdb), () => {
+      if (!this.#stopped) void this.start();
+    });
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    this.#request?.abort();
+  }
+
+  #observe(pdb: k8s.V1PodDisruptionBudget): void {
+    this.events++;
+    const { currentHealthy = 0, desiredHealthy } = pdb.status ?? {};
+    if (desiredHealthy !== undefined && currentHealthy < desiredHealthy) {
+      this.violations.push(`${new Date().toISOString()} ${keyOf(pdb)}: ${currentHealthy} healthy < ${desiredHealthy} desired`);
+    }
+  }
+}
