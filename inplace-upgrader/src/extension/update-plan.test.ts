@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { CAPI_API_VERSION, type MachineDeployment } from '../../../api/src/capi.js';
 import { LABELS } from '../../../api/src/keys.js';
-import { configBlockers, previewClusterApiUpdate } from './update-plan.js';
+import { previewClusterApiUpdate } from './update-plan.js';
 import type { JsonObject } from './hooks.js';
 
 const POOL = 'workers';
@@ -61,16 +61,5 @@ describe('previewClusterApiUpdate', () => {
     const p = update(MOTD, deployment('bbbb', { version: 'v1.36.3', infrastructure: 'large' }));
     assert.equal(p.inPlace, false);
     assert.ok(p.changes.some((c) => c.verdict === 'rollout' && /infrastructureRef|LocalMachineTemplate/.test(c.field)));
-  });
-});
-
-describe('configBlockers', () => {
-  it('when documents hold kernel arguments or storage the agent cannot touch, it should name each once', () => {
-    const disks = { kind: 'MachineConfig', spec: { config: { storage: { disks: [{ device: '/dev/vdb' }] } } } };
-    assert.deepEqual(configBlockers(JSON.stringify([...JSON.parse(KARGS) as unknown[], disks, disks])), ['kernelArguments', 'storage.disks']);
-  });
-
-  it('when documents hold only files, it should find nothing', () => {
-    assert.deepEqual(configBlockers(MOTD), []);
   });
 });

@@ -8,7 +8,7 @@
  * pool's config documents, with the agent's own rules.
  */
 import type { MachineDeployment } from '../../../api/src/capi.js';
-import { inPlaceBlockers } from '../agent/ignition.js';
+import { documentsUnsupportedInPlace } from '../../../api/src/in-place.js';
 import { decide, type Verdict } from './decide.js';
 import type { JsonObject } from './hooks.js';
 
@@ -32,23 +32,6 @@ export interface ClusterApiUpdateState {
   config?: string;
 }
 
-const isObject = (v: unknown): v is JsonObject => typeof v === 'object' && v !== null && !Array.isArray(v);
-
-/** What the agent could not apply of the pool's config documents (MachineConfig fragments and kernel arguments). */
-export function configBlockers(config: string): string[] {
-  const docs = JSON.parse(config) as unknown[];
-  return [
-    ...new Set(
-      docs.filter(isObject).flatMap((doc) => {
-        const spec = isObject(doc.spec) ? doc.spec : {};
-        const kargs = Array.isArray(spec.kernelArguments) && spec.kernelArguments.length > 0 ? ['kernelArguments'] : [];
-        // The agent reads a whole Ignition config; a fragment's version is the renderer's business.
-        const fragment = isObject(spec.config) ? { ...spec.config, ignition: { version: '3.4.0', ...(isObject(spec.config.ignition) ? spec.config.ignition : {}) } } : undefined;
-        return [...kargs, ...(fragment ? inPlaceBlockers(JSON.stringify(fragment)) : [])];
-      }),
-    ),
-  ];
-}
 
 /** An infrastructure template as far as a read-only caller knows it: its reference (its contents are not read). */
 const infrastructure = (md: MachineDeployment): JsonObject => {
@@ -62,7 +45,7 @@ export function previewClusterApiUpdate(state: ClusterApiUpdateState): ClusterAp
     kind: 'MachineSet',
     current: { machine: state.live as unknown as JsonObject, infrastructure: infrastructure(state.live), bootstrap: state.bootstrap.current },
     desired: { machine: state.desired as unknown as JsonObject, infrastructure: infrastructure(state.desired), bootstrap: state.bootstrap.desired },
-    ...(state.config === undefined ? {} : { payload: { pool: state.pool, hash: state.targetHash, blockers: configBlockers(state.config) } }),
+    ...(state.config === undefined ? {} : { payload: { pool: state.pool, hash: state.targetHash, blockers: documentsUnsupportedInPlace(state.config) } }),
   });
   return { inPlace: d.inPlace, message: d.message, changes: d.changes.map((c) => ({ field: c.field, verdict: c.verdict, reason: c.reason })) };
 }
