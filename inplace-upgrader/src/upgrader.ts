@@ -19,7 +19,7 @@ import { createController, type Controller } from '../../support/src/controller.
 import { GuestClusters, clusterKey, type GuestCluster } from '../../support/src/guest-clusters.js';
 import { cleanUpPool, createGuestSession, ensureBase, expectedDesired, handOutNode, startGuestSession, stopGuestSession, type GuestSession } from './guest.js';
 import type { PayloadSource } from './payload.js';
-import { classifyNode, planRollout, type NodeView, type RolloutPlan } from './select.js';
+import { classifyNode, planRollout, setMembers, type NodeView, type RolloutPlan } from './select.js';
 import { setSkipRemediation } from './remediation.js';
 import { resolveMaxUnavailable } from '../../support/src/int-or-percent.js';
 
@@ -181,22 +181,12 @@ export class InPlaceUpgrader {
   }
 
   /**
-   * The MachineSet's nodes: the Nodes (status.nodeRef) of its Machines (label set-name); and how many of
-   * those Machines have no Node yet, leaving out Machines being deleted (scaled down: they will have none).
+   * The MachineSet's nodes and how many of its Machines have no Node yet (select.ts setMembers, the rule
+   * `kindling plan` shows).
    */
   #nodesOf(ms: MS, session: Session): { nodes: k8s.V1Node[]; pending: number; machineOf: Map<string, MachineObject> } {
-    const nodes: k8s.V1Node[] = [];
-    const machineOf = new Map<string, MachineObject>();
-    let pending = 0;
-    const mine = (m: MachineObject): boolean => m.metadata.labels?.[LABELS.capiSetName] === ms.metadata.name && m.spec.clusterName === ms.spec.clusterName;
-    for (const m of this.#machines.list(ms.metadata.namespace).filter(mine)) {
-      const node = nodeOfMachine(m, session);
-      if (node) {
-        nodes.push(node);
-        machineOf.set(node.metadata?.name ?? '', m);
-      } else if (!m.metadata.deletionTimestamp) pending++;
-    }
-    return { nodes, pending, machineOf };
+    const { members, pending } = setMembers(ms, this.#machines.list(ms.metadata.namespace), (name) => session.nodes.get(name));
+    return { nodes: members.map((m) => m.node), pending, machineOf: new Map(members.map((m) => [m.node.metadata?.name ?? '', m.machine])) };
   }
 
   /** skip-remediation (remediation.ts) on the Machines whose node is updating or Degraded, off the others. */
@@ -244,10 +234,6 @@ export class InPlaceUpgrader {
       metadata: { name: ms.metadata.name, namespace: ms.metadata.namespace, annotations: want },
     });
   }
-}
-
-function nodeOfMachine(m: MachineObject, session: Session): k8s.V1Node | undefined {
-  return m.status?.nodeRef?.name ? session.nodes.get(m.status.nodeRef.name) : undefined;
 }
 
 function statusOf(plan: RolloutPlan): { progress: string; failure?: string } {
