@@ -13,9 +13,11 @@
  *   the kubelet would refuse (what the agent's health gate waits for).
  * - AvailabilityWatcher: an independent watch on every Node event, counting the unavailable nodes.
  * - runExtension: `kindling inplace-upgrader` serving the Runtime Extension as its own process, under a CA
- *   made for the test (the ExtensionConfig's caBundle); killable with SIGKILL and startable again.
+ *   made for the test (the ExtensionConfig's caBundle); killable with SIGKILL and startable again. callHook
+ *   calls one of its hooks over HTTPS as the Cluster API manager does.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { request } from 'node:https';
 import { mkdir, open, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
@@ -114,6 +116,31 @@ export async function runExtension(opts: { kubeconfigPath: string; dir: string; 
     },
     stop: () => kill('SIGTERM'),
   };
+}
+
+/** What a hook answered, as far as the tests read it. */
+export interface HookAnswer {
+  status: string;
+  message: string;
+  retryAfterSeconds: number;
+}
+
+/** POSTs a hook over HTTPS as the Cluster API manager does, trusting only the extension's CA, and times the answer. */
+export function callHook(ext: Pick<ExtensionFixture, 'url' | 'caPem'>, path: string, body: object): Promise<{ answer: HookAnswer; ms: number }> {
+  const started = performance.now();
+  return new Promise((resolve, reject) => {
+    const req = request(new URL(`${path}?timeout=5s`, ext.url), { method: 'POST', ca: ext.caPem, timeout: 5_000 }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        if (res.statusCode !== 200) return reject(new Error(`HTTP ${res.statusCode}: ${Buffer.concat(chunks).toString()}`));
+        resolve({ answer: JSON.parse(Buffer.concat(chunks).toString()) as HookAnswer, ms: performance.now() - started });
+      });
+    });
+    req.on('timeout', () => req.destroy(new Error('no answer in 5 s')));
+    req.on('error', reject);
+    req.end(JSON.stringify(body));
+  });
 }
 
 export interface FleetOptions {

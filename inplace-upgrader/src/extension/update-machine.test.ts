@@ -7,7 +7,6 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { request } from 'node:https';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,7 +19,7 @@ import { Drainer } from '../../../drainer/src/drainer.js';
 import { createTestMachine, createTestNode, eventually, testPodFor } from '../../../drainer/testing/index.js';
 import { startCluster, installCapiCrds, type Cluster } from '../../../test/bed/src/index.js';
 import { GUEST_NAMESPACE } from '../desired.js';
-import { AgentFleet, machineConfig, runExtension, tokenSecret, type ExtensionFixture } from '../../testing/index.js';
+import { AgentFleet, callHook, machineConfig, runExtension, tokenSecret, type ExtensionFixture, type HookAnswer as Answer } from '../../testing/index.js';
 import { runIgnitionServer, type IgnitionServer } from '../../../ignition-server/testing/index.js';
 import { HANDLERS, HOOKS_API_VERSION, hookPath } from './hooks.js';
 
@@ -31,12 +30,6 @@ const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch)
 /** The health gate's timeout the pool's MachineDeployment carries (as the nodepool-controller writes it). */
 const GATE_TIMEOUT = '2m';
 const log = createLogger({ name: 'update-machine-test', level: 'warn' });
-
-interface Answer {
-  status: string;
-  message: string;
-  retryAfterSeconds: number;
-}
 
 function payload(version: string, extraFiles: object[] = []): object {
   return {
@@ -79,24 +72,6 @@ function machineDeployment(): k8s.KubernetesObject {
       },
     },
   } as k8s.KubernetesObject;
-}
-
-/** POSTs a hook over HTTPS, trusting only the extension's CA, and times the answer. */
-function callHook(ext: ExtensionFixture, path: string, body: object): Promise<{ answer: Answer; ms: number }> {
-  const started = performance.now();
-  return new Promise((resolve, reject) => {
-    const req = request(new URL(`${path}?timeout=5s`, ext.url), { method: 'POST', ca: ext.caPem, timeout: 5_000 }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        if (res.statusCode !== 200) return reject(new Error(`HTTP ${res.statusCode}: ${Buffer.concat(chunks).toString()}`));
-        resolve({ answer: JSON.parse(Buffer.concat(chunks).toString()) as Answer, ms: performance.now() - started });
-      });
-    });
-    req.on('timeout', () => req.destroy(new Error('no answer in 5 s')));
-    req.on('error', reject);
-    req.end(JSON.stringify(body));
-  });
 }
 
 describe('UpdateMachine through the Runtime Extension', () => {
