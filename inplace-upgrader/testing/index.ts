@@ -21,7 +21,9 @@ import { request } from 'node:https';
 import { mkdir, open, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
-import { ANNOTATIONS, LABELS, NODE_STATES, SECRET_KEYS, tokenSecretName } from '../../api/src/keys.js';
+import { ANNOTATIONS, LABELS, NODE_STATES, SECRET_KEYS, tokenSecretName, userDataSecretName } from '../../api/src/keys.js';
+import { CAPI_API_VERSION } from '../../api/src/capi.js';
+import { HOOKS_API_VERSION } from '../src/extension/hooks.js';
 import { KINDLING_BIN, type IgnitionServer } from '../../ignition-server/testing/index.js';
 import { createCertificateAuthority } from '../../support/src/pki.js';
 import { freePort, waitForPort } from '../../test/bed/src/index.js';
@@ -115,6 +117,29 @@ export async function runExtension(opts: { kubeconfigPath: string; dir: string; 
       await launch();
     },
     stop: () => kill('SIGTERM'),
+  };
+}
+
+/** The UpdateMachine request the Machine controller sends for a Machine of a pool: the desired Machine (no
+ * status) and its InfraMachine. */
+export function updateMachineRequest(m: { namespace: string; pool: string; cluster: string; machine: string; hash: string; version?: string }): object {
+  return {
+    apiVersion: HOOKS_API_VERSION,
+    kind: 'UpdateMachineRequest',
+    desired: {
+      machine: {
+        apiVersion: CAPI_API_VERSION,
+        kind: 'Machine',
+        metadata: { name: m.machine, namespace: m.namespace, labels: { [LABELS.nodePool]: m.pool, [LABELS.capiSetName]: m.pool } },
+        spec: {
+          clusterName: m.cluster,
+          bootstrap: { dataSecretName: userDataSecretName(m.pool, m.hash) },
+          infrastructureRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachine', name: m.machine },
+          ...(m.version === undefined ? {} : { version: m.version }),
+        },
+      },
+      infrastructureMachine: { apiVersion: 'infrastructure.kindling.dev/v1alpha1', kind: 'LocalMachine', metadata: { name: m.machine, namespace: m.namespace }, spec: {} },
+    },
   };
 }
 

@@ -21,14 +21,14 @@ import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { Registry } from 'prom-client';
 import { CAPI_API_VERSION, CAPI_GROUP } from '../../../api/src/capi.js';
-import { ANNOTATIONS, LABELS, SKIP_REMEDIATION_INPLACE, userDataSecretName } from '../../../api/src/keys.js';
+import { ANNOTATIONS, LABELS, SKIP_REMEDIATION_INPLACE } from '../../../api/src/keys.js';
 import { createApplier } from '../../../support/src/apply.js';
 import { createLogger } from '../../../support/src/logger.js';
 import { Drainer } from '../../../drainer/src/drainer.js';
 import { createTestMachine, eventually } from '../../../drainer/testing/index.js';
 import { LOCAL_CRD_DIR } from '../../../local/src/crds.js';
 import { HOST_DOWN_ANNOTATION, installCapiCrds, installCrds, startCapiManager, startCluster, type CapiManager, type Cluster } from '../../../test/bed/src/index.js';
-import { AgentFleet, callHook, machineConfig, runExtension, tokenSecret, type ExtensionFixture, type HookAnswer } from '../../testing/index.js';
+import { AgentFleet, callHook, machineConfig, runExtension, tokenSecret, updateMachineRequest, type ExtensionFixture, type HookAnswer } from '../../testing/index.js';
 import { runIgnitionServer, type IgnitionServer } from '../../../ignition-server/testing/index.js';
 import { HANDLERS, HOOKS_API_VERSION, hookPath } from './hooks.js';
 
@@ -57,23 +57,6 @@ const providerId = (name: string): string => `kindling-local://${NS}/${name}`;
 
 function payload(version: string): object {
   return { ignition: { version: '3.4.0' }, storage: { files: [{ path: '/etc/kindling/version', overwrite: true, mode: 0o644, contents: { source: `data:,${version}` } }] } };
-}
-
-/** The UpdateMachine request the Machine controller sends: the desired Machine (no status) and InfraMachine. */
-function updateMachineRequest(machine: string, hash: string): object {
-  return {
-    apiVersion: HOOKS_API_VERSION,
-    kind: 'UpdateMachineRequest',
-    desired: {
-      machine: {
-        apiVersion: CAPI_API_VERSION,
-        kind: 'Machine',
-        metadata: { name: machine, namespace: NS, labels: { [LABELS.nodePool]: POOL, [LABELS.capiSetName]: POOL } },
-        spec: { clusterName: CLUSTER, bootstrap: { dataSecretName: userDataSecretName(POOL, hash) }, infrastructureRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachine', name: machine } },
-      },
-      infrastructureMachine: { apiVersion: 'infrastructure.kindling.dev/v1alpha1', kind: 'LocalMachine', metadata: { name: machine, namespace: NS }, spec: {} },
-    },
-  };
 }
 
 /** The pool's health check: Ready False or Unknown for UNHEALTHY_AFTER_S; no startup timeout (the test makes the Nodes). */
@@ -117,7 +100,7 @@ describe('a MachineHealthCheck while a node is updated in place', { timeout: 20 
   const setHostDown = (node: string, down: boolean): Promise<unknown> =>
     guestCore().patchNode({ name: node, body: { metadata: { annotations: { [HOST_DOWN_ANNOTATION]: down ? 'true' : null } } } }, merge);
   const nodeReady = async (node: string): Promise<string | undefined> => (await guestCore().readNode({ name: node })).status?.conditions?.find((c) => c.type === 'Ready')?.status;
-  const updateMachine = async (name: string, hash: string): Promise<HookAnswer> => (await callHook(ext, hookPath('UpdateMachine', HANDLERS[2]?.name), updateMachineRequest(name, hash))).answer;
+  const updateMachine = async (name: string, hash: string): Promise<HookAnswer> => (await callHook(ext, hookPath('UpdateMachine', HANDLERS[2]?.name), updateMachineRequest({ namespace: NS, pool: POOL, cluster: CLUSTER, machine: name, hash }))).answer;
   const mhcTargets = async (): Promise<string[] | undefined> =>
     ((await custom.getNamespacedCustomObject({ group: CAPI_GROUP, version: 'v1beta2', namespace: NS, plural: 'machinehealthchecks', name: POOL })) as { status?: { targets?: string[] } }).status?.targets;
 

@@ -19,7 +19,7 @@ import { Drainer } from '../../../drainer/src/drainer.js';
 import { createTestMachine, createTestNode, eventually, testPodFor } from '../../../drainer/testing/index.js';
 import { startCluster, installCapiCrds, type Cluster } from '../../../test/bed/src/index.js';
 import { GUEST_NAMESPACE } from '../desired.js';
-import { AgentFleet, callHook, machineConfig, runExtension, tokenSecret, type ExtensionFixture, type HookAnswer as Answer } from '../../testing/index.js';
+import { AgentFleet, callHook, machineConfig, runExtension, tokenSecret, updateMachineRequest, type ExtensionFixture, type HookAnswer as Answer } from '../../testing/index.js';
 import { runIgnitionServer, type IgnitionServer } from '../../../ignition-server/testing/index.js';
 import { HANDLERS, HOOKS_API_VERSION, hookPath } from './hooks.js';
 
@@ -36,24 +36,6 @@ function payload(version: string, extraFiles: object[] = []): object {
     ignition: { version: '3.4.0' },
     storage: { files: [{ path: '/etc/kindling/version', overwrite: true, mode: 0o644, contents: { source: `data:,${version}` } }, ...extraFiles] },
     systemd: { units: [{ name: 'kindling-demo.service', enabled: true, contents: `[Service]\nExecStart=/bin/echo ${version}\n[Install]\nWantedBy=multi-user.target\n` }] },
-  };
-}
-
-/** The UpdateMachine request the Machine controller sends: the desired Machine (no status) and InfraMachine. */
-function updateMachineRequest(node: string, hash: string): object {
-  const name = `${POOL}-${node}`;
-  return {
-    apiVersion: HOOKS_API_VERSION,
-    kind: 'UpdateMachineRequest',
-    desired: {
-      machine: {
-        apiVersion: CAPI_API_VERSION,
-        kind: 'Machine',
-        metadata: { name, namespace: NS, labels: { [LABELS.nodePool]: POOL, [LABELS.capiSetName]: POOL } },
-        spec: { clusterName: 'tenant', bootstrap: { dataSecretName: userDataSecretName(POOL, hash) }, infrastructureRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachine', name }, version: 'v1.36.3' },
-      },
-      infrastructureMachine: { apiVersion: 'infrastructure.kindling.dev/v1alpha1', kind: 'LocalMachine', metadata: { name, namespace: NS }, spec: {} },
-    },
   };
 }
 
@@ -94,7 +76,7 @@ describe('UpdateMachine through the Runtime Extension', () => {
     custom.patchNamespacedCustomObject({ group: 'cluster.x-k8s.io', version: 'v1beta2', namespace: NS, plural: 'machinedeployments', name: POOL, body: { metadata: { annotations: { [ANNOTATIONS.capiPaused]: paused ? 'true' : null } } } }, merge);
   const fileOn = (node: string, path: string): Promise<string> => readFile(join(fleet.rootOf(node), path), 'utf8');
   const updateMachine = async (node: string, hash: string): Promise<Answer> => {
-    const { answer, ms } = await callHook(ext, hookPath('UpdateMachine', HANDLERS[2]?.name), updateMachineRequest(node, hash));
+    const { answer, ms } = await callHook(ext, hookPath('UpdateMachine', HANDLERS[2]?.name), updateMachineRequest({ namespace: NS, pool: POOL, cluster: 'tenant', machine: `${POOL}-${node}`, hash, version: 'v1.36.3' }));
     times.push(ms);
     return answer;
   };
