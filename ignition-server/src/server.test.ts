@@ -18,7 +18,7 @@ import { createCertificateAuthority, type CertificateAuthority } from '../../sup
 import { ANNOTATIONS, IGNITION_HEADERS, LABELS, SECRET_KEYS, tokenSecretName } from '../../api/src/keys.js';
 import { buildRelease, writeLayoutDir } from './release/build.js';
 import { createValidator } from './payload/validate.js';
-import { ecKeyPem, writeReleaseFolder } from '../testing/index.js';
+import { ecKeyPem, opsMetrics, writeReleaseFolder } from '../testing/index.js';
 import { parsePullSecret } from './release/registry.js';
 import { eventually } from '../../test/bed/src/eventually.js';
 import { bootHost } from '../../local/src/providers/boot.js';
@@ -478,13 +478,7 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     // Secrets it never served may be read and generated in the background (its warm-up); what it had is not.
     const again = [...generatedBy(sinceRestart)].filter((key) => before.has(key));
     assert.deepEqual(again, [], 'no payload it had generated before is generated again after the restart');
-    const metrics = await new Promise<string>((resolve, reject) => {
-      import('node:http').then(({ get: httpGet }) => httpGet(`http://127.0.0.1:${restarted.opsPort}/metrics`, (res) => {
-        let body = '';
-        res.on('data', (c: Buffer) => (body += c.toString()));
-        res.on('end', () => resolve(body));
-      }).on('error', reject), reject);
-    });
+    const metrics = await opsMetrics(restarted.opsPort);
     assert.match(metrics, /kindling_ignition_requests_total\{code="200"/);
     const counted = [...metrics.matchAll(/kindling_ignition_payload_generation_seconds_count\{outcome="success"[^}]*\} (\d+)/g)].reduce((n, m) => n + Number(m[1]), 0);
     assert.equal(counted, sinceRestart.split('Generated a payload').length - 1, 'the metric counts the generations the log shows');

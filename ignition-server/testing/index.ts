@@ -3,6 +3,7 @@
  * for every test and benchmark that needs one; never imported by production code.
  */
 import { generateKeyPairSync } from 'node:crypto';
+import { get as httpGet } from 'node:http';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -63,6 +64,17 @@ export function memoryDestination(): { lines: string[]; write: (line: string) =>
 }
 
 /** What an ignition server is given: a serving certificate (and its CA), a signing key, release images. */
+/** The text a running ignition server's ops port serves at /metrics (Prometheus exposition format). */
+export function opsMetrics(opsPort: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    httpGet(`http://127.0.0.1:${opsPort}/metrics`, (res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c.toString()));
+      res.on('end', () => resolve(body));
+    }).on('error', reject);
+  });
+}
+
 export interface IgnitionServerFiles {
   dir: string;
   caPem: string;

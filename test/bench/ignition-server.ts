@@ -28,7 +28,6 @@ import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync, readdirSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { get as httpGet } from 'node:http';
 import { request } from 'node:https';
 import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -38,7 +37,7 @@ import * as k8s from '@kubernetes/client-node';
 import { startCluster, freePort, ManagedProcess, eventually, type Cluster } from '../bed/src/index.js';
 import { createCertificateAuthority } from '../../support/src/pki.js';
 import { IGNITION_HEADERS, LABELS, SECRET_KEYS, tokenSecretName } from '../../api/src/keys.js';
-import { BASE_FRAGMENTS, ecKeyPem, writeReleaseFolder } from '../../ignition-server/testing/index.js';
+import { BASE_FRAGMENTS, ecKeyPem, opsMetrics, writeReleaseFolder } from '../../ignition-server/testing/index.js';
 import { reportRows, type Row } from './table.js';
 import { buildGoReference, childPid, startGo, startNginx, type Reference, type Site } from './references.js';
 
@@ -243,16 +242,6 @@ async function startServer(b: Bench, name: string, namespace: string, cacheDir =
   b.processes.push(proc);
   await eventually(`${name} to start`, () => Promise.resolve(proc.guardPid !== undefined && !Number.isNaN(childPid(proc.guardPid)) ? true : undefined), 10_000, 20);
   return { name, proc, port, opsPort, pid: childPid(proc.guardPid as number), spawnedAt, spawnedWallMs, cacheDir, namespace };
-}
-
-function metrics(server: Server): Promise<string> {
-  return new Promise((resolve, reject) => {
-    httpGet(`http://127.0.0.1:${server.opsPort}/metrics`, (res) => {
-      let body = '';
-      res.on('data', (c: Buffer) => (body += c.toString()));
-      res.on('end', () => resolve(body));
-    }).on('error', reject);
-  });
 }
 
 const metric = (text: string, name: string): number => Number(new RegExp(`^${name}(?:\\{[^}]*\\})? ([\\d.e+]+)$`, 'm').exec(text)?.[1] ?? Number.NaN);
@@ -475,7 +464,7 @@ async function memory(b: Bench): Promise<MemoryResult> {
   const ns = 'memory';
   const server = await startServer(b, 'server-memory', ns);
   // Sampled once the server is up (its ops port answers), not at a fixed delay that a loaded machine outlasts.
-  await eventually('the server up', async () => ((await metrics(server).catch(() => undefined)) === undefined ? undefined : true), 120_000, 100);
+  await eventually('the server up', async () => ((await opsMetrics(server.opsPort).catch(() => undefined)) === undefined ? undefined : true), 120_000, 100);
   await new Promise((r) => setTimeout(r, 2000));
   const rssBeforeBytes = vmRssBytes(server.pid);
   const started = performance.now();
@@ -501,7 +490,7 @@ async function memory(b: Bench): Promise<MemoryResult> {
   const loadS = (performance.now() - started) / 1000;
   // Let the garbage of generation settle (bounded) before sampling, as a long-running server would.
   await new Promise((r) => setTimeout(r, 15_000));
-  const m = await metrics(server);
+  const m = await opsMetrics(server.opsPort);
   const cachedBytes = metric(m, 'kindling_ignition_payload_cache_bytes');
   const status = readFileSync(`/proc/${server.pid}/status`, 'utf8');
   const kb = (field: string): number => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? Number.NaN) * 1024;
@@ -518,9 +507,9 @@ async function heapSnapshot(server: Server, dir: string): Promise<void> {
   const file = await eventually('the heap snapshot', async () => {
     const made = readdirSync(dir).find((f) => !before.has(f) && f.endsWith('.heapsnapshot'));
     // Written once the server answers again (the snapshot blocks its main thread).
-    return made !== undefined && (await metrics(server).catch(() => undefined)) !== undefined ? made : undefined;
+    return made !== undefined && (await opsMetrics(server.opsPort).catch(() => undefined)) !== undefined ? made : undefined;
   }, 300_000, 500);
-  const m = await metrics(server);
+  const m = await opsMetrics(server.opsPort);
   out(`  heap snapshot ${join(dir, file)}; after its full GC: VmRSS ${mib(vmRssBytes(server.pid))}, main thread's V8 heap ${mib(metric(m, 'nodejs_heap_size_used_bytes'))} used of ${mib(metric(m, 'nodejs_heap_size_total_bytes'))}`);
 }
 

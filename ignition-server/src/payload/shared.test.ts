@@ -6,7 +6,6 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { get as httpGet } from 'node:http';
 import { request } from 'node:https';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -14,7 +13,7 @@ import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { startCluster, eventually, type Cluster } from '../../../test/bed/src/index.js';
 import { IGNITION_HEADERS, LABELS, SECRET_KEYS, tokenSecretName } from '../../../api/src/keys.js';
-import { IgnitionServer, writeIgnitionServerFiles, type IgnitionServerFiles } from '../../testing/index.js';
+import { IgnitionServer, opsMetrics, writeIgnitionServerFiles, type IgnitionServerFiles } from '../../testing/index.js';
 import { startRegistry, type RegistryFixture } from '../../testing/registry-fixture.js';
 import { parsePullSecret, RegistryClient } from '../release/registry.js';
 
@@ -33,21 +32,11 @@ function fetchIgnition(port: number, ca: string, headers: Record<string, string>
   });
 }
 
-function metrics(server: IgnitionServer): Promise<string> {
-  return new Promise((resolve, reject) => {
-    httpGet(`http://127.0.0.1:${server.opsPort}/metrics`, (res) => {
-      let body = '';
-      res.on('data', (c: Buffer) => (body += c.toString()));
-      res.on('end', () => resolve(body));
-    }).on('error', reject);
-  });
-}
-
 /** A sample of the metric with this label (the component adds its own). */
 const sample = (text: string, name: string, label: string): number => Number(new RegExp(`^${name}\\{[^}]*${label.replace(/"/g, '\\"')}[^}]*\\} (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
 /** Payloads this process generated (one read from the shared store or the cache directory is none). */
-const generations = async (s: IgnitionServer): Promise<number> => sample(await metrics(s), 'kindling_ignition_payload_generation_seconds_count', 'outcome="success"');
-const sharedReads = async (s: IgnitionServer): Promise<number> => sample(await metrics(s), 'kindling_ignition_payload_shared_total', 'event="read"');
+const generations = async (s: IgnitionServer): Promise<number> => sample(await opsMetrics(s.opsPort), 'kindling_ignition_payload_generation_seconds_count', 'outcome="success"');
+const sharedReads = async (s: IgnitionServer): Promise<number> => sample(await opsMetrics(s.opsPort), 'kindling_ignition_payload_shared_total', 'event="read"');
 
 describe('payloads shared between replicas through an OCI repository', { timeout: 300_000 }, () => {
   let dir: string;
