@@ -13,27 +13,18 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
-import { Registry } from 'prom-client';
-import { startCluster, installCapiCrds, type Cluster } from '../../test/bed/src/index.js';
-import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
+import { ANNOTATIONS } from '../../api/src/keys.js';
 import { CAPI_GROUP } from '../../api/src/capi.js';
 import { createLogger } from '../../support/src/logger.js';
-import { Drainer } from '../../drainer/src/drainer.js';
-import { createTestMachine, createTestNode, eventually, testMachineSet } from '../../drainer/testing/index.js';
-import { runIgnitionServer, type IgnitionServer } from '../../ignition-server/testing/index.js';
+import type { Drainer } from '../../drainer/src/drainer.js';
+import { eventually } from '../../drainer/testing/index.js';
 import { isReady } from './select.js';
-import { CachedPayloadSource, IgnitionServerPayloadSource } from './payload.js';
-import { AgentFleet, AvailabilityWatcher, machineConfig, tokenSecret } from '../testing/index.js';
-import { InPlaceUpgrader } from './upgrader.js';
+import { machineConfig, type AgentFleet, type AvailabilityWatcher } from '../testing/index.js';
+import { NS, POOL, RolloutBed, type MachineSetLike } from '../testing/rollout-bed.js';
+import type { InPlaceUpgrader } from './upgrader.js';
 
-const NS = 'default';
-const POOL = 'pool';
 const NODES = ['n1', 'n2', 'n3', 'n4'];
-const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
 
 /** A payload: a file and a unit carrying the version. */
 function payload(version: string): object {
@@ -44,44 +35,24 @@ function payload(version: string): object {
   };
 }
 
-interface MachineSetLike {
-  metadata: { annotations?: Record<string, string> };
-}
-
 describe('in-place rollouts that stop: pause, health gate', () => {
-  let mgmt: Cluster;
-  let guest: Cluster;
-  let ignition: IgnitionServer;
+  let bed: RolloutBed;
   let fleet: AgentFleet;
   let watcher: AvailabilityWatcher;
-  let rootsDir: string;
-  let upgrader: InPlaceUpgrader;
-  let drainer: Drainer;
+  let upgrader: InPlaceUpgrader | undefined;
+  let drainer: Drainer | undefined;
   let core: k8s.CoreV1Api;
   let custom: k8s.CustomObjectsApi;
   const log = createLogger({ name: 'rollout-halt-test', level: 'warn' });
 
-  const machineSet = async (): Promise<MachineSetLike> =>
-    (await custom.getNamespacedCustomObject({ group: CAPI_GROUP, version: 'v1beta2', namespace: NS, plural: 'machinesets', name: POOL })) as MachineSetLike;
-  const annotateSet = (annotations: Record<string, string | null>): Promise<unknown> =>
-    custom.patchNamespacedCustomObject({ group: CAPI_GROUP, version: 'v1beta2', namespace: NS, plural: 'machinesets', name: POOL, body: { metadata: { annotations } } }, merge);
-  const nodes = async (): Promise<k8s.V1Node[]> => (await core.listNode()).items;
-  const fileOn = (node: string, path: string): Promise<string> => readFile(join(fleet.rootOf(node), path), 'utf8');
+  const machineSet = (): Promise<MachineSetLike> => bed.machineSet();
+  const annotateSet = (annotations: Record<string, string | null>): Promise<unknown> => bed.annotateSet(annotations);
+  const nodes = (): Promise<k8s.V1Node[]> => bed.nodes();
+  const fileOn = (node: string, path: string): Promise<string> => bed.fileOn(node, path);
   const withDesired = async (hash: string): Promise<string[]> => (await nodes()).filter((n) => n.metadata?.annotations?.[ANNOTATIONS.desiredConfig] === hash).map((n) => n.metadata?.name ?? '').sort();
   const at = async (hash: string): Promise<string[]> => (await nodes()).filter((n) => n.metadata?.annotations?.[ANNOTATIONS.currentConfig] === hash).map((n) => n.metadata?.name ?? '').sort();
-
-  /** What the nodepool-controller does for a new hash: the token Secret (the server mints and renders), the target. */
-  async function target(hash: string, docs: object[], annotations: Record<string, string>): Promise<void> {
-    const secret = tokenSecret({ namespace: NS, pool: POOL, hash, release: ignition.release, config: docs });
-    await mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api).createNamespacedSecret({ namespace: NS, body: secret });
-    await annotateSet({ [ANNOTATIONS.targetConfigHash]: hash, ...annotations });
-  }
-
-  const completed = (hash: string): Promise<MachineSetLike> =>
-    eventually(`the rollout to ${hash} to complete`, async () => {
-      const ms = await machineSet();
-      return ms.metadata.annotations?.[ANNOTATIONS.currentConfigHash] === hash ? ms : undefined;
-    }, 180_000, 250);
+  const target = (hash: string, docs: object[], annotations: Record<string, string>): Promise<void> => bed.target(hash, docs, annotations);
+  const completed = (hash: string): Promise<MachineSetLike> => bed.completed(hash, 180_000);
 
   /** Machines carrying skip-remediation (a MachineHealthCheck would leave them alone), by name. */
   async function sparedMachines(): Promise<string[]> {
@@ -107,38 +78,17 @@ describe('in-place rollouts that stop: pause, health gate', () => {
   }
 
   before(async () => {
-    mgmt = await startCluster({ name: 'mgmt', controllerManager: false });
-    [guest] = await Promise.all([startCluster({ name: 'tenant', kwok: true, controllerManager: false, management: { cluster: mgmt, namespace: NS } }), installCapiCrds(mgmt)]);
-    core = guest.kubeConfig.makeApiClient(k8s.CoreV1Api);
-    custom = mgmt.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
-    rootsDir = await mkdtemp(join(tmpdir(), 'kindling-roots-'));
-    ignition = await runIgnitionServer({ kubeconfigPath: mgmt.kubeconfigPath, dir: join(rootsDir, 'ignition-server'), namespace: NS });
-    const objects = k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig);
-    await objects.create(testMachineSet({ name: POOL, namespace: NS, cluster: 'tenant', replicas: NODES.length, annotations: { [ANNOTATIONS.targetConfigHash]: 'h0', [ANNOTATIONS.currentConfigHash]: 'h0' } }));
-    await Promise.all(
-      NODES.map(async (name, i) => {
-        await createTestNode(guest.kubeConfig, name, { [LABELS.zone]: `zone-${i % 2}` });
-        await core.patchNode({ name, body: { metadata: { annotations: { [ANNOTATIONS.currentConfig]: 'h0', [ANNOTATIONS.state]: 'Done' } } } }, merge);
-        await createTestMachine(mgmt.kubeConfig, { name: `${POOL}-${name}`, namespace: NS, cluster: 'tenant', machineSet: POOL, node: name });
-      }),
-    );
-    fleet = new AgentFleet({ guest: guest.kubeConfig, rootsDir });
-    await fleet.start();
-    watcher = new AvailabilityWatcher(guest.kubeConfig, NODES);
-    await watcher.start();
-    await eventually('every node to be Ready', async () => (await nodes()).filter(isReady).length === NODES.length);
-    const registry = new Registry();
-    const payloads = new CachedPayloadSource(new IgnitionServerPayloadSource({ kubeConfig: mgmt.kubeConfig, url: ignition.url, caPem: ignition.caPem }));
-    upgrader = new InPlaceUpgrader({ kubeConfig: mgmt.kubeConfig, log, payloads, agentImage: 'kindling:test', registry, resyncMs: 2_000 });
-    drainer = new Drainer({ kubeConfig: mgmt.kubeConfig, log, registry, defaultDrainTimeoutMs: 0 });
+    bed = await RolloutBed.start({ nodes: NODES, zones: 2 });
+    ({ fleet, watcher } = bed);
+    core = bed.core();
+    custom = bed.custom();
+    ({ upgrader, drainer } = bed.inProcess(log));
     await Promise.all([upgrader.start(), drainer.start()]);
   });
 
   after(async () => {
-    watcher?.stop();
-    await Promise.all([upgrader?.stop(), drainer?.stop(), fleet?.stop(), ignition?.stop()]);
-    await Promise.all([guest?.stop(), mgmt?.stop()]);
-    if (rootsDir) await rm(rootsDir, { recursive: true, force: true });
+    await Promise.all([upgrader?.stop(), drainer?.stop()]);
+    await bed?.stop();
   });
 
   it('when the pool is paused mid-rollout, it should hand out no further node, let those handed out finish, say where it stopped; once cleared, it should complete', async () => {

@@ -10,28 +10,24 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { cp, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import * as k8s from '@kubernetes/client-node';
-import { Registry } from 'prom-client';
-import { startCluster, installCapiCrds, type Cluster } from '../../test/bed/src/index.js';
+import type { Cluster } from '../../test/bed/src/index.js';
 import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
 import { CAPI_API_VERSION, CAPI_GROUP } from '../../api/src/capi.js';
 import { createLogger, type Logger } from '../../support/src/logger.js';
-import { Drainer } from '../../drainer/src/drainer.js';
-import { createTestMachine, createTestNode, eventually, setTestNodeRef, testMachineSet } from '../../drainer/testing/index.js';
+import type { Drainer } from '../../drainer/src/drainer.js';
+import { createTestMachine, createTestNode, eventually, setTestNodeRef } from '../../drainer/testing/index.js';
 import { GUEST_NAMESPACE } from './desired.js';
 import { isReady } from './select.js';
-import { CachedPayloadSource, IgnitionServerPayloadSource } from './payload.js';
 import { STATE_DIR } from './agent/host.js';
-import { AgentFleet, AvailabilityWatcher, KINDLING_BIN, machineConfig, tokenSecret } from '../testing/index.js';
-import { runIgnitionServer, type IgnitionServer } from '../../ignition-server/testing/index.js';
-import { InPlaceUpgrader } from './upgrader.js';
+import { KINDLING_BIN, machineConfig, type AgentFleet, type AvailabilityWatcher } from '../testing/index.js';
+import { NS, POOL, RolloutBed, type MachineSetLike } from '../testing/rollout-bed.js';
+import type { IgnitionServer } from '../../ignition-server/testing/index.js';
+import type { InPlaceUpgrader } from './upgrader.js';
 
-const NS = 'default';
-const POOL = 'pool';
 const NODES = Array.from({ length: 10 }, (_, i) => `n${String(i + 1).padStart(2, '0')}`);
 const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
 
@@ -51,38 +47,25 @@ function payload(version: string, extraFiles: object[] = []): object {
 }
 
 describe('in-place rollout', () => {
+  let bed: RolloutBed;
   let mgmt: Cluster;
   let guest: Cluster;
   let ignition: IgnitionServer;
   let fleet: AgentFleet;
   let watcher: AvailabilityWatcher;
-  let rootsDir: string;
   let upgrader: InPlaceUpgrader | undefined;
   let drainer: Drainer | undefined;
   let core: k8s.CoreV1Api;
-  let custom: k8s.CustomObjectsApi;
   const log = createLogger({ name: 'rollout-test', level: 'warn' });
 
-  const machineSet = async (): Promise<MachineSetLike> =>
-    (await custom.getNamespacedCustomObject({ group: CAPI_GROUP, version: 'v1beta2', namespace: NS, plural: 'machinesets', name: POOL })) as MachineSetLike;
-  const annotateSet = (annotations: Record<string, string | null>): Promise<unknown> =>
-    custom.patchNamespacedCustomObject({ group: CAPI_GROUP, version: 'v1beta2', namespace: NS, plural: 'machinesets', name: POOL, body: { metadata: { annotations } } }, merge);
-  /** Every node of the guest cluster: all of them are the pool's. */
-  const nodes = async (): Promise<k8s.V1Node[]> => (await core.listNode()).items;
-  const fileOn = (node: string, path: string): Promise<string> => readFile(join(fleet.rootOf(node), path), 'utf8');
+  const machineSet = (): Promise<MachineSetLike> => bed.machineSet();
+  const nodes = (): Promise<k8s.V1Node[]> => bed.nodes();
+  const fileOn = (node: string, path: string): Promise<string> => bed.fileOn(node, path);
 
-  /** What the nodepool-controller does for a new hash: the token Secret (the server mints and renders), the target. */
-  async function target(hash: string, config: object, maxUnavailable?: string): Promise<void> {
-    const secret = tokenSecret({ namespace: NS, pool: POOL, hash, release: ignition.release, config: [machineConfig('50-test', config)] });
-    await mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api).createNamespacedSecret({ namespace: NS, body: secret });
-    await annotateSet({ [ANNOTATIONS.targetConfigHash]: hash, ...(maxUnavailable ? { [ANNOTATIONS.maxUnavailable]: maxUnavailable } : {}) });
-  }
-
-  const completed = (hash: string, timeoutMs = 120_000): Promise<MachineSetLike> =>
-    eventually(`the rollout to ${hash} to complete`, async () => {
-      const ms = await machineSet();
-      return ms.metadata.annotations?.[ANNOTATIONS.currentConfigHash] === hash ? ms : undefined;
-    }, timeoutMs, 250);
+  /** The pool's new hash: its one MachineConfig holds `config`. */
+  const target = (hash: string, config: object, maxUnavailable?: string): Promise<void> =>
+    bed.target(hash, [machineConfig('50-test', config)], maxUnavailable ? { [ANNOTATIONS.maxUnavailable]: maxUnavailable } : {});
+  const completed = (hash: string, timeoutMs = 120_000): Promise<MachineSetLike> => bed.completed(hash, timeoutMs);
 
   async function assertAllAt(hash: string, version: string): Promise<void> {
     for (const n of await nodes()) {
@@ -106,8 +89,7 @@ describe('in-place rollout', () => {
     assert.notEqual((await machineSet()).metadata.annotations?.[ANNOTATIONS.currentConfigHash], 'h4');
   }
 
-  const patchSet = (body: object): Promise<unknown> =>
-    custom.patchNamespacedCustomObject({ group: CAPI_GROUP, version: 'v1beta2', namespace: NS, plural: 'machinesets', name: POOL, body }, merge);
+  const patchSet = (body: object): Promise<unknown> => bed.patchSet(body);
 
   /**
    * A node joining the pool as Cluster API brings it: the Node registers (with `annotations`), and once it is
@@ -160,44 +142,19 @@ describe('in-place rollout', () => {
     assert.notEqual(await fileOn(node, '/etc/kindling/version'), 'v7', 'the config was applied without a drain');
   }
 
-  function startInProcess(): void {
-    const registry = new Registry();
-    const payloads = new CachedPayloadSource(new IgnitionServerPayloadSource({ kubeConfig: mgmt.kubeConfig, url: ignition.url, caPem: ignition.caPem }));
-    upgrader = new InPlaceUpgrader({ kubeConfig: mgmt.kubeConfig, log, payloads, agentImage: 'kindling:test', registry, resyncMs: 2_000 });
-    drainer = new Drainer({ kubeConfig: mgmt.kubeConfig, log, registry, defaultDrainTimeoutMs: 0 });
-  }
-
   before(async () => {
-    mgmt = await startCluster({ name: 'mgmt', controllerManager: false });
-    [guest] = await Promise.all([startCluster({ name: 'tenant', kwok: true, controllerManager: false, management: { cluster: mgmt, namespace: NS } }), installCapiCrds(mgmt)]);
-    core = guest.kubeConfig.makeApiClient(k8s.CoreV1Api);
-    custom = mgmt.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
-    rootsDir = await mkdtemp(join(tmpdir(), 'kindling-roots-'));
-    ignition = await runIgnitionServer({ kubeconfigPath: mgmt.kubeconfigPath, dir: join(rootsDir, 'ignition-server'), namespace: NS });
-    const objects = k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig);
-    await objects.create(testMachineSet({ name: POOL, namespace: NS, cluster: 'tenant', replicas: NODES.length, annotations: { [ANNOTATIONS.targetConfigHash]: 'h0', [ANNOTATIONS.currentConfigHash]: 'h0', [ANNOTATIONS.maxUnavailable]: '3' } }));
-    await Promise.all(
-      NODES.map(async (name, i) => {
-        await createTestNode(guest.kubeConfig, name, { [LABELS.zone]: `zone-${i % 3}` });
-        await core.patchNode({ name, body: { metadata: { annotations: { [ANNOTATIONS.currentConfig]: 'h0', [ANNOTATIONS.state]: 'Done' } } } }, merge);
-        await core.createNamespacedPod({ namespace: NS, body: { metadata: { name: `work-${name}` }, spec: { nodeName: name, containers: [{ name: 'c', image: 'x' }] } } });
-        await createTestMachine(mgmt.kubeConfig, { name: `${POOL}-${name}`, namespace: NS, cluster: 'tenant', machineSet: POOL, node: name });
-      }),
-    );
-    fleet = new AgentFleet({ guest: guest.kubeConfig, rootsDir });
-    await fleet.start();
-    watcher = new AvailabilityWatcher(guest.kubeConfig, NODES);
-    await watcher.start();
-    await eventually('every node to be Ready', async () => (await nodes()).every((n) => n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')) && (await nodes()).length === NODES.length);
-    startInProcess();
-    await Promise.all([upgrader?.start(), drainer?.start()]);
+    bed = await RolloutBed.start({ nodes: NODES, zones: 3, setAnnotations: { [ANNOTATIONS.maxUnavailable]: '3' } });
+    ({ mgmt, guest, ignition, fleet, watcher } = bed);
+    core = bed.core();
+    // A pod on every node: each drain evicts something.
+    await Promise.all(NODES.map((name) => core.createNamespacedPod({ namespace: NS, body: { metadata: { name: `work-${name}` }, spec: { nodeName: name, containers: [{ name: 'c', image: 'x' }] } } })));
+    ({ upgrader, drainer } = bed.inProcess(log));
+    await Promise.all([upgrader.start(), drainer.start()]);
   });
 
   after(async () => {
-    watcher?.stop();
-    await Promise.all([upgrader?.stop(), drainer?.stop(), fleet?.stop(), ignition?.stop()]);
-    await Promise.all([guest?.stop(), mgmt?.stop()]);
-    if (rootsDir) await rm(rootsDir, { recursive: true, force: true });
+    await Promise.all([upgrader?.stop(), drainer?.stop()]);
+    await bed?.stop();
   });
 
   it('when a 10-node MachineSet with maxUnavailable 3 gets a new target, it should update every node, never more than 3 unavailable, and clean up', async () => {
@@ -392,8 +349,4 @@ async function killAtRandom(opts: { kills: string[]; isFinished: () => boolean; 
     const victim = agents[Math.floor(random() * agents.length)];
     opts.kills.push(victim && opts.fleet.kill(victim) ? `agent ${victim}` : 'agent (none running: skipped)');
   }
-}
-
-interface MachineSetLike {
-  metadata: { annotations?: Record<string, string> };
 }
