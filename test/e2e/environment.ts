@@ -6,6 +6,7 @@
  * (from <state>/run) and which one leads; and the token values the run hands out, for the no-token-in-logs check.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { guardedPid, spawnGuarded } from '../bed/src/index.js';
 import { readFile, readdir } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
@@ -47,12 +48,13 @@ export class LocalEnvironment {
   /** Starts the environment and resolves once its summary is printed (both sample pools Ready). */
   async start(opts: StartOptions = {}): Promise<void> {
     const { timeoutMs = 600_000, replicas = 1 } = opts;
-    const child = spawn(process.execPath, [START, `--state-dir=${this.stateDir}`, `--replicas=${replicas}`], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...opts.env } });
+    // Guarded: a test file the runner cancels or kills leaves no environment running into the next file.
+    const child = spawnGuarded(process.execPath, [START, `--state-dir=${this.stateDir}`, `--replicas=${replicas}`], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...opts.env } });
     this.#child = child;
-    child.stderr.on('data', (d: Buffer) => (this.output += d.toString()));
+    child.stderr?.on('data', (d: Buffer) => (this.output += d.toString()));
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`the environment was not up after ${timeoutMs / 1000} s:\n${this.output}`)), timeoutMs);
-      child.stdout.on('data', (d: Buffer) => {
+      child.stdout?.on('data', (d: Buffer) => {
         this.output += d.toString();
         if (!this.output.includes('Ctrl-C stops everything.')) return;
         clearTimeout(timer);
@@ -66,16 +68,22 @@ export class LocalEnvironment {
     this.guest.loadFromFile(path('guest'));
   }
 
+  /** The pid of `npm start`'s own process (not its guard's). */
   get pid(): number | undefined {
-    return this.#child?.pid;
+    return this.#child && guardedPid(this.#child, process.execPath);
   }
 
-  /** SIGTERM, as Ctrl-C would; resolves with the exit code. */
+  /**
+   * SIGTERM to the environment itself, as Ctrl-C would (the guard's own TERM handling would answer 143 after
+   * 10 s); resolves with its exit code, which the guard passes on.
+   */
   async stop(): Promise<number | null> {
     const child = this.#child;
     if (!child || child.exitCode !== null) return child?.exitCode ?? null;
     const exited = new Promise<number | null>((r) => child.once('exit', r));
-    child.kill('SIGTERM');
+    const pid = this.pid;
+    if (pid === undefined) child.kill('SIGTERM');
+    else process.kill(pid, 'SIGTERM');
     return exited;
   }
 

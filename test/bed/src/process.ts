@@ -2,7 +2,7 @@
  * Child processes of the test bed: each runs under guard.sh, which stops it when this process dies, and
  * logs to its own file. stop() is idempotent and waits until the process is gone.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { openSync, closeSync, readFileSync, readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
@@ -18,6 +18,27 @@ function installExitHook(): void {
   // A synchronous last resort: the guards notice our death within half a second anyway.
   process.on('exit', () => {
     for (const p of running) p.kill('SIGTERM');
+  });
+}
+
+/**
+ * Spawns `command` under guard.sh, so it stops when this process dies even by SIGKILL (a test file the runner
+ * cancels), with the stdio the caller asks for. The ChildProcess is the guard's: it exits with the command's code.
+ */
+export function spawnGuarded(command: string, args: string[], opts: SpawnOptions): ChildProcess {
+  return spawn(GUARD, [String(process.pid), command, ...args], opts);
+}
+
+/** PID of the command a guard runs (its child whose argv[0] is `command`; the guard also runs short `sleep`s). */
+export function guardedPid(guard: ChildProcess, command: string): number | undefined {
+  if (guard.pid === undefined || guard.exitCode !== null || guard.signalCode !== null) return undefined;
+  const children = readdirSync(`/proc/${guard.pid}/task`).flatMap((tid) => readFileSync(`/proc/${guard.pid}/task/${tid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number));
+  return children.find((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[0] === command;
+    } catch {
+      return false;
+    }
   });
 }
 
@@ -44,7 +65,7 @@ export class ManagedProcess {
     this.logFile = opts.logFile;
     this.#command = opts.command;
     const fd = openSync(opts.logFile, 'a');
-    this.#child = spawn(GUARD, [String(process.pid), opts.command, ...opts.args], {
+    this.#child = spawnGuarded(opts.command, opts.args, {
       stdio: ['ignore', fd, fd],
       env: opts.env ?? process.env,
       cwd: opts.cwd,
@@ -85,16 +106,7 @@ export class ManagedProcess {
 
   /** PID of the guarded command: the guard's child running `command` (the guard also runs short `sleep`s). */
   commandPid(): number | undefined {
-    const guard = this.#child.pid;
-    if (guard === undefined || !this.alive) return undefined;
-    const children = readdirSync(`/proc/${guard}/task`).flatMap((tid) => readFileSync(`/proc/${guard}/task/${tid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number));
-    return children.find((pid) => {
-      try {
-        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[0] === this.#command;
-      } catch {
-        return false;
-      }
-    });
+    return this.alive ? guardedPid(this.#child, this.#command) : undefined;
   }
 
   async stop(): Promise<void> {
