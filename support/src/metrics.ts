@@ -29,14 +29,15 @@ export function createQueueMetrics(registry: Registry): QueueMetrics {
     buckets: [0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [registry],
   });
-  const queues: WorkQueue[] = [];
+  // By name: a queue made again (each time leadership is won) replaces the stopped one instead of piling up.
+  const queues = new Map<string, WorkQueue>();
   new Gauge({
     name: 'kindling_queue_depth',
     help: 'Keys waiting in a work queue.',
     labelNames: ['queue'],
     registers: [registry],
     collect() {
-      for (const q of queues) this.set({ queue: q.name }, q.depth);
+      for (const q of queues.values()) this.set({ queue: q.name }, q.depth);
     },
   });
   return {
@@ -45,7 +46,7 @@ export function createQueueMetrics(registry: Registry): QueueMetrics {
       duration.observe({ queue }, durationMs / 1000);
     },
     watch(queue) {
-      queues.push(queue);
+      queues.set(queue.name, queue);
     },
   };
 }
