@@ -70,6 +70,15 @@ describe('kindling status view', () => {
     assert.deepEqual({ done: view.rollout?.done, total: view.rollout?.total, nodes: view.rollout?.nodes }, { done: 1, total: 4, nodes: [] });
   });
 
+  it('when a Machine is being deleted while its Node is still there, it should count the node as the upgrader does (setMembers)', () => {
+    const w = rollingWorld();
+    const [first = assert.fail('no Machine'), ...rest] = w.machines;
+    const deleting = { ...first, metadata: { ...first.metadata, deletionTimestamp: new Date('2026-11-23T10:02:00Z') } };
+    const view = poolStatusView({ ...w, machines: [deleting, ...rest] });
+    assert.deepEqual({ done: view.rollout?.done, total: view.rollout?.total }, { done: 1, total: 4 });
+    assert.equal(view.rollout?.nodes.length, 4);
+  });
+
   it('when a pool is converged, it should print one line and no rollout', () => {
     const w = world({ name: 'calm', upgradeType: 'Replace', version: '1.36.3', configMaps: [], nodes: [{ zone: 'a' }] });
     const text = formatStatus([poolStatusView({ pool: w.pool, child: w.state.machineDeployments[0], machines: w.state.machines })]);

@@ -5,11 +5,11 @@
  * machine-config-daemon protocol).
  */
 import type * as k8s from '@kubernetes/client-node';
-import { ANNOTATIONS, DRAIN_PREFIX, LABELS } from '../../api/src/keys.js';
+import { ANNOTATIONS, DRAIN_PREFIX } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 import type { Machine, MachineDeployment, MachineSet } from '../../api/src/capi.js';
 import type { Condition } from '../../api/src/conditions.js';
-import { classifyNode } from '../../inplace-upgrader/src/preview.js';
+import { classifyNode, setMembers } from '../../inplace-upgrader/src/preview.js';
 import { table } from './plan-text.js';
 
 export type NodeState = 'waiting' | 'draining' | 'updating' | 'done' | 'degraded';
@@ -84,16 +84,11 @@ function parseProgress(text: string | undefined): { done: number; total: number 
   return m ? { done: Number(m[1]), total: Number(m[2]) } : undefined;
 }
 
-/** The MachineSet's Nodes (its Machines' nodeRefs, as the upgrader reads them) and what each is doing. */
+/** The MachineSet's Nodes, by the upgrader's own rule (setMembers), and what each is doing. */
 function setNodes(o: PoolObjects, ms: MachineSet, target: string): NodeProgress[] {
-  const lookup = o.nodes;
-  if (!lookup) return [];
-  return o.machines
-    .filter((m) => m.metadata.labels?.[LABELS.capiSetName] === ms.metadata.name && !m.metadata.deletionTimestamp)
-    .flatMap((m) => {
-      const node = lookup(m.status?.nodeRef?.name ?? '');
-      return node ? [nodeProgress(node, target)] : [];
-    })
+  if (!o.nodes) return [];
+  return setMembers(ms, o.machines, o.nodes).members
+    .map(({ node }) => nodeProgress(node, target))
     .sort((a, b) => a.name.localeCompare(b.name));
 }
 

@@ -4,7 +4,7 @@
  * would answer for a change of a ClusterAPI-engine pool (previewClusterApiUpdate). Nothing outside this folder
  * imports the upgrader's other modules (the fence in eslint.config.js).
  */
-export { classifyNode, isReady, type NodeView, type NodePhase } from './select.js';
+export { classifyNode, isReady, setMembers, type NodeView, type NodePhase } from './select.js';
 export {
   previewRollout, simulateRollout, type NodeAction, type PlannedNodeUpdate, type RolloutPreview, type RolloutState, type SimulatedRollout,
 } from './rollout-plan.js';
