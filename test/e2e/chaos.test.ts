@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { ANNOTATIONS, DRAIN_PREFIX } from '../../api/src/keys.js';
 import { AvailabilityWatcher } from '../../inplace-upgrader/testing/index.js';
-import { eventually } from '../bed/src/index.js';
+import { eventually, RestartingWatch } from '../bed/src/index.js';
 import { LocalEnvironment } from './environment.js';
 import { PdbWatcher, alive, killRunning, processesOf, seeded, shuffled, supervision } from './disruption.js';
 
@@ -132,26 +132,21 @@ class DrainWatcher {
   maxDraining = 0;
   events = 0;
   #last = new Map<string, DrainState>();
-  #request: { abort(): void } | undefined;
-  #stopped = false;
-  #kc: k8s.KubeConfig;
+  readonly #watch: RestartingWatch<k8s.V1Node>;
   #nodes: Set<string>;
 
   constructor(kc: k8s.KubeConfig, nodes: string[]) {
-    this.#kc = kc;
+    // A watch started again restates each Node first, which counts no transition.
+    this.#watch = new RestartingWatch(kc, '/api/v1/nodes', {}, (_type, node) => this.#observe(node));
     this.#nodes = new Set(nodes);
   }
 
-  async start(): Promise<void> {
-    // A watch the server ends is started again; its first events restate each Node, which counts no transition.
-    this.#request = await new k8s.Watch(this.#kc).watch('/api/v1/nodes', {}, (_type: string, node: k8s.V1Node) => this.#observe(node), () => {
-      if (!this.#stopped) void this.start();
-    });
+  start(): Promise<void> {
+    return this.#watch.start();
   }
 
   stop(): void {
-    this.#stopped = true;
-    this.#request?.abort();
+    this.#watch.stop();
   }
 
   #transitions(name: string, prev: DrainState, now: DrainState): void {

@@ -5,7 +5,7 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import * as k8s from '@kubernetes/client-node';
-import { eventually } from '../bed/src/index.js';
+import { eventually, RestartingWatch } from '../bed/src/index.js';
 import type { LocalEnvironment } from './environment.js';
 
 /** mulberry32: a small seeded generator, so a failing plan can be replayed. */
@@ -84,23 +84,18 @@ const keyOf = (o: k8s.KubernetesObject): string => `${o.metadata?.namespace ?? '
 export class PdbWatcher {
   readonly violations: string[] = [];
   events = 0;
-  #request: { abort(): void } | undefined;
-  #stopped = false;
-  #kc: k8s.KubeConfig;
+  readonly #watch: RestartingWatch<k8s.V1PodDisruptionBudget>;
 
   constructor(kc: k8s.KubeConfig) {
-    this.#kc = kc;
+    this.#watch = new RestartingWatch(kc, '/apis/policy/v1/poddisruptionbudgets', {}, (_type, pdb) => this.#observe(pdb));
   }
 
-  async start(): Promise<void> {
-    this.#request = await new k8s.Watch(this.#kc).watch('/apis/policy/v1/poddisruptionbudgets', {}, (_type: string, pdb: k8s.V1PodDisruptionBudget) => this.#observe(pdb), () => {
-      if (!this.#stopped) void this.start();
-    });
+  start(): Promise<void> {
+    return this.#watch.start();
   }
 
   stop(): void {
-    this.#stopped = true;
-    this.#request?.abort();
+    this.#watch.stop();
   }
 
   #observe(pdb: k8s.V1PodDisruptionBudget): void {

@@ -6,7 +6,7 @@
  * (from <state>/run) and which one leads; and the token values the run hands out, for the no-token-in-logs check.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { guardedPid, spawnGuarded } from '../bed/src/index.js';
+import { guardedPid, RestartingWatch, spawnGuarded } from '../bed/src/index.js';
 import { readFile, readdir } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
@@ -230,25 +230,20 @@ const decode = (b64: string | undefined): string => Buffer.from(b64 ?? '', 'base
 export class TokenRecorder {
   readonly values = new Set<string>();
   #env: LocalEnvironment;
-  #request: { abort(): void } | undefined;
-  #stopped = false;
+  readonly #watch: RestartingWatch<k8s.V1Secret>;
 
   constructor(env: LocalEnvironment) {
     this.#env = env;
+    this.#watch = new RestartingWatch(env.mgmt, '/api/v1/secrets', { labelSelector: LABELS.tokenSecret }, (_type, s) => this.#record(s));
   }
 
-  async start(): Promise<void> {
-    const restart = (): void => {
-      if (!this.#stopped) this.start().catch(() => setTimeout(restart, 1000));
-    };
-    // Each (re)start lists first (ADDED for every Secret there), so a reconnect misses no value still held.
-    this.#request = await new k8s.Watch(this.#env.mgmt).watch('/api/v1/secrets', { labelSelector: LABELS.tokenSecret }, (_type: string, s: k8s.V1Secret) => this.#record(s), restart);
+  start(): Promise<void> {
+    return this.#watch.start();
   }
 
   /** One last look at both clusters (while they still run), then stops watching. */
   async stop(): Promise<void> {
-    this.#stopped = true;
-    this.#request?.abort();
+    this.#watch.stop();
     const tokenSecrets = await this.#env.mgmt.makeApiClient(k8s.CoreV1Api).listSecretForAllNamespaces({ labelSelector: LABELS.tokenSecret });
     for (const s of tokenSecrets.items) this.#record(s);
     const bootstrap = await this.#env.guest.makeApiClient(k8s.CoreV1Api).listNamespacedSecret({ namespace: 'kube-system', fieldSelector: 'type=bootstrap.kubernetes.io/token' });
@@ -297,27 +292,21 @@ export class WorkloadWatcher {
   events = 0;
   readonly evicted = new Set<string>();
   readonly #available = new Map<string, boolean>();
-  readonly #kc: k8s.KubeConfig;
   readonly #workload: Workload;
   #seenAll = false;
-  #request: { abort(): void } | undefined;
-  #stopped = false;
+  readonly #watch: RestartingWatch<k8s.V1Pod>;
 
   constructor(kc: k8s.KubeConfig, workload: Workload = WORKLOAD) {
-    this.#kc = kc;
     this.#workload = workload;
+    this.#watch = new RestartingWatch(kc, `/api/v1/namespaces/${workload.namespace}/pods`, { labelSelector: workload.labelSelector }, (type, pod) => this.#observe(type, pod));
   }
 
-  async start(): Promise<void> {
-    // A watch the server ends is started again (it lists first): the count must not miss a window.
-    this.#request = await new k8s.Watch(this.#kc).watch(`/api/v1/namespaces/${this.#workload.namespace}/pods`, { labelSelector: this.#workload.labelSelector }, (type: string, pod: k8s.V1Pod) => this.#observe(type, pod), () => {
-      if (!this.#stopped) void this.start();
-    });
+  start(): Promise<void> {
+    return this.#watch.start();
   }
 
   stop(): void {
-    this.#stopped = true;
-    this.#request?.abort();
+    this.#watch.stop();
   }
 
   #observe(type: string, pod: k8s.V1Pod): void {

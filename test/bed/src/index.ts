@@ -7,4 +7,5 @@ export { treeRssBytes } from './memory.js';
 export { ManagedProcess, spawnGuarded, guardedPid } from './process.js';
 export { startCapiManager, loopbackWebhooks, CAPI_FEATURE_GATES, type CapiManager } from './capi.js';
 export { eventually } from './eventually.js';
+export { RestartingWatch } from './watch.js';
 export { FaultProxy, type FaultMode } from './fault-proxy.js';
