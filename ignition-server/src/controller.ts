@@ -45,6 +45,12 @@ export interface ControllerOptions {
 
 /** A list of Secrets' metadata only: labels, annotations, resourceVersion; no data. */
 const METADATA_LIST = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1';
+/**
+ * The leader's passes over token Secrets in flight at once. A pass is a few round trips to two apiservers (the
+ * guest's bootstrap token, then the Secret's patch) and next to no CPU here, and every new pool waits for its
+ * first token: four at a time made a thousand new pools wait in line for over a minute.
+ */
+const LEADER_WORKERS = 32;
 /** How long a request for a Secret read on demand waits for its payload (from the cache directory after a restart). */
 const LOAD_PAYLOAD_WAIT_MS = 2_000;
 
@@ -135,7 +141,7 @@ export class TokenSecretController {
 
   /** Starts the leader's writes; returns how to stop them. */
   lead(): () => Promise<void> {
-    const writer = this.#queue('ignition-token-secrets', (key) => this.#reconcile(key));
+    const writer = this.#queue('ignition-token-secrets', (key) => this.#reconcile(key), LEADER_WORKERS);
     this.#writer = writer;
     for (const entry of this.#opts.index.entries()) writer.add(entry.secret.key);
     return async () => {

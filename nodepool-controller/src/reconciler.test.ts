@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type * as k8s from '@kubernetes/client-node';
-import { SECRET_KEYS } from '../../api/src/keys.js';
+import { ANNOTATIONS, SECRET_KEYS } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 import { nodePoolFixture } from '../../api/testing/nodepool.js';
 import { NotReadyError, RefusedError } from '../../support/src/errors.js';
@@ -13,7 +13,7 @@ import { parseVersion, tagVersionResolver } from './release.js';
 import { NodePoolReconciler } from './reconciler.js';
 
 /** An in-memory management cluster: one map per kind, and a writer that stamps creation times from the test's clock. */
-function world(pool: NodePool, opts: { refuseSecrets?: boolean } = {}): { reconciler: NodePoolReconciler; statuses: NodePool['status'][]; secrets: Map<string, k8s.KubernetesObject>; clock: { at: number } } {
+function world(pool: NodePool, opts: { refuseSecrets?: boolean } = {}): { reconciler: NodePoolReconciler; statuses: NodePool['status'][]; secrets: Map<string, k8s.KubernetesObject>; store: (kind: string) => Map<string, k8s.KubernetesObject>; clock: { at: number } } {
   const clock = { at: Date.parse('2026-11-24T00:00:00Z') };
   const stores = new Map<string, Map<string, k8s.KubernetesObject>>();
   const store = (kind: string): Map<string, k8s.KubernetesObject> => {
@@ -66,7 +66,16 @@ function world(pool: NodePool, opts: { refuseSecrets?: boolean } = {}): { reconc
     config: { ignition: { endpoint: 'https://ignition.example', caPem: '' }, tokenGraceMs: 0, maxSkewMinors: 3 },
     log: createLogger({ name: 'test', level: 'silent' }),
   });
-  return { reconciler, statuses, secrets: store('Secret'), clock };
+  return { reconciler, statuses, secrets: store('Secret'), store, clock };
+}
+
+/** What the ignition server does to the token Secrets: mint the token, and (verdict) report the payload generated. */
+function mint(secrets: Map<string, k8s.KubernetesObject>, opts: { verdict: boolean }): void {
+  for (const s of secrets.values() as Iterable<k8s.V1Secret>) {
+    if (s.metadata?.name?.startsWith('token-') !== true) continue;
+    s.data = { ...s.data, [SECRET_KEYS.token]: Buffer.from('minted').toString('base64') };
+    if (opts.verdict) s.metadata.annotations = { ...s.metadata.annotations, [ANNOTATIONS.payloadReason]: 'AsExpected', [ANNOTATIONS.payloadMessage]: 'Payload generated' };
+  }
 }
 
 const dataOf = (o: k8s.KubernetesObject | undefined): Record<string, string> | undefined => (o as { data?: Record<string, string> } | undefined)?.data;
@@ -91,12 +100,40 @@ describe('NodePoolReconciler: when the status is written', () => {
     const pool = nodePoolFixture('workers', 'tenant-a');
     const w = world(pool);
     await assert.rejects(w.reconciler.reconcile(key(pool)), NotReadyError);
-    for (const s of w.secrets.values() as Iterable<k8s.V1Secret>) s.data = { ...s.data, [SECRET_KEYS.token]: Buffer.from('minted').toString('base64') };
+    mint(w.secrets, { verdict: true });
     w.clock.at += 300;
     assert.deepEqual(await w.reconciler.reconcile(key(pool)), {});
     assert.equal(w.statuses.length, 1);
     assert.ok(w.statuses[0]?.configHash, 'the status names the hash the children run');
     assert.equal(cond(w.statuses[0], 'ChildObjectsAccepted')?.status, 'True');
+    assert.equal(cond(w.statuses[0], 'ValidGeneratedPayload')?.status, 'True');
+  });
+
+  it('when the token comes before its payload verdict, it should write the children at once and the first status with the verdict', async () => {
+    const pool = nodePoolFixture('workers', 'tenant-a');
+    const w = world(pool);
+    await assert.rejects(w.reconciler.reconcile(key(pool)), NotReadyError);
+    mint(w.secrets, { verdict: false });
+    w.clock.at += 300;
+    await assert.rejects(w.reconciler.reconcile(key(pool)), NotReadyError);
+    assert.equal(w.statuses.length, 0, 'the first status waits for the verdict');
+    assert.ok(w.store('MachineSet').size + w.store('MachineDeployment').size > 0, 'the child is written meanwhile');
+    mint(w.secrets, { verdict: true });
+    w.clock.at += 300;
+    assert.deepEqual(await w.reconciler.reconcile(key(pool)), {});
+    assert.equal(w.statuses.length, 1);
+    assert.equal(cond(w.statuses[0], 'ValidGeneratedPayload')?.status, 'True');
+  });
+
+  it('when the payload verdict is still missing at the retry, it should write the first status saying the payload is awaited', async () => {
+    const pool = nodePoolFixture('workers', 'tenant-a');
+    const w = world(pool);
+    await assert.rejects(w.reconciler.reconcile(key(pool)), NotReadyError);
+    mint(w.secrets, { verdict: false });
+    w.clock.at += 5_000;
+    assert.deepEqual(await w.reconciler.reconcile(key(pool)), {});
+    assert.equal(w.statuses.length, 1);
+    assert.equal(cond(w.statuses[0], 'ValidGeneratedPayload')?.status, 'Unknown');
   });
 
   it('when a phase fails, it should still write the status, with the apiserver\'s refusal, and fail the reconcile', async () => {

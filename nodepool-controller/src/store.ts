@@ -21,42 +21,66 @@ const rvOf = (o: k8s.KubernetesObject | undefined): number => Number(o?.metadata
 
 export class OverlayCache<T extends k8s.KubernetesObject> {
   readonly #source: CacheSource<T>;
-  readonly #written = new Map<string, { obj: T | null; rv: number }>();
+  /** By namespace, then name: a list reads only its namespace's writes. */
+  readonly #written = new Map<string, Map<string, { obj: T | null; rv: number }>>();
 
   constructor(source: CacheSource<T>) {
     this.#source = source;
   }
 
   remember(obj: T): void {
-    this.#written.set(keyOf(obj), { obj, rv: rvOf(obj) });
+    this.#remember(obj, obj);
   }
 
   rememberDeleted(obj: T): void {
-    this.#written.set(keyOf(obj), { obj: null, rv: rvOf(obj) });
+    this.#remember(obj, null);
   }
 
   get(namespace: string, name: string): T | undefined {
-    return this.#pick(`${namespace}/${name}`, this.#source.get(name, namespace));
+    return this.#pick(namespace, name, this.#source.get(name, namespace));
   }
 
+  /**
+   * The namespace's objects that pass `filter`. A pool's list runs in every reconcile over every object of the
+   * namespace (thousands of Secrets beside a thousand pools): the filter goes first, and only the few writes
+   * the informer has not caught up with are looked up by key.
+   */
   list(namespace: string, filter: (o: T) => boolean): T[] {
-    const byKey = new Map(this.#source.list(namespace).map((o) => [keyOf(o), o]));
-    for (const key of this.#written.keys()) if (key.startsWith(`${namespace}/`) && !byKey.has(key)) byKey.set(key, undefined as unknown as T);
-    return [...byKey.entries()].map(([k, o]) => this.#pick(k, o)).filter((o): o is T => o !== undefined && filter(o));
+    const written = this.#written.get(namespace);
+    const isWritten = (o: T): boolean => written?.has(o.metadata?.name ?? '') === true && (o.metadata?.namespace ?? '') === namespace;
+    const out = this.#source.list(namespace).filter((o) => filter(o) && !isWritten(o));
+    for (const name of written?.keys() ?? []) {
+      const obj = this.#pick(namespace, name, this.#source.get(name, namespace));
+      if (obj !== undefined && filter(obj)) out.push(obj);
+    }
+    return out;
   }
 
-  #pick(key: string, cached: T | undefined): T | undefined {
-    const w = this.#written.get(key);
+  #remember(key: T, obj: T | null): void {
+    const namespace = key.metadata?.namespace ?? '';
+    let written = this.#written.get(namespace);
+    if (!written) this.#written.set(namespace, (written = new Map<string, { obj: T | null; rv: number }>()));
+    written.set(key.metadata?.name ?? '', { obj, rv: rvOf(key) });
+  }
+
+  #forget(namespace: string, name: string): void {
+    const written = this.#written.get(namespace);
+    written?.delete(name);
+    if (written?.size === 0) this.#written.delete(namespace);
+  }
+
+  #pick(namespace: string, name: string, cached: T | undefined): T | undefined {
+    const w = this.#written.get(namespace)?.get(name);
     if (!w) return cached;
     if (w.obj === null) {
       if (!cached || rvOf(cached) > w.rv) {
-        this.#written.delete(key);
+        this.#forget(namespace, name);
         return cached;
       }
       return undefined;
     }
     if (cached && rvOf(cached) >= w.rv) {
-      this.#written.delete(key);
+      this.#forget(namespace, name);
       return cached;
     }
     return w.obj;

@@ -1,9 +1,11 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
+import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import * as k8s from '@kubernetes/client-node';
 import { ApiKubeConfig, makeApiClient, makeObjectApi, setRequestGate, withSignal } from './kubeconfig.js';
+import { createCertificateAuthority, type CertificateAuthority } from './pki.js';
 
 /** A server that accepts connections and never answers: an apiserver that hangs (paused, partitioned). */
 async function blackHole(): Promise<{ server: Server; port: number; sockets: Socket[] }> {
@@ -119,5 +121,72 @@ describe('makeApiClient', () => {
     await assert.rejects(makeObjectApi(kc, 200).read({ apiVersion: 'v1', kind: 'Node', metadata: { name: 'n3' } }));
     assert.ok(Date.now() - started < 2_000);
     assert.ok(seen.includes('GET /api/v1'), 'the discovery request reached the server');
+  });
+});
+
+describe('ApiKubeConfig connections', () => {
+  let ca: CertificateAuthority;
+  let server: HttpsServer;
+  let port: number;
+  /** TLS handshakes the server completed: one per connection. */
+  let handshakes = 0;
+
+  before(async () => {
+    ca = await createCertificateAuthority('test apiserver CA');
+    const serving = await ca.issue({ commonName: 'apiserver', ipAddresses: ['127.0.0.1'], usage: 'server' });
+    server = createHttpsServer({ cert: serving.certPem, key: serving.keyPem }, (_req, res) => {
+      res.setHeader('Content-Type', 'application/json');
+      res.end(JSON.stringify({ kind: 'NamespaceList', apiVersion: 'v1', metadata: {}, items: [] }));
+    });
+    server.on('secureConnection', () => void handshakes++);
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    port = (server.address() as AddressInfo).port;
+  });
+  after(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+
+  const tlsConfig = (caPem: string): ApiKubeConfig => {
+    const kc = new ApiKubeConfig(5_000);
+    kc.loadFromOptions({
+      clusters: [{ name: 'c', server: `https://127.0.0.1:${port}`, caData: Buffer.from(caPem).toString('base64') }],
+      users: [{ name: 'u', token: 'x' }],
+      contexts: [{ name: 'c', cluster: 'c', user: 'u' }],
+      currentContext: 'c',
+    });
+    return kc;
+  };
+
+  // A connection goes back to the pool a moment after its answer was read, so the request right after may
+  // open a second one: the bounds below allow that, and fail a connection per request.
+  it('when requests follow one another, it should send them over kept-alive connections', async () => {
+    const core = tlsConfig(ca.certPem).makeApiClient(k8s.CoreV1Api);
+    const before = handshakes;
+    for (let i = 0; i < 10; i++) await core.listNamespace();
+    assert.ok(handshakes - before <= 2, `${handshakes - before} connections for 10 requests`);
+  });
+
+  it('when requests run at once, it should open connections for those in flight and reuse them after', async () => {
+    const core = tlsConfig(ca.certPem).makeApiClient(k8s.CoreV1Api);
+    const before = handshakes;
+    for (let i = 0; i < 4; i++) await Promise.all(Array.from({ length: 4 }, () => core.listNamespace()));
+    assert.ok(handshakes - before <= 8, `${handshakes - before} connections for 16 requests, 4 at a time`);
+  });
+
+  it('when the kubeconfig\'s TLS material changes, it should connect anew with it', async () => {
+    const kc = tlsConfig(ca.certPem);
+    const core = kc.makeApiClient(k8s.CoreV1Api);
+    await core.listNamespace();
+    const before = handshakes;
+    const other = await createCertificateAuthority('another CA');
+    // The same server CA plus another: a new TLS identity that still trusts the server.
+    const cluster = kc.getCurrentCluster();
+    assert.ok(cluster);
+    Object.assign(cluster, { caData: Buffer.from(ca.certPem + other.certPem).toString('base64') });
+    await core.listNamespace();
+    assert.equal(handshakes - before, 1, 'the request after the change did not connect anew');
+    Object.assign(cluster, { caData: Buffer.from(other.certPem).toString('base64') });
+    await assert.rejects(core.listNamespace(), 'a CA that does not sign the server is not bypassed by a kept connection');
   });
 });

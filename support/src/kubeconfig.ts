@@ -14,7 +14,14 @@
  *
  * It is also the one place every request passes before it is sent, so it is where a replica whose leadership
  * lapsed stops talking to the apiserver at once (`setRequestGate`), even before its timers have run.
+ *
+ * And where connections are kept: client-node gives every request a connection pool (an undici Agent) of its
+ * own, so each request paid a TCP and TLS handshake with a client certificate, and left an idle socket behind
+ * for seconds. An ApiKubeConfig keeps one pool per TLS identity (CA, client certificate and key, server name,
+ * proxy), so requests ride kept-alive connections; a certificate rewritten on disk gets a new pool on its first
+ * request after, as client-node re-reads the files on every request.
  */
+import { createHash } from 'node:crypto';
 import * as k8s from '@kubernetes/client-node';
 
 /** Above the apiserver's own 60 s request timeout would be pointless; half of it leaves room for a retry. */
@@ -33,8 +40,12 @@ export function setRequestGate(check: RequestGate | undefined): void {
   gate = check;
 }
 
+type Dispatcher = NonNullable<ReturnType<k8s.RequestContext['getDispatcher']>>;
+
 export class ApiKubeConfig extends k8s.KubeConfig {
   readonly requestTimeoutMs: number;
+  /** The connection pool requests share, and the TLS identity it was made for. */
+  #pool: { identity: string; dispatcher: Dispatcher } | undefined;
 
   constructor(requestTimeoutMs = API_REQUEST_TIMEOUT_MS) {
     super();
@@ -45,8 +56,42 @@ export class ApiKubeConfig extends k8s.KubeConfig {
     const refused = gate?.();
     if (refused) throw refused;
     await super.applySecurityAuthentication(context);
+    this.#shareConnections(context);
     // Per-call middleware (withSignal) runs after this and replaces the signal with its own.
     context.setSignal(timeoutSignal(this.requestTimeoutMs));
+  }
+
+  /** Swaps the pool client-node just made for this request (no socket opened yet) for the shared one. */
+  #shareConnections(context: k8s.RequestContext): void {
+    const fresh = context.getDispatcher();
+    // No TLS options at all (plain HTTP without a CA): client-node leaves it to fetch's global pool.
+    if (fresh === undefined) return;
+    const identity = this.#tlsIdentity();
+    if (this.#pool?.identity !== identity) {
+      // Requests in flight on the old pool finish there; close() lets them, then frees its sockets.
+      void this.#pool?.dispatcher.close().catch(() => undefined);
+      this.#pool = { identity, dispatcher: fresh };
+    }
+    context.setDispatcher(this.#pool.dispatcher);
+  }
+
+  /** A digest of what client-node builds a request's TLS options from (read the same way, files included). */
+  #tlsIdentity(): string {
+    const cluster: Partial<k8s.Cluster> = this.getCurrentCluster() ?? {};
+    const user: Partial<k8s.User> = this.getCurrentUser() ?? {};
+    const hash = createHash('sha256');
+    for (const part of [
+      cluster.server,
+      cluster.proxyUrl,
+      cluster.tlsServerName,
+      String(cluster.skipTLSVerify),
+      k8s.bufferFromFileOrString(cluster.caFile, cluster.caData),
+      k8s.bufferFromFileOrString(user.certFile, user.certData),
+      k8s.bufferFromFileOrString(user.keyFile, user.keyData),
+    ]) {
+      hash.update(part ?? '').update('\0');
+    }
+    return hash.digest('base64');
   }
 }
 

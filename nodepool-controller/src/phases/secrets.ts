@@ -3,7 +3,7 @@
  * Secret holds the token the ignition server minted; until then the children stay at the deployed hash.
  */
 import type * as k8s from '@kubernetes/client-node';
-import { SECRET_KEYS, userDataSecretName } from '../../../api/src/keys.js';
+import { ANNOTATIONS, SECRET_KEYS, userDataSecretName } from '../../../api/src/keys.js';
 import { NotReadyError } from '../../../support/src/errors.js';
 import { formatVersion } from '../release.js';
 import { desiredTokenSecret, desiredUserDataSecret } from '../secrets.js';
@@ -21,14 +21,26 @@ export async function phaseToken(s: Scope, deps: PhaseDeps, e: Evaluation): Prom
   const deployed = deployedEffective(e.deployed);
   if (!target) return { decision: { effective: deployed }, result: CONTINUE };
   const live = await applyIfNeeded(deps, tokenSecret(s, deps, target.hash), desiredToken(s, target), deps.caches.secrets);
+  // The ignition server mints within moments of the Secret's creation; once a retry has passed it is late.
+  const justAsked = s.now - new Date(live.metadata?.creationTimestamp ?? NaN).getTime() < MINT_RETRY_MS;
   if (secretText(live, SECRET_KEYS.token) === undefined) {
     s.obs.pending = `Waiting for the ignition server to mint the token of config hash ${target.hash}`;
-    // The ignition server mints within moments of the Secret's creation; once a retry has passed it is late.
-    const age = s.now - new Date(live.metadata?.creationTimestamp ?? NaN).getTime();
     const error = new NotReadyError(s.obs.pending, MINT_RETRY_MS);
-    return { decision: { effective: deployed, rolling: target }, result: { kind: 'notReady', error, justAsked: age < MINT_RETRY_MS } };
+    return { decision: { effective: deployed, rolling: target }, result: { kind: 'notReady', error, justAsked } };
   }
-  return { decision: { effective: targetEffective(target), rolling: target }, result: CONTINUE };
+  return { decision: { effective: targetEffective(target), rolling: target }, result: awaitVerdict(s, live, target, justAsked) };
+}
+
+/**
+ * A new pool's first status may also wait for the payload verdict, which follows the token within moments when
+ * the token came first (the pools minted while their release's payload is generated for the first time): one
+ * status with the verdict, not one without and another with it. The writes go on meanwhile; if the verdict
+ * does not come, the retry writes the status that says the payload is awaited.
+ */
+function awaitVerdict(s: Scope, live: k8s.V1Secret, target: Target, justAsked: boolean): PhaseResult {
+  if (!justAsked || s.pool.status?.conditions !== undefined || live.metadata?.annotations?.[ANNOTATIONS.payloadReason] !== undefined) return CONTINUE;
+  const error = new NotReadyError(`Waiting for the ignition server's payload verdict of config hash ${target.hash}`, MINT_RETRY_MS);
+  return { kind: 'notReady', error, justAsked: true };
 }
 
 /** The token Secret of a target as the controller applies it (the ignition server adds the token). */
