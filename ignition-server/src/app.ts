@@ -176,8 +176,19 @@ function send(res: ServerResponse, chunks: Buffer[], version: SpecVersion, head:
   if (head) return void res.end();
   if (length < SMALL_PAYLOAD_BYTES) return void res.end(Buffer.concat(chunks, length));
   const parts = writes(chunks);
-  for (let i = 0; i < parts.length - 1; i++) res.write(parts[i]);
-  res.end(parts[parts.length - 1]);
+  // Each part is written once the one before has gone to TLS: parts buffered behind a write in flight go
+  // out as one writev, which Node's TLS layer first copies into one buffer (a copy of the whole payload).
+  let i = 0;
+  const next = (err?: Error | null): void => {
+    if (err) return;
+    const part = parts[i++];
+    if (i === parts.length) res.end(part);
+    else res.write(part, next);
+  };
+  // The headers and the first (small) part go in one TLS record.
+  res.cork();
+  next();
+  res.uncork();
 }
 
 /** Errors of express itself (e.g. a malformed URL) carry a status; anything else is ours and a 500. */

@@ -22,7 +22,8 @@
  * etcd, beyond the test bed's 1 GiB etcd quota.
  *
  *   npm run bench:ignition -- [--duration 10] [--rounds 1] [--storm 1000] [--configs 100]
- *     [--secrets-per-config 10] [--config-kib 100] [--release-kib 900] [--cpu-prof <dir>] [--only serving,storm,memory]
+ *     [--secrets-per-config 10] [--config-kib 100] [--release-kib 900] [--cpu-prof <dir>] [--perf <dir>]
+ *     [--only serving,storm,memory] [--payloads small,bulk]
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -67,6 +68,10 @@ const OPTS = {
   /** After the memory phase's sample, a heap snapshot of the server's main thread is written here. */
   heapSnapshotDir: textFlag('heap-snapshot'),
   phases: new Set((textFlag('only') ?? 'serving,storm,memory').split(',')),
+  /** The serving phase's payloads: small (~1 KB), bulk (~900 KB). */
+  payloads: new Set((textFlag('payloads') ?? 'small,bulk').split(',')),
+  /** During each wrk run against the server, `perf record -g` of its process is written here. */
+  perfDir: textFlag('perf'),
   durationS: flag('duration', 10),
   rounds: Math.max(1, flag('rounds', 1)),
   connections: flag('connections', 64),
@@ -181,10 +186,13 @@ export function parseWrk(text: string): Omit<WrkResult, 'cpuUsPerRequest'> {
   };
 }
 
-async function wrk(port: number, headers: Record<string, string>, pids: () => number[]): Promise<WrkResult> {
+async function wrk(port: number, headers: Record<string, string>, pids: () => number[], perfFile?: string): Promise<WrkResult> {
   const args = ['-t2', `-c${OPTS.connections}`, `-d${OPTS.durationS}s`, '--latency', ...Object.entries(headers).flatMap(([k, v]) => ['-H', `${k}: ${v}`]), `https://127.0.0.1:${port}/ignition`];
   const before = cpuSeconds(pids());
+  // Recorded over most of the run (all its threads, kernel included); a profiled run's figures carry perf's cost.
+  const perf = perfFile === undefined ? undefined : run('perf', ['record', '-g', '-o', perfFile, '-p', pids().join(','), '--', 'sleep', String(Math.max(1, OPTS.durationS - 2))], { timeout: (OPTS.durationS + 60) * 1000 });
   const { stdout } = await run(WRK, args, { timeout: (OPTS.durationS + 60) * 1000, maxBuffer: 4 * MiB });
+  await perf;
   const cpu = cpuSeconds(pids()) - before;
   const parsed = parseWrk(stdout);
   return { ...parsed, cpuUsPerRequest: (cpu * 1e6) / Math.max(1, parsed.requests) };
@@ -350,7 +358,8 @@ interface Throughput {
 /** Phase 1: the same payload bytes from the ignition server, Go and nginx, wrk in turn, round after round. */
 async function serving(b: Bench): Promise<Throughput[]> {
   const server = await startServer(b, 'server-serve', 'serve');
-  const cases = [await warmCase(b, server, 'small'), await warmCase(b, server, 'bulk')];
+  const cases: Case[] = [];
+  for (const name of ['small', 'bulk'] as const) if (OPTS.payloads.has(name)) cases.push(await warmCase(b, server, name));
   const sites: Site[] = cases.map((c) => ({ token: c.token, pool: c.pool, payload: c.file }));
   const tls = { cert: join(b.dir, 'tls.crt'), key: join(b.dir, 'tls.key') };
   const go = await startGo({ bin: b.goBin, dir: b.dir, name: 'go-serve', ...tls, sites });
@@ -362,7 +371,10 @@ async function serving(b: Bench): Promise<Throughput[]> {
     for (const ref of [go, nginx]) await checkReference(b, ref, c);
     const t: Throughput = { name: c.name, payloadBytes: c.payload.length, results: new Map() };
     for (let round = 0; round < OPTS.rounds; round++) {
-      for (const ref of [kindling, go, nginx]) t.results.set(ref.name, [...(t.results.get(ref.name) ?? []), await wrk(ref.port, c.headers, () => ref.pids())]);
+      for (const ref of [kindling, go, nginx]) {
+        const perfFile = OPTS.perfDir === undefined ? undefined : join(OPTS.perfDir, `${ref.name}-${c.name}-${round}.data`);
+        t.results.set(ref.name, [...(t.results.get(ref.name) ?? []), await wrk(ref.port, c.headers, () => ref.pids(), perfFile)]);
+      }
     }
     results.push(t);
   }

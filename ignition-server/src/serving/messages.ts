@@ -15,6 +15,8 @@ export interface ThreadData {
   reloadIntervalMs: number;
   headersTimeoutMs?: number;
   requestTimeoutMs?: number;
+  /** Open connections per thread, shared by all (balance.ts). */
+  connections: SharedArrayBuffer;
 }
 
 /** A payload held in memory, its bytes in shared memory (one copy for every thread). */

@@ -19,6 +19,7 @@ import type { IndexChange, TokenIndex } from '../token-index.js';
 import type { Payload } from '../payload/payload.js';
 import type { PayloadObserver } from '../payload/store.js';
 import type { FromThread, ThreadData, ThreadStats, ToThread } from './messages.js';
+import { ConnectionBalance } from './balance.js';
 
 export interface ServingPoolOptions {
   threads: number;
@@ -63,6 +64,7 @@ export class ServingPool {
   #statsId = 0;
   readonly #statsWaiting = new Map<number, (stats: ThreadStats) => void>();
   #timer: NodeJS.Timeout | undefined;
+  #connections: SharedArrayBuffer | undefined;
   port = 0;
 
   constructor(opts: ServingPoolOptions) {
@@ -72,7 +74,9 @@ export class ServingPool {
   /** Starts the threads and keeps them fed with the index and the payloads; they accept once listen() is called. */
   start(): void {
     const opts = this.#opts;
-    for (let i = 0; i < Math.max(1, opts.threads); i++) this.#threads.push(this.#spawn(i));
+    const threads = Math.max(1, opts.threads);
+    this.#connections = ConnectionBalance.buffer(threads);
+    for (let i = 0; i < threads; i++) this.#threads.push(this.#spawn(i, this.#connections));
     opts.index.observe((change) => this.#queueChange(change));
     opts.store.observe({ cached: (p) => this.#broadcast({ t: 'payload', payload: shared(p) }), evicted: (key) => this.#broadcast({ t: 'evict', key }) });
   }
@@ -126,9 +130,9 @@ export class ServingPool {
     for (const t of this.#threads) t.worker.unref();
   }
 
-  #spawn(index: number): Thread {
+  #spawn(index: number, connections: SharedArrayBuffer): Thread {
     const o = this.#opts;
-    const data: ThreadData = { index, certFile: o.certFile, keyFile: o.keyFile, publicKeyPem: o.publicKeyPem, logLevel: o.logLevel, logName: o.logName, reloadIntervalMs: o.reloadIntervalMs, headersTimeoutMs: o.headersTimeoutMs, requestTimeoutMs: o.requestTimeoutMs };
+    const data: ThreadData = { index, certFile: o.certFile, keyFile: o.keyFile, publicKeyPem: o.publicKeyPem, logLevel: o.logLevel, logName: o.logName, reloadIntervalMs: o.reloadIntervalMs, headersTimeoutMs: o.headersTimeoutMs, requestTimeoutMs: o.requestTimeoutMs, connections };
     // A profile of the process (the benchmark's --cpu-prof) covers the threads; other flags are the process's.
     const worker = new Worker(THREAD_MODULE, { workerData: data, execArgv: profilingFlags(process.execArgv) });
     const thread: Thread = { worker, next: new Map() };

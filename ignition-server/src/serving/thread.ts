@@ -5,6 +5,8 @@
  * payload not in memory) it asks the main thread for, and what it did (a first fetch, a payload gone) it
  * tells it.
  */
+import type { RequestListener } from 'node:http';
+import type { TLSSocket } from 'node:tls';
 import { isMainThread, parentPort, workerData, type MessagePort } from 'node:worker_threads';
 import { createLogger } from '../../../support/src/logger.js';
 import { createApp } from '../app.js';
@@ -13,6 +15,7 @@ import { TokenIndex, type IndexChange } from '../token-index.js';
 import { createTokenVerifier } from '../tokens.js';
 import type { Payload } from '../payload/payload.js';
 import type { FromThread, ThreadData, ThreadStats, ToThread } from './messages.js';
+import { ConnectionBalance } from './balance.js';
 
 /** How long a question to the main thread may take before the request is answered 500. */
 const ASK_TIMEOUT_MS = 30_000;
@@ -35,6 +38,24 @@ function hold(index: TokenIndex, payloads: Map<string, Payload>, msg: ToThread):
     const p = msg.payload;
     payloads.set(p.key, { key: p.key, minVersion: p.minVersion, joinAt: p.joinAt, tail: Buffer.from(p.bytes, p.offset, p.length) });
   }
+}
+
+/** The app behind the thread's share of connections (balance.ts): counted as they open and close. */
+function balanced(app: RequestListener, balance: ConnectionBalance): { app: RequestListener; track(socket: TLSSocket): void } {
+  const asked = new WeakSet<object>();
+  return {
+    app: (req, res) => {
+      if (!asked.has(req.socket) && balance.shouldClose()) {
+        asked.add(req.socket);
+        res.shouldKeepAlive = false;
+      }
+      app(req, res);
+    },
+    track: (socket) => {
+      balance.opened();
+      socket.once('close', () => balance.closed(asked.has(socket)));
+    },
+  };
 }
 
 /** Questions to the main thread, answered by a `reply` with the same id. */
@@ -90,9 +111,11 @@ function run(port: MessagePort, data: ThreadData): void {
     log,
     metrics: { request: (code) => void (stats.requests[code] = (stats.requests[code] ?? 0) + 1) },
   });
+  const share = balanced(app, new ConnectionBalance(data.connections, data.index));
   let server: HttpsServer | undefined;
   const listen = async (address: string, fd: number | undefined): Promise<void> => {
-    server = await startHttpsServer({ address, fd, certFile: data.certFile, keyFile: data.keyFile, app, log, reloadIntervalMs: data.reloadIntervalMs, headersTimeoutMs: data.headersTimeoutMs, requestTimeoutMs: data.requestTimeoutMs });
+    server = await startHttpsServer({ address, fd, certFile: data.certFile, keyFile: data.keyFile, app: share.app, log, reloadIntervalMs: data.reloadIntervalMs, headersTimeoutMs: data.headersTimeoutMs, requestTimeoutMs: data.requestTimeoutMs });
+    server.server.on('secureConnection', (socket: TLSSocket) => share.track(socket));
     post({ t: 'listening', port: server.port, fd: server.fd });
   };
   port.on('message', (msg: ToThread) => {
