@@ -38,7 +38,17 @@ interface Fake {
  * A session over fake caches and a fake apiserver that records each write. `answer`: what the apiserver returns
  * for an applied object (by default the object as sent); `deleteStatus`: the HTTP status deletes fail with.
  */
-function fake(opts: { pods?: k8s.V1Pod[]; secrets?: k8s.V1Secret[]; answer?: (o: k8s.KubernetesObject) => k8s.KubernetesObject; deleteStatus?: number; baseReady?: boolean } = {}): Fake {
+interface FakeOptions {
+  pods?: k8s.V1Pod[];
+  secrets?: k8s.V1Secret[];
+  answer?: (o: k8s.KubernetesObject) => k8s.KubernetesObject;
+  deleteStatus?: number;
+  baseReady?: boolean;
+  /** Called as each delete starts; the delete ends when the promise it returns does. */
+  onDelete?: () => Promise<void>;
+}
+
+function fake(opts: FakeOptions = {}): Fake {
   const writes: string[] = [];
   const applier: Applier = {
     fieldManager: 'test',
@@ -50,7 +60,8 @@ function fake(opts: { pods?: k8s.V1Pod[]; secrets?: k8s.V1Secret[]; answer?: (o:
   };
   const remove = (kind: string) => (req: { name: string; body?: k8s.V1DeleteOptions }): Promise<unknown> => {
     writes.push(`delete ${kind} ${req.name} uid=${req.body?.preconditions?.uid}`);
-    return opts.deleteStatus ? Promise.reject(Object.assign(new Error('HTTP'), { code: opts.deleteStatus })) : Promise.resolve({});
+    if (opts.deleteStatus) return Promise.reject(Object.assign(new Error('HTTP'), { code: opts.deleteStatus }));
+    return opts.onDelete ? opts.onDelete() : Promise.resolve({});
   };
   const core = {
     patchNode: (req: { name: string; body: { metadata: { annotations: Record<string, string | null> } } }): Promise<unknown> => {
@@ -171,6 +182,24 @@ describe('cleanUpPool', () => {
       assert.equal(agentObjectsMissing(session, NODE, HASH), true);
     });
   }
+
+  it('when the pool has many nodes, it should delete every object, never more than 8 at once', async () => {
+    const nodes = Array.from({ length: 30 }, (_, i) => `n${i}`);
+    const labels = { [LABELS.nodePool]: POOL };
+    const pods = nodes.map((n): k8s.V1Pod => ({ metadata: { name: agentPodName(n), uid: `p-${n}`, labels } }));
+    const secrets = nodes.map((n): k8s.V1Secret => ({ metadata: { name: payloadSecretName(n), uid: `s-${n}`, labels } }));
+    let inFlight = 0;
+    let most = 0;
+    const onDelete = async (): Promise<void> => {
+      most = Math.max(most, ++inFlight);
+      await new Promise((r) => setTimeout(r, 1));
+      inFlight--;
+    };
+    const { session, writes } = fake({ pods, secrets, onDelete });
+    await cleanUpPool(session, POOL);
+    assert.equal(writes.length, 60);
+    assert.equal(most, 8);
+  });
 
   it('when the apiserver refuses a delete otherwise, it should fail', async () => {
     const { session } = fake({ pods: [pod('p1')], deleteStatus: 403 });

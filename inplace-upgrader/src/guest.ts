@@ -169,6 +169,13 @@ function forgetGone(deleted: Map<string, string>, cached: (name: string) => k8s.
 }
 
 /**
+ * Deletes at most this many at once. A pool's clean-up is two deletes per node, each a connection of its own,
+ * and nothing waits on it (the rollout is recorded complete before): hundreds at once would crowd out the
+ * work that does wait, in this process and in the guest apiserver.
+ */
+const DELETES_AT_ONCE = 8;
+
+/**
  * Deletes what the caches show, each by its uid (a stale cache must not delete a newer object of the same
  * name), skipping what is terminating or already deleted here, and remembers each one deleted.
  */
@@ -177,18 +184,22 @@ async function deleteAgentObjects(session: GuestSession, pods: k8s.V1Pod[], secr
   const { deleted } = session;
   forgetGone(deleted.pods, (name) => session.pods.get(name, namespace));
   forgetGone(deleted.secrets, (name) => session.secrets.get(name, namespace));
-  const each = <T extends k8s.KubernetesObject>(objs: T[], gone: Map<string, string>, del: (name: string, uid: string) => Promise<unknown>): Promise<void>[] =>
+  const each = <T extends k8s.KubernetesObject>(objs: T[], gone: Map<string, string>, del: (name: string, uid: string) => Promise<unknown>): (() => Promise<void>)[] =>
     objs
       .filter((o) => usable(o, gone))
-      .map(async (o) => {
+      .map((o) => async () => {
         const { name = '', uid = '' } = o.metadata ?? {};
         await del(name, uid).then(() => undefined, ignoreGone);
         gone.set(uid, name);
       });
-  await Promise.all([
+  const queue = [
     ...each(pods, deleted.pods, (name, uid) => session.core.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0, body: { preconditions: { uid } } })),
     ...each(secrets, deleted.secrets, (name, uid) => session.core.deleteNamespacedSecret({ name, namespace, body: { preconditions: { uid } } })),
-  ]);
+  ];
+  const worker = async (): Promise<void> => {
+    for (let next = queue.shift(); next; next = queue.shift()) await next();
+  };
+  await settleAll(Array.from({ length: Math.min(DELETES_AT_ONCE, queue.length) }, worker));
 }
 
 /** Removes a pool's agent Pods and payload Secrets (from what the caches show: nothing to do is free). */
