@@ -7,7 +7,7 @@
 import * as k8s from '@kubernetes/client-node';
 import { ANNOTATIONS, FIELD_MANAGERS, LABELS } from '../../api/src/keys.js';
 import { createApplier, type Applier } from '../../support/src/apply.js';
-import { isNotFound } from '../../support/src/errors.js';
+import { isConflict, isNotFound, NotReadyError } from '../../support/src/errors.js';
 import type { GuestCluster } from '../../support/src/guest-clusters.js';
 import { ResilientInformer } from '../../support/src/informer.js';
 import { agentNodePolicy, agentPod, agentPodName, agentRbac, GUEST_NAMESPACE, guestNamespace, payloadSecret, payloadSecretName } from './desired.js';
@@ -23,6 +23,11 @@ export interface GuestSession {
   baseReady: boolean;
   /** desiredConfig values written and not yet seen in the node cache. */
   expected: Map<string, string>;
+  /**
+   * The agent Pods and payload Secrets this process deleted, uid → name, while the caches may still show them:
+   * such a Pod is no agent for a later hand-out (it is gone, or going), and the clean-up need not delete it twice.
+   */
+  deleted: { pods: Map<string, string>; secrets: Map<string, string> };
 }
 
 const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
@@ -44,6 +49,7 @@ export function createGuestSession(cluster: GuestCluster, onEvent: () => void): 
     secrets: informer(`/api/v1/namespaces/${ns}/secrets`, () => core.listNamespacedSecret({ namespace: ns, labelSelector: LABELS.payloadSecret }), LABELS.payloadSecret),
     baseReady: false,
     expected: new Map(),
+    deleted: { pods: new Map(), secrets: new Map() },
   };
 }
 
@@ -69,12 +75,24 @@ export function expectedDesired(session: GuestSession, node: k8s.V1Node): string
   return expected;
 }
 
+/**
+ * Promise.all that settles every promise before it rejects (with the first failure): no write of a failed
+ * pass outlives it, where the next pass would not see it (a node pointed at the target after the pass that
+ * handed it out had ended would not be counted, and one node too many could be handed out).
+ */
+export async function settleAll(writes: readonly (Promise<unknown> | undefined)[]): Promise<void> {
+  const failed = (await Promise.allSettled(writes.filter((w) => w !== undefined))).find((r) => r.status === 'rejected');
+  if (failed) throw failed.reason instanceof Error ? failed.reason : new Error(String(failed.reason));
+}
+
 /** The guest namespace and the agent's RBAC, once per session. */
 export async function ensureBase(session: GuestSession): Promise<void> {
   if (session.baseReady) return;
-  await session.applier.apply(guestNamespace());
-  // The policy first: the agent's RBAC alone would let it patch every Node.
-  for (const obj of [...agentNodePolicy(), ...agentRbac()]) await session.applier.apply(obj);
+  const apply = (objs: k8s.KubernetesObject[]): Promise<void> => settleAll(objs.map((obj) => session.applier.apply(obj)));
+  // The policy before the RBAC: the agent's RBAC alone would let it patch every Node. The namespace with the
+  // policy, before the ServiceAccount and Role that live in it (two rounds of writes, not eight).
+  await apply([guestNamespace(), ...agentNodePolicy()]);
+  await apply(agentRbac());
   session.baseReady = true;
 }
 
@@ -88,27 +106,100 @@ export interface HandOut {
   healthCheckTimeout?: string;
 }
 
-/** A node's payload Secret, then its agent Pod, then desiredConfig with the health gate's timeout (so the agent finds its Secret). */
-export async function handOutNode(session: GuestSession, h: HandOut): Promise<void> {
+/** Neither terminating nor deleted by this process: an object the cache shows that is still there to be used. */
+function usable(o: k8s.KubernetesObject, deleted: Map<string, string>): boolean {
+  return !o.metadata?.deletionTimestamp && !deleted.has(o.metadata?.uid ?? '');
+}
+
+/**
+ * The node's agent Pod as the cache shows it, if it can be the agent of a hand-out: a Pod that is terminating,
+ * or that this process deleted (an earlier rollout's clean-up, not in the cache yet), is no agent.
+ */
+export function agentPodOf(session: GuestSession, node: string): k8s.V1Pod | undefined {
+  const pod = session.pods.get(agentPodName(node), GUEST_NAMESPACE);
+  return pod && usable(pod, session.deleted.pods) ? pod : undefined;
+}
+
+/** The node's payload Secret at `hash` as the cache shows it, if usable (see agentPodOf). */
+export function payloadSecretOf(session: GuestSession, node: string, hash: string): k8s.V1Secret | undefined {
+  const secret = session.secrets.get(payloadSecretName(node), GUEST_NAMESPACE);
+  return secret && usable(secret, session.deleted.secrets) && secret.metadata?.labels?.[LABELS.configHash] === hash ? secret : undefined;
+}
+
+/** Whether a node handed `hash` lacks its payload Secret or its agent Pod (gone since, or never written). */
+export function agentObjectsMissing(session: GuestSession, node: string, hash: string): boolean {
+  return !payloadSecretOf(session, node, hash) || !agentPodOf(session, node);
+}
+
+/**
+ * The node's payload Secret at h.hash and its agent Pod, each applied unless the cache shows it usable. A Pod
+ * still terminating on the server cannot be replaced yet (one name per node): NotReadyError, and its deletion
+ * wakes the session, whose next pass creates it.
+ */
+export async function ensureAgentObjects(session: GuestSession, h: Omit<HandOut, 'healthCheckTimeout'>): Promise<void> {
+  const [, pod] = await Promise.all([
+    payloadSecretOf(session, h.node, h.hash) ? undefined : session.applier.apply(payloadSecret({ node: h.node, pool: h.pool, hash: h.hash, config: h.config })),
+    agentPodOf(session, h.node) ? undefined : session.applier.apply(agentPod({ node: h.node, pool: h.pool, image: h.agentImage })),
+  ]);
+  if (pod?.metadata?.deletionTimestamp) throw new NotReadyError(`the agent Pod of node ${h.node} is still terminating: a new one is created once it is gone`, 2_000);
+}
+
+/**
+ * A node's payload Secret and agent Pod (ensureAgentObjects), then desiredConfig with the health gate's
+ * timeout, so the agent finds its Secret. `before`: the caller's own step that must precede desiredConfig
+ * (sparing the Machine from remediation); it runs beside the Secret and the Pod, since every write in
+ * sequence here is one more round trip between a node's Done and the next node's start.
+ */
+export async function handOutNode(session: GuestSession, h: HandOut, before?: () => Promise<unknown>): Promise<void> {
   await ensureBase(session);
-  const secret = session.secrets.get(payloadSecretName(h.node), GUEST_NAMESPACE);
-  if (secret?.metadata?.labels?.[LABELS.configHash] !== h.hash) await session.applier.apply(payloadSecret({ node: h.node, pool: h.pool, hash: h.hash, config: h.config }));
-  if (!session.pods.get(agentPodName(h.node), GUEST_NAMESPACE)) await session.applier.apply(agentPod({ node: h.node, pool: h.pool, image: h.agentImage }));
+  await settleAll([before?.(), ensureAgentObjects(session, h)]);
   const annotations = { [ANNOTATIONS.desiredConfig]: h.hash, [ANNOTATIONS.healthCheckTimeout]: h.healthCheckTimeout ?? null };
   await session.core.patchNode({ name: h.node, body: { metadata: { annotations } } }, merge);
   session.expected.set(h.node, h.hash);
 }
 
+/** Gone already (404), or the name now holds a newer object than the one deleted (409: the uid precondition). */
 const ignoreGone = (err: unknown): void => {
-  if (!isNotFound(err)) throw err;
+  if (!isNotFound(err) && !isConflict(err)) throw err;
 };
 
+/** Forgets the deleted objects the cache no longer shows (or shows replaced by a newer one of the same name). */
+function forgetGone(deleted: Map<string, string>, cached: (name: string) => k8s.KubernetesObject | undefined): void {
+  for (const [uid, name] of deleted) if (cached(name)?.metadata?.uid !== uid) deleted.delete(uid);
+}
+
+/**
+ * Deletes at most this many at once. A pool's clean-up is two deletes per node, each a connection of its own,
+ * and nothing waits on it (the rollout is recorded complete before): hundreds at once would crowd out the
+ * work that does wait, in this process and in the guest apiserver.
+ */
+const DELETES_AT_ONCE = 8;
+
+/**
+ * Deletes what the caches show, each by its uid (a stale cache must not delete a newer object of the same
+ * name), skipping what is terminating or already deleted here, and remembers each one deleted.
+ */
 async function deleteAgentObjects(session: GuestSession, pods: k8s.V1Pod[], secrets: k8s.V1Secret[]): Promise<void> {
   const namespace = GUEST_NAMESPACE;
-  await Promise.all([
-    ...pods.map((p) => session.core.deleteNamespacedPod({ name: p.metadata?.name ?? '', namespace, gracePeriodSeconds: 0 }).then(() => undefined, ignoreGone)),
-    ...secrets.map((s) => session.core.deleteNamespacedSecret({ name: s.metadata?.name ?? '', namespace }).then(() => undefined, ignoreGone)),
-  ]);
+  const { deleted } = session;
+  forgetGone(deleted.pods, (name) => session.pods.get(name, namespace));
+  forgetGone(deleted.secrets, (name) => session.secrets.get(name, namespace));
+  const each = <T extends k8s.KubernetesObject>(objs: T[], gone: Map<string, string>, del: (name: string, uid: string) => Promise<unknown>): (() => Promise<void>)[] =>
+    objs
+      .filter((o) => usable(o, gone))
+      .map((o) => async () => {
+        const { name = '', uid = '' } = o.metadata ?? {};
+        await del(name, uid).then(() => undefined, ignoreGone);
+        gone.set(uid, name);
+      });
+  const queue = [
+    ...each(pods, deleted.pods, (name, uid) => session.core.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0, body: { preconditions: { uid } } })),
+    ...each(secrets, deleted.secrets, (name, uid) => session.core.deleteNamespacedSecret({ name, namespace, body: { preconditions: { uid } } })),
+  ];
+  const worker = async (): Promise<void> => {
+    for (let next = queue.shift(); next; next = queue.shift()) await next();
+  };
+  await settleAll(Array.from({ length: Math.min(DELETES_AT_ONCE, queue.length) }, worker));
 }
 
 /** Removes a pool's agent Pods and payload Secrets (from what the caches show: nothing to do is free). */

@@ -20,7 +20,7 @@ import { CAPI_API_VERSION, CAPI_GROUP } from '../../api/src/capi.js';
 import { createLogger, type Logger } from '../../support/src/logger.js';
 import type { Drainer } from '../../drainer/src/drainer.js';
 import { createTestMachine, createTestNode, eventually, setTestNodeRef } from '../../drainer/testing/index.js';
-import { GUEST_NAMESPACE } from './desired.js';
+import { agentPodName, GUEST_NAMESPACE } from './desired.js';
 import { isReady } from './select.js';
 import { STATE_DIR } from './agent/host.js';
 import { KINDLING_BIN, machineConfig, type AgentFleet, type AvailabilityWatcher } from '../testing/index.js';
@@ -287,6 +287,25 @@ describe('in-place rollout', () => {
     const ms = await completed('h7');
     assert.equal(ms.metadata.annotations?.[ANNOTATIONS.inPlaceFailure], undefined);
     await assertAllAt('h7', 'v7');
+    assert.ok(watcher.max <= 3, `${watcher.max} nodes were unavailable at once`);
+  });
+
+  it('when the agent Pod of a node in flight is deleted, it should give the node a new one and the rollout should complete', async () => {
+    watcher.reset();
+    await target('h7b', payload('v7b'), '3');
+    // A node its agent has just taken up (Working, drain not applied yet): it has seconds of work left.
+    const victim = await eventually('a node taken up and not drained yet', async () => {
+      const n = (await nodes()).find((x) => {
+        const ann = x.metadata?.annotations ?? {};
+        return ann[ANNOTATIONS.desiredConfig] === 'h7b' && ann[ANNOTATIONS.state] === 'Working' && ann[ANNOTATIONS.lastAppliedDrain] !== 'drain-h7b';
+      });
+      return n?.metadata?.name;
+    }, 60_000, 50);
+    await core.deleteNamespacedPod({ name: agentPodName(victim), namespace: GUEST_NAMESPACE, gracePeriodSeconds: 0 });
+    const at = (await core.readNode({ name: victim })).metadata?.annotations?.[ANNOTATIONS.currentConfig];
+    assert.notEqual(at, 'h7b', `${victim} was done before its agent Pod went: nothing was tested`);
+    await completed('h7b');
+    await assertAllAt('h7b', 'v7b');
     assert.ok(watcher.max <= 3, `${watcher.max} nodes were unavailable at once`);
   });
 

@@ -17,7 +17,7 @@ import type { QueueMetrics } from '../../support/src/metrics.js';
 import type { ReconcileResult, WorkQueue } from '../../support/src/queue.js';
 import { createController, type Controller } from '../../support/src/controller.js';
 import { GuestClusters, clusterKey, type GuestCluster } from '../../support/src/guest-clusters.js';
-import { cleanUpPool, createGuestSession, ensureBase, expectedDesired, handOutNode, startGuestSession, stopGuestSession, type GuestSession } from './guest.js';
+import { agentObjectsMissing, cleanUpPool, createGuestSession, ensureAgentObjects, ensureBase, expectedDesired, handOutNode, settleAll, startGuestSession, stopGuestSession, type GuestSession } from './guest.js';
 import type { PayloadSource } from './payload.js';
 import { classifyNode, planRollout, setMembers, type NodeView, type RolloutPlan } from './select.js';
 import { setSkipRemediation } from './remediation.js';
@@ -165,17 +165,29 @@ export class InPlaceUpgrader {
     const { session, ms, target, log } = ctx;
     const { nodes, pending, machineOf } = this.#nodesOf(ms, session);
     const views = nodes.map((n) => classifyNode(n, target, expectedDesired(session, n)));
-    await this.#spareFromRemediation(views, machineOf);
     const paused = ms.metadata.annotations?.[ANNOTATIONS.capiPaused] !== undefined;
     const plan = planRollout(views, target, resolveMaxUnavailable(ms.metadata.annotations?.[ANNOTATIONS.maxUnavailable], views.length), { pending, paused });
     if (plan.complete) {
-      await cleanUpPool(session, ctx.pool);
-      await this.#writeStatus(ms, { current: target });
+      // Recorded complete before the agent Pods and payload Secrets go (a delete each, seconds for a large
+      // pool): a later hand-out does not take a Pod deleted here for an agent (agentPodOf), and a failed
+      // clean-up is done by the next pass (current = target, settled), which gives the Machines back to
+      // remediation too, should that fail here.
+      await settleAll([this.#spareFromRemediation(views, machineOf), this.#writeStatus(ms, { current: target })]);
       log.info({ nodes: plan.total }, 'Rollout complete');
+      await cleanUpPool(session, ctx.pool);
       return;
     }
-    await this.#handOut(ctx, [...plan.retarget, ...plan.start], machineOf);
-    await this.#writeStatus(ms, statusOf(plan));
+    // A Done node's slot is what the rollout waits on: nothing else runs before the next nodes are handed out,
+    // and the rest of the pass (progress, Machines given back to remediation) runs beside it. The nodes handed
+    // out now are spared by #handOut, before their node is pointed at the target.
+    const handed = [...plan.retarget, ...plan.start];
+    const agentless = views.filter((v) => isHandedOut(v, target) && !handed.includes(v.name) && agentObjectsMissing(session, v.name, target)).map((v) => v.name);
+    await settleAll([
+      this.#handOut(ctx, handed, machineOf),
+      this.#restoreAgents(ctx, agentless),
+      this.#writeStatus(ms, statusOf(plan)),
+      this.#spareFromRemediation(views.filter((v) => !handed.includes(v.name)), machineOf),
+    ]);
     if (plan.halted) log.warn({ node: plan.halted.node, reason: plan.halted.reason }, 'Rollout halted on a degraded node');
     return { requeueAfterMs: this.#opts.resyncMs ?? 30_000 };
   }
@@ -191,28 +203,45 @@ export class InPlaceUpgrader {
 
   /** skip-remediation (remediation.ts) on the Machines whose node is updating or Degraded, off the others. */
   async #spareFromRemediation(views: readonly NodeView[], machineOf: Map<string, MachineObject>): Promise<void> {
-    for (const v of views) {
-      const machine = machineOf.get(v.name);
-      if (machine) await setSkipRemediation(this.#custom, machine, v.phase === 'updating' || v.phase === 'degraded');
-    }
+    await Promise.all(
+      views.map(async (v) => {
+        const machine = machineOf.get(v.name);
+        if (machine) await setSkipRemediation(this.#custom, machine, v.phase === 'updating' || v.phase === 'degraded');
+      }),
+    );
   }
 
-  /** Hands each node the target (see handOutNode), its Machine spared from remediation first. */
+  /** Hands each node the target (see handOutNode), its Machine spared from remediation before its node is pointed at it. */
   async #handOut(ctx: RolloutContext, nodes: string[], machineOf: Map<string, MachineObject>): Promise<void> {
     if (nodes.length === 0) return;
     const { session, pool, target } = ctx;
-    const config = await this.#opts.payloads.fetch({ namespace: ctx.ms.metadata.namespace ?? '', pool, hash: target });
-    await ensureBase(session);
-    await Promise.all(
+    const [config] = await Promise.all([this.#payload(ctx), ensureBase(session)]);
+    await settleAll(
       nodes.map(async (node) => {
         const machine = machineOf.get(node);
-        if (machine) await setSkipRemediation(this.#custom, machine, true);
         const healthCheckTimeout = ctx.ms.metadata.annotations?.[ANNOTATIONS.healthCheckTimeout];
-        await handOutNode(session, { node, pool, hash: target, config, agentImage: this.#opts.agentImage, healthCheckTimeout });
+        const spare = machine ? (): Promise<boolean> => setSkipRemediation(this.#custom, machine, true) : undefined;
+        await handOutNode(session, { node, pool, hash: target, config, agentImage: this.#opts.agentImage, healthCheckTimeout }, spare);
         this.#started.inc();
         ctx.log.info({ node }, 'Node handed the target config');
       }),
     );
+  }
+
+  /**
+   * Nodes handed the target whose payload Secret or agent Pod is gone (deleted, or still terminating when it
+   * was handed out): given them again, their desiredConfig left as it is.
+   */
+  async #restoreAgents(ctx: RolloutContext, nodes: string[]): Promise<void> {
+    if (nodes.length === 0) return;
+    const { session, pool, target } = ctx;
+    const config = await this.#payload(ctx);
+    await settleAll(nodes.map((node) => ensureAgentObjects(session, { node, pool, hash: target, config, agentImage: this.#opts.agentImage })));
+    ctx.log.info({ nodes }, 'Agent Pods or payload Secrets given again to nodes handed the target');
+  }
+
+  #payload(ctx: RolloutContext): Promise<Buffer> {
+    return this.#opts.payloads.fetch({ namespace: ctx.ms.metadata.namespace ?? '', pool: ctx.pool, hash: ctx.target });
   }
 
   /**
@@ -235,6 +264,9 @@ export class InPlaceUpgrader {
     });
   }
 }
+
+/** Handed this target and not done: the node's agent needs its Pod and payload Secret. */
+const isHandedOut = (v: NodeView, target: string): boolean => (v.phase === 'updating' || v.phase === 'degraded') && v.desiredConfig === target;
 
 function statusOf(plan: RolloutPlan): { progress: string; failure?: string } {
   return { progress: plan.progress, failure: plan.halted ? `${plan.halted.node}: ${plan.halted.reason}` : undefined };
