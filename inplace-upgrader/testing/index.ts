@@ -26,7 +26,7 @@ import { CAPI_API_VERSION } from '../../api/src/capi.js';
 import { HOOKS_API_VERSION } from '../src/extension/hooks.js';
 import { KINDLING_BIN, type IgnitionServer } from '../../ignition-server/testing/index.js';
 import { createCertificateAuthority } from '../../support/src/pki.js';
-import { freePort, waitForPort } from '../../test/bed/src/index.js';
+import { freePort, RestartingWatch, waitForPort } from '../../test/bed/src/index.js';
 import { tokenKubeconfig } from '../../local/src/credentials.js';
 import { HostFs } from '../../local/src/providers/host-fs.js';
 import { hostStatusPatches, kubeletConfigProblem, parseReleaseInfo } from '../../local/src/providers/kubelet.js';
@@ -292,27 +292,20 @@ export class AvailabilityWatcher {
   max = 0;
   events = 0;
   #state = new Map<string, boolean>();
-  #request: { abort(): void } | undefined;
-  #kc: k8s.KubeConfig;
+  readonly #watch: RestartingWatch<k8s.V1Node>;
   #nodes: Set<string>;
 
   constructor(kc: k8s.KubeConfig, nodes: Iterable<string>) {
-    this.#kc = kc;
+    this.#watch = new RestartingWatch(kc, '/api/v1/nodes', {}, (type, node) => this.#observe(type, node));
     this.#nodes = new Set(nodes);
   }
 
-  #stopped = false;
-
-  async start(): Promise<void> {
-    // A watch the server ends is started again: the count must not miss a window.
-    this.#request = await new k8s.Watch(this.#kc).watch('/api/v1/nodes', {}, (type: string, node: k8s.V1Node) => this.#observe(type, node), () => {
-      if (!this.#stopped) void this.start();
-    });
+  start(): Promise<void> {
+    return this.#watch.start();
   }
 
   stop(): void {
-    this.#stopped = true;
-    this.#request?.abort();
+    this.#watch.stop();
   }
 
   /** Counts these nodes too from now on: nodes that joined, once Ready (a joining node never was available). */
