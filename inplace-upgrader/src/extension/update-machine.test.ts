@@ -18,7 +18,7 @@ import { createLogger } from '../../../support/src/logger.js';
 import { Drainer } from '../../../drainer/src/drainer.js';
 import { createTestMachine, createTestNode, eventually, testPodFor } from '../../../drainer/testing/index.js';
 import { startCluster, installCapiCrds, type Cluster } from '../../../test/bed/src/index.js';
-import { GUEST_NAMESPACE } from '../desired.js';
+import { agentPodName, GUEST_NAMESPACE } from '../desired.js';
 import { AgentFleet, callHook, machineConfig, runExtension, tokenSecret, updateMachineRequest, type ExtensionFixture, type HookAnswer as Answer } from '../../testing/index.js';
 import { runIgnitionServer, type IgnitionServer } from '../../../ignition-server/testing/index.js';
 import { HANDLERS, HOOKS_API_VERSION, hookPath } from './hooks.js';
@@ -218,5 +218,14 @@ describe('UpdateMachine through the Runtime Extension', () => {
     await setPaused(false);
     assert.equal((await driveMachine('n3', 'h4')).at(-1)?.message, 'Node n3 is at h4');
     assert.equal(await fileOn('n3', '/etc/kindling/version'), 'v4');
+  });
+
+  it('when the agent Pod of a node handed the target is deleted mid-update, it should give the node a new one and the update should finish', async () => {
+    await publish('h5', payload('v5'));
+    await driveMachine('n1', 'h5', (a) => /handed payload h5/.test(a.message));
+    await core.deleteNamespacedPod({ name: agentPodName('n1'), namespace: GUEST_NAMESPACE, gracePeriodSeconds: 0 });
+    assert.notEqual((await annotationsOf('n1'))[ANNOTATIONS.currentConfig], 'h5', 'n1 was done before its agent Pod went: nothing was tested');
+    assert.equal((await driveMachine('n1', 'h5')).at(-1)?.message, 'Node n1 is at h5');
+    assert.equal(await fileOn('n1', '/etc/kindling/version'), 'v5');
   });
 });

@@ -15,7 +15,7 @@ import { NotReadyError } from '../../../support/src/errors.js';
 import { GuestClusters, clusterKey } from '../../../support/src/guest-clusters.js';
 import { ResilientInformer } from '../../../support/src/informer.js';
 import type { Logger } from '../../../support/src/logger.js';
-import { cleanUpNode, createGuestSession, expectedDesired, handOutNode, startGuestSession, stopGuestSession, type GuestSession } from '../guest.js';
+import { agentObjectsMissing, cleanUpNode, createGuestSession, ensureAgentObjects, expectedDesired, handOutNode, startGuestSession, stopGuestSession, type GuestSession } from '../guest.js';
 import type { PayloadSource } from '../payload.js';
 import { setSkipRemediation } from '../remediation.js';
 import { classifyNode } from '../select.js';
@@ -142,8 +142,19 @@ export class MachineUpdater implements MachineUpdates {
     // Handed out (or Degraded, the rollback's reboot included): the MachineHealthCheck keeps off it.
     if (view.phase !== 'idle') await setSkipRemediation(this.#custom, machine, true);
     if (view.phase === 'degraded') return { state: 'failed', message: `Node ${name}: ${view.reason ?? 'Degraded'}` };
-    if (view.phase === 'updating' && view.desiredConfig === t.hash) return progress(`Node ${name}: ${describeNode(node, t.hash)}`);
+    if (view.phase === 'updating' && view.desiredConfig === t.hash) {
+      if (agentObjectsMissing(session, name, t.hash)) await this.#giveAgentBack(t, ctx);
+      return progress(`Node ${name}: ${describeNode(node, t.hash)}`);
+    }
     return this.#handOut(t, ctx);
+  }
+
+  /** Handed the target, but its payload Secret or agent Pod is gone (deleted mid-update): given them again. */
+  async #giveAgentBack(t: UpdateTarget, { session, node }: StepContext): Promise<void> {
+    const name = node.metadata?.name ?? '';
+    const config = await this.#opts.payloads.fetch({ namespace: t.namespace, pool: t.pool, hash: t.hash });
+    await ensureAgentObjects(session, { node: name, pool: t.pool, hash: t.hash, config, agentImage: this.#opts.agentImage });
+    this.#opts.log.info({ machine: `${t.namespace}/${t.machine}`, node: name, hash: t.hash }, 'Agent Pod or payload Secret given again to a node handed the target');
   }
 
   /**
