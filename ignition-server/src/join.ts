@@ -8,7 +8,7 @@
 import { randomInt } from 'node:crypto';
 import * as k8s from '@kubernetes/client-node';
 import { BOOTSTRAP_GROUP, FIELD_MANAGERS, LABELS, bootstrapPoolGroup } from '../../api/src/keys.js';
-import { createApplier } from '../../support/src/apply.js';
+import { createApplier, type Applier } from '../../support/src/apply.js';
 import { isNotFound } from '../../support/src/errors.js';
 import { guestEndpoint, type GuestKubeConfigs } from '../../support/src/guest-kubeconfigs.js';
 import type { JoinMaterial } from './join-files.js';
@@ -72,6 +72,14 @@ export interface GuestJoin {
 }
 
 export function createGuestJoin(kubeConfigs: GuestKubeConfigs): GuestJoin {
+  // One applier per guest config (a config read again after an error gets a new one): an applier learns the
+  // guest's API resources on its first write, so a new one per mint asked the guest's discovery every time.
+  const appliers = new WeakMap<k8s.KubeConfig, Applier>();
+  const applierOf = (kc: k8s.KubeConfig): Applier => {
+    let applier = appliers.get(kc);
+    if (!applier) appliers.set(kc, (applier = createApplier(kc, FIELD_MANAGERS.ignitionServer)));
+    return applier;
+  };
   const withGuest = async <T>(namespace: string, cluster: string, what: string, fn: (kc: k8s.KubeConfig) => Promise<T>): Promise<T> => {
     try {
       return await fn(await kubeConfigs.get(namespace, cluster));
@@ -85,7 +93,7 @@ export function createGuestJoin(kubeConfigs: GuestKubeConfigs): GuestJoin {
       withGuest(req.namespace, req.cluster, 'mint a bootstrap token', async (kc) => {
         const { server, caPem } = guestEndpoint(kc);
         const bootstrapToken = newBootstrapToken();
-        await createApplier(kc, FIELD_MANAGERS.ignitionServer).apply(desiredBootstrapSecret({ token: bootstrapToken, namespace: req.namespace, pool: req.pool, expiresAtMs: req.expiresAtMs }));
+        await applierOf(kc).apply(desiredBootstrapSecret({ token: bootstrapToken, namespace: req.namespace, pool: req.pool, expiresAtMs: req.expiresAtMs }));
         return { server, caPem, bootstrapToken };
       }),
     revoke: (req) =>
