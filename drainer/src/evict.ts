@@ -7,6 +7,7 @@
 import type * as k8s from '@kubernetes/client-node';
 import { Counter, type Registry } from 'prom-client';
 import { statusCode } from '../../support/src/errors.js';
+import { forEachLimited } from '../../support/src/limited.js';
 import type { Logger } from '../../support/src/logger.js';
 import type { Clock } from '../../support/src/timers.js';
 
@@ -120,12 +121,8 @@ export class Evictor {
     const now = this.#opts.clock.now();
     this.#prune(now);
     const due = pods.filter((p) => (this.#backoff.get(p.metadata?.uid ?? '')?.nextAt ?? 0) <= now);
-    const queue = [...due];
     const results: EvictionResult[] = [];
-    const worker = async (): Promise<void> => {
-      for (let pod = queue.shift(); pod; pod = queue.shift()) results.push(await this.#evict(core, pod, log));
-    };
-    await Promise.all(Array.from({ length: Math.min(this.#opts.concurrency, queue.length) }, worker));
+    await forEachLimited(due, this.#opts.concurrency, async (pod) => results.push(await this.#evict(core, pod, log)));
     if (results.some((r) => r === 'evicted' || r === 'gone')) return POLL_MS;
     const waits = pods.map((p) => (this.#backoff.get(p.metadata?.uid ?? '')?.nextAt ?? now) - this.#opts.clock.now());
     return Math.max(50, Math.min(IDLE_POLL_MS, ...waits.filter((w) => w > 0)));

@@ -8,6 +8,7 @@ import * as k8s from '@kubernetes/client-node';
 import { ANNOTATIONS, FIELD_MANAGERS, LABELS } from '../../api/src/keys.js';
 import { createApplier, type Applier } from '../../support/src/apply.js';
 import { isConflict, isNotFound, NotReadyError } from '../../support/src/errors.js';
+import { forEachLimited } from '../../support/src/limited.js';
 import type { GuestCluster } from '../../support/src/guest-clusters.js';
 import { ResilientInformer } from '../../support/src/informer.js';
 import { agentNodePolicy, agentPod, agentPodName, agentRbac, GUEST_NAMESPACE, guestNamespace, payloadSecret, payloadSecretName } from './desired.js';
@@ -192,14 +193,11 @@ async function deleteAgentObjects(session: GuestSession, pods: k8s.V1Pod[], secr
         await del(name, uid).then(() => undefined, ignoreGone);
         gone.set(uid, name);
       });
-  const queue = [
+  const deletes = [
     ...each(pods, deleted.pods, (name, uid) => session.core.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0, body: { preconditions: { uid } } })),
     ...each(secrets, deleted.secrets, (name, uid) => session.core.deleteNamespacedSecret({ name, namespace, body: { preconditions: { uid } } })),
   ];
-  const worker = async (): Promise<void> => {
-    for (let next = queue.shift(); next; next = queue.shift()) await next();
-  };
-  await settleAll(Array.from({ length: Math.min(DELETES_AT_ONCE, queue.length) }, worker));
+  await forEachLimited(deletes, DELETES_AT_ONCE, (del) => del());
 }
 
 /** Removes a pool's agent Pods and payload Secrets (from what the caches show: nothing to do is free). */
