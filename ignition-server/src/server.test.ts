@@ -7,13 +7,13 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'node:https';
 import { mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
-import { startCluster, freePort, ManagedProcess, type Cluster } from '../../test/bed/src/index.js';
+import { childPids, startCluster, freePort, ManagedProcess, type Cluster } from '../../test/bed/src/index.js';
 import { createCertificateAuthority, type CertificateAuthority } from '../../support/src/pki.js';
 import { ANNOTATIONS, IGNITION_HEADERS, LABELS, SECRET_KEYS, tokenSecretName } from '../../api/src/keys.js';
 import { buildRelease, writeLayoutDir } from './release/build.js';
@@ -68,7 +68,7 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
   /** The V8 heap of a replica (node --heapsnapshot-signal), as text: what the process holds, after a full GC. */
   async function heapSnapshot(replica: Replica): Promise<string> {
     const guard = replica.proc.guardPid as number;
-    const pid = Number(readdirSync(`/proc/${guard}/task`).flatMap((t) => readFileSync(`/proc/${guard}/task/${t}/children`, 'utf8').trim().split(/\s+/).filter(Boolean))[0]);
+    const [pid = NaN] = childPids(guard);
     const heapDir = join(dir, `heap-${replica.name}`);
     const before = new Set(await readdir(heapDir));
     process.kill(pid, 'SIGUSR2');

@@ -4,12 +4,12 @@
  * `net/http` server built from test/bench/goref (standard library only), and nginx (Debian nginx-light).
  */
 import { execFile } from 'node:child_process';
-import { readFileSync, readdirSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { chmod, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { freePort, ManagedProcess } from '../bed/src/index.js';
+import { childPids, freePort, ManagedProcess } from '../bed/src/index.js';
 
 const run = promisify(execFile);
 const GOREF = fileURLToPath(new URL('../../../test/bench/goref', import.meta.url));
@@ -32,17 +32,14 @@ export interface Reference {
 
 /** The pid of a guarded command (the guard's only child). */
 export function childPid(guardPid: number): number {
-  for (const tid of readdirSync(`/proc/${guardPid}/task`)) {
-    const kids = readFileSync(`/proc/${guardPid}/task/${tid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
-    if (kids[0] !== undefined) return Number(kids[0]);
-  }
-  throw new Error(`process ${guardPid} has no child`);
+  const [kid] = childPids(guardPid);
+  if (kid === undefined) throw new Error(`process ${guardPid} has no child`);
+  return kid;
 }
 
 /** A process and its descendants. */
 export function processTree(pid: number): number[] {
-  const kids = readdirSync(`/proc/${pid}/task`).flatMap((tid) => readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number));
-  return [pid, ...kids.flatMap(processTree)];
+  return [pid, ...childPids(pid).flatMap(processTree)];
 }
 
 /** Builds the Go reference into dir (a warm Go build cache makes this seconds). */

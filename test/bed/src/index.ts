@@ -4,7 +4,7 @@ export { testbedBinDir, testbedBinary, type TestbedBinary, capiCrdDir, HOST_DOWN
 export { freePort, portFree, waitForPort } from './ports.js';
 export { approveKubeletCsrsOf, bindGroup, createBootstrapToken, newBootstrapToken, decideCsr, tokenKubeconfigYaml, type BootstrapToken } from './node-auth.js';
 export { treeRssBytes } from './memory.js';
-export { ManagedProcess, spawnGuarded, guardedPid } from './process.js';
+export { ManagedProcess, spawnGuarded, guardedPid, childPids } from './process.js';
 export { startCapiManager, loopbackWebhooks, CAPI_FEATURE_GATES, type CapiManager } from './capi.js';
 export { eventually } from './eventually.js';
 export { RestartingWatch } from './watch.js';

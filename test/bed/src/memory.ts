@@ -1,14 +1,5 @@
-import { readFileSync, readdirSync } from 'node:fs';
-
-function children(pid: number): number[] {
-  try {
-    return readdirSync(`/proc/${pid}/task`).flatMap((tid) =>
-      readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number),
-    );
-  } catch {
-    return [];
-  }
-}
+import { readFileSync } from 'node:fs';
+import { childPids } from './process.js';
 
 function rss(pid: number): number {
   try {
@@ -21,5 +12,5 @@ function rss(pid: number): number {
 
 /** Resident memory in bytes of a process and all its descendants (Linux /proc). */
 export function treeRssBytes(pid: number): number {
-  return rss(pid) + children(pid).reduce((sum, child) => sum + treeRssBytes(child), 0);
+  return rss(pid) + childPids(pid).reduce((sum, child) => sum + treeRssBytes(child), 0);
 }

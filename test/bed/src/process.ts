@@ -29,11 +29,19 @@ export function spawnGuarded(command: string, args: string[], opts: SpawnOptions
   return spawn(GUARD, [String(process.pid), command, ...args], opts);
 }
 
+/** The children of a process, from every thread of it (Linux /proc); none once it is gone. */
+export function childPids(pid: number): number[] {
+  try {
+    return readdirSync(`/proc/${pid}/task`).flatMap((tid) => readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number));
+  } catch {
+    return [];
+  }
+}
+
 /** PID of the command a guard runs (its child whose argv[0] is `command`; the guard also runs short `sleep`s). */
 export function guardedPid(guard: ChildProcess, command: string): number | undefined {
   if (guard.pid === undefined || guard.exitCode !== null || guard.signalCode !== null) return undefined;
-  const children = readdirSync(`/proc/${guard.pid}/task`).flatMap((tid) => readFileSync(`/proc/${guard.pid}/task/${tid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number));
-  return children.find((pid) => {
+  return childPids(guard.pid).find((pid) => {
     try {
       return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[0] === command;
     } catch {
