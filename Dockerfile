@@ -17,7 +17,9 @@ COPY nodepool-controller/src/ nodepool-controller/src/
 COPY ignition-server/src/ ignition-server/src/
 COPY inplace-upgrader/src/ inplace-upgrader/src/
 COPY drainer/src/ drainer/src/
-RUN npx tsc -p tsconfig.build.json && npm prune --omit=dev --ignore-scripts
+COPY scripts/vendor.js scripts/
+# vendor.js: the Kubernetes client as one minified module (dist/vendor/, loaded through package.json's "imports").
+RUN npx tsc -p tsconfig.build.json && node scripts/vendor.js && npm prune --omit=dev --ignore-scripts
 
 # Runtime: the compiled JavaScript, production node_modules, the CRDs (`kindling crds`), and ignition-validate,
 # which the ignition server runs on every payload it generates.
@@ -35,4 +37,6 @@ RUN chmod 0755 bin/kindling.js && ln -s /opt/kindling/bin/kindling.js /usr/local
 # The uid the Deployments run as (deploy/base/deployment-defaults.yaml); nothing in the image is writable by it.
 USER 65532:65532
 ENV NODE_ENV=production
+# Fixed malloc settings for every process (support/src/malloc.ts says why; its test checks this line).
+ENV GLIBC_TUNABLES=glibc.malloc.mmap_threshold=65536:glibc.malloc.arena_max=2
 ENTRYPOINT ["kindling"]

@@ -113,6 +113,11 @@ export default tseslint.config(
       'max-params': ['error', 4],
       'max-lines-per-function': ['error', { max: 80, skipBlankLines: true, skipComments: true }],
       'no-console': 'error',
+      'no-restricted-imports': [
+        'error',
+        // Two copies of the client in one process would double its memory and break instanceof ApiException.
+        { paths: [{ name: '@kubernetes/client-node', message: "Import '#k8s': the client as scripts/vendor.js bundles it (package.json imports)." }] },
+      ],
       eqeqeq: ['error', 'always'],
     },
   },

@@ -4,7 +4,7 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { execFileSync } from 'node:child_process';
 import { startCluster, installKindlingCrds, testbedBinary, type Cluster } from '../../test/bed/src/index.js';
 import type { NodePool } from './nodepool.js';

@@ -1,4 +1,4 @@
-import type { V1ObjectMeta } from '@kubernetes/client-node';
+import type { V1ObjectMeta } from '#k8s';
 import type { Condition } from './conditions.js';
 
 export const NODEPOOL_API_VERSION = 'kindling.dev/v1beta1';

@@ -1,5 +1,5 @@
 /** One-shot reads for the operator commands: a pool's objects in the management cluster and its guest Nodes. */
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { LABELS } from '../../api/src/keys.js';
 import { NODEPOOL_API_VERSION, NODEPOOL_KIND, NODEPOOL_PLURAL, type NodePool } from '../../api/src/nodepool.js';
 import { CAPI_API_VERSION, CAPI_GROUP, type Machine, type MachineDeployment, type MachineSet } from '../../api/src/capi.js';

@@ -11,7 +11,7 @@ import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { stringify } from 'yaml';
 import { installCapiCrds, installKindlingCrds, startCluster, type Cluster } from '../../test/bed/src/index.js';
 import { eventually } from '../../test/bed/src/eventually.js';

@@ -1,6 +1,6 @@
 /** The shapes of `kindling plan`: what it reads (PoolState, PlanInput) and what it answers (Plan), shared by the
  * reads (cluster.ts), the computation (plan.ts, plan-engine.ts) and the text form (plan-text.ts). */
-import type * as k8s from '@kubernetes/client-node';
+import type * as k8s from '#k8s';
 import type { NodePool } from '../../api/src/nodepool.js';
 import type { Machine, MachineDeployment, MachineSet } from '../../api/src/capi.js';
 import type { ClusterApiPlan } from '../../inplace-upgrader/src/preview.js';

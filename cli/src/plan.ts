@@ -5,7 +5,7 @@
  * against read-only caches and a writer that refuses every call.
  */
 import { readFile } from 'node:fs/promises';
-import type * as k8s from '@kubernetes/client-node';
+import type * as k8s from '#k8s';
 import { ANNOTATIONS, FIELD_MANAGERS } from '../../api/src/keys.js';
 import { hasMachineDeployment, inPlaceEngine, type NodePool } from '../../api/src/nodepool.js';
 import type { Machine, MachineDeployment, MachineSet } from '../../api/src/capi.js';

@@ -4,7 +4,7 @@
  * what each node is doing (the upgrader's own classifyNode over the Node annotations of the
  * machine-config-daemon protocol).
  */
-import type * as k8s from '@kubernetes/client-node';
+import type * as k8s from '#k8s';
 import { ANNOTATIONS, DRAIN_PREFIX } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 import type { Machine, MachineDeployment, MachineSet } from '../../api/src/capi.js';

@@ -2,7 +2,7 @@
  * `kindling status`, live: informers feed the view model, so `--watch` redraws on every watch event, in place
  * on a terminal, as plain blocks otherwise.
  */
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { LABELS } from '../../api/src/keys.js';
 import { hasMachineDeployment, NODEPOOL_API_VERSION, NODEPOOL_PLURAL, type NodePool } from '../../api/src/nodepool.js';
 import { CAPI_API_VERSION, type Machine, type MachineDeployment, type MachineSet } from '../../api/src/capi.js';

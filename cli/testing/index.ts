@@ -3,7 +3,7 @@
  * controller and the upgrader leave it, built with the controller's own desired-object functions. Never
  * imported by production code.
  */
-import type * as k8s from '@kubernetes/client-node';
+import type * as k8s from '#k8s';
 import { ANNOTATIONS, FIELD_MANAGERS, LABELS } from '../../api/src/keys.js';
 import { hasMachineDeployment, type NodePool } from '../../api/src/nodepool.js';
 import { CAPI_API_VERSION, type Machine, type MachineSet } from '../../api/src/capi.js';

@@ -8,7 +8,7 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { Registry } from 'prom-client';
 import { startCluster, installCapiCrds, type Cluster } from '../../test/bed/src/index.js';
 import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';

@@ -5,7 +5,7 @@
  * non-blocking: each reconcile cordons if needed, lists the node's pods, evicts those whose backoff passed
  * and requeues, so one slow PDB never holds a worker and a restarted drainer simply carries on.
  */
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { Gauge, Histogram, type Registry } from 'prom-client';
 import { CAPI_API_VERSION, CAPI_GROUP, type Machine, type MachineSet } from '../../api/src/capi.js';
 import { ANNOTATIONS, FIELD_MANAGERS, LABELS } from '../../api/src/keys.js';

@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { parsePdbRefusal } from './evict.js';
 
 /** An error as client-node throws it for an apiserver Status (the body is the Status JSON, as received). */

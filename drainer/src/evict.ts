@@ -4,7 +4,7 @@
  * and the last refusal is remembered so a drain that gives up can say why. A refusal by a budget is kept as
  * the pod's block (which budget, since when) until the pod is evicted or gone, so the drain can show it.
  */
-import type * as k8s from '@kubernetes/client-node';
+import type * as k8s from '#k8s';
 import { Counter, type Registry } from 'prom-client';
 import { statusCode } from '../../support/src/errors.js';
 import { forEachLimited } from '../../support/src/limited.js';

@@ -2,7 +2,7 @@
  * The drainer's decisions, as pure functions of the objects it reads: what a Node asks for, which pods a
  * drain evicts, waits for or leaves alone, how long the drain may take, and the Node patches it writes.
  */
-import type * as k8s from '@kubernetes/client-node';
+import type * as k8s from '#k8s';
 import type { Machine, MachineSet } from '../../api/src/capi.js';
 import { ANNOTATIONS, DRAIN_PREFIX, LABELS, UNCORDON_PREFIX } from '../../api/src/keys.js';
 

@@ -1,5 +1,5 @@
 /** Helpers for integration tests on the real test bed (not shipped in any command). */
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import type { Machine, MachineSet } from '../../api/src/capi.js';
 import { CAPI_API_VERSION } from '../../api/src/capi.js';
 import { LABELS } from '../../api/src/keys.js';

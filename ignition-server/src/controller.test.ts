@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { startCluster, eventually, type Cluster } from '../../test/bed/src/index.js';
 import { createLogger } from '../../support/src/logger.js';
 import { LABELS, SECRET_KEYS, tokenSecretName } from '../../api/src/keys.js';

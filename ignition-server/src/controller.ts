@@ -7,7 +7,7 @@
  * outcome. The first successful fetch is recorded by the replica that served it, off the request path (a
  * set-if-absent annotation only that replica can know about).
  */
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { ANNOTATIONS, FIELD_MANAGERS, LABELS, SECRET_KEYS } from '../../api/src/keys.js';
 import { ResilientInformer, pagedList } from '../../support/src/informer.js';
 import type { ReconcileResult, WorkQueue } from '../../support/src/queue.js';

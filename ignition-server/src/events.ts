@@ -5,7 +5,7 @@
  * reconcile. A generation that keeps failing is retried (and asked for by every booting host of the pool):
  * one Event per (Secret, reason) per window, so the retries do not flood the apiserver.
  */
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { FIELD_MANAGERS } from '../../api/src/keys.js';
 import { eventBody, EventRateLimiter, recordEvent, type EventNote } from '../../support/src/events.js';
 import type { Logger } from '../../support/src/logger.js';

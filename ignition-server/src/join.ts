@@ -6,7 +6,7 @@
  * enters the shared, cached payload: it is spliced into the served bytes (payload/store.ts, `joinAt`).
  */
 import { randomInt } from 'node:crypto';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { BOOTSTRAP_GROUP, FIELD_MANAGERS, LABELS, bootstrapPoolGroup } from '../../api/src/keys.js';
 import { createApplier, type Applier } from '../../support/src/apply.js';
 import { isNotFound } from '../../support/src/errors.js';

@@ -12,7 +12,7 @@ import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { childPids, startCluster, freePort, ManagedProcess, type Cluster } from '../../test/bed/src/index.js';
 import { createCertificateAuthority, type CertificateAuthority } from '../../support/src/pki.js';
 import { ANNOTATIONS, IGNITION_HEADERS, LABELS, SECRET_KEYS, tokenSecretName } from '../../api/src/keys.js';

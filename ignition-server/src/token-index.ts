@@ -3,7 +3,7 @@
  * current and the rotated one of each Secret), for which pool and hash, and where the payload stands. A
  * token whose Secret is deleted or past its expiry annotation is unknown at once, whatever its JWT says.
  */
-import type * as k8s from '@kubernetes/client-node';
+import type * as k8s from '#k8s';
 import { ANNOTATIONS, LABELS, SECRET_KEYS } from '../../api/src/keys.js';
 import type { FailureReason } from './payload/store.js';
 import { configDigest } from './payload/digest.js';

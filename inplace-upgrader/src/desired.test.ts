@@ -5,7 +5,7 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { startCluster, type Cluster } from '../../test/bed/src/index.js';
 import { ANNOTATIONS, FIELD_MANAGERS, NODE_STATES } from '../../api/src/keys.js';
 import { createApplier } from '../../support/src/apply.js';

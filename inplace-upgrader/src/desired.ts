@@ -4,7 +4,7 @@
  * one agent Pod per node being updated.
  */
 import { createHash } from 'node:crypto';
-import type * as k8s from '@kubernetes/client-node';
+import type * as k8s from '#k8s';
 import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
 
 /** Guest namespace of agent Pods and payload Secrets. */

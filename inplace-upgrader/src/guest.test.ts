@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import type * as k8s from '@kubernetes/client-node';
+import type * as k8s from '#k8s';
 import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
 import type { Applier } from '../../support/src/apply.js';
 import { NotReadyError } from '../../support/src/errors.js';

@@ -4,7 +4,7 @@
  * agent Pod and payload Secret informers), handing a node its target (payload Secret, agent Pod,
  * desiredConfig), and cleaning up behind it. Everything here is idempotent: calling it again changes nothing.
  */
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { ANNOTATIONS, FIELD_MANAGERS, LABELS } from '../../api/src/keys.js';
 import { createApplier, type Applier } from '../../support/src/apply.js';
 import { isConflict, isNotFound, NotReadyError } from '../../support/src/errors.js';

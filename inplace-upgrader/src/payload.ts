@@ -4,7 +4,7 @@
  */
 import { request as httpsRequest } from 'node:https';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { IGNITION_HEADERS, SECRET_KEYS, tokenSecretName } from '../../api/src/keys.js';
 import { isNotFound, NotReadyError } from '../../support/src/errors.js';
 

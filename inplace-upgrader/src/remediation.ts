@@ -5,7 +5,7 @@
  * (its presence). Both engines set it when they hand the node a target and remove it once the node is done;
  * only the value Kindling writes is ever removed.
  */
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { CAPI_API_VERSION, CAPI_GROUP, type Machine } from '../../api/src/capi.js';
 import { ANNOTATIONS, SKIP_REMEDIATION_INPLACE } from '../../api/src/keys.js';
 import { isNotFound } from '../../support/src/errors.js';

@@ -13,7 +13,7 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { ANNOTATIONS } from '../../api/src/keys.js';
 import { CAPI_GROUP } from '../../api/src/capi.js';
 import { createLogger } from '../../support/src/logger.js';

@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import type * as k8s from '@kubernetes/client-node';
+import type * as k8s from '#k8s';
 import { CAPI_API_VERSION, type Machine, type MachineSet } from '../../api/src/capi.js';
 import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
 import { previewRollout, simulateRollout, type RolloutState } from './rollout-plan.js';

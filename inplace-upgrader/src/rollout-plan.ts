@@ -3,7 +3,7 @@
  * (setMembers, classifyNode, planRollout, maxUnavailable resolved the same way), repeated wave after wave
  * over what the cluster shows now. Nothing is written and nothing is fetched.
  */
-import type * as k8s from '@kubernetes/client-node';
+import type * as k8s from '#k8s';
 import type { Machine, MachineSet } from '../../api/src/capi.js';
 import type { IntOrPercent } from '../../api/src/nodepool.js';
 import { resolveMaxUnavailable } from '../../support/src/int-or-percent.js';

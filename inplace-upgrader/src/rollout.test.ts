@@ -13,7 +13,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { cp, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import type { Cluster } from '../../test/bed/src/index.js';
 import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
 import { CAPI_API_VERSION, CAPI_GROUP } from '../../api/src/capi.js';

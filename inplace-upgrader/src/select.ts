@@ -2,7 +2,7 @@
  * The upgrader's decisions as pure functions: what each node of a MachineSet is doing, how many more may
  * start, and which ones, in a deterministic order (unavailable first, then spread across zones, then name).
  */
-import type * as k8s from '@kubernetes/client-node';
+import type * as k8s from '#k8s';
 import type { Machine, MachineSet } from '../../api/src/capi.js';
 import { parseDrainBlocked } from '../../api/src/drain-blocked.js';
 import { pausedProgress } from '../../api/src/progress.js';

@@ -5,7 +5,7 @@
  * node, writes progress, and once every node is at the target records current = target and cleans up.
  * All state is in annotations of real objects, so a restarted upgrader carries on where it was.
  */
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { Counter, type Registry } from 'prom-client';
 import { CAPI_API_VERSION, CAPI_GROUP, type Machine, type MachineSet } from '../../api/src/capi.js';
 import { ANNOTATIONS, FIELD_MANAGERS, LABELS } from '../../api/src/keys.js';

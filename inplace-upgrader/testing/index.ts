@@ -20,7 +20,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { request } from 'node:https';
 import { mkdir, open, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { ANNOTATIONS, LABELS, NODE_STATES, SECRET_KEYS, tokenSecretName, userDataSecretName } from '../../api/src/keys.js';
 import { CAPI_API_VERSION } from '../../api/src/capi.js';
 import { HOOKS_API_VERSION } from '../src/extension/hooks.js';

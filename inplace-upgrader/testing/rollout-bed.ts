@@ -8,7 +8,7 @@
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { Registry } from 'prom-client';
 import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
 import { CAPI_GROUP } from '../../api/src/capi.js';

@@ -17,6 +17,7 @@ import { fileURLToPath } from 'node:url';
 import { COMMANDS } from '../../cli/src/commands.js';
 import { ManagedProcess, type Cluster } from '../../test/bed/src/index.js';
 import { sleep } from '../../support/src/timers.js';
+import { withMallocTunables } from '../../support/src/malloc.js';
 import { Supervisor, type BackoffPolicy, type Restart } from './supervisor.js';
 import type { IgnitionFiles } from './environment.js';
 import type { ExtensionFiles } from './extension.js';
@@ -131,7 +132,7 @@ function supervise(launch: ComponentLaunch, replica: number, env: LaunchEnv, opt
   const supervisor: Supervisor<ManagedProcess> = new Supervisor({
     name,
     policy: opts.policy,
-    spawn: () => new ManagedProcess({ name, command: process.execPath, args: launch.argv(env, replica), logFile }),
+    spawn: () => new ManagedProcess({ name, command: process.execPath, args: launch.argv(env, replica), logFile, env: withMallocTunables(process.env) }),
     onStart: (proc, restarts) => {
       void commandPidOf(proc).then(async (pid) => {
         if (pid !== undefined && supervisor.current === proc) await writeFile(pidFile, `${pid}\n`);

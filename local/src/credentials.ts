@@ -9,7 +9,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { FIELD_MANAGERS } from '../../api/src/keys.js';
 import { createApplier } from '../../support/src/apply.js';
 import { parseManifests } from '../../support/src/manifests.js';

@@ -8,7 +8,7 @@ import { access, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { generateKeyPairSync } from 'node:crypto';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { FIELD_MANAGERS } from '../../api/src/keys.js';
 import { createApplier } from '../../support/src/apply.js';
 import { parseManifests } from '../../support/src/manifests.js';

@@ -1,5 +1,5 @@
 /** Waits for every NodePool of a namespace to be Ready, printing a line when a pool's readiness changes. */
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import type { NodePool } from '../../api/src/nodepool.js';
 import type { Cluster } from '../../test/bed/src/index.js';
 

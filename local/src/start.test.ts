@@ -11,7 +11,7 @@ import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { startCluster, eventually } from '../../test/bed/src/index.js';
 
 const START = fileURLToPath(new URL('./start.js', import.meta.url));

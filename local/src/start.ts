@@ -10,7 +10,7 @@
 import { mkdir, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { formatHelp, parseConfig, ConfigError } from '../../support/src/config.js';
 import {
   startCluster,

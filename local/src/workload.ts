@@ -6,7 +6,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { parseManifests } from '../../support/src/manifests.js';
 import { eventually, type Cluster } from '../../test/bed/src/index.js';
 import { createMissing } from './environment.js';

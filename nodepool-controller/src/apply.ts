@@ -1,5 +1,5 @@
 /** The controller's one write path for children and Secrets: server-side apply, only when the live object differs. */
-import type * as k8s from '@kubernetes/client-node';
+import type * as k8s from '#k8s';
 import { FIELD_MANAGERS } from '../../api/src/keys.js';
 import { isUpToDate } from './diff.js';
 import type { OverlayCache, Writer } from './store.js';

@@ -1,5 +1,5 @@
 /** The reconciler's view of the management cluster: one overlay cache per informer, plus the pool-scoped lists. */
-import type * as k8s from '@kubernetes/client-node';
+import type * as k8s from '#k8s';
 import { LABELS } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 import { CAPI_API_VERSION, type Machine, type MachineDeployment, type MachineHealthCheck, type MachineSet } from '../../api/src/capi.js';

@@ -7,7 +7,7 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { startCluster, installCapiCrds, installKindlingCrds, type Cluster } from '../../test/bed/src/index.js';
 import { createLogger } from '../../support/src/logger.js';
 import { ANNOTATIONS, LABELS, NODEPOOL_FINALIZER, SECRET_KEYS, tokenSecretName, userDataSecretName } from '../../api/src/keys.js';

@@ -4,7 +4,7 @@
  * pool through LABELS.nodePool; a ConfigMap's to every pool of its namespace that references it. The CSR
  * approver (csr-approver.ts) runs beside it on the same caches and Event recorder.
  */
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import type { Registry } from 'prom-client';
 import { Counter } from 'prom-client';
 import { FIELD_MANAGERS, LABELS } from '../../api/src/keys.js';

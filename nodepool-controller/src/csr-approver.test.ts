@@ -9,7 +9,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { Registry } from 'prom-client';
 import { startCluster, installCapiCrds, installKindlingCrds, eventually, type Cluster } from '../../test/bed/src/index.js';
 import { createLogger } from '../../support/src/logger.js';

@@ -16,7 +16,7 @@
  *
  * It also applies the guest side of the bootstrap (guest-setup.ts) into every guest cluster a NodePool names.
  */
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { Counter, type Registry } from 'prom-client';
 import { CAPI_API_VERSION, CAPI_GROUP, type Machine } from '../../api/src/capi.js';
 import { ANNOTATIONS, FIELD_MANAGERS } from '../../api/src/keys.js';

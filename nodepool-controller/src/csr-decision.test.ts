@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import type * as k8s from '@kubernetes/client-node';
+import type * as k8s from '#k8s';
 import type { Machine } from '../../api/src/capi.js';
 import { ANNOTATIONS, BOOTSTRAP_GROUP, bootstrapPoolGroup, LABELS } from '../../api/src/keys.js';
 import { createCertificateRequest, type CertificateRequestOptions } from '../../support/src/pki.js';

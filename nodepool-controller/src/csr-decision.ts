@@ -12,7 +12,7 @@
 // @peculiar/x509 resolves its parsers through tsyringe, which needs the Reflect metadata polyfill loaded first.
 import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
-import type * as k8s from '@kubernetes/client-node';
+import type * as k8s from '#k8s';
 import type { Machine } from '../../api/src/capi.js';
 import { ANNOTATIONS, BOOTSTRAP_GROUP, LABELS, poolOfBootstrapGroup } from '../../api/src/keys.js';
 import { formatDuration } from '../../support/src/config.js';

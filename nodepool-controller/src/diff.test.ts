@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import type { KubernetesObject } from '@kubernetes/client-node';
+import type { KubernetesObject } from '#k8s';
 import { contains, isUpToDate } from './diff.js';
 
 const M = 'kindling-nodepool-controller';

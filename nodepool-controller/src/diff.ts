@@ -4,7 +4,7 @@
  * and the field manager must own nothing the desired object no longer has (else the apply removes it).
  * Ownership is read from the live object's managedFields (the Apply entry of our manager).
  */
-import type { KubernetesObject } from '@kubernetes/client-node';
+import type { KubernetesObject } from '#k8s';
 
 type Json = Record<string, unknown>;
 

@@ -4,7 +4,7 @@
  * Which transitions make an Event is a pure function of the previous and the new conditions; emitting is
  * best effort (an Event lost to a crash or a failed create does not fail the reconcile: the status holds the truth).
  */
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { CONDITIONS, type Condition } from '../../api/src/conditions.js';
 import { FIELD_MANAGERS } from '../../api/src/keys.js';
 import { makeApiClient } from '../../support/src/kubeconfig.js';

@@ -6,7 +6,7 @@
  * `system:certificates.k8s.io:certificatesigningrequests:nodeclient` auto-approval roles, so the built-in
  * csrapproving controller never approves a Kindling kubelet's client certificate: only the approver does.
  */
-import type * as k8s from '@kubernetes/client-node';
+import type * as k8s from '#k8s';
 import { BOOTSTRAP_GROUP } from '../../api/src/keys.js';
 
 export const BOOTSTRAPPER_BINDING = 'kindling:node-bootstrapper';

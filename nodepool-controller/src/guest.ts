@@ -4,7 +4,7 @@
  * control-plane version check and the Node propagation. `/version` is cached briefly with one request in
  * flight per cluster, so a thousand pools of one cluster ask once.
  */
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { createGuestKubeConfigs, type GuestKubeConfigs, type ReadSecret } from '../../support/src/guest-kubeconfigs.js';
 import { realClock, type Clock } from '../../support/src/timers.js';
 import { parseVersion, type Version } from './release.js';

@@ -5,7 +5,7 @@
  * pool's own are remembered in ANNOTATIONS.poolTaints (to remove them later), and the apply carries the Node's
  * resourceVersion so a taint another controller adds meanwhile makes a conflict, not a loss.
  */
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { ANNOTATIONS, FIELD_MANAGERS } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 import { createApplier } from '../../support/src/apply.js';

@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import type * as k8s from '@kubernetes/client-node';
+import type * as k8s from '#k8s';
 import { tokenSecretName, userDataSecretName } from '../../api/src/keys.js';
 import type { MachineDeployment, MachineSet } from '../../api/src/capi.js';
 import type { NodePool } from '../../api/src/nodepool.js';

@@ -5,7 +5,7 @@
  * reconcile would apply them. Nothing outside this folder imports the controller's other modules (the fence in
  * eslint.config.js), so its internals can change behind this list.
  */
-import type * as k8s from '@kubernetes/client-node';
+import type * as k8s from '#k8s';
 import type { NodePool } from '../../api/src/nodepool.js';
 import type { Machine, MachineDeployment, MachineSet } from '../../api/src/capi.js';
 import type { KindlingConfigTemplate } from '../../api/src/bootstrap.js';

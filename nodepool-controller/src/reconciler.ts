@@ -3,7 +3,7 @@
  * then the finalizer) → ensure the finalizer → ordered phases → status, always, at the end. Every write is
  * server-side apply under FIELD_MANAGERS.nodepoolController, and only when the live object differs.
  */
-import type * as k8s from '@kubernetes/client-node';
+import type * as k8s from '#k8s';
 import { NODEPOOL_FINALIZER } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 import { findRefusal, TerminalError } from '../../support/src/errors.js';

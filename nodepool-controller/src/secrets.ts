@@ -3,7 +3,7 @@
  * inputs and the controller's configuration. The token itself is minted (and rotated) by the ignition server,
  * which owns SECRET_KEYS.token; the controller owns the keys below and never touches that one.
  */
-import type { V1OwnerReference, V1Secret } from '@kubernetes/client-node';
+import type { V1OwnerReference, V1Secret } from '#k8s';
 import { ANNOTATIONS, IGNITION_HEADERS, LABELS, SECRET_KEYS, tokenSecretName, userDataSecretName } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 import type { HashInputs } from './hash.js';

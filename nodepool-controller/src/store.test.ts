@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import type * as k8s from '@kubernetes/client-node';
+import type * as k8s from '#k8s';
 import { OverlayCache, type CacheSource } from './store.js';
 
 const secret = (name: string, rv: number, pool = 'a', namespace = 'ns'): k8s.V1Secret => ({ metadata: { name, namespace, resourceVersion: String(rv), labels: { pool } } });

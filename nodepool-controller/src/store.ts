@@ -3,7 +3,7 @@
  * one twist: an object the controller just wrote is remembered until its informer catches up, so a reconcile
  * that runs before the watch event arrives sees the write and does not repeat it.
  */
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import type { Counter } from 'prom-client';
 import type { Applier } from '../../support/src/apply.js';
 import { asRefusal, isNotFound } from '../../support/src/errors.js';

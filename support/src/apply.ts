@@ -3,7 +3,7 @@
  * co-owns, so a key removed from Kindling's desired object is removed from the live one and keys other
  * managers wrote are left alone.
  */
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { makeApiClient, makeObjectApi } from './kubeconfig.js';
 
 export interface ApplyOptions {

@@ -5,7 +5,7 @@
  * leader, lead() for what only the leader does; lead() returns a function that stops leading.
  */
 import { hostname } from 'node:os';
-import type * as k8s from '@kubernetes/client-node';
+import type * as k8s from '#k8s';
 import type { Registry } from 'prom-client';
 import { createLogger, type Logger } from './logger.js';
 import { createQueueMetrics, createRegistry, type QueueMetrics } from './metrics.js';

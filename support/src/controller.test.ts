@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { createController, createKeyQueue, type Controller, type Part } from './controller.js';
 import type { ResilientInformer, WatchFn } from './informer.js';
 import { createLogger } from './logger.js';

@@ -9,7 +9,7 @@
  * A component with several queues and no key mapping of its own (the ignition server, the CSR approver's
  * per-guest informers) takes the queue half alone: createKeyQueue.
  */
-import type * as k8s from '@kubernetes/client-node';
+import type * as k8s from '#k8s';
 import { ResilientInformer, type InformerEvent, type InformerOptions } from './informer.js';
 import type { Logger } from './logger.js';
 import type { QueueMetrics } from './metrics.js';

@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import type * as k8s from '@kubernetes/client-node';
+import type * as k8s from '#k8s';
 import pino from 'pino';
 import type { Clock } from './timers.js';
 import { eventBody, EventRateLimiter, recordEvent } from './events.js';

@@ -5,7 +5,7 @@
  * payload that keeps failing) rate-limit their Events per key, so the retries do not flood the apiserver.
  */
 import { hostname } from 'node:os';
-import type * as k8s from '@kubernetes/client-node';
+import type * as k8s from '#k8s';
 import type { Logger } from './logger.js';
 import type { Clock } from './timers.js';
 

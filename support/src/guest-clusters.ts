@@ -5,7 +5,7 @@
  * the old session and opens a new one, so no informer keeps talking with stale credentials.
  */
 import { createHash } from 'node:crypto';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { kubeconfigSecretName, LABELS, SECRET_KEYS } from '../../api/src/keys.js';
 import { ResilientInformer } from './informer.js';
 import { kubeConfigOfSecret } from './guest-kubeconfigs.js';

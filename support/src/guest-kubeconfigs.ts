@@ -4,7 +4,7 @@
  * are picked up on the next call. Every component that talks to a guest cluster now and then (rather than
  * through a long-lived session, see guest-clusters.ts) goes through this.
  */
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { SECRET_KEYS, kubeconfigSecretName } from '../../api/src/keys.js';
 import { kubeConfigFromString } from './kubeconfig.js';
 

@@ -1,7 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { startCluster, kubeconfigFor, FaultProxy, type Cluster } from '../../test/bed/src/index.js';
 import { ResilientInformer, pagedList, type InformerEvent, type InformerOptions, type WatchFn, type WatchRequest } from './informer.js';
 import { loadCertificateAuthority } from './pki.js';

@@ -10,7 +10,7 @@
  *   until a relist succeeds: readiness reports a stale cache instead of serving it;
  * - after every (re)list it emits a `resync` of every cached object, so level-based reconcilers heal missed events.
  */
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { statusCode } from './errors.js';
 import type { Logger } from './logger.js';
 import { realClock, type Clock } from './timers.js';

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { ApiKubeConfig, makeApiClient, makeObjectApi, setRequestGate, withSignal } from './kubeconfig.js';
 import { createCertificateAuthority, type CertificateAuthority } from './pki.js';
 

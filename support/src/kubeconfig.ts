@@ -22,7 +22,7 @@
  * request after, as client-node re-reads the files on every request.
  */
 import { createHash } from 'node:crypto';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 
 /** Above the apiserver's own 60 s request timeout would be pointless; half of it leaves room for a retry. */
 export const API_REQUEST_TIMEOUT_MS = 30_000;

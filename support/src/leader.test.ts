@@ -1,6 +1,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import type * as k8s from '@kubernetes/client-node';
+import type * as k8s from '#k8s';
 import { startCluster, type Cluster } from '../../test/bed/src/index.js';
 import { checkLeaderTimings, LeaderElector, nextLeaseSpec, type LeaseStore } from './leader.js';
 import { createLogger } from './logger.js';

@@ -11,7 +11,7 @@
  *   (support/src/kubeconfig.ts). Because renewDeadline < leaseDuration, this happens strictly before a peer,
  *   which waits a whole lease duration after it saw the last renewal, can take the Lease.
  */
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import type { Logger } from './logger.js';
 import { isAlreadyExists, isNotFound } from './errors.js';
 import { withSignal } from './kubeconfig.js';

@@ -1,7 +1,7 @@
 import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import type { KubernetesObject } from '@kubernetes/client-node';
+import type { KubernetesObject } from '#k8s';
 
 /** Parses multi-document YAML into objects, skipping empty documents; a syntax error names the source. */
 export function parseManifests(text: string, source = 'manifest'): KubernetesObject[] {

@@ -34,13 +34,14 @@ import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { startCluster, freePort, ManagedProcess, eventually, type Cluster } from '../bed/src/index.js';
 import { createCertificateAuthority } from '../../support/src/pki.js';
 import { IGNITION_HEADERS, LABELS, SECRET_KEYS, tokenSecretName } from '../../api/src/keys.js';
 import { BASE_FRAGMENTS, ecKeyPem, opsMetrics, writeReleaseFolder } from '../../ignition-server/testing/index.js';
 import { reportRows, type Row } from './table.js';
 import { buildGoReference, childPid, startGo, startNginx, type Reference, type Site } from './references.js';
+import { withMallocTunables } from '../../support/src/malloc.js';
 
 const KINDLING = fileURLToPath(new URL('../../../bin/kindling.js', import.meta.url));
 const WRK = '/usr/bin/wrk';
@@ -230,6 +231,8 @@ async function startServer(b: Bench, name: string, namespace: string, cacheDir =
     name,
     command: process.execPath,
     logFile: join(b.dir, `${name}.log`),
+    // As the image runs it.
+    env: withMallocTunables(process.env),
     args: [
       ...(OPTS.cpuProfDir === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', OPTS.cpuProfDir]),
       ...(OPTS.heapSnapshotDir === undefined ? [] : ['--heapsnapshot-signal=SIGUSR2', '--diagnostic-dir', OPTS.heapSnapshotDir]),

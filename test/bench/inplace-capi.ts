@@ -17,7 +17,7 @@
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { Registry } from 'prom-client';
 import { CAPI_API_VERSION, CAPI_GROUP, type Machine } from '../../api/src/capi.js';
 import { ANNOTATIONS } from '../../api/src/keys.js';

@@ -9,7 +9,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { ANNOTATIONS, NODE_STATES } from '../../api/src/keys.js';
 import { eventually, treeRssBytes } from '../bed/src/index.js';
 import { LocalEnvironment } from '../e2e/environment.js';

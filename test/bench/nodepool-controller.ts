@@ -21,7 +21,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { Registry } from 'prom-client';
 import { startCluster, installCapiCrds, installKindlingCrds } from '../bed/src/index.js';
 import { createLogger } from '../../support/src/logger.js';

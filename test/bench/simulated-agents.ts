@@ -4,7 +4,7 @@
  * without touching a filesystem; 100 agent processes would measure process start-up on a 2-core machine, not
  * the rollout. Both in-place engines hand nodes out through the same annotations, so both use it.
  */
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { ANNOTATIONS, DRAIN_PREFIX, NODE_STATES, UNCORDON_PREFIX } from '../../api/src/keys.js';
 
 const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);

@@ -3,7 +3,7 @@
  * both as `group/resource verb` strings (core group: empty, so `/secrets get`).
  */
 import { readFile } from 'node:fs/promises';
-import type * as k8s from '@kubernetes/client-node';
+import type * as k8s from '#k8s';
 
 export const permission = (group: string, resource: string, verb: string): string => `${group}/${resource} ${verb}`;
 

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { CAPI_API_VERSION } from '../../api/src/capi.js';
 import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
 import { componentKubeconfigs, componentOf, KINDLING_NAMESPACE, LOCAL_OVERLAY, renderKustomization } from '../../local/src/credentials.js';

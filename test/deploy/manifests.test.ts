@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { COMMANDS } from '../../cli/src/commands.js';
 import { CRD_DIR } from '../../api/src/crd.js';
 import { createApplier } from '../../support/src/apply.js';

@@ -16,7 +16,7 @@ import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { ANNOTATIONS, DRAIN_PREFIX } from '../../api/src/keys.js';
 import { AvailabilityWatcher } from '../../inplace-upgrader/testing/index.js';
 import { eventually, RestartingWatch } from '../bed/src/index.js';

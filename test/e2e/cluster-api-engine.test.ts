@@ -13,7 +13,7 @@ import assert from 'node:assert/strict';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { BOOTSTRAP_API_VERSION, type KindlingConfig } from '../../api/src/bootstrap.js';
 import { userDataSecretName } from '../../api/src/keys.js';
 import { eventually } from '../bed/src/index.js';

@@ -5,7 +5,7 @@
  * update (nodes unavailable, pods available and evicted, budgets).
  */
 import assert from 'node:assert/strict';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { ANNOTATIONS } from '../../api/src/keys.js';
 import { AvailabilityWatcher } from '../../inplace-upgrader/testing/index.js';
 import { eventually } from '../bed/src/index.js';

@@ -4,7 +4,7 @@
  * guest's PodDisruptionBudgets, and the environment's supervisor lines and processes, for the diagnostics.
  */
 import { readdirSync, readFileSync } from 'node:fs';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { eventually, RestartingWatch } from '../bed/src/index.js';
 import type { LocalEnvironment } from './environment.js';
 

@@ -11,7 +11,7 @@ import { readFile, readdir } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { LABELS, SECRET_KEYS } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 

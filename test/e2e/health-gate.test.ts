@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { ANNOTATIONS, NODE_STATES } from '../../api/src/keys.js';
 import { isReady } from '../../inplace-upgrader/src/preview.js';
 import { eventually } from '../bed/src/index.js';

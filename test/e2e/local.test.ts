@@ -10,7 +10,7 @@ import { generateKeyPair, SignJWT, decodeJwt, decodeProtectedHeader } from 'jose
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
 import { AvailabilityWatcher } from '../../inplace-upgrader/testing/index.js';
 import { eventually, HOST_DOWN_ANNOTATION } from '../bed/src/index.js';

@@ -14,7 +14,7 @@ import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { ANNOTATIONS, LABELS, SECRET_KEYS } from '../../api/src/keys.js';
 import { CAPI_GROUP } from '../../api/src/capi.js';
 import { nodePoolFixture } from '../../api/testing/nodepool.js';

@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { loadCertificateAuthority } from '../../support/src/pki.js';
 import { eventually, kubeconfigFor, ManagedProcess, type Cluster } from '../bed/src/index.js';
 

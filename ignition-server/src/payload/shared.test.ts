@@ -10,7 +10,7 @@ import { request } from 'node:https';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { startCluster, eventually, type Cluster } from '../../../test/bed/src/index.js';
 import { IGNITION_HEADERS, LABELS, SECRET_KEYS, tokenSecretName } from '../../../api/src/keys.js';
 import { IgnitionServer, opsMetrics, writeIgnitionServerFiles, type IgnitionServerFiles } from '../../testing/index.js';

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFile, rm, symlink } from 'node:fs/promises';
 import { join } from 'node:path';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { startCluster, type Cluster } from '../../../test/bed/src/index.js';
 import { ANNOTATIONS, NODE_STATES } from '../../../api/src/keys.js';
 import { createTestNode, eventually } from '../../../drainer/testing/index.js';

@@ -16,7 +16,7 @@
  * enablement — needs a drain and a reboot: the agent cannot know which running process reads it, and a
  * reboot is the one way every service, kubelet included, starts from the new config.
  */
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { ANNOTATIONS, DRAIN_PREFIX, NODE_STATES, UNCORDON_PREFIX } from '../../../api/src/keys.js';
 import { isNotFound } from '../../../support/src/errors.js';
 import { ResilientInformer } from '../../../support/src/informer.js';

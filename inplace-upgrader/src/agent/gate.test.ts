@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import type * as k8s from '@kubernetes/client-node';
+import type * as k8s from '#k8s';
 import { HOST_PATHS } from '../../../api/src/host-paths.js';
 import { DEFAULT_HEALTH_CHECK_TIMEOUT_MS, gateAction, gateTimeoutMs, payloadKubeletVersion, unhealthy, type GateAction } from './gate.js';
 import type { Journal } from './host.js';

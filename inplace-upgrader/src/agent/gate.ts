@@ -16,7 +16,7 @@
  * payload's kubelet version (from the payload's release file, when it has one). A change that needs no
  * reboot (SSH keys only) restarts nothing, so it has no gate.
  */
-import type * as k8s from '@kubernetes/client-node';
+import type * as k8s from '#k8s';
 import { HOST_PATHS } from '../../../api/src/host-paths.js';
 import { DEFAULT_HEALTH_CHECK_TIMEOUT } from '../../../api/src/nodepool.js';
 import { formatDuration, parseDuration } from '../../../support/src/config.js';

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { CAPI_API_VERSION, RUNTIME_API_VERSION, type ExtensionConfig } from '../../../api/src/capi.js';
 import { LABELS, SECRET_KEYS, userDataSecretName } from '../../../api/src/keys.js';
 import { createApplier } from '../../../support/src/apply.js';

@@ -18,7 +18,7 @@ import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { Registry } from 'prom-client';
 import { CAPI_API_VERSION, CAPI_GROUP } from '../../../api/src/capi.js';
 import { ANNOTATIONS, LABELS, SKIP_REMEDIATION_INPLACE } from '../../../api/src/keys.js';

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { Registry } from 'prom-client';
 import { CAPI_API_VERSION } from '../../../api/src/capi.js';
 import { ANNOTATIONS, LABELS, SKIP_REMEDIATION_INPLACE, userDataSecretName } from '../../../api/src/keys.js';

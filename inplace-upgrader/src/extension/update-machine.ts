@@ -8,7 +8,7 @@
  * Machine's MachineDeployment (its deployment-name label) carries the health gate's timeout and the pause,
  * and the Machine is spared from remediation (remediation.ts) from hand-out until its node is done.
  */
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { CAPI_API_VERSION, CAPI_GROUP, type Machine, type MachineDeployment } from '../../../api/src/capi.js';
 import { ANNOTATIONS, DRAIN_PREFIX, LABELS, NODE_STATES } from '../../../api/src/keys.js';
 import { NotReadyError } from '../../../support/src/errors.js';

@@ -1,4 +1,4 @@
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 
 export interface ObjectCondition {
   type: string;

@@ -4,7 +4,7 @@
  * Machines, so Cluster API still drains and deletes Nodes) and the version from the guest's /version, and
  * writes the `<cluster>-kubeconfig` Secret Cluster API and Kindling read.
  */
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { kubeconfigSecretName, LABELS, SECRET_KEYS, FIELD_MANAGERS } from '../../../api/src/keys.js';
 import { NotReadyError } from '../../../support/src/errors.js';
 import { createApplier } from '../../../support/src/apply.js';

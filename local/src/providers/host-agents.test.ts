@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { startCluster, type Cluster } from '../../../test/bed/src/index.js';
 import { ANNOTATIONS, FIELD_MANAGERS, NODE_STATES } from '../../../api/src/keys.js';
 import { createApplier } from '../../../support/src/apply.js';

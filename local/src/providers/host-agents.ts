@@ -10,7 +10,7 @@
 import { access, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { LABELS } from '../../../api/src/keys.js';
 import { AGENT_SERVICE_ACCOUNT, agentTokenRequest, GUEST_NAMESPACE } from '../../../inplace-upgrader/src/desired.js';
 import { GuestClusters, type GuestCluster } from '../../../support/src/guest-clusters.js';

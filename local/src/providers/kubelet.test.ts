@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { renderPayload } from '../../../ignition-server/src/payload/render.js';
 import type { ReleaseManifest } from '../../../ignition-server/src/release/types.js';
 import { decodeDataUrl } from '../../../inplace-upgrader/src/agent/ignition.js';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { HOST_PATHS } from '../../../api/src/host-paths.js';
 import { ANNOTATIONS, BOOTSTRAP_GROUP, bootstrapPoolGroup } from '../../../api/src/keys.js';
 import { TerminalError } from '../../../support/src/errors.js';

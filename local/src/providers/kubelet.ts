@@ -12,7 +12,7 @@
  * its pending key names (the CSR's name is a digest of key and request, as the kubelet's own is).
  */
 import { createHash } from 'node:crypto';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { HOST_PATHS } from '../../../api/src/host-paths.js';
 import { ANNOTATIONS, LABELS } from '../../../api/src/keys.js';
 import { makeApiClient } from '../../../support/src/kubeconfig.js';

@@ -9,7 +9,7 @@
  */
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { NotReadyError, isConflict, isNotFound } from '../../../support/src/errors.js';
 import type { Logger } from '../../../support/src/logger.js';
 import { realClock, type Clock } from '../../../support/src/timers.js';

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { mkdtemp, readFile, rm, access } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { startCluster, installCapiCrds, installCrds, startCapiManager, type Cluster, type CapiManager } from '../../../test/bed/src/index.js';
 import { createLogger } from '../../../support/src/logger.js';
 import { LOCAL_CRD_DIR } from '../crds.js';

@@ -1,5 +1,5 @@
 /** Runs the local providers' controllers: LocalMachine and LocalControlPlane, each a support/ controller (one informer, one key queue). */
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { LABELS } from '../../../api/src/keys.js';
 import { createController, type Controller } from '../../../support/src/controller.js';
 import type { ResilientInformer } from '../../../support/src/informer.js';

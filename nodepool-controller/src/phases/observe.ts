@@ -1,5 +1,5 @@
 /** What the status reports beyond the phases' own verdicts: tokens, children, and the rollout under way. */
-import type * as k8s from '@kubernetes/client-node';
+import type * as k8s from '#k8s';
 import { ANNOTATIONS } from '../../../api/src/keys.js';
 import { hasMachineDeployment, inPlaceEngine, type RolloutRecord } from '../../../api/src/nodepool.js';
 import { changedInputs, type HashInput } from '../hash.js';

@@ -4,7 +4,7 @@
  * the small readers of the caches several phases use. Phases return what they computed and a PhaseResult; the
  * only thing they accumulate is the observations, as Cluster API's conditions are.
  */
-import type * as k8s from '@kubernetes/client-node';
+import type * as k8s from '#k8s';
 import { SECRET_KEYS, hashOfBootstrapTemplate, tokenSecretName } from '../../../api/src/keys.js';
 import { hasMachineDeployment, type NodePool } from '../../../api/src/nodepool.js';
 import type { MachineDeployment, MachineSet, MachineSpec } from '../../../api/src/capi.js';

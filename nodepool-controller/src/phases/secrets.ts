@@ -2,7 +2,7 @@
  * The token and user-data Secrets. The target becomes effective (what the children point at) once its token
  * Secret holds the token the ignition server minted; until then the children stay at the deployed hash.
  */
-import type * as k8s from '@kubernetes/client-node';
+import type * as k8s from '#k8s';
 import { ANNOTATIONS, SECRET_KEYS, userDataSecretName } from '../../../api/src/keys.js';
 import { NotReadyError } from '../../../support/src/errors.js';
 import { formatVersion } from '../release.js';

@@ -11,7 +11,7 @@ import { createConnection } from 'node:net';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { createApplier } from '../../../support/src/apply.js';
 import { startCluster, installCapiCrds, type Cluster } from './index.js';
 import { eventually } from './eventually.js';

@@ -4,7 +4,7 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { startCluster, installCapiCrds, startCapiManager, type Cluster, type CapiManager } from './index.js';
 
 const NS = 'default';

@@ -13,7 +13,7 @@ import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generateKeyPairSync } from 'node:crypto';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { createCertificateAuthority, type KeyPairPem } from '../../../support/src/pki.js';
 import { kubeconfigSecretName, LABELS, SECRET_KEYS } from '../../../api/src/keys.js';
 import { ManagedProcess } from './process.js';

@@ -6,7 +6,7 @@
  * 127.0.0.1, whatever the port.
  */
 import { connect, createServer, type Server, type Socket } from 'node:net';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import type { Cluster } from './cluster.js';
 
 export type FaultMode = { kind: 'pass' } | { kind: 'flap'; cutAfterMs: number } | { kind: 'down' };

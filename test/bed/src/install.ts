@@ -1,5 +1,5 @@
 /** Installs CRDs into a test-bed cluster and waits until the apiserver serves them. */
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import { loadManifests } from '../../../support/src/manifests.js';
 import { createApplier } from '../../../support/src/apply.js';
 import { CRD_DIR } from '../../../api/src/crd.js';

@@ -4,7 +4,7 @@
  * standing in for an approver on purpose, never for the built-in csrapproving).
  */
 import { randomInt } from 'node:crypto';
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 import type { Cluster } from './cluster.js';
 
 const TOKEN_ALPHABET = 'abcdefghijklmnopqrstuvwxyz0123456789';

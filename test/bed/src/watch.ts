@@ -3,7 +3,7 @@
  * start fails, a second later) until stopped. Each start lists first, so the observer sees ADDED for every
  * object still there and misses no state a reconnect would skip.
  */
-import * as k8s from '@kubernetes/client-node';
+import * as k8s from '#k8s';
 
 const RETRY_MS = 1000;
 

@@ -1,0 +1,42 @@
+// Builds dist/vendor/client-node.js, which every `#k8s` import loads (package.json "imports"): the
+// Kubernetes client as one minified module instead of its ~1,000 files and 25 MB of source. Loaded as it
+// ships, the client alone holds 64 MiB of RSS in every component (V8 keeps each module's source and
+// parse data); minified into one module, about 27 MiB. The ignition server's memory target (issue 14)
+// cannot be met otherwise. Same code, same exports: the types still come from the package itself.
+//
+//   node scripts/vendor.js        (part of `npm run build`; does nothing when the output is current)
+import { build, version as esbuildVersion } from 'esbuild';
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const outfile = `${root}dist/vendor/client-node.js`;
+const stampFile = `${outfile}.stamp`;
+const clientVersion = JSON.parse(readFileSync(`${root}node_modules/@kubernetes/client-node/package.json`, 'utf8')).version;
+// Keyed by the lock file and this script too: a new undici under the client, or other options, change the bundle.
+const stamp = createHash('sha256')
+  .update(JSON.stringify([clientVersion, esbuildVersion]))
+  .update(readFileSync(`${root}package-lock.json`))
+  .update(readFileSync(fileURLToPath(import.meta.url)))
+  .digest('hex');
+
+if (existsSync(outfile) && existsSync(stampFile) && readFileSync(stampFile, 'utf8') === stamp) process.exit(0);
+
+await build({
+  stdin: { contents: "export * from '@kubernetes/client-node';", resolveDir: root, loader: 'js' },
+  bundle: true,
+  platform: 'node',
+  format: 'esm',
+  target: 'node20',
+  minify: true,
+  // Class and function names stay: they are what a stack trace or an error's name shows.
+  keepNames: true,
+  sourcemap: true,
+  legalComments: 'linked',
+  outfile,
+  // The client's CommonJS dependencies call require (ws's optional native helpers, for one).
+  banner: { js: "import { createRequire as __kindlingRequire } from 'node:module'; const require = __kindlingRequire(import.meta.url);" },
+  logLevel: 'error',
+});
+writeFileSync(stampFile, stamp);
