@@ -25,7 +25,7 @@ RUN npx tsc -p tsconfig.build.json && node scripts/vendor.js && npm prune --omit
 # which the ignition server runs on every payload it generates.
 FROM node:20-bookworm-slim
 RUN apt-get update \
- && apt-get install -y --no-install-recommends ignition ca-certificates \
+ && apt-get install -y --no-install-recommends ignition ca-certificates libjemalloc2 \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /opt/kindling
 COPY --from=build /src/package.json ./
@@ -37,6 +37,6 @@ RUN chmod 0755 bin/kindling.js && ln -s /opt/kindling/bin/kindling.js /usr/local
 # The uid the Deployments run as (deploy/base/deployment-defaults.yaml); nothing in the image is writable by it.
 USER 65532:65532
 ENV NODE_ENV=production
-# Fixed malloc settings for every process (support/src/malloc.ts says why; its test checks this line).
-ENV GLIBC_TUNABLES=glibc.malloc.mmap_threshold=65536:glibc.malloc.arena_max=2
+# jemalloc for every process (support/src/malloc.ts says why; its test checks this line).
+ENV LD_PRELOAD=libjemalloc.so.2 MALLOC_CONF=narenas:2,dirty_decay_ms:1000,muzzy_decay_ms:0,background_thread:true
 ENTRYPOINT ["kindling"]

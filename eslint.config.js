@@ -118,6 +118,14 @@ export default tseslint.config(
         // Two copies of the client in one process would double its memory and break instanceof ApiException.
         { paths: [{ name: '@kubernetes/client-node', message: "Import '#k8s': the client as scripts/vendor.js bundles it (package.json imports)." }] },
       ],
+      'no-restricted-syntax': [
+        'error',
+        {
+          // scripts/vendor.js bundles the exports it finds as `k8s.<name>` in the compiled code.
+          selector: "ImportDeclaration[source.value='#k8s'][importKind!='type'] > ImportSpecifier[importKind!='type'], ImportDeclaration[source.value='#k8s'][importKind!='type'] > ImportDefaultSpecifier",
+          message: "Import the client's values as `import * as k8s from '#k8s'` and name them k8s.<name>: that is how scripts/vendor.js finds what to bundle.",
+        },
+      ],
       eqeqeq: ['error', 'always'],
     },
   },

@@ -4,8 +4,11 @@
 // the machine's packages. Node built-ins only: this runs before `npm ci`.
 import { spawnSync } from 'node:child_process';
 
-/** What `npm start` and `npm test` run: the real Ignition client and ignition-validate, a real OCI registry. */
-export const PACKAGES = ['ignition', 'docker-registry'];
+/**
+ * What `npm start` and `npm test` run: the real Ignition client and ignition-validate, a real OCI registry,
+ * and the allocator the image runs every process on (support/src/malloc.ts).
+ */
+export const PACKAGES = ['ignition', 'docker-registry', 'libjemalloc2'];
 /** The ignition-server benchmark's reference server and load generator (`node scripts/setup.js --bench`). */
 export const BENCH_PACKAGES = ['nginx-light', 'wrk'];
 

@@ -12,7 +12,7 @@ import { createCertificateAuthority } from '../../support/src/pki.js';
 import { freePort, ManagedProcess, waitForPort } from '../../test/bed/src/index.js';
 import { buildRelease, writeLayoutDir } from '../src/release/build.js';
 import { loadTokenAuthority, type TokenAuthority, type TokenClaims } from '../src/tokens.js';
-import { withMallocTunables } from '../../support/src/malloc.js';
+import { withJemalloc } from '../../support/src/malloc.js';
 
 export const KINDLING_BIN = fileURLToPath(new URL('../../../bin/kindling.js', import.meta.url));
 
@@ -205,7 +205,7 @@ export class IgnitionServer {
 
   /** Starts the process (again, after stop(): the same ports, key and payload cache, as a restarted Pod). */
   async start(): Promise<void> {
-    this.#proc = new ManagedProcess({ name: this.name, command: process.execPath, args: this.#args, logFile: this.log, env: withMallocTunables(process.env) });
+    this.#proc = new ManagedProcess({ name: this.name, command: process.execPath, args: this.#args, logFile: this.log, env: withJemalloc(process.env) });
     // The ops port opens only once the token Secrets are listed and /ignition serves.
     await waitForPort(this.opsPort, this.#proc, 30_000);
   }

@@ -17,7 +17,7 @@ import { fileURLToPath } from 'node:url';
 import { COMMANDS } from '../../cli/src/commands.js';
 import { ManagedProcess, type Cluster } from '../../test/bed/src/index.js';
 import { sleep } from '../../support/src/timers.js';
-import { withMallocTunables } from '../../support/src/malloc.js';
+import { withJemalloc } from '../../support/src/malloc.js';
 import { Supervisor, type BackoffPolicy, type Restart } from './supervisor.js';
 import type { IgnitionFiles } from './environment.js';
 import type { ExtensionFiles } from './extension.js';
@@ -69,11 +69,14 @@ interface ComponentLaunch {
   elected: boolean;
   /** Arguments after `node`: the script and what it runs, for replica `replica`. */
   argv: (env: LaunchEnv, replica: number) => string[];
+  /** Runs as the image runs it (the image's allocator); the local providers stand for the hosts, not for Kindling. */
+  asImage: boolean;
 }
 
 const kindling = (command: string, flags: (env: ComponentEnv, replica: number) => string[]): ComponentLaunch => ({
   name: command,
   elected: true,
+  asImage: true,
   argv: (env, replica) => [KINDLING, command, `--kubeconfig=${env.kubeconfigs[command] ?? ''}`, ...flags(env, replica)],
 });
 
@@ -107,7 +110,7 @@ const LAUNCHES: ComponentLaunch[] = [
     ...(e && replica === 0 ? [`--extension-address=127.0.0.1:${e.port}`, `--extension-tls-cert-file=${e.certFile}`, `--extension-tls-key-file=${e.keyFile}`] : []),
   ]),
   kindling('drainer', () => []),
-  { name: 'local-providers', elected: false, argv: (env) => [PROVIDERS, `--kubeconfig=${env.mgmt.kubeconfigPath}`, `--state-dir=${env.stateDir}`] },
+  { name: 'local-providers', elected: false, asImage: false, argv: (env) => [PROVIDERS, `--kubeconfig=${env.mgmt.kubeconfigPath}`, `--state-dir=${env.stateDir}`] },
 ];
 
 /** The pid of the guarded command once its guard has started it; undefined if it is gone first. */
@@ -132,7 +135,7 @@ function supervise(launch: ComponentLaunch, replica: number, env: LaunchEnv, opt
   const supervisor: Supervisor<ManagedProcess> = new Supervisor({
     name,
     policy: opts.policy,
-    spawn: () => new ManagedProcess({ name, command: process.execPath, args: launch.argv(env, replica), logFile, env: withMallocTunables(process.env) }),
+    spawn: () => new ManagedProcess({ name, command: process.execPath, args: launch.argv(env, replica), logFile, env: launch.asImage ? withJemalloc(process.env) : process.env }),
     onStart: (proc, restarts) => {
       void commandPidOf(proc).then(async (pid) => {
         if (pid !== undefined && supervisor.current === proc) await writeFile(pidFile, `${pid}\n`);

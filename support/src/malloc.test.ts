@@ -1,26 +1,35 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { MALLOC_TUNABLES, missingMallocTunables, withMallocTunables } from './malloc.js';
+import { allocator, JEMALLOC_LIBRARY, MALLOC_CONF, withJemalloc } from './malloc.js';
 
-describe('malloc tunables', () => {
-  it('when the environment has none, it should add them all', () => {
-    assert.equal(withMallocTunables({ HOME: '/root' }).GLIBC_TUNABLES, MALLOC_TUNABLES);
-    assert.deepEqual(missingMallocTunables({}), ['glibc.malloc.mmap_threshold', 'glibc.malloc.arena_max']);
+describe('allocator', () => {
+  it('when the machine has jemalloc, it should preload it with our settings and keep other preloads', () => {
+    const env = withJemalloc({ HOME: '/root', LD_PRELOAD: '/opt/x.so' }, true);
+    assert.equal(env.LD_PRELOAD, `/opt/x.so:${JEMALLOC_LIBRARY}`);
+    assert.equal(env.MALLOC_CONF, MALLOC_CONF);
+    assert.equal(env.HOME, '/root');
+    assert.equal(withJemalloc(env, true).LD_PRELOAD, env.LD_PRELOAD);
   });
 
-  it('when the environment tunes other names or the same ones, it should keep the others and set ours once', () => {
-    const env = withMallocTunables({ GLIBC_TUNABLES: 'glibc.pthread.rseq=0:glibc.malloc.arena_max=8' });
-    assert.equal(env.GLIBC_TUNABLES, `glibc.pthread.rseq=0:${MALLOC_TUNABLES}`);
-    assert.deepEqual(missingMallocTunables(env), []);
+  it('when an operator set MALLOC_CONF, it should keep theirs', () => {
+    assert.equal(withJemalloc({ MALLOC_CONF: 'narenas:4' }, true).MALLOC_CONF, 'narenas:4');
   });
 
-  it('when an operator set a value of their own, it should count as set', () => {
-    assert.deepEqual(missingMallocTunables({ GLIBC_TUNABLES: 'glibc.malloc.arena_max=4' }), ['glibc.malloc.mmap_threshold']);
+  it('when the machine lacks jemalloc, it should leave the environment as it is', () => {
+    const env = { HOME: '/root' };
+    assert.equal(withJemalloc(env, false), env);
   });
 
-  it('when the image is built, it should set the same tunables', () => {
+  it('when the library is mapped, it should name jemalloc; else the C library', () => {
+    assert.equal(allocator(() => `7f00-7f10 r-xp 0 08:01 42 /usr/lib/x86_64-linux-gnu/${JEMALLOC_LIBRARY}\n`), 'jemalloc');
+    assert.equal(allocator(() => '7f00-7f10 r-xp 0 08:01 42 /usr/lib/x86_64-linux-gnu/libc.so.6\n'), 'libc');
+    assert.equal(allocator(() => { throw new Error('no /proc'); }), 'libc');
+  });
+
+  it('when the image is built, it should install and preload jemalloc with the same settings', () => {
     const dockerfile = readFileSync(new URL('../../../Dockerfile', import.meta.url), 'utf8');
-    assert.match(dockerfile, new RegExp(`^ENV GLIBC_TUNABLES=${MALLOC_TUNABLES.replace(/\./g, '\\.')}$`, 'm'));
+    assert.match(dockerfile, /apt-get install[^\n]*\blibjemalloc2\b/);
+    assert.match(dockerfile, new RegExp(`^ENV LD_PRELOAD=${JEMALLOC_LIBRARY.replace(/\./g, '\\.')} MALLOC_CONF=${MALLOC_CONF}$`, 'm'));
   });
 });

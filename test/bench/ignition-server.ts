@@ -41,7 +41,7 @@ import { IGNITION_HEADERS, LABELS, SECRET_KEYS, tokenSecretName } from '../../ap
 import { BASE_FRAGMENTS, ecKeyPem, opsMetrics, writeReleaseFolder } from '../../ignition-server/testing/index.js';
 import { reportRows, type Row } from './table.js';
 import { buildGoReference, childPid, startGo, startNginx, type Reference, type Site } from './references.js';
-import { withMallocTunables } from '../../support/src/malloc.js';
+import { withJemalloc } from '../../support/src/malloc.js';
 
 const KINDLING = fileURLToPath(new URL('../../../bin/kindling.js', import.meta.url));
 const WRK = '/usr/bin/wrk';
@@ -232,7 +232,7 @@ async function startServer(b: Bench, name: string, namespace: string, cacheDir =
     command: process.execPath,
     logFile: join(b.dir, `${name}.log`),
     // As the image runs it.
-    env: withMallocTunables(process.env),
+    env: withJemalloc(process.env),
     args: [
       ...(OPTS.cpuProfDir === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', OPTS.cpuProfDir]),
       ...(OPTS.heapSnapshotDir === undefined ? [] : ['--heapsnapshot-signal=SIGUSR2', '--diagnostic-dir', OPTS.heapSnapshotDir]),

@@ -110,7 +110,7 @@ describe('scripts/debian.js', () => {
   });
 
   it('when set-up is run with --bench, it should want the benchmarks\' packages on top of the ones both commands need', () => {
-    assert.deepEqual(d.packagesFor([]), ['ignition', 'docker-registry']);
-    assert.deepEqual(d.packagesFor(['--bench']), ['ignition', 'docker-registry', 'nginx-light', 'wrk']);
+    assert.deepEqual(d.packagesFor([]), ['ignition', 'docker-registry', 'libjemalloc2']);
+    assert.deepEqual(d.packagesFor(['--bench']), ['ignition', 'docker-registry', 'libjemalloc2', 'nginx-light', 'wrk']);
   });
 });
