@@ -134,7 +134,7 @@ export class ServingPool {
     const o = this.#opts;
     const data: ThreadData = { index, certFile: o.certFile, keyFile: o.keyFile, publicKeyPem: o.publicKeyPem, logLevel: o.logLevel, logName: o.logName, reloadIntervalMs: o.reloadIntervalMs, headersTimeoutMs: o.headersTimeoutMs, requestTimeoutMs: o.requestTimeoutMs, connections };
     // A profile of the process (the benchmark's --cpu-prof) covers the threads; other flags are the process's.
-    const worker = new Worker(THREAD_MODULE, { workerData: data, execArgv: profilingFlags(process.execArgv), resourceLimits: { maxYoungGenerationSizeMb: 8 } });
+    const worker = new Worker(THREAD_MODULE, { workerData: data, execArgv: profilingFlags(process.execArgv) });
     const thread: Thread = { worker, next: new Map() };
     worker.on('message', (msg: FromThread) => this.#onMessage(thread, msg));
     worker.on('error', (err) => this.#failed(new Error(`serving thread ${index} failed`, { cause: err })));
