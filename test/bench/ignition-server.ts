@@ -1,7 +1,8 @@
 /**
  * Benchmark of the ignition server (issue 14), side by side in one run on this machine, against references
  * given the same TLS certificate, the same bytes and the same bearer + NodePool check (references.ts): a Go
- * `net/http` server (test/bench/goref, standard library only) and nginx (Debian nginx-light).
+ * `net/http` server (test/bench/goref, standard library only), nginx (Debian nginx-light), and plain
+ * `node:https`, one process per core (node-reference.ts): what this runtime does with the same lookup and nothing more.
  *  1. serving: warm `/ignition` with wrk (-t2 -c64) at ~1 KB and ~900 KB: requests/s, p50, p99 and CPU time
  *     per request of each (the CPU time per request holds still when other work shares the cores; req/s
  *     does not);
@@ -40,7 +41,7 @@ import { createCertificateAuthority } from '../../support/src/pki.js';
 import { IGNITION_HEADERS, LABELS, SECRET_KEYS, tokenSecretName } from '../../api/src/keys.js';
 import { BASE_FRAGMENTS, ecKeyPem, opsMetrics, writeReleaseFolder } from '../../ignition-server/testing/index.js';
 import { reportRows, type Row } from './table.js';
-import { buildGoReference, childPid, startGo, startNginx, type Reference, type Site } from './references.js';
+import { buildGoReference, childPid, startGo, startNginx, startNode, type Reference, type Site } from './references.js';
 import { withJemalloc } from '../../support/src/malloc.js';
 
 const KINDLING = fileURLToPath(new URL('../../../bin/kindling.js', import.meta.url));
@@ -367,21 +368,22 @@ async function serving(b: Bench): Promise<Throughput[]> {
   const tls = { cert: join(b.dir, 'tls.crt'), key: join(b.dir, 'tls.key') };
   const go = await startGo({ bin: b.goBin, dir: b.dir, name: 'go-serve', ...tls, sites });
   const nginx = await startNginx({ dir: b.dir, ...tls, sites });
-  b.processes.push(go.proc, nginx.proc);
+  const bare = await startNode({ dir: b.dir, name: 'node-serve', ...tls, sites });
+  b.processes.push(go.proc, nginx.proc, bare.proc);
   const kindling: Reference = { name: 'kindling', port: server.port, proc: server.proc, pids: () => [server.pid] };
   const results: Throughput[] = [];
   for (const c of cases) {
-    for (const ref of [go, nginx]) await checkReference(b, ref, c);
+    for (const ref of [go, nginx, bare]) await checkReference(b, ref, c);
     const t: Throughput = { name: c.name, payloadBytes: c.payload.length, results: new Map() };
     for (let round = 0; round < OPTS.rounds; round++) {
-      for (const ref of [kindling, go, nginx]) {
+      for (const ref of [kindling, go, nginx, bare]) {
         const perfFile = OPTS.perfDir === undefined ? undefined : join(OPTS.perfDir, `${ref.name}-${c.name}-${round}.data`);
         t.results.set(ref.name, [...(t.results.get(ref.name) ?? []), await wrk(ref.port, c.headers, () => ref.pids(), perfFile)]);
       }
     }
     results.push(t);
   }
-  await Promise.all([server.proc.stop(), go.proc.stop(), nginx.proc.stop()]);
+  await Promise.all([server.proc.stop(), go.proc.stop(), nginx.proc.stop(), bare.proc.stop()]);
   return results;
 }
 
@@ -626,6 +628,9 @@ function reportThroughput(ts: Throughput[]): void {
     const size = `${fmt(t.payloadBytes / KiB, 0)} KiB`;
     rows.push({ figure: `serving ${size}: req/s`, value: fmt(median(k.map((w) => w.requestsPerS))), reference: `Go ${fmt(median(go.map((w) => w.requestsPerS)))}`, ratio: rps, target: '≥ 1.0', pass: rps >= 1 });
     rows.push({ figure: `serving ${size}: p99`, value: `${fmt(median(k.map((w) => w.p99Ms)), 1)} ms`, reference: `Go ${fmt(median(go.map((w) => w.p99Ms)), 1)} ms`, ratio: p99, target: '≤ 1.5', pass: p99 <= 1.5 });
+    const bare = t.results.get('node-serve') ?? [];
+    const ofNode = median(k.map((w) => w.requestsPerS)) / median(bare.map((w) => w.requestsPerS));
+    rows.push({ figure: `serving ${size}: req/s against plain node:https`, value: fmt(median(k.map((w) => w.requestsPerS))), reference: `node:https ${fmt(median(bare.map((w) => w.requestsPerS)))} (Go ÷ it: ${fmt(median(go.map((w) => w.requestsPerS)) / median(bare.map((w) => w.requestsPerS)), 2)})`, ratio: ofNode, target: '(reported)', pass: undefined });
     rows.push({ figure: `serving ${size}: requests per CPU-second (Go ÷ kindling CPU/req)`, value: `${fmt(median(k.map((w) => w.cpuUsPerRequest)))} µs/req`, reference: `Go ${fmt(median(go.map((w) => w.cpuUsPerRequest)))} µs/req`, ratio: cpu, target: '(≥ 1.0)', pass: undefined });
   }
 }

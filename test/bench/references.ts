@@ -1,7 +1,8 @@
 /**
  * The references of the ignition-server benchmark, each given the same TLS certificate, the same bytes and the
  * same check (the bearer token looked up, the NodePool header compared with the token's pool): a Go
- * `net/http` server built from test/bench/goref (standard library only), and nginx (Debian nginx-light).
+ * `net/http` server built from test/bench/goref (standard library only), nginx (Debian nginx-light), and plain
+ * `node:https` one process per core (node-reference.ts), the ceiling of Kindling's own runtime.
  */
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -14,6 +15,7 @@ import { childPids, freePort, ManagedProcess } from '../bed/src/index.js';
 const run = promisify(execFile);
 const GOREF = fileURLToPath(new URL('../../../test/bench/goref', import.meta.url));
 const NGINX = '/usr/sbin/nginx';
+const NODE_REFERENCE = fileURLToPath(new URL('./node-reference.js', import.meta.url));
 
 /** One token the references answer: its pool, and the file holding the bytes it is answered with. */
 export interface Site {
@@ -54,6 +56,14 @@ export async function startGo(opts: { bin: string; dir: string; name: string; ce
   const sites = join(opts.dir, `${opts.name}-sites.json`);
   await writeFile(sites, JSON.stringify(opts.sites));
   const proc = new ManagedProcess({ name: opts.name, command: opts.bin, args: ['-addr', `127.0.0.1:${port}`, '-cert', opts.cert, '-key', opts.key, '-tokens', sites], logFile: join(opts.dir, `${opts.name}.log`) });
+  return { name: opts.name, port, proc, pids: () => processTree(childPid(proc.guardPid as number)) };
+}
+
+export async function startNode(opts: { dir: string; name: string; cert: string; key: string; sites: Site[] }): Promise<Reference> {
+  const port = await freePort();
+  const sites = join(opts.dir, `${opts.name}-sites.json`);
+  await writeFile(sites, JSON.stringify(opts.sites));
+  const proc = new ManagedProcess({ name: opts.name, command: process.execPath, args: [NODE_REFERENCE, '--addr', `127.0.0.1:${port}`, '--cert', opts.cert, '--key', opts.key, '--tokens', sites], logFile: join(opts.dir, `${opts.name}.log`) });
   return { name: opts.name, port, proc, pids: () => processTree(childPid(proc.guardPid as number)) };
 }
 
