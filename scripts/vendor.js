@@ -16,27 +16,31 @@ const outfile = `${root}dist/vendor/client-node.js`;
 const stampFile = `${outfile}.stamp`;
 const clientVersion = JSON.parse(readFileSync(`${root}node_modules/@kubernetes/client-node/package.json`, 'utf8')).version;
 
-/** The client's exports that the compiled code names: every value import of it is `import * as k8s from '#k8s'` (lint). */
-async function usedExports() {
-  const exported = new Set(Object.keys(await import('@kubernetes/client-node')));
-  const used = new Set();
+/**
+ * What the compiled code names as `k8s.<name>`: every value import of the client is `import * as k8s from
+ * '#k8s'` (lint). Some are not the client's (`k8s.io` in a string); they are dropped only when the bundle is
+ * built, so a build with nothing new does not load the whole client to find out.
+ */
+function namedInCode() {
+  const named = new Set();
   for (const entry of readdirSync(`${root}dist`, { recursive: true, withFileTypes: true })) {
     if (!entry.isFile() || !entry.name.endsWith('.js') || entry.parentPath.startsWith(`${root}dist/vendor`)) continue;
-    for (const [, name] of readFileSync(`${entry.parentPath}/${entry.name}`, 'utf8').matchAll(/\bk8s\.([A-Za-z_$][\w$]*)/g)) {
-      if (exported.has(name)) used.add(name);
-    }
+    for (const [, name] of readFileSync(`${entry.parentPath}/${entry.name}`, 'utf8').matchAll(/\bk8s\.([A-Za-z_$][\w$]*)/g)) named.add(name);
   }
-  return [...used].sort();
+  return [...named].sort();
 }
-const names = await usedExports();
+const named = namedInCode();
 // Keyed by the lock file and this script too: a new undici under the client, or other options, change the bundle.
 const stamp = createHash('sha256')
-  .update(JSON.stringify([clientVersion, esbuildVersion, names]))
+  .update(JSON.stringify([clientVersion, esbuildVersion, named]))
   .update(readFileSync(`${root}package-lock.json`))
   .update(readFileSync(fileURLToPath(import.meta.url)))
   .digest('hex');
 
 if (existsSync(outfile) && existsSync(stampFile) && readFileSync(stampFile, 'utf8') === stamp) process.exit(0);
+
+const exported = new Set(Object.keys(await import('@kubernetes/client-node')));
+const names = named.filter((n) => exported.has(n));
 
 await build({
   stdin: { contents: `export { ${names.join(', ')} } from '@kubernetes/client-node';`, resolveDir: root, loader: 'js' },

@@ -51,21 +51,29 @@ export async function buildGoReference(dir: string): Promise<string> {
   return bin;
 }
 
-export async function startGo(opts: { bin: string; dir: string; name: string; cert: string; key: string; sites: Site[] }): Promise<Reference> {
+interface ReferenceOptions {
+  dir: string;
+  name: string;
+  cert: string;
+  key: string;
+  sites: Site[];
+}
+
+/**
+ * A reference server on a free port, answering `sites` (written beside its log): `command` and `script`, then
+ * --addr, --cert, --key and --tokens (Go's flag package takes the double dash as node's parseArgs does).
+ */
+async function startReference(opts: ReferenceOptions, command: string, script: string[]): Promise<Reference> {
   const port = await freePort();
   const sites = join(opts.dir, `${opts.name}-sites.json`);
   await writeFile(sites, JSON.stringify(opts.sites));
-  const proc = new ManagedProcess({ name: opts.name, command: opts.bin, args: ['-addr', `127.0.0.1:${port}`, '-cert', opts.cert, '-key', opts.key, '-tokens', sites], logFile: join(opts.dir, `${opts.name}.log`) });
+  const proc = new ManagedProcess({ name: opts.name, command, args: [...script, '--addr', `127.0.0.1:${port}`, '--cert', opts.cert, '--key', opts.key, '--tokens', sites], logFile: join(opts.dir, `${opts.name}.log`) });
   return { name: opts.name, port, proc, pids: () => processTree(childPid(proc.guardPid as number)) };
 }
 
-export async function startNode(opts: { dir: string; name: string; cert: string; key: string; sites: Site[] }): Promise<Reference> {
-  const port = await freePort();
-  const sites = join(opts.dir, `${opts.name}-sites.json`);
-  await writeFile(sites, JSON.stringify(opts.sites));
-  const proc = new ManagedProcess({ name: opts.name, command: process.execPath, args: [NODE_REFERENCE, '--addr', `127.0.0.1:${port}`, '--cert', opts.cert, '--key', opts.key, '--tokens', sites], logFile: join(opts.dir, `${opts.name}.log`) });
-  return { name: opts.name, port, proc, pids: () => processTree(childPid(proc.guardPid as number)) };
-}
+export const startGo = (opts: ReferenceOptions & { bin: string }): Promise<Reference> => startReference(opts, opts.bin, []);
+
+export const startNode = (opts: ReferenceOptions): Promise<Reference> => startReference(opts, process.execPath, [NODE_REFERENCE]);
 
 /** Copies each distinct payload file under root, named by its index, and returns the token → file map. */
 async function nginxFiles(root: string, sites: Site[]): Promise<Map<string, string>> {
