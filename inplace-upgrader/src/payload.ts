@@ -5,7 +5,7 @@
 import { request as httpsRequest } from 'node:https';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import * as k8s from '#k8s';
-import { IGNITION_HEADERS, SECRET_KEYS, tokenSecretName } from '../../api/src/keys.js';
+import { IGNITION_ERROR_HEADER, IGNITION_HEADERS, SECRET_KEYS, tokenSecretName } from '../../api/src/keys.js';
 import { isNotFound, NotReadyError } from '../../support/src/errors.js';
 
 export interface PayloadRequest {
@@ -23,6 +23,9 @@ export interface PayloadSource {
 /** What the Ignition client announces it accepts; the server answers in that spec version. */
 export const IGNITION_ACCEPT = 'application/vnd.coreos.ignition+json;version=3.4.0, */*;q=0.1';
 
+/** The ignition server's code for a well-signed token it holds no Secret for (its error registry). */
+const TOKEN_UNKNOWN = 'IGN_TOKEN_REVOKED';
+
 export interface IgnitionServerOptions {
   kubeConfig: k8s.KubeConfig;
   /** Base URL of the ignition server, e.g. https://ignition.example:9090 */
@@ -32,12 +35,13 @@ export interface IgnitionServerOptions {
   timeoutMs?: number;
 }
 
-function get(url: URL, headers: Record<string, string>, opts: { caPem?: string; timeoutMs: number }): Promise<{ status: number; body: Buffer }> {
+function get(url: URL, headers: Record<string, string>, opts: { caPem?: string; timeoutMs: number }): Promise<{ status: number; code?: string; body: Buffer }> {
   return new Promise((resolve, reject) => {
     const onResponse = (res: IncomingMessage): void => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks) }));
+      const code = res.headers[IGNITION_ERROR_HEADER.toLowerCase()];
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, code: typeof code === 'string' ? code : undefined, body: Buffer.concat(chunks) }));
       res.on('error', reject);
     };
     const req =
@@ -76,7 +80,10 @@ export class IgnitionServerPayloadSource implements PayloadSource {
     if (res.status === 200) return res.body;
     // 511: the token is known but its payload is not generated yet; any 5xx: retry, as Ignition does.
     if (res.status >= 500) throw new NotReadyError(`ignition server answered ${res.status} for ${req.pool}@${req.hash}`, 5_000);
-    throw new Error(`ignition server refused the payload of ${req.namespace}/${req.pool}@${req.hash}: HTTP ${res.status}`);
+    // The token was just read from its Secret: a server that does not know it has not seen that Secret yet
+    // (its cache lags the apiserver by a watch event), or the token rotated in between. Either way, ask again.
+    if (res.status === 401 && res.code === TOKEN_UNKNOWN) throw new NotReadyError(`ignition server does not know the token of ${req.namespace}/${req.pool}@${req.hash} yet (${TOKEN_UNKNOWN})`, 1_000);
+    throw new Error(`ignition server refused the payload of ${req.namespace}/${req.pool}@${req.hash}: HTTP ${res.status}${res.code ? ` ${res.code}` : ''}`);
   }
 
   async #token(req: PayloadRequest): Promise<string> {

@@ -1,5 +1,5 @@
 /**
- * Chaos on the local environment (`npm start -- --replicas 2`): during an in-place rollout of 6 nodes with
+ * Chaos on the local environment (`npm start -- --replicas 2`): during an in-place rollout of 8 nodes with
  * maxUnavailable 2, each replica of the upgrader, the drainer and the ignition server is SIGKILLed once, in a
  * random order at random moments, and the current leader of one of them is paused (SIGSTOP) until its peer
  * takes the Lease, then resumed (SIGCONT). The environment's supervisors bring every process back. The rollout
@@ -25,7 +25,12 @@ import { PdbWatcher, alive, killRunning, processesOf, seeded, shuffled, supervis
 
 const MINUTES = 60_000;
 const REPLICAS = 2;
-const NODES = 6;
+/**
+ * Four waves of 2: about 40 s on an idle machine, against a plan of at most about 25 s (seven steps of up to
+ * 1.5 s, and a pause that lasts until the Lease frees, about 15 s). With 6 nodes and steps of up to 4 s, a
+ * rollout once finished before the plan's last kill.
+ */
+const NODES = 8;
 const MAX_UNAVAILABLE = 2;
 const POOL = 'inplace';
 const NEXT = '1.36.3';
@@ -44,8 +49,8 @@ type Step = { delayMs: number } & ({ kind: 'kill'; replica: string } | { kind: '
 /** Every victim replica killed once, in a random order, and one leader paused somewhere among the kills. */
 function chaosPlan(random: () => number): Step[] {
   const kills = shuffled(VICTIMS.flatMap((c) => Array.from({ length: REPLICAS }, (_, i) => `${c}-${i}`)), random);
-  // Short enough that the whole plan falls within a rollout on an idle machine (about a minute and a half).
-  const delay = (): number => 500 + Math.floor(random() * 3500);
+  // Short enough that the whole plan falls within the rollout (see NODES).
+  const delay = (): number => 200 + Math.floor(random() * 1300);
   const steps: Step[] = kills.map((replica) => ({ kind: 'kill', replica, delayMs: delay() }));
   const pause: Step = { kind: 'pause', component: VICTIMS[Math.floor(random() * VICTIMS.length)] as string, delayMs: delay() };
   steps.splice(Math.floor(random() * (steps.length + 1)), 0, pause);
