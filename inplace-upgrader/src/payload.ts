@@ -81,7 +81,7 @@ export class IgnitionServerPayloadSource implements PayloadSource {
     // 511: the token is known but its payload is not generated yet; any 5xx: retry, as Ignition does.
     if (res.status >= 500) throw new NotReadyError(`ignition server answered ${res.status} for ${req.pool}@${req.hash}`, 5_000);
     // The token was just read from its Secret: a server that does not know it has not seen that Secret yet
-    // (its cache lags the apiserver by a watch event), or the token rotated in between. Either way, ask again.
+    // (its cache lags the apiserver by a watch event). Ask again, reading the Secret anew.
     if (res.status === 401 && res.code === TOKEN_UNKNOWN) throw new NotReadyError(`ignition server does not know the token of ${req.namespace}/${req.pool}@${req.hash} yet (${TOKEN_UNKNOWN})`, 1_000);
     throw new Error(`ignition server refused the payload of ${req.namespace}/${req.pool}@${req.hash}: HTTP ${res.status}${res.code ? ` ${res.code}` : ''}`);
   }
