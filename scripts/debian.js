@@ -28,7 +28,10 @@ export function packagesFor(args) {
  */
 export function dpkgInstalled(name, run) {
   const r = run('dpkg-query', ['--show', '--showformat=${Status}', name]);
-  if (r.error) throw new Error(`cannot ask dpkg whether ${name} is installed (${r.error.message}): Kindling's set-up needs a Debian-based machine`);
+  if (r.error)
+    throw new Error(
+      `cannot ask dpkg whether ${name} is installed (${r.error.message}): Kindling's set-up needs a Debian-based machine`,
+    );
   return r.status === 0 && r.stdout.trim() === 'install ok installed';
 }
 
@@ -53,7 +56,11 @@ export function installPlan(missing, may) {
   if (may.root || may.sudo) {
     // sudo drops the environment, so the non-interactive front end goes through env(1).
     const as = may.root ? [] : ['sudo', '-n'];
-    return { action: 'install', update: [...as, 'apt-get', 'update', '-qq'], install: [...as, 'env', 'DEBIAN_FRONTEND=noninteractive', ...install] };
+    return {
+      action: 'install',
+      update: [...as, 'apt-get', 'update', '-qq'],
+      install: [...as, 'env', 'DEBIAN_FRONTEND=noninteractive', ...install],
+    };
   }
   return { action: 'ask', line: `sudo apt-get update && sudo ${install.join(' ')}` };
 }
@@ -76,7 +83,9 @@ export function ensurePackages(packages, host) {
   const plan = installPlan(missing, { root, sudo: !root && missing.length > 0 && host.canSudo() });
   if (plan.action === 'none') return 0;
   if (plan.action === 'ask') {
-    host.print(`Kindling needs the Debian packages ${missing.join(', ')}, and this user may not install them (not root, no passwordless sudo). Run:`);
+    host.print(
+      `Kindling needs the Debian packages ${missing.join(', ')}, and this user may not install them (not root, no passwordless sudo). Run:`,
+    );
     host.print(`  ${plan.line}`);
     host.print('then run this command again.');
     return 1;
@@ -84,10 +93,15 @@ export function ensurePackages(packages, host) {
   host.print(`Installing Debian packages: ${missing.join(' ')}`);
   // A stale or unreachable extra source fails the update, yet the lists there are may still hold the packages.
   const updated = host.exec(plan.update);
-  if (updated !== 0) host.print(`\`${plan.update.join(' ')}\` failed (exit ${updated}); trying the install with the package lists there are.`);
+  if (updated !== 0)
+    host.print(
+      `\`${plan.update.join(' ')}\` failed (exit ${updated}); trying the install with the package lists there are.`,
+    );
   const status = host.exec(plan.install);
   if (status !== 0) {
-    host.print(`\`${plan.install.join(' ')}\` failed (exit ${status}); install ${missing.join(' ')} and run this command again.`);
+    host.print(
+      `\`${plan.install.join(' ')}\` failed (exit ${status}); install ${missing.join(' ')} and run this command again.`,
+    );
     return status || 1;
   }
   const still = missingPackages(missing, host.isInstalled);

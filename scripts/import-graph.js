@@ -13,7 +13,13 @@ const print = (title, lines) => console.log(`${title}\n${lines.map((l) => `  ${l
 
 print('product (no tests, testing/, local/, test/): from -> to: imports', folderGraph(product));
 print('tests and dev-only code: from -> to: imports', folderGraph(tests));
-print('file-level import cycles', cycles(edges).map((c) => c.join(' <-> ')));
+print(
+  'file-level import cycles',
+  cycles(edges).map((c) => c.join(' <-> ')),
+);
 if (process.argv.includes('--all')) {
-  print('crossing imports', edges.filter((e) => folderOf(e.from) !== folderOf(e.to)).map((e) => `${e.from} -> ${e.to}`));
+  print(
+    'crossing imports',
+    edges.filter((e) => folderOf(e.from) !== folderOf(e.to)).map((e) => `${e.from} -> ${e.to}`),
+  );
 }

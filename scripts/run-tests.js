@@ -38,7 +38,9 @@ if (!existsSync('dist')) {
   process.exit(1);
 }
 const only = process.argv.slice(2);
-const files = pruneStale(find('dist')).filter((f) => only.length === 0 || only.some((o) => f.includes(o))).sort();
+const files = pruneStale(find('dist'))
+  .filter((f) => only.length === 0 || only.some((o) => f.includes(o)))
+  .sort();
 if (files.length === 0) {
   console.error('no test files found under dist/ (did the build run?)');
   process.exit(1);
@@ -51,17 +53,31 @@ const reporter = process.stdout.isTTY ? 'spec' : 'tap';
 const result = spawnSync(
   process.execPath,
   [
-    '--enable-source-maps', '--test', `--test-concurrency=${concurrency}`, '--test-timeout=600000',
-    `--test-reporter=${reporter}`, '--test-reporter-destination=stdout', `--test-reporter=${TALLY}`, `--test-reporter-destination=${tallyFile}`,
+    '--enable-source-maps',
+    '--test',
+    `--test-concurrency=${concurrency}`,
+    '--test-timeout=600000',
+    `--test-reporter=${reporter}`,
+    '--test-reporter-destination=stdout',
+    `--test-reporter=${TALLY}`,
+    `--test-reporter-destination=${tallyFile}`,
     ...files,
   ],
   { stdio: 'inherit' },
 );
-const notRun = existsSync(tallyFile) ? readFileSync(tallyFile, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l)) : [];
+const notRun = existsSync(tallyFile)
+  ? readFileSync(tallyFile, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l))
+  : [];
 rmSync(scratch, { recursive: true, force: true });
 if (notRun.length > 0) {
   console.error(`\n${notRun.length} test(s) skipped or todo; every test must run:`);
-  for (const t of notRun) console.error(`  ${t.kind}: ${t.name}${typeof t.reason === 'string' ? ` (${t.reason})` : ''} — ${t.file ? relative('.', t.file) : 'unknown file'}`);
+  for (const t of notRun)
+    console.error(
+      `  ${t.kind}: ${t.name}${typeof t.reason === 'string' ? ` (${t.reason})` : ''} — ${t.file ? relative('.', t.file) : 'unknown file'}`,
+    );
   process.exit(result.status || 1);
 }
 process.exit(result.status ?? 1);

@@ -26,7 +26,9 @@ const installed = 'node_modules/.package-lock.json';
 if (!existsSync(installed) || statSync(installed).mtimeMs < statSync('package-lock.json').mtimeMs) {
   if (existsSync('node_modules') && lstatSync('node_modules').isSymbolicLink()) {
     // A work tree sharing another checkout's dependencies: npm ci would empty the folder it points at.
-    console.error('node_modules is a link to another checkout and looks older than package-lock.json: not reinstalling through it.');
+    console.error(
+      'node_modules is a link to another checkout and looks older than package-lock.json: not reinstalling through it.',
+    );
   } else {
     console.error('Installing dependencies (npm ci)…');
     const r = spawnSync('npm', ['ci', '--no-audit', '--no-fund'], { stdio: 'inherit' });

@@ -4,7 +4,9 @@ export default async function* tally(source) {
   for await (const event of source) {
     if (event.type !== 'test:pass' && event.type !== 'test:fail') continue;
     const { name, file, skip, todo } = event.data;
-    if (skip !== undefined && skip !== false) yield `${JSON.stringify({ kind: 'skipped', name, file, reason: skip })}\n`;
-    else if (todo !== undefined && todo !== false) yield `${JSON.stringify({ kind: 'todo', name, file, reason: todo })}\n`;
+    if (skip !== undefined && skip !== false)
+      yield `${JSON.stringify({ kind: 'skipped', name, file, reason: skip })}\n`;
+    else if (todo !== undefined && todo !== false)
+      yield `${JSON.stringify({ kind: 'todo', name, file, reason: todo })}\n`;
   }
 }

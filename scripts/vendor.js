@@ -14,7 +14,9 @@ import { fileURLToPath } from 'node:url';
 const root = fileURLToPath(new URL('..', import.meta.url));
 const outfile = `${root}dist/vendor/client-node.js`;
 const stampFile = `${outfile}.stamp`;
-const clientVersion = JSON.parse(readFileSync(`${root}node_modules/@kubernetes/client-node/package.json`, 'utf8')).version;
+const clientVersion = JSON.parse(
+  readFileSync(`${root}node_modules/@kubernetes/client-node/package.json`, 'utf8'),
+).version;
 
 /**
  * What the compiled code names as `k8s.<name>`: every value import of the client is `import * as k8s from
@@ -25,7 +27,10 @@ function namedInCode() {
   const named = new Set();
   for (const entry of readdirSync(`${root}dist`, { recursive: true, withFileTypes: true })) {
     if (!entry.isFile() || !entry.name.endsWith('.js') || entry.parentPath.startsWith(`${root}dist/vendor`)) continue;
-    for (const [, name] of readFileSync(`${entry.parentPath}/${entry.name}`, 'utf8').matchAll(/\bk8s\.([A-Za-z_$][\w$]*)/g)) named.add(name);
+    for (const [, name] of readFileSync(`${entry.parentPath}/${entry.name}`, 'utf8').matchAll(
+      /\bk8s\.([A-Za-z_$][\w$]*)/g,
+    ))
+      named.add(name);
   }
   return [...named].sort();
 }
@@ -55,7 +60,9 @@ await build({
   legalComments: 'linked',
   outfile,
   // The client's CommonJS dependencies call require (ws's optional native helpers, for one).
-  banner: { js: "import { createRequire as __kindlingRequire } from 'node:module'; const require = __kindlingRequire(import.meta.url);" },
+  banner: {
+    js: "import { createRequire as __kindlingRequire } from 'node:module'; const require = __kindlingRequire(import.meta.url);",
+  },
   logLevel: 'error',
 });
 writeFileSync(stampFile, stamp);

@@ -127,7 +127,12 @@ export interface ExtensionConfig {
     settings?: Record<string, string>;
   };
   status?: {
-    handlers?: { name: string; requestHook: { apiVersion: string; hook: string }; timeoutSeconds?: number; failurePolicy?: string }[];
+    handlers?: {
+      name: string;
+      requestHook: { apiVersion: string; hook: string };
+      timeoutSeconds?: number;
+      failurePolicy?: string;
+    }[];
     conditions?: { type: string; status: string; reason?: string; message?: string }[];
   };
 }

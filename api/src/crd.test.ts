@@ -42,25 +42,104 @@ describe('NodePool CRD on a real apiserver', () => {
   }
 
   const invalid: [string, (p: NodePool) => void, RegExp][] = [
-    ['both replicas and autoScaling are set', (p) => (p.spec.autoScaling = { min: 1, max: 3 }), /set exactly one of spec.replicas or spec.autoScaling/],
-    ['neither replicas nor autoScaling is set', (p) => delete p.spec.replicas, /set exactly one of spec.replicas or spec.autoScaling/],
-    ['autoScaling.max is below min', (p) => { delete p.spec.replicas; p.spec.autoScaling = { min: 5, max: 2 }; }, /autoScaling.max must be greater than or equal to spec.autoScaling.min/],
-    ['inPlace is set on a Replace pool', (p) => (p.spec.management.inPlace = { maxUnavailable: 2 }), /inPlace may only be set when spec.management.upgradeType is InPlace/],
-    ['inPlace.maxUnavailable is 150%', (p) => (p.spec.management = { upgradeType: 'InPlace', inPlace: { maxUnavailable: '150%' } }), /maxUnavailable must be an integer of at least 1 or a percentage/],
-    ['inPlace.maxUnavailable is 0', (p) => (p.spec.management = { upgradeType: 'InPlace', inPlace: { maxUnavailable: 0 } }), /maxUnavailable must be an integer of at least 1/],
-    ['nodeDrainTimeout is prose', (p) => (p.spec.nodeDrainTimeout = 'ten minutes'), /must be a duration such as 30s, 10m or 1h30m/],
-    ['pausedUntil is not a date', (p) => (p.spec.pausedUntil = 'tomorrow'), /pausedUntil must be 'true', 'false' or an RFC3339 date/],
-    ['upgradeType is unknown', (p) => (p.spec.management.upgradeType = 'Rolling' as 'Replace'), /Unsupported value: "Rolling": supported values: "Replace", "InPlace"/],
-    ['more than 10 config ConfigMaps', (p) => (p.spec.config = Array.from({ length: 11 }, (_, i) => ({ name: `c${i}` }))), /Too many: 11: must have at most 10 items/],
-    ['more than 50 taints', (p) => (p.spec.taints = Array.from({ length: 51 }, (_, i) => ({ key: `k${i}`, effect: 'NoSchedule' as const }))), /Too many: 51: must have at most 50 items/],
-    ['maxSurge and maxUnavailable are both 0', (p) => (p.spec.management.replace = { rollingUpdate: { maxSurge: 0, maxUnavailable: 0 } }), /maxSurge and maxUnavailable cannot both be 0/],
-    ['rollingUpdate is set with OnDelete', (p) => (p.spec.management.replace = { strategy: 'OnDelete', rollingUpdate: { maxSurge: 2 } }), /rollingUpdate may only be set when the strategy is RollingUpdate/],
-    ['maxSurge is a malformed percentage', (p) => (p.spec.management.replace = { rollingUpdate: { maxSurge: '10 percent' } }), /must be a non-negative integer or a percentage from 0% to 100%/],
-    ['a node label key has a space', (p) => (p.spec.nodeLabels = { 'my role': 'x' }), /nodeLabels keys must be label keys/],
-    ['the release image is missing', (p) => (p.spec.release = {} as NodePool['spec']['release']), /spec.release.image: Required value/],
-    ['the platform is missing', (p) => delete (p.spec as Partial<NodePool['spec']>).platform, /spec.platform: Required value/],
-    ['maxSurge is set with the MachineSet engine', (p) => (p.spec.management = { upgradeType: 'InPlace', inPlace: { maxSurge: 1 } }), /maxSurge may only be set with engine ClusterAPI/],
-    ['the engine is unknown', (p) => (p.spec.management = { upgradeType: 'InPlace', inPlace: { engine: 'Kured' as 'ClusterAPI' } }), /Unsupported value: "Kured": supported values: "MachineSet", "ClusterAPI"/],
+    [
+      'both replicas and autoScaling are set',
+      (p) => (p.spec.autoScaling = { min: 1, max: 3 }),
+      /set exactly one of spec.replicas or spec.autoScaling/,
+    ],
+    [
+      'neither replicas nor autoScaling is set',
+      (p) => delete p.spec.replicas,
+      /set exactly one of spec.replicas or spec.autoScaling/,
+    ],
+    [
+      'autoScaling.max is below min',
+      (p) => {
+        delete p.spec.replicas;
+        p.spec.autoScaling = { min: 5, max: 2 };
+      },
+      /autoScaling.max must be greater than or equal to spec.autoScaling.min/,
+    ],
+    [
+      'inPlace is set on a Replace pool',
+      (p) => (p.spec.management.inPlace = { maxUnavailable: 2 }),
+      /inPlace may only be set when spec.management.upgradeType is InPlace/,
+    ],
+    [
+      'inPlace.maxUnavailable is 150%',
+      (p) => (p.spec.management = { upgradeType: 'InPlace', inPlace: { maxUnavailable: '150%' } }),
+      /maxUnavailable must be an integer of at least 1 or a percentage/,
+    ],
+    [
+      'inPlace.maxUnavailable is 0',
+      (p) => (p.spec.management = { upgradeType: 'InPlace', inPlace: { maxUnavailable: 0 } }),
+      /maxUnavailable must be an integer of at least 1/,
+    ],
+    [
+      'nodeDrainTimeout is prose',
+      (p) => (p.spec.nodeDrainTimeout = 'ten minutes'),
+      /must be a duration such as 30s, 10m or 1h30m/,
+    ],
+    [
+      'pausedUntil is not a date',
+      (p) => (p.spec.pausedUntil = 'tomorrow'),
+      /pausedUntil must be 'true', 'false' or an RFC3339 date/,
+    ],
+    [
+      'upgradeType is unknown',
+      (p) => (p.spec.management.upgradeType = 'Rolling' as 'Replace'),
+      /Unsupported value: "Rolling": supported values: "Replace", "InPlace"/,
+    ],
+    [
+      'more than 10 config ConfigMaps',
+      (p) => (p.spec.config = Array.from({ length: 11 }, (_, i) => ({ name: `c${i}` }))),
+      /Too many: 11: must have at most 10 items/,
+    ],
+    [
+      'more than 50 taints',
+      (p) => (p.spec.taints = Array.from({ length: 51 }, (_, i) => ({ key: `k${i}`, effect: 'NoSchedule' as const }))),
+      /Too many: 51: must have at most 50 items/,
+    ],
+    [
+      'maxSurge and maxUnavailable are both 0',
+      (p) => (p.spec.management.replace = { rollingUpdate: { maxSurge: 0, maxUnavailable: 0 } }),
+      /maxSurge and maxUnavailable cannot both be 0/,
+    ],
+    [
+      'rollingUpdate is set with OnDelete',
+      (p) => (p.spec.management.replace = { strategy: 'OnDelete', rollingUpdate: { maxSurge: 2 } }),
+      /rollingUpdate may only be set when the strategy is RollingUpdate/,
+    ],
+    [
+      'maxSurge is a malformed percentage',
+      (p) => (p.spec.management.replace = { rollingUpdate: { maxSurge: '10 percent' } }),
+      /must be a non-negative integer or a percentage from 0% to 100%/,
+    ],
+    [
+      'a node label key has a space',
+      (p) => (p.spec.nodeLabels = { 'my role': 'x' }),
+      /nodeLabels keys must be label keys/,
+    ],
+    [
+      'the release image is missing',
+      (p) => (p.spec.release = {} as NodePool['spec']['release']),
+      /spec.release.image: Required value/,
+    ],
+    [
+      'the platform is missing',
+      (p) => delete (p.spec as Partial<NodePool['spec']>).platform,
+      /spec.platform: Required value/,
+    ],
+    [
+      'maxSurge is set with the MachineSet engine',
+      (p) => (p.spec.management = { upgradeType: 'InPlace', inPlace: { maxSurge: 1 } }),
+      /maxSurge may only be set with engine ClusterAPI/,
+    ],
+    [
+      'the engine is unknown',
+      (p) => (p.spec.management = { upgradeType: 'InPlace', inPlace: { engine: 'Kured' as 'ClusterAPI' } }),
+      /Unsupported value: "Kured": supported values: "MachineSet", "ClusterAPI"/,
+    ],
     ['the cluster name is not a DNS label', (p) => (p.spec.clusterName = 'Guest_1'), /clusterName must be a DNS label/],
   ];
 
@@ -82,15 +161,24 @@ describe('NodePool CRD on a real apiserver', () => {
   });
 
   it('when an InPlace pool gives an empty inPlace, it should default maxUnavailable to 1', async () => {
-    const created = await objects.create(pool('inplace', (p) => (p.spec.management = { upgradeType: 'InPlace', inPlace: {} })));
+    const created = await objects.create(
+      pool('inplace', (p) => (p.spec.management = { upgradeType: 'InPlace', inPlace: {} })),
+    );
     assert.deepEqual(created.spec.management.inPlace, { engine: 'MachineSet', maxUnavailable: 1 });
   });
 
   it('when the in-place engine of an existing pool changes, it should be refused with why and what to do instead', async () => {
-    const created = await objects.create(pool('engine', (p) => (p.spec.management = { upgradeType: 'InPlace', inPlace: { engine: 'ClusterAPI', maxSurge: 1 } })));
+    const created = await objects.create(
+      pool(
+        'engine',
+        (p) => (p.spec.management = { upgradeType: 'InPlace', inPlace: { engine: 'ClusterAPI', maxSurge: 1 } }),
+      ),
+    );
     const switched = structuredClone(created);
     switched.spec.management.inPlace = { engine: 'MachineSet', maxUnavailable: 1 };
-    await assert.rejects(objects.replace(switched), (err) => /inPlace.engine is immutable: .*create a new NodePool with the other engine/.test(statusMessage(err)));
+    await assert.rejects(objects.replace(switched), (err) =>
+      /inPlace.engine is immutable: .*create a new NodePool with the other engine/.test(statusMessage(err)),
+    );
     const dropped = structuredClone(created);
     delete dropped.spec.management.inPlace;
     await assert.rejects(objects.replace(dropped), (err) => /inPlace.engine is immutable/.test(statusMessage(err)));
@@ -103,25 +191,52 @@ describe('NodePool CRD on a real apiserver', () => {
     await assert.rejects(objects.replace(moved), (err) => /spec.clusterName is immutable/.test(statusMessage(err)));
     const retyped = structuredClone(created);
     retyped.spec.management.upgradeType = 'InPlace';
-    await assert.rejects(objects.replace(retyped), (err) => /spec.management.upgradeType is immutable/.test(statusMessage(err)));
+    await assert.rejects(objects.replace(retyped), (err) =>
+      /spec.management.upgradeType is immutable/.test(statusMessage(err)),
+    );
   });
 
   it('when a pool is scaled through the scale subresource, it should change spec.replicas', async () => {
     await objects.create(pool('scaled'));
     const api = cluster.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
     await api.patchNamespacedCustomObjectScale(
-      { group: 'kindling.dev', version: 'v1beta1', namespace: NS, plural: 'nodepools', name: 'scaled', body: { spec: { replicas: 7 } } },
+      {
+        group: 'kindling.dev',
+        version: 'v1beta1',
+        namespace: NS,
+        plural: 'nodepools',
+        name: 'scaled',
+        body: { spec: { replicas: 7 } },
+      },
       k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
     );
-    const read = await objects.read<NodePool>({ apiVersion: 'kindling.dev/v1beta1', kind: 'NodePool', metadata: { name: 'scaled', namespace: NS } });
+    const read = await objects.read<NodePool>({
+      apiVersion: 'kindling.dev/v1beta1',
+      kind: 'NodePool',
+      metadata: { name: 'scaled', namespace: NS },
+    });
     assert.equal(read.spec.replicas, 7);
   });
 
   it('when kubectl lists pools by short name, it should show the printer columns', async () => {
     await objects.create(pool('listed'));
-    const table = execFileSync(testbedBinary('kubectl'), ['--kubeconfig', cluster.kubeconfigPath, 'get', 'np', 'listed', '-n', NS], { encoding: 'utf8' });
+    const table = execFileSync(
+      testbedBinary('kubectl'),
+      ['--kubeconfig', cluster.kubeconfigPath, 'get', 'np', 'listed', '-n', NS],
+      { encoding: 'utf8' },
+    );
     const [header, row] = table.trim().split('\n');
-    assert.deepEqual(header?.split(/\s+/), ['NAME', 'CLUSTER', 'DESIRED', 'CURRENT', 'VERSION', 'UPDATINGVERSION', 'UPDATINGCONFIG', 'MESSAGE', 'AGE']);
+    assert.deepEqual(header?.split(/\s+/), [
+      'NAME',
+      'CLUSTER',
+      'DESIRED',
+      'CURRENT',
+      'VERSION',
+      'UPDATINGVERSION',
+      'UPDATINGCONFIG',
+      'MESSAGE',
+      'AGE',
+    ]);
     assert.match(row ?? '', /^listed\s+guest\s+2\s/);
   });
 });

@@ -9,7 +9,12 @@
 /** The sections of an Ignition 3.x config the rules read. */
 export interface InPlaceSections {
   ignition?: { config?: { merge?: unknown[] | null; replace?: unknown } | null } | null;
-  storage?: { disks?: unknown[] | null; raid?: unknown[] | null; filesystems?: unknown[] | null; luks?: unknown[] | null } | null;
+  storage?: {
+    disks?: unknown[] | null;
+    raid?: unknown[] | null;
+    filesystems?: unknown[] | null;
+    luks?: unknown[] | null;
+  } | null;
   passwd?: { users?: { name: string; [field: string]: unknown }[] | null; groups?: unknown[] | null } | null;
   kernelArguments?: { shouldExist?: unknown[] | null; shouldNotExist?: unknown[] | null } | null;
 }

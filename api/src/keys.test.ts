@@ -19,12 +19,21 @@ const NAME_FORMS: Record<string, () => string> = {
 /** Exports that read names rather than make them: nothing of their own to document. */
 const READERS = new Set(['poolOfBootstrapGroup', 'hashOfBootstrapTemplate']);
 /** Values of a key rather than keys (and the API group): the doc shows them in their key's row. */
-const VALUES = new Set(['GROUP', 'NODE_STATES.working', 'NODE_STATES.done', 'NODE_STATES.degraded', 'DRAIN_PREFIX', 'UNCORDON_PREFIX', 'SKIP_REMEDIATION_INPLACE']);
+const VALUES = new Set([
+  'GROUP',
+  'NODE_STATES.working',
+  'NODE_STATES.done',
+  'NODE_STATES.degraded',
+  'DRAIN_PREFIX',
+  'UNCORDON_PREFIX',
+  'SKIP_REMEDIATION_INPLACE',
+]);
 
 /** Every string an export holds, with where it comes from (`ANNOTATIONS.state`). */
 function strings(value: unknown, path: string): [string, string][] {
   if (typeof value === 'string') return [[path, value]];
-  if (typeof value === 'object' && value !== null) return Object.entries(value).flatMap(([k, v]) => strings(v, `${path}.${k}`));
+  if (typeof value === 'object' && value !== null)
+    return Object.entries(value).flatMap(([k, v]) => strings(v, `${path}.${k}`));
   return [];
 }
 
@@ -37,7 +46,10 @@ function contractValues(): [string, string][] {
       continue;
     }
     const form = NAME_FORMS[name];
-    assert.ok(form !== undefined || READERS.has(name), `${name} is a new function of api/src: add its placeholder form to NAME_FORMS (or READERS) in keys.test.ts, and the form to docs/architecture.md`);
+    assert.ok(
+      form !== undefined || READERS.has(name),
+      `${name} is a new function of api/src: add its placeholder form to NAME_FORMS (or READERS) in keys.test.ts, and the form to docs/architecture.md`,
+    );
     if (form) values.push([`${name}()`, form()]);
   }
   return values;
@@ -65,7 +77,11 @@ describe('the contract in docs/architecture.md', () => {
     const missing = contractValues()
       .filter(([where, value]) => (VALUES.has(where) ? !spans.has(value) : !rows.has(value)))
       .map(([where, value]) => `${where} (\`${value}\`)`);
-    assert.deepEqual(missing, [], 'each needs a row of The contract saying who writes and who reads it (values of a key: a `code span` in its row)');
+    assert.deepEqual(
+      missing,
+      [],
+      'each needs a row of The contract saying who writes and who reads it (values of a key: a `code span` in its row)',
+    );
   });
 
   it('when a row of The contract names a key api/src does not have, it should fail and name it', () => {

@@ -12,7 +12,13 @@ export function nodePoolFixture(name: string, namespace: string, patch: (p: Node
       release: { image: 'registry.local:5000/kindling/release:1.36.3' },
       replicas: 2,
       management: { upgradeType: 'Replace' },
-      platform: { infrastructureTemplateRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachineTemplate', name: 'small' } },
+      platform: {
+        infrastructureTemplateRef: {
+          apiGroup: 'infrastructure.kindling.dev',
+          kind: 'LocalMachineTemplate',
+          name: 'small',
+        },
+      },
     },
   };
   patch(p);
@@ -29,7 +35,11 @@ export function samplePool(patch: (p: NodePool) => void = () => {}): NodePool {
     p.metadata = { ...p.metadata, uid: '4c1f6a53-0c1e-4d9e-9a4b-1f4f6c2d9e10', generation: 3 };
     p.spec.release.allowPrerelease = false;
     p.spec.replicas = 3;
-    p.spec.management = { upgradeType: 'Replace', replace: { strategy: 'RollingUpdate', rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } }, autoRepair: false };
+    p.spec.management = {
+      upgradeType: 'Replace',
+      replace: { strategy: 'RollingUpdate', rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } },
+      autoRepair: false,
+    };
     p.spec.config = [{ name: 'kubelet-config' }];
     p.spec.nodeDrainTimeout = '10m';
     p.spec.nodeVolumeDetachTimeout = '1m30s';

@@ -2,7 +2,13 @@
 import * as k8s from '#k8s';
 import { LABELS } from '../../api/src/keys.js';
 import { NODEPOOL_API_VERSION, NODEPOOL_KIND, NODEPOOL_PLURAL, type NodePool } from '../../api/src/nodepool.js';
-import { CAPI_API_VERSION, CAPI_GROUP, type Machine, type MachineDeployment, type MachineSet } from '../../api/src/capi.js';
+import {
+  CAPI_API_VERSION,
+  CAPI_GROUP,
+  type Machine,
+  type MachineDeployment,
+  type MachineSet,
+} from '../../api/src/capi.js';
 import { isNotFound } from '../../support/src/errors.js';
 import { parseManifests } from '../../support/src/manifests.js';
 import { createGuestKubeConfigs, type GuestKubeConfigs } from '../../support/src/guest-kubeconfigs.js';
@@ -14,8 +20,11 @@ const [KINDLING_GROUP = '', KINDLING_VERSION = ''] = NODEPOOL_API_VERSION.split(
 /** `namespace/name`, or `name` in the default namespace. */
 export function parsePoolRef(ref: string, defaultNamespace = 'default'): { namespace: string; name: string } {
   const parts = ref.split('/');
-  if (parts.length > 2 || parts.some((p) => p === '')) throw new Error(`"${ref}" is not a pool: use <namespace>/<name>`);
-  return parts.length === 2 ? { namespace: parts[0] ?? '', name: parts[1] ?? '' } : { namespace: defaultNamespace, name: ref };
+  if (parts.length > 2 || parts.some((p) => p === ''))
+    throw new Error(`"${ref}" is not a pool: use <namespace>/<name>`);
+  return parts.length === 2
+    ? { namespace: parts[0] ?? '', name: parts[1] ?? '' }
+    : { namespace: defaultNamespace, name: ref };
 }
 
 /** A NodePool from a YAML file's text (the first NodePool document). */
@@ -36,7 +45,15 @@ async function orUndefined<T>(read: Promise<T>): Promise<T | undefined> {
 
 export async function readNodePool(kc: k8s.KubeConfig, namespace: string, name: string): Promise<NodePool | undefined> {
   const custom = kc.makeApiClient(k8s.CustomObjectsApi);
-  return (await orUndefined(custom.getNamespacedCustomObject({ group: KINDLING_GROUP, version: KINDLING_VERSION, namespace, plural: NODEPOOL_PLURAL, name }))) as NodePool | undefined;
+  return (await orUndefined(
+    custom.getNamespacedCustomObject({
+      group: KINDLING_GROUP,
+      version: KINDLING_VERSION,
+      namespace,
+      plural: NODEPOOL_PLURAL,
+      name,
+    }),
+  )) as NodePool | undefined;
 }
 
 /** The guest clusters' kubeconfigs, read from their CAPI `<cluster>-kubeconfig` Secrets. */
@@ -45,7 +62,11 @@ export function guestKubeConfigs(kc: k8s.KubeConfig): GuestKubeConfigs {
   return createGuestKubeConfigs((namespace, name) => core.readNamespacedSecret({ namespace, name }));
 }
 
-async function guestNodes(guests: GuestKubeConfigs, pool: NodePool, machines: readonly Machine[]): Promise<Pick<PoolState, 'nodes' | 'guestError'>> {
+async function guestNodes(
+  guests: GuestKubeConfigs,
+  pool: NodePool,
+  machines: readonly Machine[],
+): Promise<Pick<PoolState, 'nodes' | 'guestError'>> {
   const names = new Set(machines.map((m) => m.status?.nodeRef?.name).filter((n): n is string => !!n));
   if (names.size === 0) return { nodes: [] };
   try {
@@ -64,9 +85,19 @@ export async function readPoolState(kc: k8s.KubeConfig, guests: GuestKubeConfigs
   const custom = kc.makeApiClient(k8s.CustomObjectsApi);
   const labelSelector = `${LABELS.nodePool}=${pool.metadata.name}`;
   const capi = async <T>(plural: string): Promise<T[]> =>
-    ((await custom.listNamespacedCustomObject({ group: CAPI_GROUP, version: CAPI_VERSION, namespace, plural, labelSelector })) as { items: T[] }).items;
+    (
+      (await custom.listNamespacedCustomObject({
+        group: CAPI_GROUP,
+        version: CAPI_VERSION,
+        namespace,
+        plural,
+        labelSelector,
+      })) as { items: T[] }
+    ).items;
   const [configMaps, secrets, machineSets, machineDeployments, machines] = await Promise.all([
-    Promise.all((pool.spec.config ?? []).map((c) => orUndefined(core.readNamespacedConfigMap({ namespace, name: c.name })))),
+    Promise.all(
+      (pool.spec.config ?? []).map((c) => orUndefined(core.readNamespacedConfigMap({ namespace, name: c.name }))),
+    ),
     core.listNamespacedSecret({ namespace, labelSelector }),
     capi<MachineSet>('machinesets'),
     capi<MachineDeployment>('machinedeployments'),

@@ -9,12 +9,19 @@ describe('kindling commands', () => {
       const loaded = await loadCommand(listed);
       assert.equal(loaded.summary, listed.summary, `summary of ${listed.name}`);
       assert.equal(loaded.load, undefined, `${listed.name} is loaded in full`);
-      assert.ok(Object.keys(loaded.flags).length > 0 || ['version', 'crds'].includes(listed.name), `${listed.name} has its flags once loaded`);
+      assert.ok(
+        Object.keys(loaded.flags).length > 0 || ['version', 'crds'].includes(listed.name),
+        `${listed.name} has its flags once loaded`,
+      );
     }
   });
 
   it('when a listed command names a module that defines another command, loading it should fail with both names', async () => {
-    const wrong = { ...COMMANDS[0], name: 'nope', load: () => loadCommand(COMMANDS[0] as (typeof COMMANDS)[0]) } as (typeof COMMANDS)[0];
+    const wrong = {
+      ...COMMANDS[0],
+      name: 'nope',
+      load: () => loadCommand(COMMANDS[0] as (typeof COMMANDS)[0]),
+    } as (typeof COMMANDS)[0];
     await assert.rejects(loadCommand(wrong), /kindling nope: its module defines version/);
   });
 });

@@ -35,12 +35,44 @@ const crds = defineCommand({
 export const COMMANDS: readonly Command[] = [
   version,
   crds,
-  lazyCommand('plan', 'Show what a NodePool change would do (policies, config hash, in place or replace, node batches); changes nothing. Exit 3 when a policy blocks it.', async () => (await import('./plan.js')).planCommand),
-  lazyCommand('status', 'Show NodePools: desired/current/ready, version, config hash, conditions that are not fine, rollout progress per node.', async () => (await import('./status.js')).statusCommand),
-  lazyCommand('nodepool-controller', 'Run the NodePool controller (NodePools become token/user-data Secrets and Cluster API objects) and the kubelet CSR approver.', async () => (await import('../../nodepool-controller/src/command.js')).nodePoolControllerCommand),
-  lazyCommand('drainer', 'Cordon, drain (Eviction API) and uncordon guest Nodes on request (desiredDrain/lastAppliedDrain).', async () => (await import('../../drainer/src/command.js')).drainerCommand),
-  lazyCommand('inplace-upgrader', "Update InPlace MachineSets' nodes in place, never more than maxUnavailable at once; optionally serve Cluster API's in-place update hooks.", async () => (await import('../../inplace-upgrader/src/command.js')).inplaceUpgraderCommand),
-  lazyCommand('agent', "Apply this node's payload Secret to the host root in place (machine-config-daemon protocol).", async () => (await import('../../inplace-upgrader/src/agent/command.js')).agentCommand),
-  lazyCommand('ignition-server', 'Serve Ignition payloads over HTTPS to booting hosts and manage their tokens.', async () => (await import('../../ignition-server/src/command.js')).ignitionServerCommand),
-  lazyCommand('release', 'Build a release image from a folder: release build <folder> --output <layout dir|file.tar> [--push <registry ref>].', async () => (await import('../../ignition-server/src/command.js')).releaseCommand),
+  lazyCommand(
+    'plan',
+    'Show what a NodePool change would do (policies, config hash, in place or replace, node batches); changes nothing. Exit 3 when a policy blocks it.',
+    async () => (await import('./plan.js')).planCommand,
+  ),
+  lazyCommand(
+    'status',
+    'Show NodePools: desired/current/ready, version, config hash, conditions that are not fine, rollout progress per node.',
+    async () => (await import('./status.js')).statusCommand,
+  ),
+  lazyCommand(
+    'nodepool-controller',
+    'Run the NodePool controller (NodePools become token/user-data Secrets and Cluster API objects) and the kubelet CSR approver.',
+    async () => (await import('../../nodepool-controller/src/command.js')).nodePoolControllerCommand,
+  ),
+  lazyCommand(
+    'drainer',
+    'Cordon, drain (Eviction API) and uncordon guest Nodes on request (desiredDrain/lastAppliedDrain).',
+    async () => (await import('../../drainer/src/command.js')).drainerCommand,
+  ),
+  lazyCommand(
+    'inplace-upgrader',
+    "Update InPlace MachineSets' nodes in place, never more than maxUnavailable at once; optionally serve Cluster API's in-place update hooks.",
+    async () => (await import('../../inplace-upgrader/src/command.js')).inplaceUpgraderCommand,
+  ),
+  lazyCommand(
+    'agent',
+    "Apply this node's payload Secret to the host root in place (machine-config-daemon protocol).",
+    async () => (await import('../../inplace-upgrader/src/agent/command.js')).agentCommand,
+  ),
+  lazyCommand(
+    'ignition-server',
+    'Serve Ignition payloads over HTTPS to booting hosts and manage their tokens.',
+    async () => (await import('../../ignition-server/src/command.js')).ignitionServerCommand,
+  ),
+  lazyCommand(
+    'release',
+    'Build a release image from a folder: release build <folder> --output <layout dir|file.tar> [--push <registry ref>].',
+    async () => (await import('../../ignition-server/src/command.js')).releaseCommand,
+  ),
 ];

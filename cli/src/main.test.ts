@@ -6,7 +6,11 @@ import { defineCommand, lazyCommand } from '../../support/src/command.js';
 function io(): { out: string[]; err: string[]; io: Parameters<typeof main>[1] } {
   const out: string[] = [];
   const err: string[] = [];
-  return { out, err, io: { out: (t) => void out.push(t), err: (t) => void err.push(t), env: { KINDLING_GREETING: 'hi' } } };
+  return {
+    out,
+    err,
+    io: { out: (t) => void out.push(t), err: (t) => void err.push(t), env: { KINDLING_GREETING: 'hi' } },
+  };
 }
 
 const echo = defineCommand({
@@ -31,10 +35,13 @@ describe('kindling main', () => {
     assert.deepEqual(JSON.parse(t.out.join('')), { greeting: 'hi', times: 3, loud: true, args: ['world'] });
   });
 
-  it('when asked for a subcommand\'s help, it should list every flag with its default', async () => {
+  it("when asked for a subcommand's help, it should list every flag with its default", async () => {
     const t = io();
     assert.equal(await main(['echo', '--help'], t.io, [echo]), 0);
-    assert.match(t.out.join(''), /Usage: kindling echo <word> \[flags\][\s\S]*--times <int>[\s\S]*default: "1", env: KINDLING_TIMES/);
+    assert.match(
+      t.out.join(''),
+      /Usage: kindling echo <word> \[flags\][\s\S]*--times <int>[\s\S]*default: "1", env: KINDLING_TIMES/,
+    );
   });
 
   it('when the command or a flag is unknown, it should exit 2 with a message', async () => {
@@ -69,7 +76,18 @@ describe('kindling main', () => {
   });
 
   it('when a command has one-letter aliases and a list flag is repeated, it should expand them to long flags and join the list', () => {
-    const cmd = defineCommand({ name: 'x', summary: '', short: { f: 'file' }, flags: { file: { type: 'string', default: '', help: '' }, config: { type: 'list', default: [], help: '' } }, run: () => Promise.resolve(0) });
-    assert.deepEqual(expandArgs(cmd, ['-f', 'a.yaml', 'ns/p', '--config', 'a', '--config=b']), ['--file', 'a.yaml', 'ns/p', '--config=a,b']);
+    const cmd = defineCommand({
+      name: 'x',
+      summary: '',
+      short: { f: 'file' },
+      flags: { file: { type: 'string', default: '', help: '' }, config: { type: 'list', default: [], help: '' } },
+      run: () => Promise.resolve(0),
+    });
+    assert.deepEqual(expandArgs(cmd, ['-f', 'a.yaml', 'ns/p', '--config', 'a', '--config=b']), [
+      '--file',
+      'a.yaml',
+      'ns/p',
+      '--config=a,b',
+    ]);
   });
 });

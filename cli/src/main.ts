@@ -78,7 +78,9 @@ async function resolve(argv: string[], io: CommandIO, commands: readonly Command
   if (rest.some((a) => a === '--help' || a === '-h')) {
     const aliases = Object.entries(command.short ?? {}).map(([k, v]) => `-${k} = --${flagName(v)}`);
     const summary = aliases.length > 0 ? `${command.summary}\n\nShort flags: ${aliases.join(', ')}` : command.summary;
-    io.out(formatHelp(`kindling ${command.name}${command.args ? ` ${command.args}` : ''} [flags]`, summary, command.flags));
+    io.out(
+      formatHelp(`kindling ${command.name}${command.args ? ` ${command.args}` : ''} [flags]`, summary, command.flags),
+    );
     return 0;
   }
   return command;

@@ -35,7 +35,9 @@ const NODES = ['ops-0', 'ops-1', 'ops-2'];
 /** A release `plan` is asked about: plan reads only its tag, never the image. */
 const IMAGE = (v: string): string => `registry.local:5000/kindling/release:${v}`;
 const MERGE = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
-const SCHEMA = JSON.parse(readFileSync(fileURLToPath(new URL('../../../cli/plan.schema.json', import.meta.url)), 'utf8')) as Schema;
+const SCHEMA = JSON.parse(
+  readFileSync(fileURLToPath(new URL('../../../cli/plan.schema.json', import.meta.url)), 'utf8'),
+) as Schema;
 
 async function run(argv: string[]): Promise<{ code: number; out: string; err: string }> {
   const out: string[] = [];
@@ -55,20 +57,64 @@ describe('kindling plan and status on the real test bed', () => {
   let hash: string;
   const log = createLogger({ name: 'operator-test', level: 'warn' });
 
-  const readPool = async (): Promise<NodePool> => (await custom.getNamespacedCustomObject({ group: 'kindling.dev', version: 'v1beta1', namespace: NS, plural: 'nodepools', name: POOL })) as NodePool;
+  const readPool = async (): Promise<NodePool> =>
+    (await custom.getNamespacedCustomObject({
+      group: 'kindling.dev',
+      version: 'v1beta1',
+      namespace: NS,
+      plural: 'nodepools',
+      name: POOL,
+    })) as NodePool;
   const annotateSet = (annotations: Record<string, string>): Promise<unknown> =>
-    custom.patchNamespacedCustomObject({ group: CAPI_GROUP, version: 'v1beta2', namespace: NS, plural: 'machinesets', name: POOL, body: { metadata: { annotations } } }, MERGE);
-  const annotateNode = (name: string, annotations: Record<string, string>): Promise<unknown> => guestCore.patchNode({ name, body: { metadata: { annotations } } }, MERGE);
+    custom.patchNamespacedCustomObject(
+      {
+        group: CAPI_GROUP,
+        version: 'v1beta2',
+        namespace: NS,
+        plural: 'machinesets',
+        name: POOL,
+        body: { metadata: { annotations } },
+      },
+      MERGE,
+    );
+  const annotateNode = (name: string, annotations: Record<string, string>): Promise<unknown> =>
+    guestCore.patchNode({ name, body: { metadata: { annotations } } }, MERGE);
 
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'kindling-cli-'));
     mgmt = await startCluster({ name: 'mgmt', controllerManager: false });
-    [guest] = await Promise.all([startCluster({ name: 'guest', controllerManager: false, kwok: true, management: { cluster: mgmt, namespace: NS } }), installKindlingCrds(mgmt), installCapiCrds(mgmt)]);
+    [guest] = await Promise.all([
+      startCluster({
+        name: 'guest',
+        controllerManager: false,
+        kwok: true,
+        management: { cluster: mgmt, namespace: NS },
+      }),
+      installKindlingCrds(mgmt),
+      installCapiCrds(mgmt),
+    ]);
     custom = mgmt.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
     guestCore = guest.kubeConfig.makeApiClient(k8s.CoreV1Api);
-    await mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api).createNamespacedConfigMap({ namespace: NS, body: { metadata: { name: 'kubelet-config' }, data: { config: KUBELET_CONFIG } } });
-    ignition = await runIgnitionServer({ kubeconfigPath: mgmt.kubeconfigPath, dir: join(dir, 'ignition-server'), namespace: NS, releases: ['1.36.3'] });
-    controller = createNodePoolController({ kubeConfig: mgmt.kubeConfig, log, config: { ignition: { endpoint: ignition.endpoint, caPem: ignition.caPem }, tokenGraceMs: 3_600_000, maxSkewMinors: 3 }, workers: 2 });
+    await mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api).createNamespacedConfigMap({
+      namespace: NS,
+      body: { metadata: { name: 'kubelet-config' }, data: { config: KUBELET_CONFIG } },
+    });
+    ignition = await runIgnitionServer({
+      kubeconfigPath: mgmt.kubeconfigPath,
+      dir: join(dir, 'ignition-server'),
+      namespace: NS,
+      releases: ['1.36.3'],
+    });
+    controller = createNodePoolController({
+      kubeConfig: mgmt.kubeConfig,
+      log,
+      config: {
+        ignition: { endpoint: ignition.endpoint, caPem: ignition.caPem },
+        tokenGraceMs: 3_600_000,
+        maxSkewMinors: 3,
+      },
+      workers: 2,
+    });
     await controller.start();
     const pool = nodePoolFixture(POOL, NS, (p) => {
       p.spec.release.image = ignition.releases['1.36.3'] ?? '';
@@ -77,11 +123,18 @@ describe('kindling plan and status on the real test bed', () => {
       p.spec.management = { upgradeType: 'InPlace', inPlace: { maxUnavailable: 1 } };
     });
     await k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig).create(pool);
-    hash = (await eventually('the pool to get its config hash', async () => (await readPool()).status?.configHash)) ?? '';
+    hash =
+      (await eventually('the pool to get its config hash', async () => (await readPool()).status?.configHash)) ?? '';
     // What Cluster API, the hosts and the upgrader leave behind: Machines with Nodes, all at the hash.
     for (const [i, node] of NODES.entries()) {
       await createTestNode(guest.kubeConfig, node, { [LABELS.zone]: `zone-${i % 2}` });
-      await createTestMachine(mgmt.kubeConfig, { name: `${POOL}-m${i}`, namespace: NS, cluster: 'guest', machineSet: POOL, node });
+      await createTestMachine(mgmt.kubeConfig, {
+        name: `${POOL}-m${i}`,
+        namespace: NS,
+        cluster: 'guest',
+        machineSet: POOL,
+        node,
+      });
       await annotateNode(node, { [ANNOTATIONS.currentConfig]: hash, [ANNOTATIONS.state]: 'Done' });
     }
     await annotateSet({ [ANNOTATIONS.currentConfigHash]: hash });
@@ -106,14 +159,33 @@ describe('kindling plan and status on the real test bed', () => {
 
   it('when a release is planned, it should read the guest Nodes and batch them one at a time, print JSON of the schema, and write nothing', async () => {
     const before = (await readPool()).metadata.resourceVersion;
-    const text = await run(['plan', `${NS}/${POOL}`, '--release', IMAGE('1.36.2'), '--kubeconfig', mgmt.kubeconfigPath]);
+    const text = await run([
+      'plan',
+      `${NS}/${POOL}`,
+      '--release',
+      IMAGE('1.36.2'),
+      '--kubeconfig',
+      mgmt.kubeconfigPath,
+    ]);
     assert.equal(text.code, 0, text.err);
     assert.match(text.out, /Action: UPDATE IN PLACE: the upgrader moves 3 nodes/);
     assert.match(text.out, /3 nodes in 3 batches, at most 1 unavailable/);
-    const json = await run(['plan', `${NS}/${POOL}`, '--release', IMAGE('1.36.2'), '-o', 'json', '--kubeconfig', mgmt.kubeconfigPath]);
+    const json = await run([
+      'plan',
+      `${NS}/${POOL}`,
+      '--release',
+      IMAGE('1.36.2'),
+      '-o',
+      'json',
+      '--kubeconfig',
+      mgmt.kubeconfigPath,
+    ]);
     const plan = JSON.parse(json.out) as Plan;
     assert.deepEqual(validate(SCHEMA, plan), []);
-    assert.deepEqual(plan.inPlace?.batches.map((b) => b.length), [1, 1, 1]);
+    assert.deepEqual(
+      plan.inPlace?.batches.map((b) => b.length),
+      [1, 1, 1],
+    );
     assert.deepEqual(plan.inPlace?.batches.flat().sort(), NODES);
     assert.equal((await readPool()).metadata.resourceVersion, before);
   });
@@ -127,7 +199,15 @@ describe('kindling plan and status on the real test bed', () => {
   it('when a file adds node labels, it should plan propagation to the Machines and Nodes only', async () => {
     const pool = await readPool();
     const file = join(dir, 'nodepool.yaml');
-    await writeFile(file, stringify({ apiVersion: pool.apiVersion, kind: pool.kind, metadata: { name: POOL, namespace: NS }, spec: { ...pool.spec, nodeLabels: { tier: 'gold' } } }));
+    await writeFile(
+      file,
+      stringify({
+        apiVersion: pool.apiVersion,
+        kind: pool.kind,
+        metadata: { name: POOL, namespace: NS },
+        spec: { ...pool.spec, nodeLabels: { tier: 'gold' } },
+      }),
+    );
     const r = await run(['plan', '-f', file, '--kubeconfig', mgmt.kubeconfigPath]);
     assert.equal(r.code, 0, r.err);
     assert.match(r.out, /reach 3 Machines and 3 Nodes in place/);
@@ -137,16 +217,36 @@ describe('kindling plan and status on the real test bed', () => {
   it('when an in-place rollout moves on, status --watch should redraw its progress from watch events', async () => {
     await annotateSet({ [ANNOTATIONS.currentConfigHash]: 'older' });
     await annotateNode('ops-0', { [ANNOTATIONS.currentConfig]: 'older' });
-    await annotateNode('ops-1', { [ANNOTATIONS.currentConfig]: 'older', [ANNOTATIONS.desiredConfig]: hash, [ANNOTATIONS.state]: 'Working', [ANNOTATIONS.desiredDrain]: `drain-${hash}` });
+    await annotateNode('ops-1', {
+      [ANNOTATIONS.currentConfig]: 'older',
+      [ANNOTATIONS.desiredConfig]: hash,
+      [ANNOTATIONS.state]: 'Working',
+      [ANNOTATIONS.desiredDrain]: `drain-${hash}`,
+    });
     const frames: string[] = [];
     const stop = new AbortController();
     const io = { out: (t: string) => void frames.push(t), err: () => {}, env: {} };
-    const watching = runStatus({ kubeConfig: mgmt.kubeConfig, scope: { namespace: NS, pool: POOL }, watch: true, io, signal: stop.signal });
+    const watching = runStatus({
+      kubeConfig: mgmt.kubeConfig,
+      scope: { namespace: NS, pool: POOL },
+      watch: true,
+      io,
+      signal: stop.signal,
+    });
     try {
-      await eventually('a frame with the rollout', async () => frames.some((f) => /1 of 3 updated/.test(f) && /ops-1\s+draining/.test(f) && /ops-0\s+waiting/.test(f)));
-      await annotateNode('ops-1', { [ANNOTATIONS.currentConfig]: hash, [ANNOTATIONS.state]: 'Done', [ANNOTATIONS.lastAppliedDrain]: `drain-${hash}`, [ANNOTATIONS.desiredDrain]: `uncordon-${hash}` });
+      await eventually('a frame with the rollout', async () =>
+        frames.some((f) => /1 of 3 updated/.test(f) && /ops-1\s+draining/.test(f) && /ops-0\s+waiting/.test(f)),
+      );
+      await annotateNode('ops-1', {
+        [ANNOTATIONS.currentConfig]: hash,
+        [ANNOTATIONS.state]: 'Done',
+        [ANNOTATIONS.lastAppliedDrain]: `drain-${hash}`,
+        [ANNOTATIONS.desiredDrain]: `uncordon-${hash}`,
+      });
       await annotateNode('ops-1', { [ANNOTATIONS.lastAppliedDrain]: `uncordon-${hash}` });
-      await eventually('a redrawn frame', async () => frames.some((f) => /2 of 3 updated/.test(f) && /ops-1\s+done/.test(f)));
+      await eventually('a redrawn frame', async () =>
+        frames.some((f) => /2 of 3 updated/.test(f) && /ops-1\s+done/.test(f)),
+      );
     } finally {
       stop.abort();
       await watching;

@@ -8,14 +8,29 @@ import type { Machine, MachineDeployment, MachineSet } from '../../api/src/capi.
 import { ANNOTATIONS } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 import { resolveFenceposts } from '../../support/src/int-or-percent.js';
-import { contains, desiredBootstrapTemplate, hashOfBootstrap, hashOfUserData } from '../../nodepool-controller/src/preview.js';
-import { previewClusterApiUpdate, previewRollout, type ClusterApiPlan, type JsonObject } from '../../inplace-upgrader/src/preview.js';
+import {
+  contains,
+  desiredBootstrapTemplate,
+  hashOfBootstrap,
+  hashOfUserData,
+} from '../../nodepool-controller/src/preview.js';
+import {
+  previewClusterApiUpdate,
+  previewRollout,
+  type ClusterApiPlan,
+  type JsonObject,
+} from '../../inplace-upgrader/src/preview.js';
 import type { InPlacePlan, PlanInput, ReplacePlan } from './plan-model.js';
 
 const alive = (machines: readonly Machine[]): Machine[] => machines.filter((m) => !m.metadata.deletionTimestamp);
 
 /** The upgrader's rollout of the MachineSet (the live one, else the one the controller would create). */
-export function inPlacePlan(input: PlanInput, ms: MachineSet | undefined, desired: MachineSet, paused: boolean): InPlacePlan {
+export function inPlacePlan(
+  input: PlanInput,
+  ms: MachineSet | undefined,
+  desired: MachineSet,
+  paused: boolean,
+): InPlacePlan {
   const ann = desired.metadata.annotations ?? {};
   const p = previewRollout({
     machineSet: ms ?? desired,
@@ -25,15 +40,35 @@ export function inPlacePlan(input: PlanInput, ms: MachineSet | undefined, desire
     machines: input.state.machines,
     nodes: input.state.nodes,
   });
-  const nodes = p.nodes.map((n) => ({ name: n.name, zone: n.zone, phase: n.phase, unavailable: n.unavailable, batch: n.batch }));
+  const nodes = p.nodes.map((n) => ({
+    name: n.name,
+    zone: n.zone,
+    phase: n.phase,
+    unavailable: n.unavailable,
+    batch: n.batch,
+  }));
   const blocks = { ...(p.halted ? { halted: p.halted } : {}), ...(p.stalled ? { stalled: p.stalled } : {}) };
-  return { targetHash: p.target, maxUnavailable: p.maxUnavailable, nodes, batches: p.batches, machinesWithoutNode: p.machinesWithoutNode, ...blocks };
+  return {
+    targetHash: p.target,
+    maxUnavailable: p.maxUnavailable,
+    nodes,
+    batches: p.batches,
+    machinesWithoutNode: p.machinesWithoutNode,
+    ...blocks,
+  };
 }
 
 /** ClusterAPI engine: what the extension would answer for the change from the live to the desired MachineDeployment. */
-export function clusterApiPlan(opts: { pool: NodePool; live: MachineDeployment; desired: MachineDeployment; targetHash: string; config?: string }): ClusterApiPlan {
+export function clusterApiPlan(opts: {
+  pool: NodePool;
+  live: MachineDeployment;
+  desired: MachineDeployment;
+  targetHash: string;
+  config?: string;
+}): ClusterApiPlan {
   const name = opts.pool.metadata.name;
-  const bootstrap = (hash: string | undefined): JsonObject | undefined => (hash === undefined ? undefined : (desiredBootstrapTemplate(opts.pool, hash) as unknown as JsonObject));
+  const bootstrap = (hash: string | undefined): JsonObject | undefined =>
+    hash === undefined ? undefined : (desiredBootstrapTemplate(opts.pool, hash) as unknown as JsonObject);
   const current = bootstrap(hashOfBootstrap(name, opts.live.spec.template.spec.bootstrap));
   return previewClusterApiUpdate({
     pool: name,
@@ -49,13 +84,23 @@ export function clusterApiPlan(opts: { pool: NodePool; live: MachineDeployment; 
 export function replacePlan(input: PlanInput, desired: MachineDeployment): ReplacePlan {
   const replicas = desired.spec.replicas ?? 0;
   const strategy = desired.spec.rollout?.strategy;
-  const { maxSurge, maxUnavailable } = resolveFenceposts(strategy?.rollingUpdate?.maxSurge, strategy?.rollingUpdate?.maxUnavailable, replicas);
+  const { maxSurge, maxUnavailable } = resolveFenceposts(
+    strategy?.rollingUpdate?.maxSurge,
+    strategy?.rollingUpdate?.maxUnavailable,
+    replicas,
+  );
   const want = desired.spec.template.spec;
   const pool = input.pool.metadata.name;
   // A Machine's payload: the user-data it names (ClusterAPI engine: kept in step with its KindlingConfig), else its bootstrap template's.
-  const hashOf = (b: Machine['spec']['bootstrap']): string | undefined => hashOfUserData(pool, b.dataSecretName) ?? hashOfBootstrap(pool, b);
+  const hashOf = (b: Machine['spec']['bootstrap']): string | undefined =>
+    hashOfUserData(pool, b.dataSecretName) ?? hashOfBootstrap(pool, b);
   const stale = alive(input.state.machines)
-    .filter((m) => hashOf(m.spec.bootstrap) !== hashOf(want.bootstrap) || m.spec.version !== want.version || !contains(m.spec.infrastructureRef, { name: want.infrastructureRef.name }))
+    .filter(
+      (m) =>
+        hashOf(m.spec.bootstrap) !== hashOf(want.bootstrap) ||
+        m.spec.version !== want.version ||
+        !contains(m.spec.infrastructureRef, { name: want.infrastructureRef.name }),
+    )
     .map((m) => m.metadata.name)
     .sort();
   const onDelete = strategy?.type === 'OnDelete';

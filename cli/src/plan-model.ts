@@ -4,7 +4,11 @@ import type * as k8s from '#k8s';
 import type { NodePool } from '../../api/src/nodepool.js';
 import type { Machine, MachineDeployment, MachineSet } from '../../api/src/capi.js';
 import type { ClusterApiPlan } from '../../inplace-upgrader/src/preview.js';
-import type { ControlPlaneVersions, DocumentChange, ReleaseVersionResolver } from '../../nodepool-controller/src/preview.js';
+import type {
+  ControlPlaneVersions,
+  DocumentChange,
+  ReleaseVersionResolver,
+} from '../../nodepool-controller/src/preview.js';
 
 /** What `plan` reads: the pool's objects in the management cluster and its Nodes in the guest cluster. */
 export interface PoolState {
@@ -93,7 +97,13 @@ export interface Plan {
   policies: Policy[];
   blocked: boolean;
   blockedReason?: string;
-  configHash: { current?: string; target?: string; changed: boolean; release?: { from?: string; to: string }; documents: DocumentChange[] };
+  configHash: {
+    current?: string;
+    target?: string;
+    changed: boolean;
+    release?: { from?: string; to: string };
+    documents: DocumentChange[];
+  };
   changes: FieldChange[];
   propagation: { machines: string[]; nodes: string[]; guestError?: string };
   action: Action;

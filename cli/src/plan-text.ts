@@ -4,7 +4,14 @@ import type { Action, Effect, Plan } from './plan-model.js';
 /** Columns padded to their widest cell; the last column is not padded. */
 export function table(rows: readonly string[][], indent = '  '): string[] {
   const widths = rows.reduce<number[]>((w, r) => r.map((c, i) => Math.max(w[i] ?? 0, c.length)), []);
-  return rows.map((r) => indent + r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join('  ').trimEnd());
+  return rows.map(
+    (r) =>
+      indent +
+      r
+        .map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i] ?? 0)))
+        .join('  ')
+        .trimEnd(),
+  );
 }
 
 const EFFECTS: Record<Effect, string> = {
@@ -14,17 +21,36 @@ const EFFECTS: Record<Effect, string> = {
   'new-machines': 'new Machines only',
 };
 
-const child = (p: Plan): string => (p.pool.upgradeType === 'InPlace' && !p.clusterApi ? 'MachineSet' : 'MachineDeployment');
+const child = (p: Plan): string =>
+  p.pool.upgradeType === 'InPlace' && !p.clusterApi ? 'MachineSet' : 'MachineDeployment';
 
 function header(p: Plan): string[] {
-  const release = [p.release.version, p.release.currentVersion ? `the nodes run ${p.release.currentVersion}` : undefined].filter(Boolean).join('; ');
+  const release = [
+    p.release.version,
+    p.release.currentVersion ? `the nodes run ${p.release.currentVersion}` : undefined,
+  ]
+    .filter(Boolean)
+    .join('; ');
   const rows = [
     ['Release:', `${p.release.image}${release ? ` (${release})` : ''}`],
     ['Control plane:', p.controlPlane.version ?? `unknown: ${p.controlPlane.error ?? 'not checked'}`],
-    ...(p.paused ? [['Paused:', p.paused === 'true' ? 'yes (spec.pausedUntil): nothing applies until it is unset' : `until ${p.paused}: nothing applies until then`]] : []),
+    ...(p.paused
+      ? [
+          [
+            'Paused:',
+            p.paused === 'true'
+              ? 'yes (spec.pausedUntil): nothing applies until it is unset'
+              : `until ${p.paused}: nothing applies until then`,
+          ],
+        ]
+      : []),
   ];
   const exists = p.pool.exists ? '' : ', not created yet';
-  return [`NodePool ${p.pool.namespace}/${p.pool.name} (${p.pool.upgradeType}, cluster ${p.pool.cluster}${exists})`, '', ...table(rows, '')];
+  return [
+    `NodePool ${p.pool.namespace}/${p.pool.name} (${p.pool.upgradeType}, cluster ${p.pool.cluster}${exists})`,
+    '',
+    ...table(rows, ''),
+  ];
 }
 
 function policies(p: Plan): string[] {
@@ -37,8 +63,13 @@ function hash(p: Plan): string[] {
   if (!h.target) return ['', `Config hash:  ${h.current ?? '(none)'} (no new hash: the release or config is invalid)`];
   if (!h.changed) return ['', `Config hash:  ${h.target} (unchanged)`];
   const rows: string[][] = [];
-  if (h.release) rows.push(['release', h.release.from === undefined ? h.release.to : `${h.release.from} → ${h.release.to}`]);
-  for (const d of h.documents) rows.push(['config', `${d.kind} ${d.name} ${d.change}${d.configMaps.length > 0 ? ` (ConfigMap ${d.configMaps.join(', ')})` : ''}`]);
+  if (h.release)
+    rows.push(['release', h.release.from === undefined ? h.release.to : `${h.release.from} → ${h.release.to}`]);
+  for (const d of h.documents)
+    rows.push([
+      'config',
+      `${d.kind} ${d.name} ${d.change}${d.configMaps.length > 0 ? ` (ConfigMap ${d.configMaps.join(', ')})` : ''}`,
+    ]);
   if (rows.length === 0) rows.push(['inputs', 'the inputs of the current hash are gone (its token Secret expired)']);
   return ['', `Config hash:  ${h.current ?? '(none)'} → ${h.target}, changed by:`, ...table(rows, '  ')];
 }
@@ -51,7 +82,10 @@ function changes(p: Plan): string[] {
   }
   const { machines, nodes, guestError } = p.propagation;
   if (machines.length > 0 || nodes.length > 0) {
-    out.push('', `Labels, taints and timeouts reach ${machines.length} Machines and ${nodes.length} Nodes in place (no rollout).`);
+    out.push(
+      '',
+      `Labels, taints and timeouts reach ${machines.length} Machines and ${nodes.length} Nodes in place (no rollout).`,
+    );
   }
   if (guestError) out.push('', `Guest Nodes not read: ${guestError}`);
   return out;
@@ -60,9 +94,22 @@ function changes(p: Plan): string[] {
 function inPlace(p: Plan): string[] {
   const ip = p.inPlace;
   if (!ip) return [];
-  const rows = [['BATCH', 'NODE', 'ZONE', 'NOW'], ...ip.nodes.map((n) => [n.batch === 0 ? '-' : String(n.batch), n.name, n.zone || '-', `${n.phase}${n.unavailable ? ', unavailable' : ''}`])];
-  const out = ['', `In-place rollout to config hash ${ip.targetHash}: ${ip.nodes.length} nodes in ${ip.batches.length} batches, at most ${ip.maxUnavailable} unavailable at once`, ...table(rows)];
-  if (ip.machinesWithoutNode > 0) out.push(`  ${ip.machinesWithoutNode} Machines have no Node yet: they boot the new config from their user-data.`);
+  const rows = [
+    ['BATCH', 'NODE', 'ZONE', 'NOW'],
+    ...ip.nodes.map((n) => [
+      n.batch === 0 ? '-' : String(n.batch),
+      n.name,
+      n.zone || '-',
+      `${n.phase}${n.unavailable ? ', unavailable' : ''}`,
+    ]),
+  ];
+  const out = [
+    '',
+    `In-place rollout to config hash ${ip.targetHash}: ${ip.nodes.length} nodes in ${ip.batches.length} batches, at most ${ip.maxUnavailable} unavailable at once`,
+    ...table(rows),
+  ];
+  if (ip.machinesWithoutNode > 0)
+    out.push(`  ${ip.machinesWithoutNode} Machines have no Node yet: they boot the new config from their user-data.`);
   if (ip.halted) out.push(`  The rollout halts on degraded node ${ip.halted.node}: ${ip.halted.reason}`);
   if (ip.stalled) out.push(`  The rollout stalls: ${ip.stalled}`);
   return out;
@@ -72,15 +119,26 @@ function clusterApi(p: Plan): string[] {
   const c = p.clusterApi;
   if (!c) return [];
   const label: Record<string, string> = { 'in-place': 'in place', propagated: 'propagated', rollout: 'must roll' };
-  const rows = [['VERDICT', 'FIELD', 'WHY'], ...c.changes.map((x) => [label[x.verdict] ?? x.verdict, x.field, x.reason])];
-  return ['', `Cluster API in-place engine: Kindling's extension would answer ${c.inPlace ? 'IN PLACE' : 'ROLL OUT'}:`, ...table(rows)];
+  const rows = [
+    ['VERDICT', 'FIELD', 'WHY'],
+    ...c.changes.map((x) => [label[x.verdict] ?? x.verdict, x.field, x.reason]),
+  ];
+  return [
+    '',
+    `Cluster API in-place engine: Kindling's extension would answer ${c.inPlace ? 'IN PLACE' : 'ROLL OUT'}:`,
+    ...table(rows),
+  ];
 }
 
 function replace(p: Plan): string[] {
   const r = p.replace;
   if (!r) return [];
   const machines = r.machines.length > 0 ? r.machines.join(', ') : '(none yet)';
-  if (r.strategy === 'OnDelete') return ['', `Replacement (OnDelete): Cluster API replaces a Machine only when you delete it. Stale Machines: ${machines}`];
+  if (r.strategy === 'OnDelete')
+    return [
+      '',
+      `Replacement (OnDelete): Cluster API replaces a Machine only when you delete it. Stale Machines: ${machines}`,
+    ];
   return [
     '',
     `Replacement (RollingUpdate, maxSurge ${r.maxSurge}, maxUnavailable ${r.maxUnavailable}, ${r.replicas} replicas):`,
@@ -92,18 +150,31 @@ function replace(p: Plan): string[] {
 const ACTIONS: Record<Action, (p: Plan) => string> = {
   none: () => 'NONE: nothing would change.',
   create: (p) => `CREATE: the controller creates the ${child(p)} at config hash ${p.configHash.target ?? ''}.`,
-  propagate: (p) => `PROPAGATE IN PLACE: no Machine is replaced and no node is updated; the config hash stays ${p.configHash.target ?? ''}.`,
+  propagate: (p) =>
+    `PROPAGATE IN PLACE: no Machine is replaced and no node is updated; the config hash stays ${p.configHash.target ?? ''}.`,
   'update-in-place': (p) =>
     p.clusterApi
       ? `UPDATE IN PLACE: Cluster API updates the Machines to config hash ${p.configHash.target ?? ''} through Kindling's extension (UpdateMachine), under the MachineDeployment's maxSurge/maxUnavailable; no Machine is replaced.`
       : `UPDATE IN PLACE: the upgrader moves ${p.inPlace?.nodes.length ?? 0} nodes to config hash ${p.configHash.target ?? ''}; no Machine is replaced.`,
-  replace: (p) => `REPLACE: Cluster API rolls the MachineDeployment; ${p.replace?.machines.length ?? 0} Machines are replaced.`,
+  replace: (p) =>
+    `REPLACE: Cluster API rolls the MachineDeployment; ${p.replace?.machines.length ?? 0} Machines are replaced.`,
   blocked: (p) => `BLOCKED: ${p.blockedReason ?? 'a policy refuses the change'}.`,
 };
 
 export function formatPlan(p: Plan): string {
-  const lines = [...header(p), ...policies(p), ...hash(p), ...changes(p), ...clusterApi(p), ...inPlace(p), ...replace(p), '', `Action: ${ACTIONS[p.action](p)}`];
-  if (p.action === 'update-in-place' && !p.inPlace && !p.clusterApi) lines.push('(the MachineSet does not exist yet: nothing to update)');
+  const lines = [
+    ...header(p),
+    ...policies(p),
+    ...hash(p),
+    ...changes(p),
+    ...clusterApi(p),
+    ...inPlace(p),
+    ...replace(p),
+    '',
+    `Action: ${ACTIONS[p.action](p)}`,
+  ];
+  if (p.action === 'update-in-place' && !p.inPlace && !p.clusterApi)
+    lines.push('(the MachineSet does not exist yet: nothing to update)');
   lines.push('', 'Nothing was changed.');
   return `${lines.join('\n')}\n`;
 }

@@ -7,16 +7,38 @@ import type { NodePool } from '../../api/src/nodepool.js';
 import { computePlan, resolveFenceposts, simulateRollout, type Plan, type PoolState } from './plan.js';
 import { formatPlan, table } from './plan-text.js';
 import { validate, type Schema } from '../testing/json-schema.js';
-import { assertGoldenText, configMap, controlPlaneAt, IMAGE, KUBELET, MOTD, world, type World } from '../testing/index.js';
+import {
+  assertGoldenText,
+  configMap,
+  controlPlaneAt,
+  IMAGE,
+  KUBELET,
+  MOTD,
+  world,
+  type World,
+} from '../testing/index.js';
 import type { NodeView } from '../../inplace-upgrader/src/preview.js';
 
-const SCHEMA = JSON.parse(readFileSync(fileURLToPath(new URL('../../../cli/plan.schema.json', import.meta.url)), 'utf8')) as Schema;
+const SCHEMA = JSON.parse(
+  readFileSync(fileURLToPath(new URL('../../../cli/plan.schema.json', import.meta.url)), 'utf8'),
+) as Schema;
 const NOW = Date.parse('2026-11-23T10:00:00Z');
 
-async function plan(w: World, change: (p: NodePool) => void = () => {}, opts: { cp?: string | Error; state?: Partial<PoolState> } = {}): Promise<Plan> {
+async function plan(
+  w: World,
+  change: (p: NodePool) => void = () => {},
+  opts: { cp?: string | Error; state?: Partial<PoolState> } = {},
+): Promise<Plan> {
   const pool = structuredClone(w.pool);
   change(pool);
-  return computePlan({ pool, exists: true, state: { ...w.state, ...opts.state }, versions: controlPlaneAt(opts.cp ?? '1.36.3'), maxSkewMinors: 3, now: NOW });
+  return computePlan({
+    pool,
+    exists: true,
+    state: { ...w.state, ...opts.state },
+    versions: controlPlaneAt(opts.cp ?? '1.36.3'),
+    maxSkewMinors: 3,
+    now: NOW,
+  });
 }
 
 const inPlaceWorld = (): World =>
@@ -25,7 +47,13 @@ const inPlaceWorld = (): World =>
     upgradeType: 'InPlace',
     version: '1.36.2',
     configMaps: [configMap('kubelet', KUBELET(110)), configMap('motd', MOTD)],
-    nodes: [{ zone: 'zone-a' }, { zone: 'zone-a' }, { zone: 'zone-b' }, { zone: 'zone-b', ready: false }, { zone: 'zone-c' }],
+    nodes: [
+      { zone: 'zone-a' },
+      { zone: 'zone-a' },
+      { zone: 'zone-b' },
+      { zone: 'zone-b', ready: false },
+      { zone: 'zone-c' },
+    ],
   });
 
 /** An InPlace pool on the ClusterAPI engine: a MachineDeployment whose Machines boot from Kindling's bootstrap templates. */
@@ -46,7 +74,14 @@ spec:
   kernelArguments: [nosmt]
 `;
 
-const replaceWorld = (): World => world({ name: 'replace', upgradeType: 'Replace', version: '1.36.2', configMaps: [configMap('kubelet', KUBELET(110))], nodes: [{ zone: 'zone-a' }, { zone: 'zone-b' }] });
+const replaceWorld = (): World =>
+  world({
+    name: 'replace',
+    upgradeType: 'Replace',
+    version: '1.36.2',
+    configMaps: [configMap('kubelet', KUBELET(110))],
+    nodes: [{ zone: 'zone-a' }, { zone: 'zone-b' }],
+  });
 
 /** The scenarios of the golden files: each a world and a planned change. */
 const SCENARIOS: Record<string, () => Promise<Plan>> = {
@@ -67,9 +102,14 @@ const SCENARIOS: Record<string, () => Promise<Plan>> = {
   'cluster-api-in-place': () => plan(clusterApiWorld(), (p) => (p.spec.release.image = IMAGE('1.36.3'))),
   'cluster-api-kernel-arguments': () => {
     const w = clusterApiWorld();
-    return plan(w, (p) => (p.spec.config = [{ name: 'motd' }, { name: 'kargs' }]), { state: { configMaps: [...w.state.configMaps, configMap('kargs', KARGS)] } });
+    return plan(w, (p) => (p.spec.config = [{ name: 'motd' }, { name: 'kargs' }]), {
+      state: { configMaps: [...w.state.configMaps, configMap('kargs', KARGS)] },
+    });
   },
-  'control-plane-unreachable': () => plan(replaceWorld(), (p) => (p.spec.release.image = IMAGE('1.36.3')), { cp: new Error('connect ECONNREFUSED 127.0.0.1:6443') }),
+  'control-plane-unreachable': () =>
+    plan(replaceWorld(), (p) => (p.spec.release.image = IMAGE('1.36.3')), {
+      cp: new Error('connect ECONNREFUSED 127.0.0.1:6443'),
+    }),
 };
 
 describe('kindling plan (golden output)', () => {
@@ -87,7 +127,10 @@ describe('computePlan', () => {
     const p = await SCENARIOS['skew-refusal']?.();
     assert.equal(p?.action, 'blocked');
     assert.equal(p?.blocked, true);
-    assert.deepEqual(p?.policies.filter((x) => x.status === 'fail').map((x) => x.reason), ['NodeNewerThanControlPlane']);
+    assert.deepEqual(
+      p?.policies.filter((x) => x.status === 'fail').map((x) => x.reason),
+      ['NodeNewerThanControlPlane'],
+    );
     assert.equal(p?.inPlace, undefined);
   });
 
@@ -96,11 +139,19 @@ describe('computePlan', () => {
     const p = await SCENARIOS['in-place-update']?.();
     assert.equal(p?.action, 'update-in-place');
     assert.deepEqual(p?.configHash.release, { from: IMAGE('1.36.2'), to: IMAGE('1.36.3') });
-    assert.deepEqual(p?.configHash.documents, [{ kind: 'KubeletConfig', name: 'max-pods', change: 'changed', configMaps: ['kubelet'] }]);
+    assert.deepEqual(p?.configHash.documents, [
+      { kind: 'KubeletConfig', name: 'max-pods', change: 'changed', configMaps: ['kubelet'] },
+    ]);
     assert.equal(p?.inPlace?.maxUnavailable, 2);
     assert.deepEqual(p?.inPlace?.batches[0]?.[0], 'inplace-node-3');
     assert.ok((p?.inPlace?.batches ?? []).every((b) => b.length <= 2));
-    assert.deepEqual(p?.inPlace?.batches.flat().sort(), ['inplace-node-0', 'inplace-node-1', 'inplace-node-2', 'inplace-node-3', 'inplace-node-4']);
+    assert.deepEqual(p?.inPlace?.batches.flat().sort(), [
+      'inplace-node-0',
+      'inplace-node-1',
+      'inplace-node-2',
+      'inplace-node-3',
+      'inplace-node-4',
+    ]);
   });
 
   it('when only labels, taints and timeouts change, it should propagate in place with the hash unchanged', async () => {
@@ -113,31 +164,71 @@ describe('computePlan', () => {
   });
 
   it('when a label the controller applied is dropped, it should see the removal through managedFields', async () => {
-    const w = world({ name: 'labels', upgradeType: 'Replace', version: '1.36.3', configMaps: [], nodes: [{ zone: 'a' }], patch: (p) => (p.spec.nodeLabels = { tier: 'gold' }) });
+    const w = world({
+      name: 'labels',
+      upgradeType: 'Replace',
+      version: '1.36.3',
+      configMaps: [],
+      nodes: [{ zone: 'a' }],
+      patch: (p) => (p.spec.nodeLabels = { tier: 'gold' }),
+    });
     const p = await plan(w, (pool) => (pool.spec.nodeLabels = {}));
-    assert.deepEqual(p.changes.map((c) => c.field), ['spec.template.metadata.labels']);
+    assert.deepEqual(
+      p.changes.map((c) => c.field),
+      ['spec.template.metadata.labels'],
+    );
     assert.equal(p.action, 'propagate');
   });
 
-  it('when a Replace pool changes release, it should plan Cluster API\'s rolling update bounds', async () => {
+  it("when a Replace pool changes release, it should plan Cluster API's rolling update bounds", async () => {
     const p = await SCENARIOS.replace?.();
     assert.equal(p?.action, 'replace');
-    assert.deepEqual(p?.replace, { strategy: 'RollingUpdate', replicas: 2, maxSurge: 1, maxUnavailable: 0, machines: ['replace-m0', 'replace-m1'], maxMachines: 3, minAvailable: 2, waves: 2 });
+    assert.deepEqual(p?.replace, {
+      strategy: 'RollingUpdate',
+      replicas: 2,
+      maxSurge: 1,
+      maxUnavailable: 0,
+      machines: ['replace-m0', 'replace-m1'],
+      maxMachines: 3,
+      minAvailable: 2,
+      waves: 2,
+    });
   });
 
   it('when a rollout is in progress and the pool does not change, it should show the remaining batches', async () => {
     const w = inPlaceWorld();
     const ms = w.state.machineSets[0] ?? assert.fail();
     ms.metadata.annotations = { ...ms.metadata.annotations, [ANNOTATIONS.currentConfigHash]: 'older' };
-    for (const n of w.state.nodes.slice(0, 2)) n.metadata = { ...n.metadata, annotations: { [ANNOTATIONS.currentConfig]: 'older' } };
+    for (const n of w.state.nodes.slice(0, 2))
+      n.metadata = { ...n.metadata, annotations: { [ANNOTATIONS.currentConfig]: 'older' } };
     const p = await plan(w);
     assert.equal(p.action, 'none');
-    assert.deepEqual(p.inPlace?.nodes.filter((n) => n.batch > 0).map((n) => n.name).sort(), ['inplace-node-0', 'inplace-node-1']);
+    assert.deepEqual(
+      p.inPlace?.nodes
+        .filter((n) => n.batch > 0)
+        .map((n) => n.name)
+        .sort(),
+      ['inplace-node-0', 'inplace-node-1'],
+    );
   });
 
   it('when the pool is not created yet, it should plan its creation', async () => {
     const w = replaceWorld();
-    const p = await computePlan({ pool: w.pool, exists: false, state: { configMaps: w.state.configMaps, secrets: [], machineSets: [], machineDeployments: [], machines: [], nodes: [] }, versions: controlPlaneAt('1.36.3'), maxSkewMinors: 3, now: NOW });
+    const p = await computePlan({
+      pool: w.pool,
+      exists: false,
+      state: {
+        configMaps: w.state.configMaps,
+        secrets: [],
+        machineSets: [],
+        machineDeployments: [],
+        machines: [],
+        nodes: [],
+      },
+      versions: controlPlaneAt('1.36.3'),
+      maxSkewMinors: 3,
+      now: NOW,
+    });
     assert.equal(p.action, 'create');
     assert.equal(p.configHash.current, undefined);
     assert.match(formatPlan(p), /not created yet[\s\S]*Action: CREATE/);
@@ -145,10 +236,20 @@ describe('computePlan', () => {
 });
 
 describe('simulateRollout', () => {
-  const view = (name: string, zone: string, extra: Partial<NodeView> = {}): NodeView => ({ name, zone, phase: 'idle', unavailable: false, ...extra });
+  const view = (name: string, zone: string, extra: Partial<NodeView> = {}): NodeView => ({
+    name,
+    zone,
+    phase: 'idle',
+    unavailable: false,
+    ...extra,
+  });
 
   it('when nodes are spread over zones, it should spread each batch across zones and never exceed maxUnavailable', () => {
-    const sim = simulateRollout([view('a1', 'a'), view('a2', 'a'), view('b1', 'b'), view('b2', 'b'), view('c1', 'c')], 'T', 2);
+    const sim = simulateRollout(
+      [view('a1', 'a'), view('a2', 'a'), view('b1', 'b'), view('b2', 'b'), view('c1', 'c')],
+      'T',
+      2,
+    );
     assert.deepEqual(sim.batches, [['a1', 'b1'], ['a2', 'b2'], ['c1']]);
   });
 
@@ -170,7 +271,16 @@ describe('plan helpers', () => {
   });
 
   it('when laying out a table, it should pad every column but the last', () => {
-    assert.deepEqual(table([['a', 'bb', 'c'], ['ddd', 'e', 'f']], ''), ['a    bb  c', 'ddd  e   f']);
+    assert.deepEqual(
+      table(
+        [
+          ['a', 'bb', 'c'],
+          ['ddd', 'e', 'f'],
+        ],
+        '',
+      ),
+      ['a    bb  c', 'ddd  e   f'],
+    );
   });
 
   it('when an output breaks the schema, it should say where', () => {

@@ -10,8 +10,19 @@ import { ANNOTATIONS, FIELD_MANAGERS } from '../../api/src/keys.js';
 import { hasMachineDeployment, inPlaceEngine, type NodePool } from '../../api/src/nodepool.js';
 import type { Machine, MachineDeployment, MachineSet } from '../../api/src/capi.js';
 import {
-  changedInputs, contains, desiredMachinePropagation, desiredNode, documentSources, ownedFields, ownsMoreThan, previewNodePool, changedDocuments,
-  formatVersion, type DocumentChange, type NodePoolPreview, type Verdict,
+  changedInputs,
+  contains,
+  desiredMachinePropagation,
+  desiredNode,
+  documentSources,
+  ownedFields,
+  ownsMoreThan,
+  previewNodePool,
+  changedDocuments,
+  formatVersion,
+  type DocumentChange,
+  type NodePoolPreview,
+  type Verdict,
 } from '../../nodepool-controller/src/preview.js';
 import { ConfigError, type ConfigOf, type FlagSpecs } from '../../support/src/config.js';
 import { COMPONENT_FLAGS, loadKubeConfig } from '../../support/src/component.js';
@@ -25,7 +36,19 @@ import type { PlanInput, Effect, Action, Policy, FieldChange, Plan } from './pla
 // The upgrader's batches and Cluster API's bounds, as plan computes them (plan.test.ts checks them here).
 export { simulateRollout } from '../../inplace-upgrader/src/preview.js';
 export { resolveFenceposts } from '../../support/src/int-or-percent.js';
-export type { PoolState, PlanInput, PolicyStatus, Effect, Action, Policy, FieldChange, PlannedNode, InPlacePlan, ReplacePlan, Plan } from './plan-model.js';
+export type {
+  PoolState,
+  PlanInput,
+  PolicyStatus,
+  Effect,
+  Action,
+  Policy,
+  FieldChange,
+  PlannedNode,
+  InPlacePlan,
+  ReplacePlan,
+  Plan,
+} from './plan-model.js';
 
 /** Exit code of `plan` when a policy blocks the change. */
 export const PLAN_BLOCKED_EXIT = 3;
@@ -35,13 +58,18 @@ export const PLAN_SCHEMA_PATH = 'cli/plan.schema.json';
 // ---- policies ----
 
 function verdictPolicy(name: string, v: Verdict | undefined): Policy {
-  return v ? { name, status: v.ok ? 'pass' : 'fail', reason: v.reason, message: v.message } : { name, status: 'skipped', reason: '', message: 'Not checked' };
+  return v
+    ? { name, status: v.ok ? 'pass' : 'fail', reason: v.reason, message: v.message }
+    : { name, status: 'skipped', reason: '', message: 'Not checked' };
 }
 
 function skewPolicies(p: NodePoolPreview): Policy[] {
-  if (p.skew.controlPlane.error !== undefined) return [verdictPolicy('Control plane version is known', p.verdicts.skew)];
+  if (p.skew.controlPlane.error !== undefined)
+    return [verdictPolicy('Control plane version is known', p.verdicts.skew)];
   const skipped = { status: 'skipped' as const, reason: '', message: 'Not checked: the release or config is invalid' };
-  return p.skew.policies.map(({ title, verdict }) => (verdict ? verdictPolicy(title, verdict) : { name: title, ...skipped }));
+  return p.skew.policies.map(({ title, verdict }) =>
+    verdict ? verdictPolicy(title, verdict) : { name: title, ...skipped },
+  );
 }
 
 // ---- the config hash and what changed it ----
@@ -59,10 +87,20 @@ function documentChanges(input: PlanInput, before: string, after: string): Docum
 function hashChange(p: NodePoolPreview, input: PlanInput): Plan['configHash'] {
   const current = p.deployed?.hash;
   const target = p.target?.hash;
-  const base = { current, target, changed: target !== undefined && current !== target, documents: [] as DocumentChange[] };
+  const base = {
+    current,
+    target,
+    changed: target !== undefined && current !== target,
+    documents: [] as DocumentChange[],
+  };
   if (!p.target || !base.changed) return base;
   const old = p.deployed?.inputs;
-  if (!old) return { ...base, release: { to: p.target.inputs.release }, documents: documentChanges(input, '[]', p.target.inputs.config) };
+  if (!old)
+    return {
+      ...base,
+      release: { to: p.target.inputs.release },
+      documents: documentChanges(input, '[]', p.target.inputs.config),
+    };
   const changed = changedInputs(old, p.target.inputs);
   return {
     ...base,
@@ -93,7 +131,10 @@ const CHILD_FIELDS: Field[] = [
 ];
 
 function at(value: unknown, path: readonly string[]): unknown {
-  return path.reduce<unknown>((v, k) => (v !== null && typeof v === 'object' ? (v as Record<string, unknown>)[k] : undefined), value);
+  return path.reduce<unknown>(
+    (v, k) => (v !== null && typeof v === 'object' ? (v as Record<string, unknown>)[k] : undefined),
+    value,
+  );
 }
 
 const isMap = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
@@ -107,9 +148,14 @@ const short = (v: unknown): string => {
  * controller wants with another value, and those it owns and drops. Others' keys are left out. */
 function fromTo(have: unknown, want: unknown, owned: unknown): { from: string; to: string } {
   if (!isMap(have) || !isMap(want)) return { from: short(have), to: short(want) };
-  const dropped = isMap(owned) ? Object.keys(owned).filter((k) => k.startsWith('f:') && !(k.slice(2) in want)).map((k) => k.slice(2)) : [];
+  const dropped = isMap(owned)
+    ? Object.keys(owned)
+        .filter((k) => k.startsWith('f:') && !(k.slice(2) in want))
+        .map((k) => k.slice(2))
+    : [];
   const keys = [...Object.keys(want), ...dropped].filter((k) => JSON.stringify(have[k]) !== JSON.stringify(want[k]));
-  const pick = (m: Record<string, unknown>): Record<string, unknown> => Object.fromEntries(keys.filter((k) => k in m).map((k) => [k, m[k]]));
+  const pick = (m: Record<string, unknown>): Record<string, unknown> =>
+    Object.fromEntries(keys.filter((k) => k in m).map((k) => [k, m[k]]));
   return { from: short(pick(have)), to: short(pick(want)) };
 }
 
@@ -121,14 +167,29 @@ function effectOf(field: Field, upgradeType: NodePool['spec']['management']['upg
 
 /** The fields the controller's apply would change: a desired value the live child lacks, or (from its
  * managedFields) a value the controller owns and no longer wants. */
-export function childChanges(live: k8s.KubernetesObject, desired: k8s.KubernetesObject, upgradeType: 'Replace' | 'InPlace'): FieldChange[] {
+export function childChanges(
+  live: k8s.KubernetesObject,
+  desired: k8s.KubernetesObject,
+  upgradeType: 'Replace' | 'InPlace',
+): FieldChange[] {
   const owned = ownedFields(live, FIELD_MANAGERS.nodepoolController);
   return CHILD_FIELDS.flatMap((field) => {
     const [want, have] = [at(desired, field.path), at(live, field.path)];
-    const ownedHere = at(owned, field.path.map((k) => `f:${k}`));
-    const removes = ownedHere !== null && typeof ownedHere === 'object' && ownsMoreThan(ownedHere as Record<string, unknown>, want);
+    const ownedHere = at(
+      owned,
+      field.path.map((k) => `f:${k}`),
+    );
+    const removes =
+      ownedHere !== null && typeof ownedHere === 'object' && ownsMoreThan(ownedHere as Record<string, unknown>, want);
     if (contains(have, want) && !removes) return [];
-    return [{ field: field.path.join('.'), what: field.what, effect: effectOf(field, upgradeType), ...fromTo(have, want, ownedHere) }];
+    return [
+      {
+        field: field.path.join('.'),
+        what: field.what,
+        effect: effectOf(field, upgradeType),
+        ...fromTo(have, want, ownedHere),
+      },
+    ];
   });
 }
 
@@ -147,7 +208,10 @@ function propagation(input: PlanInput): Plan['propagation'] {
     .filter((m) => !contains(m, desiredMachinePropagation(input.pool, m.metadata)) || ownsMoreThanWanted(m, input.pool))
     .map((m) => m.metadata.name)
     .sort();
-  const nodes = input.state.nodes.filter((n) => desiredNode(input.pool, n) !== undefined).map((n) => n.metadata?.name ?? '').sort();
+  const nodes = input.state.nodes
+    .filter((n) => desiredNode(input.pool, n) !== undefined)
+    .map((n) => n.metadata?.name ?? '')
+    .sort();
   return { machines, nodes, ...(input.state.guestError === undefined ? {} : { guestError: input.state.guestError }) };
 }
 
@@ -163,14 +227,19 @@ function actionOf(plan: Omit<Plan, 'action'>, hasChild: boolean): Action {
   if (!hasChild) return 'create';
   if (plan.changes.some((c) => c.effect === 'replace')) return 'replace';
   if (plan.configHash.changed || plan.changes.some((c) => c.effect === 'update-in-place')) return 'update-in-place';
-  if (plan.changes.length > 0 || plan.propagation.machines.length > 0 || plan.propagation.nodes.length > 0) return 'propagate';
+  if (plan.changes.length > 0 || plan.propagation.machines.length > 0 || plan.propagation.nodes.length > 0)
+    return 'propagate';
   return 'none';
 }
 
 function releaseOf(p: NodePoolPreview): Plan['release'] {
   const version = p.verdicts.release?.version;
   const current = p.deployed?.version;
-  return { image: p.pool.spec.release.image, ...(version ? { version } : {}), ...(current ? { currentVersion: formatVersion(current) } : {}) };
+  return {
+    image: p.pool.spec.release.image,
+    ...(version ? { version } : {}),
+    ...(current ? { currentVersion: formatVersion(current) } : {}),
+  };
 }
 
 /** An InPlace rollout still under way: the upgrader's current hash is not the one the controller applies. */
@@ -180,43 +249,80 @@ function rollingOut(live: Child | undefined, effectiveHash: string | undefined):
 }
 
 /** The upgrade-type part: InPlace batches (of a new target, or of a rollout still under way), Replace bounds. */
-function rolloutOf(input: PlanInput, plan: Plan, child: { live?: Child; desired?: Child; effectiveHash?: string }): Pick<Plan, 'inPlace' | 'replace'> {
+function rolloutOf(
+  input: PlanInput,
+  plan: Plan,
+  child: { live?: Child; desired?: Child; effectiveHash?: string },
+): Pick<Plan, 'inPlace' | 'replace'> {
   const { live, desired } = child;
-  if (desired?.kind === 'MachineDeployment') return plan.action === 'replace' ? { replace: replacePlan(input, desired) } : {};
+  if (desired?.kind === 'MachineDeployment')
+    return plan.action === 'replace' ? { replace: replacePlan(input, desired) } : {};
   if (!desired || plan.action === 'blocked') return {};
   const paused = plan.paused !== undefined;
-  return plan.action === 'update-in-place' || rollingOut(live, child.effectiveHash) ? { inPlace: inPlacePlan(input, live as MachineSet | undefined, desired, paused) } : {};
+  return plan.action === 'update-in-place' || rollingOut(live, child.effectiveHash)
+    ? { inPlace: inPlacePlan(input, live as MachineSet | undefined, desired, paused) }
+    : {};
 }
 
 /** ClusterAPI engine: Cluster API decides between in place and rollout by the extension's answer, whatever the fields are. */
 function withEngine(plan: Plan, p: NodePoolPreview, child: { live?: Child; desired?: Child; hash?: string }): Plan {
   const { live, desired, hash } = child;
-  if (inPlaceEngine(p.pool) !== 'ClusterAPI' || !live || !desired || hash === undefined || plan.action === 'blocked') return plan;
-  const engine = clusterApiPlan({ pool: p.pool, live: live as MachineDeployment, desired: desired as MachineDeployment, targetHash: hash, config: p.target?.inputs.config });
+  if (inPlaceEngine(p.pool) !== 'ClusterAPI' || !live || !desired || hash === undefined || plan.action === 'blocked')
+    return plan;
+  const engine = clusterApiPlan({
+    pool: p.pool,
+    live: live as MachineDeployment,
+    desired: desired as MachineDeployment,
+    targetHash: hash,
+    config: p.target?.inputs.config,
+  });
   if (engine.changes.length === 0) return plan;
-  const changes = engine.inPlace ? plan.changes : plan.changes.map((c) => (c.effect === 'update-in-place' ? { ...c, effect: 'replace' as const } : c));
+  const changes = engine.inPlace
+    ? plan.changes
+    : plan.changes.map((c) => (c.effect === 'update-in-place' ? { ...c, effect: 'replace' as const } : c));
   return { ...plan, changes, action: engine.inPlace ? 'update-in-place' : 'replace', clusterApi: engine };
 }
 
 export async function computePlan(input: PlanInput): Promise<Plan> {
   const { pool, state } = input;
-  const p = await previewNodePool({ ...state, pool, versions: input.versions, releases: input.releases, maxSkewMinors: input.maxSkewMinors, now: input.now });
+  const p = await previewNodePool({
+    ...state,
+    pool,
+    versions: input.versions,
+    releases: input.releases,
+    maxSkewMinors: input.maxSkewMinors,
+    now: input.now,
+  });
   const effective = p.effective;
   const live = liveChild(input);
   const desired = p.desiredChildren.child;
   const plan: Omit<Plan, 'action'> = {
-    pool: { namespace: pool.metadata.namespace ?? '', name: pool.metadata.name, cluster: pool.spec.clusterName, upgradeType: pool.spec.management.upgradeType, exists: input.exists },
+    pool: {
+      namespace: pool.metadata.namespace ?? '',
+      name: pool.metadata.name,
+      cluster: pool.spec.clusterName,
+      upgradeType: pool.spec.management.upgradeType,
+      exists: input.exists,
+    },
     release: releaseOf(p),
     controlPlane: p.skew.controlPlane,
     ...(p.paused === undefined ? {} : { paused: p.paused }),
-    policies: [verdictPolicy('Release image is valid', p.verdicts.release), verdictPolicy('Config ConfigMaps are valid', p.verdicts.config), ...skewPolicies(p)],
+    policies: [
+      verdictPolicy('Release image is valid', p.verdicts.release),
+      verdictPolicy('Config ConfigMaps are valid', p.verdicts.config),
+      ...skewPolicies(p),
+    ],
     blocked: p.blocked !== undefined,
     ...(p.blocked === undefined ? {} : { blockedReason: p.blocked }),
     configHash: hashChange(p, input),
     changes: live && desired ? childChanges(live, desired, pool.spec.management.upgradeType) : [],
     propagation: effective ? propagation(input) : { machines: [], nodes: [] },
   };
-  const result = withEngine({ ...plan, action: actionOf(plan, live !== undefined) }, p, { live, desired, hash: effective?.hash });
+  const result = withEngine({ ...plan, action: actionOf(plan, live !== undefined) }, p, {
+    live,
+    desired,
+    hash: effective?.hash,
+  });
   return { ...result, ...rolloutOf(input, result, { live, desired, effectiveHash: effective?.hash }) };
 }
 
@@ -225,8 +331,16 @@ export async function computePlan(input: PlanInput): Promise<Plan> {
 export const PLAN_FLAGS = {
   kubeconfig: COMPONENT_FLAGS.kubeconfig,
   release: { type: 'string', default: '', help: 'Plan with this release image instead of spec.release.image' },
-  config: { type: 'list', default: [], help: 'Plan with these config ConfigMaps instead of spec.config (repeat the flag or separate with commas)' },
-  file: { type: 'string', default: '', help: 'Plan the NodePool of this YAML file, as it would be applied, instead of the live one (-f)' },
+  config: {
+    type: 'list',
+    default: [],
+    help: 'Plan with these config ConfigMaps instead of spec.config (repeat the flag or separate with commas)',
+  },
+  file: {
+    type: 'string',
+    default: '',
+    help: 'Plan the NodePool of this YAML file, as it would be applied, instead of the live one (-f)',
+  },
   output: { type: 'string', default: 'text', help: `Output: text, or json (schema: ${PLAN_SCHEMA_PATH}) (-o)` },
   maxSkewMinors: NODEPOOL_CONTROLLER_FLAGS.maxSkewMinors,
 } satisfies FlagSpecs;
@@ -238,14 +352,23 @@ function poolRef(arg: string | undefined, fromFile: NodePool | undefined): { nam
   throw new ConfigError('name the pool (<namespace>/<name>) or give -f nodepool.yaml');
 }
 
-async function plannedPool(cfg: ConfigOf<typeof PLAN_FLAGS>, args: string[], kc: k8s.KubeConfig): Promise<{ pool: NodePool; exists: boolean }> {
+async function plannedPool(
+  cfg: ConfigOf<typeof PLAN_FLAGS>,
+  args: string[],
+  kc: k8s.KubeConfig,
+): Promise<{ pool: NodePool; exists: boolean }> {
   const fromFile = cfg.file === '' ? undefined : poolFromYaml(await readFile(cfg.file, 'utf8'), cfg.file);
   const ref = poolRef(args[0], fromFile);
   const live = await readNodePool(kc, ref.namespace, ref.name);
   const base = fromFile ?? live;
   if (!base) throw new Error(`NodePool ${ref.namespace}/${ref.name} does not exist (plan a new one with -f)`);
   const pool = structuredClone(base);
-  pool.metadata = { ...pool.metadata, namespace: ref.namespace, name: ref.name, uid: live?.metadata.uid ?? pool.metadata.uid };
+  pool.metadata = {
+    ...pool.metadata,
+    namespace: ref.namespace,
+    name: ref.name,
+    uid: live?.metadata.uid ?? pool.metadata.uid,
+  };
   if (cfg.release !== '') pool.spec.release = { ...pool.spec.release, image: cfg.release };
   if (cfg.config.length > 0) pool.spec.config = cfg.config.map((name) => ({ name }));
   return { pool, exists: live !== undefined };
@@ -253,7 +376,8 @@ async function plannedPool(cfg: ConfigOf<typeof PLAN_FLAGS>, args: string[], kc:
 
 export const planCommand: Command = defineCommand({
   name: 'plan',
-  summary: 'Show what a NodePool change would do (policies, config hash, in place or replace, node batches); changes nothing. Exit 3 when a policy blocks it.',
+  summary:
+    'Show what a NodePool change would do (policies, config hash, in place or replace, node batches); changes nothing. Exit 3 when a policy blocks it.',
   args: '<namespace/pool>',
   short: { f: 'file', o: 'output' },
   flags: PLAN_FLAGS,
@@ -264,7 +388,14 @@ export const planCommand: Command = defineCommand({
     const { pool, exists } = await plannedPool(cfg, args, kc);
     const guests = guestKubeConfigs(kc);
     const state = await readPoolState(kc, guests, pool);
-    const plan = await computePlan({ pool, exists, state, versions: createGuestVersions({ kubeConfigs: guests }), maxSkewMinors: cfg.maxSkewMinors, now: Date.now() });
+    const plan = await computePlan({
+      pool,
+      exists,
+      state,
+      versions: createGuestVersions({ kubeConfigs: guests }),
+      maxSkewMinors: cfg.maxSkewMinors,
+      now: Date.now(),
+    });
     io.out(cfg.output === 'json' ? `${JSON.stringify(plan, null, 2)}\n` : formatPlan(plan));
     return plan.blocked ? PLAN_BLOCKED_EXIT : 0;
   },

@@ -87,8 +87,8 @@ function parseProgress(text: string | undefined): { done: number; total: number 
 /** The MachineSet's Nodes, by the upgrader's own rule (setMembers), and what each is doing. */
 function setNodes(o: PoolObjects, ms: MachineSet, target: string): NodeProgress[] {
   if (!o.nodes) return [];
-  return setMembers(ms, o.machines, o.nodes).members
-    .map(({ node }) => nodeProgress(node, target))
+  return setMembers(ms, o.machines, o.nodes)
+    .members.map(({ node }) => nodeProgress(node, target))
     .sort((a, b) => a.name.localeCompare(b.name));
 }
 
@@ -99,9 +99,18 @@ function inPlaceRollout(o: PoolObjects, ms: MachineSet): Rollout | undefined {
   if (to === undefined || from === to) return undefined;
   const nodes = setNodes(o, ms, to);
   // The Nodes are the fresher source; the MachineSet's annotation stands in while the guest is not reachable.
-  const counted = nodes.length > 0 ? { done: nodes.filter((n) => n.state === 'done').length, total: nodes.length } : parseProgress(ann[ANNOTATIONS.inPlaceProgress]);
+  const counted =
+    nodes.length > 0
+      ? { done: nodes.filter((n) => n.state === 'done').length, total: nodes.length }
+      : parseProgress(ann[ANNOTATIONS.inPlaceProgress]);
   const failure = ann[ANNOTATIONS.inPlaceFailure];
-  return { ...(from === undefined ? {} : { from }), to, ...(counted ?? { done: 0, total: ms.spec.replicas ?? 0 }), ...(failure ? { failure } : {}), nodes };
+  return {
+    ...(from === undefined ? {} : { from }),
+    to,
+    ...(counted ?? { done: 0, total: ms.spec.replicas ?? 0 }),
+    ...(failure ? { failure } : {}),
+    nodes,
+  };
 }
 
 function replaceRollout(md: MachineDeployment): Rollout | undefined {
@@ -119,7 +128,11 @@ function rolloutOf(o: PoolObjects): Rollout | undefined {
 /** Replica counts: the child's spec and status (Cluster API's), or the pool's spec before there is a child. */
 function counts(o: PoolObjects): Pick<PoolStatusView, 'desired' | 'current' | 'ready'> {
   const status = o.child?.status ?? {};
-  return { desired: o.child?.spec.replicas ?? o.pool.spec.replicas ?? 0, current: status.replicas ?? 0, ready: status.readyReplicas ?? 0 };
+  return {
+    desired: o.child?.spec.replicas ?? o.pool.spec.replicas ?? 0,
+    current: status.replicas ?? 0,
+    ready: status.readyReplicas ?? 0,
+  };
 }
 
 export function hostJoins(machines: readonly Machine[]): HostJoin[] {
@@ -127,7 +140,8 @@ export function hostJoins(machines: readonly Machine[]): HostJoin[] {
     .filter((m) => !m.metadata.deletionTimestamp)
     .map((m) => {
       const joined = Boolean(m.status?.nodeRef?.name);
-      const booted = joined || m.status?.conditions?.some((c) => c.type === 'InfrastructureReady' && c.status === 'True') === true;
+      const booted =
+        joined || m.status?.conditions?.some((c) => c.type === 'InfrastructureReady' && c.status === 'True') === true;
       const reason = m.metadata.annotations?.[ANNOTATIONS.joinFailure];
       return { machine: m.metadata.name, booted, joined, ...(reason && !joined ? { reason } : {}) };
     })
@@ -162,18 +176,31 @@ function joinDetails(hosts: readonly HostJoin[]): string[] {
   if (waiting.length === 0) return [];
   const booted = hosts.filter((h) => h.booted).length;
   const joined = hosts.length - waiting.length;
-  const rows = waiting.map((h) => [h.machine, h.booted ? `booted, not joined${h.reason ? `: ${h.reason}` : ''}` : 'provisioning']);
+  const rows = waiting.map((h) => [
+    h.machine,
+    h.booted ? `booted, not joined${h.reason ? `: ${h.reason}` : ''}` : 'provisioning',
+  ]);
   return [`    hosts  ${booted} of ${hosts.length} booted, ${joined} joined`, ...table(rows, '      ')];
 }
 
 function details(v: PoolStatusView): string[] {
-  const lines = [...v.problems.map((c) => `    ! ${c.type} ${c.status} ${c.reason}: ${c.message}`), ...joinDetails(v.hosts)];
+  const lines = [
+    ...v.problems.map((c) => `    ! ${c.type} ${c.status} ${c.reason}: ${c.message}`),
+    ...joinDetails(v.hosts),
+  ];
   const r = v.rollout;
   if (!r) return lines;
   const what = v.upgradeType === 'InPlace' ? `${r.from ?? '(new)'} → ${r.to}` : 'machines';
-  lines.push(`    rollout ${what}  ${progressBar(r.done, r.total)}  ${r.done} of ${r.total} ${v.upgradeType === 'InPlace' ? 'updated' : 'up to date'}`);
+  lines.push(
+    `    rollout ${what}  ${progressBar(r.done, r.total)}  ${r.done} of ${r.total} ${v.upgradeType === 'InPlace' ? 'updated' : 'up to date'}`,
+  );
   if (r.failure) lines.push(`    halted: ${r.failure}`);
-  lines.push(...table(r.nodes.map((n) => [n.name, n.reason ? `${n.state}: ${n.reason}` : n.state]), '      '));
+  lines.push(
+    ...table(
+      r.nodes.map((n) => [n.name, n.reason ? `${n.state}: ${n.reason}` : n.state]),
+      '      ',
+    ),
+  );
   return lines;
 }
 
@@ -181,7 +208,16 @@ export function formatStatus(views: readonly PoolStatusView[]): string {
   if (views.length === 0) return 'No NodePools found.\n';
   const rows = [
     ['NAMESPACE', 'NAME', 'TYPE', 'DESIRED', 'CURRENT', 'READY', 'VERSION', 'CONFIG HASH'],
-    ...views.map((v) => [v.namespace, v.name, v.upgradeType, String(v.desired), String(v.current), String(v.ready), v.version, v.configHash]),
+    ...views.map((v) => [
+      v.namespace,
+      v.name,
+      v.upgradeType,
+      String(v.desired),
+      String(v.current),
+      String(v.ready),
+      v.version,
+      v.configHash,
+    ]),
   ];
   const [head = '', ...lines] = table(rows, '');
   return `${[head, ...lines.flatMap((line, i) => [line, ...details(views[i] as PoolStatusView)])].join('\n')}\n`;

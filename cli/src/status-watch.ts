@@ -34,11 +34,23 @@ export class StatusWatch {
     const log = createLogger({ name: 'kindling-status', level: 'silent' });
     const custom = kc.makeApiClient(k8s.CustomObjectsApi);
     const ns = scope.namespace;
-    const make = <T extends k8s.KubernetesObject>(apiVersion: string, plural: string, labelSelector?: string): Informer<T> => {
+    const make = <T extends k8s.KubernetesObject>(
+      apiVersion: string,
+      plural: string,
+      labelSelector?: string,
+    ): Informer<T> => {
       const [group = '', version = ''] = apiVersion.split('/');
       const path = `/apis/${apiVersion}${ns === undefined ? '' : `/namespaces/${ns}`}/${plural}`;
       const list = async (): Promise<k8s.KubernetesListObject<T>> =>
-        (await (ns === undefined ? custom.listClusterCustomObject({ group, version, plural, labelSelector }) : custom.listNamespacedCustomObject({ group, version, namespace: ns, plural, labelSelector }))) as k8s.KubernetesListObject<T>;
+        (await (ns === undefined
+          ? custom.listClusterCustomObject({ group, version, plural, labelSelector })
+          : custom.listNamespacedCustomObject({
+              group,
+              version,
+              namespace: ns,
+              plural,
+              labelSelector,
+            }))) as k8s.KubernetesListObject<T>;
       return new ResilientInformer<T>({ kubeConfig: kc, path, list, labelSelector, log, onEvent: onChange });
     };
     this.#pools = make<NodePool>(NODEPOOL_API_VERSION, NODEPOOL_PLURAL);
@@ -49,30 +61,42 @@ export class StatusWatch {
   }
 
   async start(): Promise<void> {
-    await Promise.all([this.#pools, this.#machineSets, this.#machineDeployments, this.#machines, this.#guests].map((i) => i.start()));
+    await Promise.all(
+      [this.#pools, this.#machineSets, this.#machineDeployments, this.#machines, this.#guests].map((i) => i.start()),
+    );
   }
 
   async stop(): Promise<void> {
-    await Promise.all([this.#pools, this.#machineSets, this.#machineDeployments, this.#machines, this.#guests].map((i) => i.stop()));
+    await Promise.all(
+      [this.#pools, this.#machineSets, this.#machineDeployments, this.#machines, this.#guests].map((i) => i.stop()),
+    );
   }
 
   pools(): NodePool[] {
     return this.#pools
       .list(this.#scope.namespace)
       .filter((p) => this.#scope.pool === undefined || p.metadata.name === this.#scope.pool)
-      .sort((a, b) => `${a.metadata.namespace ?? ''}/${a.metadata.name}`.localeCompare(`${b.metadata.namespace ?? ''}/${b.metadata.name}`));
+      .sort((a, b) =>
+        `${a.metadata.namespace ?? ''}/${a.metadata.name}`.localeCompare(
+          `${b.metadata.namespace ?? ''}/${b.metadata.name}`,
+        ),
+      );
   }
 
   /** Whether every pool's guest cluster has its Node informer synced. */
   guestsOpen(): boolean {
-    return this.pools().every((p) => this.#guests.get(clusterKey(p.metadata.namespace ?? '', p.spec.clusterName)) !== undefined);
+    return this.pools().every(
+      (p) => this.#guests.get(clusterKey(p.metadata.namespace ?? '', p.spec.clusterName)) !== undefined,
+    );
   }
 
   views(): PoolStatusView[] {
     return this.pools().map((pool) => {
       const ns = pool.metadata.namespace ?? '';
       const name = pool.metadata.name;
-      const child = hasMachineDeployment(pool) ? this.#machineDeployments.get(name, ns) : this.#machineSets.get(name, ns);
+      const child = hasMachineDeployment(pool)
+        ? this.#machineDeployments.get(name, ns)
+        : this.#machineSets.get(name, ns);
       const nodes = this.#guests.get(clusterKey(ns, pool.spec.clusterName));
       const machines = this.#machines.list(ns).filter((m) => m.metadata.labels?.[LABELS.nodePool] === name);
       return poolStatusView({ pool, child, machines, ...(nodes ? { nodes: (n: string) => nodes.get(n) } : {}) });
@@ -80,13 +104,23 @@ export class StatusWatch {
   }
 }
 
-function guestNodeInformers(kc: k8s.KubeConfig, log: Logger, onChange: () => void): GuestClusters<Informer<k8s.V1Node>> {
+function guestNodeInformers(
+  kc: k8s.KubeConfig,
+  log: Logger,
+  onChange: () => void,
+): GuestClusters<Informer<k8s.V1Node>> {
   return new GuestClusters<Informer<k8s.V1Node>>({
     kubeConfig: kc,
     log,
     create: (cluster) => {
       const core = cluster.kubeConfig.makeApiClient(k8s.CoreV1Api);
-      return new ResilientInformer<k8s.V1Node>({ kubeConfig: cluster.kubeConfig, path: '/api/v1/nodes', list: () => core.listNode(), log, onEvent: onChange });
+      return new ResilientInformer<k8s.V1Node>({
+        kubeConfig: cluster.kubeConfig,
+        path: '/api/v1/nodes',
+        list: () => core.listNode(),
+        log,
+        onEvent: onChange,
+      });
     },
     start: (informer) => informer.start(),
     close: (informer) => informer.stop(),
@@ -144,10 +178,12 @@ export async function runStatus(opts: RunStatusOptions): Promise<void> {
   const watch = new StatusWatch(opts.kubeConfig, opts.scope, onChange);
   try {
     await watch.start();
-    for (const deadline = Date.now() + (opts.guestWaitMs ?? 5_000); !watch.guestsOpen() && Date.now() < deadline; ) await sleep(50);
+    for (const deadline = Date.now() + (opts.guestWaitMs ?? 5_000); !watch.guestsOpen() && Date.now() < deadline;)
+      await sleep(50);
     screen.draw(formatStatus(watch.views()));
     drawn = true;
-    if (opts.watch && opts.signal && !opts.signal.aborted) await new Promise((r) => opts.signal?.addEventListener('abort', r, { once: true }));
+    if (opts.watch && opts.signal && !opts.signal.aborted)
+      await new Promise((r) => opts.signal?.addEventListener('abort', r, { once: true }));
   } finally {
     clearTimeout(timer);
     await watch.stop();

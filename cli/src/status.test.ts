@@ -6,12 +6,15 @@ import { statusCommand, statusScope } from './status.js';
 describe('kindling status command', () => {
   const cfg = { namespace: 'tenant-a', allNamespaces: false };
 
-  it('when a pool is named, it should show that pool, in -n\'s namespace unless the name carries one', () => {
+  it("when a pool is named, it should show that pool, in -n's namespace unless the name carries one", () => {
     assert.deepEqual(statusScope(cfg, ['web']), { namespace: 'tenant-a', pool: 'web' });
-    assert.deepEqual(statusScope({ ...cfg, allNamespaces: true }, ['tenant-b/web']), { namespace: 'tenant-b', pool: 'web' });
+    assert.deepEqual(statusScope({ ...cfg, allNamespaces: true }, ['tenant-b/web']), {
+      namespace: 'tenant-b',
+      pool: 'web',
+    });
   });
 
-  it('when no pool is named, it should show the pools of -n\'s namespace, or of every namespace with -A', () => {
+  it("when no pool is named, it should show the pools of -n's namespace, or of every namespace with -A", () => {
     assert.deepEqual(statusScope(cfg, []), { namespace: 'tenant-a' });
     assert.deepEqual(statusScope({ ...cfg, allNamespaces: true }, []), {});
   });

@@ -17,7 +17,10 @@ export const STATUS_FLAGS = {
 } satisfies FlagSpecs;
 
 /** The pools the command shows: the one named, else every pool of -n's namespace, or of all with -A. */
-export function statusScope(cfg: Pick<ConfigOf<typeof STATUS_FLAGS>, 'namespace' | 'allNamespaces'>, args: readonly string[]): StatusScope {
+export function statusScope(
+  cfg: Pick<ConfigOf<typeof STATUS_FLAGS>, 'namespace' | 'allNamespaces'>,
+  args: readonly string[],
+): StatusScope {
   if (args.length > 1) throw new ConfigError('status takes at most one pool');
   const ref = args[0] === undefined ? undefined : parsePoolRef(args[0], cfg.namespace);
   return ref ? { namespace: ref.namespace, pool: ref.name } : cfg.allNamespaces ? {} : { namespace: cfg.namespace };
@@ -25,7 +28,8 @@ export function statusScope(cfg: Pick<ConfigOf<typeof STATUS_FLAGS>, 'namespace'
 
 export const statusCommand: Command = defineCommand({
   name: 'status',
-  summary: 'Show NodePools: desired/current/ready, version, config hash, conditions that are not fine, rollout progress per node.',
+  summary:
+    'Show NodePools: desired/current/ready, version, config hash, conditions that are not fine, rollout progress per node.',
   args: '[namespace/pool]',
   short: { w: 'watch', n: 'namespace', A: 'allNamespaces' },
   flags: STATUS_FLAGS,
@@ -35,7 +39,13 @@ export const statusCommand: Command = defineCommand({
     const abort = (): void => stop.abort();
     process.once('SIGINT', abort).once('SIGTERM', abort);
     try {
-      await runStatus({ kubeConfig: loadKubeConfig(cfg.kubeconfig), scope, watch: cfg.watch, io: { ...io, tty: io.tty ?? process.stdout.isTTY === true }, signal: stop.signal });
+      await runStatus({
+        kubeConfig: loadKubeConfig(cfg.kubeconfig),
+        scope,
+        watch: cfg.watch,
+        io: { ...io, tty: io.tty ?? process.stdout.isTTY === true },
+        signal: stop.signal,
+      });
     } finally {
       process.off('SIGINT', abort).off('SIGTERM', abort);
     }

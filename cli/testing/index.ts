@@ -10,7 +10,14 @@ import { CAPI_API_VERSION, type Machine, type MachineSet } from '../../api/src/c
 import { nodePoolFixture } from '../../api/testing/nodepool.js';
 import { goldenIn } from '../../support/testing/golden.js';
 import {
-  configHash, desiredMachineDeployment, desiredMachineSet, desiredTokenSecret, normaliseConfig, parseVersion, type ControlPlaneVersions, type Version,
+  configHash,
+  desiredMachineDeployment,
+  desiredMachineSet,
+  desiredTokenSecret,
+  normaliseConfig,
+  parseVersion,
+  type ControlPlaneVersions,
+  type Version,
 } from '../../nodepool-controller/src/preview.js';
 import type { PoolState } from '../src/plan.js';
 
@@ -51,7 +58,14 @@ export function fieldsV1Of(obj: Record<string, unknown>): Record<string, unknown
 
 function applied<T extends k8s.KubernetesObject>(obj: T): T {
   const { apiVersion: _a, kind: _k, ...fields } = obj;
-  const managedFields = [{ manager: FIELD_MANAGERS.nodepoolController, operation: 'Apply', apiVersion: obj.apiVersion, fieldsV1: fieldsV1Of(fields) }];
+  const managedFields = [
+    {
+      manager: FIELD_MANAGERS.nodepoolController,
+      operation: 'Apply',
+      apiVersion: obj.apiVersion,
+      fieldsV1: fieldsV1Of(fields),
+    },
+  ];
   return { ...obj, metadata: { ...obj.metadata, managedFields } };
 }
 
@@ -84,10 +98,16 @@ export function world(opts: WorldOptions): World {
     p.spec.release.image = IMAGE(opts.version);
     p.spec.replicas = opts.nodes.length;
     p.spec.config = opts.configMaps.map((c) => ({ name: c.metadata?.name ?? '' }));
-    p.spec.management = opts.upgradeType === 'InPlace' ? { upgradeType: 'InPlace', inPlace: { maxUnavailable: '50%' } } : { upgradeType: 'Replace' };
+    p.spec.management =
+      opts.upgradeType === 'InPlace'
+        ? { upgradeType: 'InPlace', inPlace: { maxUnavailable: '50%' } }
+        : { upgradeType: 'Replace' };
     opts.patch?.(p);
   });
-  const inputs = { release: pool.spec.release.image, config: normaliseConfig(opts.configMaps.map((c) => ({ name: c.metadata?.name ?? '', data: c.data ?? {} }))) };
+  const inputs = {
+    release: pool.spec.release.image,
+    config: normaliseConfig(opts.configMaps.map((c) => ({ name: c.metadata?.name ?? '', data: c.data ?? {} }))),
+  };
   const hash = configHash(inputs);
   const childOpts = { hash, version: `v${opts.version}` };
   const ms = hasMachineDeployment(pool) ? undefined : applied(desiredMachineSet(pool, childOpts));
@@ -98,7 +118,11 @@ export function world(opts: WorldOptions): World {
   const machines: Machine[] = opts.nodes.map((_n, i) => ({
     apiVersion: CAPI_API_VERSION,
     kind: 'Machine',
-    metadata: { name: `${opts.name}-m${i}`, namespace: NS, labels: { ...template.metadata?.labels, [LABELS.capiSetName]: setName } },
+    metadata: {
+      name: `${opts.name}-m${i}`,
+      namespace: NS,
+      labels: { ...template.metadata?.labels, [LABELS.capiSetName]: setName },
+    },
     spec: { ...template.spec },
     status: { nodeRef: { name: `${opts.name}-node-${i}` }, phase: 'Running' },
   }));
@@ -118,7 +142,11 @@ export function guestNode(name: string, n: NodeSpec, hash: string): k8s.V1Node {
   return {
     apiVersion: 'v1',
     kind: 'Node',
-    metadata: { name, labels: { [LABELS.zone]: n.zone }, annotations: { [ANNOTATIONS.currentConfig]: hash, [ANNOTATIONS.state]: 'Done', ...n.annotations } },
+    metadata: {
+      name,
+      labels: { [LABELS.zone]: n.zone },
+      annotations: { [ANNOTATIONS.currentConfig]: hash, [ANNOTATIONS.state]: 'Done', ...n.annotations },
+    },
     status: { conditions: [{ type: 'Ready', status: n.ready === false ? 'False' : 'True' }] },
   };
 }
@@ -126,7 +154,8 @@ export function guestNode(name: string, n: NodeSpec, hash: string): k8s.V1Node {
 /** A guest control plane at a fixed version, or unreachable. */
 export function controlPlaneAt(version: string | Error): ControlPlaneVersions {
   return {
-    versionOf: () => (version instanceof Error ? Promise.reject(version) : Promise.resolve(parseVersion(version) as Version)),
+    versionOf: () =>
+      version instanceof Error ? Promise.reject(version) : Promise.resolve(parseVersion(version) as Version),
   };
 }
 

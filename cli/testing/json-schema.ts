@@ -32,9 +32,12 @@ function objectErrors(schema: Schema, value: Record<string, unknown>, at: string
 /** The scalar keywords: type, enum, minimum. */
 function scalarError(schema: Schema, value: unknown, at: string): string | undefined {
   const type = typeOf(value);
-  if (schema.type && schema.type !== type && !(schema.type === 'number' && type === 'integer')) return `${at}: ${type} is not ${schema.type}`;
-  if (schema.enum && !schema.enum.includes(value)) return `${at}: ${JSON.stringify(value)} is not one of ${JSON.stringify(schema.enum)}`;
-  if (schema.minimum !== undefined && typeof value === 'number' && value < schema.minimum) return `${at}: ${value} < ${schema.minimum}`;
+  if (schema.type && schema.type !== type && !(schema.type === 'number' && type === 'integer'))
+    return `${at}: ${type} is not ${schema.type}`;
+  if (schema.enum && !schema.enum.includes(value))
+    return `${at}: ${JSON.stringify(value)} is not one of ${JSON.stringify(schema.enum)}`;
+  if (schema.minimum !== undefined && typeof value === 'number' && value < schema.minimum)
+    return `${at}: ${value} < ${schema.minimum}`;
   return undefined;
 }
 
@@ -43,7 +46,8 @@ export function validate(schema: Schema, value: unknown, at = '$'): string[] {
   const error = scalarError(schema, value, at);
   if (error) return [error];
   const type = typeOf(value);
-  if (type === 'array' && schema.items) return (value as unknown[]).flatMap((v, i) => validate(schema.items as Schema, v, `${at}[${i}]`));
+  if (type === 'array' && schema.items)
+    return (value as unknown[]).flatMap((v, i) => validate(schema.items as Schema, v, `${at}[${i}]`));
   if (type === 'object') return objectErrors(schema, value as Record<string, unknown>, at);
   return [];
 }

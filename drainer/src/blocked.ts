@@ -13,8 +13,14 @@ export const BLOCKED_EVENT_INTERVAL_MS = 5 * 60_000;
 
 /** The Warning Event of one refusal: the pod, the budget, its disruptionsAllowed, and what the drain does next. */
 export function blockedEvent(block: Block, timeoutMs: number): { type: 'Warning'; reason: string; message: string } {
-  const allowed = block.disruptionsAllowed === undefined ? 'disruptionsAllowed not computed yet' : `disruptionsAllowed ${block.disruptionsAllowed}`;
-  const next = timeoutMs > 0 ? `retrying until nodeDrainTimeout ${formatDuration(timeoutMs)}` : 'no nodeDrainTimeout: retrying until the budget allows it';
+  const allowed =
+    block.disruptionsAllowed === undefined
+      ? 'disruptionsAllowed not computed yet'
+      : `disruptionsAllowed ${block.disruptionsAllowed}`;
+  const next =
+    timeoutMs > 0
+      ? `retrying until nodeDrainTimeout ${formatDuration(timeoutMs)}`
+      : 'no nodeDrainTimeout: retrying until the budget allows it';
   return {
     type: 'Warning',
     reason: 'DrainBlocked',

@@ -8,7 +8,11 @@ export const drainerCommand: Command = defineCommand({
   summary: 'Cordon, drain (Eviction API) and uncordon guest Nodes on request (desiredDrain/lastAppliedDrain).',
   flags: {
     ...COMPONENT_FLAGS,
-    defaultDrainTimeout: { type: 'duration', default: 0, help: "Drain timeout when the node's MachineSet sets none (0: wait forever)" },
+    defaultDrainTimeout: {
+      type: 'duration',
+      default: 0,
+      help: "Drain timeout when the node's MachineSet sets none (0: wait forever)",
+    },
     workers: { type: 'int', default: 16, help: 'Nodes reconciled at once' },
     evictionConcurrency: { type: 'int', default: 16, help: 'Evictions in flight at once per drain' },
   },

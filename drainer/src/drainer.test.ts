@@ -18,12 +18,14 @@ import { createTestMachine, createTestNode, eventually, testMachineSet, testPodF
 
 const NS = 'default';
 const podAvailable = (pod: k8s.V1Pod): boolean =>
-  !pod.metadata?.deletionTimestamp && pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true;
+  !pod.metadata?.deletionTimestamp &&
+  pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true;
 const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
 /** The taint that keeps every other pod off a node a test keeps for one pod of its own. */
 const dedicated = (app: string): k8s.V1Taint => ({ key: 'dedicated', value: app, effect: 'NoSchedule' });
 /** A bare pod the scheduler can place only on `node`, which a taint keeps for it. */
-const podFor = (app: string, node: string): k8s.V1Pod => testPodFor(app, node, [{ ...dedicated(app), operator: 'Equal' }]);
+const podFor = (app: string, node: string): k8s.V1Pod =>
+  testPodFor(app, node, [{ ...dedicated(app), operator: 'Equal' }]);
 
 describe('drainer', () => {
   let mgmt: Cluster;
@@ -35,14 +37,22 @@ describe('drainer', () => {
   const annotate = (node: string, annotations: Record<string, string | null>): Promise<k8s.V1Node> =>
     core.patchNode({ name: node, body: { metadata: { annotations } } }, merge);
   const nodeNamed = (name: string): Promise<k8s.V1Node> => core.readNode({ name });
-  const podsOn = async (node: string): Promise<k8s.V1Pod[]> => (await core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${node}` })).items;
+  const podsOn = async (node: string): Promise<k8s.V1Pod[]> =>
+    (await core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${node}` })).items;
   const applied = (name: string, value: string) => async (): Promise<k8s.V1Node | undefined> => {
     const n = await nodeNamed(name);
     return n.metadata?.annotations?.[ANNOTATIONS.lastAppliedDrain] === value ? n : undefined;
   };
   const metric = async (name: string, labels: Record<string, string> = {}): Promise<number> => {
-    const all = (await registry.getMetricsAsJSON()).flatMap((m) => (m.values as { value: number; labels: Record<string, string>; metricName?: string }[]).map((v) => ({ ...v, metricName: v.metricName ?? m.name })));
-    return all.filter((v) => v.metricName === name && Object.entries(labels).every(([k, l]) => v.labels[k] === l)).reduce((s, v) => s + v.value, 0);
+    const all = (await registry.getMetricsAsJSON()).flatMap((m) =>
+      (m.values as { value: number; labels: Record<string, string>; metricName?: string }[]).map((v) => ({
+        ...v,
+        metricName: v.metricName ?? m.name,
+      })),
+    );
+    return all
+      .filter((v) => v.metricName === name && Object.entries(labels).every(([k, l]) => v.labels[k] === l))
+      .reduce((s, v) => s + v.value, 0);
   };
 
   /** A Deployment of 4 behind a PDB of minAvailable 3, all on n1, with a DaemonSet, a mirror and an agent pod. */
@@ -56,37 +66,88 @@ describe('drainer', () => {
       namespace: NS,
       body: {
         metadata: { name: 'web' },
-        spec: { replicas: 4, selector: { matchLabels: labels }, template: { metadata: { labels }, spec: { containers: [{ name: 'c', image: 'nginx' }] } } },
+        spec: {
+          replicas: 4,
+          selector: { matchLabels: labels },
+          template: { metadata: { labels }, spec: { containers: [{ name: 'c', image: 'nginx' }] } },
+        },
       },
     });
-    await policy.createNamespacedPodDisruptionBudget({ namespace: NS, body: { metadata: { name: 'web' }, spec: { minAvailable: 3, selector: { matchLabels: labels } } } });
+    await policy.createNamespacedPodDisruptionBudget({
+      namespace: NS,
+      body: { metadata: { name: 'web' }, spec: { minAvailable: 3, selector: { matchLabels: labels } } },
+    });
     const ds = await apps.createNamespacedDaemonSet({
       namespace: NS,
-      body: { metadata: { name: 'logs' }, spec: { selector: { matchLabels: { app: 'logs' } }, template: { metadata: { labels: { app: 'logs' } }, spec: { containers: [{ name: 'c', image: 'x' }] } } } },
+      body: {
+        metadata: { name: 'logs' },
+        spec: {
+          selector: { matchLabels: { app: 'logs' } },
+          template: { metadata: { labels: { app: 'logs' } }, spec: { containers: [{ name: 'c', image: 'x' }] } },
+        },
+      },
     });
     // The DaemonSet's pod for n1 as its controller writes it (the test bed runs no DaemonSet controller): held
     // to n1 by node affinity on the node's name, and the scheduler binds it.
-    const onN1: k8s.V1Affinity = { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchFields: [{ key: 'metadata.name', operator: 'In', values: ['n1'] }] }] } } };
+    const onN1: k8s.V1Affinity = {
+      nodeAffinity: {
+        requiredDuringSchedulingIgnoredDuringExecution: {
+          nodeSelectorTerms: [{ matchFields: [{ key: 'metadata.name', operator: 'In', values: ['n1'] }] }],
+        },
+      },
+    };
     const specials: k8s.V1Pod[] = [
-      { metadata: { name: 'logs-n1', labels: { app: 'logs' }, ownerReferences: [{ apiVersion: 'apps/v1', kind: 'DaemonSet', name: 'logs', uid: ds.metadata?.uid ?? '', controller: true }] }, spec: { affinity: onN1, containers: [{ name: 'c', image: 'x' }] } },
-      { metadata: { name: 'static-n1', annotations: { 'kubernetes.io/config.mirror': 'deadbeef' } }, spec: { nodeName: 'n1', containers: [{ name: 'c', image: 'x' }] } },
-      { metadata: { name: 'agent-n1', labels: { [LABELS.agentPod]: 'true' } }, spec: { nodeName: 'n1', containers: [{ name: 'c', image: 'x' }] } },
+      {
+        metadata: {
+          name: 'logs-n1',
+          labels: { app: 'logs' },
+          ownerReferences: [
+            { apiVersion: 'apps/v1', kind: 'DaemonSet', name: 'logs', uid: ds.metadata?.uid ?? '', controller: true },
+          ],
+        },
+        spec: { affinity: onN1, containers: [{ name: 'c', image: 'x' }] },
+      },
+      {
+        metadata: { name: 'static-n1', annotations: { 'kubernetes.io/config.mirror': 'deadbeef' } },
+        spec: { nodeName: 'n1', containers: [{ name: 'c', image: 'x' }] },
+      },
+      {
+        metadata: { name: 'agent-n1', labels: { [LABELS.agentPod]: 'true' } },
+        spec: { nodeName: 'n1', containers: [{ name: 'c', image: 'x' }] },
+      },
     ];
     for (const body of specials) await core.createNamespacedPod({ namespace: NS, body });
-    await eventually('the PDB to count 4 healthy pods on n1, and logs-n1 to run there', async () => {
-      const pdb = await policy.readNamespacedPodDisruptionBudget({ name: 'web', namespace: NS });
-      const pods = await podsOn('n1');
-      const web = pods.filter((p) => p.metadata?.labels?.app === 'web').length;
-      return pdb.status?.currentHealthy === 4 && pdb.status.disruptionsAllowed === 1 && web === 4 && pods.some((p) => p.metadata?.name === 'logs-n1' && podAvailable(p));
-    }, 60_000);
+    await eventually(
+      'the PDB to count 4 healthy pods on n1, and logs-n1 to run there',
+      async () => {
+        const pdb = await policy.readNamespacedPodDisruptionBudget({ name: 'web', namespace: NS });
+        const pods = await podsOn('n1');
+        const web = pods.filter((p) => p.metadata?.labels?.app === 'web').length;
+        return (
+          pdb.status?.currentHealthy === 4 &&
+          pdb.status.disruptionsAllowed === 1 &&
+          web === 4 &&
+          pods.some((p) => p.metadata?.name === 'logs-n1' && podAvailable(p))
+        );
+      },
+      60_000,
+    );
   };
 
   before(async () => {
     mgmt = await startCluster({ name: 'mgmt', controllerManager: false });
-    [guest] = await Promise.all([startCluster({ name: 'tenant', kwok: true, scheduler: true, management: { cluster: mgmt, namespace: NS } }), installCapiCrds(mgmt)]);
+    [guest] = await Promise.all([
+      startCluster({ name: 'tenant', kwok: true, scheduler: true, management: { cluster: mgmt, namespace: NS } }),
+      installCapiCrds(mgmt),
+    ]);
     core = guest.kubeConfig.makeApiClient(k8s.CoreV1Api);
     for (const n of ['n1', 'n2', 'n3']) await createTestNode(guest.kubeConfig, n);
-    drainer = new Drainer({ kubeConfig: mgmt.kubeConfig, log: createLogger({ name: 'drainer', level: 'warn' }), registry, defaultDrainTimeoutMs: 0 });
+    drainer = new Drainer({
+      kubeConfig: mgmt.kubeConfig,
+      log: createLogger({ name: 'drainer', level: 'warn' }),
+      registry,
+      defaultDrainTimeoutMs: 0,
+    });
     await drainer.start();
   });
   after(async () => {
@@ -101,10 +162,15 @@ describe('drainer', () => {
     // The independent watcher: every event of a web pod, available = Ready and not terminating.
     const available = new Map<string, boolean>();
     let minAvailable = Infinity;
-    const watch = await new k8s.Watch(guest.kubeConfig).watch(`/api/v1/namespaces/${NS}/pods`, { labelSelector: 'app=web' }, (type: string, pod: k8s.V1Pod) => {
-      available.set(pod.metadata?.name ?? '', type !== 'DELETED' && podAvailable(pod));
-      if (available.size >= 4) minAvailable = Math.min(minAvailable, [...available.values()].filter(Boolean).length);
-    }, () => undefined);
+    const watch = await new k8s.Watch(guest.kubeConfig).watch(
+      `/api/v1/namespaces/${NS}/pods`,
+      { labelSelector: 'app=web' },
+      (type: string, pod: k8s.V1Pod) => {
+        available.set(pod.metadata?.name ?? '', type !== 'DELETED' && podAvailable(pod));
+        if (available.size >= 4) minAvailable = Math.min(minAvailable, [...available.values()].filter(Boolean).length);
+      },
+      () => undefined,
+    );
     try {
       const refusedBefore = await metric('kindling_drainer_evictions_total', { result: 'refused_pdb' });
       await annotate('n1', { [ANNOTATIONS.desiredDrain]: 'drain-h1' });
@@ -116,7 +182,10 @@ describe('drainer', () => {
       assert.ok(minAvailable >= 3, `web dropped to ${minAvailable} available pods, below minAvailable 3`);
       assert.ok(minAvailable !== Infinity, 'the watcher saw no pod');
       const refused = await metric('kindling_drainer_evictions_total', { result: 'refused_pdb' });
-      assert.ok(refused > refusedBefore, `no eviction was refused by the PDB: the test did not exercise it (${JSON.stringify((await registry.getMetricsAsJSON()).find((m) => m.name === 'kindling_drainer_evictions_total')?.values)})`);
+      assert.ok(
+        refused > refusedBefore,
+        `no eviction was refused by the PDB: the test did not exercise it (${JSON.stringify((await registry.getMetricsAsJSON()).find((m) => m.name === 'kindling_drainer_evictions_total')?.values)})`,
+      );
       assert.ok((await metric('kindling_drainer_drain_duration_seconds_count', { result: 'success' })) >= 1);
     } finally {
       watch.abort();
@@ -144,14 +213,28 @@ describe('drainer', () => {
     await createTestNode(guest.kubeConfig, 'n5', {}, [dedicated('guarded')]);
     const policy = guest.kubeConfig.makeApiClient(k8s.PolicyV1Api);
     await core.createNamespacedPod({ namespace: NS, body: podFor('guarded', 'n5') });
-    await policy.createNamespacedPodDisruptionBudget({ namespace: NS, body: { metadata: { name: 'guarded' }, spec: { minAvailable: 1, selector: { matchLabels: { app: 'guarded' } } } } });
-    await eventually('guarded to run on n5 and its PDB to allow no disruption', async () => {
-      const status = (await policy.readNamespacedPodDisruptionBudget({ name: 'guarded', namespace: NS })).status;
-      const onN5 = (await podsOn('n5')).map((p) => p.metadata?.name);
-      return status?.currentHealthy === 1 && status.disruptionsAllowed === 0 && onN5.includes('guarded');
-    }, 60_000);
-    const blockedOn = async (): Promise<string | undefined> => (await nodeNamed('n5')).metadata?.annotations?.[ANNOTATIONS.drainBlocked];
-    const blockedEvents = async (): Promise<k8s.CoreV1Event[]> => (await core.listNamespacedEvent({ namespace: 'default', fieldSelector: 'involvedObject.name=n5,reason=DrainBlocked' })).items;
+    await policy.createNamespacedPodDisruptionBudget({
+      namespace: NS,
+      body: { metadata: { name: 'guarded' }, spec: { minAvailable: 1, selector: { matchLabels: { app: 'guarded' } } } },
+    });
+    await eventually(
+      'guarded to run on n5 and its PDB to allow no disruption',
+      async () => {
+        const status = (await policy.readNamespacedPodDisruptionBudget({ name: 'guarded', namespace: NS })).status;
+        const onN5 = (await podsOn('n5')).map((p) => p.metadata?.name);
+        return status?.currentHealthy === 1 && status.disruptionsAllowed === 0 && onN5.includes('guarded');
+      },
+      60_000,
+    );
+    const blockedOn = async (): Promise<string | undefined> =>
+      (await nodeNamed('n5')).metadata?.annotations?.[ANNOTATIONS.drainBlocked];
+    const blockedEvents = async (): Promise<k8s.CoreV1Event[]> =>
+      (
+        await core.listNamespacedEvent({
+          namespace: 'default',
+          fieldSelector: 'involvedObject.name=n5,reason=DrainBlocked',
+        })
+      ).items;
 
     const askedAt = Date.now();
     await annotate('n5', { [ANNOTATIONS.desiredDrain]: 'drain-h5' });
@@ -160,7 +243,9 @@ describe('drainer', () => {
     assert.ok(m, `drain-blocked is ${shown}`);
     const since = Date.parse(m[1] ?? '');
     assert.ok(since >= askedAt - 1000 && since <= Date.now(), `since ${m[1]} is not when the drain was refused`);
-    const [event] = await eventually('the DrainBlocked Event', async () => ((await blockedEvents()).length > 0 ? blockedEvents() : undefined));
+    const [event] = await eventually('the DrainBlocked Event', async () =>
+      (await blockedEvents()).length > 0 ? blockedEvents() : undefined,
+    );
     assert.equal(event?.type, 'Warning');
     assert.equal(
       event?.message,
@@ -169,7 +254,11 @@ describe('drainer', () => {
 
     // Refused again and again: still one Event (rate-limited), and the annotation is not rewritten.
     const refusals = await metric('kindling_drainer_evictions_total', { result: 'refused_pdb' });
-    await eventually('two more refusals', async () => (await metric('kindling_drainer_evictions_total', { result: 'refused_pdb' })) >= refusals + 2, 15_000);
+    await eventually(
+      'two more refusals',
+      async () => (await metric('kindling_drainer_evictions_total', { result: 'refused_pdb' })) >= refusals + 2,
+      15_000,
+    );
     assert.equal((await blockedEvents()).length, 1, 'the refusals were not rate-limited to one Event');
     assert.equal(await blockedOn(), shown);
 
@@ -181,32 +270,64 @@ describe('drainer', () => {
     // Asked again, then the budget allows one disruption: the pod is evicted, the block goes, the drain completes.
     await annotate('n5', { [ANNOTATIONS.desiredDrain]: 'drain-h6' });
     await eventually('the block on n5 again', blockedOn);
-    await policy.patchNamespacedPodDisruptionBudget({ name: 'guarded', namespace: NS, body: { spec: { minAvailable: 0 } } }, merge);
+    await policy.patchNamespacedPodDisruptionBudget(
+      { name: 'guarded', namespace: NS, body: { spec: { minAvailable: 0 } } },
+      merge,
+    );
     const drained = await eventually('n5 to be drained', applied('n5', 'drain-h6'), 60_000);
     assert.equal(drained.metadata?.annotations?.[ANNOTATIONS.drainBlocked], undefined);
-    assert.deepEqual((await podsOn('n5')).map((p) => p.metadata?.name), []);
+    assert.deepEqual(
+      (await podsOn('n5')).map((p) => p.metadata?.name),
+      [],
+    );
   });
 
   it("when the MachineSet's nodeDrainTimeout passes with a pod that cannot be evicted, it should give up, say so on the node and in an Event, and not mark the drain applied", async () => {
     // A node of its own, tainted for its one pod, so pods the other tests moved around cannot land on it.
     await createTestNode(guest.kubeConfig, 'n4', {}, [dedicated('precious')]);
     const objects = k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig);
-    await objects.create(testMachineSet({ name: 'pool', namespace: NS, cluster: 'tenant', replicas: 1, drainTimeoutSeconds: 2 }));
-    await createTestMachine(mgmt.kubeConfig, { name: 'pool-m2', namespace: NS, cluster: 'tenant', machineSet: 'pool', node: 'n4' });
+    await objects.create(
+      testMachineSet({ name: 'pool', namespace: NS, cluster: 'tenant', replicas: 1, drainTimeoutSeconds: 2 }),
+    );
+    await createTestMachine(mgmt.kubeConfig, {
+      name: 'pool-m2',
+      namespace: NS,
+      cluster: 'tenant',
+      machineSet: 'pool',
+      node: 'n4',
+    });
     const policy = guest.kubeConfig.makeApiClient(k8s.PolicyV1Api);
     await core.createNamespacedPod({ namespace: NS, body: podFor('precious', 'n4') });
-    await policy.createNamespacedPodDisruptionBudget({ namespace: NS, body: { metadata: { name: 'precious' }, spec: { maxUnavailable: 0, selector: { matchLabels: { app: 'precious' } } } } });
-    await eventually('precious to run on n4 and its PDB to observe it', async () => {
-      const onN4 = (await podsOn('n4')).map((p) => p.metadata?.name);
-      return onN4.includes('precious') && (await policy.readNamespacedPodDisruptionBudget({ name: 'precious', namespace: NS })).status?.currentHealthy === 1;
-    }, 60_000);
+    await policy.createNamespacedPodDisruptionBudget({
+      namespace: NS,
+      body: {
+        metadata: { name: 'precious' },
+        spec: { maxUnavailable: 0, selector: { matchLabels: { app: 'precious' } } },
+      },
+    });
+    await eventually(
+      'precious to run on n4 and its PDB to observe it',
+      async () => {
+        const onN4 = (await podsOn('n4')).map((p) => p.metadata?.name);
+        return (
+          onN4.includes('precious') &&
+          (await policy.readNamespacedPodDisruptionBudget({ name: 'precious', namespace: NS })).status
+            ?.currentHealthy === 1
+        );
+      },
+      60_000,
+    );
 
     const started = Date.now();
     await annotate('n4', { [ANNOTATIONS.desiredDrain]: 'drain-h3' });
-    const failed = await eventually('the drain of n4 to fail', async () => {
-      const n = await nodeNamed('n4');
-      return n.metadata?.annotations?.[ANNOTATIONS.drainFailure] ? n : undefined;
-    }, 30_000);
+    const failed = await eventually(
+      'the drain of n4 to fail',
+      async () => {
+        const n = await nodeNamed('n4');
+        return n.metadata?.annotations?.[ANNOTATIONS.drainFailure] ? n : undefined;
+      },
+      30_000,
+    );
     const elapsed = Date.now() - started;
     const failure = failed.metadata?.annotations?.[ANNOTATIONS.drainFailure] ?? '';
     assert.match(failure, /^drain-h3: nodeDrainTimeout 2s reached with 1 pod\(s\) not evicted: default\/precious/);
@@ -216,13 +337,19 @@ describe('drainer', () => {
     assert.equal(failed.spec?.unschedulable, true);
     // The Event follows the annotation (its write never delays the verdict): wait for it, then count.
     const events = await eventually('the DrainFailed Event', async () => {
-      const list = await core.listNamespacedEvent({ namespace: 'default', fieldSelector: 'involvedObject.name=n4,reason=DrainFailed' });
+      const list = await core.listNamespacedEvent({
+        namespace: 'default',
+        fieldSelector: 'involvedObject.name=n4,reason=DrainFailed',
+      });
       return list.items.length > 0 ? list.items : undefined;
     });
     assert.equal(events.length, 1);
     // Given up means given up: the same request is not retried.
     await new Promise((r) => setTimeout(r, 1500));
     assert.equal((await nodeNamed('n4')).metadata?.annotations?.[ANNOTATIONS.lastAppliedDrain], undefined);
-    assert.equal((await core.readNamespacedPod({ name: 'precious', namespace: NS })).metadata?.deletionTimestamp, undefined);
+    assert.equal(
+      (await core.readNamespacedPod({ name: 'precious', namespace: NS })).metadata?.deletionTimestamp,
+      undefined,
+    );
   });
 });

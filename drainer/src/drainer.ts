@@ -20,7 +20,16 @@ import { GuestClusters, type GuestCluster } from '../../support/src/guest-cluste
 import { BLOCKED_EVENT_INTERVAL_MS, blockedAnnotation, blockedEvent } from './blocked.js';
 import { eventBody, EventRateLimiter, recordEvent, type EventNote } from '../../support/src/events.js';
 import { Evictor, type Block } from './evict.js';
-import { cordonPatch, drainedPatch, drainFailedPatch, drainRequest, drainTimeoutMs, planEvictions, podList, uncordonPatch } from './plan.js';
+import {
+  cordonPatch,
+  drainedPatch,
+  drainFailedPatch,
+  drainRequest,
+  drainTimeoutMs,
+  planEvictions,
+  podList,
+  uncordonPatch,
+} from './plan.js';
 
 export interface DrainerOptions {
   kubeConfig: k8s.KubeConfig;
@@ -69,7 +78,8 @@ function capiSource<T extends k8s.KubernetesObject>(kc: k8s.KubeConfig, plural: 
   return {
     kubeConfig: kc,
     path: `/apis/${CAPI_GROUP}/${version}/${plural}`,
-    list: async () => (await api.listClusterCustomObject({ group: CAPI_GROUP, version, plural })) as k8s.KubernetesListObject<T>,
+    list: async () =>
+      (await api.listClusterCustomObject({ group: CAPI_GROUP, version, plural })) as k8s.KubernetesListObject<T>,
   };
 }
 
@@ -89,7 +99,12 @@ export class Drainer {
     this.#opts = opts;
     this.#clock = opts.clock ?? realClock;
     this.#metrics = createMetrics(opts.registry);
-    this.#evictor = new Evictor({ log: opts.log, clock: this.#clock, concurrency: opts.evictionConcurrency ?? 16, registry: opts.registry });
+    this.#evictor = new Evictor({
+      log: opts.log,
+      clock: this.#clock,
+      concurrency: opts.evictionConcurrency ?? 16,
+      registry: opts.registry,
+    });
     this.#blockedEvents = new EventRateLimiter(this.#clock, opts.blockedEventIntervalMs ?? BLOCKED_EVENT_INTERVAL_MS);
     this.#clusters = new GuestClusters<Session>({
       kubeConfig: opts.kubeConfig,
@@ -97,7 +112,11 @@ export class Drainer {
       create: (cluster) => this.#createSession(cluster),
       start: (s) => s.nodes.start(),
       close: (s) => s.nodes.stop(),
-      onOpened: (cluster) => this.#clusters.get(cluster.key)?.nodes.list().forEach((n) => this.#enqueue(cluster.key, n)),
+      onOpened: (cluster) =>
+        this.#clusters
+          .get(cluster.key)
+          ?.nodes.list()
+          .forEach((n) => this.#enqueue(cluster.key, n)),
     });
     // The nodes are watched per guest cluster, in sessions that open once the Cluster API caches are synced.
     this.#controller = createController({
@@ -113,7 +132,9 @@ export class Drainer {
     });
     this.queue = this.#controller.queue;
     this.#machines = this.#controller.watch(capiSource<Machine & k8s.KubernetesObject>(opts.kubeConfig, 'machines'));
-    this.#machineSets = this.#controller.watch(capiSource<MachineSet & k8s.KubernetesObject>(opts.kubeConfig, 'machinesets'));
+    this.#machineSets = this.#controller.watch(
+      capiSource<MachineSet & k8s.KubernetesObject>(opts.kubeConfig, 'machinesets'),
+    );
   }
 
   async start(): Promise<void> {
@@ -131,7 +152,10 @@ export class Drainer {
       path: '/api/v1/nodes',
       list: () => core.listNode(),
       log: cluster.log,
-      onEvent: (node, event) => (event === 'delete' ? this.#forget(nodeKey(cluster.key, node.metadata?.name ?? '')) : this.#enqueue(cluster.key, node)),
+      onEvent: (node, event) =>
+        event === 'delete'
+          ? this.#forget(nodeKey(cluster.key, node.metadata?.name ?? ''))
+          : this.#enqueue(cluster.key, node),
     });
     return { cluster, core, nodes };
   }
@@ -139,7 +163,8 @@ export class Drainer {
   #enqueue(clusterKey: string, node: k8s.V1Node): void {
     const key = nodeKey(clusterKey, node.metadata?.name ?? '');
     // A block left on a node whose request went away (a restart in between) still needs clearing.
-    const idle = drainRequest(node).kind === 'none' && node.metadata?.annotations?.[ANNOTATIONS.drainBlocked] === undefined;
+    const idle =
+      drainRequest(node).kind === 'none' && node.metadata?.annotations?.[ANNOTATIONS.drainBlocked] === undefined;
     if (idle && !this.#metrics.inProgress.has(key)) return;
     this.queue.add(key);
   }
@@ -180,10 +205,15 @@ export class Drainer {
     const pods = (await session.core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${name}` })).items;
     const plan = planEvictions(pods);
     const target = { session, node: current, value, log };
-    if (plan.evict.length === 0 && plan.waitFor.length === 0) return this.#drained(target, startedAt, plan.skipped.length);
-    const timeoutMs = drainTimeoutMs({ ...this.#capiObjectsOf(session.cluster, name), defaultMs: this.#opts.defaultDrainTimeoutMs });
+    if (plan.evict.length === 0 && plan.waitFor.length === 0)
+      return this.#drained(target, startedAt, plan.skipped.length);
+    const timeoutMs = drainTimeoutMs({
+      ...this.#capiObjectsOf(session.cluster, name),
+      defaultMs: this.#opts.defaultDrainTimeoutMs,
+    });
     const untilDeadline = timeoutMs > 0 ? timeoutMs - (this.#clock.now() - startedAt) : Infinity;
-    if (untilDeadline <= 0) return this.#giveUp(target, { timeoutMs, startedAt, left: [...plan.evict, ...plan.waitFor] });
+    if (untilDeadline <= 0)
+      return this.#giveUp(target, { timeoutMs, startedAt, left: [...plan.evict, ...plan.waitFor] });
     const retryInMs = await this.#evictor.evictAll(session.core, plan.evict, log);
     // A block remembered from an earlier drain of the same pods (cancelled, then asked again) starts with this one.
     const blocks = this.#evictor.blocks(plan.evict).map((b) => ({ ...b, since: Math.max(b.since, startedAt) }));
@@ -199,17 +229,23 @@ export class Drainer {
     const { session, node, log } = target;
     const name = node.metadata?.name ?? '';
     const value = blockedAnnotation(node.metadata?.annotations?.[ANNOTATIONS.drainBlocked], blocks);
-    if (value !== undefined) await patchNode(session.core, name, { metadata: { annotations: { [ANNOTATIONS.drainBlocked]: value } } });
+    if (value !== undefined)
+      await patchNode(session.core, name, { metadata: { annotations: { [ANNOTATIONS.drainBlocked]: value } } });
     for (const block of blocks) {
       if (!this.#blockedEvents.allow(`${nodeKey(session.cluster.key, name)} ${block.pdb}`)) continue;
-      log.warn({ pod: block.pod, pdb: block.pdb, disruptionsAllowed: block.disruptionsAllowed, detail: block.detail }, 'Drain blocked by a PodDisruptionBudget: retrying');
+      log.warn(
+        { pod: block.pod, pdb: block.pdb, disruptionsAllowed: block.disruptionsAllowed, detail: block.detail },
+        'Drain blocked by a PodDisruptionBudget: retrying',
+      );
       await this.#event(session, node, blockedEvent(block, timeoutMs), log);
     }
   }
 
   async #clearBlock(session: Session, node: k8s.V1Node): Promise<void> {
     if (node.metadata?.annotations?.[ANNOTATIONS.drainBlocked] === undefined) return;
-    await patchNode(session.core, node.metadata.name ?? '', { metadata: { annotations: { [ANNOTATIONS.drainBlocked]: null } } });
+    await patchNode(session.core, node.metadata.name ?? '', {
+      metadata: { annotations: { [ANNOTATIONS.drainBlocked]: null } },
+    });
   }
 
   async #drained(target: DrainTarget, startedAt: number, skipped: number): Promise<void> {
@@ -272,10 +308,22 @@ export class Drainer {
   }
 
   async #event(session: Session, node: k8s.V1Node, note: EventNote, log: Logger): Promise<void> {
-    const subject = { apiVersion: 'v1', kind: 'Node', metadata: { name: node.metadata?.name, uid: node.metadata?.uid } };
-    await recordEvent(session.core, eventBody(subject, note, { component: FIELD_MANAGERS.drainer, instance: FIELD_MANAGERS.drainer }, new Date(this.#clock.now())), log);
+    const subject = {
+      apiVersion: 'v1',
+      kind: 'Node',
+      metadata: { name: node.metadata?.name, uid: node.metadata?.uid },
+    };
+    await recordEvent(
+      session.core,
+      eventBody(
+        subject,
+        note,
+        { component: FIELD_MANAGERS.drainer, instance: FIELD_MANAGERS.drainer },
+        new Date(this.#clock.now()),
+      ),
+      log,
+    );
   }
-
 }
 
 function startedAtOf(node: k8s.V1Node, now: number): number {

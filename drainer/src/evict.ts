@@ -90,13 +90,21 @@ export function parsePdbRefusal(err: unknown, podNamespace: string): PdbRefusal 
     if (!m) continue;
     const detail = m[2] as string;
     // The apiserver refuses with any other message only once the budget's disruptionsAllowed is 0.
-    return { pdb: `${podNamespace}/${m[1] as string}`, detail, ...(NOT_PROCESSED.test(detail) ? {} : { disruptionsAllowed: 0 }) };
+    return {
+      pdb: `${podNamespace}/${m[1] as string}`,
+      detail,
+      ...(NOT_PROCESSED.test(detail) ? {} : { disruptionsAllowed: 0 }),
+    };
   }
   return undefined;
 }
 
 /** A pod's block after a failed eviction: the same budget refusing again keeps its start; any other failure leaves it as it was. */
-function blockAfter(previous: Block | undefined, refusal: PdbRefusal | undefined, at: { pod: string; now: number }): Block | undefined {
+function blockAfter(
+  previous: Block | undefined,
+  refusal: PdbRefusal | undefined,
+  at: { pod: string; now: number },
+): Block | undefined {
   if (!refusal) return previous;
   return { ...refusal, pod: at.pod, since: previous?.pdb === refusal.pdb ? previous.since : at.now };
 }
@@ -140,10 +148,12 @@ export class Evictor {
 
   /** The last refusals of these pods, for a failure message. */
   refusals(pods: readonly k8s.V1Pod[]): string {
-    const seen = new Set(pods.flatMap((p) => {
-      const refusal = this.#backoff.get(p.metadata?.uid ?? '')?.lastRefusal;
-      return refusal ? [refusal] : [];
-    }));
+    const seen = new Set(
+      pods.flatMap((p) => {
+        const refusal = this.#backoff.get(p.metadata?.uid ?? '')?.lastRefusal;
+        return refusal ? [refusal] : [];
+      }),
+    );
     return [...seen].slice(0, 2).join('; ');
   }
 
@@ -153,7 +163,12 @@ export class Evictor {
       await core.createNamespacedPodEviction({
         name,
         namespace,
-        body: { apiVersion: 'policy/v1', kind: 'Eviction', metadata: { name, namespace }, deleteOptions: { preconditions: { uid } } },
+        body: {
+          apiVersion: 'policy/v1',
+          kind: 'Eviction',
+          metadata: { name, namespace },
+          deleteOptions: { preconditions: { uid } },
+        },
       });
       this.#backoff.delete(uid);
       return this.#count('evicted');

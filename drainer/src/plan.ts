@@ -72,7 +72,10 @@ export function drainTimeoutMs(opts: { machineSet?: MachineSet; machine?: Machin
   return opts.defaultMs;
 }
 
-type Patch = { metadata: { annotations: Record<string, string | null>; resourceVersion?: string }; spec?: { unschedulable: boolean } };
+type Patch = {
+  metadata: { annotations: Record<string, string | null>; resourceVersion?: string };
+  spec?: { unschedulable: boolean };
+};
 
 /**
  * Cordon, remembering in the same write whether the node was cordoned already (so uncordon leaves an
@@ -84,7 +87,8 @@ export function cordonPatch(node: k8s.V1Node, now: Date): Patch | undefined {
   const ann = node.metadata?.annotations ?? {};
   const cordoned = node.spec?.unschedulable === true;
   const annotations: Record<string, string | null> = {};
-  if (ann[ANNOTATIONS.cordonedBeforeDrain] === undefined) annotations[ANNOTATIONS.cordonedBeforeDrain] = String(cordoned);
+  if (ann[ANNOTATIONS.cordonedBeforeDrain] === undefined)
+    annotations[ANNOTATIONS.cordonedBeforeDrain] = String(cordoned);
   if (ann[ANNOTATIONS.drainStartedAt] === undefined) annotations[ANNOTATIONS.drainStartedAt] = now.toISOString();
   if (cordoned && Object.keys(annotations).length === 0) return undefined;
   return { metadata: { annotations, resourceVersion: node.metadata?.resourceVersion }, spec: { unschedulable: true } };
@@ -94,7 +98,12 @@ export function cordonPatch(node: k8s.V1Node, now: Date): Patch | undefined {
 export function drainedPatch(value: string): Patch {
   return {
     metadata: {
-      annotations: { [ANNOTATIONS.lastAppliedDrain]: value, [ANNOTATIONS.drainStartedAt]: null, [ANNOTATIONS.drainFailure]: null, [ANNOTATIONS.drainBlocked]: null },
+      annotations: {
+        [ANNOTATIONS.lastAppliedDrain]: value,
+        [ANNOTATIONS.drainStartedAt]: null,
+        [ANNOTATIONS.drainFailure]: null,
+        [ANNOTATIONS.drainBlocked]: null,
+      },
     },
   };
 }
@@ -104,7 +113,15 @@ export function drainedPatch(value: string): Patch {
  * The failure message carries the last refusal, so the block is no longer shown on its own.
  */
 export function drainFailedPatch(value: string, message: string): Patch {
-  return { metadata: { annotations: { [ANNOTATIONS.drainFailure]: `${value}: ${message}`, [ANNOTATIONS.drainStartedAt]: null, [ANNOTATIONS.drainBlocked]: null } } };
+  return {
+    metadata: {
+      annotations: {
+        [ANNOTATIONS.drainFailure]: `${value}: ${message}`,
+        [ANNOTATIONS.drainStartedAt]: null,
+        [ANNOTATIONS.drainBlocked]: null,
+      },
+    },
+  };
 }
 
 /**

@@ -16,7 +16,11 @@ const HASH = 'abc123';
 const ACCEPT = 'application/vnd.coreos.ignition+json;version=3.3.0, */*;q=0.1';
 const TAIL = '"},"storage":{"files":[{"path":"/etc/secret-payload-marker","contents":{"source":"data:,x"}}]}}';
 const PAYLOAD: Payload = { key: 'a'.repeat(64), minVersion: '3.0.0', tail: Buffer.from(TAIL), joinAt: TAIL.length - 3 };
-const JOIN = { joinServer: 'https://guest.example:6443', joinCa: '-----BEGIN CERTIFICATE-----\nguest\n-----END CERTIFICATE-----\n', bootstrapToken: 'abcdef.0123456789abcdef' };
+const JOIN = {
+  joinServer: 'https://guest.example:6443',
+  joinCa: '-----BEGIN CERTIFICATE-----\nguest\n-----END CERTIFICATE-----\n',
+  bootstrapToken: 'abcdef.0123456789abcdef',
+};
 const MARKER = 'secret-payload-marker';
 
 interface Harness {
@@ -59,7 +63,19 @@ async function harness(): Promise<Harness> {
     missing,
     async secret(name, over = {}) {
       const { token } = await authority.mint({ pool: over.pool ?? POOL, hash: over.hash ?? HASH, ttlMs: 3_600_000 });
-      const entry = index.upsert({ key: `clusters/${name}`, namespace: 'clusters', name, uid: name, pool: POOL, hash: HASH, release: 'r', configSha256: 'c', token, resourceVersion: '1', ...over });
+      const entry = index.upsert({
+        key: `clusters/${name}`,
+        namespace: 'clusters',
+        name,
+        uid: name,
+        pool: POOL,
+        hash: HASH,
+        release: 'r',
+        configSha256: 'c',
+        token,
+        resourceVersion: '1',
+        ...over,
+      });
       entry.payload = { state: 'ready', key: PAYLOAD.key };
       return { token, entry };
     },
@@ -72,23 +88,34 @@ describe('GET /ignition', () => {
 
   it('when the token is valid and the payload ready, it should serve the payload at the highest version the client accepts', async () => {
     const { token, entry } = await h.secret('ok');
-    const res = await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`).set('NodePool', POOL).set('TargetConfigVersionHash', HASH).set('Accept', ACCEPT);
+    const res = await request(h.app)
+      .get('/ignition')
+      .set('Authorization', `Bearer ${token}`)
+      .set('NodePool', POOL)
+      .set('TargetConfigVersionHash', HASH)
+      .set('Accept', ACCEPT);
     assert.equal(res.status, 200);
     assert.equal(res.headers['content-type'], 'application/vnd.coreos.ignition+json;version=3.3.0');
     assert.deepEqual(Buffer.from(res.text), payloadBytes(PAYLOAD, '3.3.0'));
     assert.deepEqual(h.served, [entry]);
-    const again = await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`).set('Accept', 'application/vnd.coreos.ignition+json;version=3.1.0');
+    const again = await request(h.app)
+      .get('/ignition')
+      .set('Authorization', `Bearer ${token}`)
+      .set('Accept', 'application/vnd.coreos.ignition+json;version=3.1.0');
     assert.equal(again.status, 200);
     assert.match(again.text, /"version":"3\.1\.0"/);
     assert.equal(h.served.length, 1, 'the first fetch is recorded once');
   });
 
-  it('when the token Secret holds join material, it should splice the pool\'s join files into the payload, for the bootstrap token paired with the presented token', async () => {
+  it("when the token Secret holds join material, it should splice the pool's join files into the payload, for the bootstrap token paired with the presented token", async () => {
     const { token } = await h.secret('joined', JOIN);
     const res = await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`).set('Accept', ACCEPT);
     assert.equal(res.status, 200);
     const body = JSON.parse(res.text) as { storage: { files: { path: string; contents: { source: string } }[] } };
-    assert.deepEqual(body.storage.files.map((f) => f.path), ['/etc/secret-payload-marker', '/etc/kubernetes/pki/ca.crt', '/etc/kubernetes/bootstrap-kubeconfig']);
+    assert.deepEqual(
+      body.storage.files.map((f) => f.path),
+      ['/etc/secret-payload-marker', '/etc/kubernetes/pki/ca.crt', '/etc/kubernetes/bootstrap-kubeconfig'],
+    );
     const kubeconfig = Buffer.from(body.storage.files[2]?.contents.source.split(',')[1] ?? '', 'base64').toString();
     assert.match(kubeconfig, /token: abcdef\.0123456789abcdef/);
     assert.match(kubeconfig, /server: https:\/\/guest\.example:6443/);
@@ -97,13 +124,30 @@ describe('GET /ignition', () => {
 
   it('when the rotated token is presented, it should get the rotated bootstrap token, and with Kindling-Join: omit no join files at all', async () => {
     const { token: rotated } = await h.authority.mint({ pool: POOL, hash: HASH, ttlMs: 3_600_000 });
-    const { token } = await h.secret('rotated', { ...JOIN, rotatedToken: rotated, rotatedBootstrapToken: 'zyxwvu.0123456789zyxwvu' });
+    const { token } = await h.secret('rotated', {
+      ...JOIN,
+      rotatedToken: rotated,
+      rotatedBootstrapToken: 'zyxwvu.0123456789zyxwvu',
+    });
     const old = await request(h.app).get('/ignition').set('Authorization', `Bearer ${rotated}`).set('Accept', ACCEPT);
-    const files = (text: string): string[] => (JSON.parse(text) as { storage: { files: { path: string; contents: { source: string } }[] } }).storage.files.map((f) => Buffer.from(f.contents.source.split(',')[1] ?? '', 'base64').toString());
-    assert.ok(files(old.text).some((f) => f.includes('zyxwvu.0123456789zyxwvu')), 'the rotated token gets the rotated bootstrap token');
+    const files = (text: string): string[] =>
+      (JSON.parse(text) as { storage: { files: { path: string; contents: { source: string } }[] } }).storage.files.map(
+        (f) => Buffer.from(f.contents.source.split(',')[1] ?? '', 'base64').toString(),
+      );
+    assert.ok(
+      files(old.text).some((f) => f.includes('zyxwvu.0123456789zyxwvu')),
+      'the rotated token gets the rotated bootstrap token',
+    );
     const current = await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`).set('Accept', ACCEPT);
-    assert.ok(files(current.text).some((f) => f.includes('abcdef.0123456789abcdef')), 'the current token gets the current bootstrap token');
-    const omitted = await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`).set('Kindling-Join', 'omit').set('Accept', ACCEPT);
+    assert.ok(
+      files(current.text).some((f) => f.includes('abcdef.0123456789abcdef')),
+      'the current token gets the current bootstrap token',
+    );
+    const omitted = await request(h.app)
+      .get('/ignition')
+      .set('Authorization', `Bearer ${token}`)
+      .set('Kindling-Join', 'omit')
+      .set('Accept', ACCEPT);
     assert.deepEqual(Buffer.from(omitted.text), payloadBytes(PAYLOAD, '3.3.0'));
   });
 
@@ -111,27 +155,37 @@ describe('GET /ignition', () => {
     const big = `"},"storage":{"files":[{"path":"/opt/big","contents":{"source":"data:,${'x'.repeat(300_000)}"}}]},"systemd":{"units":[{"name":"${'u'.repeat(70_000)}"}]}}`;
     const joinAt = big.indexOf(']},"systemd"');
     const payload: Payload = { key: 'c'.repeat(64), minVersion: '3.0.0', tail: Buffer.from(big), joinAt };
-    const deps: AppDeps = { ...h.deps, payloads: { peek: (k) => (k === payload.key ? payload : undefined), lookup: () => Promise.resolve(undefined) } };
+    const deps: AppDeps = {
+      ...h.deps,
+      payloads: { peek: (k) => (k === payload.key ? payload : undefined), lookup: () => Promise.resolve(undefined) },
+    };
     const app = createApp(deps);
     const { token, entry } = await h.secret('big', JOIN);
     entry.payload = { state: 'ready', key: payload.key };
-    const res = await request(app).get('/ignition').set('Authorization', `Bearer ${token}`).set('Accept', ACCEPT).buffer(true).parse((r, cb) => {
-      const chunks: Buffer[] = [];
-      r.on('data', (c: Buffer) => chunks.push(c));
-      r.on('end', () => cb(null, Buffer.concat(chunks)));
-    });
+    const res = await request(app)
+      .get('/ignition')
+      .set('Authorization', `Bearer ${token}`)
+      .set('Accept', ACCEPT)
+      .buffer(true)
+      .parse((r, cb) => {
+        const chunks: Buffer[] = [];
+        r.on('data', (c: Buffer) => chunks.push(c));
+        r.on('end', () => cb(null, Buffer.concat(chunks)));
+      });
     assert.equal(res.status, 200);
     const expected = payloadBytes(payload, '3.3.0', joinFor(entry, token));
     assert.equal(Number(res.headers['content-length']), expected.length);
     assert.ok((res.body as Buffer).equals(expected));
-    const files = (JSON.parse((res.body as Buffer).toString()) as { storage: { files: { path: string }[] } }).storage.files.map((f) => f.path);
+    const files = (
+      JSON.parse((res.body as Buffer).toString()) as { storage: { files: { path: string }[] } }
+    ).storage.files.map((f) => f.path);
     assert.deepEqual(files, ['/opt/big', '/etc/kubernetes/pki/ca.crt', '/etc/kubernetes/bootstrap-kubeconfig']);
     const head = await request(app).head('/ignition').set('Authorization', `Bearer ${token}`).set('Accept', ACCEPT);
     assert.equal(head.status, 200);
     assert.equal(Number(head.headers['content-length']), expected.length);
   });
 
-  it('when the token\'s Secret is known by metadata only, it should have it read, then serve; a token it does not hold stays refused', async () => {
+  it("when the token's Secret is known by metadata only, it should have it read, then serve; a token it does not hold stays refused", async () => {
     const { token, entry } = await h.secret('unloaded');
     const { token: stranger } = await h.authority.mint({ pool: POOL, hash: 'later', ttlMs: 3_600_000 });
     h.index.remove(entry.secret.key);
@@ -178,7 +232,10 @@ describe('GET /ignition', () => {
       assert.equal(res.headers['www-authenticate'], 'Bearer realm="ignition"');
       assert.match(res.headers['kindling-error'] ?? '', /^IGN_TOKEN_(MISSING|MALFORMED|INVALID)$/, what);
       assert.ok(res.text.startsWith(`${res.headers['kindling-error']}: `), `${what}: the body starts with the code`);
-      assert.ok(!res.text.includes(token.slice(20)) && !res.text.includes(forged.slice(20)), `${what}: body echoes nothing`);
+      assert.ok(
+        !res.text.includes(token.slice(20)) && !res.text.includes(forged.slice(20)),
+        `${what}: body echoes nothing`,
+      );
     }
     h.clock.advance(3_600_000);
     const expired = await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`);
@@ -224,7 +281,18 @@ describe('GET /ignition', () => {
     for (const [what, claims] of cases) {
       const { token } = await h.authority.mint({ ...claims, ttlMs: 3_600_000 });
       const put = (name: string, pool: string, hash: string): void => {
-        h.index.upsert({ key: `clusters/${name}`, namespace: 'clusters', name, uid: name, pool, hash, release: 'r', configSha256: 'c', token, resourceVersion: '1' }).payload = { state: 'ready', key: PAYLOAD.key };
+        h.index.upsert({
+          key: `clusters/${name}`,
+          namespace: 'clusters',
+          name,
+          uid: name,
+          pool,
+          hash,
+          release: 'r',
+          configSha256: 'c',
+          token,
+          resourceVersion: '1',
+        }).payload = { state: 'ready', key: PAYLOAD.key };
       };
       const get = (): request.Test => request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`);
       // The control: in a Secret of its own pool and hash, the same token is served.
@@ -240,10 +308,21 @@ describe('GET /ignition', () => {
 
   it('when the NodePool or TargetConfigVersionHash header names another pool or hash, it should answer 403', async () => {
     const { token } = await h.secret('cross');
-    const other = await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`).set('NodePool', 'clusters/other');
+    const other = await request(h.app)
+      .get('/ignition')
+      .set('Authorization', `Bearer ${token}`)
+      .set('NodePool', 'clusters/other');
     assert.equal(other.status, 403);
     assert.ok(!other.text.includes(MARKER));
-    assert.equal((await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`).set('TargetConfigVersionHash', 'zzz')).status, 403);
+    assert.equal(
+      (
+        await request(h.app)
+          .get('/ignition')
+          .set('Authorization', `Bearer ${token}`)
+          .set('TargetConfigVersionHash', 'zzz')
+      ).status,
+      403,
+    );
   });
 
   it('when the payload is pending, failed, or gone from memory and disk, it should answer 511', async () => {
@@ -263,7 +342,15 @@ describe('GET /ignition', () => {
 
   it('when the client accepts no spec version the payload fits, it should answer 406', async () => {
     const { token } = await h.secret('old-client');
-    assert.equal((await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`).set('Accept', 'application/vnd.coreos.ignition+json;version=2.2.0')).status, 406);
+    assert.equal(
+      (
+        await request(h.app)
+          .get('/ignition')
+          .set('Authorization', `Bearer ${token}`)
+          .set('Accept', 'application/vnd.coreos.ignition+json;version=2.2.0')
+      ).status,
+      406,
+    );
   });
 
   it('when another path or method is asked for, it should answer 404 whatever the token', async () => {
@@ -272,7 +359,16 @@ describe('GET /ignition', () => {
       assert.equal((await request(h.app).get(path).set('Authorization', `Bearer ${token}`)).status, 404, path);
     }
     assert.equal((await request(h.app).post('/ignition').set('Authorization', `Bearer ${token}`)).status, 404);
-    assert.equal((await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`).set('Content-Length', '100000').send('x'.repeat(100000))).status, 413);
+    assert.equal(
+      (
+        await request(h.app)
+          .get('/ignition')
+          .set('Authorization', `Bearer ${token}`)
+          .set('Content-Length', '100000')
+          .send('x'.repeat(100000))
+      ).status,
+      413,
+    );
   });
 
   it('when requests are logged, it should give the pool and status and never a token', async () => {
@@ -314,28 +410,84 @@ describe('fuzz', () => {
     const { token: revoked, entry: revokedEntry } = await h.secret('fuzz-revoked');
     h.index.remove(revokedEntry.secret.key);
     const { token: short } = await h.authority.mint({ pool: POOL, hash: HASH, ttlMs: 1000 });
-    h.index.upsert({ key: 'clusters/fuzz-short', namespace: 'clusters', name: 'fuzz-short', uid: 's', pool: POOL, hash: HASH, release: 'r', configSha256: 'c', token: short, resourceVersion: '1' }).payload = { state: 'ready', key: PAYLOAD.key };
+    h.index.upsert({
+      key: 'clusters/fuzz-short',
+      namespace: 'clusters',
+      name: 'fuzz-short',
+      uid: 's',
+      pool: POOL,
+      hash: HASH,
+      release: 'r',
+      configSha256: 'c',
+      token: short,
+      resourceVersion: '1',
+    }).payload = { state: 'ready', key: PAYLOAD.key };
     h.clock.advance(1000);
     const otherKey = ecKeyPem();
     const forger = await createTokenAuthority(otherKey, h.clock);
     const forged = (await forger.mint({ pool: POOL, hash: HASH, ttlMs: 3_600_000 })).token;
     const [hd, body, sig] = good.split('.') as [string, string, string];
     const noneAlg = `${Buffer.from('{"alg":"none","typ":"JWT"}').toString('base64url')}.${body}.`;
-    const hs256 = await new SignJWT(JSON.parse(Buffer.from(body, 'base64url').toString()) as Record<string, unknown>).setProtectedHeader({ alg: 'HS256' }).sign(Buffer.from('x'.repeat(32)));
+    const hs256 = await new SignJWT(JSON.parse(Buffer.from(body, 'base64url').toString()) as Record<string, unknown>)
+      .setProtectedHeader({ alg: 'HS256' })
+      .sign(Buffer.from('x'.repeat(32)));
     const mutate = (t: string): string => {
       const i = Math.floor(rand() * t.length);
       return t.slice(0, i) + pick(['A', '_', '-', '.', '', '==', 'é'.normalize('NFD').slice(0, 1)]) + t.slice(i + 1);
     };
-    const tokens = (): string => pick([revoked, short, forged, noneAlg, hs256, mutate(good), mutate(good), `${hd}.${body}`, `${hd}..${sig}`, `${body}.${hd}.${sig}`, '', 'x'.repeat(Math.floor(rand() * 5000)), good.toUpperCase(), `${good}.${sig}`]);
-    const authorization = (): string | undefined => pick([undefined, `Bearer ${tokens()}`, `bearer ${good}`, `Bearer  ${good}`, `Bearer ${good} `, `Token ${good}`, tokens(), `Bearer ${good}`]);
-    const poolHeader = (): string | undefined => pick([undefined, 'clusters/other', 'clusters/workers ', '', 'x'.repeat(300), '../../etc', 'clusters/workers\u0000']);
+    const tokens = (): string =>
+      pick([
+        revoked,
+        short,
+        forged,
+        noneAlg,
+        hs256,
+        mutate(good),
+        mutate(good),
+        `${hd}.${body}`,
+        `${hd}..${sig}`,
+        `${body}.${hd}.${sig}`,
+        '',
+        'x'.repeat(Math.floor(rand() * 5000)),
+        good.toUpperCase(),
+        `${good}.${sig}`,
+      ]);
+    const authorization = (): string | undefined =>
+      pick([
+        undefined,
+        `Bearer ${tokens()}`,
+        `bearer ${good}`,
+        `Bearer  ${good}`,
+        `Bearer ${good} `,
+        `Token ${good}`,
+        tokens(),
+        `Bearer ${good}`,
+      ]);
+    const poolHeader = (): string | undefined =>
+      pick([
+        undefined,
+        'clusters/other',
+        'clusters/workers ',
+        '',
+        'x'.repeat(300),
+        '../../etc',
+        'clusters/workers\u0000',
+      ]);
     let served = 0;
     const statuses = new Map<number, number>();
     const build = (auth: string | undefined, pool: string | undefined): request.Test => {
-      let r = request(server).get(rand() < 0.85 ? '/ignition' : pick(['/ignition?x=1', '/Ignition', '/ignition/../ignition', '/%00', '/ignition/']));
+      let r = request(server).get(
+        rand() < 0.85
+          ? '/ignition'
+          : pick(['/ignition?x=1', '/Ignition', '/ignition/../ignition', '/%00', '/ignition/']),
+      );
       if (auth !== undefined) r = r.set('Authorization', auth);
       if (pool !== undefined && !pool.includes('\u0000')) r = r.set('NodePool', pool);
-      if (rand() < 0.2) r = r.set('Accept', pick(['text/html', 'application/vnd.coreos.ignition+json;version=9', '*/*;q=abc', ',,,;;']));
+      if (rand() < 0.2)
+        r = r.set(
+          'Accept',
+          pick(['text/html', 'application/vnd.coreos.ignition+json;version=9', '*/*;q=abc', ',,,;;']),
+        );
       return r;
     };
     const one = async (): Promise<void> => {
@@ -343,7 +495,8 @@ describe('fuzz', () => {
       const pool = poolHeader();
       // The only requests allowed to succeed: the good token (the HTTP parser trims outer blanks) with no or
       // its own pool header; they are not counted.
-      const legit = auth?.trim() === `Bearer ${good}` && (pool === undefined || pool.includes('\u0000') || pool.trim() === POOL);
+      const legit =
+        auth?.trim() === `Bearer ${good}` && (pool === undefined || pool.includes('\u0000') || pool.trim() === POOL);
       const res = await build(auth, pool).ok(() => true);
       statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
       if (!legit && res.text.includes(MARKER)) served++;
@@ -355,7 +508,11 @@ describe('fuzz', () => {
     assert.ok((statuses.get(401) ?? 0) > 5000, JSON.stringify([...statuses]));
     assert.ok((statuses.get(403) ?? 0) > 0 && (statuses.get(404) ?? 0) > 0);
     // Raw bytes the HTTP client would not send: the server's parser answers, the process stays up.
-    for (const raw of ['GET /ignition HTTP/1.1\r\nAuthorization: Bearer \x01\x02\r\n\r\n', 'GET /ignition HTTP/1.1\r\nHost: x\r\nAuthorization: ' + 'A'.repeat(70_000) + '\r\n\r\n', '\x16\x03\x01garbage\r\n\r\n']) {
+    for (const raw of [
+      'GET /ignition HTTP/1.1\r\nAuthorization: Bearer \x01\x02\r\n\r\n',
+      'GET /ignition HTTP/1.1\r\nHost: x\r\nAuthorization: ' + 'A'.repeat(70_000) + '\r\n\r\n',
+      '\x16\x03\x01garbage\r\n\r\n',
+    ]) {
       const answer = await new Promise<string>((resolve) => {
         const s = connect((server.address() as AddressInfo).port, '127.0.0.1', () => s.end(raw));
         let data = '';
@@ -365,6 +522,10 @@ describe('fuzz', () => {
       });
       assert.ok(!answer.includes(MARKER) && !/^HTTP\/1\.1 (200|500)/.test(answer), answer.slice(0, 60));
     }
-    assert.equal((await request(server).get('/ignition').set('Authorization', `Bearer ${good}`)).status, 200, 'still serving');
+    assert.equal(
+      (await request(server).get('/ignition').set('Authorization', `Bearer ${good}`)).status,
+      200,
+      'still serving',
+    );
   });
 });

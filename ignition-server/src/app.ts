@@ -19,7 +19,13 @@ import { IGNITION_HEADERS } from '../../api/src/keys.js';
 import type { TokenClaims, TokenVerifier } from './tokens.js';
 import { joinFor, type TokenIndex, type TokenSecretEntry } from './token-index.js';
 import { payloadChunks, type Payload } from './payload/payload.js';
-import { IGNITION_MEDIA_TYPE, SPEC_VERSIONS, negotiateVersion, servable, type SpecVersion } from './payload/versions.js';
+import {
+  IGNITION_MEDIA_TYPE,
+  SPEC_VERSIONS,
+  negotiateVersion,
+  servable,
+  type SpecVersion,
+} from './payload/versions.js';
 import { HttpError } from './errors.js';
 
 export interface AppDeps {
@@ -49,7 +55,8 @@ const NODE_POOL = IGNITION_HEADERS.nodePool.toLowerCase();
 const HASH = IGNITION_HEADERS.targetConfigVersionHash.toLowerCase();
 const JOIN = IGNITION_HEADERS.joinMaterial.toLowerCase();
 const CONTENT_TYPES = new Map<string, string>(SPEC_VERSIONS.map((v) => [v, `${IGNITION_MEDIA_TYPE};version=${v}`]));
-const contentType = (version: SpecVersion): string => CONTENT_TYPES.get(version) ?? `${IGNITION_MEDIA_TYPE};version=${version}`;
+const contentType = (version: SpecVersion): string =>
+  CONTENT_TYPES.get(version) ?? `${IGNITION_MEDIA_TYPE};version=${version}`;
 
 /** What a request came to, for its log line and the first-fetch callback. */
 interface Outcome {
@@ -62,7 +69,8 @@ interface Outcome {
 
 function checkBody(req: IncomingMessage): void {
   const length = Number(req.headers['content-length'] ?? 0);
-  if (req.headers['transfer-encoding'] !== undefined || !(length <= MAX_BODY_BYTES)) throw new HttpError('IGN_BODY_TOO_LARGE');
+  if (req.headers['transfer-encoding'] !== undefined || !(length <= MAX_BODY_BYTES))
+    throw new HttpError('IGN_BODY_TOO_LARGE');
 }
 
 function bearerToken(req: IncomingMessage): string {
@@ -108,12 +116,16 @@ function withClaims(r: InFlight, token: string, claims: TokenClaims): Step {
   const { deps } = r;
   const entry = deps.tokens.find(token, (deps.now ?? Date.now)());
   // A token Secret known by its metadata only (after a restart) is read first, then asked again.
-  if (entry || !deps.load || !deps.tokens.unloadedFor?.(claims.pool, claims.hash).length) return withEntry(r, token, claims, entry);
-  return deps.load(claims.pool, claims.hash).then(() => withEntry(r, token, claims, deps.tokens.find(token, (deps.now ?? Date.now)())));
+  if (entry || !deps.load || !deps.tokens.unloadedFor?.(claims.pool, claims.hash).length)
+    return withEntry(r, token, claims, entry);
+  return deps
+    .load(claims.pool, claims.hash)
+    .then(() => withEntry(r, token, claims, deps.tokens.find(token, (deps.now ?? Date.now)())));
 }
 
 function withEntry(r: InFlight, token: string, claims: TokenClaims, entry: TokenSecretEntry | undefined): Step {
-  if (!entry || entry.secret.pool !== claims.pool || entry.secret.hash !== claims.hash) throw new HttpError('IGN_TOKEN_REVOKED');
+  if (!entry || entry.secret.pool !== claims.pool || entry.secret.hash !== claims.hash)
+    throw new HttpError('IGN_TOKEN_REVOKED');
   checkHeaders(r.req, claims);
   const version = negotiateVersion(r.req.headers.accept);
   if (version === undefined) throw new HttpError('IGN_SPEC_UNACCEPTABLE');
@@ -133,12 +145,19 @@ function withEntry(r: InFlight, token: string, claims: TokenClaims, entry: Token
 function payloadKey(entry: TokenSecretEntry): string {
   const state = entry.payload;
   if (state.state === 'pending') throw new HttpError('IGN_PAYLOAD_PENDING');
-  if (state.state === 'failed') throw new HttpError(state.reason === 'InvalidConfig' ? 'IGN_PAYLOAD_INVALID_CONFIG' : 'IGN_PAYLOAD_RELEASE_UNAVAILABLE');
+  if (state.state === 'failed')
+    throw new HttpError(
+      state.reason === 'InvalidConfig' ? 'IGN_PAYLOAD_INVALID_CONFIG' : 'IGN_PAYLOAD_RELEASE_UNAVAILABLE',
+    );
   return state.key;
 }
 
-function respond(r: InFlight, a: { entry: TokenSecretEntry; token: string; version: SpecVersion; payload: Payload }): void {
-  if (!servable(a.payload.minVersion, a.version)) throw new HttpError('IGN_SPEC_TOO_OLD', `${a.payload.minVersion} or newer`);
+function respond(
+  r: InFlight,
+  a: { entry: TokenSecretEntry; token: string; version: SpecVersion; payload: Payload },
+): void {
+  if (!servable(a.payload.minVersion, a.version))
+    throw new HttpError('IGN_SPEC_TOO_OLD', `${a.payload.minVersion} or newer`);
   // The pool's join material goes to hosts; the upgrader's nodes joined long ago and ask without it.
   const join = r.req.headers[JOIN] === 'omit' ? undefined : joinFor(a.entry, a.token);
   send(r.res, payloadChunks(a.payload, a.version, join), a.version, r.req.method === 'HEAD');
@@ -205,7 +224,12 @@ function refuse(res: ServerResponse, err: unknown, log: Logger): void {
   if (known.status >= 500 && !(err instanceof HttpError)) log.error({ err }, 'Unexpected error serving a request');
   if (res.headersSent) return void res.destroy();
   const body = Buffer.from(known.body);
-  res.writeHead(known.status, { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store', ...known.headers, 'content-length': String(body.length) });
+  res.writeHead(known.status, {
+    'content-type': 'text/plain; charset=utf-8',
+    'cache-control': 'no-store',
+    ...known.headers,
+    'content-length': String(body.length),
+  });
   res.end(body);
 }
 
@@ -215,7 +239,13 @@ function finished(req: IncomingMessage, res: ServerResponse, deps: AppDeps, outc
   deps.metrics?.request(status);
   if (status < 400 && !outcome.firstServed) return;
   const path = (req.url ?? '/').split('?')[0];
-  const line = { method: req.method, path, status, nodePool: outcome.nodePool, durationMs: Math.round((performance.now() - outcome.started) * 10) / 10 };
+  const line = {
+    method: req.method,
+    path,
+    status,
+    nodePool: outcome.nodePool,
+    durationMs: Math.round((performance.now() - outcome.started) * 10) / 10,
+  };
   if (status >= 500 && status !== 511) deps.log.error(line, 'Request failed');
   else deps.log.info(line, status < 400 ? 'Served the first payload of a token Secret' : 'Request refused');
 }
@@ -251,7 +281,9 @@ async function expressApp(deps: AppDeps): Promise<RequestListener> {
     next();
   });
   // Counted and logged on 'finish' (above), like every request of this app.
-  app.get('/ignition', (req, res) => answer({ req, res, deps, outcome: res.locals.outcome as Outcome }, () => undefined));
+  app.get('/ignition', (req, res) =>
+    answer({ req, res, deps, outcome: res.locals.outcome as Outcome }, () => undefined),
+  );
   app.use((req) => {
     checkBody(req);
     throw new HttpError('IGN_NOT_FOUND');

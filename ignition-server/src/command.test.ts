@@ -4,11 +4,22 @@ import { ConfigError } from '../../support/src/config.js';
 import { main } from '../../cli/src/main.js';
 import { ignitionServerCommand, releasePolicy, watchedNamespaces } from './command.js';
 
-const FILES = ['--tls-cert-file', '/nonexistent/tls.crt', '--tls-key-file', '/nonexistent/tls.key', '--signing-key-file', '/nonexistent/key.pem'];
+const FILES = [
+  '--tls-cert-file',
+  '/nonexistent/tls.crt',
+  '--tls-key-file',
+  '/nonexistent/tls.key',
+  '--signing-key-file',
+  '/nonexistent/key.pem',
+];
 
 async function run(args: string[]): Promise<{ code: number; err: string }> {
   let err = '';
-  const code = await main(['ignition-server', ...FILES, ...args], { out: () => undefined, err: (t) => void (err += t), env: {} }, [ignitionServerCommand]);
+  const code = await main(
+    ['ignition-server', ...FILES, ...args],
+    { out: () => undefined, err: (t) => void (err += t), env: {} },
+    [ignitionServerCommand],
+  );
   return { code, err };
 }
 
@@ -20,7 +31,10 @@ describe('ignition-server flags', () => {
   });
 
   it('when namespaces are listed, it should watch exactly those, with --namespace adding one (the older spelling)', () => {
-    assert.deepEqual(watchedNamespaces({ namespaces: ['tenants', ' clusters ', 'tenants'], namespace: '' }), ['tenants', 'clusters']);
+    assert.deepEqual(watchedNamespaces({ namespaces: ['tenants', ' clusters ', 'tenants'], namespace: '' }), [
+      'tenants',
+      'clusters',
+    ]);
     assert.deepEqual(watchedNamespaces({ namespaces: [], namespace: 'clusters' }), ['clusters']);
     assert.deepEqual(watchedNamespaces({ namespaces: ['a'], namespace: 'b' }), ['a', 'b']);
   });
@@ -31,7 +45,8 @@ describe('ignition-server flags', () => {
   });
 
   it('when a listed name is not a namespace name, it should refuse it', () => {
-    for (const bad of ['Tenants', 'a/b', '-x', 'x'.repeat(64)]) assert.throws(() => watchedNamespaces({ namespaces: [bad], namespace: '' }), ConfigError, bad);
+    for (const bad of ['Tenants', 'a/b', '-x', 'x'.repeat(64)])
+      assert.throws(() => watchedNamespaces({ namespaces: [bad], namespace: '' }), ConfigError, bad);
   });
 
   it('when the registry list is malformed, it should refuse to start (exit 2) naming the flag', async () => {

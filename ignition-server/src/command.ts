@@ -12,7 +12,8 @@ import type { ReadinessCheck } from '../../support/src/ops-server.js';
 import { defineCommand, type Command } from '../../support/src/command.js';
 import { TokenSecretController } from './controller.js';
 import { ServingPool } from './serving/pool.js';
-import { createIgnitionMetrics } from './metrics.js';
+import { createIgnitionMetrics, type IgnitionMetrics } from './metrics.js';
+import type { Logger } from '../../support/src/logger.js';
 import { PayloadStore } from './payload/store.js';
 import { registryPayloads, type SharedPayloads } from './payload/shared.js';
 import { createValidator } from './payload/validate.js';
@@ -32,22 +33,78 @@ const FLAGS = {
   servingAddress: { type: 'string', default: '0.0.0.0:9443', help: 'HTTPS address of /ignition' },
   tlsCertFile: { type: 'string', default: '', help: 'Serving certificate (PEM), reloaded when it changes' },
   tlsKeyFile: { type: 'string', default: '', help: 'Serving key (PEM), reloaded when it changes' },
-  signingKeyFile: { type: 'string', default: '', help: 'ECDSA P-256 private key (PEM) signing the bearer tokens; the same file on every replica' },
+  signingKeyFile: {
+    type: 'string',
+    default: '',
+    help: 'ECDSA P-256 private key (PEM) signing the bearer tokens; the same file on every replica',
+  },
   tokenTtl: { type: 'duration', default: 11 * 3_600_000, help: 'Token lifetime; tokens rotate at half of it' },
-  namespaces: { type: 'list', default: [] as string[], help: 'Namespaces whose token Secrets this server serves (the NodePools\' namespaces), comma-separated; "*": every namespace. Required' },
-  namespace: { type: 'string', default: '', help: 'One more namespace to serve, as in --namespaces (the older spelling)' },
-  allowedRegistries: { type: 'list', default: [] as string[], help: 'Registry hosts (host[:port]) releases may be pulled from, comma-separated; "*": any registry. Empty: none' },
-  allowLocalReleases: { type: 'bool', default: false, help: 'Let releases name OCI layouts on this server\'s own disk (oci:, oci-archive:); for tests and the local environment' },
-  cacheDir: { type: 'string', default: '/var/cache/kindling-ignition', help: 'Directory persisting generated payloads across restarts' },
-  cacheMaxBytes: { type: 'int', default: 256 * 1024 * 1024, help: 'Bytes of payloads kept in memory (the rest is read back from the cache directory)' },
-  cacheDirMaxBytes: { type: 'int', default: 2 * 1024 * 1024 * 1024, help: 'Bytes of payload files kept in the cache directory (least recently used pruned first)' },
-  payloadRepository: { type: 'string', default: '', help: 'OCI repository (host[:port]/repository) where generated payloads are shared by every replica and kept across restarts; the leader generates, the others read. Empty: each replica generates its own' },
-  pullSecretFile: { type: 'string', default: '', help: 'dockerconfigjson pull secret for release registries (and --payload-repository, which it must let push)' },
+  namespaces: {
+    type: 'list',
+    default: [] as string[],
+    help: 'Namespaces whose token Secrets this server serves (the NodePools\' namespaces), comma-separated; "*": every namespace. Required',
+  },
+  namespace: {
+    type: 'string',
+    default: '',
+    help: 'One more namespace to serve, as in --namespaces (the older spelling)',
+  },
+  allowedRegistries: {
+    type: 'list',
+    default: [] as string[],
+    help: 'Registry hosts (host[:port]) releases may be pulled from, comma-separated; "*": any registry. Empty: none',
+  },
+  allowLocalReleases: {
+    type: 'bool',
+    default: false,
+    help: "Let releases name OCI layouts on this server's own disk (oci:, oci-archive:); for tests and the local environment",
+  },
+  cacheDir: {
+    type: 'string',
+    default: '/var/cache/kindling-ignition',
+    help: 'Directory persisting generated payloads across restarts',
+  },
+  cacheMaxBytes: {
+    type: 'int',
+    default: 256 * 1024 * 1024,
+    help: 'Bytes of payloads kept in memory (the rest is read back from the cache directory)',
+  },
+  cacheDirMaxBytes: {
+    type: 'int',
+    default: 2 * 1024 * 1024 * 1024,
+    help: 'Bytes of payload files kept in the cache directory (least recently used pruned first)',
+  },
+  payloadRepository: {
+    type: 'string',
+    default: '',
+    help: 'OCI repository (host[:port]/repository) where generated payloads are shared by every replica and kept across restarts; the leader generates, the others read. Empty: each replica generates its own',
+  },
+  pullSecretFile: {
+    type: 'string',
+    default: '',
+    help: 'dockerconfigjson pull secret for release registries (and --payload-repository, which it must let push)',
+  },
   registryCaFile: { type: 'string', default: '', help: 'Extra CA bundle (PEM) trusted for release registries' },
-  ignitionValidate: { type: 'string', default: 'ignition-validate', help: 'ignition-validate binary checking each generated payload; empty: skip' },
-  certReloadInterval: { type: 'duration', default: 10_000, help: 'How often the serving certificate files are checked for changes' },
-  servingThreads: { type: 'int', default: 0, help: 'Threads answering /ignition, all on the serving address; 0: one per core' },
-  favourMemory: { type: 'bool', default: true, help: 'Have V8 favour memory over speed (--optimize-for-size) in every thread of this process' },
+  ignitionValidate: {
+    type: 'string',
+    default: 'ignition-validate',
+    help: 'ignition-validate binary checking each generated payload; empty: skip',
+  },
+  certReloadInterval: {
+    type: 'duration',
+    default: 10_000,
+    help: 'How often the serving certificate files are checked for changes',
+  },
+  servingThreads: {
+    type: 'int',
+    default: 0,
+    help: 'Threads answering /ignition, all on the serving address; 0: one per core',
+  },
+  favourMemory: {
+    type: 'bool',
+    default: true,
+    help: 'Have V8 favour memory over speed (--optimize-for-size) in every thread of this process',
+  },
 } as const;
 
 type IgnitionServerConfig = ConfigOf<typeof FLAGS>;
@@ -68,20 +125,31 @@ const NAMESPACE = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
  * gets a token minted and a payload built, so the server is told them, and watching every namespace is an
  * explicit "*", never the default.
  */
-export function watchedNamespaces(cfg: Pick<IgnitionServerConfig, 'namespaces' | 'namespace'>): readonly string[] | 'all' {
+export function watchedNamespaces(
+  cfg: Pick<IgnitionServerConfig, 'namespaces' | 'namespace'>,
+): readonly string[] | 'all' {
   const names = [...new Set([...cfg.namespaces, cfg.namespace].map((n) => n.trim()).filter((n) => n !== ''))];
   if (names.includes('*')) {
-    if (names.length > 1) throw new ConfigError('--namespaces: "*" watches every namespace and cannot be combined with names');
+    if (names.length > 1)
+      throw new ConfigError('--namespaces: "*" watches every namespace and cannot be combined with names');
     return 'all';
   }
-  if (names.length === 0) throw new ConfigError('--namespaces is required: the namespaces of the NodePools this server serves (or "*" for every namespace)');
+  if (names.length === 0)
+    throw new ConfigError(
+      '--namespaces is required: the namespaces of the NodePools this server serves (or "*" for every namespace)',
+    );
   const bad = names.find((n) => !NAMESPACE.test(n));
   if (bad !== undefined) throw new ConfigError(`--namespaces: "${bad}" is not a namespace name`);
   return names;
 }
 
-export function releasePolicy(cfg: Pick<IgnitionServerConfig, 'allowedRegistries' | 'allowLocalReleases'>): ReleasePolicy {
-  return Object.freeze({ allowLocal: cfg.allowLocalReleases, registries: parseAllowedRegistries(cfg.allowedRegistries) });
+export function releasePolicy(
+  cfg: Pick<IgnitionServerConfig, 'allowedRegistries' | 'allowLocalReleases'>,
+): ReleasePolicy {
+  return Object.freeze({
+    allowLocal: cfg.allowLocalReleases,
+    registries: parseAllowedRegistries(cfg.allowedRegistries),
+  });
 }
 
 async function registryOptions(cfg: IgnitionServerConfig): Promise<RegistryOptions> {
@@ -91,20 +159,30 @@ async function registryOptions(cfg: IgnitionServerConfig): Promise<RegistryOptio
   return opts;
 }
 
-/** What every replica runs: the store, the controller's informer, the HTTPS server. */
-export async function startIgnitionServer(cfg: IgnitionServerConfig, ctx: ComponentContext): Promise<{ lead: () => () => Promise<void>; port: number; readiness: ReadinessCheck[] }> {
-  required(cfg);
+/** Set before the payloads and the serving threads exist, so the main heap's growth and every thread's isolate follow it. */
+function tuneMemory(cfg: IgnitionServerConfig, log: Logger): void {
   // With 1,000 tokens over 100 payloads of 1 MiB (npm run bench:ignition -- --only memory): 317 against 494 MiB
-  // RSS, no more CPU per request. Set before the payloads and the serving threads exist, so the main heap's
-  // growth and every thread's isolate follow it.
+  // RSS, no more CPU per request.
   if (cfg.favourMemory) setFlagsFromString('--optimize-for-size');
-  if (allocator() !== 'jemalloc') ctx.log.warn({ allocator: 'libc' }, 'Not running on jemalloc as the image does (LD_PRELOAD=libjemalloc.so.2): expect about 10% more memory');
-  const metrics = createIgnitionMetrics(ctx.registry);
-  const authority = await loadTokenAuthority(cfg.signingKeyFile);
-  const registry = await registryOptions(cfg);
-  const policy = releasePolicy(cfg);
-  let leading = false;
-  const store = new PayloadStore({
+  if (allocator() !== 'jemalloc')
+    log.warn(
+      { allocator: 'libc' },
+      'Not running on jemalloc as the image does (LD_PRELOAD=libjemalloc.so.2): expect about 10% more memory',
+    );
+}
+
+function createStore(
+  cfg: IgnitionServerConfig,
+  deps: {
+    registry: RegistryOptions;
+    policy: ReleasePolicy;
+    metrics: IgnitionMetrics;
+    generates: () => boolean;
+    log: Logger;
+  },
+): PayloadStore {
+  const { registry, policy, metrics, generates, log } = deps;
+  return new PayloadStore({
     cacheDir: cfg.cacheDir,
     maxBytes: cfg.cacheMaxBytes,
     maxDirBytes: cfg.cacheDirMaxBytes,
@@ -113,17 +191,52 @@ export async function startIgnitionServer(cfg: IgnitionServerConfig, ctx: Compon
     read: (ref, digest) => readRelease(ref, registry, digest),
     validate: cfg.ignitionValidate === '' ? undefined : createValidator(cfg.ignitionValidate),
     shared: sharedPayloads(cfg, registry),
-    generates: () => leading,
+    generates,
     metrics,
-    log: ctx.log.child({ part: 'payloads' }),
+    log: log.child({ part: 'payloads' }),
   });
+}
+
+/** What every replica runs: the store, the controller's informer, the HTTPS server. */
+export async function startIgnitionServer(
+  cfg: IgnitionServerConfig,
+  ctx: ComponentContext,
+): Promise<{ lead: () => () => Promise<void>; port: number; readiness: ReadinessCheck[] }> {
+  required(cfg);
+  tuneMemory(cfg, ctx.log);
+  const metrics = createIgnitionMetrics(ctx.registry);
+  const authority = await loadTokenAuthority(cfg.signingKeyFile);
+  const registry = await registryOptions(cfg);
+  const policy = releasePolicy(cfg);
+  let leading = false;
+  const store = createStore(cfg, { registry, policy, metrics, generates: () => leading, log: ctx.log });
   await store.init();
   const { registries, allowLocal } = policy;
-  ctx.log.info({ namespaces: watchedNamespaces(cfg), allowedRegistries: registries === 'any' ? '*' : [...registries], allowLocalReleases: allowLocal }, 'Serving the token Secrets of these namespaces, with releases from these sources only');
+  ctx.log.info(
+    {
+      namespaces: watchedNamespaces(cfg),
+      allowedRegistries: registries === 'any' ? '*' : [...registries],
+      allowLocalReleases: allowLocal,
+    },
+    'Serving the token Secrets of these namespaces, with releases from these sources only',
+  );
   const index = new TokenIndex();
   const core = ctx.kubeConfig.makeApiClient(k8s.CoreV1Api);
-  const join = createGuestJoin(createGuestKubeConfigs((namespace, name) => core.readNamespacedSecret({ namespace, name })));
-  const controller = new TokenSecretController({ kubeConfig: ctx.kubeConfig, log: ctx.log.child({ part: 'tokens' }), authority, index, store, join, ttlMs: cfg.tokenTtl, namespaces: watchedNamespaces(cfg), metrics, queueMetrics: ctx.queueMetrics });
+  const join = createGuestJoin(
+    createGuestKubeConfigs((namespace, name) => core.readNamespacedSecret({ namespace, name })),
+  );
+  const controller = new TokenSecretController({
+    kubeConfig: ctx.kubeConfig,
+    log: ctx.log.child({ part: 'tokens' }),
+    authority,
+    index,
+    store,
+    join,
+    ttlMs: cfg.tokenTtl,
+    namespaces: watchedNamespaces(cfg),
+    metrics,
+    queueMetrics: ctx.queueMetrics,
+  });
   const serving = new ServingPool({
     threads: cfg.servingThreads > 0 ? cfg.servingThreads : availableParallelism(),
     address: cfg.servingAddress,
@@ -197,10 +310,15 @@ export const ignitionServerCommand: Command = defineCommand({
 
 export const releaseCommand: Command = defineCommand({
   name: 'release',
-  summary: 'Build a release image from a folder: release build <folder> --output <layout dir|file.tar> [--push <registry ref>].',
+  summary:
+    'Build a release image from a folder: release build <folder> --output <layout dir|file.tar> [--push <registry ref>].',
   args: 'build <folder>',
   flags: {
-    output: { type: 'string', default: '', help: 'Write an OCI image layout: a directory, or a tar file when it ends in .tar' },
+    output: {
+      type: 'string',
+      default: '',
+      help: 'Write an OCI image layout: a directory, or a tar file when it ends in .tar',
+    },
     tag: { type: 'string', default: 'latest', help: 'Tag of the image in the layout' },
     push: { type: 'string', default: '', help: 'Push to this registry reference (host[:port]/repository[:tag])' },
     pullSecretFile: { type: 'string', default: '', help: 'dockerconfigjson credentials for --push' },

@@ -17,7 +17,16 @@ import type { QueueMetrics } from '../../support/src/metrics.js';
 import { isNotFound } from '../../support/src/errors.js';
 import { realClock, type Clock } from '../../support/src/timers.js';
 import type { TokenAuthority } from './tokens.js';
-import { configText, isMetadataOnly, readTokenSecret, slimTokenSecret, type CachedTokenSecret, type TokenIndex, type TokenSecret, type TokenSecretEntry } from './token-index.js';
+import {
+  configText,
+  isMetadataOnly,
+  readTokenSecret,
+  slimTokenSecret,
+  type CachedTokenSecret,
+  type TokenIndex,
+  type TokenSecret,
+  type TokenSecretEntry,
+} from './token-index.js';
 import { GenerationError, NotGeneratedYetError, type ConfigSource, type PayloadStore } from './payload/store.js';
 import type { IgnitionMetrics } from './metrics.js';
 import { EVENT_REASONS, TokenSecretEvents } from './events.js';
@@ -82,8 +91,15 @@ export class TokenSecretController {
     this.#opts = opts;
     this.#clock = opts.clock ?? realClock;
     this.#core = opts.kubeConfig.makeApiClient(k8s.CoreV1Api);
-    this.#events = new TokenSecretEvents({ kubeConfig: opts.kubeConfig, clock: this.#clock, log: opts.log, windowMs: opts.eventWindowMs });
-    this.#informers = new Map((opts.namespaces === 'all' ? [''] : opts.namespaces).map((ns) => [ns, this.#informerOf(ns)]));
+    this.#events = new TokenSecretEvents({
+      kubeConfig: opts.kubeConfig,
+      clock: this.#clock,
+      log: opts.log,
+      windowMs: opts.eventWindowMs,
+    });
+    this.#informers = new Map(
+      (opts.namespaces === 'all' ? [''] : opts.namespaces).map((ns) => [ns, this.#informerOf(ns)]),
+    );
     this.#generate = this.#queue('ignition-payloads', (key) => this.#generatePayload(key));
     this.#reached = this.#queue('ignition-reached', (key) => this.#recordReached(key));
     this.#revoke = this.#queue('ignition-bootstrap-revoke', (key) => this.#revokeBootstrap(key));
@@ -102,7 +118,10 @@ export class TokenSecretController {
       // list carries whole objects: a change brings its data along.
       list: pagedList(async (page) => {
         const metadataOnly = k8s.setHeaderOptions('Accept', METADATA_LIST);
-        const list = ns === '' ? await this.#core.listSecretForAllNamespaces({ labelSelector, ...page }, metadataOnly) : await this.#core.listNamespacedSecret({ namespace: ns, labelSelector, ...page }, metadataOnly);
+        const list =
+          ns === ''
+            ? await this.#core.listSecretForAllNamespaces({ labelSelector, ...page }, metadataOnly)
+            : await this.#core.listNamespacedSecret({ namespace: ns, labelSelector, ...page }, metadataOnly);
         // An empty PartialObjectMetadataList has `items: null`.
         return { ...list, items: list.items ?? [] };
       }, 500),
@@ -126,7 +145,16 @@ export class TokenSecretController {
   #queue(name: string, reconcile: (key: string) => Promise<ReconcileResult | void>, workers = 4): WorkQueue {
     const { log, queueMetrics } = this.#opts;
     const failureMessage = 'Reconcile failed; retrying with backoff';
-    return createKeyQueue({ name, log: log.child({ queue: name }), clock: this.#clock, workers, queueMetrics, keyField: 'secret', failureMessage, reconcile });
+    return createKeyQueue({
+      name,
+      log: log.child({ queue: name }),
+      clock: this.#clock,
+      workers,
+      queueMetrics,
+      keyField: 'secret',
+      failureMessage,
+      reconcile,
+    });
   }
 
   async start(): Promise<void> {
@@ -136,7 +164,13 @@ export class TokenSecretController {
 
   async stop(): Promise<void> {
     await Promise.all([...this.#informers.values()].map((i) => i.stop()));
-    await Promise.all([this.#generate.stop(), this.#reached.stop(), this.#revoke.stop(), this.#reads.stop(), this.#writer?.stop()]);
+    await Promise.all([
+      this.#generate.stop(),
+      this.#reached.stop(),
+      this.#revoke.stop(),
+      this.#reads.stop(),
+      this.#writer?.stop(),
+    ]);
   }
 
   /** Starts the leader's writes; returns how to stop them. */
@@ -169,9 +203,13 @@ export class TokenSecretController {
     const keys = this.#opts.index.unloadedFor(pool, hash);
     await Promise.all(keys.map((key) => this.#readOnce(key)));
     // A payload another replica generates is not waited for here: its requests answer 511 until it is shared.
-    const ready = Promise.all(keys.map((key) => this.#generatePayload(key).catch((err: unknown) => {
-      if (!(err instanceof NotGeneratedYetError)) throw err;
-    })));
+    const ready = Promise.all(
+      keys.map((key) =>
+        this.#generatePayload(key).catch((err: unknown) => {
+          if (!(err instanceof NotGeneratedYetError)) throw err;
+        }),
+      ),
+    );
     await Promise.race([ready, new Promise<void>((r) => this.#clock.setTimeout(() => r(), LOAD_PAYLOAD_WAIT_MS))]);
   }
 
@@ -192,7 +230,11 @@ export class TokenSecretController {
     this.#opts.index.remove(key);
     this.#writer?.forget(key);
     this.#reads.forget(key);
-    if (!deleted) this.#opts.log.warn({ secret: key }, 'Token Secret lacks pool, hash or release, or names a pool of another namespace: ignored');
+    if (!deleted)
+      this.#opts.log.warn(
+        { secret: key },
+        'Token Secret lacks pool, hash or release, or names a pool of another namespace: ignored',
+      );
   }
 
   /** A listed Secret (metadata only): the same as the one read before, or one whose data is to be read. */
@@ -262,7 +304,10 @@ export class TokenSecretController {
     if (!revocation || !this.#opts.join) return;
     await this.#opts.join.revoke(revocation);
     this.#revocations.delete(key);
-    this.#opts.log.info({ secret: key, cluster: `${revocation.namespace}/${revocation.cluster}` }, 'Deleted the bootstrap tokens of a deleted token Secret');
+    this.#opts.log.info(
+      { secret: key, cluster: `${revocation.namespace}/${revocation.cluster}` },
+      'Deleted the bootstrap tokens of a deleted token Secret',
+    );
   }
 
   async #generatePayload(key: string): Promise<ReconcileResult | void> {
@@ -280,7 +325,8 @@ export class TokenSecretController {
   }
 
   #generationFailed(key: string, entry: TokenSecretEntry, err: unknown): ReconcileResult | void {
-    const failure = err instanceof GenerationError ? err : new GenerationError('ReleaseUnavailable', (err as Error).message);
+    const failure =
+      err instanceof GenerationError ? err : new GenerationError('ReleaseUnavailable', (err as Error).message);
     this.#opts.index.setPayload(entry, { state: 'failed', reason: failure.reason, message: failure.message });
     this.#opts.log.warn({ secret: key, reason: failure.reason, message: failure.message }, 'Payload generation failed');
     this.#writer?.add(key);
@@ -319,16 +365,26 @@ export class TokenSecretController {
     const { namespace, name } = splitKey(key);
     const cached = this.#cached(namespace, name);
     if (!cached) return undefined;
-    if (this.#opts.index.get(key)?.secret.resourceVersion !== cached.metadata?.resourceVersion) await this.#readOnce(key);
+    if (this.#opts.index.get(key)?.secret.resourceVersion !== cached.metadata?.resourceVersion)
+      await this.#readOnce(key);
     const secret = this.#opts.index.get(key)?.secret;
     return secret?.resourceVersion === cached.metadata?.resourceVersion ? secret : undefined;
   }
 
   /** Mints or rotates into the patch when due; returns when the next rotation is due. */
-  async #tokenPatch(secret: TokenSecret, now: number, patch: { data: Record<string, string>; annotations: Record<string, string> }): Promise<number> {
+  async #tokenPatch(
+    secret: TokenSecret,
+    now: number,
+    patch: { data: Record<string, string>; annotations: Record<string, string> },
+  ): Promise<number> {
     const half = this.#opts.ttlMs / 2;
-    if (secret.token && secret.issuedAtMs !== undefined && now < secret.issuedAtMs + half) return secret.issuedAtMs + half;
-    const { token, claims } = await this.#opts.authority.mint({ pool: secret.pool, hash: secret.hash, ttlMs: this.#opts.ttlMs });
+    if (secret.token && secret.issuedAtMs !== undefined && now < secret.issuedAtMs + half)
+      return secret.issuedAtMs + half;
+    const { token, claims } = await this.#opts.authority.mint({
+      pool: secret.pool,
+      hash: secret.hash,
+      ttlMs: this.#opts.ttlMs,
+    });
     patch.data[SECRET_KEYS.token] = b64(token);
     if (secret.token) {
       patch.data[SECRET_KEYS.rotatedToken] = b64(secret.token);
@@ -336,7 +392,10 @@ export class TokenSecretController {
     }
     patch.annotations[ANNOTATIONS.tokenIssuedAt] = iso(claims.issuedAtMs);
     await this.#joinPatch(secret, claims.expiresAtMs, patch);
-    this.#opts.log.info({ secret: secret.key, nodePool: secret.pool, rotated: secret.token !== undefined }, secret.token ? 'Rotated the token' : 'Minted the token');
+    this.#opts.log.info(
+      { secret: secret.key, nodePool: secret.pool, rotated: secret.token !== undefined },
+      secret.token ? 'Rotated the token' : 'Minted the token',
+    );
     return claims.issuedAtMs + half;
   }
 
@@ -349,7 +408,12 @@ export class TokenSecretController {
   async #joinPatch(secret: TokenSecret, expiresAtMs: number, patch: { data: Record<string, string> }): Promise<void> {
     if (!secret.cluster || !this.#opts.join) return;
     const pool = secret.pool.slice(secret.pool.indexOf('/') + 1);
-    const join = await this.#opts.join.mint({ namespace: secret.namespace, cluster: secret.cluster, pool, expiresAtMs });
+    const join = await this.#opts.join.mint({
+      namespace: secret.namespace,
+      cluster: secret.cluster,
+      pool,
+      expiresAtMs,
+    });
     patch.data[SECRET_KEYS.bootstrapToken] = b64(join.bootstrapToken);
     patch.data[SECRET_KEYS.joinServer] = b64(join.server);
     patch.data[SECRET_KEYS.joinCa] = b64(join.caPem);
@@ -359,25 +423,43 @@ export class TokenSecretController {
   /** The leader's Events for what this pass did or found: a rotation, a failed generation. */
   async #recordEvents(secret: TokenSecret, patch: { data: Record<string, string> }): Promise<void> {
     if (patch.data[SECRET_KEYS.rotatedToken] !== undefined) {
-      await this.#events.record(secret, { type: 'Normal', reason: EVENT_REASONS.rotated, message: 'Rotated the token; the previous one stays valid until its own expiry' });
+      await this.#events.record(secret, {
+        type: 'Normal',
+        reason: EVENT_REASONS.rotated,
+        message: 'Rotated the token; the previous one stays valid until its own expiry',
+      });
     }
     const state = this.#opts.index.get(secret.key)?.payload;
-    if (state?.state === 'failed') await this.#events.record(secret, { type: 'Warning', reason: state.reason, message: `Payload generation failed: ${state.message}` });
+    if (state?.state === 'failed')
+      await this.#events.record(secret, {
+        type: 'Warning',
+        reason: state.reason,
+        message: `Payload generation failed: ${state.message}`,
+      });
   }
 
   #payloadPatch(secret: TokenSecret, patch: { annotations: Record<string, string> }): void {
     const state = this.#opts.index.get(secret.key)?.payload;
     if (!state || state.state === 'pending') return;
     const reason = state.state === 'ready' ? 'AsExpected' : state.reason;
-    const message = state.state === 'ready' ? `Payload ${state.key.slice(0, 12)} generated from ${secret.release}` : state.message.slice(0, 1000);
+    const message =
+      state.state === 'ready'
+        ? `Payload ${state.key.slice(0, 12)} generated from ${secret.release}`
+        : state.message.slice(0, 1000);
     if (secret.payloadReason === reason && secret.payloadMessage === message) return;
     patch.annotations[ANNOTATIONS.payloadReason] = reason;
     patch.annotations[ANNOTATIONS.payloadMessage] = message;
   }
 
   /** A merge patch guarded by the resourceVersion it was computed from: a stale cache cannot rotate twice. */
-  async #patch(secret: TokenSecret, patch: { data: Record<string, string>; annotations: Record<string, string> }): Promise<void> {
-    const body = { metadata: { resourceVersion: secret.resourceVersion, annotations: patch.annotations }, data: patch.data };
+  async #patch(
+    secret: TokenSecret,
+    patch: { data: Record<string, string>; annotations: Record<string, string> },
+  ): Promise<void> {
+    const body = {
+      metadata: { resourceVersion: secret.resourceVersion, annotations: patch.annotations },
+      data: patch.data,
+    };
     await this.#core.patchNamespacedSecret(
       { name: secret.name, namespace: secret.namespace, body, fieldManager: FIELD_MANAGERS.ignitionServer },
       k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
@@ -388,7 +470,11 @@ export class TokenSecretController {
     this.#forgetBootstrap(secret.key);
     this.#opts.index.remove(secret.key);
     try {
-      await this.#core.deleteNamespacedSecret({ name: secret.name, namespace: secret.namespace, body: { preconditions: { uid: secret.uid } } });
+      await this.#core.deleteNamespacedSecret({
+        name: secret.name,
+        namespace: secret.namespace,
+        body: { preconditions: { uid: secret.uid } },
+      });
       this.#opts.log.info({ secret: secret.key, nodePool: secret.pool }, 'Deleted the expired token Secret');
       const message = `Deleted the token Secret: its expiry (${iso(secret.expiresAtMs ?? 0)}) has passed, so its tokens are refused`;
       await this.#events.record(secret, { type: 'Normal', reason: EVENT_REASONS.expired, message });
@@ -403,7 +489,10 @@ export class TokenSecretController {
     const { namespace, name } = entry.secret;
     const body = { metadata: { annotations: { [ANNOTATIONS.ignitionReachedAt]: iso(this.#clock.now()) } } };
     try {
-      await this.#core.patchNamespacedSecret({ name, namespace, body, fieldManager: FIELD_MANAGERS.ignitionServer }, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch));
+      await this.#core.patchNamespacedSecret(
+        { name, namespace, body, fieldManager: FIELD_MANAGERS.ignitionServer },
+        k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+      );
     } catch (err) {
       if (!isNotFound(err)) throw new Error('failed to record the first Ignition fetch', { cause: err });
     }

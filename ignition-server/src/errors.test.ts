@@ -23,7 +23,11 @@ describe('error registry', () => {
   it('when the registry and docs/errors.md are compared, it should find every code in both, with the same status and message and some advice', () => {
     const docs = documented();
     const codes = Object.keys(IGNITION_ERRORS) as IgnitionErrorCode[];
-    assert.deepEqual([...docs.keys()].sort(), [...codes].sort(), 'the codes of docs/errors.md and ignition-server/src/errors.ts');
+    assert.deepEqual(
+      [...docs.keys()].sort(),
+      [...codes].sort(),
+      'the codes of docs/errors.md and ignition-server/src/errors.ts',
+    );
     for (const code of codes) {
       const row = docs.get(code);
       assert.equal(row?.status, IGNITION_ERRORS[code].status, `${code}: status`);

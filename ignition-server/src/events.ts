@@ -43,7 +43,15 @@ export class TokenSecretEvents {
 
   async record(secret: TokenSecret, event: TokenSecretEvent): Promise<void> {
     if (!this.#limiter.allow(`${secret.uid}/${event.reason}`)) return;
-    const subject = { apiVersion: 'v1', kind: 'Secret', metadata: { name: secret.name, namespace: secret.namespace, uid: secret.uid } };
-    await recordEvent(this.#core, eventBody(subject, event, { component: EVENT_COMPONENT }, new Date(this.#opts.clock.now())), this.#opts.log);
+    const subject = {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: secret.name, namespace: secret.namespace, uid: secret.uid },
+    };
+    await recordEvent(
+      this.#core,
+      eventBody(subject, event, { component: EVENT_COMPONENT }, new Date(this.#opts.clock.now())),
+      this.#opts.log,
+    );
   }
 }

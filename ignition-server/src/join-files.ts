@@ -18,7 +18,12 @@ export function bootstrapKubeconfig(m: JoinMaterial): string {
   return stringify({
     apiVersion: 'v1',
     kind: 'Config',
-    clusters: [{ name: 'guest', cluster: { server: m.server, 'certificate-authority-data': Buffer.from(m.caPem).toString('base64') } }],
+    clusters: [
+      {
+        name: 'guest',
+        cluster: { server: m.server, 'certificate-authority-data': Buffer.from(m.caPem).toString('base64') },
+      },
+    ],
     users: [{ name: 'kubelet-bootstrap', user: { token: m.bootstrapToken } }],
     contexts: [{ name: 'bootstrap', context: { cluster: 'guest', user: 'kubelet-bootstrap' } }],
     'current-context': 'bootstrap',
@@ -34,7 +39,12 @@ const dataUrl = (text: string): string => `data:;base64,${Buffer.from(text).toSt
 export function joinFileBytes(m: JoinMaterial): Buffer {
   const files = [
     { path: HOST_PATHS.guestCa, mode: 0o644, overwrite: true, contents: { source: dataUrl(m.caPem) } },
-    { path: HOST_PATHS.bootstrapKubeconfig, mode: 0o600, overwrite: true, contents: { source: dataUrl(bootstrapKubeconfig(m)) } },
+    {
+      path: HOST_PATHS.bootstrapKubeconfig,
+      mode: 0o600,
+      overwrite: true,
+      contents: { source: dataUrl(bootstrapKubeconfig(m)) },
+    },
   ];
   return Buffer.from(files.map((f) => `,${JSON.stringify(f)}`).join(''));
 }

@@ -1,9 +1,19 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { parse } from 'yaml';
-import { bootstrapKubeconfig, bootstrapTokenId, desiredBootstrapSecret, joinFileBytes, newBootstrapToken } from './join.js';
+import {
+  bootstrapKubeconfig,
+  bootstrapTokenId,
+  desiredBootstrapSecret,
+  joinFileBytes,
+  newBootstrapToken,
+} from './join.js';
 
-const MATERIAL = { server: 'https://guest.example:6443', caPem: '-----BEGIN CERTIFICATE-----\nguest\n-----END CERTIFICATE-----\n', bootstrapToken: 'abcdef.0123456789abcdef' };
+const MATERIAL = {
+  server: 'https://guest.example:6443',
+  caPem: '-----BEGIN CERTIFICATE-----\nguest\n-----END CERTIFICATE-----\n',
+  bootstrapToken: 'abcdef.0123456789abcdef',
+};
 
 describe('join material', () => {
   it('when a bootstrap token is minted, it should have the format the bootstrap authenticator takes, and differ each time', () => {
@@ -12,8 +22,13 @@ describe('join material', () => {
     for (const t of tokens) assert.match(t, /^[a-z0-9]{6}\.[a-z0-9]{16}$/);
   });
 
-  it('when the guest Secret is built, it should authenticate only (no signing key), carry the pool\'s groups and expire with the paired token', () => {
-    const secret = desiredBootstrapSecret({ token: MATERIAL.bootstrapToken, namespace: 'tenants', pool: 'workers', expiresAtMs: Date.UTC(2026, 10, 23, 20) });
+  it("when the guest Secret is built, it should authenticate only (no signing key), carry the pool's groups and expire with the paired token", () => {
+    const secret = desiredBootstrapSecret({
+      token: MATERIAL.bootstrapToken,
+      namespace: 'tenants',
+      pool: 'workers',
+      expiresAtMs: Date.UTC(2026, 10, 23, 20),
+    });
     assert.equal(secret.type, 'bootstrap.kubernetes.io/token');
     assert.equal(secret.metadata?.name, `bootstrap-token-${bootstrapTokenId(MATERIAL.bootstrapToken)}`);
     assert.equal(secret.metadata?.namespace, 'kube-system');
@@ -28,14 +43,30 @@ describe('join material', () => {
   });
 
   it('when the bootstrap kubeconfig is rendered, it should hold the guest endpoint, its CA and the token, and no client certificate', () => {
-    const kc = parse(bootstrapKubeconfig(MATERIAL)) as { clusters: { cluster: Record<string, string> }[]; users: { user: Record<string, string> }[] };
+    const kc = parse(bootstrapKubeconfig(MATERIAL)) as {
+      clusters: { cluster: Record<string, string> }[];
+      users: { user: Record<string, string> }[];
+    };
     assert.equal(kc.clusters[0]?.cluster.server, MATERIAL.server);
-    assert.equal(Buffer.from(kc.clusters[0]?.cluster['certificate-authority-data'] ?? '', 'base64').toString(), MATERIAL.caPem);
+    assert.equal(
+      Buffer.from(kc.clusters[0]?.cluster['certificate-authority-data'] ?? '', 'base64').toString(),
+      MATERIAL.caPem,
+    );
     assert.deepEqual(kc.users[0]?.user, { token: MATERIAL.bootstrapToken });
   });
 
   it('when the join files are rendered, it should be comma-led file entries that close a files list', () => {
-    const files = JSON.parse(`[{"path":"/etc/x"}${joinFileBytes(MATERIAL).toString()}]`) as { path: string; mode: number }[];
-    assert.deepEqual(files.map((f) => [f.path, f.mode]), [['/etc/x', undefined], ['/etc/kubernetes/pki/ca.crt', 0o644], ['/etc/kubernetes/bootstrap-kubeconfig', 0o600]]);
+    const files = JSON.parse(`[{"path":"/etc/x"}${joinFileBytes(MATERIAL).toString()}]`) as {
+      path: string;
+      mode: number;
+    }[];
+    assert.deepEqual(
+      files.map((f) => [f.path, f.mode]),
+      [
+        ['/etc/x', undefined],
+        ['/etc/kubernetes/pki/ca.crt', 0o644],
+        ['/etc/kubernetes/bootstrap-kubeconfig', 0o600],
+      ],
+    );
   });
 });

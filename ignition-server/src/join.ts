@@ -16,7 +16,8 @@ import type { JoinMaterial } from './join-files.js';
 export { bootstrapKubeconfig, joinFileBytes, type JoinMaterial } from './join-files.js';
 
 const TOKEN_ALPHABET = 'abcdefghijklmnopqrstuvwxyz0123456789';
-const randomString = (length: number): string => Array.from({ length }, () => TOKEN_ALPHABET[randomInt(TOKEN_ALPHABET.length)]).join('');
+const randomString = (length: number): string =>
+  Array.from({ length }, () => TOKEN_ALPHABET[randomInt(TOKEN_ALPHABET.length)]).join('');
 
 /** A bootstrap token in the format the guest apiserver's bootstrap authenticator takes (`[a-z0-9]{6}.[a-z0-9]{16}`). */
 export function newBootstrapToken(): string {
@@ -80,7 +81,12 @@ export function createGuestJoin(kubeConfigs: GuestKubeConfigs): GuestJoin {
     if (!applier) appliers.set(kc, (applier = createApplier(kc, FIELD_MANAGERS.ignitionServer)));
     return applier;
   };
-  const withGuest = async <T>(namespace: string, cluster: string, what: string, fn: (kc: k8s.KubeConfig) => Promise<T>): Promise<T> => {
+  const withGuest = async <T>(
+    namespace: string,
+    cluster: string,
+    what: string,
+    fn: (kc: k8s.KubeConfig) => Promise<T>,
+  ): Promise<T> => {
     try {
       return await fn(await kubeConfigs.get(namespace, cluster));
     } catch (err) {
@@ -93,16 +99,25 @@ export function createGuestJoin(kubeConfigs: GuestKubeConfigs): GuestJoin {
       withGuest(req.namespace, req.cluster, 'mint a bootstrap token', async (kc) => {
         const { server, caPem } = guestEndpoint(kc);
         const bootstrapToken = newBootstrapToken();
-        await applierOf(kc).apply(desiredBootstrapSecret({ token: bootstrapToken, namespace: req.namespace, pool: req.pool, expiresAtMs: req.expiresAtMs }));
+        await applierOf(kc).apply(
+          desiredBootstrapSecret({
+            token: bootstrapToken,
+            namespace: req.namespace,
+            pool: req.pool,
+            expiresAtMs: req.expiresAtMs,
+          }),
+        );
         return { server, caPem, bootstrapToken };
       }),
     revoke: (req) =>
       withGuest(req.namespace, req.cluster, 'delete bootstrap tokens', async (kc) => {
         const core = kc.makeApiClient(k8s.CoreV1Api);
         for (const token of req.tokens) {
-          await core.deleteNamespacedSecret({ name: bootstrapSecretName(bootstrapTokenId(token)), namespace: 'kube-system' }).catch((err: unknown) => {
-            if (!isNotFound(err)) throw err;
-          });
+          await core
+            .deleteNamespacedSecret({ name: bootstrapSecretName(bootstrapTokenId(token)), namespace: 'kube-system' })
+            .catch((err: unknown) => {
+              if (!isNotFound(err)) throw err;
+            });
         }
       }),
   };

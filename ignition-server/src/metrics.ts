@@ -39,10 +39,26 @@ export function createIgnitionMetrics(registry: Registry): IgnitionMetrics {
     labelNames: ['event'],
     registers: [registry],
   });
-  const hits = new Counter({ name: 'kindling_ignition_payload_cache_hits_total', help: 'Payload look-ups served from memory.', registers: [registry] });
-  const misses = new Counter({ name: 'kindling_ignition_payload_cache_misses_total', help: 'Payload look-ups that went to disk or generation.', registers: [registry] });
-  const bytes = new Gauge({ name: 'kindling_ignition_payload_cache_bytes', help: 'Bytes of payloads held in memory.', registers: [registry] });
-  const rotations = new Counter({ name: 'kindling_ignition_token_rotations_total', help: 'Tokens rotated at TTL/2.', registers: [registry] });
+  const hits = new Counter({
+    name: 'kindling_ignition_payload_cache_hits_total',
+    help: 'Payload look-ups served from memory.',
+    registers: [registry],
+  });
+  const misses = new Counter({
+    name: 'kindling_ignition_payload_cache_misses_total',
+    help: 'Payload look-ups that went to disk or generation.',
+    registers: [registry],
+  });
+  const bytes = new Gauge({
+    name: 'kindling_ignition_payload_cache_bytes',
+    help: 'Bytes of payloads held in memory.',
+    registers: [registry],
+  });
+  const rotations = new Counter({
+    name: 'kindling_ignition_token_rotations_total',
+    help: 'Tokens rotated at TTL/2.',
+    registers: [registry],
+  });
   let live: () => number = () => 0;
   new Gauge({
     name: 'kindling_ignition_tokens_live',

@@ -33,7 +33,6 @@ const POOL = 'workers';
 const KINDLING = fileURLToPath(new URL('../../../bin/kindling.js', import.meta.url));
 const TTL_S = 8;
 
-
 interface Replica {
   name: string;
   proc: ManagedProcess;
@@ -72,20 +71,28 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     const heapDir = join(dir, `heap-${replica.name}`);
     const before = new Set(await readdir(heapDir));
     process.kill(pid, 'SIGUSR2');
-    const file = await eventually('a heap snapshot', async () => (await readdir(heapDir)).find((f) => !before.has(f) && f.endsWith('.heapsnapshot')));
+    const file = await eventually('a heap snapshot', async () =>
+      (await readdir(heapDir)).find((f) => !before.has(f) && f.endsWith('.heapsnapshot')),
+    );
     // Written in place: done when its size stops changing.
     let size = -1;
-    await eventually('the heap snapshot written', async () => {
-      const now = (await stat(join(heapDir, file))).size;
-      const done = now > 0 && now === size;
-      size = now;
-      return done ? true : undefined;
-    }, 60_000, 500);
+    await eventually(
+      'the heap snapshot written',
+      async () => {
+        const now = (await stat(join(heapDir, file))).size;
+        const done = now > 0 && now === size;
+        size = now;
+        return done ? true : undefined;
+      },
+      60_000,
+      500,
+    );
     return readFile(join(heapDir, file), 'utf8');
   }
 
   const eventsOf = async (name: string, reason: string): Promise<k8s.CoreV1Event[]> =>
-    (await core.listNamespacedEvent({ namespace: NS, fieldSelector: `involvedObject.name=${name},reason=${reason}` })).items;
+    (await core.listNamespacedEvent({ namespace: NS, fieldSelector: `involvedObject.name=${name},reason=${reason}` }))
+      .items;
 
   async function startReplica(name: string): Promise<Replica> {
     const port = await freePort();
@@ -93,23 +100,39 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     const log = join(dir, `${name}.log`);
     await mkdir(join(dir, `heap-${name}`), { recursive: true });
     const args = [
-      '--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${join(dir, `heap-${name}`)}`,
-      KINDLING, 'ignition-server',
-      '--kubeconfig', cluster.kubeconfigPath,
-      '--serving-address', `127.0.0.1:${port}`,
-      '--ops-address', `127.0.0.1:${opsPort}`,
-      '--tls-cert-file', join(dir, 'tls.crt'),
-      '--tls-key-file', join(dir, 'tls.key'),
-      '--signing-key-file', join(dir, 'signing.pem'),
-      '--token-ttl', `${TTL_S}s`,
-      '--namespaces', `${NS},${NS2}`,
-      '--allowed-registries', registry.host,
-      '--registry-ca-file', join(dir, 'registry-ca.pem'),
-      '--cache-dir', join(dir, `cache-${name}`),
-      '--leader-election-namespace', 'kindling-system',
+      '--heapsnapshot-signal=SIGUSR2',
+      `--diagnostic-dir=${join(dir, `heap-${name}`)}`,
+      KINDLING,
+      'ignition-server',
+      '--kubeconfig',
+      cluster.kubeconfigPath,
+      '--serving-address',
+      `127.0.0.1:${port}`,
+      '--ops-address',
+      `127.0.0.1:${opsPort}`,
+      '--tls-cert-file',
+      join(dir, 'tls.crt'),
+      '--tls-key-file',
+      join(dir, 'tls.key'),
+      '--signing-key-file',
+      join(dir, 'signing.pem'),
+      '--token-ttl',
+      `${TTL_S}s`,
+      '--namespaces',
+      `${NS},${NS2}`,
+      '--allowed-registries',
+      registry.host,
+      '--registry-ca-file',
+      join(dir, 'registry-ca.pem'),
+      '--cache-dir',
+      join(dir, `cache-${name}`),
+      '--leader-election-namespace',
+      'kindling-system',
     ];
     const proc = new ManagedProcess({ name, command: process.execPath, args, logFile: log });
-    await eventually(`${name} to serve`, async () => ((await get(port, ca.certPem, {})).status === 401 ? true : undefined));
+    await eventually(`${name} to serve`, async () =>
+      (await get(port, ca.certPem, {})).status === 401 ? true : undefined,
+    );
     return { name, proc, port, opsPort, log };
   }
 
@@ -123,22 +146,36 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
       return status === 401 ? undefined : status;
     });
 
-  async function createTokenSecret(hash: string, config: unknown[], opts: { namespace?: string; release?: string } = {}): Promise<string> {
+  async function createTokenSecret(
+    hash: string,
+    config: unknown[],
+    opts: { namespace?: string; release?: string } = {},
+  ): Promise<string> {
     const name = tokenSecretName(POOL, hash);
     const namespace = opts.namespace ?? NS;
     await core.createNamespacedSecret({
       namespace,
       body: {
-        metadata: { name, namespace, labels: { [LABELS.tokenSecret]: 'true', [LABELS.nodePool]: POOL, [LABELS.configHash]: hash } },
-        stringData: { [SECRET_KEYS.release]: opts.release ?? releaseRef, [SECRET_KEYS.config]: JSON.stringify(config), [SECRET_KEYS.pool]: `${namespace}/${POOL}` },
+        metadata: {
+          name,
+          namespace,
+          labels: { [LABELS.tokenSecret]: 'true', [LABELS.nodePool]: POOL, [LABELS.configHash]: hash },
+        },
+        stringData: {
+          [SECRET_KEYS.release]: opts.release ?? releaseRef,
+          [SECRET_KEYS.config]: JSON.stringify(config),
+          [SECRET_KEYS.pool]: `${namespace}/${POOL}`,
+        },
       },
     });
     return name;
   }
 
   const readSecret = (name: string): Promise<k8s.V1Secret> => core.readNamespacedSecret({ name, namespace: NS });
-  const dataOf = (s: k8s.V1Secret, key: string): string | undefined => (s.data?.[key] ? Buffer.from(s.data[key], 'base64').toString() : undefined);
-  const tokenOf = async (name: string): Promise<string | undefined> => dataOf(await readSecret(name), SECRET_KEYS.token);
+  const dataOf = (s: k8s.V1Secret, key: string): string | undefined =>
+    s.data?.[key] ? Buffer.from(s.data[key], 'base64').toString() : undefined;
+  const tokenOf = async (name: string): Promise<string | undefined> =>
+    dataOf(await readSecret(name), SECRET_KEYS.token);
   const headers = (token: string, hash: string): Record<string, string> => ({
     authorization: `Bearer ${token}`,
     [IGNITION_HEADERS.nodePool]: `${NS}/${POOL}`,
@@ -152,22 +189,35 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
       ignition: {
         version: '3.2.0',
         config: {
-          merge: [{
-            source: `https://localhost:${replica.port}/ignition`,
-            httpHeaders: [
-              { name: 'Authorization', value: `Bearer ${token}` },
-              { name: IGNITION_HEADERS.nodePool, value: `${NS}/${POOL}` },
-              { name: IGNITION_HEADERS.targetConfigVersionHash, value: hash },
-            ],
-          }],
+          merge: [
+            {
+              source: `https://localhost:${replica.port}/ignition`,
+              httpHeaders: [
+                { name: 'Authorization', value: `Bearer ${token}` },
+                { name: IGNITION_HEADERS.nodePool, value: `${NS}/${POOL}` },
+                { name: IGNITION_HEADERS.targetConfigVersionHash, value: hash },
+              ],
+            },
+          ],
         },
-        security: { tls: { certificateAuthorities: [{ source: `data:text/plain;base64,${Buffer.from(ca.certPem).toString('base64')}` }] } },
+        security: {
+          tls: {
+            certificateAuthorities: [
+              { source: `data:text/plain;base64,${Buffer.from(ca.certPem).toString('base64')}` },
+            ],
+          },
+        },
       },
     });
   }
 
   /** Boots a host with the real Ignition client (fetch, then files into a scratch root), as the local hosts do. */
-  async function boot(replica: Replica, token: string, hash: string, fetchTimeoutMs = 60_000): Promise<{ code: number; root: string; output: string }> {
+  async function boot(
+    replica: Replica,
+    token: string,
+    hash: string,
+    fetchTimeoutMs = 60_000,
+  ): Promise<{ code: number; root: string; output: string }> {
     const root = join(await mkdtemp(join(dir, 'host-')), 'root');
     try {
       await bootHost({ root, userData: stub(replica, token, hash), fetchTimeoutMs });
@@ -181,10 +231,16 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     dir = await mkdtemp(join(tmpdir(), 'ignition-server-'));
     cluster = await startCluster({ name: 'mgmt', controllerManager: false });
     core = cluster.kubeConfig.makeApiClient(k8s.CoreV1Api);
-    for (const name of [NS, NS2, OUTSIDE, 'kindling-system']) await core.createNamespace({ body: { metadata: { name } } });
+    for (const name of [NS, NS2, OUTSIDE, 'kindling-system'])
+      await core.createNamespace({ body: { metadata: { name } } });
     guest = await startCluster({ name: 'guest', controllerManager: false, management: { cluster, namespace: NS } });
     ca = await createCertificateAuthority('ignition serving CA');
-    const serving = await ca.issue({ commonName: 'ignition', dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'], usage: 'server' });
+    const serving = await ca.issue({
+      commonName: 'ignition',
+      dnsNames: ['localhost'],
+      ipAddresses: ['127.0.0.1'],
+      usage: 'server',
+    });
     await writeFile(join(dir, 'tls.crt'), serving.certPem);
     await writeFile(join(dir, 'tls.key'), serving.keyPem);
     await writeFile(join(dir, 'signing.pem'), ecKeyPem());
@@ -194,7 +250,11 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     // Anonymous pulls of public/*: the servers have the registry's CA and no pull secret.
     registry = await startRegistry();
     await writeFile(join(dir, 'registry-ca.pem'), registry.ca.certPem);
-    await pushRelease(image, registry.host, 'public/release', { ca: registry.ca.certPem, credentials: parsePullSecret(registry.pullSecret), tag: 'v1' });
+    await pushRelease(image, registry.host, 'public/release', {
+      ca: registry.ca.certPem,
+      credentials: parsePullSecret(registry.pullSecret),
+      tag: 'v1',
+    });
     releaseRef = `${registry.host}/public/release:v1`;
     replicas.push(await startReplica('a'), await startReplica('b'));
   });
@@ -211,9 +271,21 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     apiVersion: 'machineconfiguration.openshift.io/v1',
     kind: 'MachineConfig',
     metadata: { name: '99-worker-motd' },
-    spec: { config: { ignition: { version: '3.2.0' }, storage: { files: [{ path: '/etc/motd', mode: 420, contents: { source: 'data:,hello%20from%20kindling%0A' } }] } } },
+    spec: {
+      config: {
+        ignition: { version: '3.2.0' },
+        storage: {
+          files: [{ path: '/etc/motd', mode: 420, contents: { source: 'data:,hello%20from%20kindling%0A' } }],
+        },
+      },
+    },
   };
-  const KUBELET_CONFIG = { apiVersion: 'machineconfiguration.openshift.io/v1', kind: 'KubeletConfig', metadata: { name: 'max-pods' }, spec: { kubeletConfig: { maxPods: 42 } } };
+  const KUBELET_CONFIG = {
+    apiVersion: 'machineconfiguration.openshift.io/v1',
+    kind: 'KubeletConfig',
+    metadata: { name: 'max-pods' },
+    spec: { kubeletConfig: { maxPods: 42 } },
+  };
 
   it('when a token Secret appears, it should mint its token, generate the payload once, and let a host boot with the real Ignition client', async () => {
     const hash = 'boot0001';
@@ -227,18 +299,31 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     assert.ok(secret.metadata?.annotations?.[ANNOTATIONS.tokenIssuedAt]);
     assert.equal(dataOf(secret, SECRET_KEYS.rotatedToken), undefined);
     // Both replicas serve the leader's token.
-    for (const r of replicas) await eventually(`replica ${r.log} serving`, async () => ((await get(r.port, ca.certPem, headers(token, hash))).status === 200 ? true : undefined));
+    for (const r of replicas)
+      await eventually(`replica ${r.log} serving`, async () =>
+        (await get(r.port, ca.certPem, headers(token, hash))).status === 200 ? true : undefined,
+      );
 
     const host = await boot(replicas[1] as Replica, token, hash);
     assert.equal(host.code, 0, host.output);
     assert.equal(await readFile(join(host.root, 'etc/motd'), 'utf8'), 'hello from kindling\n');
-    assert.equal((JSON.parse(await readFile(join(host.root, 'etc/kubernetes/kubelet.conf'), 'utf8')) as { maxPods: number }).maxPods, 42);
-    assert.equal((JSON.parse(await readFile(join(host.root, 'etc/kindling/release.json'), 'utf8')) as { version: string }).version, '4.18.2');
+    assert.equal(
+      (JSON.parse(await readFile(join(host.root, 'etc/kubernetes/kubelet.conf'), 'utf8')) as { maxPods: number })
+        .maxPods,
+      42,
+    );
+    assert.equal(
+      (JSON.parse(await readFile(join(host.root, 'etc/kindling/release.json'), 'utf8')) as { version: string }).version,
+      '4.18.2',
+    );
     assert.ok(existsSync(join(host.root, 'etc/systemd/system/kubelet.service')));
     const fetched = await readFile(join(host.root, 'run', 'ignition', 'config.json'));
     assert.equal(await createValidator()(fetched), undefined, 'the fetched config passes ignition-validate');
 
-    const reached = await eventually('the first fetch recorded', async () => (await readSecret(name)).metadata?.annotations?.[ANNOTATIONS.ignitionReachedAt]);
+    const reached = await eventually(
+      'the first fetch recorded',
+      async () => (await readSecret(name)).metadata?.annotations?.[ANNOTATIONS.ignitionReachedAt],
+    );
     assert.ok(Date.parse(reached) > 0);
     const logs = replicas.map((r) => readFileSync(r.log, 'utf8')).join('\n');
     assert.equal(logs.split('Minted the token').length - 1, 1, 'one replica (the leader) minted');
@@ -255,49 +340,106 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
       await core.createNamespacedSecret({
         namespace: NS,
         body: {
-          metadata: { name: tokenSecretName(pool, hash), labels: { [LABELS.tokenSecret]: 'true', [LABELS.nodePool]: pool, [LABELS.configHash]: hash, [LABELS.capiClusterName]: 'guest' } },
-          stringData: { [SECRET_KEYS.release]: releaseRef, [SECRET_KEYS.config]: JSON.stringify([MACHINE_CONFIG]), [SECRET_KEYS.pool]: `${NS}/${pool}` },
+          metadata: {
+            name: tokenSecretName(pool, hash),
+            labels: {
+              [LABELS.tokenSecret]: 'true',
+              [LABELS.nodePool]: pool,
+              [LABELS.configHash]: hash,
+              [LABELS.capiClusterName]: 'guest',
+            },
+          },
+          stringData: {
+            [SECRET_KEYS.release]: releaseRef,
+            [SECRET_KEYS.config]: JSON.stringify([MACHINE_CONFIG]),
+            [SECRET_KEYS.pool]: `${NS}/${pool}`,
+          },
         },
       });
     }
     const guestCore = guest.kubeConfig.makeApiClient(k8s.CoreV1Api);
-    const minted = await Promise.all(pools.map((pool) => eventually(`${pool}'s token and bootstrap token`, async () => {
-      const s = await readSecret(tokenSecretName(pool, hash));
-      const token = dataOf(s, SECRET_KEYS.token);
-      const bootstrap = dataOf(s, SECRET_KEYS.bootstrapToken);
-      return token && bootstrap ? { pool, token, bootstrap } : undefined;
-    })));
+    const minted = await Promise.all(
+      pools.map((pool) =>
+        eventually(`${pool}'s token and bootstrap token`, async () => {
+          const s = await readSecret(tokenSecretName(pool, hash));
+          const token = dataOf(s, SECRET_KEYS.token);
+          const bootstrap = dataOf(s, SECRET_KEYS.bootstrapToken);
+          return token && bootstrap ? { pool, token, bootstrap } : undefined;
+        }),
+      ),
+    );
     for (const m of minted) {
       const id = m.bootstrap.split('.')[0] as string;
       const secret = await guestCore.readNamespacedSecret({ name: `bootstrap-token-${id}`, namespace: 'kube-system' });
       assert.equal(secret.type, 'bootstrap.kubernetes.io/token');
       assert.equal(dataOf(secret, 'token-secret'), m.bootstrap.split('.')[1]);
-      assert.equal(dataOf(secret, 'auth-extra-groups'), `system:bootstrappers:kindling,system:bootstrappers:kindling:${NS}:${m.pool}`);
-      const exp = (JSON.parse(Buffer.from(m.token.split('.')[1] as string, 'base64url').toString()) as { exp: number }).exp * 1000;
-      assert.equal(Date.parse(dataOf(secret, 'expiration') ?? ''), exp, 'the bootstrap token expires with its Ignition token');
+      assert.equal(
+        dataOf(secret, 'auth-extra-groups'),
+        `system:bootstrappers:kindling,system:bootstrappers:kindling:${NS}:${m.pool}`,
+      );
+      const exp =
+        (JSON.parse(Buffer.from(m.token.split('.')[1] as string, 'base64url').toString()) as { exp: number }).exp *
+        1000;
+      assert.equal(
+        Date.parse(dataOf(secret, 'expiration') ?? ''),
+        exp,
+        'the bootstrap token expires with its Ignition token',
+      );
     }
     const [a] = minted as [{ pool: string; token: string; bootstrap: string }];
     const host = await eventually('a host of join-a booted', async () => {
-      const stubFor = JSON.parse(stub(replicas[0] as Replica, a.token, hash)) as { ignition: { config: { merge: { httpHeaders: { name: string; value: string }[] }[] } } };
-      for (const h of stubFor.ignition.config.merge[0]?.httpHeaders ?? []) if (h.name === IGNITION_HEADERS.nodePool) h.value = `${NS}/${a.pool}`;
+      const stubFor = JSON.parse(stub(replicas[0] as Replica, a.token, hash)) as {
+        ignition: { config: { merge: { httpHeaders: { name: string; value: string }[] }[] } };
+      };
+      for (const h of stubFor.ignition.config.merge[0]?.httpHeaders ?? [])
+        if (h.name === IGNITION_HEADERS.nodePool) h.value = `${NS}/${a.pool}`;
       const root = join(await mkdtemp(join(dir, 'host-')), 'root');
-      return bootHost({ root, userData: JSON.stringify(stubFor) }).then(() => root, () => undefined);
+      return bootHost({ root, userData: JSON.stringify(stubFor) }).then(
+        () => root,
+        () => undefined,
+      );
     });
     const kubeconfig = await readFile(join(host, 'etc/kubernetes/bootstrap-kubeconfig'), 'utf8');
     assert.match(kubeconfig, new RegExp(`token: ${a.bootstrap.replace('.', '\\.')}`));
     assert.match(kubeconfig, new RegExp(`server: ${guest.server}`));
     assert.equal(await readFile(join(host, 'etc/kubernetes/pki/ca.crt'), 'utf8'), guest.ca.certPem);
     // Nothing of the management cluster (its CA, its address) nor the guest kubeconfig's admin credentials.
-    const everything = (await Promise.all(['etc/kubernetes/bootstrap-kubeconfig', 'etc/kubernetes/pki/ca.crt', 'etc/kubernetes/kubelet.conf', 'etc/motd', 'run/ignition/config.json'].map((f) => readFile(join(host, f), 'utf8').catch(() => '')))).join('\n');
-    const adminCert = Buffer.from(/client-certificate-data: (\S+)/.exec(guest.kubeconfigYaml)?.[1] ?? '', 'base64').toString();
-    for (const [what, text] of [['management CA', cluster.ca.certPem], ['management apiserver', cluster.server], ['guest admin certificate', adminCert], ['admin key', 'PRIVATE KEY']] as const) {
+    const everything = (
+      await Promise.all(
+        [
+          'etc/kubernetes/bootstrap-kubeconfig',
+          'etc/kubernetes/pki/ca.crt',
+          'etc/kubernetes/kubelet.conf',
+          'etc/motd',
+          'run/ignition/config.json',
+        ].map((f) => readFile(join(host, f), 'utf8').catch(() => '')),
+      )
+    ).join('\n');
+    const adminCert = Buffer.from(
+      /client-certificate-data: (\S+)/.exec(guest.kubeconfigYaml)?.[1] ?? '',
+      'base64',
+    ).toString();
+    for (const [what, text] of [
+      ['management CA', cluster.ca.certPem],
+      ['management apiserver', cluster.server],
+      ['guest admin certificate', adminCert],
+      ['admin key', 'PRIVATE KEY'],
+    ] as const) {
       assert.ok(!everything.includes(text.trim()), `the host holds the ${what}`);
     }
-    const generated = replicas.map((r, i) => readFileSync(r.log, 'utf8').split('Generated a payload').length - (generatedBefore[i] ?? 0));
+    const generated = replicas.map(
+      (r, i) => readFileSync(r.log, 'utf8').split('Generated a payload').length - (generatedBefore[i] ?? 0),
+    );
     assert.deepEqual(generated, [1, 1], 'two pools on one (release, config): one generation per replica');
     await core.deleteNamespacedSecret({ name: tokenSecretName(a.pool, hash), namespace: NS });
-    await eventually('the deleted Secret\'s bootstrap token gone from the guest', async () =>
-      guestCore.readNamespacedSecret({ name: `bootstrap-token-${a.bootstrap.split('.')[0]}`, namespace: 'kube-system' }).then(() => undefined, () => true));
+    await eventually("the deleted Secret's bootstrap token gone from the guest", async () =>
+      guestCore
+        .readNamespacedSecret({ name: `bootstrap-token-${a.bootstrap.split('.')[0]}`, namespace: 'kube-system' })
+        .then(
+          () => undefined,
+          () => true,
+        ),
+    );
   });
 
   it('when the token reaches TTL/2, it should rotate it, keep the old one valid until its own expiry, and boot with either', async () => {
@@ -305,27 +447,42 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     const name = await createTokenSecret(hash, [MACHINE_CONFIG]);
     const first = await eventually('a minted token', () => tokenOf(name));
     const [replica] = replicas as [Replica];
-    await eventually('payload', async () => ((await get(replica.port, ca.certPem, headers(first, hash))).status === 200 ? true : undefined));
-    const second = await eventually('a rotated token', async () => {
-      const s = await readSecret(name);
-      const t = dataOf(s, SECRET_KEYS.token);
-      return t !== first ? s : undefined;
-    }, TTL_S * 1000);
+    await eventually('payload', async () =>
+      (await get(replica.port, ca.certPem, headers(first, hash))).status === 200 ? true : undefined,
+    );
+    const second = await eventually(
+      'a rotated token',
+      async () => {
+        const s = await readSecret(name);
+        const t = dataOf(s, SECRET_KEYS.token);
+        return t !== first ? s : undefined;
+      },
+      TTL_S * 1000,
+    );
     assert.equal(dataOf(second, SECRET_KEYS.rotatedToken), first);
     const current = dataOf(second, SECRET_KEYS.token) as string;
-    await eventually('the new token served', async () => ((await get(replica.port, ca.certPem, headers(current, hash))).status === 200 ? true : undefined));
-    assert.equal((await get(replica.port, ca.certPem, headers(first, hash))).status, 200, 'the rotated token still works');
+    await eventually('the new token served', async () =>
+      (await get(replica.port, ca.certPem, headers(current, hash))).status === 200 ? true : undefined,
+    );
+    assert.equal(
+      (await get(replica.port, ca.certPem, headers(first, hash))).status,
+      200,
+      'the rotated token still works',
+    );
     const host = await boot(replica, first, hash);
     assert.equal(host.code, 0, host.output);
     assert.equal(await readFile(join(host.root, 'etc/motd'), 'utf8'), 'hello from kindling\n');
     // The first token's own expiry (iat + TTL) passes: refused, while the current one still works.
-    const firstExp = (JSON.parse(Buffer.from(first.split('.')[1] as string, 'base64url').toString()) as { exp: number }).exp * 1000;
+    const firstExp =
+      (JSON.parse(Buffer.from(first.split('.')[1] as string, 'base64url').toString()) as { exp: number }).exp * 1000;
     await new Promise((r) => setTimeout(r, Math.max(0, firstExp - Date.now() + 200)));
     assert.equal((await get(replica.port, ca.certPem, headers(first, hash))).status, 401);
     const latest = (await tokenOf(name)) as string;
     assert.equal((await get(replica.port, ca.certPem, headers(latest, hash))).status, 200);
     // Rotations every TTL/2 by the leader alone: one Event per (Secret, reason) per window, not one per rotation.
-    const rotated = await eventually('the rotation Event', async () => ((await eventsOf(name, 'TokenRotated')).length > 0 ? eventsOf(name, 'TokenRotated') : undefined));
+    const rotated = await eventually('the rotation Event', async () =>
+      (await eventsOf(name, 'TokenRotated')).length > 0 ? eventsOf(name, 'TokenRotated') : undefined,
+    );
     assert.equal(rotated.length, 1);
     assert.equal(rotated[0]?.reportingComponent, 'kindling-ignition-server');
     assert.equal(rotated[0]?.involvedObject.kind, 'Secret');
@@ -336,10 +493,18 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     const hash = 'revoke01';
     const name = await createTokenSecret(hash, []);
     const token = await eventually('a minted token', () => tokenOf(name));
-    for (const r of replicas) await eventually('served', async () => ((await get(r.port, ca.certPem, headers(token, hash))).status === 200 ? true : undefined));
+    for (const r of replicas)
+      await eventually('served', async () =>
+        (await get(r.port, ca.certPem, headers(token, hash))).status === 200 ? true : undefined,
+      );
     await core.deleteNamespacedSecret({ name, namespace: NS });
     const started = Date.now();
-    for (const r of replicas) await eventually('refused', async () => ((await get(r.port, ca.certPem, headers(token, hash))).status === 401 ? true : undefined), 3000);
+    for (const r of replicas)
+      await eventually(
+        'refused',
+        async () => ((await get(r.port, ca.certPem, headers(token, hash))).status === 401 ? true : undefined),
+        3000,
+      );
     assert.ok(Date.now() - started < 3000);
   });
 
@@ -348,9 +513,14 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     const name = await createTokenSecret(hash, []);
     const token = await eventually('a minted token', () => tokenOf(name));
     const [replica] = replicas as [Replica];
-    await eventually('served', async () => ((await get(replica.port, ca.certPem, headers(token, hash))).status === 200 ? true : undefined));
+    await eventually('served', async () =>
+      (await get(replica.port, ca.certPem, headers(token, hash))).status === 200 ? true : undefined,
+    );
     const expiresAt = new Date(Date.now() + 1500).toISOString();
-    await core.patchNamespacedSecret({ name, namespace: NS, body: { metadata: { annotations: { [ANNOTATIONS.tokenExpiresAt]: expiresAt } } } }, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch));
+    await core.patchNamespacedSecret(
+      { name, namespace: NS, body: { metadata: { annotations: { [ANNOTATIONS.tokenExpiresAt]: expiresAt } } } },
+      k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+    );
     await eventually('the Secret deleted', async () => {
       try {
         await readSecret(name);
@@ -360,7 +530,9 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
       }
     });
     assert.equal((await get(replica.port, ca.certPem, headers(token, hash))).status, 401);
-    const expired = await eventually('the expiry Event', async () => ((await eventsOf(name, 'TokenSecretExpired')).length > 0 ? eventsOf(name, 'TokenSecretExpired') : undefined));
+    const expired = await eventually('the expiry Event', async () =>
+      (await eventsOf(name, 'TokenSecretExpired')).length > 0 ? eventsOf(name, 'TokenSecretExpired') : undefined,
+    );
     assert.equal(expired.length, 1);
     assert.match(expired[0]?.message ?? '', /expiry .* has passed/);
     const host = await boot(replica, token, hash, 3000);
@@ -377,10 +549,15 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
       return s.metadata?.annotations?.[ANNOTATIONS.payloadReason] ? s : undefined;
     });
     assert.equal(secret.metadata?.annotations?.[ANNOTATIONS.payloadReason], 'InvalidConfig');
-    assert.match(secret.metadata?.annotations?.[ANNOTATIONS.payloadMessage] ?? '', /MachineConfig 50-bad: spec.osImageURL is not supported/);
+    assert.match(
+      secret.metadata?.annotations?.[ANNOTATIONS.payloadMessage] ?? '',
+      /MachineConfig 50-bad: spec.osImageURL is not supported/,
+    );
     const token = (await tokenOf(name)) as string;
     for (const r of replicas) assert.equal(await answerOnceKnown(r, token, hash), 511);
-    const failed = await eventually('the failure Event', async () => ((await eventsOf(name, 'InvalidConfig')).length > 0 ? eventsOf(name, 'InvalidConfig') : undefined));
+    const failed = await eventually('the failure Event', async () =>
+      (await eventsOf(name, 'InvalidConfig')).length > 0 ? eventsOf(name, 'InvalidConfig') : undefined,
+    );
     assert.equal(failed.length, 1, 'one Event, from the leader only');
     assert.equal(failed[0]?.type, 'Warning');
     assert.match(failed[0]?.message ?? '', /^Payload generation failed: .*spec.osImageURL is not supported/);
@@ -390,12 +567,18 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     const hash = 'ns000001';
     const outside = await createTokenSecret(hash, [], { namespace: OUTSIDE });
     const listed = await createTokenSecret(hash, [], { namespace: NS2 });
-    await eventually('a token in the second listed namespace', async () => dataOf(await core.readNamespacedSecret({ name: listed, namespace: NS2 }), SECRET_KEYS.token));
+    await eventually('a token in the second listed namespace', async () =>
+      dataOf(await core.readNamespacedSecret({ name: listed, namespace: NS2 }), SECRET_KEYS.token),
+    );
     // Created first, so it had every chance; informers of other namespaces are not ordered with this one, so wait a little more.
     await new Promise((r) => setTimeout(r, 2000));
     const untouched = await core.readNamespacedSecret({ name: outside, namespace: OUTSIDE });
     assert.equal(dataOf(untouched, SECRET_KEYS.token), undefined, 'no token minted outside the listed namespaces');
-    assert.deepEqual(untouched.metadata?.annotations ?? {}, {}, 'no payload generated or reported outside the listed namespaces');
+    assert.deepEqual(
+      untouched.metadata?.annotations ?? {},
+      {},
+      'no payload generated or reported outside the listed namespaces',
+    );
     const logs = replicas.map((r) => readFileSync(r.log, 'utf8')).join('\n');
     assert.ok(!logs.includes(`${OUTSIDE}/`), 'no replica saw it');
     assert.match(logs, /"namespaces":\["clusters","clusters-b"\]/, 'each replica says which namespaces it serves');
@@ -404,9 +587,17 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
   it('when a release names a local layout or a registry not allowed, it should refuse it with InvalidConfig on the token Secret, in an Event, and with 511', async () => {
     const cases = [
       { hash: 'local001', release: layoutRef, message: /names a file on the ignition server .*--allow-local-releases/ },
-      { hash: 'remote01', release: '169.254.169.254/latest/meta-data:v1', message: /registry 169\.254\.169\.254 is not in the ignition server's --allowed-registries/ },
+      {
+        hash: 'remote01',
+        release: '169.254.169.254/latest/meta-data:v1',
+        message: /registry 169\.254\.169\.254 is not in the ignition server's --allowed-registries/,
+      },
       // The allowed registry under another name is another host.
-      { hash: 'remote02', release: releaseRef.replace('127.0.0.1', 'localhost'), message: /registry localhost:\d+ is not in/ },
+      {
+        hash: 'remote02',
+        release: releaseRef.replace('127.0.0.1', 'localhost'),
+        message: /registry localhost:\d+ is not in/,
+      },
     ];
     for (const c of cases) {
       const name = await createTokenSecret(c.hash, [MACHINE_CONFIG], { release: c.release });
@@ -418,12 +609,14 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
       assert.match(secret.metadata?.annotations?.[ANNOTATIONS.payloadMessage] ?? '', c.message);
       const token = (await tokenOf(name)) as string;
       for (const r of replicas) assert.equal(await answerOnceKnown(r, token, c.hash), 511);
-      const failed = await eventually('the failure Event', async () => ((await eventsOf(name, 'InvalidConfig')).length > 0 ? eventsOf(name, 'InvalidConfig') : undefined));
+      const failed = await eventually('the failure Event', async () =>
+        (await eventsOf(name, 'InvalidConfig')).length > 0 ? eventsOf(name, 'InvalidConfig') : undefined,
+      );
       assert.match(failed[0]?.message ?? '', c.message);
     }
   });
 
-  it('when the registry refuses the pull, it should report the registry and the status on the token Secret and in the Event, and nothing of the registry\'s answer', async () => {
+  it("when the registry refuses the pull, it should report the registry and the status on the token Secret and in the Event, and nothing of the registry's answer", async () => {
     const hash = 'denied01';
     // A private repository: the anonymous token the servers get grants nothing, so the registry answers 401 with its JSON errors.
     const name = await createTokenSecret(hash, [MACHINE_CONFIG], { release: `${registry.host}/private/release:v1` });
@@ -434,12 +627,19 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     const message = secret.metadata?.annotations?.[ANNOTATIONS.payloadMessage] ?? '';
     assert.equal(secret.metadata?.annotations?.[ANNOTATIONS.payloadReason], 'ReleaseUnavailable');
     assert.equal(message, `fetching manifest v1 of private/release on registry ${registry.host} failed: HTTP 401`);
-    const [event] = await eventually('the failure Event', async () => ((await eventsOf(name, 'ReleaseUnavailable')).length > 0 ? eventsOf(name, 'ReleaseUnavailable') : undefined));
+    const [event] = await eventually('the failure Event', async () =>
+      (await eventsOf(name, 'ReleaseUnavailable')).length > 0 ? eventsOf(name, 'ReleaseUnavailable') : undefined,
+    );
     const eventMessage = String(event?.message);
     assert.equal(eventMessage, `Payload generation failed: ${message}`);
     const logs = replicas.map((r) => readFileSync(r.log, 'utf8')).join('\n');
     for (const body of ['UNAUTHORIZED', 'authentication required', '"errors"']) {
-      for (const [where, text] of [['annotation', message], ['Event', eventMessage], ['logs', logs]] as const) assert.ok(!text.includes(body), `${where} echoes the registry's body (${body})`);
+      for (const [where, text] of [
+        ['annotation', message],
+        ['Event', eventMessage],
+        ['logs', logs],
+      ] as const)
+        assert.ok(!text.includes(body), `${where} echoes the registry's body (${body})`);
     }
   });
 
@@ -447,7 +647,14 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     const hash = 'slim0001';
     const marker = `kindling-marker-${randomBytes(16).toString('hex')}`;
     // The marker sits in metadata, which no payload carries: after generation nothing in the process may hold it.
-    const config = [{ metadata: { name: '98-marked', labels: { 'kindling.dev/test-marker': marker } }, apiVersion: MACHINE_CONFIG.apiVersion, kind: MACHINE_CONFIG.kind, spec: MACHINE_CONFIG.spec }];
+    const config = [
+      {
+        metadata: { name: '98-marked', labels: { 'kindling.dev/test-marker': marker } },
+        apiVersion: MACHINE_CONFIG.apiVersion,
+        kind: MACHINE_CONFIG.kind,
+        spec: MACHINE_CONFIG.spec,
+      },
+    ];
     const name = await createTokenSecret(hash, config);
     // A replica of its own: writing a snapshot stops the process for seconds, which would cost a leader its Lease.
     const replica = await startReplica('c');
@@ -457,12 +664,19 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
       const r = token === undefined ? undefined : await get(replica.port, ca.certPem, headers(token, hash));
       return r?.status === 200 ? r : undefined;
     });
-    assert.match(served.body, /hello%20from%20kindling/, 'the payload was generated from the config read at that moment');
+    assert.match(
+      served.body,
+      /hello%20from%20kindling/,
+      'the payload was generated from the config read at that moment',
+    );
     const heap = await heapSnapshot(replica).finally(() => replica.proc.stop());
-    assert.ok(heap.includes(`${NS}/${name}`), 'the snapshot holds what the server keeps (the Secret\'s key): the search works');
+    assert.ok(
+      heap.includes(`${NS}/${name}`),
+      "the snapshot holds what the server keeps (the Secret's key): the search works",
+    );
     assert.ok(!heap.includes(marker), 'no copy of the config documents');
     const base64Prefix = Buffer.from(JSON.stringify(config)).toString('base64').slice(0, 120);
-    assert.ok(!heap.includes(base64Prefix), 'no copy of the Secret\'s config value');
+    assert.ok(!heap.includes(base64Prefix), "no copy of the Secret's config value");
     // Gone before the restart test: a replica that reads this Secret in full (its token rotates every 8 s)
     // generates its payload, which would be a generation that test does not expect.
     await core.deleteNamespacedSecret({ name, namespace: NS });
@@ -471,7 +685,12 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
   it('when a replica restarts on its cache directory, it should serve at once and generate nothing', async () => {
     const b = replicas[1] as Replica;
     const generatedBy = (text: string): Set<string> =>
-      new Set(text.split('\n').filter((l) => l.includes('Generated a payload')).map((l) => String((JSON.parse(l) as { payload?: string }).payload)));
+      new Set(
+        text
+          .split('\n')
+          .filter((l) => l.includes('Generated a payload'))
+          .map((l) => String((JSON.parse(l) as { payload?: string }).payload)),
+      );
     const before = generatedBy(readFileSync(b.log, 'utf8'));
     assert.ok(before.size > 0, 'the replica generated payloads before its restart');
     await b.proc.stop();
@@ -482,15 +701,23 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     replicas[1] = restarted;
     const name = tokenSecretName(POOL, 'boot0001');
     const token = (await tokenOf(name)) as string;
-    await eventually('served after restart', async () => ((await get(restarted.port, ca.certPem, headers(token, 'boot0001'))).status === 200 ? true : undefined));
+    await eventually('served after restart', async () =>
+      (await get(restarted.port, ca.certPem, headers(token, 'boot0001'))).status === 200 ? true : undefined,
+    );
     const sinceRestart = readFileSync(restarted.log).subarray(oldLength).toString('utf8');
     // Secrets it never served may be read and generated in the background (its warm-up); what it had is not.
     const again = [...generatedBy(sinceRestart)].filter((key) => before.has(key));
     assert.deepEqual(again, [], 'no payload it had generated before is generated again after the restart');
     const metrics = await opsMetrics(restarted.opsPort);
     assert.match(metrics, /kindling_ignition_requests_total\{code="200"/);
-    const counted = [...metrics.matchAll(/kindling_ignition_payload_generation_seconds_count\{outcome="success"[^}]*\} (\d+)/g)].reduce((n, m) => n + Number(m[1]), 0);
-    assert.equal(counted, sinceRestart.split('Generated a payload').length - 1, 'the metric counts the generations the log shows');
+    const counted = [
+      ...metrics.matchAll(/kindling_ignition_payload_generation_seconds_count\{outcome="success"[^}]*\} (\d+)/g),
+    ].reduce((n, m) => n + Number(m[1]), 0);
+    assert.equal(
+      counted,
+      sinceRestart.split('Generated a payload').length - 1,
+      'the metric counts the generations the log shows',
+    );
     assert.match(metrics, /kindling_ignition_tokens_live\{[^}]*\} [1-9]/);
   });
 });

@@ -23,7 +23,10 @@ describe('token index', () => {
     index.markUnloaded({ key: 'ns/b', pool: 'ns/p', hash: 'h2' });
     const changes: IndexChange[] = [];
     index.observe((c) => void changes.push(c));
-    assert.deepEqual(changes.map((c) => c.type), ['unloaded', 'upsert']);
+    assert.deepEqual(
+      changes.map((c) => c.type),
+      ['unloaded', 'upsert'],
+    );
     const copy = new TokenIndex();
     const apply = (c: IndexChange): void => {
       if (c.type === 'upsert') copy.upsert(c.secret, c.payload);

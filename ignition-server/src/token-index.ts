@@ -10,9 +10,7 @@ import { configDigest } from './payload/digest.js';
 import { joinFileBytes } from './join-files.js';
 
 export type PayloadState =
-  | { state: 'pending' }
-  | { state: 'ready'; key: string }
-  | { state: 'failed'; reason: FailureReason; message: string };
+  { state: 'pending' } | { state: 'ready'; key: string } | { state: 'failed'; reason: FailureReason; message: string };
 
 export interface TokenSecret {
   /** `namespace/name` of the Secret. */
@@ -57,8 +55,12 @@ export interface TokenSecretEntry {
 export function joinFor(entry: TokenSecretEntry, token: string): Buffer | undefined {
   if (entry.join.has(token)) return entry.join.get(token);
   const s = entry.secret;
-  const bootstrapToken = token === s.token ? s.bootstrapToken : token === s.rotatedToken ? s.rotatedBootstrapToken : undefined;
-  const bytes = bootstrapToken && s.joinServer && s.joinCa ? joinFileBytes({ server: s.joinServer, caPem: s.joinCa, bootstrapToken }) : undefined;
+  const bootstrapToken =
+    token === s.token ? s.bootstrapToken : token === s.rotatedToken ? s.rotatedBootstrapToken : undefined;
+  const bytes =
+    bootstrapToken && s.joinServer && s.joinCa
+      ? joinFileBytes({ server: s.joinServer, caPem: s.joinCa, bootstrapToken })
+      : undefined;
   entry.join.set(token, bytes);
   return bytes;
 }
@@ -108,9 +110,24 @@ export function readTokenSecret(secret: CachedTokenSecret): TokenSecret | undefi
   const hash = meta.labels?.[LABELS.configHash];
   const release = decode(secret.data, SECRET_KEYS.release);
   if (!pool || !hash || !release || !meta.name) return undefined;
-  const identity = { key: `${namespace}/${meta.name}`, namespace, name: meta.name, uid: String(meta.uid), resourceVersion: String(meta.resourceVersion) };
+  const identity = {
+    key: `${namespace}/${meta.name}`,
+    namespace,
+    name: meta.name,
+    uid: String(meta.uid),
+    resourceVersion: String(meta.resourceVersion),
+  };
   const cluster = meta.labels?.[LABELS.capiClusterName];
-  return { ...identity, pool, hash, release, cluster, configSha256: configSha256Of(secret), ...fromData(secret.data), ...fromAnnotations(meta.annotations ?? {}) };
+  return {
+    ...identity,
+    pool,
+    hash,
+    release,
+    cluster,
+    configSha256: configSha256Of(secret),
+    ...fromData(secret.data),
+    ...fromAnnotations(meta.annotations ?? {}),
+  };
 }
 
 /** A cached Secret has its digest; one straight from the apiserver still has its config. */
@@ -129,7 +146,9 @@ function poolOf(secret: k8s.V1Secret, namespace: string): string | undefined {
   return pool?.startsWith(`${namespace}/`) && !pool.slice(namespace.length + 1).includes('/') ? pool : undefined;
 }
 
-function fromData(data: Record<string, string> | undefined): Pick<TokenSecret, 'token' | 'rotatedToken' | 'bootstrapToken' | 'rotatedBootstrapToken' | 'joinServer' | 'joinCa'> {
+function fromData(
+  data: Record<string, string> | undefined,
+): Pick<TokenSecret, 'token' | 'rotatedToken' | 'bootstrapToken' | 'rotatedBootstrapToken' | 'joinServer' | 'joinCa'> {
   return {
     token: decode(data, SECRET_KEYS.token),
     rotatedToken: decode(data, SECRET_KEYS.rotatedToken),
@@ -140,7 +159,9 @@ function fromData(data: Record<string, string> | undefined): Pick<TokenSecret, '
   };
 }
 
-function fromAnnotations(a: Record<string, string>): Pick<TokenSecret, 'issuedAtMs' | 'expiresAtMs' | 'reachedAt' | 'payloadReason' | 'payloadMessage'> {
+function fromAnnotations(
+  a: Record<string, string>,
+): Pick<TokenSecret, 'issuedAtMs' | 'expiresAtMs' | 'reachedAt' | 'payloadReason' | 'payloadMessage'> {
   return {
     issuedAtMs: timeOf(a[ANNOTATIONS.tokenIssuedAt]),
     expiresAtMs: timeOf(a[ANNOTATIONS.tokenExpiresAt]),
@@ -187,7 +208,8 @@ export class TokenIndex {
     const previous = this.#bySecret.get(secret.key);
     this.#dropTokens(previous);
     this.#dropUnloaded(secret.key);
-    const sameInputs = previous && previous.secret.release === secret.release && previous.secret.configSha256 === secret.configSha256;
+    const sameInputs =
+      previous && previous.secret.release === secret.release && previous.secret.configSha256 === secret.configSha256;
     const state = payload ?? (sameInputs ? previous.payload : { state: 'pending' });
     const entry: TokenSecretEntry = { secret, payload: state, served: previous?.served ?? false, join: new Map() };
     this.#bySecret.set(secret.key, entry);
@@ -199,7 +221,8 @@ export class TokenIndex {
   /** The entry's payload moved on (generated, failed, gone and pending again). */
   setPayload(entry: TokenSecretEntry, payload: PayloadState): void {
     entry.payload = payload;
-    if (this.#bySecret.get(entry.secret.key) === entry) this.#observer?.({ type: 'payload', key: entry.secret.key, payload });
+    if (this.#bySecret.get(entry.secret.key) === entry)
+      this.#observer?.({ type: 'payload', key: entry.secret.key, payload });
   }
 
   /** A Secret known by metadata only, until upsert: what it holds is read on demand (unloadedFor). */

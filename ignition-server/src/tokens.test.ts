@@ -75,16 +75,33 @@ describe('tokens', () => {
     const pem = ecKeyPem();
     const auth = await createTokenAuthority(pem, manualClock());
     const key = (await import('node:crypto')).createPrivateKey(pem);
-    const base = (): SignJWT => new SignJWT({}).setProtectedHeader({ alg: 'ES256' }).setIssuer('kindling-ignition-server').setSubject('ns/p').setIssuedAt().setJti('x').setExpirationTime('1h');
+    const base = (): SignJWT =>
+      new SignJWT({})
+        .setProtectedHeader({ alg: 'ES256' })
+        .setIssuer('kindling-ignition-server')
+        .setSubject('ns/p')
+        .setIssuedAt()
+        .setJti('x')
+        .setExpirationTime('1h');
     const noHash = await base().setAudience('kindling-ignition').sign(key);
-    const otherAudience = await new SignJWT({ hash: 'h' }).setProtectedHeader({ alg: 'ES256' }).setIssuer('kindling-ignition-server').setSubject('ns/p').setIssuedAt().setJti('x').setExpirationTime('1h').setAudience('kube').sign(key);
+    const otherAudience = await new SignJWT({ hash: 'h' })
+      .setProtectedHeader({ alg: 'ES256' })
+      .setIssuer('kindling-ignition-server')
+      .setSubject('ns/p')
+      .setIssuedAt()
+      .setJti('x')
+      .setExpirationTime('1h')
+      .setAudience('kube')
+      .sign(key);
     assert.equal(await auth.verify(noHash), undefined);
     assert.equal(await auth.verify(otherAudience), undefined);
   });
 
   it('when the key file holds an RSA or P-384 key, it should refuse to start', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'tokens-'));
-    const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+    const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 })
+      .privateKey.export({ type: 'pkcs8', format: 'pem' })
+      .toString();
     await writeFile(join(dir, 'rsa.pem'), rsa);
     await writeFile(join(dir, 'p384.pem'), ecKeyPem('P-384'));
     await writeFile(join(dir, 'ok.pem'), ecKeyPem());
@@ -93,7 +110,7 @@ describe('tokens', () => {
     assert.ok((await loadTokenAuthority(join(dir, 'ok.pem'))).keyId);
   });
 
-  it('when two replicas load the same key file, it should verify each other\'s tokens', async () => {
+  it("when two replicas load the same key file, it should verify each other's tokens", async () => {
     const pem = ecKeyPem();
     const a = await createTokenAuthority(pem);
     const b = await createTokenAuthority(pem);
@@ -101,7 +118,7 @@ describe('tokens', () => {
     assert.equal((await b.verify(token))?.pool, 'ns/p');
   });
 
-  it('when a verifier is given the authority\'s public key only, it should verify its tokens and refuse another authority\'s', async () => {
+  it("when a verifier is given the authority's public key only, it should verify its tokens and refuse another authority's", async () => {
     const clock = manualClock();
     const auth = await createTokenAuthority(ecKeyPem(), clock);
     const other = await createTokenAuthority(ecKeyPem(), clock);
@@ -109,7 +126,10 @@ describe('tokens', () => {
     assert.doesNotMatch(auth.publicKeyPem, /PRIVATE/);
     const { token, claims } = await auth.mint({ pool: 'ns/p', hash: 'h', ttlMs: 60_000 });
     assert.deepEqual(await verifier.verify(token), claims);
-    assert.equal(await verifier.verify((await other.mint({ pool: 'ns/p', hash: 'h', ttlMs: 60_000 })).token), undefined);
+    assert.equal(
+      await verifier.verify((await other.mint({ pool: 'ns/p', hash: 'h', ttlMs: 60_000 })).token),
+      undefined,
+    );
   });
 
   it('when asked without waiting, it should know only tokens verified before and not expired since', async () => {

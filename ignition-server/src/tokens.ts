@@ -61,7 +61,12 @@ export async function createTokenAuthority(privateKeyPem: string, clock: Clock =
   const publicKey = createPublicKey(privateKey);
   const keyId = await calculateJwkThumbprint(await exportJWK(publicKey));
   const publicKeyPem = publicKey.export({ type: 'spki', format: 'pem' }).toString();
-  return { keyId, publicKeyPem, mint: (opts) => mint(privateKey, keyId, opts, clock), ...createTokenVerifier(publicKeyPem, clock) };
+  return {
+    keyId,
+    publicKeyPem,
+    mint: (opts) => mint(privateKey, keyId, opts, clock),
+    ...createTokenVerifier(publicKeyPem, clock),
+  };
 }
 
 /** Verifies tokens of the authority whose public key this is (SPKI PEM). */
@@ -76,7 +81,10 @@ export function createTokenVerifier(publicKeyPem: string, clock: Clock = realClo
  * refused the moment its `exp` passes. Revocation is not this cache's concern: the caller checks the token
  * against the live Secrets on every request. Failures are not remembered (a forged token is not worth a slot).
  */
-function rememberVerified(verifyToken: (token: string) => Promise<TokenClaims | undefined>, clock: Clock): TokenVerifier {
+function rememberVerified(
+  verifyToken: (token: string) => Promise<TokenClaims | undefined>,
+  clock: Clock,
+): TokenVerifier {
   const verified = new LRUCache<string, TokenClaims>({ max: VERIFIED_TOKENS });
   const remembered = (token: string): TokenClaims | undefined => {
     const known = verified.get(token);
@@ -103,7 +111,12 @@ export async function loadTokenAuthority(path: string, clock: Clock = realClock)
   }
 }
 
-async function mint(key: KeyObject, keyId: string, opts: MintOptions, clock: Clock): Promise<{ token: string; claims: TokenClaims }> {
+async function mint(
+  key: KeyObject,
+  keyId: string,
+  opts: MintOptions,
+  clock: Clock,
+): Promise<{ token: string; claims: TokenClaims }> {
   const iat = Math.floor(clock.now() / 1000);
   const exp = iat + Math.max(1, Math.ceil(opts.ttlMs / 1000));
   const id = randomBytes(12).toString('base64url');
@@ -131,7 +144,8 @@ async function verify(key: KeyObject, token: string, clock: Clock): Promise<Toke
       clockTolerance: 0,
     });
     const { sub, hash, iat, exp, jti } = payload;
-    if (typeof hash !== 'string' || sub === undefined || iat === undefined || exp === undefined || jti === undefined) return undefined;
+    if (typeof hash !== 'string' || sub === undefined || iat === undefined || exp === undefined || jti === undefined)
+      return undefined;
     return { pool: sub, hash, issuedAtMs: iat * 1000, expiresAtMs: exp * 1000, id: jti };
   } catch {
     // Every failure (garbled, forged, expired, wrong audience) is the same 401 to the caller.

@@ -18,7 +18,9 @@ export const KINDLING_BIN = fileURLToPath(new URL('../../../bin/kindling.js', im
 
 /** A fresh PKCS#8 PEM EC private key. */
 export function ecKeyPem(curve = 'P-256'): string {
-  return generateKeyPairSync('ec', { namedCurve: curve }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+  return generateKeyPairSync('ec', { namedCurve: curve })
+    .privateKey.export({ type: 'pkcs8', format: 'pem' })
+    .toString();
 }
 
 /** A clock that only moves when told. */
@@ -31,7 +33,6 @@ export function manualClock(start = Date.UTC(2026, 10, 23, 8)): Clock & { advanc
     advance: (ms) => void (now += ms),
   };
 }
-
 
 export const RELEASE_MANIFEST = { version: '4.18.2', kubeletVersion: 'v1.36.3', osImage: 'Kindling Linux 42' };
 
@@ -46,15 +47,29 @@ export const BASE_FRAGMENTS: Record<string, Record<string, unknown>> = {
   },
   '10-kubelet.json': {
     ignition: { version: '3.0.0' },
-    systemd: { units: [{ name: 'kubelet.service', enabled: true, contents: '[Unit]\nDescription=kubelet\n[Service]\nExecStart=/usr/bin/kubelet --config=/etc/kubernetes/kubelet.conf\n[Install]\nWantedBy=multi-user.target\n' }] },
+    systemd: {
+      units: [
+        {
+          name: 'kubelet.service',
+          enabled: true,
+          contents:
+            '[Unit]\nDescription=kubelet\n[Service]\nExecStart=/usr/bin/kubelet --config=/etc/kubernetes/kubelet.conf\n[Install]\nWantedBy=multi-user.target\n',
+        },
+      ],
+    },
   },
 };
 
 /** Writes a release folder (release.json + ignition/*.json) and returns its path. */
-export async function writeReleaseFolder(dir: string, manifest: object = RELEASE_MANIFEST, fragments = BASE_FRAGMENTS): Promise<string> {
+export async function writeReleaseFolder(
+  dir: string,
+  manifest: object = RELEASE_MANIFEST,
+  fragments = BASE_FRAGMENTS,
+): Promise<string> {
   await mkdir(join(dir, 'ignition'), { recursive: true });
   await writeFile(join(dir, 'release.json'), JSON.stringify(manifest));
-  for (const [name, config] of Object.entries(fragments)) await writeFile(join(dir, 'ignition', name), JSON.stringify(config));
+  for (const [name, config] of Object.entries(fragments))
+    await writeFile(join(dir, 'ignition', name), JSON.stringify(config));
   return dir;
 }
 
@@ -93,15 +108,26 @@ const VERSION_TAG = /^v?(\d+\.\d+\.\d+)$/;
  * Writes them into `dir`: one release image per tag, built by the code of `kindling release build`. A tag that
  * is a Kubernetes version (1.35.0) is a release of that kubelet version, as the NodePool controller reads it.
  */
-export async function writeIgnitionServerFiles(dir: string, tags: readonly string[] = ['v1']): Promise<IgnitionServerFiles> {
+export async function writeIgnitionServerFiles(
+  dir: string,
+  tags: readonly string[] = ['v1'],
+): Promise<IgnitionServerFiles> {
   await mkdir(dir, { recursive: true });
   const file = (name: string): string => join(dir, name);
   const ca = await createCertificateAuthority('ignition serving CA');
-  const serving = await ca.issue({ commonName: 'ignition', dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'], usage: 'server' });
+  const serving = await ca.issue({
+    commonName: 'ignition',
+    dnsNames: ['localhost'],
+    ipAddresses: ['127.0.0.1'],
+    usage: 'server',
+  });
   const release = async (tag: string): Promise<void> => {
     const version = VERSION_TAG.exec(tag)?.[1];
     const manifest = version === undefined ? RELEASE_MANIFEST : { ...RELEASE_MANIFEST, kubeletVersion: `v${version}` };
-    await writeLayoutDir(await buildRelease(await writeReleaseFolder(file(`release-src-${tag}`), manifest), tag), file(`release-${tag}`));
+    await writeLayoutDir(
+      await buildRelease(await writeReleaseFolder(file(`release-src-${tag}`), manifest), tag),
+      file(`release-${tag}`),
+    );
   };
   await Promise.all([
     writeFile(file('ca.pem'), ca.certPem),
@@ -111,7 +137,15 @@ export async function writeIgnitionServerFiles(dir: string, tags: readonly strin
     ...tags.map(release),
   ]);
   const releases = Object.fromEntries(tags.map((tag) => [tag, `oci:${file(`release-${tag}`)}:${tag}`]));
-  return { dir, caPem: ca.certPem, caFile: file('ca.pem'), certFile: file('tls.crt'), keyFile: file('tls.key'), signingKeyFile: file('signing.pem'), releases };
+  return {
+    dir,
+    caPem: ca.certPem,
+    caFile: file('ca.pem'),
+    certFile: file('tls.crt'),
+    keyFile: file('tls.key'),
+    signingKeyFile: file('signing.pem'),
+    releases,
+  };
 }
 
 export interface IgnitionServerOptions {
@@ -129,14 +163,31 @@ export interface IgnitionServerOptions {
 }
 
 /** The script and flags of one `kindling ignition-server` replica on `files` (leader election and extras left to the caller). */
-export function ignitionServerArgs(files: IgnitionServerFiles, opts: { kubeconfigPath: string; namespace: string; port: number; opsPort: number; cacheDir: string }): string[] {
+export function ignitionServerArgs(
+  files: IgnitionServerFiles,
+  opts: { kubeconfigPath: string; namespace: string; port: number; opsPort: number; cacheDir: string },
+): string[] {
   return [
-    KINDLING_BIN, 'ignition-server', '--kubeconfig', opts.kubeconfigPath, '--namespaces', opts.namespace,
+    KINDLING_BIN,
+    'ignition-server',
+    '--kubeconfig',
+    opts.kubeconfigPath,
+    '--namespaces',
+    opts.namespace,
     // The test releases are OCI layouts on this machine.
     '--allow-local-releases',
-    '--serving-address', `127.0.0.1:${opts.port}`, '--ops-address', `127.0.0.1:${opts.opsPort}`,
-    '--tls-cert-file', files.certFile, '--tls-key-file', files.keyFile, '--signing-key-file', files.signingKeyFile,
-    '--cache-dir', opts.cacheDir,
+    '--serving-address',
+    `127.0.0.1:${opts.port}`,
+    '--ops-address',
+    `127.0.0.1:${opts.opsPort}`,
+    '--tls-cert-file',
+    files.certFile,
+    '--tls-key-file',
+    files.keyFile,
+    '--signing-key-file',
+    files.signingKeyFile,
+    '--cache-dir',
+    opts.cacheDir,
   ];
 }
 
@@ -151,13 +202,20 @@ export class IgnitionServer {
   #proc: ManagedProcess | undefined;
   #authority: Promise<TokenAuthority> | undefined;
 
-  private constructor(files: IgnitionServerFiles, opts: IgnitionServerOptions, ports: { port: number; opsPort: number }) {
+  private constructor(
+    files: IgnitionServerFiles,
+    opts: IgnitionServerOptions,
+    ports: { port: number; opsPort: number },
+  ) {
     this.files = files;
     this.name = opts.name ?? 'ignition-server';
     this.port = ports.port;
     this.opsPort = ports.opsPort;
     this.log = join(files.dir, `${this.name}.log`);
-    const election = opts.leaderElectionNamespace === undefined ? ['--leader-elect=false'] : ['--leader-election-namespace', opts.leaderElectionNamespace];
+    const election =
+      opts.leaderElectionNamespace === undefined
+        ? ['--leader-elect=false']
+        : ['--leader-election-namespace', opts.leaderElectionNamespace];
     const args = ignitionServerArgs(files, { ...opts, ...ports, cacheDir: join(files.dir, `cache-${this.name}`) });
     this.#args = [...(opts.nodeArgs ?? []), ...args, ...election, ...(opts.args ?? [])];
   }
@@ -205,7 +263,13 @@ export class IgnitionServer {
 
   /** Starts the process (again, after stop(): the same ports, key and payload cache, as a restarted Pod). */
   async start(): Promise<void> {
-    this.#proc = new ManagedProcess({ name: this.name, command: process.execPath, args: this.#args, logFile: this.log, env: withJemalloc(process.env) });
+    this.#proc = new ManagedProcess({
+      name: this.name,
+      command: process.execPath,
+      args: this.#args,
+      logFile: this.log,
+      env: withJemalloc(process.env),
+    });
     // The ops port opens only once the token Secrets are listed and /ignition serves.
     await waitForPort(this.opsPort, this.#proc, 30_000);
   }
@@ -222,6 +286,8 @@ export class IgnitionServer {
 }
 
 /** Writes fresh files into `opts.dir` (releases of the given tags, default `v1`) and starts one replica on them. */
-export async function runIgnitionServer(opts: IgnitionServerOptions & { dir: string; releases?: readonly string[] }): Promise<IgnitionServer> {
+export async function runIgnitionServer(
+  opts: IgnitionServerOptions & { dir: string; releases?: readonly string[] },
+): Promise<IgnitionServer> {
   return IgnitionServer.spawn(await writeIgnitionServerFiles(opts.dir, opts.releases), opts);
 }

@@ -36,7 +36,10 @@ function grant(scope: string | null, authenticated: boolean): { type: string; na
   return name.startsWith('public/') ? [{ type, name, actions: ['pull'] }] : [];
 }
 
-async function startTokenService(ca: CertificateAuthority, stats: RegistryFixture['tokenRequests']): Promise<{ server: Server; realm: string; signer: { certPem: string } }> {
+async function startTokenService(
+  ca: CertificateAuthority,
+  stats: RegistryFixture['tokenRequests'],
+): Promise<{ server: Server; realm: string; signer: { certPem: string } }> {
   const signer = await ca.issue({ commonName: 'registry token signer', usage: 'server' });
   const serving = await ca.issue({ commonName: 'token service', ipAddresses: ['127.0.0.1'], usage: 'server' });
   const key = createPrivateKey(signer.keyPem);
@@ -81,7 +84,12 @@ export async function startRegistry(): Promise<RegistryFixture> {
     `auth: {token: {realm: "${tokens.realm}", service: ${SERVICE}, issuer: ${ISSUER}, rootcertbundle: ${join(dir, 'token-ca.pem')}}}`,
   ].join('\n');
   await writeFile(join(dir, 'config.yml'), `${config}\n`);
-  const proc = new ManagedProcess({ name: 'docker-registry', command: '/usr/bin/docker-registry', args: ['serve', join(dir, 'config.yml')], logFile: join(dir, 'registry.log') });
+  const proc = new ManagedProcess({
+    name: 'docker-registry',
+    command: '/usr/bin/docker-registry',
+    args: ['serve', join(dir, 'config.yml')],
+    logFile: join(dir, 'registry.log'),
+  });
   await waitForPort(port, proc);
   const host = `127.0.0.1:${port}`;
   const auth = Buffer.from(`${REGISTRY_USER.username}:${REGISTRY_USER.password}`).toString('base64');

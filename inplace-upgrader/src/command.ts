@@ -13,17 +13,41 @@ import { InPlaceUpgrader } from './upgrader.js';
 
 export const FLAGS = {
   ...COMPONENT_FLAGS,
-  ignitionUrl: { type: 'string', default: '', help: 'Base URL of the ignition server (required), e.g. https://ignition.kindling-system.svc' },
-  ignitionCaFile: { type: 'string', default: '', help: "PEM CA bundle of the ignition server's certificate (empty: system CAs)" },
+  ignitionUrl: {
+    type: 'string',
+    default: '',
+    help: 'Base URL of the ignition server (required), e.g. https://ignition.kindling-system.svc',
+  },
+  ignitionCaFile: {
+    type: 'string',
+    default: '',
+    help: "PEM CA bundle of the ignition server's certificate (empty: system CAs)",
+  },
   agentImage: { type: 'string', default: 'ghcr.io/kindling/kindling:latest', help: 'Image of the agent Pods' },
   workers: { type: 'int', default: 4, help: 'MachineSets reconciled at once' },
   resync: { type: 'duration', default: 30_000, help: 'Resync of a MachineSet in rollout, even without events' },
-  extensionAddress: { type: 'string', default: '', help: "HTTPS address of the Cluster API Runtime Extension (in-place update hooks), e.g. 0.0.0.0:9443; empty: not served" },
-  extensionTlsCertFile: { type: 'string', default: '', help: "The extension's serving certificate (PEM), reloaded when it changes; its CA goes into the ExtensionConfig's caBundle" },
-  extensionTlsKeyFile: { type: 'string', default: '', help: "The extension's serving key (PEM), reloaded when it changes" },
+  extensionAddress: {
+    type: 'string',
+    default: '',
+    help: 'HTTPS address of the Cluster API Runtime Extension (in-place update hooks), e.g. 0.0.0.0:9443; empty: not served',
+  },
+  extensionTlsCertFile: {
+    type: 'string',
+    default: '',
+    help: "The extension's serving certificate (PEM), reloaded when it changes; its CA goes into the ExtensionConfig's caBundle",
+  },
+  extensionTlsKeyFile: {
+    type: 'string',
+    default: '',
+    help: "The extension's serving key (PEM), reloaded when it changes",
+  },
   // 1 s: Cluster API calls again only when this has passed (a node's Done does not wake it), so each Machine
   // waits up to this long after its node is done before the next is picked; an answer is a cache read.
-  extensionRetryAfter: { type: 'duration', default: 1_000, help: 'How soon Cluster API asks again about a Machine whose update is in progress (whole seconds)' },
+  extensionRetryAfter: {
+    type: 'duration',
+    default: 1_000,
+    help: 'How soon Cluster API asks again about a Machine whose update is in progress (whole seconds)',
+  },
 } as const;
 
 export type UpgraderConfig = ConfigOf<typeof FLAGS>;
@@ -39,19 +63,25 @@ function check(config: UpgraderConfig): void {
 
 export const inplaceUpgraderCommand: Command = defineCommand({
   name: 'inplace-upgrader',
-  summary: "Update InPlace MachineSets' nodes in place, never more than maxUnavailable at once; optionally serve Cluster API's in-place update hooks.",
+  summary:
+    "Update InPlace MachineSets' nodes in place, never more than maxUnavailable at once; optionally serve Cluster API's in-place update hooks.",
   flags: FLAGS,
   async run(config) {
     check(config);
     const caPem = config.ignitionCaFile === '' ? undefined : await readFile(config.ignitionCaFile, 'utf8');
     let payloads: PayloadSource | undefined;
     const payloadsOf = (ctx: ComponentContext): PayloadSource =>
-      (payloads ??= new CachedPayloadSource(new IgnitionServerPayloadSource({ kubeConfig: ctx.kubeConfig, url: config.ignitionUrl, caPem })));
+      (payloads ??= new CachedPayloadSource(
+        new IgnitionServerPayloadSource({ kubeConfig: ctx.kubeConfig, url: config.ignitionUrl, caPem }),
+      ));
     await runComponent({
       name: 'kindling-inplace-upgrader',
       config,
       // The extension's modules (express among them) load only when it is served: the upgrader alone starts as fast as before.
-      start: async (ctx): Promise<ReadinessCheck[]> => (config.extensionAddress === '' ? [] : (await import('./extension/serve.js')).startExtension(config, ctx, payloadsOf(ctx))),
+      start: async (ctx): Promise<ReadinessCheck[]> =>
+        config.extensionAddress === ''
+          ? []
+          : (await import('./extension/serve.js')).startExtension(config, ctx, payloadsOf(ctx)),
       async lead(ctx) {
         const upgrader = new InPlaceUpgrader({
           kubeConfig: ctx.kubeConfig,

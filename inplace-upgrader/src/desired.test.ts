@@ -30,11 +30,19 @@ const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch)
 const NODE_NAME_CLAIM = 'authentication.kubernetes.io/node-name';
 
 describe('agentNodePolicy', () => {
-  const [policy, binding] = agentNodePolicy() as [k8s.V1ValidatingAdmissionPolicy, k8s.V1ValidatingAdmissionPolicyBinding];
+  const [policy, binding] = agentNodePolicy() as [
+    k8s.V1ValidatingAdmissionPolicy,
+    k8s.V1ValidatingAdmissionPolicyBinding,
+  ];
 
   it('when built, it should judge every update of a Node by the agent ServiceAccount, and nobody else, failing closed', () => {
-    assert.deepEqual(policy.spec?.matchConstraints?.resourceRules, [{ apiGroups: [''], apiVersions: ['*'], operations: ['UPDATE'], resources: ['nodes'] }]);
-    assert.deepEqual(policy.spec?.matchConditions?.map((c) => c.expression), [`request.userInfo.username == 'system:serviceaccount:${GUEST_NAMESPACE}:${AGENT_SERVICE_ACCOUNT}'`]);
+    assert.deepEqual(policy.spec?.matchConstraints?.resourceRules, [
+      { apiGroups: [''], apiVersions: ['*'], operations: ['UPDATE'], resources: ['nodes'] },
+    ]);
+    assert.deepEqual(
+      policy.spec?.matchConditions?.map((c) => c.expression),
+      [`request.userInfo.username == 'system:serviceaccount:${GUEST_NAMESPACE}:${AGENT_SERVICE_ACCOUNT}'`],
+    );
     assert.equal(policy.spec?.failurePolicy, 'Fail');
     assert.ok(policy.spec?.validations?.every((v) => v.reason === 'Forbidden'));
   });
@@ -45,17 +53,33 @@ describe('agentNodePolicy', () => {
   });
 
   it('when built, the annotations it leaves to the agent should be the four the agent writes, none of another component', () => {
-    assert.deepEqual([...AGENT_NODE_ANNOTATIONS].sort(), [ANNOTATIONS.currentConfig, ANNOTATIONS.desiredDrain, ANNOTATIONS.reason, ANNOTATIONS.state].sort());
+    assert.deepEqual(
+      [...AGENT_NODE_ANNOTATIONS].sort(),
+      [ANNOTATIONS.currentConfig, ANNOTATIONS.desiredDrain, ANNOTATIONS.reason, ANNOTATIONS.state].sort(),
+    );
     const keys = policy.spec?.variables?.find((v) => v.name === 'agentKeys')?.expression ?? '';
     for (const key of AGENT_NODE_ANNOTATIONS) assert.ok(keys.includes(`'${key}'`), `${key} is not in ${keys}`);
-    for (const key of [ANNOTATIONS.desiredConfig, ANNOTATIONS.lastAppliedDrain, ANNOTATIONS.cordonedBeforeDrain, ANNOTATIONS.poolTaints]) assert.ok(!keys.includes(key), `${key} is in ${keys}`);
+    for (const key of [
+      ANNOTATIONS.desiredConfig,
+      ANNOTATIONS.lastAppliedDrain,
+      ANNOTATIONS.cordonedBeforeDrain,
+      ANNOTATIONS.poolTaints,
+    ])
+      assert.ok(!keys.includes(key), `${key} is in ${keys}`);
   });
 });
 
 describe('agentTokenRequest', () => {
   it('when given an agent Pod, it should bind the token to that Pod by name and uid', () => {
-    const pod = { ...agentPod({ node: 'a', pool: 'p', image: 'i' }), metadata: { name: 'kindling-agent-a', uid: 'u-1' } };
-    assert.deepEqual(agentTokenRequest(pod, 600).spec, { audiences: [], expirationSeconds: 600, boundObjectRef: { apiVersion: 'v1', kind: 'Pod', name: 'kindling-agent-a', uid: 'u-1' } });
+    const pod = {
+      ...agentPod({ node: 'a', pool: 'p', image: 'i' }),
+      metadata: { name: 'kindling-agent-a', uid: 'u-1' },
+    };
+    assert.deepEqual(agentTokenRequest(pod, 600).spec, {
+      audiences: [],
+      expirationSeconds: 600,
+      boundObjectRef: { apiVersion: 'v1', kind: 'Pod', name: 'kindling-agent-a', uid: 'u-1' },
+    });
   });
 });
 
@@ -98,14 +122,32 @@ describe('the agent held to its own Node, on a real guest', () => {
     const applier = createApplier(guest.kubeConfig, FIELD_MANAGERS.inplaceUpgrader);
     for (const obj of [guestNamespace(), ...agentNodePolicy(), ...agentRbac()]) await applier.apply(obj);
     await Promise.all(['a', 'b'].map((n) => createTestNode(guest.kubeConfig, n, { 'example.com/role': 'worker' })));
-    const pod = await admin.createNamespacedPod({ namespace: GUEST_NAMESPACE, body: agentPod({ node: 'a', pool: 'pool', image: 'kindling:test' }) });
-    await eventually('the agent Pod to run on a', async () => (await admin.readNamespacedPod({ name: pod.metadata?.name ?? '', namespace: GUEST_NAMESPACE })).status?.phase === 'Running');
+    const pod = await admin.createNamespacedPod({
+      namespace: GUEST_NAMESPACE,
+      body: agentPod({ node: 'a', pool: 'pool', image: 'kindling:test' }),
+    });
+    await eventually(
+      'the agent Pod to run on a',
+      async () =>
+        (await admin.readNamespacedPod({ name: pod.metadata?.name ?? '', namespace: GUEST_NAMESPACE })).status
+          ?.phase === 'Running',
+    );
     agentAKubeconfig = await boundAgentKubeconfig(guest.kubeConfig, pod);
     agentA = clientOf(agentAKubeconfig);
     // The apiserver enforces a policy a moment after it is created; a dry run asks without writing anything.
     await eventually(
       'the agent of a to be refused a (dry-run) write to node b: the policy never came into force',
-      async () => (await refusalOf(agentA.patchNode({ name: 'b', dryRun: 'All', body: { metadata: { annotations: { [ANNOTATIONS.desiredDrain]: 'drain-x' } } } }, merge))) !== undefined,
+      async () =>
+        (await refusalOf(
+          agentA.patchNode(
+            {
+              name: 'b',
+              dryRun: 'All',
+              body: { metadata: { annotations: { [ANNOTATIONS.desiredDrain]: 'drain-x' } } },
+            },
+            merge,
+          ),
+        )) !== undefined,
     );
   });
 
@@ -116,18 +158,39 @@ describe('the agent held to its own Node, on a real guest', () => {
   it('when the guest apiserver issues a token bound to the agent Pod on node a, it should carry the node-name claim a', async () => {
     const kc = new k8s.KubeConfig();
     kc.loadFromString(agentAKubeconfig);
-    const review = await kc.makeApiClient(k8s.AuthenticationV1Api).createSelfSubjectReview({ body: { apiVersion: 'authentication.k8s.io/v1', kind: 'SelfSubjectReview' } });
-    assert.equal(review.status?.userInfo?.username, `system:serviceaccount:${GUEST_NAMESPACE}:${AGENT_SERVICE_ACCOUNT}`);
+    const review = await kc
+      .makeApiClient(k8s.AuthenticationV1Api)
+      .createSelfSubjectReview({ body: { apiVersion: 'authentication.k8s.io/v1', kind: 'SelfSubjectReview' } });
+    assert.equal(
+      review.status?.userInfo?.username,
+      `system:serviceaccount:${GUEST_NAMESPACE}:${AGENT_SERVICE_ACCOUNT}`,
+    );
     assert.deepEqual(review.status?.userInfo?.extra?.[NODE_NAME_CLAIM], ['a']);
   });
 
   it('when the agent of node a writes and clears the annotations it owns on its own Node, it should be allowed', async () => {
-    const want = { [ANNOTATIONS.state]: NODE_STATES.degraded, [ANNOTATIONS.reason]: 'broken', [ANNOTATIONS.currentConfig]: 'h0', [ANNOTATIONS.desiredDrain]: 'drain-h1' };
+    const want = {
+      [ANNOTATIONS.state]: NODE_STATES.degraded,
+      [ANNOTATIONS.reason]: 'broken',
+      [ANNOTATIONS.currentConfig]: 'h0',
+      [ANNOTATIONS.desiredDrain]: 'drain-h1',
+    };
     await agentA.patchNode({ name: 'a', body: { metadata: { annotations: want } } }, merge);
-    await agentA.patchNode({ name: 'a', body: { metadata: { annotations: { [ANNOTATIONS.state]: NODE_STATES.done, [ANNOTATIONS.reason]: null } } } }, merge);
+    await agentA.patchNode(
+      {
+        name: 'a',
+        body: { metadata: { annotations: { [ANNOTATIONS.state]: NODE_STATES.done, [ANNOTATIONS.reason]: null } } },
+      },
+      merge,
+    );
     const ann = (await node('a')).metadata?.annotations ?? {};
     assert.deepEqual(
-      { state: ann[ANNOTATIONS.state], reason: ann[ANNOTATIONS.reason], current: ann[ANNOTATIONS.currentConfig], drain: ann[ANNOTATIONS.desiredDrain] },
+      {
+        state: ann[ANNOTATIONS.state],
+        reason: ann[ANNOTATIONS.reason],
+        current: ann[ANNOTATIONS.currentConfig],
+        drain: ann[ANNOTATIONS.desiredDrain],
+      },
       { state: NODE_STATES.done, reason: undefined, current: 'h0', drain: 'drain-h1' },
     );
   });
@@ -135,8 +198,13 @@ describe('the agent held to its own Node, on a real guest', () => {
   it("when the agent of node a asks a drain of node b, it should be refused with the policy's message and b should be unchanged", async () => {
     const before = await node('b');
     await assertRefused(
-      agentA.patchNode({ name: 'b', body: { metadata: { annotations: { [ANNOTATIONS.desiredDrain]: 'drain-evil' } } } }, merge),
-      new RegExp(`ValidatingAdmissionPolicy '${AGENT_NODE_POLICY}'.*: the kindling agent of node a may write only its own Node, not b$`),
+      agentA.patchNode(
+        { name: 'b', body: { metadata: { annotations: { [ANNOTATIONS.desiredDrain]: 'drain-evil' } } } },
+        merge,
+      ),
+      new RegExp(
+        `ValidatingAdmissionPolicy '${AGENT_NODE_POLICY}'.*: the kindling agent of node a may write only its own Node, not b$`,
+      ),
     );
     assert.deepEqual((await node('b')).metadata?.annotations, before.metadata?.annotations);
   });
@@ -150,9 +218,15 @@ describe('the agent held to its own Node, on a real guest', () => {
   for (const { what, body } of ownNodeWrites) {
     it(`when the agent of node a ${what} on its own Node, it should be refused and the Node unchanged`, async () => {
       const before = await node('a');
-      await assertRefused(agentA.patchNode({ name: 'a', body }, merge), /the kindling agent of node a may change only annotations of its Node, not its spec \(taints, unschedulable\), labels/);
+      await assertRefused(
+        agentA.patchNode({ name: 'a', body }, merge),
+        /the kindling agent of node a may change only annotations of its Node, not its spec \(taints, unschedulable\), labels/,
+      );
       const now = await node('a');
-      assert.deepEqual({ spec: now.spec, labels: now.metadata?.labels }, { spec: before.spec, labels: before.metadata?.labels });
+      assert.deepEqual(
+        { spec: now.spec, labels: now.metadata?.labels },
+        { spec: before.spec, labels: before.metadata?.labels },
+      );
     });
   }
 
@@ -160,21 +234,36 @@ describe('the agent held to its own Node, on a real guest', () => {
     it(`when the agent of node a writes ${key} (not its own annotation) on its own Node, it should be refused naming the key`, async () => {
       await assertRefused(
         agentA.patchNode({ name: 'a', body: { metadata: { annotations: { [key]: 'forged' } } } }, merge),
-        new RegExp(`the kindling agent of node a may change on its Node only the annotations the agent writes \\(.*\\), not ${key}$`),
+        new RegExp(
+          `the kindling agent of node a may change on its Node only the annotations the agent writes \\(.*\\), not ${key}$`,
+        ),
       );
       assert.equal((await node('a')).metadata?.annotations?.[key], undefined);
     });
   }
 
   it('when the agent ServiceAccount holds a token bound to no Pod, it should be refused a write even to node a', async () => {
-    const request = await admin.createNamespacedServiceAccountToken({ name: AGENT_SERVICE_ACCOUNT, namespace: GUEST_NAMESPACE, body: { spec: { audiences: [], expirationSeconds: 600 } } });
+    const request = await admin.createNamespacedServiceAccountToken({
+      name: AGENT_SERVICE_ACCOUNT,
+      namespace: GUEST_NAMESPACE,
+      body: { spec: { audiences: [], expirationSeconds: 600 } },
+    });
     const unbound = clientOf(tokenKubeconfig(guest.kubeConfig, AGENT_SERVICE_ACCOUNT, request.status?.token ?? ''));
-    await assertRefused(unbound.patchNode({ name: 'a', body: { metadata: { annotations: { [ANNOTATIONS.state]: NODE_STATES.working } } } }, merge), /this token is bound to no Pod on a node$/);
+    await assertRefused(
+      unbound.patchNode(
+        { name: 'a', body: { metadata: { annotations: { [ANNOTATIONS.state]: NODE_STATES.working } } } },
+        merge,
+      ),
+      /this token is bound to no Pod on a node$/,
+    );
   });
 
-  it("when the upgrader and the drainer write any Node with their own identity (the guest kubeconfig), they should not be affected", async () => {
+  it('when the upgrader and the drainer write any Node with their own identity (the guest kubeconfig), they should not be affected', async () => {
     // The upgrader's hand-out, then the drainer's cordon and drained patches, on a node whose agent is elsewhere.
-    await admin.patchNode({ name: 'b', body: { metadata: { annotations: { [ANNOTATIONS.desiredConfig]: 'h1' } } } }, merge);
+    await admin.patchNode(
+      { name: 'b', body: { metadata: { annotations: { [ANNOTATIONS.desiredConfig]: 'h1' } } } },
+      merge,
+    );
     const cordon = cordonPatch(await node('b'), new Date());
     assert.ok(cordon);
     await admin.patchNode({ name: 'b', body: cordon }, merge);

@@ -37,7 +37,11 @@ export function guestNamespace(): k8s.V1Namespace {
 /** The agent may read and annotate Nodes (its own, in practice) and read payload Secrets; nothing else. */
 export function agentRbac(): k8s.KubernetesObject[] {
   const subject = { kind: 'ServiceAccount', name: AGENT_SERVICE_ACCOUNT, namespace: GUEST_NAMESPACE };
-  const sa: k8s.V1ServiceAccount = { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: AGENT_SERVICE_ACCOUNT, namespace: GUEST_NAMESPACE } };
+  const sa: k8s.V1ServiceAccount = {
+    apiVersion: 'v1',
+    kind: 'ServiceAccount',
+    metadata: { name: AGENT_SERVICE_ACCOUNT, namespace: GUEST_NAMESPACE },
+  };
   const clusterRole: k8s.V1ClusterRole = {
     apiVersion: 'rbac.authorization.k8s.io/v1',
     kind: 'ClusterRole',
@@ -68,7 +72,12 @@ export function agentRbac(): k8s.KubernetesObject[] {
 }
 
 /** The Node annotations the agent writes (keys.ts): the only part of its Node the policy lets it change. */
-export const AGENT_NODE_ANNOTATIONS = [ANNOTATIONS.currentConfig, ANNOTATIONS.state, ANNOTATIONS.reason, ANNOTATIONS.desiredDrain] as const;
+export const AGENT_NODE_ANNOTATIONS = [
+  ANNOTATIONS.currentConfig,
+  ANNOTATIONS.state,
+  ANNOTATIONS.reason,
+  ANNOTATIONS.desiredDrain,
+] as const;
 export const AGENT_NODE_POLICY = 'kindling-agent-own-node';
 /** The claim the apiserver adds to a ServiceAccount token bound to a Pod that is scheduled on a node. */
 const NODE_NAME_CLAIM = 'authentication.kubernetes.io/node-name';
@@ -82,7 +91,8 @@ const NODE_NAME_CLAIM = 'authentication.kubernetes.io/node-name';
  */
 export function agentNodePolicy(): k8s.KubernetesObject[] {
   const cel = (s: string): string => `'${s}'`;
-  const unchanged = (field: string): string => `(has(object.${field}) ? has(oldObject.${field}) && object.${field} == oldObject.${field} : !has(oldObject.${field}))`;
+  const unchanged = (field: string): string =>
+    `(has(object.${field}) ? has(oldObject.${field}) && object.${field} == oldObject.${field} : !has(oldObject.${field}))`;
   const agentKeys = `[${AGENT_NODE_ANNOTATIONS.map(cel).join(', ')}]`;
   const policy: k8s.V1ValidatingAdmissionPolicy = {
     apiVersion: 'admissionregistration.k8s.io/v1',
@@ -90,10 +100,20 @@ export function agentNodePolicy(): k8s.KubernetesObject[] {
     metadata: { name: AGENT_NODE_POLICY },
     spec: {
       failurePolicy: 'Fail',
-      matchConstraints: { resourceRules: [{ apiGroups: [''], apiVersions: ['*'], operations: ['UPDATE'], resources: ['nodes'] }] },
-      matchConditions: [{ name: 'kindling-agent', expression: `request.userInfo.username == ${cel(`system:serviceaccount:${GUEST_NAMESPACE}:${AGENT_SERVICE_ACCOUNT}`)}` }],
+      matchConstraints: {
+        resourceRules: [{ apiGroups: [''], apiVersions: ['*'], operations: ['UPDATE'], resources: ['nodes'] }],
+      },
+      matchConditions: [
+        {
+          name: 'kindling-agent',
+          expression: `request.userInfo.username == ${cel(`system:serviceaccount:${GUEST_NAMESPACE}:${AGENT_SERVICE_ACCOUNT}`)}`,
+        },
+      ],
       variables: [
-        { name: 'node', expression: `${cel(NODE_NAME_CLAIM)} in request.userInfo.extra ? request.userInfo.extra[${cel(NODE_NAME_CLAIM)}][0] : ''` },
+        {
+          name: 'node',
+          expression: `${cel(NODE_NAME_CLAIM)} in request.userInfo.extra ? request.userInfo.extra[${cel(NODE_NAME_CLAIM)}][0] : ''`,
+        },
         { name: 'own', expression: `variables.node != '' && object.metadata.name == variables.node` },
         { name: 'agentKeys', expression: agentKeys },
         { name: 'oldAnnotations', expression: 'oldObject.metadata.?annotations.orValue({})' },
@@ -145,7 +165,12 @@ export function agentNodePolicy(): k8s.KubernetesObject[] {
  * For whoever plays the kubelet for agent Pods (the local environment's hosts, the tests).
  */
 export function agentTokenRequest(pod: k8s.V1Pod, expirationSeconds: number): k8s.AuthenticationV1TokenRequest {
-  const boundObjectRef = { apiVersion: 'v1', kind: 'Pod', name: pod.metadata?.name ?? '', uid: pod.metadata?.uid ?? '' };
+  const boundObjectRef = {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    name: pod.metadata?.name ?? '',
+    uid: pod.metadata?.uid ?? '',
+  };
   return { spec: { audiences: [], expirationSeconds, boundObjectRef } };
 }
 
@@ -159,7 +184,10 @@ export function payloadSecret(opts: { node: string; pool: string; hash: string; 
       labels: { [LABELS.payloadSecret]: 'true', [LABELS.nodePool]: opts.pool, [LABELS.configHash]: opts.hash },
     },
     type: 'Opaque',
-    data: { [PAYLOAD_KEYS.config]: opts.config.toString('base64'), [PAYLOAD_KEYS.hash]: Buffer.from(opts.hash).toString('base64') },
+    data: {
+      [PAYLOAD_KEYS.config]: opts.config.toString('base64'),
+      [PAYLOAD_KEYS.hash]: Buffer.from(opts.hash).toString('base64'),
+    },
   };
 }
 
@@ -187,7 +215,16 @@ export function agentPod(opts: { node: string; pool: string; image: string }): k
         {
           name: 'agent',
           image: opts.image,
-          command: ['kindling', 'agent', '--node', opts.node, '--root', HOST_ROOT_MOUNT, '--namespace', GUEST_NAMESPACE],
+          command: [
+            'kindling',
+            'agent',
+            '--node',
+            opts.node,
+            '--root',
+            HOST_ROOT_MOUNT,
+            '--namespace',
+            GUEST_NAMESPACE,
+          ],
           securityContext: { privileged: true, runAsUser: 0 },
           volumeMounts: [{ name: 'host-root', mountPath: HOST_ROOT_MOUNT }],
         },

@@ -12,20 +12,40 @@ import { agentObjectsMissing, cleanUpPool, handOutNode, settleAll, type GuestSes
 const NODE = 'n1';
 const POOL = 'pool';
 const HASH = 'h2';
-const HAND_OUT: HandOut = { node: NODE, pool: POOL, hash: HASH, config: Buffer.from('{}'), agentImage: 'kindling:test' };
+const HAND_OUT: HandOut = {
+  node: NODE,
+  pool: POOL,
+  hash: HASH,
+  config: Buffer.from('{}'),
+  agentImage: 'kindling:test',
+};
 
 const pod = (uid: string, extra: Partial<k8s.V1ObjectMeta> = {}): k8s.V1Pod => ({
-  metadata: { name: agentPodName(NODE), namespace: GUEST_NAMESPACE, uid, labels: { [LABELS.agentPod]: 'true', [LABELS.nodePool]: POOL }, ...extra },
+  metadata: {
+    name: agentPodName(NODE),
+    namespace: GUEST_NAMESPACE,
+    uid,
+    labels: { [LABELS.agentPod]: 'true', [LABELS.nodePool]: POOL },
+    ...extra,
+  },
 });
 const secret = (uid: string, hash: string): k8s.V1Secret => ({
-  metadata: { name: payloadSecretName(NODE), namespace: GUEST_NAMESPACE, uid, labels: { [LABELS.payloadSecret]: 'true', [LABELS.nodePool]: POOL, [LABELS.configHash]: hash } },
+  metadata: {
+    name: payloadSecretName(NODE),
+    namespace: GUEST_NAMESPACE,
+    uid,
+    labels: { [LABELS.payloadSecret]: 'true', [LABELS.nodePool]: POOL, [LABELS.configHash]: hash },
+  },
 });
 const terminating = { deletionTimestamp: new Date('2026-01-01T00:00:00Z') };
 
 /** A cache that shows what the test puts in it, however stale that is. */
 function cache<T extends k8s.KubernetesObject>(objects: readonly T[]): ResilientInformer<T> {
   const byName = new Map(objects.map((o) => [o.metadata?.name ?? '', o]));
-  return { get: (name: string) => byName.get(name), list: () => [...byName.values()] } as unknown as ResilientInformer<T>;
+  return {
+    get: (name: string) => byName.get(name),
+    list: () => [...byName.values()],
+  } as unknown as ResilientInformer<T>;
 }
 
 interface Fake {
@@ -58,13 +78,18 @@ function fake(opts: FakeOptions = {}): Fake {
     },
     applyStatus: () => Promise.reject(new Error('not used')),
   };
-  const remove = (kind: string) => (req: { name: string; body?: k8s.V1DeleteOptions }): Promise<unknown> => {
-    writes.push(`delete ${kind} ${req.name} uid=${req.body?.preconditions?.uid}`);
-    if (opts.deleteStatus) return Promise.reject(Object.assign(new Error('HTTP'), { code: opts.deleteStatus }));
-    return opts.onDelete ? opts.onDelete() : Promise.resolve({});
-  };
+  const remove =
+    (kind: string) =>
+    (req: { name: string; body?: k8s.V1DeleteOptions }): Promise<unknown> => {
+      writes.push(`delete ${kind} ${req.name} uid=${req.body?.preconditions?.uid}`);
+      if (opts.deleteStatus) return Promise.reject(Object.assign(new Error('HTTP'), { code: opts.deleteStatus }));
+      return opts.onDelete ? opts.onDelete() : Promise.resolve({});
+    };
   const core = {
-    patchNode: (req: { name: string; body: { metadata: { annotations: Record<string, string | null> } } }): Promise<unknown> => {
+    patchNode: (req: {
+      name: string;
+      body: { metadata: { annotations: Record<string, string | null> } };
+    }): Promise<unknown> => {
       writes.push(`patch Node ${req.name} desiredConfig=${req.body.metadata.annotations[ANNOTATIONS.desiredConfig]}`);
       return Promise.resolve({});
     },
@@ -112,14 +137,25 @@ describe('handOutNode', () => {
 
   it('when the agent Pod in the cache is terminating, it should apply a new one rather than take it for the agent', async () => {
     // The apiserver answers with a new Pod: the terminating one was gone by the time the apply arrived.
-    const { session, writes } = fake({ pods: [pod('p1', terminating)], secrets: [secret('s1', HASH)], answer: (o) => ({ ...o, metadata: { ...o.metadata, uid: 'p2' } }) });
+    const { session, writes } = fake({
+      pods: [pod('p1', terminating)],
+      secrets: [secret('s1', HASH)],
+      answer: (o) => ({ ...o, metadata: { ...o.metadata, uid: 'p2' } }),
+    });
     await handOutNode(session, HAND_OUT);
     assert.deepEqual(writes, [POD_APPLIED, POINTED]);
   });
 
   it('when the apiserver still holds the agent Pod terminating, it should not point the node at the target and say why, not ready', async () => {
-    const { session, writes } = fake({ pods: [pod('p1', terminating)], secrets: [secret('s1', HASH)], answer: (o) => ({ ...o, metadata: { ...o.metadata, uid: 'p1', ...terminating } }) });
-    await assert.rejects(handOutNode(session, HAND_OUT), (err: unknown) => err instanceof NotReadyError && /agent Pod of node n1 is still terminating/.test(err.message));
+    const { session, writes } = fake({
+      pods: [pod('p1', terminating)],
+      secrets: [secret('s1', HASH)],
+      answer: (o) => ({ ...o, metadata: { ...o.metadata, uid: 'p1', ...terminating } }),
+    });
+    await assert.rejects(
+      handOutNode(session, HAND_OUT),
+      (err: unknown) => err instanceof NotReadyError && /agent Pod of node n1 is still terminating/.test(err.message),
+    );
     assert.deepEqual(writes, [POD_APPLIED]);
     assert.equal(session.expected.has(NODE), false);
   });
@@ -137,25 +173,37 @@ describe('handOutNode', () => {
 
   it('when a step the caller runs before it fails, it should not point the node at the target', async () => {
     const { session, writes } = fake();
-    await assert.rejects(handOutNode(session, HAND_OUT, () => Promise.reject(new Error('Machine not spared'))), /Machine not spared/);
+    await assert.rejects(
+      handOutNode(session, HAND_OUT, () => Promise.reject(new Error('Machine not spared'))),
+      /Machine not spared/,
+    );
     assert.equal(writes.includes(POINTED), false);
   });
 
   it('when the guest namespace and the agent RBAC are not there yet, it should apply the namespace and the node policy before any RBAC', async () => {
     const { session, writes } = fake({ baseReady: false });
     await handOutNode(session, HAND_OUT);
-    const first = writes.findIndex((w) => /^apply (ServiceAccount|ClusterRole|ClusterRoleBinding|Role|RoleBinding) /.test(w));
+    const first = writes.findIndex((w) =>
+      /^apply (ServiceAccount|ClusterRole|ClusterRoleBinding|Role|RoleBinding) /.test(w),
+    );
     const before = writes.slice(0, first);
-    for (const kind of ['Namespace', 'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding']) assert.ok(before.some((w) => w.startsWith(`apply ${kind} `)), `${kind} before the RBAC: ${writes.join(', ')}`);
+    for (const kind of ['Namespace', 'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding'])
+      assert.ok(
+        before.some((w) => w.startsWith(`apply ${kind} `)),
+        `${kind} before the RBAC: ${writes.join(', ')}`,
+      );
     assert.equal(writes.at(-1), POINTED);
   });
 });
 
 describe('cleanUpPool', () => {
-  it('when the caches show the pool\'s agent Pod and payload Secret, it should delete each by its uid', async () => {
+  it("when the caches show the pool's agent Pod and payload Secret, it should delete each by its uid", async () => {
     const { session, writes } = fake({ pods: [pod('p1')], secrets: [secret('s1', HASH)] });
     await cleanUpPool(session, POOL);
-    assert.deepEqual(writes.sort(), [`delete Pod ${agentPodName(NODE)} uid=p1`, `delete Secret ${payloadSecretName(NODE)} uid=s1`]);
+    assert.deepEqual(writes.sort(), [
+      `delete Pod ${agentPodName(NODE)} uid=p1`,
+      `delete Secret ${payloadSecretName(NODE)} uid=s1`,
+    ]);
   });
 
   it('when the caches still show what an earlier clean-up deleted, it should delete nothing again', async () => {
@@ -187,7 +235,9 @@ describe('cleanUpPool', () => {
     const nodes = Array.from({ length: 30 }, (_, i) => `n${i}`);
     const labels = { [LABELS.nodePool]: POOL };
     const pods = nodes.map((n): k8s.V1Pod => ({ metadata: { name: agentPodName(n), uid: `p-${n}`, labels } }));
-    const secrets = nodes.map((n): k8s.V1Secret => ({ metadata: { name: payloadSecretName(n), uid: `s-${n}`, labels } }));
+    const secrets = nodes.map((n): k8s.V1Secret => ({
+      metadata: { name: payloadSecretName(n), uid: `s-${n}`, labels },
+    }));
     let inFlight = 0;
     let most = 0;
     const onDelete = async (): Promise<void> => {

@@ -11,7 +11,16 @@ import { isConflict, isNotFound, NotReadyError } from '../../support/src/errors.
 import { forEachLimited } from '../../support/src/limited.js';
 import type { GuestCluster } from '../../support/src/guest-clusters.js';
 import { ResilientInformer } from '../../support/src/informer.js';
-import { agentNodePolicy, agentPod, agentPodName, agentRbac, GUEST_NAMESPACE, guestNamespace, payloadSecret, payloadSecretName } from './desired.js';
+import {
+  agentNodePolicy,
+  agentPod,
+  agentPodName,
+  agentRbac,
+  GUEST_NAMESPACE,
+  guestNamespace,
+  payloadSecret,
+  payloadSecretName,
+} from './desired.js';
 
 export interface GuestSession {
   cluster: GuestCluster;
@@ -39,15 +48,26 @@ export function createGuestSession(cluster: GuestCluster, onEvent: () => void): 
   const core = kc.makeApiClient(k8s.CoreV1Api);
   const log = cluster.log;
   const ns = GUEST_NAMESPACE;
-  const informer = <T extends k8s.KubernetesObject>(path: string, list: () => Promise<k8s.KubernetesListObject<T>>, labelSelector?: string): ResilientInformer<T> =>
-    new ResilientInformer<T>({ kubeConfig: kc, path, list, labelSelector, log, onEvent });
+  const informer = <T extends k8s.KubernetesObject>(
+    path: string,
+    list: () => Promise<k8s.KubernetesListObject<T>>,
+    labelSelector?: string,
+  ): ResilientInformer<T> => new ResilientInformer<T>({ kubeConfig: kc, path, list, labelSelector, log, onEvent });
   return {
     cluster,
     core,
     applier: createApplier(kc, FIELD_MANAGERS.inplaceUpgrader),
     nodes: informer('/api/v1/nodes', () => core.listNode()),
-    pods: informer(`/api/v1/namespaces/${ns}/pods`, () => core.listNamespacedPod({ namespace: ns, labelSelector: LABELS.agentPod }), LABELS.agentPod),
-    secrets: informer(`/api/v1/namespaces/${ns}/secrets`, () => core.listNamespacedSecret({ namespace: ns, labelSelector: LABELS.payloadSecret }), LABELS.payloadSecret),
+    pods: informer(
+      `/api/v1/namespaces/${ns}/pods`,
+      () => core.listNamespacedPod({ namespace: ns, labelSelector: LABELS.agentPod }),
+      LABELS.agentPod,
+    ),
+    secrets: informer(
+      `/api/v1/namespaces/${ns}/secrets`,
+      () => core.listNamespacedSecret({ namespace: ns, labelSelector: LABELS.payloadSecret }),
+      LABELS.payloadSecret,
+    ),
     baseReady: false,
     expected: new Map(),
     deleted: { pods: new Map(), secrets: new Map() },
@@ -89,7 +109,8 @@ export async function settleAll(writes: readonly (Promise<unknown> | undefined)[
 /** The guest namespace and the agent's RBAC, once per session. */
 export async function ensureBase(session: GuestSession): Promise<void> {
   if (session.baseReady) return;
-  const apply = (objs: k8s.KubernetesObject[]): Promise<void> => settleAll(objs.map((obj) => session.applier.apply(obj)));
+  const apply = (objs: k8s.KubernetesObject[]): Promise<void> =>
+    settleAll(objs.map((obj) => session.applier.apply(obj)));
   // The policy before the RBAC: the agent's RBAC alone would let it patch every Node. The namespace with the
   // policy, before the ServiceAccount and Role that live in it (two rounds of writes, not eight).
   await apply([guestNamespace(), ...agentNodePolicy()]);
@@ -124,7 +145,9 @@ export function agentPodOf(session: GuestSession, node: string): k8s.V1Pod | und
 /** The node's payload Secret at `hash` as the cache shows it, if usable (see agentPodOf). */
 export function payloadSecretOf(session: GuestSession, node: string, hash: string): k8s.V1Secret | undefined {
   const secret = session.secrets.get(payloadSecretName(node), GUEST_NAMESPACE);
-  return secret && usable(secret, session.deleted.secrets) && secret.metadata?.labels?.[LABELS.configHash] === hash ? secret : undefined;
+  return secret && usable(secret, session.deleted.secrets) && secret.metadata?.labels?.[LABELS.configHash] === hash
+    ? secret
+    : undefined;
 }
 
 /** Whether a node handed `hash` lacks its payload Secret or its agent Pod (gone since, or never written). */
@@ -139,10 +162,18 @@ export function agentObjectsMissing(session: GuestSession, node: string, hash: s
  */
 export async function ensureAgentObjects(session: GuestSession, h: Omit<HandOut, 'healthCheckTimeout'>): Promise<void> {
   const [, pod] = await Promise.all([
-    payloadSecretOf(session, h.node, h.hash) ? undefined : session.applier.apply(payloadSecret({ node: h.node, pool: h.pool, hash: h.hash, config: h.config })),
-    agentPodOf(session, h.node) ? undefined : session.applier.apply(agentPod({ node: h.node, pool: h.pool, image: h.agentImage })),
+    payloadSecretOf(session, h.node, h.hash)
+      ? undefined
+      : session.applier.apply(payloadSecret({ node: h.node, pool: h.pool, hash: h.hash, config: h.config })),
+    agentPodOf(session, h.node)
+      ? undefined
+      : session.applier.apply(agentPod({ node: h.node, pool: h.pool, image: h.agentImage })),
   ]);
-  if (pod?.metadata?.deletionTimestamp) throw new NotReadyError(`the agent Pod of node ${h.node} is still terminating: a new one is created once it is gone`, 2_000);
+  if (pod?.metadata?.deletionTimestamp)
+    throw new NotReadyError(
+      `the agent Pod of node ${h.node} is still terminating: a new one is created once it is gone`,
+      2_000,
+    );
 }
 
 /**
@@ -154,7 +185,10 @@ export async function ensureAgentObjects(session: GuestSession, h: Omit<HandOut,
 export async function handOutNode(session: GuestSession, h: HandOut, before?: () => Promise<unknown>): Promise<void> {
   await ensureBase(session);
   await settleAll([before?.(), ensureAgentObjects(session, h)]);
-  const annotations = { [ANNOTATIONS.desiredConfig]: h.hash, [ANNOTATIONS.healthCheckTimeout]: h.healthCheckTimeout ?? null };
+  const annotations = {
+    [ANNOTATIONS.desiredConfig]: h.hash,
+    [ANNOTATIONS.healthCheckTimeout]: h.healthCheckTimeout ?? null,
+  };
   await session.core.patchNode({ name: h.node, body: { metadata: { annotations } } }, merge);
   session.expected.set(h.node, h.hash);
 }
@@ -185,7 +219,11 @@ async function deleteAgentObjects(session: GuestSession, pods: k8s.V1Pod[], secr
   const { deleted } = session;
   forgetGone(deleted.pods, (name) => session.pods.get(name, namespace));
   forgetGone(deleted.secrets, (name) => session.secrets.get(name, namespace));
-  const each = <T extends k8s.KubernetesObject>(objs: T[], gone: Map<string, string>, del: (name: string, uid: string) => Promise<unknown>): (() => Promise<void>)[] =>
+  const each = <T extends k8s.KubernetesObject>(
+    objs: T[],
+    gone: Map<string, string>,
+    del: (name: string, uid: string) => Promise<unknown>,
+  ): (() => Promise<void>)[] =>
     objs
       .filter((o) => usable(o, gone))
       .map((o) => async () => {
@@ -194,8 +232,12 @@ async function deleteAgentObjects(session: GuestSession, pods: k8s.V1Pod[], secr
         gone.set(uid, name);
       });
   const deletes = [
-    ...each(pods, deleted.pods, (name, uid) => session.core.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0, body: { preconditions: { uid } } })),
-    ...each(secrets, deleted.secrets, (name, uid) => session.core.deleteNamespacedSecret({ name, namespace, body: { preconditions: { uid } } })),
+    ...each(pods, deleted.pods, (name, uid) =>
+      session.core.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0, body: { preconditions: { uid } } }),
+    ),
+    ...each(secrets, deleted.secrets, (name, uid) =>
+      session.core.deleteNamespacedSecret({ name, namespace, body: { preconditions: { uid } } }),
+    ),
   ];
   await forEachLimited(deletes, DELETES_AT_ONCE, (del) => del());
 }
@@ -203,7 +245,11 @@ async function deleteAgentObjects(session: GuestSession, pods: k8s.V1Pod[], secr
 /** Removes a pool's agent Pods and payload Secrets (from what the caches show: nothing to do is free). */
 export async function cleanUpPool(session: GuestSession, pool: string): Promise<void> {
   const mine = (o: k8s.KubernetesObject): boolean => o.metadata?.labels?.[LABELS.nodePool] === pool;
-  await deleteAgentObjects(session, session.pods.list(GUEST_NAMESPACE).filter(mine), session.secrets.list(GUEST_NAMESPACE).filter(mine));
+  await deleteAgentObjects(
+    session,
+    session.pods.list(GUEST_NAMESPACE).filter(mine),
+    session.secrets.list(GUEST_NAMESPACE).filter(mine),
+  );
 }
 
 /** Removes one node's agent Pod and payload Secret (from what the caches show). */

@@ -18,7 +18,14 @@ function fakeEnds(): { server: Server; answer: { status: number; code?: string }
   const server = createServer((req, res) => {
     if (req.url === `/api/v1/namespaces/${REQ.namespace}/secrets/${tokenSecretName(REQ.pool, REQ.hash)}`) {
       res.setHeader('content-type', 'application/json');
-      res.end(JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'x' }, data: { [SECRET_KEYS.token]: Buffer.from('tok').toString('base64') } }));
+      res.end(
+        JSON.stringify({
+          apiVersion: 'v1',
+          kind: 'Secret',
+          metadata: { name: 'x' },
+          data: { [SECRET_KEYS.token]: Buffer.from('tok').toString('base64') },
+        }),
+      );
       return;
     }
     res.statusCode = answer.status;
@@ -37,7 +44,12 @@ describe('IgnitionServerPayloadSource', () => {
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     const kubeConfig = new k8s.KubeConfig();
     // client-node refuses a plain-HTTP server unless TLS verification is off.
-    kubeConfig.loadFromOptions({ clusters: [{ name: 'c', server: url, skipTLSVerify: true }], users: [{ name: 'u' }], contexts: [{ name: 'x', cluster: 'c', user: 'u' }], currentContext: 'x' });
+    kubeConfig.loadFromOptions({
+      clusters: [{ name: 'c', server: url, skipTLSVerify: true }],
+      users: [{ name: 'u' }],
+      contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+      currentContext: 'x',
+    });
     source = new IgnitionServerPayloadSource({ kubeConfig, url, timeoutMs: 2_000 });
   });
   after(() => new Promise<void>((r) => server.close(() => r())));
@@ -49,7 +61,10 @@ describe('IgnitionServerPayloadSource', () => {
 
   it('when the server does not know the token yet (its cache lags the Secret), it should be not-ready and ask again within a second', async () => {
     Object.assign(answer, { status: 401, code: 'IGN_TOKEN_REVOKED' });
-    const err = await source.fetch(REQ).then(() => undefined, (e: unknown) => e);
+    const err = await source.fetch(REQ).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     assert.ok(err instanceof NotReadyError, String(err));
     assert.equal(err.retryAfterMs, 1_000);
     assert.match(err.message, /does not know the token of clusters\/pool@h1 yet/);
@@ -57,13 +72,21 @@ describe('IgnitionServerPayloadSource', () => {
 
   it('when the server refuses the token as forged or expired, it should fail with the status and code', async () => {
     Object.assign(answer, { status: 401, code: 'IGN_TOKEN_INVALID' });
-    const err = await source.fetch(REQ).then(() => undefined, (e: unknown) => e);
+    const err = await source.fetch(REQ).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     assert.ok(err instanceof Error && !(err instanceof NotReadyError), String(err));
     assert.match(err.message, /refused the payload of clusters\/pool@h1: HTTP 401 IGN_TOKEN_INVALID$/);
   });
 
   it('when the payload is not generated yet (511), it should be not-ready', async () => {
     Object.assign(answer, { status: 511, code: 'IGN_PAYLOAD_PENDING' });
-    assert.ok((await source.fetch(REQ).then(() => undefined, (e: unknown) => e)) instanceof NotReadyError);
+    assert.ok(
+      (await source.fetch(REQ).then(
+        () => undefined,
+        (e: unknown) => e,
+      )) instanceof NotReadyError,
+    );
   });
 });

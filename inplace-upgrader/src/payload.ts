@@ -35,13 +35,23 @@ export interface IgnitionServerOptions {
   timeoutMs?: number;
 }
 
-function get(url: URL, headers: Record<string, string>, opts: { caPem?: string; timeoutMs: number }): Promise<{ status: number; code?: string; body: Buffer }> {
+function get(
+  url: URL,
+  headers: Record<string, string>,
+  opts: { caPem?: string; timeoutMs: number },
+): Promise<{ status: number; code?: string; body: Buffer }> {
   return new Promise((resolve, reject) => {
     const onResponse = (res: IncomingMessage): void => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       const code = res.headers[IGNITION_ERROR_HEADER.toLowerCase()];
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, code: typeof code === 'string' ? code : undefined, body: Buffer.concat(chunks) }));
+      res.on('end', () =>
+        resolve({
+          status: res.statusCode ?? 0,
+          code: typeof code === 'string' ? code : undefined,
+          body: Buffer.concat(chunks),
+        }),
+      );
       res.on('error', reject);
     };
     const req =
@@ -74,16 +84,25 @@ export class IgnitionServerPayloadSource implements PayloadSource {
       [IGNITION_HEADERS.joinMaterial]: 'omit',
       Accept: IGNITION_ACCEPT,
     };
-    const res = await get(url, headers, { caPem: this.#opts.caPem, timeoutMs: this.#opts.timeoutMs ?? 30_000 }).catch((err: unknown) => {
-      throw new NotReadyError(`ignition server unreachable: ${(err as Error).message}`, 5_000, { cause: err });
-    });
+    const res = await get(url, headers, { caPem: this.#opts.caPem, timeoutMs: this.#opts.timeoutMs ?? 30_000 }).catch(
+      (err: unknown) => {
+        throw new NotReadyError(`ignition server unreachable: ${(err as Error).message}`, 5_000, { cause: err });
+      },
+    );
     if (res.status === 200) return res.body;
     // 511: the token is known but its payload is not generated yet; any 5xx: retry, as Ignition does.
-    if (res.status >= 500) throw new NotReadyError(`ignition server answered ${res.status} for ${req.pool}@${req.hash}`, 5_000);
+    if (res.status >= 500)
+      throw new NotReadyError(`ignition server answered ${res.status} for ${req.pool}@${req.hash}`, 5_000);
     // The token was just read from its Secret: a server that does not know it has not seen that Secret yet
     // (its cache lags the apiserver by a watch event). Ask again, reading the Secret anew.
-    if (res.status === 401 && res.code === TOKEN_UNKNOWN) throw new NotReadyError(`ignition server does not know the token of ${req.namespace}/${req.pool}@${req.hash} yet (${TOKEN_UNKNOWN})`, 1_000);
-    throw new Error(`ignition server refused the payload of ${req.namespace}/${req.pool}@${req.hash}: HTTP ${res.status}${res.code ? ` ${res.code}` : ''}`);
+    if (res.status === 401 && res.code === TOKEN_UNKNOWN)
+      throw new NotReadyError(
+        `ignition server does not know the token of ${req.namespace}/${req.pool}@${req.hash} yet (${TOKEN_UNKNOWN})`,
+        1_000,
+      );
+    throw new Error(
+      `ignition server refused the payload of ${req.namespace}/${req.pool}@${req.hash}: HTTP ${res.status}${res.code ? ` ${res.code}` : ''}`,
+    );
   }
 
   async #token(req: PayloadRequest): Promise<string> {
@@ -94,7 +113,8 @@ export class IgnitionServerPayloadSource implements PayloadSource {
       if (!token) throw new NotReadyError(`token Secret ${req.namespace}/${name} has no token yet`);
       return Buffer.from(token, 'base64').toString('utf8');
     } catch (err) {
-      if (isNotFound(err)) throw new NotReadyError(`token Secret ${req.namespace}/${name} does not exist yet`, 5_000, { cause: err });
+      if (isNotFound(err))
+        throw new NotReadyError(`token Secret ${req.namespace}/${name} does not exist yet`, 5_000, { cause: err });
       throw err;
     }
   }

@@ -6,7 +6,13 @@
  */
 export { classifyNode, isReady, setMembers, type NodeView, type NodePhase } from './select.js';
 export {
-  previewRollout, simulateRollout, type NodeAction, type PlannedNodeUpdate, type RolloutPreview, type RolloutState, type SimulatedRollout,
+  previewRollout,
+  simulateRollout,
+  type NodeAction,
+  type PlannedNodeUpdate,
+  type RolloutPreview,
+  type RolloutState,
+  type SimulatedRollout,
 } from './rollout-plan.js';
 export { previewClusterApiUpdate, type ClusterApiPlan, type ClusterApiUpdateState } from './extension/update-plan.js';
 export type { Verdict } from './extension/decide.js';

@@ -22,13 +22,27 @@ export function skipRemediationChange(machine: MachineLike, want: boolean): stri
 }
 
 /** Sets or clears Kindling's skip-remediation on a Machine (from what the cache shows: nothing to do is free). */
-export async function setSkipRemediation(custom: k8s.CustomObjectsApi, machine: MachineLike, want: boolean): Promise<boolean> {
+export async function setSkipRemediation(
+  custom: k8s.CustomObjectsApi,
+  machine: MachineLike,
+  want: boolean,
+): Promise<boolean> {
   const value = skipRemediationChange(machine, want);
   if (value === undefined) return false;
   const version = CAPI_API_VERSION.split('/')[1] ?? '';
   const body = { metadata: { annotations: { [ANNOTATIONS.capiSkipRemediation]: value } } };
   try {
-    await custom.patchNamespacedCustomObject({ group: CAPI_GROUP, version, namespace: machine.metadata.namespace ?? '', plural: 'machines', name: machine.metadata.name, body }, merge);
+    await custom.patchNamespacedCustomObject(
+      {
+        group: CAPI_GROUP,
+        version,
+        namespace: machine.metadata.namespace ?? '',
+        plural: 'machines',
+        name: machine.metadata.name,
+        body,
+      },
+      merge,
+    );
   } catch (err) {
     // A Machine deleted meanwhile needs nothing.
     if (!isNotFound(err)) throw err;

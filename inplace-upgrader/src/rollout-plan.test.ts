@@ -13,20 +13,49 @@ const machineSet: MachineSet = {
   apiVersion: CAPI_API_VERSION,
   kind: 'MachineSet',
   metadata: { name: SET, namespace: 'tenants' },
-  spec: { clusterName: 'guest', replicas: 0, selector: {}, template: { spec: { clusterName: 'guest', bootstrap: {}, infrastructureRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachineTemplate', name: 'small' } } } },
+  spec: {
+    clusterName: 'guest',
+    replicas: 0,
+    selector: {},
+    template: {
+      spec: {
+        clusterName: 'guest',
+        bootstrap: {},
+        infrastructureRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachineTemplate', name: 'small' },
+      },
+    },
+  },
 };
 
-function machine(name: string, node: string | undefined, extra: { set?: string; cluster?: string; deleting?: boolean } = {}): Machine {
+function machine(
+  name: string,
+  node: string | undefined,
+  extra: { set?: string; cluster?: string; deleting?: boolean } = {},
+): Machine {
   return {
     apiVersion: CAPI_API_VERSION,
     kind: 'Machine',
-    metadata: { name, namespace: 'tenants', labels: { [LABELS.capiSetName]: extra.set ?? SET }, ...(extra.deleting ? { deletionTimestamp: new Date('2026-11-23T10:00:00Z') } : {}) },
-    spec: { clusterName: extra.cluster ?? 'guest', bootstrap: {}, infrastructureRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachineTemplate', name: 'small' } },
+    metadata: {
+      name,
+      namespace: 'tenants',
+      labels: { [LABELS.capiSetName]: extra.set ?? SET },
+      ...(extra.deleting ? { deletionTimestamp: new Date('2026-11-23T10:00:00Z') } : {}),
+    },
+    spec: {
+      clusterName: extra.cluster ?? 'guest',
+      bootstrap: {},
+      infrastructureRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachineTemplate', name: 'small' },
+    },
     status: node === undefined ? {} : { nodeRef: { name: node } },
   };
 }
 
-function node(name: string, zone: string, annotations: Record<string, string> = { [ANNOTATIONS.currentConfig]: 'old', [ANNOTATIONS.state]: 'Done' }, ready = true): k8s.V1Node {
+function node(
+  name: string,
+  zone: string,
+  annotations: Record<string, string> = { [ANNOTATIONS.currentConfig]: 'old', [ANNOTATIONS.state]: 'Done' },
+  ready = true,
+): k8s.V1Node {
   return {
     metadata: { name, labels: { [LABELS.zone]: zone }, annotations },
     status: { conditions: [{ type: 'Ready', status: ready ? 'True' : 'False' }] },
@@ -48,11 +77,20 @@ function state(zones: string[], extra: Partial<RolloutState> = {}): RolloutState
 const inFlight = { [ANNOTATIONS.currentConfig]: 'old', [ANNOTATIONS.desiredConfig]: T, [ANNOTATIONS.state]: 'Working' };
 
 describe('previewRollout', () => {
-  it('when maxUnavailable is a percentage, it should resolve it against the set\'s nodes as the upgrader does and batch within it, spread across zones', () => {
+  it("when maxUnavailable is a percentage, it should resolve it against the set's nodes as the upgrader does and batch within it, spread across zones", () => {
     const p = previewRollout(state(['a', 'a', 'b', 'b', 'c'], { maxUnavailable: '40%' }));
     assert.equal(p.maxUnavailable, 2);
     assert.deepEqual(p.batches, [['n0', 'n2'], ['n1', 'n3'], ['n4']]);
-    assert.deepEqual(p.nodes.map((n) => [n.name, n.batch]), [['n0', 1], ['n2', 1], ['n1', 2], ['n3', 2], ['n4', 3]]);
+    assert.deepEqual(
+      p.nodes.map((n) => [n.name, n.batch]),
+      [
+        ['n0', 1],
+        ['n2', 1],
+        ['n1', 2],
+        ['n3', 2],
+        ['n4', 3],
+      ],
+    );
   });
 
   it('when no maxUnavailable is given, it should move one node at a time', () => {
@@ -62,9 +100,24 @@ describe('previewRollout', () => {
 
   it('when the change is unknown or disruptive, it should drain and reboot each moving node; when it is not, apply only; nodes at the target get nothing', () => {
     const base = state(['a', 'b']);
-    const nodes = [node('n0', 'a', { [ANNOTATIONS.currentConfig]: T, [ANNOTATIONS.state]: 'Done' }), base.nodes[1] ?? assert.fail()];
-    assert.deepEqual(previewRollout({ ...base, nodes }).nodes.map((n) => [n.name, n.action]), [['n1', 'drain-reboot'], ['n0', 'none']]);
-    assert.deepEqual(previewRollout({ ...base, nodes, disruptive: false }).nodes.map((n) => [n.name, n.action]), [['n1', 'apply'], ['n0', 'none']]);
+    const nodes = [
+      node('n0', 'a', { [ANNOTATIONS.currentConfig]: T, [ANNOTATIONS.state]: 'Done' }),
+      base.nodes[1] ?? assert.fail(),
+    ];
+    assert.deepEqual(
+      previewRollout({ ...base, nodes }).nodes.map((n) => [n.name, n.action]),
+      [
+        ['n1', 'drain-reboot'],
+        ['n0', 'none'],
+      ],
+    );
+    assert.deepEqual(
+      previewRollout({ ...base, nodes, disruptive: false }).nodes.map((n) => [n.name, n.action]),
+      [
+        ['n1', 'apply'],
+        ['n0', 'none'],
+      ],
+    );
   });
 
   it('when a node is not Ready, it should update it first (it costs no availability)', () => {
@@ -76,7 +129,11 @@ describe('previewRollout', () => {
   });
 
   it('when a node in flight has its drain held up by a PodDisruptionBudget, it should name the node and the budget and keep it in the first batch', () => {
-    const blocked = { ...inFlight, [ANNOTATIONS.desiredDrain]: `drain-${T}`, [ANNOTATIONS.drainBlocked]: 'shop/web-1 blocked by PodDisruptionBudget shop/web since 2026-11-23T10:01:00.000Z' };
+    const blocked = {
+      ...inFlight,
+      [ANNOTATIONS.desiredDrain]: `drain-${T}`,
+      [ANNOTATIONS.drainBlocked]: 'shop/web-1 blocked by PodDisruptionBudget shop/web since 2026-11-23T10:01:00.000Z',
+    };
     const s = state(['a', 'b']);
     s.nodes = [node('n0', 'a', blocked), s.nodes[1] ?? assert.fail()];
     const p = previewRollout(s);
@@ -88,7 +145,10 @@ describe('previewRollout', () => {
 
   it('when a node on the target is degraded, it should halt on it, plan no batch and move nothing', () => {
     const s = state(['a', 'b']);
-    s.nodes = [node('n0', 'a', { ...inFlight, [ANNOTATIONS.state]: 'Degraded', [ANNOTATIONS.reason]: 'disk full' }), s.nodes[1] ?? assert.fail()];
+    s.nodes = [
+      node('n0', 'a', { ...inFlight, [ANNOTATIONS.state]: 'Degraded', [ANNOTATIONS.reason]: 'disk full' }),
+      s.nodes[1] ?? assert.fail(),
+    ];
     const p = previewRollout(s);
     assert.deepEqual(p.halted, { node: 'n0', reason: 'disk full' });
     assert.deepEqual(p.batches, []);
@@ -114,7 +174,7 @@ describe('previewRollout', () => {
     assert.deepEqual(p.batches, []);
   });
 
-  it('when Machines have no Node yet, belong to another set or cluster, or are deleted, it should count only the set\'s Machines waiting for a Node and keep a deleted Machine\'s Node while it is there', () => {
+  it("when Machines have no Node yet, belong to another set or cluster, or are deleted, it should count only the set's Machines waiting for a Node and keep a deleted Machine's Node while it is there", () => {
     const s = state(['a']);
     s.machines = [
       ...s.machines,
@@ -133,10 +193,20 @@ describe('previewRollout', () => {
 });
 
 describe('simulateRollout', () => {
-  const view = (name: string, zone: string, extra: Partial<NodeView> = {}): NodeView => ({ name, zone, phase: 'idle', unavailable: false, ...extra });
+  const view = (name: string, zone: string, extra: Partial<NodeView> = {}): NodeView => ({
+    name,
+    zone,
+    phase: 'idle',
+    unavailable: false,
+    ...extra,
+  });
 
   it('when nodes are in flight towards the target, it should finish them in the first batch with the ones it starts', () => {
-    const sim = simulateRollout([view('a', 'z'), view('b', 'z', { phase: 'updating', desiredConfig: T }), view('c', 'y')], T, 2);
+    const sim = simulateRollout(
+      [view('a', 'z'), view('b', 'z', { phase: 'updating', desiredConfig: T }), view('c', 'y')],
+      T,
+      2,
+    );
     assert.deepEqual(sim.batches, [['b', 'c'], ['a']]);
   });
 

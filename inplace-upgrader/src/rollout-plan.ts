@@ -80,23 +80,46 @@ export function simulateRollout(views: readonly NodeView[], target: string, maxU
     const plan = planRollout(nodes, target, maxUnavailable);
     if (plan.complete) return { batches };
     if (plan.halted) return { batches, halted: plan.halted };
-    const moving = [...nodes.filter((n) => n.phase === 'updating').map((n) => n.name).sort(), ...plan.start];
+    const moving = [
+      ...nodes
+        .filter((n) => n.phase === 'updating')
+        .map((n) => n.name)
+        .sort(),
+      ...plan.start,
+    ];
     if (moving.length === 0) {
       const unavailable = nodes.filter((n) => n.unavailable).length;
-      return { batches, stalled: `${unavailable} unavailable nodes use the whole maxUnavailable budget (${maxUnavailable}): nothing starts until they are Ready` };
+      return {
+        batches,
+        stalled: `${unavailable} unavailable nodes use the whole maxUnavailable budget (${maxUnavailable}): nothing starts until they are Ready`,
+      };
     }
     batches.push(moving);
-    nodes = nodes.map((n) => (moving.includes(n.name) ? { ...n, phase: 'done', unavailable: false, desiredConfig: target } : n));
+    nodes = nodes.map((n) =>
+      moving.includes(n.name) ? { ...n, phase: 'done', unavailable: false, desiredConfig: target } : n,
+    );
   }
 }
 
 function plannedNodes(views: readonly NodeView[], sim: SimulatedRollout, action: NodeAction): PlannedNodeUpdate[] {
   const batchOf = (name: string): number => sim.batches.findIndex((b) => b.includes(name)) + 1;
-  const order = (n: PlannedNodeUpdate): number => (n.batch === 0 ? Number.MAX_SAFE_INTEGER : n.batch * 1000 + (sim.batches[n.batch - 1]?.indexOf(n.name) ?? 0));
+  const order = (n: PlannedNodeUpdate): number =>
+    n.batch === 0 ? Number.MAX_SAFE_INTEGER : n.batch * 1000 + (sim.batches[n.batch - 1]?.indexOf(n.name) ?? 0);
   const planned = views.map((v) => {
     const batch = batchOf(v.name);
-    const extra = { ...(v.reason === undefined ? {} : { reason: v.reason }), ...(v.blockedBy === undefined ? {} : { blockedBy: v.blockedBy }) };
-    return { name: v.name, zone: v.zone, phase: v.phase, unavailable: v.unavailable, batch, action: batch === 0 ? ('none' as const) : action, ...extra };
+    const extra = {
+      ...(v.reason === undefined ? {} : { reason: v.reason }),
+      ...(v.blockedBy === undefined ? {} : { blockedBy: v.blockedBy }),
+    };
+    return {
+      name: v.name,
+      zone: v.zone,
+      phase: v.phase,
+      unavailable: v.unavailable,
+      batch,
+      action: batch === 0 ? ('none' as const) : action,
+      ...extra,
+    };
   });
   return planned.sort((a, b) => order(a) - order(b) || a.name.localeCompare(b.name));
 }
@@ -110,7 +133,9 @@ export function previewRollout(state: RolloutState): RolloutPreview {
   const maxUnavailable = resolveMaxUnavailable(state.maxUnavailable, views.length);
   const now = planRollout(views, target, maxUnavailable, { pending, paused: state.paused === true });
   const sim = simulateRollout(views, target, maxUnavailable);
-  const drainsBlocked = views.flatMap((v) => (v.phase === 'updating' && v.blockedBy ? [{ node: v.name, by: v.blockedBy }] : [])).sort((a, b) => a.node.localeCompare(b.node));
+  const drainsBlocked = views
+    .flatMap((v) => (v.phase === 'updating' && v.blockedBy ? [{ node: v.name, by: v.blockedBy }] : []))
+    .sort((a, b) => a.node.localeCompare(b.node));
   return {
     target,
     maxUnavailable,

@@ -37,11 +37,24 @@ function payload(version: string, extraFiles: object[] = []): object {
     ignition: { version: '3.4.0' },
     storage: {
       files: [
-        { path: '/etc/kindling/version', overwrite: true, mode: 0o644, contents: { source: `data:;base64,${gzipSync(version).toString('base64')}`, compression: 'gzip' } },
+        {
+          path: '/etc/kindling/version',
+          overwrite: true,
+          mode: 0o644,
+          contents: { source: `data:;base64,${gzipSync(version).toString('base64')}`, compression: 'gzip' },
+        },
         ...extraFiles,
       ],
     },
-    systemd: { units: [{ name: 'kindling-demo.service', enabled: true, contents: `[Service]\nExecStart=/bin/echo ${version}\n[Install]\nWantedBy=multi-user.target\n` }] },
+    systemd: {
+      units: [
+        {
+          name: 'kindling-demo.service',
+          enabled: true,
+          contents: `[Service]\nExecStart=/bin/echo ${version}\n[Install]\nWantedBy=multi-user.target\n`,
+        },
+      ],
+    },
     passwd: { users: [{ name: 'core', sshAuthorizedKeys: [`ssh-ed25519 AAAA ${version}`] }] },
   };
 }
@@ -64,7 +77,11 @@ describe('in-place rollout', () => {
 
   /** The pool's new hash: its one MachineConfig holds `config`. */
   const target = (hash: string, config: object, maxUnavailable?: string): Promise<void> =>
-    bed.target(hash, [machineConfig('50-test', config)], maxUnavailable ? { [ANNOTATIONS.maxUnavailable]: maxUnavailable } : {});
+    bed.target(
+      hash,
+      [machineConfig('50-test', config)],
+      maxUnavailable ? { [ANNOTATIONS.maxUnavailable]: maxUnavailable } : {},
+    );
   const completed = (hash: string, timeoutMs = 120_000): Promise<MachineSetLike> => bed.completed(hash, timeoutMs);
 
   async function assertAllAt(hash: string, version: string): Promise<void> {
@@ -82,7 +99,11 @@ describe('in-place rollout', () => {
     const ann = (await core.readNode({ name: failed })).metadata?.annotations ?? {};
     assert.equal(ann[ANNOTATIONS.state], 'Degraded');
     assert.match(ann[ANNOTATIONS.reason] ?? '', /\/etc\/blocker\/x\.conf/);
-    assert.equal(await fileOn(failed, '/etc/kindling/version'), 'v3', 'the file written before the failure was not restored');
+    assert.equal(
+      await fileOn(failed, '/etc/kindling/version'),
+      'v3',
+      'the file written before the failure was not restored',
+    );
     await new Promise((r) => setTimeout(r, 3_000));
     const handed = (await nodes()).filter((n) => n.metadata?.annotations?.[ANNOTATIONS.desiredConfig] === 'h4').length;
     assert.ok(handed <= 3, `${handed} nodes were handed h4 although the rollout was halted`);
@@ -95,27 +116,46 @@ describe('in-place rollout', () => {
    * A node joining the pool as Cluster API brings it: the Node registers (with `annotations`), and once it is
    * Ready the watcher counts it (a node never Ready was never available) and its Machine gets the nodeRef.
    */
-  async function joinNode(node: string, annotations: Record<string, string> = {}, opts = { machine: true }): Promise<void> {
+  async function joinNode(
+    node: string,
+    annotations: Record<string, string> = {},
+    opts = { machine: true },
+  ): Promise<void> {
     await createTestNode(guest.kubeConfig, node, { [LABELS.zone]: `zone-${Number(node.slice(1)) % 3}` });
-    if (Object.keys(annotations).length > 0) await core.patchNode({ name: node, body: { metadata: { annotations } } }, merge);
+    if (Object.keys(annotations).length > 0)
+      await core.patchNode({ name: node, body: { metadata: { annotations } } }, merge);
     await eventually(`${node} to be Ready`, async () => isReady(await core.readNode({ name: node })) || undefined);
     watcher.track([node]);
-    if (opts.machine) await createTestMachine(mgmt.kubeConfig, { name: `${POOL}-${node}`, namespace: NS, cluster: 'tenant', machineSet: POOL, node });
+    if (opts.machine)
+      await createTestMachine(mgmt.kubeConfig, {
+        name: `${POOL}-${node}`,
+        namespace: NS,
+        cluster: 'tenant',
+        machineSet: POOL,
+        node,
+      });
   }
 
   /** Scales the MachineSet as the NodePool controller would; scaling down, Cluster API's part: Machines and Nodes go. */
   async function scaleTo(replicas: number): Promise<void> {
     await patchSet({ spec: { replicas } });
     const objects = k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig);
-    for (const n of (await nodes()).map((x) => x.metadata?.name ?? '').filter((name) => Number(name.slice(1)) > replicas)) {
-      await objects.delete({ apiVersion: CAPI_API_VERSION, kind: 'Machine', metadata: { name: `${POOL}-${n}`, namespace: NS } });
+    for (const n of (await nodes())
+      .map((x) => x.metadata?.name ?? '')
+      .filter((name) => Number(name.slice(1)) > replicas)) {
+      await objects.delete({
+        apiVersion: CAPI_API_VERSION,
+        kind: 'Machine',
+        metadata: { name: `${POOL}-${n}`, namespace: NS },
+      });
       await core.deleteNode({ name: n });
     }
   }
 
   /** n11 (booted from the target) needed nothing; n12 (older payload) was drained and rebooted; n13 was never touched. */
   async function assertJoinedNodes(): Promise<void> {
-    const ann = async (n: string): Promise<Record<string, string>> => (await core.readNode({ name: n })).metadata?.annotations ?? {};
+    const ann = async (n: string): Promise<Record<string, string>> =>
+      (await core.readNode({ name: n })).metadata?.annotations ?? {};
     const n11 = await ann('n11');
     assert.equal(n11[ANNOTATIONS.desiredConfig], 'h6');
     assert.equal(n11[ANNOTATIONS.desiredDrain], undefined, 'n11 was drained although its host held the target');
@@ -133,12 +173,25 @@ describe('in-place rollout', () => {
     assert.notEqual(ann[ANNOTATIONS.lastAppliedDrain], `drain-${hash}`);
     assert.match(ann[ANNOTATIONS.drainFailure] ?? '', new RegExp(`^drain-${hash}: nodeDrainTimeout 5s reached`));
     assert.equal(ann[ANNOTATIONS.drainBlocked], undefined, 'the block outlived the drain given up');
-    const events = await core.listNamespacedEvent({ namespace: 'default', fieldSelector: `involvedObject.name=${node},reason=DrainFailed` });
+    const events = await core.listNamespacedEvent({
+      namespace: 'default',
+      fieldSelector: `involvedObject.name=${node},reason=DrainFailed`,
+    });
     assert.equal(events.items.length, 1, 'no DrainFailed Event on the node');
-    const blocked = await core.listNamespacedEvent({ namespace: 'default', fieldSelector: `involvedObject.name=${node},reason=DrainBlocked` });
+    const blocked = await core.listNamespacedEvent({
+      namespace: 'default',
+      fieldSelector: `involvedObject.name=${node},reason=DrainBlocked`,
+    });
     // No disruption controller runs in this guest: the apiserver says the budget is not processed yet.
-    assert.match(blocked.items[0]?.message ?? '', /^Eviction of default\/pinned refused by PodDisruptionBudget default\/pinned \(disruptionsAllowed not computed yet: /, 'no DrainBlocked Event on the node');
-    assert.equal((await core.readNamespacedPod({ name: 'pinned', namespace: NS })).metadata?.deletionTimestamp, undefined);
+    assert.match(
+      blocked.items[0]?.message ?? '',
+      /^Eviction of default\/pinned refused by PodDisruptionBudget default\/pinned \(disruptionsAllowed not computed yet: /,
+      'no DrainBlocked Event on the node',
+    );
+    assert.equal(
+      (await core.readNamespacedPod({ name: 'pinned', namespace: NS })).metadata?.deletionTimestamp,
+      undefined,
+    );
     assert.notEqual(await fileOn(node, '/etc/kindling/version'), 'v7', 'the config was applied without a drain');
   }
 
@@ -147,7 +200,17 @@ describe('in-place rollout', () => {
     ({ mgmt, guest, ignition, fleet, watcher } = bed);
     core = bed.core();
     // A pod on every node: each drain evicts something.
-    await Promise.all(NODES.map((name) => core.createNamespacedPod({ namespace: NS, body: { metadata: { name: `work-${name}` }, spec: { nodeName: name, containers: [{ name: 'c', image: 'x' }] } } })));
+    await Promise.all(
+      NODES.map((name) =>
+        core.createNamespacedPod({
+          namespace: NS,
+          body: {
+            metadata: { name: `work-${name}` },
+            spec: { nodeName: name, containers: [{ name: 'c', image: 'x' }] },
+          },
+        }),
+      ),
+    );
     ({ upgrader, drainer } = bed.inProcess(log));
     await Promise.all([upgrader.start(), drainer.start()]);
   });
@@ -175,7 +238,10 @@ describe('in-place rollout', () => {
     assert.equal(ms.metadata.annotations?.[ANNOTATIONS.inPlaceFailure], undefined);
     await eventually('agent Pods and payload Secrets to be removed', async () => {
       const pods = await core.listNamespacedPod({ namespace: GUEST_NAMESPACE });
-      const secrets = await core.listNamespacedSecret({ namespace: GUEST_NAMESPACE, labelSelector: LABELS.payloadSecret });
+      const secrets = await core.listNamespacedSecret({
+        namespace: GUEST_NAMESPACE,
+        labelSelector: LABELS.payloadSecret,
+      });
       return pods.items.length === 0 && secrets.items.length === 0;
     });
     const work = await core.listNamespacedPod({ namespace: NS });
@@ -186,10 +252,18 @@ describe('in-place rollout', () => {
   it('when maxUnavailable is a percentage and the target changes mid-rollout, it should retarget the nodes not done and end at the new target', async () => {
     watcher.reset();
     await target('h2', payload('v2'), '20%');
-    await eventually('some nodes to be at h2 and others still updating', async () => {
-      const ns = await nodes();
-      return ns.some((n) => n.metadata?.annotations?.[ANNOTATIONS.currentConfig] === 'h2') && ns.some((n) => n.metadata?.annotations?.[ANNOTATIONS.currentConfig] !== 'h2');
-    }, 60_000, 100);
+    await eventually(
+      'some nodes to be at h2 and others still updating',
+      async () => {
+        const ns = await nodes();
+        return (
+          ns.some((n) => n.metadata?.annotations?.[ANNOTATIONS.currentConfig] === 'h2') &&
+          ns.some((n) => n.metadata?.annotations?.[ANNOTATIONS.currentConfig] !== 'h2')
+        );
+      },
+      60_000,
+      100,
+    );
     await target('h3', payload('v3'));
     await completed('h3');
     assert.ok(watcher.max <= 2, `${watcher.max} nodes were unavailable at once with maxUnavailable 20% of 10`);
@@ -197,12 +271,18 @@ describe('in-place rollout', () => {
   });
 
   it('when the agent cannot write a path, it should restore the files, mark the node Degraded and halt the rollout with the reason; once fixed, it should go on', async () => {
-    for (const node of NODES) await writeFile(join(fleet.rootOf(node), 'etc', 'blocker'), 'a file where the payload wants a folder');
+    for (const node of NODES)
+      await writeFile(join(fleet.rootOf(node), 'etc', 'blocker'), 'a file where the payload wants a folder');
     await target('h4', payload('v4', [{ path: '/etc/blocker/x.conf', contents: { source: 'data:,x' } }]));
-    const halted = await eventually('the rollout to halt', async () => {
-      const ms = await machineSet();
-      return ms.metadata.annotations?.[ANNOTATIONS.inPlaceFailure];
-    }, 60_000, 200);
+    const halted = await eventually(
+      'the rollout to halt',
+      async () => {
+        const ms = await machineSet();
+        return ms.metadata.annotations?.[ANNOTATIONS.inPlaceFailure];
+      },
+      60_000,
+      200,
+    );
     assert.match(halted, /^n\d\d: failed to write \/etc\/blocker\/x\.conf: .*\(all changes rolled back\)$/);
     await assertHalted(halted.split(':')[0] ?? '');
 
@@ -218,23 +298,42 @@ describe('in-place rollout', () => {
   it('when the pool is scaled up mid-rollout, it should update only the joined nodes that need it, and complete once every Machine has a node at the target', async () => {
     watcher.reset();
     await target('h6', payload('v6'), '3');
-    const first = await eventually('a node at h6 while others are not yet', async () => {
-      const ns = await nodes();
-      const at = ns.filter((n) => n.metadata?.annotations?.[ANNOTATIONS.currentConfig] === 'h6');
-      return at.length > 0 && at.length < ns.length ? (at[0]?.metadata?.name ?? '') : undefined;
-    }, 120_000, 100);
+    const first = await eventually(
+      'a node at h6 while others are not yet',
+      async () => {
+        const ns = await nodes();
+        const at = ns.filter((n) => n.metadata?.annotations?.[ANNOTATIONS.currentConfig] === 'h6');
+        return at.length > 0 && at.length < ns.length ? (at[0]?.metadata?.name ?? '') : undefined;
+      },
+      120_000,
+      100,
+    );
     await scaleTo(NODES.length + 3);
     // n11 booted from the target's payload: its root is a copy of a node at h6 (without the agent's state), and
     // like any freshly booted node it carries no currentConfig. n13 joins with currentConfig already at h6.
-    for (const joiner of ['n11', 'n13']) await cp(fleet.rootOf(first), fleet.rootOf(joiner), { recursive: true, filter: (src) => !src.startsWith(join(fleet.rootOf(first), STATE_DIR)) });
+    for (const joiner of ['n11', 'n13'])
+      await cp(fleet.rootOf(first), fleet.rootOf(joiner), {
+        recursive: true,
+        filter: (src) => !src.startsWith(join(fleet.rootOf(first), STATE_DIR)),
+      });
     await joinNode('n11');
     await joinNode('n13', { [ANNOTATIONS.currentConfig]: 'h6', [ANNOTATIONS.state]: 'Done' });
     // n12's Machine is still provisioning: it may boot an older payload, so the rollout must wait for its node.
-    await createTestMachine(mgmt.kubeConfig, { name: `${POOL}-n12`, namespace: NS, cluster: 'tenant', machineSet: POOL });
-    const progress = await eventually('every node with a Machine at h6, the provisioning one pending', async () => {
-      const ann = (await machineSet()).metadata.annotations ?? {};
-      return ann[ANNOTATIONS.inPlaceProgress] === '12 of 13 updated' ? ann : undefined;
-    }, 120_000, 200);
+    await createTestMachine(mgmt.kubeConfig, {
+      name: `${POOL}-n12`,
+      namespace: NS,
+      cluster: 'tenant',
+      machineSet: POOL,
+    });
+    const progress = await eventually(
+      'every node with a Machine at h6, the provisioning one pending',
+      async () => {
+        const ann = (await machineSet()).metadata.annotations ?? {};
+        return ann[ANNOTATIONS.inPlaceProgress] === '12 of 13 updated' ? ann : undefined;
+      },
+      120_000,
+      200,
+    );
     assert.notEqual(progress[ANNOTATIONS.currentConfigHash], 'h6', 'the rollout completed while a Machine had no node');
     // n12 booted from an older payload (an empty root here): it needs the full update, drain and reboot.
     await joinNode('n12', {}, { machine: false });
@@ -249,41 +348,79 @@ describe('in-place rollout', () => {
   it('when a pod can never be evicted and nodeDrainTimeout is reached, it should report it on the node, not mark it drained, and halt the rollout with the reason; once cleared, it should go on', async () => {
     const policy = guest.kubeConfig.makeApiClient(k8s.PolicyV1Api);
     // n01 is among the first nodes picked (one per zone, then by name). Its pod's PDB allows no disruption.
-    await core.createNamespacedPod({ namespace: NS, body: { metadata: { name: 'pinned', labels: { app: 'pinned' } }, spec: { nodeName: 'n01', containers: [{ name: 'c', image: 'x' }] } } });
-    await policy.createNamespacedPodDisruptionBudget({ namespace: NS, body: { metadata: { name: 'pinned' }, spec: { maxUnavailable: 0, selector: { matchLabels: { app: 'pinned' } } } } });
+    await core.createNamespacedPod({
+      namespace: NS,
+      body: {
+        metadata: { name: 'pinned', labels: { app: 'pinned' } },
+        spec: { nodeName: 'n01', containers: [{ name: 'c', image: 'x' }] },
+      },
+    });
+    await policy.createNamespacedPodDisruptionBudget({
+      namespace: NS,
+      body: { metadata: { name: 'pinned' }, spec: { maxUnavailable: 0, selector: { matchLabels: { app: 'pinned' } } } },
+    });
     await patchSet({ spec: { template: { spec: { deletion: { nodeDrainTimeoutSeconds: 5 } } } } });
     watcher.reset();
     // Every progress the upgrader writes: while the budget refuses, it names n01's drain and the budget.
     const progress: string[] = [];
-    const progressWatch = await new k8s.Watch(mgmt.kubeConfig).watch(`/apis/${CAPI_GROUP}/v1beta2/namespaces/${NS}/machinesets`, {}, (_type: string, ms: MachineSetLike) => {
-      const text = ms.metadata.annotations?.[ANNOTATIONS.inPlaceProgress];
-      if (text !== undefined && progress.at(-1) !== text) progress.push(text);
-    }, () => undefined);
+    const progressWatch = await new k8s.Watch(mgmt.kubeConfig).watch(
+      `/apis/${CAPI_GROUP}/v1beta2/namespaces/${NS}/machinesets`,
+      {},
+      (_type: string, ms: MachineSetLike) => {
+        const text = ms.metadata.annotations?.[ANNOTATIONS.inPlaceProgress];
+        if (text !== undefined && progress.at(-1) !== text) progress.push(text);
+      },
+      () => undefined,
+    );
     let failure: string;
     try {
       await target('h7', payload('v7'), '3');
-      failure = await eventually('the rollout to halt', async () => (await machineSet()).metadata.annotations?.[ANNOTATIONS.inPlaceFailure], 120_000, 200);
+      failure = await eventually(
+        'the rollout to halt',
+        async () => (await machineSet()).metadata.annotations?.[ANNOTATIONS.inPlaceFailure],
+        120_000,
+        200,
+      );
     } finally {
       progressWatch.abort();
     }
-    assert.match(failure, /^n01: drain failed: nodeDrainTimeout 5s reached with 1 pod\(s\) not evicted: default\/pinned/);
+    assert.match(
+      failure,
+      /^n01: drain failed: nodeDrainTimeout 5s reached with 1 pod\(s\) not evicted: default\/pinned/,
+    );
     assert.ok(
-      progress.some((p) => /^\d+ of 10 updated; n01 draining, blocked by PodDisruptionBudget default\/pinned($|;)/.test(p)),
+      progress.some((p) =>
+        /^\d+ of 10 updated; n01 draining, blocked by PodDisruptionBudget default\/pinned($|;)/.test(p),
+      ),
       `no progress named the blocking budget: ${progress.join(' | ')}`,
     );
     await assertDrainGivenUp('n01', 'h7');
     // Nodes handed out before the timeout (capacity freed by finished ones) finish; the halt starts no other.
-    const handedH7 = async (): Promise<string[]> => (await nodes()).filter((n) => n.metadata?.annotations?.[ANNOTATIONS.desiredConfig] === 'h7').map((n) => n.metadata?.name ?? '').sort();
+    const handedH7 = async (): Promise<string[]> =>
+      (await nodes())
+        .filter((n) => n.metadata?.annotations?.[ANNOTATIONS.desiredConfig] === 'h7')
+        .map((n) => n.metadata?.name ?? '')
+        .sort();
     const atHalt = await handedH7();
     assert.ok(atHalt.includes('n01') && atHalt.length >= 3, `nodes handed h7 by the halt: ${atHalt.join(', ')}`);
-    await eventually('the other nodes in flight to finish', async () => (await machineSet()).metadata.annotations?.[ANNOTATIONS.inPlaceProgress] === `${atHalt.length - 1} of 10 updated`, 120_000, 200);
+    await eventually(
+      'the other nodes in flight to finish',
+      async () =>
+        (await machineSet()).metadata.annotations?.[ANNOTATIONS.inPlaceProgress] ===
+        `${atHalt.length - 1} of 10 updated`,
+      120_000,
+      200,
+    );
     assert.deepEqual(await handedH7(), atHalt, 'no node was handed h7 after the halt');
 
     // The operator's fix: the pod goes, the timeout is lifted, the failure is cleared; the drain is retried.
     await core.deleteNamespacedPod({ name: 'pinned', namespace: NS, gracePeriodSeconds: 0 });
     await policy.deleteNamespacedPodDisruptionBudget({ name: 'pinned', namespace: NS });
     await patchSet({ spec: { template: { spec: { deletion: null } } } });
-    await core.patchNode({ name: 'n01', body: { metadata: { annotations: { [ANNOTATIONS.drainFailure]: null } } } }, merge);
+    await core.patchNode(
+      { name: 'n01', body: { metadata: { annotations: { [ANNOTATIONS.drainFailure]: null } } } },
+      merge,
+    );
     const ms = await completed('h7');
     assert.equal(ms.metadata.annotations?.[ANNOTATIONS.inPlaceFailure], undefined);
     await assertAllAt('h7', 'v7');
@@ -294,13 +431,22 @@ describe('in-place rollout', () => {
     watcher.reset();
     await target('h7b', payload('v7b'), '3');
     // A node its agent has just taken up (Working, drain not applied yet): it has seconds of work left.
-    const victim = await eventually('a node taken up and not drained yet', async () => {
-      const n = (await nodes()).find((x) => {
-        const ann = x.metadata?.annotations ?? {};
-        return ann[ANNOTATIONS.desiredConfig] === 'h7b' && ann[ANNOTATIONS.state] === 'Working' && ann[ANNOTATIONS.lastAppliedDrain] !== 'drain-h7b';
-      });
-      return n?.metadata?.name;
-    }, 60_000, 50);
+    const victim = await eventually(
+      'a node taken up and not drained yet',
+      async () => {
+        const n = (await nodes()).find((x) => {
+          const ann = x.metadata?.annotations ?? {};
+          return (
+            ann[ANNOTATIONS.desiredConfig] === 'h7b' &&
+            ann[ANNOTATIONS.state] === 'Working' &&
+            ann[ANNOTATIONS.lastAppliedDrain] !== 'drain-h7b'
+          );
+        });
+        return n?.metadata?.name;
+      },
+      60_000,
+      50,
+    );
     await core.deleteNamespacedPod({ name: agentPodName(victim), namespace: GUEST_NAMESPACE, gracePeriodSeconds: 0 });
     const at = (await core.readNode({ name: victim })).metadata?.annotations?.[ANNOTATIONS.currentConfig];
     assert.notEqual(at, 'h7b', `${victim} was done before its agent Pod went: nothing was tested`);
@@ -315,11 +461,24 @@ describe('in-place rollout', () => {
     drainer = undefined;
     const common = ['--kubeconfig', mgmt.kubeconfigPath, '--leader-elect=false', '--log-level', 'error'];
     const commands: Record<'upgrader' | 'drainer', string[]> = {
-      upgrader: ['inplace-upgrader', ...common, '--ignition-url', ignition.url, '--ignition-ca-file', ignition.caFile, '--resync', '2s'],
+      upgrader: [
+        'inplace-upgrader',
+        ...common,
+        '--ignition-url',
+        ignition.url,
+        '--ignition-ca-file',
+        ignition.caFile,
+        '--resync',
+        '2s',
+      ],
       drainer: ['drainer', ...common],
     };
     const procs = new Map<string, ChildProcess>();
-    const launch = (which: 'upgrader' | 'drainer'): void => void procs.set(which, spawn(process.execPath, [KINDLING_BIN, ...commands[which]], { stdio: ['ignore', 'ignore', 'inherit'] }));
+    const launch = (which: 'upgrader' | 'drainer'): void =>
+      void procs.set(
+        which,
+        spawn(process.execPath, [KINDLING_BIN, ...commands[which]], { stdio: ['ignore', 'ignore', 'inherit'] }),
+      );
     launch('upgrader');
     launch('drainer');
     const kills: string[] = [];
@@ -328,11 +487,20 @@ describe('in-place rollout', () => {
       await target('h8', payload('v8'), '3');
       const done = completed('h8', 180_000);
       let finished = false;
-      void done.then(() => (finished = true), () => undefined);
-      await killAtRandom({ kills, isFinished: () => finished, fleet, log, kill: (kind) => {
-        procs.get(kind)?.kill('SIGKILL');
-        launch(kind);
-      } });
+      void done.then(
+        () => (finished = true),
+        () => undefined,
+      );
+      await killAtRandom({
+        kills,
+        isFinished: () => finished,
+        fleet,
+        log,
+        kill: (kind) => {
+          procs.get(kind)?.kill('SIGKILL');
+          launch(kind);
+        },
+      });
       await done;
     } finally {
       for (const p of procs.values()) p.kill('SIGKILL');
@@ -340,7 +508,10 @@ describe('in-place rollout', () => {
     log.warn({ kills }, 'SIGKILLs during the rollout');
     const real = kills.filter((k) => !k.includes('skipped'));
     assert.ok(real.length >= 5, `only ${real.length} kills happened before the rollout completed: ${kills.join(', ')}`);
-    assert.ok(real.some((k) => k.startsWith('agent ')) && real.includes('upgrader') && real.includes('drainer'), `not every kind was killed: ${kills.join(', ')}`);
+    assert.ok(
+      real.some((k) => k.startsWith('agent ')) && real.includes('upgrader') && real.includes('drainer'),
+      `not every kind was killed: ${kills.join(', ')}`,
+    );
     assert.ok(watcher.max <= 3, `${watcher.max} nodes were unavailable at once`);
     await assertAllAt('h8', 'v8');
   });
@@ -350,7 +521,13 @@ describe('in-place rollout', () => {
  * SIGKILLs in turn the upgrader, an agent, the drainer, an agent, … at random moments (seeded, the seed is
  * logged) until the rollout finishes or 8 kills were made.
  */
-async function killAtRandom(opts: { kills: string[]; isFinished: () => boolean; kill: (kind: 'upgrader' | 'drainer') => void; fleet: AgentFleet; log: Logger }): Promise<void> {
+async function killAtRandom(opts: {
+  kills: string[];
+  isFinished: () => boolean;
+  kill: (kind: 'upgrader' | 'drainer') => void;
+  fleet: AgentFleet;
+  log: Logger;
+}): Promise<void> {
   let seed = Date.now() % 2_147_483_647;
   const random = (): number => (seed = (seed * 48_271) % 2_147_483_647) / 2_147_483_647;
   opts.log.warn({ seed }, 'SIGKILL schedule seed');

@@ -23,13 +23,15 @@ export interface NodeView {
   blockedBy?: string;
 }
 
-export const isReady = (node: k8s.V1Node): boolean => node.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true;
+export const isReady = (node: k8s.V1Node): boolean =>
+  node.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true;
 
 /** The drain failure that blocks the node's current drain request, if any. */
 function blockingDrainFailure(ann: Record<string, string>): string | undefined {
   const request = ann[ANNOTATIONS.desiredDrain];
   const failure = ann[ANNOTATIONS.drainFailure];
-  if (!request || !failure || request === ann[ANNOTATIONS.lastAppliedDrain] || !failure.startsWith(`${request}:`)) return undefined;
+  if (!request || !failure || request === ann[ANNOTATIONS.lastAppliedDrain] || !failure.startsWith(`${request}:`))
+    return undefined;
   return `drain failed: ${failure.slice(request.length + 1).trim()}`;
 }
 
@@ -55,7 +57,8 @@ function phaseOf(ann: Record<string, string>, target: string): Pick<NodeView, 'p
   const desired = ann[ANNOTATIONS.desiredConfig];
   // A node failing on an older target is retargeted (the new config may be the fix), not a reason to halt.
   if (desired === undefined || desired === target) {
-    if (ann[ANNOTATIONS.state] === NODE_STATES.degraded) return { phase: 'degraded', reason: ann[ANNOTATIONS.reason] ?? 'Degraded (no reason given)' };
+    if (ann[ANNOTATIONS.state] === NODE_STATES.degraded)
+      return { phase: 'degraded', reason: ann[ANNOTATIONS.reason] ?? 'Degraded (no reason given)' };
     const drainFailure = blockingDrainFailure(ann);
     if (drainFailure) return { phase: 'degraded', reason: drainFailure };
   }
@@ -98,7 +101,11 @@ export function setMembers(
   const members: { node: k8s.V1Node; machine: Machine }[] = [];
   let pending = 0;
   for (const machine of machines) {
-    if (machine.metadata.labels?.[LABELS.capiSetName] !== ms.metadata.name || machine.spec.clusterName !== ms.spec.clusterName) continue;
+    if (
+      machine.metadata.labels?.[LABELS.capiSetName] !== ms.metadata.name ||
+      machine.spec.clusterName !== ms.spec.clusterName
+    )
+      continue;
     const name = machine.status?.nodeRef?.name;
     const node = name ? nodeOf(name) : undefined;
     if (node) members.push({ node, machine });
@@ -167,9 +174,12 @@ const MAX_BLOCKED_SHOWN = 3;
 
 /** "; <node> draining, blocked by <budget>" for each updating node whose drain is held up, by name. */
 function blockedProgress(nodes: readonly NodeView[]): string {
-  const blocked = nodes.filter((n) => n.phase === 'updating' && n.blockedBy).sort((a, b) => a.name.localeCompare(b.name));
+  const blocked = nodes
+    .filter((n) => n.phase === 'updating' && n.blockedBy)
+    .sort((a, b) => a.name.localeCompare(b.name));
   const shown = blocked.slice(0, MAX_BLOCKED_SHOWN).map((n) => `; ${n.name} draining, blocked by ${n.blockedBy}`);
-  const more = blocked.length > MAX_BLOCKED_SHOWN ? `; ${blocked.length - MAX_BLOCKED_SHOWN} more draining nodes blocked` : '';
+  const more =
+    blocked.length > MAX_BLOCKED_SHOWN ? `; ${blocked.length - MAX_BLOCKED_SHOWN} more draining nodes blocked` : '';
   return shown.join('') + more;
 }
 
@@ -182,7 +192,11 @@ function haltedOn(nodes: readonly NodeView[]): RolloutPlan['halted'] {
 const inFlightCount = (nodes: readonly NodeView[]): number => nodes.filter((n) => n.phase === 'updating').length;
 
 /** Nodes in flight towards an older target, by name. */
-const retargets = (nodes: readonly NodeView[], target: string): string[] => nodes.filter((n) => n.phase === 'updating' && n.desiredConfig !== target).map((n) => n.name).sort();
+const retargets = (nodes: readonly NodeView[], target: string): string[] =>
+  nodes
+    .filter((n) => n.phase === 'updating' && n.desiredConfig !== target)
+    .map((n) => n.name)
+    .sort();
 
 /**
  * `pending`: the MachineSet's Machines without a Node yet (provisioning, or a Node gone). They block
@@ -192,7 +206,12 @@ const retargets = (nodes: readonly NodeView[], target: string): string[] => node
  * handed out before finish (the agent needs nothing more from the upgrader), and the progress says where
  * the rollout stopped.
  */
-export function planRollout(nodes: readonly NodeView[], target: string, maxUnavailable: number, opts: { pending?: number; paused?: boolean } = {}): RolloutPlan {
+export function planRollout(
+  nodes: readonly NodeView[],
+  target: string,
+  maxUnavailable: number,
+  opts: { pending?: number; paused?: boolean } = {},
+): RolloutPlan {
   const { pending = 0, paused = false } = opts;
   const done = nodes.filter((n) => n.phase === 'done').length;
   const total = nodes.length + pending;

@@ -17,7 +17,19 @@ import type { QueueMetrics } from '../../support/src/metrics.js';
 import type { ReconcileResult, WorkQueue } from '../../support/src/queue.js';
 import { createController, type Controller } from '../../support/src/controller.js';
 import { GuestClusters, clusterKey, type GuestCluster } from '../../support/src/guest-clusters.js';
-import { agentObjectsMissing, cleanUpPool, createGuestSession, ensureAgentObjects, ensureBase, expectedDesired, handOutNode, settleAll, startGuestSession, stopGuestSession, type GuestSession } from './guest.js';
+import {
+  agentObjectsMissing,
+  cleanUpPool,
+  createGuestSession,
+  ensureAgentObjects,
+  ensureBase,
+  expectedDesired,
+  handOutNode,
+  settleAll,
+  startGuestSession,
+  stopGuestSession,
+  type GuestSession,
+} from './guest.js';
 import type { PayloadSource } from './payload.js';
 import { classifyNode, planRollout, setMembers, type NodeView, type RolloutPlan } from './select.js';
 import { setSkipRemediation } from './remediation.js';
@@ -91,8 +103,10 @@ export class InPlaceUpgrader {
     const custom = opts.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
     this.#custom = custom;
     const version = CAPI_API_VERSION.split('/')[1] ?? '';
-    const capiList = <T extends k8s.KubernetesObject>(plural: string) => async (): Promise<k8s.KubernetesListObject<T>> =>
-      (await custom.listClusterCustomObject({ group: CAPI_GROUP, version, plural })) as k8s.KubernetesListObject<T>;
+    const capiList =
+      <T extends k8s.KubernetesObject>(plural: string) =>
+      async (): Promise<k8s.KubernetesListObject<T>> =>
+        (await custom.listClusterCustomObject({ group: CAPI_GROUP, version, plural })) as k8s.KubernetesListObject<T>;
     this.#machineSets = this.#controller.watch<MS>({
       kubeConfig: opts.kubeConfig,
       path: `/apis/${CAPI_GROUP}/${version}/machinesets`,
@@ -117,7 +131,9 @@ export class InPlaceUpgrader {
 
   /** An InPlace MachineSet (one with a target hash) is reconciled; any other is none of the upgrader's business. */
   #keysOf(ms: MS): string[] {
-    return ms.metadata.annotations?.[ANNOTATIONS.targetConfigHash] ? [`${ms.metadata.namespace}/${ms.metadata.name}`] : [];
+    return ms.metadata.annotations?.[ANNOTATIONS.targetConfigHash]
+      ? [`${ms.metadata.namespace}/${ms.metadata.name}`]
+      : [];
   }
 
   #keysOfSet(namespace: string, name: string | undefined): string[] {
@@ -133,7 +149,8 @@ export class InPlaceUpgrader {
   async #reconcile(key: string): Promise<ReconcileResult | void> {
     const ctx = this.#contextOf(key);
     if (!ctx) return;
-    if (ctx.ms.metadata.annotations?.[ANNOTATIONS.currentConfigHash] === ctx.target && (await this.#settled(ctx))) return cleanUpPool(ctx.session, ctx.pool);
+    if (ctx.ms.metadata.annotations?.[ANNOTATIONS.currentConfigHash] === ctx.target && (await this.#settled(ctx)))
+      return cleanUpPool(ctx.session, ctx.pool);
     return this.#rollOut(ctx);
   }
 
@@ -158,7 +175,13 @@ export class InPlaceUpgrader {
     if (!ms || !target) return undefined;
     const session = this.#clusters.get(clusterKey(namespace, ms.spec.clusterName));
     if (!session) throw new NotReadyError(`guest cluster ${ms.spec.clusterName} is not reachable yet`);
-    return { session, ms, pool: ms.metadata.labels?.[LABELS.nodePool] ?? name, target, log: this.#log.child({ machineSet: key, target }) };
+    return {
+      session,
+      ms,
+      pool: ms.metadata.labels?.[LABELS.nodePool] ?? name,
+      target,
+      log: this.#log.child({ machineSet: key, target }),
+    };
   }
 
   async #rollOut(ctx: RolloutContext): Promise<ReconcileResult | void> {
@@ -166,7 +189,12 @@ export class InPlaceUpgrader {
     const { nodes, pending, machineOf } = this.#nodesOf(ms, session);
     const views = nodes.map((n) => classifyNode(n, target, expectedDesired(session, n)));
     const paused = ms.metadata.annotations?.[ANNOTATIONS.capiPaused] !== undefined;
-    const plan = planRollout(views, target, resolveMaxUnavailable(ms.metadata.annotations?.[ANNOTATIONS.maxUnavailable], views.length), { pending, paused });
+    const plan = planRollout(
+      views,
+      target,
+      resolveMaxUnavailable(ms.metadata.annotations?.[ANNOTATIONS.maxUnavailable], views.length),
+      { pending, paused },
+    );
     if (plan.complete) {
       // Recorded complete before the agent Pods and payload Secrets go (a delete each, seconds for a large
       // pool): a later hand-out does not take a Pod deleted here for an agent (agentPodOf), and a failed
@@ -181,14 +209,20 @@ export class InPlaceUpgrader {
     // and the rest of the pass (progress, Machines given back to remediation) runs beside it. The nodes handed
     // out now are spared by #handOut, before their node is pointed at the target.
     const handed = [...plan.retarget, ...plan.start];
-    const agentless = views.filter((v) => isHandedOut(v, target) && !handed.includes(v.name) && agentObjectsMissing(session, v.name, target)).map((v) => v.name);
+    const agentless = views
+      .filter((v) => isHandedOut(v, target) && !handed.includes(v.name) && agentObjectsMissing(session, v.name, target))
+      .map((v) => v.name);
     await settleAll([
       this.#handOut(ctx, handed, machineOf),
       this.#restoreAgents(ctx, agentless),
       this.#writeStatus(ms, statusOf(plan)),
-      this.#spareFromRemediation(views.filter((v) => !handed.includes(v.name)), machineOf),
+      this.#spareFromRemediation(
+        views.filter((v) => !handed.includes(v.name)),
+        machineOf,
+      ),
     ]);
-    if (plan.halted) log.warn({ node: plan.halted.node, reason: plan.halted.reason }, 'Rollout halted on a degraded node');
+    if (plan.halted)
+      log.warn({ node: plan.halted.node, reason: plan.halted.reason }, 'Rollout halted on a degraded node');
     return { requeueAfterMs: this.#opts.resyncMs ?? 30_000 };
   }
 
@@ -197,8 +231,14 @@ export class InPlaceUpgrader {
    * `kindling plan` shows).
    */
   #nodesOf(ms: MS, session: Session): { nodes: k8s.V1Node[]; pending: number; machineOf: Map<string, MachineObject> } {
-    const { members, pending } = setMembers(ms, this.#machines.list(ms.metadata.namespace), (name) => session.nodes.get(name));
-    return { nodes: members.map((m) => m.node), pending, machineOf: new Map(members.map((m) => [m.node.metadata?.name ?? '', m.machine])) };
+    const { members, pending } = setMembers(ms, this.#machines.list(ms.metadata.namespace), (name) =>
+      session.nodes.get(name),
+    );
+    return {
+      nodes: members.map((m) => m.node),
+      pending,
+      machineOf: new Map(members.map((m) => [m.node.metadata?.name ?? '', m.machine])),
+    };
   }
 
   /** skip-remediation (remediation.ts) on the Machines whose node is updating or Degraded, off the others. */
@@ -221,7 +261,11 @@ export class InPlaceUpgrader {
         const machine = machineOf.get(node);
         const healthCheckTimeout = ctx.ms.metadata.annotations?.[ANNOTATIONS.healthCheckTimeout];
         const spare = machine ? (): Promise<boolean> => setSkipRemediation(this.#custom, machine, true) : undefined;
-        await handOutNode(session, { node, pool, hash: target, config, agentImage: this.#opts.agentImage, healthCheckTimeout }, spare);
+        await handOutNode(
+          session,
+          { node, pool, hash: target, config, agentImage: this.#opts.agentImage, healthCheckTimeout },
+          spare,
+        );
         this.#started.inc();
         ctx.log.info({ node }, 'Node handed the target config');
       }),
@@ -236,7 +280,11 @@ export class InPlaceUpgrader {
     if (nodes.length === 0) return;
     const { session, pool, target } = ctx;
     const config = await this.#payload(ctx);
-    await settleAll(nodes.map((node) => ensureAgentObjects(session, { node, pool, hash: target, config, agentImage: this.#opts.agentImage })));
+    await settleAll(
+      nodes.map((node) =>
+        ensureAgentObjects(session, { node, pool, hash: target, config, agentImage: this.#opts.agentImage }),
+      ),
+    );
     ctx.log.info({ nodes }, 'Agent Pods or payload Secrets given again to nodes handed the target');
   }
 
@@ -266,7 +314,8 @@ export class InPlaceUpgrader {
 }
 
 /** Handed this target and not done: the node's agent needs its Pod and payload Secret. */
-const isHandedOut = (v: NodeView, target: string): boolean => (v.phase === 'updating' || v.phase === 'degraded') && v.desiredConfig === target;
+const isHandedOut = (v: NodeView, target: string): boolean =>
+  (v.phase === 'updating' || v.phase === 'degraded') && v.desiredConfig === target;
 
 function statusOf(plan: RolloutPlan): { progress: string; failure?: string } {
   return { progress: plan.progress, failure: plan.halted ? `${plan.halted.node}: ${plan.halted.reason}` : undefined };

@@ -52,14 +52,26 @@ export const ESCAPES: readonly Escape[] = [
   {
     condition: 'a drop-in name has ../',
     prepare: nothing,
-    config: { systemd: { units: [{ name: 'kubelet.service', dropins: [{ name: '../../../../../outside/x.conf', contents: '[Service]\n' }] }] } },
-    reason: /systemd\.units\[kubelet\.service\]\.dropins\[\.\.\/\.\.\/\.\.\/\.\.\/\.\.\/outside\/x\.conf\]: not a valid drop-in name/,
+    config: {
+      systemd: {
+        units: [
+          { name: 'kubelet.service', dropins: [{ name: '../../../../../outside/x.conf', contents: '[Service]\n' }] },
+        ],
+      },
+    },
+    reason:
+      /systemd\.units\[kubelet\.service\]\.dropins\[\.\.\/\.\.\/\.\.\/\.\.\/\.\.\/outside\/x\.conf\]: not a valid drop-in name/,
   },
   {
     condition: 'a WantedBy= target has ../',
     prepare: nothing,
-    config: { systemd: { units: [{ name: 'x.service', enabled: true, contents: '[Install]\nWantedBy=../../../../outside/t\n' }] } },
-    reason: /systemd\.units\[x\.service\]: install target "\.\.\/\.\.\/\.\.\/\.\.\/outside\/t" is not a valid unit name/,
+    config: {
+      systemd: {
+        units: [{ name: 'x.service', enabled: true, contents: '[Install]\nWantedBy=../../../../outside/t\n' }],
+      },
+    },
+    reason:
+      /systemd\.units\[x\.service\]: install target "\.\.\/\.\.\/\.\.\/\.\.\/outside\/t" is not a valid unit name/,
   },
   {
     condition: 'a link target climbs out of the root',
@@ -89,6 +101,7 @@ export const ESCAPES: readonly Escape[] = [
     condition: 'a file is to be written below a host link whose relative target climbs out of the root',
     prepare: (root) => symlink('../../..', join(root, 'etc', 'kindling', 'up')),
     config: { storage: { files: [{ path: '/etc/kindling/up/outside/x.conf', contents: { source: 'data:,x' } }] } },
-    reason: /\/etc\/kindling\/up\/outside\/x\.conf: the host link \/etc\/kindling\/up -> \.\.\/\.\.\/\.\. leads out of the host root/,
+    reason:
+      /\/etc\/kindling\/up\/outside\/x\.conf: the host link \/etc\/kindling\/up -> \.\.\/\.\.\/\.\. leads out of the host root/,
   },
 ];

@@ -21,7 +21,14 @@ import { request } from 'node:https';
 import { mkdir, open, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as k8s from '#k8s';
-import { ANNOTATIONS, LABELS, NODE_STATES, SECRET_KEYS, tokenSecretName, userDataSecretName } from '../../api/src/keys.js';
+import {
+  ANNOTATIONS,
+  LABELS,
+  NODE_STATES,
+  SECRET_KEYS,
+  tokenSecretName,
+  userDataSecretName,
+} from '../../api/src/keys.js';
 import { CAPI_API_VERSION } from '../../api/src/capi.js';
 import { HOOKS_API_VERSION } from '../src/extension/hooks.js';
 import { KINDLING_BIN, type IgnitionServer } from '../../ignition-server/testing/index.js';
@@ -39,16 +46,35 @@ export { KINDLING_BIN };
 export { extensionConfig } from '../src/extension/hooks.js';
 
 /** The token Secret of a pool at a hash, as the nodepool-controller writes it: the server mints its token. */
-export function tokenSecret(opts: { namespace: string; pool: string; hash: string; release: string; config: object[] }): k8s.V1Secret {
+export function tokenSecret(opts: {
+  namespace: string;
+  pool: string;
+  hash: string;
+  release: string;
+  config: object[];
+}): k8s.V1Secret {
   return {
-    metadata: { name: tokenSecretName(opts.pool, opts.hash), namespace: opts.namespace, labels: { [LABELS.tokenSecret]: 'true', [LABELS.nodePool]: opts.pool, [LABELS.configHash]: opts.hash } },
-    stringData: { [SECRET_KEYS.release]: opts.release, [SECRET_KEYS.config]: JSON.stringify(opts.config), [SECRET_KEYS.pool]: `${opts.namespace}/${opts.pool}` },
+    metadata: {
+      name: tokenSecretName(opts.pool, opts.hash),
+      namespace: opts.namespace,
+      labels: { [LABELS.tokenSecret]: 'true', [LABELS.nodePool]: opts.pool, [LABELS.configHash]: opts.hash },
+    },
+    stringData: {
+      [SECRET_KEYS.release]: opts.release,
+      [SECRET_KEYS.config]: JSON.stringify(opts.config),
+      [SECRET_KEYS.pool]: `${opts.namespace}/${opts.pool}`,
+    },
   };
 }
 
 /** A MachineConfig document carrying an Ignition config: what a pool's config ConfigMap holds. */
 export function machineConfig(name: string, config: object): object {
-  return { apiVersion: 'machineconfiguration.openshift.io/v1', kind: 'MachineConfig', metadata: { name }, spec: { config } };
+  return {
+    apiVersion: 'machineconfiguration.openshift.io/v1',
+    kind: 'MachineConfig',
+    metadata: { name },
+    spec: { config },
+  };
 }
 
 /**
@@ -57,7 +83,11 @@ export function machineConfig(name: string, config: object): object {
  */
 export async function boundAgentKubeconfig(guest: k8s.KubeConfig, pod: k8s.V1Pod): Promise<string> {
   const core = guest.makeApiClient(k8s.CoreV1Api);
-  const request = await core.createNamespacedServiceAccountToken({ name: AGENT_SERVICE_ACCOUNT, namespace: GUEST_NAMESPACE, body: agentTokenRequest(pod, 3600) });
+  const request = await core.createNamespacedServiceAccountToken({
+    name: AGENT_SERVICE_ACCOUNT,
+    namespace: GUEST_NAMESPACE,
+    body: agentTokenRequest(pod, 3600),
+  });
   return tokenKubeconfig(guest, AGENT_SERVICE_ACCOUNT, request.status?.token ?? '');
 }
 
@@ -78,17 +108,45 @@ export interface ExtensionFixture {
  * `kindling inplace-upgrader --extension-address …` against the management cluster, as its own process (no
  * leader election; the MachineSet upgrader runs too, and finds no InPlace MachineSet unless a test makes one).
  */
-export async function runExtension(opts: { kubeconfigPath: string; dir: string; ignition: Pick<IgnitionServer, 'url' | 'caFile'>; retryAfter?: string }): Promise<ExtensionFixture> {
+export async function runExtension(opts: {
+  kubeconfigPath: string;
+  dir: string;
+  ignition: Pick<IgnitionServer, 'url' | 'caFile'>;
+  retryAfter?: string;
+}): Promise<ExtensionFixture> {
   await mkdir(opts.dir, { recursive: true });
   const ca = await createCertificateAuthority('extension serving CA');
-  const serving = await ca.issue({ commonName: '127.0.0.1', ipAddresses: ['127.0.0.1'], dnsNames: ['localhost'], usage: 'server' });
+  const serving = await ca.issue({
+    commonName: '127.0.0.1',
+    ipAddresses: ['127.0.0.1'],
+    dnsNames: ['localhost'],
+    usage: 'server',
+  });
   const file = (name: string): string => join(opts.dir, name);
   await Promise.all([writeFile(file('tls.crt'), serving.certPem), writeFile(file('tls.key'), serving.keyPem)]);
   const port = await freePort();
   const args = [
-    KINDLING_BIN, 'inplace-upgrader', '--kubeconfig', opts.kubeconfigPath, '--leader-elect=false', '--ignition-url', opts.ignition.url, '--ignition-ca-file', opts.ignition.caFile,
-    '--agent-image', 'kindling:test', '--extension-address', `127.0.0.1:${port}`, '--extension-tls-cert-file', file('tls.crt'), '--extension-tls-key-file', file('tls.key'),
-    '--extension-retry-after', opts.retryAfter ?? '1s', '--log-level', 'info',
+    KINDLING_BIN,
+    'inplace-upgrader',
+    '--kubeconfig',
+    opts.kubeconfigPath,
+    '--leader-elect=false',
+    '--ignition-url',
+    opts.ignition.url,
+    '--ignition-ca-file',
+    opts.ignition.caFile,
+    '--agent-image',
+    'kindling:test',
+    '--extension-address',
+    `127.0.0.1:${port}`,
+    '--extension-tls-cert-file',
+    file('tls.crt'),
+    '--extension-tls-key-file',
+    file('tls.key'),
+    '--extension-retry-after',
+    opts.retryAfter ?? '1s',
+    '--log-level',
+    'info',
   ];
   let child: ChildProcess | undefined;
   const launch = async (): Promise<void> => {
@@ -96,8 +154,19 @@ export async function runExtension(opts: { kubeconfigPath: string; dir: string; 
     const started = spawn(process.execPath, args, { stdio: ['ignore', log.fd, log.fd] });
     await log.close();
     child = started;
-    const tail = async (): Promise<string> => (await readFile(file('extension.log'), 'utf8')).split('\n').slice(-20).join('\n');
-    await waitForPort(port, { name: 'extension', get alive() { return started.exitCode === null && started.signalCode === null; }, tail: () => '' }, 30_000).catch(async (err: unknown) => {
+    const tail = async (): Promise<string> =>
+      (await readFile(file('extension.log'), 'utf8')).split('\n').slice(-20).join('\n');
+    await waitForPort(
+      port,
+      {
+        name: 'extension',
+        get alive() {
+          return started.exitCode === null && started.signalCode === null;
+        },
+        tail: () => '',
+      },
+      30_000,
+    ).catch(async (err: unknown) => {
       throw new Error(`${(err as Error).message}\n${await tail()}`, { cause: err });
     });
   };
@@ -122,7 +191,14 @@ export async function runExtension(opts: { kubeconfigPath: string; dir: string; 
 
 /** The UpdateMachine request the Machine controller sends for a Machine of a pool: the desired Machine (no
  * status) and its InfraMachine. */
-export function updateMachineRequest(m: { namespace: string; pool: string; cluster: string; machine: string; hash: string; version?: string }): object {
+export function updateMachineRequest(m: {
+  namespace: string;
+  pool: string;
+  cluster: string;
+  machine: string;
+  hash: string;
+  version?: string;
+}): object {
   return {
     apiVersion: HOOKS_API_VERSION,
     kind: 'UpdateMachineRequest',
@@ -130,7 +206,11 @@ export function updateMachineRequest(m: { namespace: string; pool: string; clust
       machine: {
         apiVersion: CAPI_API_VERSION,
         kind: 'Machine',
-        metadata: { name: m.machine, namespace: m.namespace, labels: { [LABELS.nodePool]: m.pool, [LABELS.capiSetName]: m.pool } },
+        metadata: {
+          name: m.machine,
+          namespace: m.namespace,
+          labels: { [LABELS.nodePool]: m.pool, [LABELS.capiSetName]: m.pool },
+        },
         spec: {
           clusterName: m.cluster,
           bootstrap: { dataSecretName: userDataSecretName(m.pool, m.hash) },
@@ -138,7 +218,12 @@ export function updateMachineRequest(m: { namespace: string; pool: string; clust
           ...(m.version === undefined ? {} : { version: m.version }),
         },
       },
-      infrastructureMachine: { apiVersion: 'infrastructure.kindling.dev/v1alpha1', kind: 'LocalMachine', metadata: { name: m.machine, namespace: m.namespace }, spec: {} },
+      infrastructureMachine: {
+        apiVersion: 'infrastructure.kindling.dev/v1alpha1',
+        kind: 'LocalMachine',
+        metadata: { name: m.machine, namespace: m.namespace },
+        spec: {},
+      },
     },
   };
 }
@@ -151,17 +236,29 @@ export interface HookAnswer {
 }
 
 /** POSTs a hook over HTTPS as the Cluster API manager does, trusting only the extension's CA, and times the answer. */
-export function callHook(ext: Pick<ExtensionFixture, 'url' | 'caPem'>, path: string, body: object): Promise<{ answer: HookAnswer; ms: number }> {
+export function callHook(
+  ext: Pick<ExtensionFixture, 'url' | 'caPem'>,
+  path: string,
+  body: object,
+): Promise<{ answer: HookAnswer; ms: number }> {
   const started = performance.now();
   return new Promise((resolve, reject) => {
-    const req = request(new URL(`${path}?timeout=5s`, ext.url), { method: 'POST', ca: ext.caPem, timeout: 5_000 }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        if (res.statusCode !== 200) return reject(new Error(`HTTP ${res.statusCode}: ${Buffer.concat(chunks).toString()}`));
-        resolve({ answer: JSON.parse(Buffer.concat(chunks).toString()) as HookAnswer, ms: performance.now() - started });
-      });
-    });
+    const req = request(
+      new URL(`${path}?timeout=5s`, ext.url),
+      { method: 'POST', ca: ext.caPem, timeout: 5_000 },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          if (res.statusCode !== 200)
+            return reject(new Error(`HTTP ${res.statusCode}: ${Buffer.concat(chunks).toString()}`));
+          resolve({
+            answer: JSON.parse(Buffer.concat(chunks).toString()) as HookAnswer,
+            ms: performance.now() - started,
+          });
+        });
+      },
+    );
     req.on('timeout', () => req.destroy(new Error('no answer in 5 s')));
     req.on('error', reject);
     req.end(JSON.stringify(body));
@@ -188,7 +285,12 @@ export class AgentFleet {
   constructor(opts: FleetOptions) {
     this.#opts = opts;
     const core = opts.guest.makeApiClient(k8s.CoreV1Api);
-    this.#informer = k8s.makeInformer(opts.guest, `/api/v1/namespaces/${GUEST_NAMESPACE}/pods`, () => core.listNamespacedPod({ namespace: GUEST_NAMESPACE, labelSelector: LABELS.agentPod }), LABELS.agentPod);
+    this.#informer = k8s.makeInformer(
+      opts.guest,
+      `/api/v1/namespaces/${GUEST_NAMESPACE}/pods`,
+      () => core.listNamespacedPod({ namespace: GUEST_NAMESPACE, labelSelector: LABELS.agentPod }),
+      LABELS.agentPod,
+    );
     this.#informer.on(k8s.ADD, (p) => this.#want(p));
     this.#informer.on(k8s.UPDATE, (p) => this.#want(p));
     this.#informer.on(k8s.DELETE, (p) => this.#unwant(p.spec?.nodeName ?? ''));
@@ -219,7 +321,14 @@ export class AgentFleet {
     this.#stopped = true;
     await this.#informer.stop();
     this.#wanted.clear();
-    await Promise.all([...this.#procs.values()].map((p) => new Promise((r) => (p.exitCode === null && p.signalCode === null ? (p.once('exit', r), p.kill('SIGKILL')) : r(undefined)))));
+    await Promise.all(
+      [...this.#procs.values()].map(
+        (p) =>
+          new Promise((r) =>
+            p.exitCode === null && p.signalCode === null ? (p.once('exit', r), p.kill('SIGKILL')) : r(undefined),
+          ),
+      ),
+    );
   }
 
   #want(pod: k8s.V1Pod): void {
@@ -242,7 +351,22 @@ export class AgentFleet {
       const kubeconfig = await this.#kubeconfigOf(node);
       if (!this.#wanted.has(node)) return;
       await this.#boot(node);
-      const args = [KINDLING_BIN, 'agent', '--node', node, '--root', this.rootOf(node), '--kubeconfig', kubeconfig, '--reboot', 'simulated', '--poll', '1s', '--log-level', this.#opts.logLevel ?? 'warn'];
+      const args = [
+        KINDLING_BIN,
+        'agent',
+        '--node',
+        node,
+        '--root',
+        this.rootOf(node),
+        '--kubeconfig',
+        kubeconfig,
+        '--reboot',
+        'simulated',
+        '--poll',
+        '1s',
+        '--log-level',
+        this.#opts.logLevel ?? 'warn',
+      ];
       const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'inherit'] });
       this.#procs.set(node, child);
       this.starts.set(node, (this.starts.get(node) ?? 0) + 1);
@@ -265,18 +389,35 @@ export class AgentFleet {
    */
   async #boot(node: string): Promise<void> {
     const fs = new HostFs(this.rootOf(node));
-    const [release, bootId, config] = await Promise.all([fs.read(HOST_PATHS.releaseInfo), fs.read(HOST_PATHS.bootId), fs.read(HOST_PATHS.kubeletConfig)]);
-    const status = { release: parseReleaseInfo(release), bootId: bootId?.trim() || undefined, configProblem: config === undefined ? undefined : kubeletConfigProblem(config) };
+    const [release, bootId, config] = await Promise.all([
+      fs.read(HOST_PATHS.releaseInfo),
+      fs.read(HOST_PATHS.bootId),
+      fs.read(HOST_PATHS.kubeletConfig),
+    ]);
+    const status = {
+      release: parseReleaseInfo(release),
+      bootId: bootId?.trim() || undefined,
+      configProblem: config === undefined ? undefined : kubeletConfigProblem(config),
+    };
     const core = this.#opts.guest.makeApiClient(k8s.CoreV1Api);
     const current = await core.readNode({ name: node });
     const patches = hostStatusPatches(status, current.metadata?.annotations?.[ANNOTATIONS.hostDown], new Date());
-    if (patches.metadata) await core.patchNode({ name: node, body: { metadata: patches.metadata } }, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch));
-    await core.patchNodeStatus({ name: node, body: { status: patches.status } }, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.StrategicMergePatch));
+    if (patches.metadata)
+      await core.patchNode(
+        { name: node, body: { metadata: patches.metadata } },
+        k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+      );
+    await core.patchNodeStatus(
+      { name: node, body: { status: patches.status } },
+      k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.StrategicMergePatch),
+    );
   }
 
   /** Each start gets a fresh token bound to the node's agent Pod, as a kubelet mounts one per container. */
   async #kubeconfigOf(node: string): Promise<string> {
-    const pod = this.#informer.list(GUEST_NAMESPACE).find((p) => p.spec?.nodeName === node && !p.metadata?.deletionTimestamp);
+    const pod = this.#informer
+      .list(GUEST_NAMESPACE)
+      .find((p) => p.spec?.nodeName === node && !p.metadata?.deletionTimestamp);
     if (!pod) throw new Error(`no agent Pod on ${node}`);
     const file = join(this.#opts.rootsDir, `${node}.kubeconfig`);
     await writeFile(file, await boundAgentKubeconfig(this.#opts.guest, pod), { mode: 0o600 });
@@ -286,7 +427,9 @@ export class AgentFleet {
 
 /** Unavailable, as the invariant counts it: cordoned, not Ready, or the agent working on it. */
 export const unavailable = (node: k8s.V1Node): boolean =>
-  node.spec?.unschedulable === true || !isReady(node) || node.metadata?.annotations?.[ANNOTATIONS.state] === NODE_STATES.working;
+  node.spec?.unschedulable === true ||
+  !isReady(node) ||
+  node.metadata?.annotations?.[ANNOTATIONS.state] === NODE_STATES.working;
 
 export class AvailabilityWatcher {
   max = 0;

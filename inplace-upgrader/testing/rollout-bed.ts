@@ -56,7 +56,14 @@ export class RolloutBed {
   readonly rootsDir: string;
 
   private constructor(p: Parts) {
-    ({ mgmt: this.mgmt, guest: this.guest, ignition: this.ignition, fleet: this.fleet, watcher: this.watcher, rootsDir: this.rootsDir } = p);
+    ({
+      mgmt: this.mgmt,
+      guest: this.guest,
+      ignition: this.ignition,
+      fleet: this.fleet,
+      watcher: this.watcher,
+      rootsDir: this.rootsDir,
+    } = p);
   }
 
   readonly core = (): k8s.CoreV1Api => this.guest.kubeConfig.makeApiClient(k8s.CoreV1Api);
@@ -65,44 +72,99 @@ export class RolloutBed {
   /** Every Node at h0 and Done, with its Machine, every agent running and every Node Ready. */
   static async start(opts: RolloutBedOptions): Promise<RolloutBed> {
     const mgmt = await startCluster({ name: 'mgmt', controllerManager: false });
-    const [guest] = await Promise.all([startCluster({ name: 'tenant', kwok: true, controllerManager: false, management: { cluster: mgmt, namespace: NS } }), installCapiCrds(mgmt)]);
+    const [guest] = await Promise.all([
+      startCluster({
+        name: 'tenant',
+        kwok: true,
+        controllerManager: false,
+        management: { cluster: mgmt, namespace: NS },
+      }),
+      installCapiCrds(mgmt),
+    ]);
     const core = guest.kubeConfig.makeApiClient(k8s.CoreV1Api);
     const rootsDir = await mkdtemp(join(tmpdir(), 'kindling-roots-'));
-    const ignition = await runIgnitionServer({ kubeconfigPath: mgmt.kubeconfigPath, dir: join(rootsDir, 'ignition-server'), namespace: NS });
+    const ignition = await runIgnitionServer({
+      kubeconfigPath: mgmt.kubeconfigPath,
+      dir: join(rootsDir, 'ignition-server'),
+      namespace: NS,
+    });
     const objects = k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig);
-    const annotations = { [ANNOTATIONS.targetConfigHash]: 'h0', [ANNOTATIONS.currentConfigHash]: 'h0', ...opts.setAnnotations };
-    await objects.create(testMachineSet({ name: POOL, namespace: NS, cluster: 'tenant', replicas: opts.nodes.length, annotations }));
+    const annotations = {
+      [ANNOTATIONS.targetConfigHash]: 'h0',
+      [ANNOTATIONS.currentConfigHash]: 'h0',
+      ...opts.setAnnotations,
+    };
+    await objects.create(
+      testMachineSet({ name: POOL, namespace: NS, cluster: 'tenant', replicas: opts.nodes.length, annotations }),
+    );
     await Promise.all(
       opts.nodes.map(async (name, i) => {
         await createTestNode(guest.kubeConfig, name, { [LABELS.zone]: `zone-${i % opts.zones}` });
-        await core.patchNode({ name, body: { metadata: { annotations: { [ANNOTATIONS.currentConfig]: 'h0', [ANNOTATIONS.state]: 'Done' } } } }, merge);
-        await createTestMachine(mgmt.kubeConfig, { name: `${POOL}-${name}`, namespace: NS, cluster: 'tenant', machineSet: POOL, node: name });
+        await core.patchNode(
+          {
+            name,
+            body: { metadata: { annotations: { [ANNOTATIONS.currentConfig]: 'h0', [ANNOTATIONS.state]: 'Done' } } },
+          },
+          merge,
+        );
+        await createTestMachine(mgmt.kubeConfig, {
+          name: `${POOL}-${name}`,
+          namespace: NS,
+          cluster: 'tenant',
+          machineSet: POOL,
+          node: name,
+        });
       }),
     );
     const fleet = new AgentFleet({ guest: guest.kubeConfig, rootsDir });
     await fleet.start();
     const watcher = new AvailabilityWatcher(guest.kubeConfig, opts.nodes);
     await watcher.start();
-    await eventually('every node to be Ready', async () => (await core.listNode()).items.filter(isReady).length === opts.nodes.length);
+    await eventually(
+      'every node to be Ready',
+      async () => (await core.listNode()).items.filter(isReady).length === opts.nodes.length,
+    );
     return new RolloutBed({ mgmt, guest, ignition, fleet, watcher, rootsDir });
   }
 
   /** The upgrader and the drainer as both files run them in process (not started). */
   inProcess(log: Logger): { upgrader: InPlaceUpgrader; drainer: Drainer } {
     const registry = new Registry();
-    const payloads = new CachedPayloadSource(new IgnitionServerPayloadSource({ kubeConfig: this.mgmt.kubeConfig, url: this.ignition.url, caPem: this.ignition.caPem }));
+    const payloads = new CachedPayloadSource(
+      new IgnitionServerPayloadSource({
+        kubeConfig: this.mgmt.kubeConfig,
+        url: this.ignition.url,
+        caPem: this.ignition.caPem,
+      }),
+    );
     return {
-      upgrader: new InPlaceUpgrader({ kubeConfig: this.mgmt.kubeConfig, log, payloads, agentImage: 'kindling:test', registry, resyncMs: 2_000 }),
+      upgrader: new InPlaceUpgrader({
+        kubeConfig: this.mgmt.kubeConfig,
+        log,
+        payloads,
+        agentImage: 'kindling:test',
+        registry,
+        resyncMs: 2_000,
+      }),
       drainer: new Drainer({ kubeConfig: this.mgmt.kubeConfig, log, registry, defaultDrainTimeoutMs: 0 }),
     };
   }
 
   async machineSet(): Promise<MachineSetLike> {
-    return (await this.custom().getNamespacedCustomObject({ group: CAPI_GROUP, version: 'v1beta2', namespace: NS, plural: 'machinesets', name: POOL })) as MachineSetLike;
+    return (await this.custom().getNamespacedCustomObject({
+      group: CAPI_GROUP,
+      version: 'v1beta2',
+      namespace: NS,
+      plural: 'machinesets',
+      name: POOL,
+    })) as MachineSetLike;
   }
 
   patchSet(body: object): Promise<unknown> {
-    return this.custom().patchNamespacedCustomObject({ group: CAPI_GROUP, version: 'v1beta2', namespace: NS, plural: 'machinesets', name: POOL, body }, merge);
+    return this.custom().patchNamespacedCustomObject(
+      { group: CAPI_GROUP, version: 'v1beta2', namespace: NS, plural: 'machinesets', name: POOL, body },
+      merge,
+    );
   }
 
   annotateSet(annotations: Record<string, string | null>): Promise<unknown> {
@@ -126,10 +188,15 @@ export class RolloutBed {
   }
 
   completed(hash: string, timeoutMs: number): Promise<MachineSetLike> {
-    return eventually(`the rollout to ${hash} to complete`, async () => {
-      const ms = await this.machineSet();
-      return ms.metadata.annotations?.[ANNOTATIONS.currentConfigHash] === hash ? ms : undefined;
-    }, timeoutMs, 250);
+    return eventually(
+      `the rollout to ${hash} to complete`,
+      async () => {
+        const ms = await this.machineSet();
+        return ms.metadata.annotations?.[ANNOTATIONS.currentConfigHash] === hash ? ms : undefined;
+      },
+      timeoutMs,
+      250,
+    );
   }
 
   /** The fleet, the ignition server and both clusters; the tests stop their own upgrader and drainer first. */

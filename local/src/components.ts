@@ -101,16 +101,30 @@ const LAUNCHES: ComponentLaunch[] = [
     // The local registry's certificate comes from the same CA as the ignition server's.
     `--registry-ca-file=${i.caFile}`,
   ]),
-  kindling('nodepool-controller', ({ ignition: i }) => [`--ignition-endpoint=${ignitionEndpoint(i)}`, `--ignition-ca-file=${i.caFile}`]),
+  kindling('nodepool-controller', ({ ignition: i }) => [
+    `--ignition-endpoint=${ignitionEndpoint(i)}`,
+    `--ignition-ca-file=${i.caFile}`,
+  ]),
   // The ExtensionConfig names one URL: the first replica serves the in-place hooks (its supervisor restarts it on the same port).
   kindling('inplace-upgrader', ({ ignition: i, extension: e }, replica) => [
     `--ignition-url=https://${ignitionEndpoint(i)}`,
     `--ignition-ca-file=${i.caFile}`,
     '--agent-image=kindling:local',
-    ...(e && replica === 0 ? [`--extension-address=127.0.0.1:${e.port}`, `--extension-tls-cert-file=${e.certFile}`, `--extension-tls-key-file=${e.keyFile}`] : []),
+    ...(e && replica === 0
+      ? [
+          `--extension-address=127.0.0.1:${e.port}`,
+          `--extension-tls-cert-file=${e.certFile}`,
+          `--extension-tls-key-file=${e.keyFile}`,
+        ]
+      : []),
   ]),
   kindling('drainer', () => []),
-  { name: 'local-providers', elected: false, asImage: false, argv: (env) => [PROVIDERS, `--kubeconfig=${env.mgmt.kubeconfigPath}`, `--state-dir=${env.stateDir}`] },
+  {
+    name: 'local-providers',
+    elected: false,
+    asImage: false,
+    argv: (env) => [PROVIDERS, `--kubeconfig=${env.mgmt.kubeconfigPath}`, `--state-dir=${env.stateDir}`],
+  },
 ];
 
 /** The pid of the guarded command once its guard has started it; undefined if it is gone first. */
@@ -128,14 +142,26 @@ async function commandPidOf(p: ManagedProcess, timeoutMs = 10_000): Promise<numb
   return undefined;
 }
 
-function supervise(launch: ComponentLaunch, replica: number, env: LaunchEnv, opts: Supervision & { single: boolean }): RunningComponent {
+function supervise(
+  launch: ComponentLaunch,
+  replica: number,
+  env: LaunchEnv,
+  opts: Supervision & { single: boolean },
+): RunningComponent {
   const name = opts.single ? launch.name : `${launch.name}-${replica}`;
   const logFile = join(env.stateDir, 'logs', `${name}.log`);
   const pidFile = join(env.stateDir, 'run', `${name}.pid`);
   const supervisor: Supervisor<ManagedProcess> = new Supervisor({
     name,
     policy: opts.policy,
-    spawn: () => new ManagedProcess({ name, command: process.execPath, args: launch.argv(env, replica), logFile, env: launch.asImage ? withJemalloc(process.env) : process.env }),
+    spawn: () =>
+      new ManagedProcess({
+        name,
+        command: process.execPath,
+        args: launch.argv(env, replica),
+        logFile,
+        env: launch.asImage ? withJemalloc(process.env) : process.env,
+      }),
     onStart: (proc, restarts) => {
       void commandPidOf(proc).then(async (pid) => {
         if (pid !== undefined && supervisor.current === proc) await writeFile(pidFile, `${pid}\n`);
@@ -151,14 +177,23 @@ function supervise(launch: ComponentLaunch, replica: number, env: LaunchEnv, opt
 }
 
 /** Starts every component under supervision: `replicas` processes of each elected one, one of the others. */
-export async function startComponents(componentEnv: ComponentEnv, supervision: Supervision = {}): Promise<RunningComponent[]> {
-  const env: LaunchEnv = { ...componentEnv, kubeconfigs: await componentKubeconfigs(componentEnv.mgmt, componentEnv.stateDir) };
+export async function startComponents(
+  componentEnv: ComponentEnv,
+  supervision: Supervision = {},
+): Promise<RunningComponent[]> {
+  const env: LaunchEnv = {
+    ...componentEnv,
+    kubeconfigs: await componentKubeconfigs(componentEnv.mgmt, componentEnv.stateDir),
+  };
   await mkdir(join(env.stateDir, 'logs'), { recursive: true });
   // Pid files of an earlier run that did not stop cleanly (or ran other replicas) would name other processes.
   await rm(join(env.stateDir, 'run'), { recursive: true, force: true });
   await mkdir(join(env.stateDir, 'run'), { recursive: true });
   const replicas = supervision.replicas ?? 1;
-  if (env.ignition.replicas.length < replicas) throw new Error(`the ignition files hold ${env.ignition.replicas.length} replica(s) of the ignition server, not ${replicas}`);
+  if (env.ignition.replicas.length < replicas)
+    throw new Error(
+      `the ignition files hold ${env.ignition.replicas.length} replica(s) of the ignition server, not ${replicas}`,
+    );
   const available = new Set(COMMANDS.map((c) => c.name));
   const launches = LAUNCHES.filter((l) => l.argv(env, 0)[0] !== KINDLING || available.has(l.name));
   const running = launches.flatMap((l) => {
@@ -171,8 +206,10 @@ export async function startComponents(componentEnv: ComponentEnv, supervision: S
 
 /** Stops every component (no restart follows) and removes their pid files. */
 export async function stopComponents(components: RunningComponent[]): Promise<void> {
-  await Promise.all(components.map(async (c) => {
-    await c.supervisor.stop();
-    await rm(c.pidFile, { force: true });
-  }));
+  await Promise.all(
+    components.map(async (c) => {
+      await c.supervisor.stop();
+      await rm(c.pidFile, { force: true });
+    }),
+  );
 }

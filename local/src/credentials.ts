@@ -25,7 +25,9 @@ const TOKEN_SECONDS = 7 * 24 * 3600;
 
 /** `kubectl kustomize <dir>` with the test bed's kubectl, parsed. */
 export async function renderKustomization(dir: string): Promise<k8s.KubernetesObject[]> {
-  const { stdout } = await promisify(execFile)(testbedBinary('kubectl'), ['kustomize', dir], { maxBuffer: 16 * 1024 * 1024 });
+  const { stdout } = await promisify(execFile)(testbedBinary('kubectl'), ['kustomize', dir], {
+    maxBuffer: 16 * 1024 * 1024,
+  });
   return parseManifests(stdout, `kubectl kustomize ${dir}`);
 }
 
@@ -63,9 +65,22 @@ export async function componentKubeconfigs(mgmt: Cluster, stateDir: string): Pro
   const accounts = rbac.filter((o) => o.kind === 'ServiceAccount').map((o) => o.metadata?.name ?? '');
   const entries = await Promise.all(
     accounts.map(async (name) => {
-      const request = await core.createNamespacedServiceAccountToken({ name, namespace: KINDLING_NAMESPACE, body: { spec: { audiences: [], expirationSeconds: TOKEN_SECONDS } } });
+      const request = await core.createNamespacedServiceAccountToken({
+        name,
+        namespace: KINDLING_NAMESPACE,
+        body: { spec: { audiences: [], expirationSeconds: TOKEN_SECONDS } },
+      });
       const path = join(dir, `${componentOf(name)}.kubeconfig`);
-      await writeFile(path, tokenKubeconfig(mgmt.kubeConfig, `system:serviceaccount:${KINDLING_NAMESPACE}:${name}`, request.status?.token ?? '', KINDLING_NAMESPACE), { mode: 0o600 });
+      await writeFile(
+        path,
+        tokenKubeconfig(
+          mgmt.kubeConfig,
+          `system:serviceaccount:${KINDLING_NAMESPACE}:${name}`,
+          request.status?.token ?? '',
+          KINDLING_NAMESPACE,
+        ),
+        { mode: 0o600 },
+      );
       return [componentOf(name), path] as const;
     }),
   );

@@ -22,7 +22,11 @@ const LOCAL_DIR = fileURLToPath(new URL('../../../local/', import.meta.url));
  * takes it only with spec.release.allowPrerelease. */
 export const SAMPLE_RELEASES = ['1.36.2', '1.36.3', '1.36.3-broken-kubelet'] as const;
 
-const exists = (p: string): Promise<boolean> => access(p).then(() => true, () => false);
+const exists = (p: string): Promise<boolean> =>
+  access(p).then(
+    () => true,
+    () => false,
+  );
 
 export interface IgnitionFiles {
   port: number;
@@ -75,8 +79,15 @@ export async function ignitionFiles(stateDir: string, mgmt: Cluster, replicas = 
   for (let i = 1; i < replicas; i++) files.replicas.push(await replicaServing(dir, i));
   if (await exists(files.signingKeyFile)) return files;
   const ca = await loadCertificateAuthority(mgmt.ca);
-  const serving = await ca.issue({ commonName: 'kindling-ignition-server', ipAddresses: ['127.0.0.1'], dnsNames: ['localhost'], usage: 'server' });
-  const signing = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+  const serving = await ca.issue({
+    commonName: 'kindling-ignition-server',
+    ipAddresses: ['127.0.0.1'],
+    dnsNames: ['localhost'],
+    usage: 'server',
+  });
+  const signing = generateKeyPairSync('ec', { namedCurve: 'P-256' })
+    .privateKey.export({ type: 'pkcs8', format: 'pem' })
+    .toString();
   await writeFile(files.caFile, mgmt.ca.certPem);
   await writeFile(files.certFile, serving.certPem);
   await writeFile(files.keyFile, serving.keyPem, { mode: 0o600 });
@@ -101,7 +112,12 @@ export async function startRegistry(stateDir: string, mgmt: Cluster): Promise<Lo
   const port = await keptPort(dir);
   if (!(await exists(join(dir, 'tls.key')))) {
     const ca = await loadCertificateAuthority(mgmt.ca);
-    const serving = await ca.issue({ commonName: 'kindling-local-registry', ipAddresses: ['127.0.0.1'], dnsNames: ['localhost'], usage: 'server' });
+    const serving = await ca.issue({
+      commonName: 'kindling-local-registry',
+      ipAddresses: ['127.0.0.1'],
+      dnsNames: ['localhost'],
+      usage: 'server',
+    });
     await writeFile(join(dir, 'tls.crt'), serving.certPem);
     await writeFile(join(dir, 'tls.key'), serving.keyPem, { mode: 0o600 });
   }
@@ -113,7 +129,12 @@ export async function startRegistry(stateDir: string, mgmt: Cluster): Promise<Lo
   ].join('\n');
   await writeFile(join(dir, 'config.yml'), `${config}\n`);
   await mkdir(join(stateDir, 'logs'), { recursive: true });
-  const proc = new ManagedProcess({ name: 'docker-registry', command: '/usr/bin/docker-registry', args: ['serve', join(dir, 'config.yml')], logFile: join(stateDir, 'logs', 'registry.log') });
+  const proc = new ManagedProcess({
+    name: 'docker-registry',
+    command: '/usr/bin/docker-registry',
+    args: ['serve', join(dir, 'config.yml')],
+    logFile: join(stateDir, 'logs', 'registry.log'),
+  });
   await waitForPort(port, proc);
   return { host: `127.0.0.1:${port}`, process: proc };
 }
@@ -134,7 +155,11 @@ export async function sampleReleases(registry: LocalRegistry, caPem: string): Pr
 }
 
 /** Applies the sample tenant (server-side apply, so a restart changes nothing the user has not changed). */
-export async function applySamples(mgmt: Cluster, guest: Cluster, opts: { namespace: string; release: string }): Promise<void> {
+export async function applySamples(
+  mgmt: Cluster,
+  guest: Cluster,
+  opts: { namespace: string; release: string },
+): Promise<void> {
   const applier = createApplier(mgmt.kubeConfig, FIELD_MANAGERS.local);
   const secret = {
     apiVersion: 'v1',
@@ -143,7 +168,9 @@ export async function applySamples(mgmt: Cluster, guest: Cluster, opts: { namesp
     stringData: { value: guest.kubeconfigYaml },
   } as k8s.KubernetesObject;
   await applier.apply(secret);
-  const text = (await readFile(join(LOCAL_DIR, 'samples.yaml'), 'utf8')).replaceAll('${NAMESPACE}', opts.namespace).replaceAll('${RELEASE}', opts.release);
+  const text = (await readFile(join(LOCAL_DIR, 'samples.yaml'), 'utf8'))
+    .replaceAll('${NAMESPACE}', opts.namespace)
+    .replaceAll('${RELEASE}', opts.release);
   await createMissing(mgmt.kubeConfig, parseManifests(text, 'samples.yaml'));
 }
 

@@ -23,10 +23,25 @@ export interface ExtensionFiles {
 export async function extensionFiles(stateDir: string, mgmt: Cluster): Promise<ExtensionFiles> {
   const dir = join(stateDir, 'extension');
   await mkdir(dir, { recursive: true });
-  const files: ExtensionFiles = { port: await keptPort(dir), certFile: join(dir, 'tls.crt'), keyFile: join(dir, 'tls.key') };
-  if (await access(files.keyFile).then(() => true, () => false)) return files;
+  const files: ExtensionFiles = {
+    port: await keptPort(dir),
+    certFile: join(dir, 'tls.crt'),
+    keyFile: join(dir, 'tls.key'),
+  };
+  if (
+    await access(files.keyFile).then(
+      () => true,
+      () => false,
+    )
+  )
+    return files;
   const ca = await loadCertificateAuthority(mgmt.ca);
-  const serving = await ca.issue({ commonName: 'kindling-inplace-extension', ipAddresses: ['127.0.0.1'], dnsNames: ['localhost'], usage: 'server' });
+  const serving = await ca.issue({
+    commonName: 'kindling-inplace-extension',
+    ipAddresses: ['127.0.0.1'],
+    dnsNames: ['localhost'],
+    usage: 'server',
+  });
   await writeFile(files.certFile, serving.certPem);
   await writeFile(files.keyFile, serving.keyPem, { mode: 0o600 });
   return files;
@@ -36,5 +51,13 @@ export async function extensionFiles(stateDir: string, mgmt: Cluster): Promise<E
 export async function registerExtension(mgmt: Cluster, files: ExtensionFiles): Promise<void> {
   const applier = createApplier(mgmt.kubeConfig, FIELD_MANAGERS.local);
   // Right after the CRDs are installed their storage can still answer 429: apply until it is accepted.
-  await eventually('the ExtensionConfig to be accepted', () => applier.apply(extensionConfig({ url: `https://127.0.0.1:${files.port}`, caPem: mgmt.ca.certPem })).then(() => true), 30_000, 250);
+  await eventually(
+    'the ExtensionConfig to be accepted',
+    () =>
+      applier
+        .apply(extensionConfig({ url: `https://127.0.0.1:${files.port}`, caPem: mgmt.ca.certPem }))
+        .then(() => true),
+    30_000,
+    250,
+  );
 }

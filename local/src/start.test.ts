@@ -18,7 +18,10 @@ const START = fileURLToPath(new URL('./start.js', import.meta.url));
 const NS = 'tenants';
 
 function runStart(stateDir: string): string {
-  const r = spawnSync(process.execPath, [START, `--state-dir=${stateDir}`, '--exit-after-start'], { encoding: 'utf8', timeout: 400_000 });
+  const r = spawnSync(process.execPath, [START, `--state-dir=${stateDir}`, '--exit-after-start'], {
+    encoding: 'utf8',
+    timeout: 400_000,
+  });
   assert.equal(r.status, 0, `start failed:\n${r.stdout}\n${r.stderr}`);
   return r.stdout;
 }
@@ -29,7 +32,9 @@ async function machineUids(stateDir: string): Promise<Record<string, string>> {
   try {
     const objects = k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig);
     // Right after /readyz, custom-resource storage may still answer 429 "storage is (re)initializing".
-    const list = await eventually('the Machines to be readable', () => objects.list('cluster.x-k8s.io/v1beta2', 'Machine', NS));
+    const list = await eventually('the Machines to be readable', () =>
+      objects.list('cluster.x-k8s.io/v1beta2', 'Machine', NS),
+    );
     return Object.fromEntries(list.items.map((m) => [m.metadata?.name ?? '', m.metadata?.uid ?? '']));
   } finally {
     await mgmt.stop();
@@ -40,7 +45,10 @@ describe('npm start (local environment)', () => {
   it('when --replicas is below 1, it should refuse at once with a clear error and start nothing', async () => {
     const stateDir = await mkdtemp(join(tmpdir(), 'kindling-local-'));
     after(() => rm(stateDir, { recursive: true, force: true }));
-    const r = spawnSync(process.execPath, [START, `--state-dir=${stateDir}`, '--replicas=0'], { encoding: 'utf8', timeout: 30_000 });
+    const r = spawnSync(process.execPath, [START, `--state-dir=${stateDir}`, '--replicas=0'], {
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
     assert.equal(r.status, 1);
     assert.match(r.stderr, /^--replicas must be at least 1, not 0\n$/);
     assert.deepEqual(await readdir(stateDir), [], 'nothing was started or written');
@@ -58,8 +66,14 @@ describe('npm start (local environment)', () => {
     const hosts = (await readdir(join(stateDir, 'hosts', NS))).sort();
     assert.equal(hosts.length, 7, 'inplace 3, replace 2, capi 2');
     for (const host of hosts.filter((h) => h.startsWith('inplace-'))) {
-      assert.equal(await readFile(join(stateDir, 'hosts', NS, host, 'etc/motd'), 'utf8'), 'Welcome to a Kindling node\n');
-      assert.equal(await readFile(join(stateDir, 'hosts', NS, host, 'etc/kindling/os-release'), 'utf8'), 'Kindling Linux 1.36.2\n');
+      assert.equal(
+        await readFile(join(stateDir, 'hosts', NS, host, 'etc/motd'), 'utf8'),
+        'Welcome to a Kindling node\n',
+      );
+      assert.equal(
+        await readFile(join(stateDir, 'hosts', NS, host, 'etc/kindling/os-release'), 'utf8'),
+        'Kindling Linux 1.36.2\n',
+      );
     }
     const before = await machineUids(stateDir);
     assert.equal(Object.keys(before).length, 7);

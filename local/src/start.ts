@@ -25,18 +25,37 @@ import {
 } from '../../test/bed/src/index.js';
 import { startComponents, stopComponents, type RunningComponent } from './components.js';
 import type { Restart } from './supervisor.js';
-import { applySamples, ignitionFiles, sampleReleases, startRegistry, SAMPLE_RELEASES, type LocalRegistry } from './environment.js';
+import {
+  applySamples,
+  ignitionFiles,
+  sampleReleases,
+  startRegistry,
+  SAMPLE_RELEASES,
+  type LocalRegistry,
+} from './environment.js';
 import { LOCAL_CRD_DIR } from './crds.js';
 import { applyWorkload } from './workload.js';
 import { waitForPools } from './pools.js';
 import { extensionFiles, registerExtension } from './extension.js';
 
 const FLAGS = {
-  stateDir: { type: 'string', default: '.state/local', help: 'Folder holding the clusters, logs and host roots (kept between runs)' },
+  stateDir: {
+    type: 'string',
+    default: '.state/local',
+    help: 'Folder holding the clusters, logs and host roots (kept between runs)',
+  },
   fresh: { type: 'bool', default: false, help: 'Remove the state folder first and start from nothing' },
-  namespace: { type: 'string', default: 'tenants', help: 'Management-cluster namespace of the guest Cluster and its NodePools' },
+  namespace: {
+    type: 'string',
+    default: 'tenants',
+    help: 'Management-cluster namespace of the guest Cluster and its NodePools',
+  },
   exitAfterStart: { type: 'bool', default: false, help: 'Stop everything once it is up (for smoke tests and timing)' },
-  samples: { type: 'bool', default: true, help: 'Create the sample tenant (Cluster, LocalControlPlane, two NodePools) and wait for its pools to be Ready' },
+  samples: {
+    type: 'bool',
+    default: true,
+    help: 'Create the sample tenant (Cluster, LocalControlPlane, two NodePools) and wait for its pools to be Ready',
+  },
   readyTimeout: { type: 'duration', default: 300_000, help: 'How long to wait for the sample pools to be Ready' },
   replicas: {
     type: 'int',
@@ -48,14 +67,21 @@ const FLAGS = {
 const out = (line: string): void => void process.stdout.write(`${line}\n`);
 const warn = (line: string): void => void process.stderr.write(`${line}\n`);
 const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
-const indent = (text: string): string => text.split('\n').map((l) => `    ${l}`).join('\n');
+const indent = (text: string): string =>
+  text
+    .split('\n')
+    .map((l) => `    ${l}`)
+    .join('\n');
 
 /** A component's exit, on the environment's output: which, how, what comes next, and why (its last lines). */
 function reportExit(r: Restart): void {
-  warn(`\n${r.name} exited, ${r.exit}, after ${seconds(r.ranForMs)}; restart ${r.attempt} in ${seconds(r.delayMs)}. Last log lines:\n${indent(r.lastLines)}`);
+  warn(
+    `\n${r.name} exited, ${r.exit}, after ${seconds(r.ranForMs)}; restart ${r.attempt} in ${seconds(r.delayMs)}. Last log lines:\n${indent(r.lastLines)}`,
+  );
 }
 
-const reportRestarted = (name: string, pid: number | undefined, restarts: number): void => warn(`${name} running again (pid ${pid ?? 'gone already'}; ${restarts} restart(s) so far)`);
+const reportRestarted = (name: string, pid: number | undefined, restarts: number): void =>
+  warn(`${name} running again (pid ${pid ?? 'gone already'}; ${restarts} restart(s) so far)`);
 
 async function step<T>(label: string, fn: () => Promise<T>): Promise<T> {
   const started = Date.now();
@@ -97,29 +123,41 @@ async function bringUp(cfg: Config): Promise<Environment> {
       await Promise.all([installKindlingCrds(mgmt), installCapiCrds(mgmt), installCrds(mgmt, LOCAL_CRD_DIR)]);
       await ensureNamespace(mgmt, namespace);
     });
-    env.guest = await step('guest cluster "guest" (etcd, kube-apiserver with node authentication, kube-controller-manager signing CSRs, kube-scheduler, KWOK)', () =>
-      startCluster({ name: 'guest', dir: join(stateDir, 'guest'), kwok: true, nodeAuth: true, scheduler: true }),
+    env.guest = await step(
+      'guest cluster "guest" (etcd, kube-apiserver with node authentication, kube-controller-manager signing CSRs, kube-scheduler, KWOK)',
+      () => startCluster({ name: 'guest', dir: join(stateDir, 'guest'), kwok: true, nodeAuth: true, scheduler: true }),
     );
     env.capi = await step('Cluster API core manager v1.14.2 (webhooks registered)', () => startCapiManager(mgmt));
-    const ignition = await step('ignition serving certificate, signing key', () => ignitionFiles(stateDir, mgmt, cfg.replicas));
+    const ignition = await step('ignition serving certificate, signing key', () =>
+      ignitionFiles(stateDir, mgmt, cfg.replicas),
+    );
     env.ignitionPort = ignition.port;
     env.ignitionPorts = ignition.replicas.map((r) => r.port);
     env.registry = await step('OCI registry (docker-registry, TLS)', () => startRegistry(stateDir, mgmt));
     const registry = env.registry;
-    const releases = await step(`release images ${SAMPLE_RELEASES.join(', ')} (kindling release build, pushed)`, () => sampleReleases(registry, mgmt.ca.certPem));
+    const releases = await step(`release images ${SAMPLE_RELEASES.join(', ')} (kindling release build, pushed)`, () =>
+      sampleReleases(registry, mgmt.ca.certPem),
+    );
     env.releases = releases;
     const extension = await extensionFiles(stateDir, mgmt);
     const supervision = { replicas: cfg.replicas, onExit: reportExit, onRestarted: reportRestarted };
-    env.components = await step(`Kindling components (${cfg.replicas} of each elected one) and local providers, supervised`, () =>
-      startComponents({ mgmt, stateDir, ignition, namespace, registry: registry.host, extension }, supervision),
+    env.components = await step(
+      `Kindling components (${cfg.replicas} of each elected one) and local providers, supervised`,
+      () => startComponents({ mgmt, stateDir, ignition, namespace, registry: registry.host, extension }, supervision),
     );
-    await step('Kindling registered as Cluster API in-place update extension (ExtensionConfig)', () => registerExtension(mgmt, extension));
+    await step('Kindling registered as Cluster API in-place update extension (ExtensionConfig)', () =>
+      registerExtension(mgmt, extension),
+    );
     if (cfg.samples) {
       await step('sample tenant (Cluster, LocalControlPlane, NodePools inplace ×3, replace ×2, capi ×2)', () =>
         applySamples(mgmt, env.guest, { namespace, release: releases[SAMPLE_RELEASES[0]] ?? '' }),
       );
-      await step('sample pools Ready (hosts booted through Ignition)', () => waitForPools(mgmt, namespace, cfg.readyTimeout, out));
-      await step('sample workload in the guest (shop/web ×4 on the inplace nodes, behind a PodDisruptionBudget)', () => applyWorkload(env.guest, out));
+      await step('sample pools Ready (hosts booted through Ignition)', () =>
+        waitForPools(mgmt, namespace, cfg.readyTimeout, out),
+      );
+      await step('sample workload in the guest (shop/web ×4 on the inplace nodes, behind a PodDisruptionBudget)', () =>
+        applyWorkload(env.guest, out),
+      );
     }
     return env;
   } catch (err) {
@@ -143,11 +181,16 @@ function summary(env: Environment, stateDir: string, namespace: string): void {
   out(`  management kubeconfig: ${env.mgmt.kubeconfigPath}`);
   out(`  guest kubeconfig:      ${env.guest.kubeconfigPath}`);
   out(`  ignition endpoint:     https://127.0.0.1:${env.ignitionPort ?? '?'}/ignition`);
-  out(`  release registry:      https://${env.registry?.host ?? '?'} (${Object.values(env.releases ?? {}).join(', ')})`);
+  out(
+    `  release registry:      https://${env.registry?.host ?? '?'} (${Object.values(env.releases ?? {}).join(', ')})`,
+  );
   out(`  host roots:            ${join(stateDir, 'hosts')}`);
   out(`  state and logs:        ${stateDir}`);
   out(`  components (restarted with backoff when they exit; pid files in ${join(stateDir, 'run')}):`);
-  for (const c of env.components) out(`    ${c.name.padEnd(22)} log: ${c.logFile}${c.component === 'ignition-server' ? servingNote(env, c.replica) : ''}`);
+  for (const c of env.components)
+    out(
+      `    ${c.name.padEnd(22)} log: ${c.logFile}${c.component === 'ignition-server' ? servingNote(env, c.replica) : ''}`,
+    );
   out('');
   const kindling = `KUBECONFIG=${env.mgmt.kubeconfigPath} ${fileURLToPath(new URL('../../../bin/kindling.js', import.meta.url))}`;
   const next = env.releases?.[SAMPLE_RELEASES[1]] ?? '<release image>';
@@ -155,7 +198,9 @@ function summary(env: Environment, stateDir: string, namespace: string): void {
   out(`  ${kubectl} --kubeconfig ${env.mgmt.kubeconfigPath} get nodepools -A`);
   out(`  ${kindling} status --watch`);
   out(`  ${kindling} plan ${namespace}/inplace --release ${next}`);
-  out(`  ${kubectl} --kubeconfig ${env.mgmt.kubeconfigPath} -n ${namespace} patch np inplace --type merge -p '{"spec":{"release":{"image":"${next}"}}}'`);
+  out(
+    `  ${kubectl} --kubeconfig ${env.mgmt.kubeconfigPath} -n ${namespace} patch np inplace --type merge -p '{"spec":{"release":{"image":"${next}"}}}'`,
+  );
   out('');
   out('Ctrl-C stops everything.');
 }
@@ -167,7 +212,12 @@ function servingNote(env: Environment, replica: number): string {
 
 /** The processes the environment stands on: when one exits, the environment cannot go on. */
 function groundOf(env: Environment): ManagedProcess[] {
-  return [...env.mgmt.processes, ...env.guest.processes, ...(env.capi ? [env.capi.process] : []), ...(env.registry ? [env.registry.process] : [])];
+  return [
+    ...env.mgmt.processes,
+    ...env.guest.processes,
+    ...(env.capi ? [env.capi.process] : []),
+    ...(env.registry ? [env.registry.process] : []),
+  ];
 }
 
 /**
@@ -218,7 +268,9 @@ export async function start(argv: string[]): Promise<number> {
 start(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (err: unknown) => {
-    process.stderr.write(`${err instanceof ConfigError ? err.message : err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.stderr.write(
+      `${err instanceof ConfigError ? err.message : err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+    );
     process.exit(1);
   },
 );

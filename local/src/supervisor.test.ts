@@ -5,7 +5,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { flush, manualClock } from '../../support/testing/index.js';
 import { eventually, ManagedProcess } from '../../test/bed/src/index.js';
-import { describeExit, restartDelay, RESTART_BACKOFF, Supervisor, type BackoffPolicy, type Restart, type SupervisedProcess } from './supervisor.js';
+import {
+  describeExit,
+  restartDelay,
+  RESTART_BACKOFF,
+  Supervisor,
+  type BackoffPolicy,
+  type Restart,
+  type SupervisedProcess,
+} from './supervisor.js';
 
 const POLICY: BackoffPolicy = { initialMs: 1000, maxMs: 8000, resetAfterMs: 60_000 };
 
@@ -33,7 +41,12 @@ class FakeProcess implements SupervisedProcess {
   }
 }
 
-function fixture(policy: BackoffPolicy | undefined): { clock: ReturnType<typeof manualClock>; spawned: FakeProcess[]; exits: Restart[]; supervisor: Supervisor<FakeProcess> } {
+function fixture(policy: BackoffPolicy | undefined): {
+  clock: ReturnType<typeof manualClock>;
+  spawned: FakeProcess[];
+  exits: Restart[];
+  supervisor: Supervisor<FakeProcess>;
+} {
   const clock = manualClock(0);
   const spawned: FakeProcess[] = [];
   const exits: Restart[] = [];
@@ -60,7 +73,10 @@ async function exitNow(p: FakeProcess | undefined, code: number | null): Promise
 
 describe('restart policy', () => {
   it('when restarts follow each other, it should double the delay from the initial one up to the cap', () => {
-    assert.deepEqual([1, 2, 3, 4, 5, 6].map((a) => restartDelay(a, POLICY)), [1000, 2000, 4000, 8000, 8000, 8000]);
+    assert.deepEqual(
+      [1, 2, 3, 4, 5, 6].map((a) => restartDelay(a, POLICY)),
+      [1000, 2000, 4000, 8000, 8000, 8000],
+    );
   });
 
   it('when a guarded command was killed by a signal, it should name the signal', () => {
@@ -85,8 +101,24 @@ describe('Supervisor (injected clock, fake processes)', () => {
       clock.advance(1);
       assert.equal(spawned.length, count + 1, `restarted at ${delay} ms`);
     }
-    assert.deepEqual(exits.map((e) => [e.attempt, e.delayMs]), [[1, 1000], [2, 2000], [3, 4000], [4, 8000], [5, 8000]]);
-    assert.deepEqual(exits[0], { name: 'drainer-1', exit: 'code 1', ranForMs: 0, attempt: 1, delayMs: 1000, lastLines: 'last line of run 0' });
+    assert.deepEqual(
+      exits.map((e) => [e.attempt, e.delayMs]),
+      [
+        [1, 1000],
+        [2, 2000],
+        [3, 4000],
+        [4, 8000],
+        [5, 8000],
+      ],
+    );
+    assert.deepEqual(exits[0], {
+      name: 'drainer-1',
+      exit: 'code 1',
+      ranForMs: 0,
+      attempt: 1,
+      delayMs: 1000,
+      lastLines: 'last line of run 0',
+    });
     assert.equal(supervisor.restarts, 5);
   });
 
@@ -104,12 +136,15 @@ describe('Supervisor (injected clock, fake processes)', () => {
     // Just short of it: the backoff goes on from there.
     clock.advance(59_999);
     await exitNow(supervisor.current, 1);
-    assert.deepEqual(exits.map((e) => [e.exit, e.ranForMs, e.attempt, e.delayMs]), [
-      ['code 137 (SIGKILL)', 0, 1, 1000],
-      ['code 137 (SIGKILL)', 0, 2, 2000],
-      ['code 1', 60_000, 1, 1000],
-      ['code 1', 59_999, 2, 2000],
-    ]);
+    assert.deepEqual(
+      exits.map((e) => [e.exit, e.ranForMs, e.attempt, e.delayMs]),
+      [
+        ['code 137 (SIGKILL)', 0, 1, 1000],
+        ['code 137 (SIGKILL)', 0, 2, 2000],
+        ['code 1', 60_000, 1, 1000],
+        ['code 1', 59_999, 2, 2000],
+      ],
+    );
   });
 
   it('when no policy is given (or undefined), it should restart with RESTART_BACKOFF', async () => {
@@ -155,30 +190,53 @@ describe('Supervisor (real processes)', () => {
           name,
           policy: { initialMs: 200, maxMs: 1000, resetAfterMs: 10_000 },
           spawn: () =>
-            new ManagedProcess({ name, command: process.execPath, args: ['-e', `console.log('${name} up', process.pid); setInterval(() => {}, 1000)`], logFile: join(dir, `${name}.log`) }),
+            new ManagedProcess({
+              name,
+              command: process.execPath,
+              args: ['-e', `console.log('${name} up', process.pid); setInterval(() => {}, 1000)`],
+              logFile: join(dir, `${name}.log`),
+            }),
           onExit: (r) => exits.push(r),
         }),
     );
     after(() => Promise.all(supervisors.map((s) => s.stop())));
     for (const s of supervisors) s.start();
-    const pidOf = (s: Supervisor<ManagedProcess>): Promise<number> => eventually(`${s.name}'s pid`, () => Promise.resolve(s.current?.commandPid()), 10_000, 20);
-    const [a, b, c] = supervisors as [Supervisor<ManagedProcess>, Supervisor<ManagedProcess>, Supervisor<ManagedProcess>];
+    const pidOf = (s: Supervisor<ManagedProcess>): Promise<number> =>
+      eventually(`${s.name}'s pid`, () => Promise.resolve(s.current?.commandPid()), 10_000, 20);
+    const [a, b, c] = supervisors as [
+      Supervisor<ManagedProcess>,
+      Supervisor<ManagedProcess>,
+      Supervisor<ManagedProcess>,
+    ];
     const before = { a: await pidOf(a), b: await pidOf(b), c: await pidOf(c) };
     await eventually('a to log', () => Promise.resolve(a.current?.tail(1).includes('a up')), 10_000, 20);
 
     process.kill(before.a, 'SIGKILL');
-    const again = await eventually('a to run again as a new process', async () => {
-      const pid = await pidOf(a);
-      return pid !== before.a ? pid : undefined;
-    }, 15_000, 50);
-    assert.deepEqual(exits.map((e) => [e.name, e.exit, e.attempt, e.delayMs]), [['a', 'code 137 (SIGKILL)', 1, 200]]);
-    assert.match(exits[0]?.lastLines ?? '', new RegExp(`a up ${before.a}`), "the report carries the dead process's last log line");
+    const again = await eventually(
+      'a to run again as a new process',
+      async () => {
+        const pid = await pidOf(a);
+        return pid !== before.a ? pid : undefined;
+      },
+      15_000,
+      50,
+    );
+    assert.deepEqual(
+      exits.map((e) => [e.name, e.exit, e.attempt, e.delayMs]),
+      [['a', 'code 137 (SIGKILL)', 1, 200]],
+    );
+    assert.match(
+      exits[0]?.lastLines ?? '',
+      new RegExp(`a up ${before.a}`),
+      "the report carries the dead process's last log line",
+    );
     assert.equal(a.restarts, 1);
     assert.deepEqual([await pidOf(b), await pidOf(c)], [before.b, before.c], 'b and c are the same processes');
     for (const pid of [again, before.b, before.c]) assert.doesNotThrow(() => process.kill(pid, 0), `${pid} runs`);
 
     await Promise.all(supervisors.map((s) => s.stop()));
-    for (const pid of [again, before.b, before.c]) assert.throws(() => process.kill(pid, 0), { code: 'ESRCH' }, `${pid} is gone`);
+    for (const pid of [again, before.b, before.c])
+      assert.throws(() => process.kill(pid, 0), { code: 'ESRCH' }, `${pid} is gone`);
     assert.equal(exits.length, 1, 'stopping is not an exit to report');
   });
 });

@@ -18,7 +18,11 @@ export interface BackoffPolicy {
 }
 
 /** kubelet's CrashLoopBackOff is 10 s doubling to 5 min, reset after 10 min; a local session wants it quicker. */
-export const RESTART_BACKOFF: Readonly<BackoffPolicy> = Object.freeze({ initialMs: 1000, maxMs: 30_000, resetAfterMs: 60_000 });
+export const RESTART_BACKOFF: Readonly<BackoffPolicy> = Object.freeze({
+  initialMs: 1000,
+  maxMs: 30_000,
+  resetAfterMs: 60_000,
+});
 
 /** The delay before restart number `attempt` (1 for the first restart since the last reset). */
 export function restartDelay(attempt: number, policy: BackoffPolicy): number {
@@ -112,7 +116,14 @@ export class Supervisor<P extends SupervisedProcess> {
     if (ranForMs >= policy.resetAfterMs) this.#attempt = 0;
     this.#attempt++;
     const delayMs = restartDelay(this.#attempt, policy);
-    this.#opts.onExit({ name: this.name, exit: describeExit(code), ranForMs, attempt: this.#attempt, delayMs, lastLines: child.tail(this.#opts.tailLines ?? 5) });
+    this.#opts.onExit({
+      name: this.name,
+      exit: describeExit(code),
+      ranForMs,
+      attempt: this.#attempt,
+      delayMs,
+      lastLines: child.tail(this.#opts.tailLines ?? 5),
+    });
     this.#timer = clock.setTimeout(() => {
       this.restarts++;
       this.start();

@@ -25,9 +25,12 @@ const joined = (node: k8s.V1Node): boolean => !node.spec?.taints?.some((t) => t.
  */
 export async function applyWorkload(guest: Cluster, print: (line: string) => void, timeoutMs = 60_000): Promise<void> {
   const core = guest.kubeConfig.makeApiClient(k8s.CoreV1Api);
-  const allJoined = async (): Promise<boolean> => (await core.listNode({ labelSelector: INPLACE_NODES })).items.every(joined);
+  const allJoined = async (): Promise<boolean> =>
+    (await core.listNode({ labelSelector: INPLACE_NODES })).items.every(joined);
   await eventually('the inplace nodes to take pods', allJoined, timeoutMs, 500).catch((err: unknown) => {
-    print(`\n    ${err instanceof Error ? err.message : String(err)}: creating the workload anyway (its pods may not be spread)`);
+    print(
+      `\n    ${err instanceof Error ? err.message : String(err)}: creating the workload anyway (its pods may not be spread)`,
+    );
   });
   const text = await readFile(WORKLOAD_FILE, 'utf8');
   await createMissing(guest.kubeConfig, parseManifests(text, 'workload.yaml'));

@@ -10,7 +10,12 @@ export function withKind<T extends k8s.KubernetesObject>(obj: T, apiVersion: str
 }
 
 /** Applies when the live object differs from the desired one; returns what is live afterwards. */
-export async function applyIfNeeded<T extends k8s.KubernetesObject>(deps: { writer: Writer }, live: T | undefined, desired: T, cache: OverlayCache<T>): Promise<T> {
+export async function applyIfNeeded<T extends k8s.KubernetesObject>(
+  deps: { writer: Writer },
+  live: T | undefined,
+  desired: T,
+  cache: OverlayCache<T>,
+): Promise<T> {
   if (live && isUpToDate(live, desired, FIELD_MANAGERS.nodepoolController)) return live;
   return deps.writer.apply(desired, cache);
 }

@@ -59,12 +59,24 @@ describe('the data Secret a ClusterAPI-engine Machine names', () => {
   });
 
   it('when an in-place update is over, it should be the KindlingConfig’s new Secret', () => {
-    assert.equal(machineDataSecret(machine('user-data-workers-0123456789abcdef'), moved), 'user-data-workers-fedcba9876543210');
+    assert.equal(
+      machineDataSecret(machine('user-data-workers-0123456789abcdef'), moved),
+      'user-data-workers-fedcba9876543210',
+    );
   });
 
   it('when the update is under way, the config has no Secret yet, or Cluster API has not named one, it should not move', () => {
-    assert.equal(machineDataSecret(machine('user-data-workers-0123456789abcdef', true), moved), 'user-data-workers-0123456789abcdef');
-    assert.equal(machineDataSecret(machine('user-data-workers-0123456789abcdef'), config((c) => (c.status = kindlingConfigStatus(c, false, NOW)))), 'user-data-workers-0123456789abcdef');
+    assert.equal(
+      machineDataSecret(machine('user-data-workers-0123456789abcdef', true), moved),
+      'user-data-workers-0123456789abcdef',
+    );
+    assert.equal(
+      machineDataSecret(
+        machine('user-data-workers-0123456789abcdef'),
+        config((c) => (c.status = kindlingConfigStatus(c, false, NOW))),
+      ),
+      'user-data-workers-0123456789abcdef',
+    );
     assert.equal(machineDataSecret(machine(undefined), moved), undefined);
   });
 });

@@ -2,7 +2,13 @@
 import type * as k8s from '#k8s';
 import { LABELS } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
-import { CAPI_API_VERSION, type Machine, type MachineDeployment, type MachineHealthCheck, type MachineSet } from '../../api/src/capi.js';
+import {
+  CAPI_API_VERSION,
+  type Machine,
+  type MachineDeployment,
+  type MachineHealthCheck,
+  type MachineSet,
+} from '../../api/src/capi.js';
 import type { KindlingConfig, KindlingConfigTemplate } from '../../api/src/bootstrap.js';
 import { OverlayCache, type CacheSource } from './store.js';
 
@@ -27,7 +33,10 @@ export interface ChildCache {
   kind: 'MachineSet' | 'MachineDeployment' | 'MachineHealthCheck';
 }
 
-const ofPool = (pool: string) => (o: k8s.KubernetesObject): boolean => o.metadata?.labels?.[LABELS.nodePool] === pool;
+const ofPool =
+  (pool: string) =>
+  (o: k8s.KubernetesObject): boolean =>
+    o.metadata?.labels?.[LABELS.nodePool] === pool;
 
 export class Caches {
   readonly nodePools: OverlayCache<NodePool>;

@@ -12,12 +12,20 @@ const machine = (name: string, opts: { updating?: boolean; deleting?: boolean } 
     ...(opts.updating ? { annotations: { [ANNOTATIONS.capiUpdateInProgress]: '' } } : {}),
     ...(opts.deleting ? { deletionTimestamp: new Date('2026-11-24T00:00:00Z') } : {}),
   },
-  spec: { clusterName: 'guest', bootstrap: { configRef: { apiGroup: 'bootstrap.kindling.dev', kind: 'KindlingConfig', name: `${name}-config` } }, infrastructureRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachine', name } },
+  spec: {
+    clusterName: 'guest',
+    bootstrap: { configRef: { apiGroup: 'bootstrap.kindling.dev', kind: 'KindlingConfig', name: `${name}-config` } },
+    infrastructureRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachine', name },
+  },
 });
 
 /** m1 is at the target, m2 is being updated to it (its config already rewritten), m3 has not been handed it. */
 const HASHES: Record<string, string> = { 'm1-config': 'new', 'm2-config': 'new', 'm3-config': 'old' };
-const input = { machines: [machine('m1'), machine('m2', { updating: true }), machine('m3')], configHashOf: (c: string): string | undefined => HASHES[c], target: 'new' };
+const input = {
+  machines: [machine('m1'), machine('m2', { updating: true }), machine('m3')],
+  configHashOf: (c: string): string | undefined => HASHES[c],
+  target: 'new',
+};
 
 describe('the progress of a rollout on the ClusterAPI engine', () => {
   it('when a Machine is done, one is updating and one waits, it should count only the done one as updated', () => {
@@ -25,11 +33,17 @@ describe('the progress of a rollout on the ClusterAPI engine', () => {
   });
 
   it('when the pool is paused, it should say where the rollout stopped and how many Machines still finish, as the MachineSet engine does', () => {
-    assert.equal(clusterApiProgress({ ...input, paused: true }), '1 of 3 updated; paused at 1 of 3 by spec.pausedUntil: no node is handed out until it clears, 1 node(s) handed out before the pause still finishing');
+    assert.equal(
+      clusterApiProgress({ ...input, paused: true }),
+      '1 of 3 updated; paused at 1 of 3 by spec.pausedUntil: no node is handed out until it clears, 1 node(s) handed out before the pause still finishing',
+    );
   });
 
   it('when a Machine is being deleted or its KindlingConfig is unknown, it should leave the deleted one out and count the unknown one as not updated', () => {
     const machines = [machine('m1'), machine('gone', { deleting: true }), machine('m4')];
-    assert.equal(clusterApiProgress({ machines, configHashOf: (c) => HASHES[c], target: 'new', paused: false }), '1 of 2 updated');
+    assert.equal(
+      clusterApiProgress({ machines, configHashOf: (c) => HASHES[c], target: 'new', paused: false }),
+      '1 of 2 updated',
+    );
   });
 });

@@ -1,6 +1,14 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { desiredBootstrapTemplate, desiredMachineDeployment, desiredMachineHealthCheck, desiredMachinePropagation, desiredMachineSet, desiredReplicas, durationSeconds } from './capi.js';
+import {
+  desiredBootstrapTemplate,
+  desiredMachineDeployment,
+  desiredMachineHealthCheck,
+  desiredMachinePropagation,
+  desiredMachineSet,
+  desiredReplicas,
+  durationSeconds,
+} from './capi.js';
 import { goldenIn } from '../../support/testing/golden.js';
 import { ANNOTATIONS } from '../../api/src/keys.js';
 import { DEFAULT_HEALTH_CHECK_TIMEOUT } from '../../api/src/nodepool.js';
@@ -25,21 +33,30 @@ describe('desiredMachineDeployment', () => {
   });
 
   it('when the strategy is OnDelete, it should not carry rollingUpdate', () => {
-    const md = desiredMachineDeployment(samplePool((p) => (p.spec.management.replace = { strategy: 'OnDelete' })), opts);
+    const md = desiredMachineDeployment(
+      samplePool((p) => (p.spec.management.replace = { strategy: 'OnDelete' })),
+      opts,
+    );
     assert.deepEqual(md.spec.rollout, { strategy: { type: 'OnDelete' } });
   });
 
   it('when only labels, taints, timeouts or replicas change, it should keep the bootstrap data and version', () => {
     const before = desiredMachineDeployment(samplePool(), opts);
-    const after = desiredMachineDeployment(samplePool((p) => {
-      p.spec.nodeLabels = {};
-      p.spec.taints = [];
-      p.spec.nodeDrainTimeout = '1h';
-      p.spec.replicas = 7;
-    }), opts);
+    const after = desiredMachineDeployment(
+      samplePool((p) => {
+        p.spec.nodeLabels = {};
+        p.spec.taints = [];
+        p.spec.nodeDrainTimeout = '1h';
+        p.spec.replicas = 7;
+      }),
+      opts,
+    );
     assert.deepEqual(after.spec.template.spec.bootstrap, before.spec.template.spec.bootstrap);
     assert.equal(after.spec.template.spec.version, before.spec.template.spec.version);
-    assert.deepEqual(after.spec.template.metadata?.labels, { 'kindling.dev/nodepool': 'workers', 'cluster.x-k8s.io/cluster-name': 'guest' });
+    assert.deepEqual(after.spec.template.metadata?.labels, {
+      'kindling.dev/nodepool': 'workers',
+      'cluster.x-k8s.io/cluster-name': 'guest',
+    });
     assert.equal(after.spec.template.spec.taints, undefined);
   });
 });
@@ -50,9 +67,15 @@ describe('desiredMachineSet', () => {
   });
 
   it('when a node label tries to take a selector key, it should keep the selector label', () => {
-    const ms = desiredMachineSet(sampleInPlacePool((p) => (p.spec.nodeLabels = { 'kindling.dev/nodepool': 'evil' })), opts);
+    const ms = desiredMachineSet(
+      sampleInPlacePool((p) => (p.spec.nodeLabels = { 'kindling.dev/nodepool': 'evil' })),
+      opts,
+    );
     assert.equal(ms.spec.template.metadata?.labels?.['kindling.dev/nodepool'], 'workers');
-    assert.deepEqual(ms.spec.selector.matchLabels, { 'kindling.dev/nodepool': 'workers', 'cluster.x-k8s.io/cluster-name': 'guest' });
+    assert.deepEqual(ms.spec.selector.matchLabels, {
+      'kindling.dev/nodepool': 'workers',
+      'cluster.x-k8s.io/cluster-name': 'guest',
+    });
   });
 });
 
@@ -62,14 +85,20 @@ describe('desiredReplicas', () => {
       delete p.spec.replicas;
       p.spec.autoScaling = { min: 2, max: 5 };
     });
-    assert.deepEqual([undefined, 0, 3, 5, 9].map((n) => desiredReplicas(pool, n)), [2, 2, 3, 5, 5]);
+    assert.deepEqual(
+      [undefined, 0, 3, 5, 9].map((n) => desiredReplicas(pool, n)),
+      [2, 2, 3, 5, 5],
+    );
     assert.equal(desiredReplicas(samplePool(), 9), 3);
   });
 });
 
 describe('durationSeconds', () => {
   it('when given Go durations, it should give whole seconds', () => {
-    assert.deepEqual(['10m', '1m30s', '1.5h', '500ms', '0s', '2h3m4s'].map(durationSeconds), [600, 90, 5400, 0, 0, 7384]);
+    assert.deepEqual(
+      ['10m', '1m30s', '1.5h', '500ms', '0s', '2h3m4s'].map(durationSeconds),
+      [600, 90, 5400, 0, 0, 7384],
+    );
     assert.equal(durationSeconds(undefined), undefined);
     assert.throws(() => durationSeconds('ten'));
   });
@@ -94,7 +123,10 @@ describe('desiredMachineHealthCheck', () => {
 
 describe('desiredMachinePropagation', () => {
   it('when propagating onto a Machine, it should hold only labels, taints and timeouts (golden)', () => {
-    assertGolden('machine-propagation.json', desiredMachinePropagation(samplePool(), { name: 'workers-abcde', namespace: 'tenant-a' }));
+    assertGolden(
+      'machine-propagation.json',
+      desiredMachinePropagation(samplePool(), { name: 'workers-abcde', namespace: 'tenant-a' }),
+    );
   });
 
   it('when the pool has no labels, taints or timeouts, it should apply empty labels so earlier ones are removed', () => {
@@ -104,34 +136,64 @@ describe('desiredMachinePropagation', () => {
       delete p.spec.nodeDrainTimeout;
       delete p.spec.nodeVolumeDetachTimeout;
     });
-    assert.deepEqual(desiredMachinePropagation(pool, { name: 'm', namespace: 'ns' }), { apiVersion: 'cluster.x-k8s.io/v1beta2', kind: 'Machine', metadata: { name: 'm', namespace: 'ns', labels: {} }, spec: {} });
+    assert.deepEqual(desiredMachinePropagation(pool, { name: 'm', namespace: 'ns' }), {
+      apiVersion: 'cluster.x-k8s.io/v1beta2',
+      kind: 'Machine',
+      metadata: { name: 'm', namespace: 'ns', labels: {} },
+      spec: {},
+    });
   });
 });
 
 describe('the ClusterAPI in-place engine', () => {
-  const clusterApiPool = sampleInPlacePool((p) => (p.spec.management.inPlace = { engine: 'ClusterAPI', maxUnavailable: 2, maxSurge: 1 }));
+  const clusterApiPool = sampleInPlacePool(
+    (p) => (p.spec.management.inPlace = { engine: 'ClusterAPI', maxUnavailable: 2, maxSurge: 1 }),
+  );
 
   it('when an InPlace pool uses the ClusterAPI engine, it should be a MachineDeployment booting from its bootstrap template under the pool’s bounds (golden)', () => {
     const md = desiredMachineDeployment(clusterApiPool, opts);
     assertGolden('machinedeployment-clusterapi.json', md);
-    assert.deepEqual(md.spec.template.spec.bootstrap, { configRef: { apiGroup: 'bootstrap.kindling.dev', kind: 'KindlingConfigTemplate', name: `workers-${opts.hash}` } });
-    assert.deepEqual(md.spec.rollout, { strategy: { type: 'RollingUpdate', rollingUpdate: { maxSurge: 1, maxUnavailable: 2 } } });
+    assert.deepEqual(md.spec.template.spec.bootstrap, {
+      configRef: { apiGroup: 'bootstrap.kindling.dev', kind: 'KindlingConfigTemplate', name: `workers-${opts.hash}` },
+    });
+    assert.deepEqual(md.spec.rollout, {
+      strategy: { type: 'RollingUpdate', rollingUpdate: { maxSurge: 1, maxUnavailable: 2 } },
+    });
   });
 
   it('when a ClusterAPI engine pool sets a health check timeout, it should carry it on the MachineDeployment for UpdateMachine, else the default', () => {
-    const timeoutOf = (md: { metadata: { annotations?: Record<string, string> } }): string | undefined => md.metadata.annotations?.[ANNOTATIONS.healthCheckTimeout];
-    assert.equal(timeoutOf(desiredMachineDeployment(sampleInPlacePool((p) => (p.spec.management.inPlace = { engine: 'ClusterAPI', healthCheckTimeout: '90s' })), opts)), '90s');
+    const timeoutOf = (md: { metadata: { annotations?: Record<string, string> } }): string | undefined =>
+      md.metadata.annotations?.[ANNOTATIONS.healthCheckTimeout];
+    assert.equal(
+      timeoutOf(
+        desiredMachineDeployment(
+          sampleInPlacePool((p) => (p.spec.management.inPlace = { engine: 'ClusterAPI', healthCheckTimeout: '90s' })),
+          opts,
+        ),
+      ),
+      '90s',
+    );
     assert.equal(timeoutOf(desiredMachineDeployment(clusterApiPool, opts)), DEFAULT_HEALTH_CHECK_TIMEOUT);
-    assert.equal(timeoutOf(desiredMachineDeployment(samplePool(), opts)), undefined, 'a Replace pool has no health gate');
+    assert.equal(
+      timeoutOf(desiredMachineDeployment(samplePool(), opts)),
+      undefined,
+      'a Replace pool has no health gate',
+    );
   });
 
   it('when the ClusterAPI engine pool sets no bounds, it should update one Machine at a time without surging', () => {
-    const md = desiredMachineDeployment(sampleInPlacePool((p) => (p.spec.management.inPlace = { engine: 'ClusterAPI' })), opts);
+    const md = desiredMachineDeployment(
+      sampleInPlacePool((p) => (p.spec.management.inPlace = { engine: 'ClusterAPI' })),
+      opts,
+    );
     assert.deepEqual(md.spec.rollout?.strategy?.rollingUpdate, { maxSurge: 0, maxUnavailable: 1 });
   });
 
   it('when the hash changes, it should be a new bootstrap template naming the pool and hash, owned by the pool (golden)', () => {
     assertGolden('kindlingconfigtemplate.json', desiredBootstrapTemplate(clusterApiPool, opts.hash));
-    assert.notEqual(desiredBootstrapTemplate(clusterApiPool, 'ffff').metadata.name, desiredBootstrapTemplate(clusterApiPool, opts.hash).metadata.name);
+    assert.notEqual(
+      desiredBootstrapTemplate(clusterApiPool, 'ffff').metadata.name,
+      desiredBootstrapTemplate(clusterApiPool, opts.hash).metadata.name,
+    );
   });
 });

@@ -5,8 +5,21 @@
  * cluster.x-k8s.io/v1beta2 (CAPI's storage version), named after the pool, controlled by it.
  */
 import { ANNOTATIONS, LABELS, bootstrapTemplateName, userDataSecretName } from '../../api/src/keys.js';
-import { BOOTSTRAP_API_VERSION, BOOTSTRAP_GROUP_NAME, KINDLING_CONFIG_TEMPLATE_KIND, type KindlingConfigTemplate } from '../../api/src/bootstrap.js';
-import { CAPI_API_VERSION, type MachineDeployment, type MachineHealthCheck, type MachineSet, type MachineSpec, type MachineTaint, type MachineTemplate } from '../../api/src/capi.js';
+import {
+  BOOTSTRAP_API_VERSION,
+  BOOTSTRAP_GROUP_NAME,
+  KINDLING_CONFIG_TEMPLATE_KIND,
+  type KindlingConfigTemplate,
+} from '../../api/src/bootstrap.js';
+import {
+  CAPI_API_VERSION,
+  type MachineDeployment,
+  type MachineHealthCheck,
+  type MachineSet,
+  type MachineSpec,
+  type MachineTaint,
+  type MachineTemplate,
+} from '../../api/src/capi.js';
 import { DEFAULT_HEALTH_CHECK_TIMEOUT, inPlaceEngine, type NodePool } from '../../api/src/nodepool.js';
 import { resolveMaxUnavailable } from '../../support/src/int-or-percent.js';
 import { ownerReference } from './secrets.js';
@@ -49,7 +62,12 @@ function autoscalerAnnotations(pool: NodePool): Record<string, string> {
 }
 
 export function machineTaints(pool: NodePool): MachineTaint[] {
-  return (pool.spec.taints ?? []).map((t) => ({ key: t.key, ...(t.value === undefined ? {} : { value: t.value }), effect: t.effect, propagation: 'Always' }));
+  return (pool.spec.taints ?? []).map((t) => ({
+    key: t.key,
+    ...(t.value === undefined ? {} : { value: t.value }),
+    effect: t.effect,
+    propagation: 'Always',
+  }));
 }
 
 /** The fields of a Machine that propagate in place (no rollout): deletion timeouts and taints. */
@@ -66,7 +84,14 @@ function inPlaceSpec(pool: NodePool): Pick<MachineSpec, 'deletion' | 'taints'> {
 
 /** Where a Machine's user-data comes from: the pool's Secret itself, or (ClusterAPI engine) its bootstrap template. */
 function bootstrapOf(pool: NodePool, hash: string): MachineSpec['bootstrap'] {
-  if (inPlaceEngine(pool) === 'ClusterAPI') return { configRef: { apiGroup: BOOTSTRAP_GROUP_NAME, kind: KINDLING_CONFIG_TEMPLATE_KIND, name: bootstrapTemplateName(pool.metadata.name, hash) } };
+  if (inPlaceEngine(pool) === 'ClusterAPI')
+    return {
+      configRef: {
+        apiGroup: BOOTSTRAP_GROUP_NAME,
+        kind: KINDLING_CONFIG_TEMPLATE_KIND,
+        name: bootstrapTemplateName(pool.metadata.name, hash),
+      },
+    };
   return { dataSecretName: userDataSecretName(pool.metadata.name, hash) };
 }
 
@@ -96,7 +121,10 @@ function childMetadata(pool: NodePool, annotations: Record<string, string>): Mac
 type Strategy = NonNullable<NonNullable<MachineDeployment['spec']['rollout']>['strategy']>;
 
 function inPlaceStrategy(inPlace: NonNullable<NodePool['spec']['management']['inPlace']>): Strategy {
-  return { type: 'RollingUpdate', rollingUpdate: { maxSurge: inPlace.maxSurge ?? 0, maxUnavailable: inPlace.maxUnavailable ?? 1 } };
+  return {
+    type: 'RollingUpdate',
+    rollingUpdate: { maxSurge: inPlace.maxSurge ?? 0, maxUnavailable: inPlace.maxUnavailable ?? 1 },
+  };
 }
 
 /** Replace: the pool's replace strategy. ClusterAPI engine: a rolling update under the pool's in-place bounds
@@ -106,18 +134,22 @@ function rolloutStrategy(pool: NodePool): Strategy {
   const replace = pool.spec.management.replace ?? {};
   const type = replace.strategy ?? 'RollingUpdate';
   const rolling = replace.rollingUpdate ?? {};
-  return type === 'RollingUpdate' ? { type, rollingUpdate: { maxSurge: rolling.maxSurge ?? 1, maxUnavailable: rolling.maxUnavailable ?? 0 } } : { type };
+  return type === 'RollingUpdate'
+    ? { type, rollingUpdate: { maxSurge: rolling.maxSurge ?? 1, maxUnavailable: rolling.maxUnavailable ?? 0 } }
+    : { type };
 }
 
 /** The health gate's timeout of an in-place pool (either engine), as its child carries it for the upgrader
  * or the extension to hand each node. */
-const healthCheckTimeout = (pool: NodePool): string => pool.spec.management.inPlace?.healthCheckTimeout ?? DEFAULT_HEALTH_CHECK_TIMEOUT;
+const healthCheckTimeout = (pool: NodePool): string =>
+  pool.spec.management.inPlace?.healthCheckTimeout ?? DEFAULT_HEALTH_CHECK_TIMEOUT;
 
 /** Replace pools: CAPI rolls the machines when the template (user-data, version) changes. ClusterAPI-engine
  * pools: a new hash is a new bootstrap template, which CAPI updates in place where Kindling's extension can
  * (its UpdateMachine reads the health gate's timeout from the MachineDeployment). */
 export function desiredMachineDeployment(pool: NodePool, opts: ChildOptions): MachineDeployment {
-  const gate: Record<string, string> = inPlaceEngine(pool) === 'ClusterAPI' ? { [ANNOTATIONS.healthCheckTimeout]: healthCheckTimeout(pool) } : {};
+  const gate: Record<string, string> =
+    inPlaceEngine(pool) === 'ClusterAPI' ? { [ANNOTATIONS.healthCheckTimeout]: healthCheckTimeout(pool) } : {};
   return {
     apiVersion: CAPI_API_VERSION,
     kind: 'MachineDeployment',
@@ -139,7 +171,11 @@ export function desiredBootstrapTemplate(pool: NodePool, hash: string): Kindling
   return {
     apiVersion: BOOTSTRAP_API_VERSION,
     kind: KINDLING_CONFIG_TEMPLATE_KIND,
-    metadata: { ...childMetadata(pool, {}), name: bootstrapTemplateName(pool.metadata.name, hash), labels: { ...labels, [LABELS.configHash]: hash } },
+    metadata: {
+      ...childMetadata(pool, {}),
+      name: bootstrapTemplateName(pool.metadata.name, hash),
+      labels: { ...labels, [LABELS.configHash]: hash },
+    },
     spec: { template: { metadata: { labels }, spec: { nodePool: pool.metadata.name, configHash: hash } } },
   };
 }
@@ -168,7 +204,11 @@ export function desiredMachineSet(pool: NodePool, opts: ChildOptions): MachineSe
 
 /** Defaults after HyperShift's: a Node NotReady/Unknown for 8 minutes, or not started in 20, is remediated;
  * at most 2 machines at once, so a wider outage (e.g. the network) does not delete the whole pool. */
-export const HEALTH_CHECK_DEFAULTS = { unhealthyAfterSeconds: 480, nodeStartupTimeoutSeconds: 1200, maxUnhealthy: 2 } as const;
+export const HEALTH_CHECK_DEFAULTS = {
+  unhealthyAfterSeconds: 480,
+  nodeStartupTimeoutSeconds: 1200,
+  maxUnhealthy: 2,
+} as const;
 
 /** The pool's unhealthy timeout: its annotation when it holds a positive duration, else the default. */
 function unhealthyAfterSeconds(pool: NodePool): number {
@@ -204,7 +244,10 @@ export function desiredMachineHealthCheck(pool: NodePool): MachineHealthCheck {
 
 /** What the pool applies onto an existing Machine (server-side apply, its own field manager): node labels,
  * taints and deletion timeouts. A key the pool drops is removed; keys others wrote are not touched. */
-export function desiredMachinePropagation(pool: NodePool, machine: { name: string; namespace?: string }): { apiVersion: string; kind: 'Machine'; metadata: Record<string, unknown>; spec: Partial<MachineSpec> } {
+export function desiredMachinePropagation(
+  pool: NodePool,
+  machine: { name: string; namespace?: string },
+): { apiVersion: string; kind: 'Machine'; metadata: Record<string, unknown>; spec: Partial<MachineSpec> } {
   return {
     apiVersion: CAPI_API_VERSION,
     kind: 'Machine',

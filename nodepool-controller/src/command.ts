@@ -9,18 +9,39 @@ import { createNodePoolController, type NodePoolController } from './controller.
 
 export const NODEPOOL_CONTROLLER_FLAGS = {
   ...COMPONENT_FLAGS,
-  ignitionEndpoint: { type: 'string', default: '', help: 'host[:port] of the ignition server that hosts fetch https://<endpoint>/ignition from (required)' },
-  ignitionCaFile: { type: 'string', default: '', help: 'PEM file of the CA that signs the ignition server\'s serving certificate, put in every stub (required)' },
-  tokenGrace: { type: 'duration', default: 7_200_000, help: 'How long an old token stays valid after the pool\'s config hash moved on' },
+  ignitionEndpoint: {
+    type: 'string',
+    default: '',
+    help: 'host[:port] of the ignition server that hosts fetch https://<endpoint>/ignition from (required)',
+  },
+  ignitionCaFile: {
+    type: 'string',
+    default: '',
+    help: "PEM file of the CA that signs the ignition server's serving certificate, put in every stub (required)",
+  },
+  tokenGrace: {
+    type: 'duration',
+    default: 7_200_000,
+    help: "How long an old token stays valid after the pool's config hash moved on",
+  },
   maxSkewMinors: { type: 'int', default: 3, help: 'How many minor versions the nodes may be behind the control plane' },
-  joinTimeout: { type: 'duration', default: 600_000, help: 'How long a booted host may take to register its Node before the pool\'s AllNodesJoined condition says so' },
+  joinTimeout: {
+    type: 'duration',
+    default: 600_000,
+    help: "How long a booted host may take to register its Node before the pool's AllNodesJoined condition says so",
+  },
   workers: { type: 'int', default: 4, help: 'Pools reconciled at once' },
-  csrGrace: { type: 'duration', default: 120_000, help: 'How long a kubelet\'s CSR waits for its Machine\'s addresses (or its Node) to show before it is denied' },
+  csrGrace: {
+    type: 'duration',
+    default: 120_000,
+    help: "How long a kubelet's CSR waits for its Machine's addresses (or its Node) to show before it is denied",
+  },
 } as const;
 
 export const nodePoolControllerCommand: Command = defineCommand({
   name: 'nodepool-controller',
-  summary: 'Run the NodePool controller (NodePools become token/user-data Secrets and Cluster API objects) and the kubelet CSR approver.',
+  summary:
+    'Run the NodePool controller (NodePools become token/user-data Secrets and Cluster API objects) and the kubelet CSR approver.',
   flags: NODEPOOL_CONTROLLER_FLAGS,
   async run(cfg, io) {
     if (cfg.ignitionEndpoint === '' || cfg.ignitionCaFile === '') {
@@ -42,7 +63,12 @@ export const nodePoolControllerCommand: Command = defineCommand({
         const c = createNodePoolController({
           kubeConfig: ctx.kubeConfig,
           log: ctx.log,
-          config: { ignition: { endpoint: cfg.ignitionEndpoint, caPem }, tokenGraceMs: cfg.tokenGrace, maxSkewMinors: cfg.maxSkewMinors, joinTimeoutMs: cfg.joinTimeout },
+          config: {
+            ignition: { endpoint: cfg.ignitionEndpoint, caPem },
+            tokenGraceMs: cfg.tokenGrace,
+            maxSkewMinors: cfg.maxSkewMinors,
+            joinTimeoutMs: cfg.joinTimeout,
+          },
           workers: cfg.workers,
           csrGraceMs: cfg.csrGrace,
           queueMetrics: ctx.queueMetrics,

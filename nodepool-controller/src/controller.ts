@@ -63,19 +63,113 @@ export interface NodePoolController {
   resyncAll(): void;
 }
 
-type AnyInformer = ResilientInformer<k8s.KubernetesObject>;
-
-function capiList(custom: k8s.CustomObjectsApi, plural: string) {
+function labelledList(custom: k8s.CustomObjectsApi, group: string, version: string, plural: string) {
   return async (): Promise<k8s.KubernetesListObject<k8s.KubernetesObject>> =>
-    (await custom.listClusterCustomObject({ group: CAPI_GROUP, version: 'v1beta2', plural, labelSelector: LABELS.nodePool })) as k8s.KubernetesListObject<k8s.KubernetesObject>;
+    (await custom.listClusterCustomObject({
+      group,
+      version,
+      plural,
+      labelSelector: LABELS.nodePool,
+    })) as k8s.KubernetesListObject<k8s.KubernetesObject>;
+}
+
+type Controller = ReturnType<typeof createController>;
+
+/** The informers the reconciler and the approver read: every event maps to the key of its pool. */
+function watchSources(
+  controller: Controller,
+  opts: ControllerOptions,
+  onPoolAdded: (pool: NodePool) => void,
+): CacheSources {
+  const kc = opts.kubeConfig;
+  const core = kc.makeApiClient(k8s.CoreV1Api);
+  const custom = kc.makeApiClient(k8s.CustomObjectsApi);
+  const informer = <T extends k8s.KubernetesObject>(
+    path: string,
+    list: () => Promise<k8s.KubernetesListObject<T>>,
+    toKeys: (o: T) => string[],
+    labelSelector?: string,
+  ): ResilientInformer<T> =>
+    controller.watch<T>({ kubeConfig: kc, path, list, toKeys, labelSelector, watchdogMs: opts.resyncMs });
+  const byLabel = (o: k8s.KubernetesObject): string[] => {
+    const pool = o.metadata?.labels?.[LABELS.nodePool];
+    return pool === undefined ? [] : [`${o.metadata?.namespace ?? ''}/${pool}`];
+  };
+  // The primary informer: children and Secrets start first, so the first reconciles see complete caches.
+  const pools = controller.watch<NodePool>({
+    kubeConfig: kc,
+    path: `/apis/kindling.dev/v1beta1/${NODEPOOL_PLURAL}`,
+    list: async () =>
+      (await custom.listClusterCustomObject({
+        group: 'kindling.dev',
+        version: 'v1beta1',
+        plural: NODEPOOL_PLURAL,
+      })) as k8s.KubernetesListObject<NodePool>,
+    watchdogMs: opts.resyncMs,
+    primary: true,
+    toKeys: (p) => [`${p.metadata.namespace ?? ''}/${p.metadata.name}`],
+    onEvent: (p, e) => {
+      if (e === 'add') onPoolAdded(p);
+    },
+  });
+  const configMaps = informer<k8s.V1ConfigMap>(
+    '/api/v1/configmaps',
+    () => core.listConfigMapForAllNamespaces(),
+    (cm) => {
+      const ns = cm.metadata?.namespace ?? '';
+      return pools
+        .list(ns)
+        .filter((p) => p.spec.config?.some((c) => c.name === cm.metadata?.name))
+        .map((p) => `${ns}/${p.metadata.name}`);
+    },
+  );
+  const secrets = informer<k8s.V1Secret>(
+    '/api/v1/secrets',
+    () => core.listSecretForAllNamespaces({ labelSelector: LABELS.nodePool }),
+    byLabel,
+    LABELS.nodePool,
+  );
+  // Cluster API's objects and Kindling's own bootstrap provider's: a KindlingConfig's event (Cluster API cloned or
+  // rewrote it) wakes its pool.
+  const labelled = (group: string, version: string) => (plural: string) =>
+    informer(
+      `/apis/${group}/${version}/${plural}`,
+      labelledList(custom, group, version, plural),
+      byLabel,
+      LABELS.nodePool,
+    );
+  const [machineSets, machineDeployments, healthChecks, machines] = [
+    'machinesets',
+    'machinedeployments',
+    'machinehealthchecks',
+    'machines',
+  ].map(labelled(CAPI_GROUP, 'v1beta2'));
+  const [kindlingConfigs, kindlingConfigTemplates] = ['kindlingconfigs', 'kindlingconfigtemplates'].map(
+    labelled(BOOTSTRAP_GROUP_NAME, 'v1beta1'),
+  );
+  return {
+    nodePools: pools,
+    configMaps,
+    secrets,
+    machineSets,
+    machineDeployments,
+    healthChecks,
+    machines,
+    kindlingConfigs,
+    kindlingConfigTemplates,
+  } as unknown as CacheSources;
 }
 
 export function createNodePoolController(opts: ControllerOptions): NodePoolController {
   const { kubeConfig: kc, log } = opts;
   const core = kc.makeApiClient(k8s.CoreV1Api);
-  const custom = kc.makeApiClient(k8s.CustomObjectsApi);
   const counter = opts.registry
-    ? new Counter({ name: 'kindling_nodepool_writes_total', help: 'Writes by the NodePool controller, by verb and kind.', labelNames: ['verb', 'kind'] as const, registers: [opts.registry] })
+    ? new Counter({
+        name: 'kindling_nodepool_writes_total',
+        help: 'Writes by the NodePool controller, by verb and kind.',
+        labelNames: ['verb', 'kind'] as const,
+        registers: [opts.registry],
+      })
     : undefined;
   const writer = createWriter(kc, createApplier(kc, FIELD_MANAGERS.nodepoolController), counter);
   const clock = opts.clock ?? realClock;
@@ -98,42 +192,32 @@ export function createNodePoolController(opts: ControllerOptions): NodePoolContr
       },
     ],
   });
-  const informer = <T extends k8s.KubernetesObject>(path: string, list: () => Promise<k8s.KubernetesListObject<T>>, toKeys: (o: T) => string[], labelSelector?: string): ResilientInformer<T> =>
-    controller.watch<T>({ kubeConfig: kc, path, list, toKeys, labelSelector, watchdogMs: opts.resyncMs });
-  const byLabel = (o: k8s.KubernetesObject): string[] => {
-    const pool = o.metadata?.labels?.[LABELS.nodePool];
-    return pool === undefined ? [] : [`${o.metadata?.namespace ?? ''}/${pool}`];
-  };
-  // The primary informer: children and Secrets start first, so the first reconciles see complete caches.
-  const pools = controller.watch<NodePool>({
-    kubeConfig: kc,
-    path: `/apis/kindling.dev/v1beta1/${NODEPOOL_PLURAL}`,
-    list: async () => (await custom.listClusterCustomObject({ group: 'kindling.dev', version: 'v1beta1', plural: NODEPOOL_PLURAL })) as k8s.KubernetesListObject<NodePool>,
-    watchdogMs: opts.resyncMs,
-    primary: true,
-    toKeys: (p) => [`${p.metadata.namespace ?? ''}/${p.metadata.name}`],
-    onEvent: (p, e) => {
-      if (e === 'add') approver.poolChanged(p);
-    },
-  });
-  const configMaps = informer<k8s.V1ConfigMap>('/api/v1/configmaps', () => core.listConfigMapForAllNamespaces(), (cm) => {
-    const ns = cm.metadata?.namespace ?? '';
-    return pools.list(ns).filter((p) => p.spec.config?.some((c) => c.name === cm.metadata?.name)).map((p) => `${ns}/${p.metadata.name}`);
-  });
-  const secrets = informer<k8s.V1Secret>('/api/v1/secrets', () => core.listSecretForAllNamespaces({ labelSelector: LABELS.nodePool }), byLabel, LABELS.nodePool);
-  const capi = (plural: string): AnyInformer => informer(`/apis/${CAPI_GROUP}/v1beta2/${plural}`, capiList(custom, plural), byLabel, LABELS.nodePool);
-  const [machineSets, machineDeployments, healthChecks, machines] = ['machinesets', 'machinedeployments', 'machinehealthchecks', 'machines'].map(capi) as [AnyInformer, AnyInformer, AnyInformer, AnyInformer];
-  // Kindling's own bootstrap provider: a KindlingConfig's event (Cluster API cloned or rewrote it) wakes its pool.
-  const bootstrap = (plural: string): AnyInformer =>
-    informer(`/apis/${BOOTSTRAP_GROUP_NAME}/v1beta1/${plural}`, async () => (await custom.listClusterCustomObject({ group: BOOTSTRAP_GROUP_NAME, version: 'v1beta1', plural, labelSelector: LABELS.nodePool })) as k8s.KubernetesListObject<k8s.KubernetesObject>, byLabel, LABELS.nodePool);
-  const [kindlingConfigs, kindlingConfigTemplates] = ['kindlingconfigs', 'kindlingconfigtemplates'].map(bootstrap) as [AnyInformer, AnyInformer];
-  const caches = new Caches({ nodePools: pools, configMaps, secrets, machineSets, machineDeployments, healthChecks, machines, kindlingConfigs, kindlingConfigTemplates } as unknown as CacheSources);
+  const caches = new Caches(watchSources(controller, opts, (p) => approver.poolChanged(p)));
   const kubeConfigs = createGuestKubeConfigs((namespace, name) => core.readNamespacedSecret({ namespace, name }));
   const versions = opts.versions ?? createGuestVersions({ kubeConfigs, clock: opts.clock });
   const nodes = createGuestNodes(kubeConfigs);
   const events = createEventRecorder(kc, () => clock.now());
-  const reconciler = new NodePoolReconciler({ caches, writer, events, nodes, versions, releases: opts.releases ?? tagVersionResolver, clock, config: opts.config, log });
-  const approver = new CsrApprover({ kubeConfig: kc, log: log.child({ controller: 'csr-approver' }), caches, events, registry: opts.registry, queueMetrics: opts.queueMetrics, clock: opts.clock, graceMs: opts.csrGraceMs });
+  const reconciler = new NodePoolReconciler({
+    caches,
+    writer,
+    events,
+    nodes,
+    versions,
+    releases: opts.releases ?? tagVersionResolver,
+    clock,
+    config: opts.config,
+    log,
+  });
+  const approver = new CsrApprover({
+    kubeConfig: kc,
+    log: log.child({ controller: 'csr-approver' }),
+    caches,
+    events,
+    registry: opts.registry,
+    queueMetrics: opts.queueMetrics,
+    clock: opts.clock,
+    graceMs: opts.csrGraceMs,
+  });
   return {
     queue: controller.queue,
     writer,

@@ -11,7 +11,13 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import * as k8s from '#k8s';
 import { Registry } from 'prom-client';
-import { startCluster, installCapiCrds, installKindlingCrds, eventually, type Cluster } from '../../test/bed/src/index.js';
+import {
+  startCluster,
+  installCapiCrds,
+  installKindlingCrds,
+  eventually,
+  type Cluster,
+} from '../../test/bed/src/index.js';
 import { createLogger } from '../../support/src/logger.js';
 import { createCertificateRequest, type CertificateRequestOptions } from '../../support/src/pki.js';
 import { ANNOTATIONS, BOOTSTRAP_GROUP, bootstrapPoolGroup, LABELS } from '../../api/src/keys.js';
@@ -25,7 +31,11 @@ type MachineAddress = NonNullable<NonNullable<Machine['status']>['addresses']>[n
 
 const NS = 'default';
 const CA = '-----BEGIN CERTIFICATE-----\nMIIBtestca\n-----END CERTIFICATE-----\n';
-const CONFIG = { ignition: { endpoint: 'ignition.kindling.test:9443', caPem: CA }, tokenGraceMs: 2 * 3600_000, maxSkewMinors: 3 };
+const CONFIG = {
+  ignition: { endpoint: 'ignition.kindling.test:9443', caPem: CA },
+  tokenGraceMs: 2 * 3600_000,
+  maxSkewMinors: 3,
+};
 const MERGE = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
 const CAPI = { group: 'cluster.x-k8s.io', version: 'v1beta2', namespace: NS, plural: 'machines' };
 const CLIENT_USAGES = ['digital signature', 'client auth'];
@@ -42,7 +52,14 @@ function guestKubeConfig(guest: Cluster, user: { token?: string; certPem?: strin
   const kc = new k8s.KubeConfig();
   kc.loadFromOptions({
     clusters: [{ name: 'guest', server: guest.server, caData: b64(guest.ca.certPem) }],
-    users: [{ name: 'u', ...(user.token ? { token: user.token } : { certData: b64(user.certPem ?? ''), keyData: b64(user.keyPem ?? '') }) }],
+    users: [
+      {
+        name: 'u',
+        ...(user.token
+          ? { token: user.token }
+          : { certData: b64(user.certPem ?? ''), keyData: b64(user.keyPem ?? '') }),
+      },
+    ],
     contexts: [{ name: 'c', cluster: 'guest', user: 'u' }],
     currentContext: 'c',
   });
@@ -78,14 +95,28 @@ const CLIENT: Kind = { signerName: KUBELET_CLIENT_SIGNER, usages: CLIENT_USAGES 
 const SERVING: Kind = { signerName: KUBELET_SERVING_SIGNER, usages: SERVING_USAGES };
 
 /** Creates a CSR as the kubeconfig's user; returns the private key it was made for. */
-async function submit(kc: k8s.KubeConfig, name: string, { signerName, usages }: Kind, request: CertificateRequestOptions): Promise<string> {
+async function submit(
+  kc: k8s.KubeConfig,
+  name: string,
+  { signerName, usages }: Kind,
+  request: CertificateRequestOptions,
+): Promise<string> {
   const { csrPem, keyPem } = await createCertificateRequest(request);
-  await kc.makeApiClient(k8s.CertificatesV1Api).createCertificateSigningRequest({ body: { metadata: { name }, spec: { signerName, usages, request: b64(csrPem) } } });
+  await kc.makeApiClient(k8s.CertificatesV1Api).createCertificateSigningRequest({
+    body: { metadata: { name }, spec: { signerName, usages, request: b64(csrPem) } },
+  });
   return keyPem;
 }
 
-const nodeSubject = (name: string, extra: Partial<CertificateRequestOptions> = {}): CertificateRequestOptions => ({ commonName: `system:node:${name}`, organizations: ['system:nodes'], ...extra });
-const conditionOf = (csr: k8s.V1CertificateSigningRequest, type: string): k8s.V1CertificateSigningRequestCondition | undefined => csr.status?.conditions?.find((c) => c.type === type);
+const nodeSubject = (name: string, extra: Partial<CertificateRequestOptions> = {}): CertificateRequestOptions => ({
+  commonName: `system:node:${name}`,
+  organizations: ['system:nodes'],
+  ...extra,
+});
+const conditionOf = (
+  csr: k8s.V1CertificateSigningRequest,
+  type: string,
+): k8s.V1CertificateSigningRequestCondition | undefined => csr.status?.conditions?.find((c) => c.type === type);
 
 describe('CSR approver on the real test bed', () => {
   let mgmt: Cluster;
@@ -104,26 +135,38 @@ describe('CSR approver on the real test bed', () => {
       apiVersion: 'cluster.x-k8s.io/v1beta2',
       kind: 'Machine',
       metadata: { name, labels: { [LABELS.nodePool]: pool, [LABELS.capiClusterName]: 'guest' } },
-      spec: { clusterName: 'guest', bootstrap: { dataSecretName: `user-data-${pool}` }, infrastructureRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachine', name } },
+      spec: {
+        clusterName: 'guest',
+        bootstrap: { dataSecretName: `user-data-${pool}` },
+        infrastructureRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachine', name },
+      },
     };
     await custom.createNamespacedCustomObject({ ...CAPI, body });
     await custom.patchNamespacedCustomObjectStatus({ ...CAPI, name, body: { status: { addresses } } }, MERGE);
   };
-  const readMachine = async (name: string): Promise<Machine> => (await custom.getNamespacedCustomObject({ ...CAPI, name })) as Machine;
+  const readMachine = async (name: string): Promise<Machine> =>
+    (await custom.getNamespacedCustomObject({ ...CAPI, name })) as Machine;
 
   /** Waits until the CSR is Approved or Denied and returns it. */
   const decided = (name: string): Promise<k8s.V1CertificateSigningRequest> =>
     eventually(`CSR ${name} to be decided`, async () => {
       const csr = await certificates.readCertificateSigningRequest({ name });
-      return conditionOf(csr, 'Approved') ?? conditionOf(csr, 'Denied') ? csr : undefined;
+      return (conditionOf(csr, 'Approved') ?? conditionOf(csr, 'Denied')) ? csr : undefined;
     });
 
   const eventsOf = async (kind: string, name: string): Promise<k8s.CoreV1Event[]> =>
-    (await mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api).listNamespacedEvent({ namespace: NS, fieldSelector: `involvedObject.kind=${kind},involvedObject.name=${name}` })).items;
+    (
+      await mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api).listNamespacedEvent({
+        namespace: NS,
+        fieldSelector: `involvedObject.kind=${kind},involvedObject.name=${name}`,
+      })
+    ).items;
 
   const decisions = async (): Promise<Record<string, number>> => {
     const metric = await registry.getSingleMetric('kindling_csr_decisions_total')?.get();
-    return Object.fromEntries((metric?.values ?? []).map((v) => [`${v.labels['decision'] ?? ''}/${v.labels['reason'] ?? ''}`, v.value]));
+    return Object.fromEntries(
+      (metric?.values ?? []).map((v) => [`${v.labels['decision'] ?? ''}/${v.labels['reason'] ?? ''}`, v.value]),
+    );
   };
 
   before(async () => {
@@ -136,7 +179,8 @@ describe('CSR approver on the real test bed', () => {
     certificates = guest.kubeConfig.makeApiClient(k8s.CertificatesV1Api);
     custom = mgmt.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
     const objects = k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig);
-    for (const name of ['pool-a', 'pool-b']) await objects.create(nodePoolFixture(name, NS, (p) => (p.spec.replicas = 0)));
+    for (const name of ['pool-a', 'pool-b'])
+      await objects.create(nodePoolFixture(name, NS, (p) => (p.spec.replicas = 0)));
     await createMachine('a-1', 'pool-a', host('host-a1', '10.0.0.11'));
     await createMachine('a-2', 'pool-a', host('host-a2', '10.0.0.12'));
     await createMachine('b-1', 'pool-b', host('host-b1', '10.0.0.21'));
@@ -149,15 +193,43 @@ describe('CSR approver on the real test bed', () => {
     await Promise.all([guest?.stop(), mgmt?.stop()]);
   });
 
-  it('when a NodePool names the guest cluster, it should let Kindling\'s bootstrap group create CSRs and nothing else', async () => {
+  it("when a NodePool names the guest cluster, it should let Kindling's bootstrap group create CSRs and nothing else", async () => {
     const rbac = guest.kubeConfig.makeApiClient(k8s.RbacAuthorizationV1Api);
-    const binding = await eventually('the bootstrapper binding', () => rbac.readClusterRoleBinding({ name: BOOTSTRAPPER_BINDING }));
-    assert.deepEqual({ ...binding.roleRef }, { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: NODE_BOOTSTRAPPER_ROLE });
-    assert.deepEqual(binding.subjects?.map((s) => [s.kind, s.name]), [['Group', BOOTSTRAP_GROUP]]);
-    assert.ok(binding.metadata?.managedFields?.some((m) => m.manager === 'kindling-nodepool-controller' && m.operation === 'Apply'), 'applied server-side');
+    const binding = await eventually('the bootstrapper binding', () =>
+      rbac.readClusterRoleBinding({ name: BOOTSTRAPPER_BINDING }),
+    );
+    assert.deepEqual(
+      { ...binding.roleRef },
+      { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: NODE_BOOTSTRAPPER_ROLE },
+    );
+    assert.deepEqual(
+      binding.subjects?.map((s) => [s.kind, s.name]),
+      [['Group', BOOTSTRAP_GROUP]],
+    );
+    assert.ok(
+      binding.metadata?.managedFields?.some(
+        (m) => m.manager === 'kindling-nodepool-controller' && m.operation === 'Apply',
+      ),
+      'applied server-side',
+    );
     const sar = guest.kubeConfig.makeApiClient(k8s.AuthorizationV1Api);
     const can = async (attrs: k8s.V1ResourceAttributes): Promise<boolean> =>
-      (await sar.createSubjectAccessReview({ body: { spec: { user: `system:bootstrap:${tokenA.id}`, groups: ['system:bootstrappers', BOOTSTRAP_GROUP, bootstrapPoolGroup(NS, 'pool-a'), 'system:authenticated'], resourceAttributes: attrs } } })).status?.allowed ?? false;
+      (
+        await sar.createSubjectAccessReview({
+          body: {
+            spec: {
+              user: `system:bootstrap:${tokenA.id}`,
+              groups: [
+                'system:bootstrappers',
+                BOOTSTRAP_GROUP,
+                bootstrapPoolGroup(NS, 'pool-a'),
+                'system:authenticated',
+              ],
+              resourceAttributes: attrs,
+            },
+          },
+        })
+      ).status?.allowed ?? false;
     const csrs = { group: 'certificates.k8s.io', resource: 'certificatesigningrequests' };
     assert.equal(await can({ ...csrs, verb: 'create' }), true);
     // What the built-in csrapproving checks before approving a bootstrap CSR by itself.
@@ -168,18 +240,28 @@ describe('CSR approver on the real test bed', () => {
   });
 
   // eslint-disable-next-line complexity -- optional chaining in assertions counts as branches
-  it('when pool A\'s bootstrap token asks for the node name of a Machine of pool B, it should deny it and say so on that Machine', async () => {
-    await eventually('the bootstrapper binding', () => guest.kubeConfig.makeApiClient(k8s.RbacAuthorizationV1Api).readClusterRoleBinding({ name: BOOTSTRAPPER_BINDING }));
+  it("when pool A's bootstrap token asks for the node name of a Machine of pool B, it should deny it and say so on that Machine", async () => {
+    await eventually('the bootstrapper binding', () =>
+      guest.kubeConfig.makeApiClient(k8s.RbacAuthorizationV1Api).readClusterRoleBinding({ name: BOOTSTRAPPER_BINDING }),
+    );
     await submit(tokenA.kc, 'a-asks-for-b', CLIENT, nodeSubject('host-b1'));
     const csr = await decided('a-asks-for-b');
     const denied = conditionOf(csr, 'Denied');
     assert.equal(denied?.reason, 'WrongPool');
-    assert.match(denied?.message ?? '', /Machine default\/b-1 of pool "pool-b", but the request came with a bootstrap token of pool "pool-a"/);
+    assert.match(
+      denied?.message ?? '',
+      /Machine default\/b-1 of pool "pool-b", but the request came with a bootstrap token of pool "pool-a"/,
+    );
     assert.equal(csr.status?.certificate, undefined);
     const b1 = await readMachine('b-1');
     assert.equal(b1.metadata.annotations?.[ANNOTATIONS.approvedClientCsr], undefined);
-    assert.match(b1.metadata.annotations?.[ANNOTATIONS.joinFailure] ?? '', /^client certificate request a-asks-for-b denied \(WrongPool\): /);
-    const events = await eventually('an Event on Machine b-1', async () => (await eventsOf('Machine', 'b-1')).filter((e) => e.reason === 'CSRDenied'));
+    assert.match(
+      b1.metadata.annotations?.[ANNOTATIONS.joinFailure] ?? '',
+      /^client certificate request a-asks-for-b denied \(WrongPool\): /,
+    );
+    const events = await eventually('an Event on Machine b-1', async () =>
+      (await eventsOf('Machine', 'b-1')).filter((e) => e.reason === 'CSRDenied'),
+    );
     assert.match(events[0]?.message ?? '', /a-asks-for-b .* denied \(WrongPool\)/);
     assert.equal(events[0]?.type, 'Warning');
   });
@@ -189,13 +271,23 @@ describe('CSR approver on the real test bed', () => {
     const denied = conditionOf(await decided('forged-name'), 'Denied');
     assert.equal(denied?.reason, 'UnknownNodeName');
     assert.match(denied?.message ?? '', /no Machine of pool default\/pool-a is named "kube-apiserver"/);
-    await eventually('an Event on NodePool pool-a', async () => (await eventsOf('NodePool', 'pool-a')).some((e) => e.reason === 'CSRDenied' && e.message?.includes('forged-name')));
+    await eventually('an Event on NodePool pool-a', async () =>
+      (await eventsOf('NodePool', 'pool-a')).some(
+        (e) => e.reason === 'CSRDenied' && e.message?.includes('forged-name'),
+      ),
+    );
   });
 
-  it('when a requester is not one of Kindling\'s bootstrap tokens, it should leave the CSR pending for others', async () => {
+  it("when a requester is not one of Kindling's bootstrap tokens, it should leave the CSR pending for others", async () => {
     const rbac = guest.kubeConfig.makeApiClient(k8s.RbacAuthorizationV1Api);
     const group = 'system:bootstrappers:someone-else';
-    await rbac.createClusterRoleBinding({ body: { metadata: { name: 'someone-else' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: NODE_BOOTSTRAPPER_ROLE }, subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: group }] } });
+    await rbac.createClusterRoleBinding({
+      body: {
+        metadata: { name: 'someone-else' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: NODE_BOOTSTRAPPER_ROLE },
+        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: group }],
+      },
+    });
     const other = await bootstrapToken(guest, [group]);
     await eventually('the other token to create its CSR', async () => {
       await submit(other.kc, 'someone-elses', CLIENT, nodeSubject('host-a2'));
@@ -209,20 +301,32 @@ describe('CSR approver on the real test bed', () => {
     assert.deepEqual(csr.status?.conditions ?? [], []);
   });
 
-  it('when pool A\'s token asks for its own Machine that has no Node, it should record the CSR on the Machine, approve it, and the guest should issue the certificate', async () => {
+  it("when pool A's token asks for its own Machine that has no Node, it should record the CSR on the Machine, approve it, and the guest should issue the certificate", async () => {
     const keyPem = await submit(tokenA.kc, 'a-1-client', CLIENT, nodeSubject('host-a1'));
     const approved = conditionOf(await decided('a-1-client'), 'Approved');
-    assert.equal(approved?.reason, 'KubeletClientForMachine', 'approved by Kindling, not by the built-in csrapproving (AutoApproved)');
+    assert.equal(
+      approved?.reason,
+      'KubeletClientForMachine',
+      'approved by Kindling, not by the built-in csrapproving (AutoApproved)',
+    );
     const machine = await readMachine('a-1');
     const csr = await certificates.readCertificateSigningRequest({ name: 'a-1-client' });
-    assert.equal(machine.metadata.annotations?.[ANNOTATIONS.approvedClientCsr], `a-1-client/${csr.metadata?.uid ?? ''}`);
-    const issued = await eventually('the certificate from csrsigning', async () => (await certificates.readCertificateSigningRequest({ name: 'a-1-client' })).status?.certificate);
+    assert.equal(
+      machine.metadata.annotations?.[ANNOTATIONS.approvedClientCsr],
+      `a-1-client/${csr.metadata?.uid ?? ''}`,
+    );
+    const issued = await eventually(
+      'the certificate from csrsigning',
+      async () => (await certificates.readCertificateSigningRequest({ name: 'a-1-client' })).status?.certificate,
+    );
     const certPem = Buffer.from(issued, 'base64').toString();
     // The issued certificate authenticates the kubelet as its node: it registers its own Node (NodeRestriction).
     const kubelet = guestKubeConfig(guest, { certPem, keyPem });
     await kubelet.makeApiClient(k8s.CoreV1Api).createNode({ body: { metadata: { name: 'host-a1' } } });
     kubelets.set('host-a1', kubelet);
-    const events = await eventually('an Event on Machine a-1', async () => (await eventsOf('Machine', 'a-1')).filter((e) => e.reason === 'CSRApproved'));
+    const events = await eventually('an Event on Machine a-1', async () =>
+      (await eventsOf('Machine', 'a-1')).filter((e) => e.reason === 'CSRApproved'),
+    );
     assert.equal(events[0]?.type, 'Normal');
     assert.equal((await decisions())['approved/KubeletClientForMachine'], 1);
   });
@@ -234,15 +338,28 @@ describe('CSR approver on the real test bed', () => {
     assert.match(denied?.message ?? '', /already had its client certificate request a-1-client approved/);
     const a1 = await readMachine('a-1');
     assert.equal(a1.metadata.annotations?.[ANNOTATIONS.approvedClientCsr]?.split('/')[0], 'a-1-client');
-    assert.match(a1.metadata.annotations?.[ANNOTATIONS.joinFailure] ?? '', /a-1-again denied \(MachineAlreadyApproved\)/);
+    assert.match(
+      a1.metadata.annotations?.[ANNOTATIONS.joinFailure] ?? '',
+      /a-1-again denied \(MachineAlreadyApproved\)/,
+    );
   });
 
-  it('when the joined kubelet asks for a serving certificate, it should approve its Machine\'s addresses and deny a foreign name', async () => {
+  it("when the joined kubelet asks for a serving certificate, it should approve its Machine's addresses and deny a foreign name", async () => {
     const kubelet = kubelets.get('host-a1');
     assert.ok(kubelet, 'the kubelet joined in the approval case');
-    await submit(kubelet, 'a-1-serving', SERVING, nodeSubject('host-a1', { dnsNames: ['host-a1'], ipAddresses: ['10.0.0.11'] }));
+    await submit(
+      kubelet,
+      'a-1-serving',
+      SERVING,
+      nodeSubject('host-a1', { dnsNames: ['host-a1'], ipAddresses: ['10.0.0.11'] }),
+    );
     assert.equal(conditionOf(await decided('a-1-serving'), 'Approved')?.reason, 'KubeletServingForMachine');
-    await submit(kubelet, 'a-1-serving-foreign', SERVING, nodeSubject('host-a1', { dnsNames: ['host-a1', 'kubernetes.default.svc'] }));
+    await submit(
+      kubelet,
+      'a-1-serving-foreign',
+      SERVING,
+      nodeSubject('host-a1', { dnsNames: ['host-a1', 'kubernetes.default.svc'] }),
+    );
     const denied = conditionOf(await decided('a-1-serving-foreign'), 'Denied');
     assert.equal(denied?.reason, 'ForeignSAN');
     assert.match(denied?.message ?? '', /kubernetes\.default\.svc is not among the addresses of Machine default\/a-1/);

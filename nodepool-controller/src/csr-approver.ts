@@ -72,10 +72,13 @@ const MERGE_PATCH = 'application/merge-patch+json';
 
 /** Approved, Denied or Failed: someone (the signer included) has decided; nothing is left to do. */
 export function isDecided(csr: k8s.V1CertificateSigningRequest): boolean {
-  return (csr.status?.conditions ?? []).some((c) => c.status === 'True' && ['Approved', 'Denied', 'Failed'].includes(c.type));
+  return (csr.status?.conditions ?? []).some(
+    (c) => c.status === 'True' && ['Approved', 'Denied', 'Failed'].includes(c.type),
+  );
 }
 
-const isCandidate = (csr: k8s.V1CertificateSigningRequest): boolean => KINDLING_SIGNERS.has(csr.spec.signerName) && !isDecided(csr);
+const isCandidate = (csr: k8s.V1CertificateSigningRequest): boolean =>
+  KINDLING_SIGNERS.has(csr.spec.signerName) && !isDecided(csr);
 
 function splitKey(key: string): { cluster: string; name: string } {
   const i = key.lastIndexOf('/');
@@ -83,10 +86,15 @@ function splitKey(key: string): { cluster: string; name: string } {
 }
 
 /** Only the name of a Node matters here: the cache keeps no more of it. */
-const nodeName = (n: k8s.V1Node): k8s.V1Node => ({ apiVersion: n.apiVersion, kind: n.kind, metadata: { name: n.metadata?.name, resourceVersion: n.metadata?.resourceVersion, uid: n.metadata?.uid } });
+const nodeName = (n: k8s.V1Node): k8s.V1Node => ({
+  apiVersion: n.apiVersion,
+  kind: n.kind,
+  metadata: { name: n.metadata?.name, resourceVersion: n.metadata?.resourceVersion, uid: n.metadata?.uid },
+});
 
 /** The issued certificate is not read here, and is the larger part of a decided CSR. */
-const withoutCertificate = (c: k8s.V1CertificateSigningRequest): k8s.V1CertificateSigningRequest => (c.status?.certificate ? { ...c, status: { ...c.status, certificate: undefined } } : c);
+const withoutCertificate = (c: k8s.V1CertificateSigningRequest): k8s.V1CertificateSigningRequest =>
+  c.status?.certificate ? { ...c, status: { ...c.status, certificate: undefined } } : c;
 
 export class CsrApprover {
   readonly queue: WorkQueue;
@@ -150,7 +158,14 @@ export class CsrApprover {
   /** One of the approver's two queues; its failure lines name it (`queue`). */
   #makeQueue(name: string, reconcile: (key: string) => Promise<ReconcileResult | void>, workers: number): WorkQueue {
     const { log, queueMetrics } = this.#opts;
-    return createKeyQueue({ name, log: log.child({ queue: name }), clock: this.#clock, workers, queueMetrics, reconcile });
+    return createKeyQueue({
+      name,
+      log: log.child({ queue: name }),
+      clock: this.#clock,
+      workers,
+      queueMetrics,
+      reconcile,
+    });
   }
 
   #createSession(cluster: GuestCluster): Session {
@@ -162,7 +177,10 @@ export class CsrApprover {
       list: () => certificates.listCertificateSigningRequest(),
       transform: withoutCertificate,
       log: cluster.log,
-      onEvent: (csr, event) => (event === 'delete' ? this.queue.forget(`${cluster.key}/${csr.metadata?.name ?? ''}`) : this.#enqueue(cluster.key, csr)),
+      onEvent: (csr, event) =>
+        event === 'delete'
+          ? this.queue.forget(`${cluster.key}/${csr.metadata?.name ?? ''}`)
+          : this.#enqueue(cluster.key, csr),
       clock: this.#opts.clock,
     });
     const nodes = new ResilientInformer<k8s.V1Node>({
@@ -247,7 +265,11 @@ export class CsrApprover {
   async #deny(session: Session, csr: k8s.V1CertificateSigningRequest, d: Denied, log: Logger): Promise<void> {
     log.info({ reason: d.reason, detail: d.message }, 'Denying kubelet CSR');
     const failure = `client certificate request ${csr.metadata?.name ?? ''} denied (${d.reason}): ${d.message}`;
-    if (d.machine && csr.spec.signerName === KUBELET_CLIENT_SIGNER && d.machine.metadata.annotations?.[ANNOTATIONS.joinFailure] !== failure) {
+    if (
+      d.machine &&
+      csr.spec.signerName === KUBELET_CLIENT_SIGNER &&
+      d.machine.metadata.annotations?.[ANNOTATIONS.joinFailure] !== failure
+    ) {
       await this.#patchMachine(d.machine, { [ANNOTATIONS.joinFailure]: failure });
     }
     if (!(await this.#setCondition(session, csr, { type: 'Denied', reason: d.reason, message: d.message }))) return;
@@ -262,31 +284,64 @@ export class CsrApprover {
    */
   async #claim(machine: Machine, claim: string): Promise<void> {
     try {
-      await this.#patchMachine(machine, { [ANNOTATIONS.approvedClientCsr]: claim, [ANNOTATIONS.joinFailure]: null }, machine.metadata.resourceVersion);
+      await this.#patchMachine(
+        machine,
+        { [ANNOTATIONS.approvedClientCsr]: claim, [ANNOTATIONS.joinFailure]: null },
+        machine.metadata.resourceVersion,
+      );
     } catch (err) {
       // Cluster API writes a booting Machine's status often: a conflict is usually its write, not a rival claim.
       // Decide again as soon as the cache has the newer Machine, rather than after a growing backoff.
-      if (isConflict(err)) throw new NotReadyError(`Machine ${machine.metadata.name} changed since the decision; deciding again`, 250, { cause: err });
+      if (isConflict(err))
+        throw new NotReadyError(`Machine ${machine.metadata.name} changed since the decision; deciding again`, 250, {
+          cause: err,
+        });
       throw err;
     }
   }
 
   /** Merge-patches annotations (null removes one), with a resourceVersion precondition when given. */
-  async #patchMachine(machine: Machine, annotations: Record<string, string | null>, resourceVersion?: string): Promise<void> {
+  async #patchMachine(
+    machine: Machine,
+    annotations: Record<string, string | null>,
+    resourceVersion?: string,
+  ): Promise<void> {
     const body = { metadata: { ...(resourceVersion === undefined ? {} : { resourceVersion }), annotations } };
-    const params = { group: CAPI_GROUP, version: CAPI_API_VERSION.split('/')[1] ?? '', namespace: machine.metadata.namespace ?? '', plural: 'machines', name: machine.metadata.name, body, fieldManager: FIELD_MANAGERS.nodepoolController };
+    const params = {
+      group: CAPI_GROUP,
+      version: CAPI_API_VERSION.split('/')[1] ?? '',
+      namespace: machine.metadata.namespace ?? '',
+      plural: 'machines',
+      name: machine.metadata.name,
+      body,
+      fieldManager: FIELD_MANAGERS.nodepoolController,
+    };
     try {
-      const live = (await this.#machines.patchNamespacedCustomObject(params, k8s.setHeaderOptions('Content-Type', MERGE_PATCH))) as Machine;
+      const live = (await this.#machines.patchNamespacedCustomObject(
+        params,
+        k8s.setHeaderOptions('Content-Type', MERGE_PATCH),
+      )) as Machine;
       this.#opts.caches.machines.remember(live);
     } catch (err) {
-      throw new Error(`failed to annotate Machine ${machine.metadata.namespace ?? ''}/${machine.metadata.name}`, { cause: err });
+      throw new Error(`failed to annotate Machine ${machine.metadata.namespace ?? ''}/${machine.metadata.name}`, {
+        cause: err,
+      });
     }
   }
 
   /** Adds the condition through the `/approval` subresource; false when the CSR is gone. */
-  async #setCondition(session: Session, csr: k8s.V1CertificateSigningRequest, c: { type: 'Approved' | 'Denied'; reason: string; message: string }): Promise<boolean> {
+  async #setCondition(
+    session: Session,
+    csr: k8s.V1CertificateSigningRequest,
+    c: { type: 'Approved' | 'Denied'; reason: string; message: string },
+  ): Promise<boolean> {
     const name = csr.metadata?.name ?? '';
-    const condition = { ...c, status: 'True', message: c.message.slice(0, 1024), lastUpdateTime: new Date(this.#clock.now()) };
+    const condition = {
+      ...c,
+      status: 'True',
+      message: c.message.slice(0, 1024),
+      lastUpdateTime: new Date(this.#clock.now()),
+    };
     // The resourceVersion the decision was made on: a CSR changed meanwhile (decided by someone else) conflicts.
     const body = toModel<k8s.V1CertificateSigningRequest>({
       apiVersion: 'certificates.k8s.io/v1',
@@ -296,7 +351,11 @@ export class CsrApprover {
       status: { conditions: [...(csr.status?.conditions ?? []), condition] },
     });
     try {
-      await session.certificates.replaceCertificateSigningRequestApproval({ name, body, fieldManager: FIELD_MANAGERS.nodepoolController });
+      await session.certificates.replaceCertificateSigningRequestApproval({
+        name,
+        body,
+        fieldManager: FIELD_MANAGERS.nodepoolController,
+      });
       return true;
     } catch (err) {
       if (isNotFound(err)) return false;
@@ -305,7 +364,12 @@ export class CsrApprover {
   }
 
   /** An Event on the Machine when the decision names one, else on the requester's NodePool. Best effort. */
-  async #record(session: Session, csr: k8s.V1CertificateSigningRequest, d: Approved | Denied, log: Logger): Promise<void> {
+  async #record(
+    session: Session,
+    csr: k8s.V1CertificateSigningRequest,
+    d: Approved | Denied,
+    log: Logger,
+  ): Promise<void> {
     const subject = this.#subjectOf(d);
     if (!subject) return;
     const verb = d.action === 'approve' ? 'approved' : 'denied';
@@ -321,6 +385,12 @@ export class CsrApprover {
     if (d.machine) return { apiVersion: CAPI_API_VERSION, kind: 'Machine', metadata: d.machine.metadata };
     const ref = d.action === 'deny' ? d.pool : undefined;
     const pool = ref ? this.#opts.caches.nodePools.get(ref.namespace, ref.name) : undefined;
-    return pool ? { apiVersion: pool.apiVersion ?? 'kindling.dev/v1beta1', kind: pool.kind ?? 'NodePool', metadata: pool.metadata } : undefined;
+    return pool
+      ? {
+          apiVersion: pool.apiVersion ?? 'kindling.dev/v1beta1',
+          kind: pool.kind ?? 'NodePool',
+          metadata: pool.metadata,
+        }
+      : undefined;
   }
 }

@@ -4,7 +4,14 @@ import type * as k8s from '#k8s';
 import type { Machine } from '../../api/src/capi.js';
 import { ANNOTATIONS, BOOTSTRAP_GROUP, bootstrapPoolGroup, LABELS } from '../../api/src/keys.js';
 import { createCertificateRequest, type CertificateRequestOptions } from '../../support/src/pki.js';
-import { canonicalIp, decideCsr, KUBELET_CLIENT_SIGNER, KUBELET_SERVING_SIGNER, type Decision, type DecisionInput } from './csr-decision.js';
+import {
+  canonicalIp,
+  decideCsr,
+  KUBELET_CLIENT_SIGNER,
+  KUBELET_SERVING_SIGNER,
+  type Decision,
+  type DecisionInput,
+} from './csr-decision.js';
 
 type MachineAddress = NonNullable<NonNullable<Machine['status']>['addresses']>[number];
 
@@ -14,12 +21,25 @@ const GRACE = 120_000;
 const CLIENT_USAGES = ['digital signature', 'client auth'];
 const SERVING_USAGES = ['digital signature', 'key encipherment', 'server auth'];
 
-function machine(name: string, pool: string, opts: { addresses?: MachineAddress[]; nodeRef?: string; approved?: string; cluster?: string } = {}): Machine {
+function machine(
+  name: string,
+  pool: string,
+  opts: { addresses?: MachineAddress[]; nodeRef?: string; approved?: string; cluster?: string } = {},
+): Machine {
   return {
     apiVersion: 'cluster.x-k8s.io/v1beta2',
     kind: 'Machine',
-    metadata: { name, namespace: NS, labels: { [LABELS.nodePool]: pool }, annotations: opts.approved ? { [ANNOTATIONS.approvedClientCsr]: opts.approved } : {} },
-    spec: { clusterName: opts.cluster ?? 'guest', bootstrap: {}, infrastructureRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachine', name } },
+    metadata: {
+      name,
+      namespace: NS,
+      labels: { [LABELS.nodePool]: pool },
+      annotations: opts.approved ? { [ANNOTATIONS.approvedClientCsr]: opts.approved } : {},
+    },
+    spec: {
+      clusterName: opts.cluster ?? 'guest',
+      bootstrap: {},
+      infrastructureRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachine', name },
+    },
     status: { addresses: opts.addresses ?? [], ...(opts.nodeRef ? { nodeRef: { name: opts.nodeRef } } : {}) },
   };
 }
@@ -34,7 +54,10 @@ const MACHINES: Machine[] = [
   machine('a-2', 'a', { addresses: host('host-a2', '10.0.0.12'), nodeRef: 'host-a2' }),
   machine('a-3', 'a', { addresses: host('host-a3', '10.0.0.13'), approved: 'csr-old/uid-old' }),
   machine('a-4', 'a', { addresses: host('host-a4', '10.0.0.14'), approved: 'csr-1/uid-1' }),
-  machine('a-5', 'a', { addresses: [...host('host-a5', '10.0.0.15'), { type: 'InternalIP', address: 'fd00::0:15' }], nodeRef: 'host-a5' }),
+  machine('a-5', 'a', {
+    addresses: [...host('host-a5', '10.0.0.15'), { type: 'InternalIP', address: 'fd00::0:15' }],
+    nodeRef: 'host-a5',
+  }),
   machine('a-7', 'a', { addresses: host('host-a7', '10.0.0.17'), approved: 'csr-denied/uid-denied' }),
   machine('a-8', 'a', { addresses: host('host-a8', '10.0.0.18'), approved: 'csr-denied/uid-earlier' }),
   machine('a-6', 'a', { addresses: host('host-a6', '10.0.0.16') }),
@@ -46,7 +69,11 @@ const MACHINES: Machine[] = [
 const GUEST_NODES = new Set(['host-a2', 'host-a5', 'host-a6']);
 /** CSRs still in the guest, by name: one claimed for a-7 and denied by someone else before Kindling approved it. */
 const GUEST_CSRS: Record<string, k8s.V1CertificateSigningRequest> = {
-  'csr-denied': { metadata: { name: 'csr-denied', uid: 'uid-denied' }, spec: { signerName: KUBELET_CLIENT_SIGNER, request: '' }, status: { conditions: [{ type: 'Denied', status: 'True' }] } },
+  'csr-denied': {
+    metadata: { name: 'csr-denied', uid: 'uid-denied' },
+    spec: { signerName: KUBELET_CLIENT_SIGNER, request: '' },
+    status: { conditions: [{ type: 'Denied', status: 'True' }] },
+  },
 };
 
 interface CsrCase {
@@ -61,7 +88,15 @@ interface CsrCase {
 }
 
 async function csrOf(c: CsrCase): Promise<k8s.V1CertificateSigningRequest> {
-  const pem = c.raw ?? Buffer.from((await createCertificateRequest(c.request ?? { commonName: 'system:node:host-a1', organizations: ['system:nodes'] })).csrPem).toString('base64');
+  const pem =
+    c.raw ??
+    Buffer.from(
+      (
+        await createCertificateRequest(
+          c.request ?? { commonName: 'system:node:host-a1', organizations: ['system:nodes'] },
+        )
+      ).csrPem,
+    ).toString('base64');
   return {
     metadata: { name: 'csr-1', uid: 'uid-1', creationTimestamp: new Date(NOW - (c.ageMs ?? 1_000)) },
     spec: {
@@ -75,11 +110,23 @@ async function csrOf(c: CsrCase): Promise<k8s.V1CertificateSigningRequest> {
 }
 
 async function decide(c: CsrCase): Promise<Decision> {
-  const input: DecisionInput = { csr: await csrOf(c), cluster: { namespace: NS, name: 'guest' }, machines: MACHINES, hasNode: (n) => GUEST_NODES.has(n), csrNamed: (n) => GUEST_CSRS[n], now: NOW, graceMs: GRACE };
+  const input: DecisionInput = {
+    csr: await csrOf(c),
+    cluster: { namespace: NS, name: 'guest' },
+    machines: MACHINES,
+    hasNode: (n) => GUEST_NODES.has(n),
+    csrNamed: (n) => GUEST_CSRS[n],
+    now: NOW,
+    graceMs: GRACE,
+  };
   return decideCsr(input);
 }
 
-const node = (name: string, extra: Partial<CertificateRequestOptions> = {}): CertificateRequestOptions => ({ commonName: `system:node:${name}`, organizations: ['system:nodes'], ...extra });
+const node = (name: string, extra: Partial<CertificateRequestOptions> = {}): CertificateRequestOptions => ({
+  commonName: `system:node:${name}`,
+  organizations: ['system:nodes'],
+  ...extra,
+});
 const fromNode = (name: string): Pick<CsrCase, 'signer' | 'username' | 'groups' | 'usages'> => ({
   signer: KUBELET_SERVING_SIGNER,
   username: `system:node:${name}`,
@@ -98,52 +145,283 @@ interface Row {
 }
 
 const CLIENT_ROWS: Row[] = [
-  { when: 'the node name is the Hostname of a Machine of the token\'s pool with no Node', csr: { request: node('host-a1') }, action: 'approve', reason: 'KubeletClientForMachine', machine: 'a-1', claim: 'csr-1/uid-1' },
-  { when: 'the node name is a Machine\'s InternalDNS address', csr: { request: node('host-a1.internal') }, action: 'approve', machine: 'a-1' },
-  { when: 'the node name is the Machine\'s own name', csr: { request: node('a-1') }, action: 'approve', machine: 'a-1' },
-  { when: 'the node name is a Machine of another pool than the token\'s', csr: { request: node('host-b1') }, action: 'deny', reason: 'WrongPool', machine: 'b-1', message: /Machine tenant-a\/b-1 of pool "b", but the request came with a bootstrap token of pool "a"/ },
-  { when: 'the Machine already has a Node', csr: { request: node('host-a2') }, action: 'deny', reason: 'MachineHasNode', machine: 'a-2' },
-  { when: 'the Machine already had another client CSR approved', csr: { request: node('host-a3') }, action: 'deny', reason: 'MachineAlreadyApproved', machine: 'a-3', message: /request csr-old approved; a Machine joins once/ },
-  { when: 'the Machine was claimed for a CSR that someone else denied before it was approved', csr: { request: node('host-a7') }, action: 'approve', machine: 'a-7', claim: 'csr-1/uid-1' },
-  { when: 'the Machine was claimed for an earlier CSR of a name now reused by a denied one', csr: { request: node('host-a8') }, action: 'deny', reason: 'MachineAlreadyApproved', machine: 'a-8' },
-  { when: 'the same CSR is decided again after the Machine was claimed for it', csr: { request: node('host-a4') }, action: 'approve', machine: 'a-4', claim: null },
-  { when: 'no Machine has the node name and every Machine of the pool has its addresses', csr: { request: node('forged') }, action: 'deny', reason: 'UnknownNodeName', message: /no Machine of pool tenant-a\/a is named "forged"/ },
-  { when: 'no Machine has the name yet but one of the pool has no address, within the grace', csr: { request: node('host-p1'), groups: [BOOTSTRAP_GROUP, bootstrapPoolGroup(NS, 'p')] }, action: 'wait', reason: 'MachineAddressesPending' },
-  { when: 'no Machine has the name after the grace', csr: { request: node('host-p1'), groups: [BOOTSTRAP_GROUP, bootstrapPoolGroup(NS, 'p')], ageMs: GRACE + 1 }, action: 'deny', reason: 'UnknownNodeName', message: /after waiting 2m/ },
-  { when: 'the pool has no Machine in the cache yet, within the grace', csr: { request: node('host-q1'), groups: [BOOTSTRAP_GROUP, bootstrapPoolGroup(NS, 'q')] }, action: 'wait', reason: 'MachineAddressesPending' },
-  { when: 'the guest already has a Node of that name though the Machine has no nodeRef yet', csr: { request: node('host-a6') }, action: 'deny', reason: 'NodeExists', machine: 'a-6' },
-  { when: 'the requester is not in a Kindling bootstrap group', csr: { groups: ['system:bootstrappers', 'system:bootstrappers:kubeadm:default-node-token'] }, action: 'ignore' },
-  { when: 'the requester is a node renewing its certificate', csr: { username: 'system:node:host-a2', groups: ['system:nodes'], request: node('host-a2') }, action: 'ignore' },
-  { when: 'the requester has the Kindling group but no pool group', csr: { groups: [BOOTSTRAP_GROUP] }, action: 'deny', reason: 'NoPoolGroup' },
-  { when: 'the requester has a malformed pool group', csr: { groups: [BOOTSTRAP_GROUP, `${BOOTSTRAP_GROUP}:tenant-a`] }, action: 'deny', reason: 'NoPoolGroup' },
-  { when: 'the requester is in two pools\' groups', csr: { groups: [bootstrapPoolGroup(NS, 'a'), bootstrapPoolGroup(NS, 'b')] }, action: 'deny', reason: 'AmbiguousPool' },
-  { when: 'the pool group names another namespace than the guest cluster\'s', csr: { groups: [BOOTSTRAP_GROUP, bootstrapPoolGroup('tenant-b', 'a')] }, action: 'deny', reason: 'ForeignNamespace' },
-  { when: 'the Machine belongs to another guest cluster', csr: { request: node('host-x1'), groups: [BOOTSTRAP_GROUP, bootstrapPoolGroup(NS, 'x')] }, action: 'deny', reason: 'WrongCluster', machine: 'x-1' },
-  { when: 'the subject\'s organization is not system:nodes', csr: { request: node('host-a1', { organizations: ['system:masters'] }) }, action: 'deny', reason: 'InvalidSubject', message: /organization must be exactly system:nodes/ },
-  { when: 'the subject has no organization', csr: { request: node('host-a1', { organizations: [] }) }, action: 'deny', reason: 'InvalidSubject' },
-  { when: 'the common name is not system:node:<name>', csr: { request: { commonName: 'admin', organizations: ['system:nodes'] } }, action: 'deny', reason: 'InvalidSubject' },
-  { when: 'the usages are a server\'s', csr: { request: node('host-a1'), usages: SERVING_USAGES }, action: 'deny', reason: 'InvalidUsages' },
-  { when: 'the usages add one', csr: { request: node('host-a1'), usages: [...CLIENT_USAGES, 'server auth'] }, action: 'deny', reason: 'InvalidUsages' },
-  { when: 'the usages include key encipherment (an RSA key)', csr: { request: node('host-a1'), usages: ['digital signature', 'key encipherment', 'client auth'] }, action: 'approve', machine: 'a-1' },
-  { when: 'a client request carries a SAN', csr: { request: node('host-a1', { dnsNames: ['host-a1'] }) }, action: 'deny', reason: 'ForbiddenNames' },
-  { when: 'the request is not a certificate request', csr: { raw: Buffer.from('hello').toString('base64') }, action: 'deny', reason: 'InvalidRequest' },
-  { when: 'the signer is not a kubelet\'s', csr: { signer: 'kubernetes.io/kube-apiserver-client' }, action: 'ignore' },
+  {
+    when: "the node name is the Hostname of a Machine of the token's pool with no Node",
+    csr: { request: node('host-a1') },
+    action: 'approve',
+    reason: 'KubeletClientForMachine',
+    machine: 'a-1',
+    claim: 'csr-1/uid-1',
+  },
+  {
+    when: "the node name is a Machine's InternalDNS address",
+    csr: { request: node('host-a1.internal') },
+    action: 'approve',
+    machine: 'a-1',
+  },
+  { when: "the node name is the Machine's own name", csr: { request: node('a-1') }, action: 'approve', machine: 'a-1' },
+  {
+    when: "the node name is a Machine of another pool than the token's",
+    csr: { request: node('host-b1') },
+    action: 'deny',
+    reason: 'WrongPool',
+    machine: 'b-1',
+    message: /Machine tenant-a\/b-1 of pool "b", but the request came with a bootstrap token of pool "a"/,
+  },
+  {
+    when: 'the Machine already has a Node',
+    csr: { request: node('host-a2') },
+    action: 'deny',
+    reason: 'MachineHasNode',
+    machine: 'a-2',
+  },
+  {
+    when: 'the Machine already had another client CSR approved',
+    csr: { request: node('host-a3') },
+    action: 'deny',
+    reason: 'MachineAlreadyApproved',
+    machine: 'a-3',
+    message: /request csr-old approved; a Machine joins once/,
+  },
+  {
+    when: 'the Machine was claimed for a CSR that someone else denied before it was approved',
+    csr: { request: node('host-a7') },
+    action: 'approve',
+    machine: 'a-7',
+    claim: 'csr-1/uid-1',
+  },
+  {
+    when: 'the Machine was claimed for an earlier CSR of a name now reused by a denied one',
+    csr: { request: node('host-a8') },
+    action: 'deny',
+    reason: 'MachineAlreadyApproved',
+    machine: 'a-8',
+  },
+  {
+    when: 'the same CSR is decided again after the Machine was claimed for it',
+    csr: { request: node('host-a4') },
+    action: 'approve',
+    machine: 'a-4',
+    claim: null,
+  },
+  {
+    when: 'no Machine has the node name and every Machine of the pool has its addresses',
+    csr: { request: node('forged') },
+    action: 'deny',
+    reason: 'UnknownNodeName',
+    message: /no Machine of pool tenant-a\/a is named "forged"/,
+  },
+  {
+    when: 'no Machine has the name yet but one of the pool has no address, within the grace',
+    csr: { request: node('host-p1'), groups: [BOOTSTRAP_GROUP, bootstrapPoolGroup(NS, 'p')] },
+    action: 'wait',
+    reason: 'MachineAddressesPending',
+  },
+  {
+    when: 'no Machine has the name after the grace',
+    csr: { request: node('host-p1'), groups: [BOOTSTRAP_GROUP, bootstrapPoolGroup(NS, 'p')], ageMs: GRACE + 1 },
+    action: 'deny',
+    reason: 'UnknownNodeName',
+    message: /after waiting 2m/,
+  },
+  {
+    when: 'the pool has no Machine in the cache yet, within the grace',
+    csr: { request: node('host-q1'), groups: [BOOTSTRAP_GROUP, bootstrapPoolGroup(NS, 'q')] },
+    action: 'wait',
+    reason: 'MachineAddressesPending',
+  },
+  {
+    when: 'the guest already has a Node of that name though the Machine has no nodeRef yet',
+    csr: { request: node('host-a6') },
+    action: 'deny',
+    reason: 'NodeExists',
+    machine: 'a-6',
+  },
+  {
+    when: 'the requester is not in a Kindling bootstrap group',
+    csr: { groups: ['system:bootstrappers', 'system:bootstrappers:kubeadm:default-node-token'] },
+    action: 'ignore',
+  },
+  {
+    when: 'the requester is a node renewing its certificate',
+    csr: { username: 'system:node:host-a2', groups: ['system:nodes'], request: node('host-a2') },
+    action: 'ignore',
+  },
+  {
+    when: 'the requester has the Kindling group but no pool group',
+    csr: { groups: [BOOTSTRAP_GROUP] },
+    action: 'deny',
+    reason: 'NoPoolGroup',
+  },
+  {
+    when: 'the requester has a malformed pool group',
+    csr: { groups: [BOOTSTRAP_GROUP, `${BOOTSTRAP_GROUP}:tenant-a`] },
+    action: 'deny',
+    reason: 'NoPoolGroup',
+  },
+  {
+    when: "the requester is in two pools' groups",
+    csr: { groups: [bootstrapPoolGroup(NS, 'a'), bootstrapPoolGroup(NS, 'b')] },
+    action: 'deny',
+    reason: 'AmbiguousPool',
+  },
+  {
+    when: "the pool group names another namespace than the guest cluster's",
+    csr: { groups: [BOOTSTRAP_GROUP, bootstrapPoolGroup('tenant-b', 'a')] },
+    action: 'deny',
+    reason: 'ForeignNamespace',
+  },
+  {
+    when: 'the Machine belongs to another guest cluster',
+    csr: { request: node('host-x1'), groups: [BOOTSTRAP_GROUP, bootstrapPoolGroup(NS, 'x')] },
+    action: 'deny',
+    reason: 'WrongCluster',
+    machine: 'x-1',
+  },
+  {
+    when: "the subject's organization is not system:nodes",
+    csr: { request: node('host-a1', { organizations: ['system:masters'] }) },
+    action: 'deny',
+    reason: 'InvalidSubject',
+    message: /organization must be exactly system:nodes/,
+  },
+  {
+    when: 'the subject has no organization',
+    csr: { request: node('host-a1', { organizations: [] }) },
+    action: 'deny',
+    reason: 'InvalidSubject',
+  },
+  {
+    when: 'the common name is not system:node:<name>',
+    csr: { request: { commonName: 'admin', organizations: ['system:nodes'] } },
+    action: 'deny',
+    reason: 'InvalidSubject',
+  },
+  {
+    when: "the usages are a server's",
+    csr: { request: node('host-a1'), usages: SERVING_USAGES },
+    action: 'deny',
+    reason: 'InvalidUsages',
+  },
+  {
+    when: 'the usages add one',
+    csr: { request: node('host-a1'), usages: [...CLIENT_USAGES, 'server auth'] },
+    action: 'deny',
+    reason: 'InvalidUsages',
+  },
+  {
+    when: 'the usages include key encipherment (an RSA key)',
+    csr: { request: node('host-a1'), usages: ['digital signature', 'key encipherment', 'client auth'] },
+    action: 'approve',
+    machine: 'a-1',
+  },
+  {
+    when: 'a client request carries a SAN',
+    csr: { request: node('host-a1', { dnsNames: ['host-a1'] }) },
+    action: 'deny',
+    reason: 'ForbiddenNames',
+  },
+  {
+    when: 'the request is not a certificate request',
+    csr: { raw: Buffer.from('hello').toString('base64') },
+    action: 'deny',
+    reason: 'InvalidRequest',
+  },
+  { when: "the signer is not a kubelet's", csr: { signer: 'kubernetes.io/kube-apiserver-client' }, action: 'ignore' },
 ];
 
 const SERVING_ROWS: Row[] = [
-  { when: 'every SAN is one of the Machine\'s addresses', csr: { ...fromNode('host-a2'), request: node('host-a2', { dnsNames: ['host-a2', 'host-a2.internal'], ipAddresses: ['10.0.0.12'] }) }, action: 'approve', reason: 'KubeletServingForMachine', machine: 'a-2', claim: null },
-  { when: 'an IPv6 SAN is written differently from the address', csr: { ...fromNode('host-a5'), request: node('host-a5', { ipAddresses: ['fd00::15'] }) }, action: 'approve', machine: 'a-5' },
-  { when: 'a SAN is not one of the Machine\'s addresses', csr: { ...fromNode('host-a2'), request: node('host-a2', { dnsNames: ['host-a2', 'api.bank.example'], ipAddresses: ['10.0.0.99'] }) }, action: 'deny', reason: 'ForeignSAN', machine: 'a-2', message: /api\.bank\.example, 10\.0\.0\.99 are not among the addresses of Machine tenant-a\/a-2/ },
-  { when: 'a SAN is another Machine\'s address', csr: { ...fromNode('host-a2'), request: node('host-a2', { ipAddresses: ['10.0.0.11'] }) }, action: 'deny', reason: 'ForeignSAN' },
-  { when: 'the request has an email SAN', csr: { ...fromNode('host-a2'), request: node('host-a2', { dnsNames: ['host-a2'], emails: ['root@host-a2'] }) }, action: 'deny', reason: 'ForbiddenNames' },
-  { when: 'the request has no SAN', csr: { ...fromNode('host-a2'), request: node('host-a2') }, action: 'deny', reason: 'NoSubjectAltNames' },
-  { when: 'a node asks for another node\'s name', csr: { ...fromNode('host-a2'), request: node('host-a5', { dnsNames: ['host-a2'] }) }, action: 'deny', reason: 'SubjectMismatch' },
-  { when: 'the usages are a client\'s', csr: { ...fromNode('host-a2'), usages: CLIENT_USAGES, request: node('host-a2', { dnsNames: ['host-a2'] }) }, action: 'deny', reason: 'InvalidUsages' },
-  { when: 'the Node is not in the guest yet, within the grace', csr: { ...fromNode('host-a1'), request: node('host-a1', { dnsNames: ['host-a1'] }) }, action: 'wait', reason: 'NodeNotSeenYet' },
-  { when: 'the Node is not in the guest after the grace', csr: { ...fromNode('host-a1'), request: node('host-a1', { dnsNames: ['host-a1'] }), ageMs: GRACE }, action: 'deny', reason: 'NodeNotFound', machine: 'a-1' },
-  { when: 'the node is not a Machine of a Kindling pool', csr: { ...fromNode('control-plane-1'), request: node('control-plane-1', { dnsNames: ['control-plane-1'] }) }, action: 'ignore' },
-  { when: 'the node is a Machine of another guest cluster', csr: { ...fromNode('host-x1'), request: node('host-x1', { dnsNames: ['host-x1'] }) }, action: 'ignore' },
-  { when: 'the requester is not a node', csr: { ...fromNode('host-a2'), username: 'system:bootstrap:abcdef', groups: [BOOTSTRAP_GROUP, bootstrapPoolGroup(NS, 'a')], request: node('host-a2', { dnsNames: ['host-a2'] }) }, action: 'ignore' },
+  {
+    when: "every SAN is one of the Machine's addresses",
+    csr: {
+      ...fromNode('host-a2'),
+      request: node('host-a2', { dnsNames: ['host-a2', 'host-a2.internal'], ipAddresses: ['10.0.0.12'] }),
+    },
+    action: 'approve',
+    reason: 'KubeletServingForMachine',
+    machine: 'a-2',
+    claim: null,
+  },
+  {
+    when: 'an IPv6 SAN is written differently from the address',
+    csr: { ...fromNode('host-a5'), request: node('host-a5', { ipAddresses: ['fd00::15'] }) },
+    action: 'approve',
+    machine: 'a-5',
+  },
+  {
+    when: "a SAN is not one of the Machine's addresses",
+    csr: {
+      ...fromNode('host-a2'),
+      request: node('host-a2', { dnsNames: ['host-a2', 'api.bank.example'], ipAddresses: ['10.0.0.99'] }),
+    },
+    action: 'deny',
+    reason: 'ForeignSAN',
+    machine: 'a-2',
+    message: /api\.bank\.example, 10\.0\.0\.99 are not among the addresses of Machine tenant-a\/a-2/,
+  },
+  {
+    when: "a SAN is another Machine's address",
+    csr: { ...fromNode('host-a2'), request: node('host-a2', { ipAddresses: ['10.0.0.11'] }) },
+    action: 'deny',
+    reason: 'ForeignSAN',
+  },
+  {
+    when: 'the request has an email SAN',
+    csr: { ...fromNode('host-a2'), request: node('host-a2', { dnsNames: ['host-a2'], emails: ['root@host-a2'] }) },
+    action: 'deny',
+    reason: 'ForbiddenNames',
+  },
+  {
+    when: 'the request has no SAN',
+    csr: { ...fromNode('host-a2'), request: node('host-a2') },
+    action: 'deny',
+    reason: 'NoSubjectAltNames',
+  },
+  {
+    when: "a node asks for another node's name",
+    csr: { ...fromNode('host-a2'), request: node('host-a5', { dnsNames: ['host-a2'] }) },
+    action: 'deny',
+    reason: 'SubjectMismatch',
+  },
+  {
+    when: "the usages are a client's",
+    csr: { ...fromNode('host-a2'), usages: CLIENT_USAGES, request: node('host-a2', { dnsNames: ['host-a2'] }) },
+    action: 'deny',
+    reason: 'InvalidUsages',
+  },
+  {
+    when: 'the Node is not in the guest yet, within the grace',
+    csr: { ...fromNode('host-a1'), request: node('host-a1', { dnsNames: ['host-a1'] }) },
+    action: 'wait',
+    reason: 'NodeNotSeenYet',
+  },
+  {
+    when: 'the Node is not in the guest after the grace',
+    csr: { ...fromNode('host-a1'), request: node('host-a1', { dnsNames: ['host-a1'] }), ageMs: GRACE },
+    action: 'deny',
+    reason: 'NodeNotFound',
+    machine: 'a-1',
+  },
+  {
+    when: 'the node is not a Machine of a Kindling pool',
+    csr: { ...fromNode('control-plane-1'), request: node('control-plane-1', { dnsNames: ['control-plane-1'] }) },
+    action: 'ignore',
+  },
+  {
+    when: 'the node is a Machine of another guest cluster',
+    csr: { ...fromNode('host-x1'), request: node('host-x1', { dnsNames: ['host-x1'] }) },
+    action: 'ignore',
+  },
+  {
+    when: 'the requester is not a node',
+    csr: {
+      ...fromNode('host-a2'),
+      username: 'system:bootstrap:abcdef',
+      groups: [BOOTSTRAP_GROUP, bootstrapPoolGroup(NS, 'a')],
+      request: node('host-a2', { dnsNames: ['host-a2'] }),
+    },
+    action: 'ignore',
+  },
 ];
 
 /** The decision's fields a row can pin, flattened (undefined where the action has none). */
@@ -156,20 +434,23 @@ function flat(d: Decision): { reason?: string; machine?: string; claim?: string 
 function check(row: Row, d: Decision): void {
   assert.equal(d.action, row.action, JSON.stringify(d));
   const got = flat(d);
-  for (const field of ['reason', 'machine', 'claim'] as const) if (row[field] !== undefined) assert.equal(got[field], row[field], field);
+  for (const field of ['reason', 'machine', 'claim'] as const)
+    if (row[field] !== undefined) assert.equal(got[field], row[field], field);
   if (row.message !== undefined) assert.match(got.text, row.message);
   if (d.action === 'deny') assert.ok(d.message.length > 20, `a denial says why: ${d.message}`);
 }
 
 describe('decideCsr: kubelet client certificates', () => {
   for (const row of CLIENT_ROWS) {
-    it(`when ${row.when}, it should ${row.action}${row.reason ? ` (${row.reason})` : ''}`, async () => check(row, await decide(row.csr)));
+    it(`when ${row.when}, it should ${row.action}${row.reason ? ` (${row.reason})` : ''}`, async () =>
+      check(row, await decide(row.csr)));
   }
 });
 
 describe('decideCsr: kubelet serving certificates', () => {
   for (const row of SERVING_ROWS) {
-    it(`when ${row.when}, it should ${row.action}${row.reason ? ` (${row.reason})` : ''}`, async () => check(row, await decide(row.csr)));
+    it(`when ${row.when}, it should ${row.action}${row.reason ? ` (${row.reason})` : ''}`, async () =>
+      check(row, await decide(row.csr)));
   }
 });
 

@@ -23,8 +23,14 @@ const NODE_PREFIX = 'system:node:';
 const NODES_GROUP = 'system:nodes';
 
 /** Usages the kube-controller-manager's signers accept for kubelet certificates (RSA keys, and the others). */
-const CLIENT_USAGES = [['digital signature', 'key encipherment', 'client auth'], ['digital signature', 'client auth']];
-const SERVING_USAGES = [['digital signature', 'key encipherment', 'server auth'], ['digital signature', 'server auth']];
+const CLIENT_USAGES = [
+  ['digital signature', 'key encipherment', 'client auth'],
+  ['digital signature', 'client auth'],
+];
+const SERVING_USAGES = [
+  ['digital signature', 'key encipherment', 'server auth'],
+  ['digital signature', 'server auth'],
+];
 
 /** Why a CSR was approved (a label of kindling_csr_decisions_total and the Approved condition's reason). */
 export type ApproveReason = 'KubeletClientForMachine' | 'KubeletServingForMachine';
@@ -103,7 +109,8 @@ const SAN_OID = '2.5.29.17';
 /** Parses `spec.request` (base64 of a PEM PKCS#10 request); throws on anything else. */
 export function parseCertificateRequest(request: string): CertificateRequest {
   const pem = Buffer.from(request, 'base64').toString('utf8');
-  if (!pem.includes('-----BEGIN CERTIFICATE REQUEST-----')) throw new Error('spec.request is not a PEM certificate request');
+  if (!pem.includes('-----BEGIN CERTIFICATE REQUEST-----'))
+    throw new Error('spec.request is not a PEM certificate request');
   const csr = new x509.Pkcs10CertificateRequest(pem);
   const ext = csr.getExtension(SAN_OID);
   const names = ext ? new x509.SubjectAlternativeNameExtension(ext.rawData).names.items : [];
@@ -128,15 +135,19 @@ export function canonicalIp(ip: string): string {
 
 const poolOf = (m: Machine): string => m.metadata.labels?.[LABELS.nodePool] ?? '';
 const machineKey = (m: Machine): string => `${m.metadata.namespace ?? ''}/${m.metadata.name}`;
-const csrId = (csr: k8s.V1CertificateSigningRequest): string => `${csr.metadata?.name ?? ''}/${csr.metadata?.uid ?? ''}`;
+const csrId = (csr: k8s.V1CertificateSigningRequest): string =>
+  `${csr.metadata?.name ?? ''}/${csr.metadata?.uid ?? ''}`;
 
 /** The names a kubelet on this Machine registers under: its Hostname and InternalDNS addresses, and its name. */
 function nodeNamesOf(m: Machine): Set<string> {
-  const fromAddresses = (m.status?.addresses ?? []).filter((a) => a.type === 'Hostname' || a.type === 'InternalDNS').map((a) => a.address.toLowerCase());
+  const fromAddresses = (m.status?.addresses ?? [])
+    .filter((a) => a.type === 'Hostname' || a.type === 'InternalDNS')
+    .map((a) => a.address.toLowerCase());
   return new Set([m.metadata.name.toLowerCase(), ...fromAddresses]);
 }
 
-const hasHostAddress = (m: Machine): boolean => (m.status?.addresses ?? []).some((a) => a.type === 'Hostname' || a.type === 'InternalDNS');
+const hasHostAddress = (m: Machine): boolean =>
+  (m.status?.addresses ?? []).some((a) => a.type === 'Hostname' || a.type === 'InternalDNS');
 
 function ageMs(csr: k8s.V1CertificateSigningRequest, now: number): number {
   const created = new Date(csr.metadata?.creationTimestamp ?? NaN).getTime();
@@ -144,7 +155,12 @@ function ageMs(csr: k8s.V1CertificateSigningRequest, now: number): number {
 }
 
 const ignore = (why: string): Decision => ({ action: 'ignore', why });
-const deny = (reason: DenyReason, message: string, about: { machine?: Machine; pool?: PoolRef } = {}): Decision => ({ action: 'deny', reason, message, ...about });
+const deny = (reason: DenyReason, message: string, about: { machine?: Machine; pool?: PoolRef } = {}): Decision => ({
+  action: 'deny',
+  reason,
+  message,
+  ...about,
+});
 
 /** Decides one CSR that has no Approved/Denied/Failed condition yet. */
 export function decideCsr(input: DecisionInput): Decision {
@@ -158,7 +174,8 @@ export function decideCsr(input: DecisionInput): Decision {
   }
 }
 
-type RequesterPool = { kind: 'none' } | { kind: 'invalid'; reason: DenyReason; message: string } | { kind: 'pool'; pool: PoolRef };
+type RequesterPool =
+  { kind: 'none' } | { kind: 'invalid'; reason: DenyReason; message: string } | { kind: 'pool'; pool: PoolRef };
 
 /** The pool whose bootstrap token made the request, from the requester's groups. */
 function requesterPool(groups: readonly string[]): RequesterPool {
@@ -168,13 +185,23 @@ function requesterPool(groups: readonly string[]): RequesterPool {
   const parsed = pools.map(poolOfBootstrapGroup);
   const [pool] = parsed;
   if (pool === undefined || parsed.some((p) => p === undefined)) {
-    return { kind: 'invalid', reason: 'NoPoolGroup', message: `the requester's groups (${kindling.join(', ')}) name no pool as ${BOOTSTRAP_GROUP}:<namespace>:<pool>` };
+    return {
+      kind: 'invalid',
+      reason: 'NoPoolGroup',
+      message: `the requester's groups (${kindling.join(', ')}) name no pool as ${BOOTSTRAP_GROUP}:<namespace>:<pool>`,
+    };
   }
-  if (pools.length > 1) return { kind: 'invalid', reason: 'AmbiguousPool', message: `the requester is in the bootstrap groups of ${pools.length} pools (${pools.join(', ')}); a Kindling bootstrap token names one` };
+  if (pools.length > 1)
+    return {
+      kind: 'invalid',
+      reason: 'AmbiguousPool',
+      message: `the requester is in the bootstrap groups of ${pools.length} pools (${pools.join(', ')}); a Kindling bootstrap token names one`,
+    };
   return { kind: 'pool', pool };
 }
 
-type Checked = { ok: true; node: string; request: CertificateRequest } | { ok: false; reason: DenyReason; message: string };
+type Checked =
+  { ok: true; node: string; request: CertificateRequest } | { ok: false; reason: DenyReason; message: string };
 
 function sameSet(a: readonly string[], b: readonly string[]): boolean {
   const s = new Set(a);
@@ -187,18 +214,34 @@ function checkKubeletRequest(csr: k8s.V1CertificateSigningRequest, usages: strin
   try {
     request = parseCertificateRequest(csr.spec.request);
   } catch (err) {
-    return { ok: false, reason: 'InvalidRequest', message: `spec.request is not a valid PEM certificate request: ${(err as Error).message}` };
+    return {
+      ok: false,
+      reason: 'InvalidRequest',
+      message: `spec.request is not a valid PEM certificate request: ${(err as Error).message}`,
+    };
   }
   const [cn, ...moreCns] = request.commonNames;
   if (cn === undefined || moreCns.length > 0 || !cn.startsWith(NODE_PREFIX) || cn.length === NODE_PREFIX.length) {
-    return { ok: false, reason: 'InvalidSubject', message: `the subject's common name must be one ${NODE_PREFIX}<node name>, not "${request.commonNames.join('", "')}"` };
+    return {
+      ok: false,
+      reason: 'InvalidSubject',
+      message: `the subject's common name must be one ${NODE_PREFIX}<node name>, not "${request.commonNames.join('", "')}"`,
+    };
   }
   if (!sameSet(request.organizations, [NODES_GROUP])) {
-    return { ok: false, reason: 'InvalidSubject', message: `the subject's organization must be exactly ${NODES_GROUP}, not "${request.organizations.join('", "')}"` };
+    return {
+      ok: false,
+      reason: 'InvalidSubject',
+      message: `the subject's organization must be exactly ${NODES_GROUP}, not "${request.organizations.join('", "')}"`,
+    };
   }
   const asked = csr.spec.usages ?? [];
   if (!usages.some((u) => sameSet(asked, u))) {
-    return { ok: false, reason: 'InvalidUsages', message: `usages must be ${usages.map((u) => `[${u.join(', ')}]`).join(' or ')}, not [${asked.join(', ')}]` };
+    return {
+      ok: false,
+      reason: 'InvalidUsages',
+      message: `usages must be ${usages.map((u) => `[${u.join(', ')}]`).join(' or ')}, not [${asked.join(', ')}]`,
+    };
   }
   return { ok: true, node: cn.slice(NODE_PREFIX.length), request };
 }
@@ -209,13 +252,21 @@ function decideClient(input: DecisionInput): Decision {
   if (who.kind === 'invalid') return deny(who.reason, who.message);
   const { pool } = who;
   if (pool.namespace !== input.cluster.namespace) {
-    return deny('ForeignNamespace', `the requester's bootstrap group names pool ${pool.namespace}/${pool.name}, but this guest cluster belongs to namespace ${input.cluster.namespace}`);
+    return deny(
+      'ForeignNamespace',
+      `the requester's bootstrap group names pool ${pool.namespace}/${pool.name}, but this guest cluster belongs to namespace ${input.cluster.namespace}`,
+    );
   }
   const checked = checkKubeletRequest(input.csr, CLIENT_USAGES);
   if (!checked.ok) return deny(checked.reason, checked.message, { pool });
   const { dnsNames, ipAddresses, otherNames } = checked.request;
   const sans = [...dnsNames, ...ipAddresses, ...otherNames];
-  if (sans.length > 0) return deny('ForbiddenNames', `a kubelet client certificate carries no subject alternative names; this request has ${sans.join(', ')}`, { pool });
+  if (sans.length > 0)
+    return deny(
+      'ForbiddenNames',
+      `a kubelet client certificate carries no subject alternative names; this request has ${sans.join(', ')}`,
+      { pool },
+    );
   return decideClientMachine(input, pool, checked.node);
 }
 
@@ -226,13 +277,26 @@ function decideClientMachine(input: DecisionInput, pool: PoolRef, node: string):
   if (machine === undefined) {
     const [foreign] = named;
     if (foreign !== undefined) {
-      return deny('WrongPool', `node "${node}" is Machine ${machineKey(foreign)} of pool "${poolOf(foreign)}", but the request came with a bootstrap token of pool "${pool.name}"`, { machine: foreign, pool });
+      return deny(
+        'WrongPool',
+        `node "${node}" is Machine ${machineKey(foreign)} of pool "${poolOf(foreign)}", but the request came with a bootstrap token of pool "${pool.name}"`,
+        { machine: foreign, pool },
+      );
     }
     return unknownNodeName(input, pool, node);
   }
-  if (others.length > 0) return deny('AmbiguousNodeName', `node "${node}" names ${ofPool.length} Machines of pool ${pool.namespace}/${pool.name}: ${ofPool.map(machineKey).join(', ')}`, { pool });
+  if (others.length > 0)
+    return deny(
+      'AmbiguousNodeName',
+      `node "${node}" names ${ofPool.length} Machines of pool ${pool.namespace}/${pool.name}: ${ofPool.map(machineKey).join(', ')}`,
+      { pool },
+    );
   if (machine.spec.clusterName !== input.cluster.name) {
-    return deny('WrongCluster', `Machine ${machineKey(machine)} belongs to cluster "${machine.spec.clusterName}", not to this guest cluster "${input.cluster.name}"`, { machine, pool });
+    return deny(
+      'WrongCluster',
+      `Machine ${machineKey(machine)} belongs to cluster "${machine.spec.clusterName}", not to this guest cluster "${input.cluster.name}"`,
+      { machine, pool },
+    );
   }
   return decideClaim(input, machine, node);
 }
@@ -259,9 +323,16 @@ function decideClaim(input: DecisionInput, machine: Machine, node: string): Deci
   if (claimed === id) return { action: 'approve', reason: 'KubeletClientForMachine', message, machine };
   if (claimed !== undefined) {
     const earlier = claimed.split('/')[0] ?? claimed;
-    return deny('MachineAlreadyApproved', `Machine ${machineKey(machine)} already had its client certificate request ${earlier} approved; a Machine joins once`, { machine });
+    return deny(
+      'MachineAlreadyApproved',
+      `Machine ${machineKey(machine)} already had its client certificate request ${earlier} approved; a Machine joins once`,
+      { machine },
+    );
   }
-  if (machine.status?.nodeRef) return deny('MachineHasNode', `Machine ${machineKey(machine)} already has Node "${machine.status.nodeRef.name}"`, { machine });
+  if (machine.status?.nodeRef)
+    return deny('MachineHasNode', `Machine ${machineKey(machine)} already has Node "${machine.status.nodeRef.name}"`, {
+      machine,
+    });
   if (input.hasNode(node)) return deny('NodeExists', `the guest cluster already has a Node "${node}"`, { machine });
   return { action: 'approve', reason: 'KubeletClientForMachine', message, machine, claim: id };
 }
@@ -272,16 +343,28 @@ function decideClaim(input: DecisionInput, machine: Machine, node: string): Deci
  * still has none (or the pool has none in the cache yet), the request waits, up to the grace.
  */
 function unknownNodeName(input: DecisionInput, pool: PoolRef, node: string): Decision {
-  const poolMachines = input.machines.filter((m) => poolOf(m) === pool.name && m.spec.clusterName === input.cluster.name);
+  const poolMachines = input.machines.filter(
+    (m) => poolOf(m) === pool.name && m.spec.clusterName === input.cluster.name,
+  );
   const pending = poolMachines.filter((m) => !m.status?.nodeRef && !hasHostAddress(m));
   const mayBeEarly = pending.length > 0 || poolMachines.length === 0;
   const age = ageMs(input.csr, input.now);
   if (mayBeEarly && age < input.graceMs) {
     const message = `no Machine of pool ${pool.namespace}/${pool.name} is named "${node}" yet; ${pending.length} of its Machines have no Hostname address yet`;
-    return { action: 'wait', reason: 'MachineAddressesPending', message, retryAfterMs: Math.min(5_000, input.graceMs - age), pool };
+    return {
+      action: 'wait',
+      reason: 'MachineAddressesPending',
+      message,
+      retryAfterMs: Math.min(5_000, input.graceMs - age),
+      pool,
+    };
   }
   const waited = mayBeEarly ? ` after waiting ${formatDuration(input.graceMs)} for the Machines' addresses` : '';
-  return deny('UnknownNodeName', `no Machine of pool ${pool.namespace}/${pool.name} is named "${node}" (by its Hostname or InternalDNS address, or its name)${waited}`, { pool });
+  return deny(
+    'UnknownNodeName',
+    `no Machine of pool ${pool.namespace}/${pool.name} is named "${node}" (by its Hostname or InternalDNS address, or its name)${waited}`,
+    { pool },
+  );
 }
 
 /** The Kindling Machine of a node of this cluster: the one whose nodeRef names it, else the one named like it. */
@@ -305,26 +388,63 @@ function decideServing(input: DecisionInput): Decision {
 function checkServingRequest(csr: k8s.V1CertificateSigningRequest, node: string): Checked {
   const checked = checkKubeletRequest(csr, SERVING_USAGES);
   if (!checked.ok) return checked;
-  if (checked.node !== node) return { ok: false, reason: 'SubjectMismatch', message: `node "${node}" asks for a certificate of ${NODE_PREFIX}${checked.node}` };
+  if (checked.node !== node)
+    return {
+      ok: false,
+      reason: 'SubjectMismatch',
+      message: `node "${node}" asks for a certificate of ${NODE_PREFIX}${checked.node}`,
+    };
   const { dnsNames, ipAddresses, otherNames } = checked.request;
-  if (otherNames.length > 0) return { ok: false, reason: 'ForbiddenNames', message: `a kubelet serving certificate carries DNS names and IP addresses only; this request has ${otherNames.join(', ')}` };
-  if (dnsNames.length + ipAddresses.length === 0) return { ok: false, reason: 'NoSubjectAltNames', message: 'a kubelet serving certificate needs at least one DNS name or IP address' };
+  if (otherNames.length > 0)
+    return {
+      ok: false,
+      reason: 'ForbiddenNames',
+      message: `a kubelet serving certificate carries DNS names and IP addresses only; this request has ${otherNames.join(', ')}`,
+    };
+  if (dnsNames.length + ipAddresses.length === 0)
+    return {
+      ok: false,
+      reason: 'NoSubjectAltNames',
+      message: 'a kubelet serving certificate needs at least one DNS name or IP address',
+    };
   return checked;
 }
 
 function nodeNotFound(input: DecisionInput, machine: Machine, node: string): Decision {
   const age = ageMs(input.csr, input.now);
-  if (age < input.graceMs) return { action: 'wait', reason: 'NodeNotSeenYet', message: `Node "${node}" is not in the guest cluster (yet)`, retryAfterMs: Math.min(5_000, input.graceMs - age) };
-  return deny('NodeNotFound', `the guest cluster has no Node "${node}" (waited ${formatDuration(input.graceMs)})`, { machine });
+  if (age < input.graceMs)
+    return {
+      action: 'wait',
+      reason: 'NodeNotSeenYet',
+      message: `Node "${node}" is not in the guest cluster (yet)`,
+      retryAfterMs: Math.min(5_000, input.graceMs - age),
+    };
+  return deny('NodeNotFound', `the guest cluster has no Node "${node}" (waited ${formatDuration(input.graceMs)})`, {
+    machine,
+  });
 }
 
 function checkSans(machine: Machine, node: string, request: CertificateRequest): Decision {
   const addresses = machine.status?.addresses ?? [];
-  const known = new Set(addresses.map((a) => (a.type.endsWith('IP') ? canonicalIp(a.address) : a.address.toLowerCase())));
-  const foreign = [...request.dnsNames.filter((d) => !known.has(d.toLowerCase())), ...request.ipAddresses.filter((ip) => !known.has(canonicalIp(ip)))];
+  const known = new Set(
+    addresses.map((a) => (a.type.endsWith('IP') ? canonicalIp(a.address) : a.address.toLowerCase())),
+  );
+  const foreign = [
+    ...request.dnsNames.filter((d) => !known.has(d.toLowerCase())),
+    ...request.ipAddresses.filter((ip) => !known.has(canonicalIp(ip))),
+  ];
   if (foreign.length > 0) {
     const listed = addresses.map((a) => a.address).join(', ') || 'none';
-    return deny('ForeignSAN', `${foreign.join(', ')} ${foreign.length === 1 ? 'is' : 'are'} not among the addresses of Machine ${machineKey(machine)} (${listed})`, { machine });
+    return deny(
+      'ForeignSAN',
+      `${foreign.join(', ')} ${foreign.length === 1 ? 'is' : 'are'} not among the addresses of Machine ${machineKey(machine)} (${listed})`,
+      { machine },
+    );
   }
-  return { action: 'approve', reason: 'KubeletServingForMachine', message: `node "${node}" is Machine ${machineKey(machine)} and every name is one of its addresses`, machine };
+  return {
+    action: 'approve',
+    reason: 'KubeletServingForMachine',
+    message: `node "${node}" is Machine ${machineKey(machine)} and every name is one of its addresses`,
+    machine,
+  };
 }

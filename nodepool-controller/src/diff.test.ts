@@ -25,7 +25,10 @@ describe('isUpToDate', () => {
   const owned = { 'f:metadata': { 'f:labels': { 'f:a': {} } } };
 
   it('when every desired field is live and nothing more is owned, it should say no apply is needed', () => {
-    assert.equal(isUpToDate(live(owned), { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'x', labels: { a: '1' } } }, M), true);
+    assert.equal(
+      isUpToDate(live(owned), { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'x', labels: { a: '1' } } }, M),
+      true,
+    );
   });
 
   it('when a desired value differs or is missing, it should say an apply is needed', () => {
@@ -43,10 +46,46 @@ describe('isUpToDate', () => {
   });
 
   it('when the manager owns a list item (by key) the desired list lost, it should say an apply is needed', () => {
-    const ownedTaints = { 'f:spec': { 'f:taints': { 'k:{"effect":"NoSchedule","key":"t1"}': { '.': {}, 'f:key': {} }, 'k:{"effect":"NoSchedule","key":"t2"}': {} } } };
-    const obj = live(ownedTaints, { spec: { taints: [{ key: 't1', effect: 'NoSchedule' }, { key: 't2', effect: 'NoSchedule' }] } });
-    assert.equal(isUpToDate(obj, { metadata: { name: 'x' }, spec: { taints: [{ key: 't1', effect: 'NoSchedule' }, { key: 't2', effect: 'NoSchedule' }] } } as KubernetesObject, M), true);
-    assert.equal(isUpToDate(obj, { metadata: { name: 'x' }, spec: { taints: [{ key: 't1', effect: 'NoSchedule' }] } } as KubernetesObject, M), false);
+    const ownedTaints = {
+      'f:spec': {
+        'f:taints': {
+          'k:{"effect":"NoSchedule","key":"t1"}': { '.': {}, 'f:key': {} },
+          'k:{"effect":"NoSchedule","key":"t2"}': {},
+        },
+      },
+    };
+    const obj = live(ownedTaints, {
+      spec: {
+        taints: [
+          { key: 't1', effect: 'NoSchedule' },
+          { key: 't2', effect: 'NoSchedule' },
+        ],
+      },
+    });
+    assert.equal(
+      isUpToDate(
+        obj,
+        {
+          metadata: { name: 'x' },
+          spec: {
+            taints: [
+              { key: 't1', effect: 'NoSchedule' },
+              { key: 't2', effect: 'NoSchedule' },
+            ],
+          },
+        } as KubernetesObject,
+        M,
+      ),
+      true,
+    );
+    assert.equal(
+      isUpToDate(
+        obj,
+        { metadata: { name: 'x' }, spec: { taints: [{ key: 't1', effect: 'NoSchedule' }] } } as KubernetesObject,
+        M,
+      ),
+      false,
+    );
   });
 
   it('when the manager never applied the object, it should say an apply is needed (to take ownership)', () => {

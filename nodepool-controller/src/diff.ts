@@ -27,7 +27,9 @@ export function contains(live: unknown, desired: unknown): boolean {
 
 /** The fieldsV1 tree our manager owns through apply on the main resource (not a subresource). */
 export function ownedFields(live: KubernetesObject, manager: string, subresource = ''): Json | undefined {
-  const entry = (live.metadata?.managedFields ?? []).find((m) => m.manager === manager && m.operation === 'Apply' && (m.subresource ?? '') === subresource);
+  const entry = (live.metadata?.managedFields ?? []).find(
+    (m) => m.manager === manager && m.operation === 'Apply' && (m.subresource ?? '') === subresource,
+  );
   return entry?.fieldsV1 as Json | undefined;
 }
 
@@ -50,7 +52,11 @@ function childOf(key: string, desired: unknown): unknown {
   }
   if (key.startsWith('k:')) {
     const fields = JSON.parse(key.slice(2)) as Json;
-    const item: unknown = Array.isArray(desired) ? (desired as unknown[]).find((d) => isObject(d) && Object.entries(fields).every(([f, v]) => String(d[f]) === String(v))) : undefined;
+    const item: unknown = Array.isArray(desired)
+      ? (desired as unknown[]).find(
+          (d) => isObject(d) && Object.entries(fields).every(([f, v]) => String(d[f]) === String(v)),
+        )
+      : undefined;
     return item === undefined ? missing : item;
   }
   if (key.startsWith('v:')) {

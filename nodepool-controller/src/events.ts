@@ -56,7 +56,8 @@ export function createEventRecorder(kc: k8s.KubeConfig, now: () => number): Even
     async record(subject, transitions, log) {
       await Promise.all(
         transitions.map(async (t) => {
-          if (await recordEvent(core, eventBody(subject, t, { component: EVENT_COMPONENT }, new Date(now())), log)) count++;
+          if (await recordEvent(core, eventBody(subject, t, { component: EVENT_COMPONENT }, new Date(now())), log))
+            count++;
         }),
       );
     },

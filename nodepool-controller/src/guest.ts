@@ -30,7 +30,11 @@ interface Entry {
 export function createGuestVersions(opts: GuestVersionOptions): ControlPlaneVersions {
   const clock = opts.clock ?? realClock;
   const ttlMs = opts.ttlMs ?? 30_000;
-  const kubeConfigs = opts.kubeConfigs ?? createGuestKubeConfigs(opts.readSecret ?? (() => Promise.reject(new Error('no way to read the kubeconfig Secret'))));
+  const kubeConfigs =
+    opts.kubeConfigs ??
+    createGuestKubeConfigs(
+      opts.readSecret ?? (() => Promise.reject(new Error('no way to read the kubeconfig Secret'))),
+    );
   const entries = new Map<string, Entry>();
 
   async function fetchVersion(namespace: string, cluster: string, entry: Entry): Promise<Version> {

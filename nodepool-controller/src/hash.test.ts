@@ -18,7 +18,8 @@ describe('normaliseConfig', () => {
   it('when documents are reordered, re-indented or split over ConfigMaps, it should give the same string', () => {
     const [kubelet] = KUBELET_CONFIG.split('---\n') as [string];
     // The same MachineConfig in flow style, keys in another order, in another ConfigMap listed first.
-    const machine = '{"spec": {"config": {"storage": {"files": [{"contents": {"source": "data:,hello"}, "path": "/etc/motd"}]}, "ignition": {"version": "3.2.0"}}}, "metadata": {"name": "50-motd"}, "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig"}';
+    const machine =
+      '{"spec": {"config": {"storage": {"files": [{"contents": {"source": "data:,hello"}, "path": "/etc/motd"}]}, "ignition": {"version": "3.2.0"}}}, "metadata": {"name": "50-motd"}, "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig"}';
     const split: ConfigSource[] = [
       { name: 'b', data: { z: `${machine}\n---\n` } },
       { name: 'a', data: { config: `# a comment\n${kubelet}` } },
@@ -31,13 +32,28 @@ describe('normaliseConfig', () => {
   });
 
   it('when a value is not YAML, it should throw a TerminalError with reason InvalidConfig', () => {
-    assert.throws(() => normaliseConfig([{ name: 'bad', data: { config: 'kind: [unclosed' } }]), (err: unknown) => err instanceof TerminalError && err.reason === 'InvalidConfig' && /ConfigMap bad, key config: not valid YAML/.test(err.message));
+    assert.throws(
+      () => normaliseConfig([{ name: 'bad', data: { config: 'kind: [unclosed' } }]),
+      (err: unknown) =>
+        err instanceof TerminalError &&
+        err.reason === 'InvalidConfig' &&
+        /ConfigMap bad, key config: not valid YAML/.test(err.message),
+    );
   });
 
   it('when a document has an unknown kind or no name, it should throw a TerminalError saying which', () => {
-    assert.throws(() => normaliseConfig([{ name: 'x', data: { config: 'kind: Deployment\nmetadata: {name: a}' } }]), /kind Deployment is not one of MachineConfig, KubeletConfig/);
-    assert.throws(() => normaliseConfig([{ name: 'x', data: { config: 'kind: MachineConfig\nspec: {}' } }]), /a MachineConfig needs metadata.name/);
-    assert.throws(() => normaliseConfig([{ name: 'x', data: { config: '- a\n- b' } }]), /must be a MachineConfig or KubeletConfig object/);
+    assert.throws(
+      () => normaliseConfig([{ name: 'x', data: { config: 'kind: Deployment\nmetadata: {name: a}' } }]),
+      /kind Deployment is not one of MachineConfig, KubeletConfig/,
+    );
+    assert.throws(
+      () => normaliseConfig([{ name: 'x', data: { config: 'kind: MachineConfig\nspec: {}' } }]),
+      /a MachineConfig needs metadata.name/,
+    );
+    assert.throws(
+      () => normaliseConfig([{ name: 'x', data: { config: '- a\n- b' } }]),
+      /must be a MachineConfig or KubeletConfig object/,
+    );
   });
 });
 
@@ -45,7 +61,11 @@ describe('configHash', () => {
   const config = normaliseConfig(sources);
 
   it('when the inputs are fixed, it should give a fixed 16-hex-digit hash (golden)', () => {
-    assertGolden('config-hash.json', { release: RELEASE, hash: configHash({ release: RELEASE, config }), emptyConfigHash: configHash({ release: RELEASE, config: '[]' }) });
+    assertGolden('config-hash.json', {
+      release: RELEASE,
+      hash: configHash({ release: RELEASE, config }),
+      emptyConfigHash: configHash({ release: RELEASE, config: '[]' }),
+    });
   });
 
   it('when only the release or only the config changes, it should change and say which input changed', () => {
@@ -61,6 +81,9 @@ describe('configHash', () => {
   });
 
   it('when the inputs would concatenate to the same text, it should still give different hashes', () => {
-    assert.notEqual(configHash({ release: 'a:1.0.0', config: '1[]' }), configHash({ release: 'a:1.0.01', config: '[]' }));
+    assert.notEqual(
+      configHash({ release: 'a:1.0.0', config: '1[]' }),
+      configHash({ release: 'a:1.0.01', config: '[]' }),
+    );
   });
 });

@@ -65,10 +65,16 @@ function parseDocuments(source: ConfigSource): ConfigDocument[] {
 function checkDocument(value: unknown, where: string): ConfigDocument {
   const doc = value as Partial<ConfigDocument> | null;
   if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) {
-    throw new TerminalError(`${where}: a document must be a MachineConfig or KubeletConfig object`, reasons.InvalidConfig);
+    throw new TerminalError(
+      `${where}: a document must be a MachineConfig or KubeletConfig object`,
+      reasons.InvalidConfig,
+    );
   }
   if (typeof doc.kind !== 'string' || !CONFIG_KINDS.includes(doc.kind)) {
-    throw new TerminalError(`${where}: kind ${String(doc.kind)} is not one of ${CONFIG_KINDS.join(', ')}`, reasons.InvalidConfig);
+    throw new TerminalError(
+      `${where}: kind ${String(doc.kind)} is not one of ${CONFIG_KINDS.join(', ')}`,
+      reasons.InvalidConfig,
+    );
   }
   if (typeof doc.metadata?.name !== 'string' || doc.metadata.name === '') {
     throw new TerminalError(`${where}: a ${doc.kind} needs metadata.name`, reasons.InvalidConfig);
@@ -83,7 +89,10 @@ function checkDocument(value: unknown, where: string): ConfigDocument {
  */
 export function normaliseConfig(sources: readonly ConfigSource[]): string {
   const docs = sources.flatMap(parseDocuments).map((d) => ({ doc: d, json: canonicalJson(d) }));
-  docs.sort((a, b) => compare(a.doc.kind, b.doc.kind) || compare(a.doc.metadata.name, b.doc.metadata.name) || compare(a.json, b.json));
+  docs.sort(
+    (a, b) =>
+      compare(a.doc.kind, b.doc.kind) || compare(a.doc.metadata.name, b.doc.metadata.name) || compare(a.json, b.json),
+  );
   return `[${docs.map((d) => d.json).join(',')}]`;
 }
 

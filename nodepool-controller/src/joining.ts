@@ -42,7 +42,8 @@ export function joinStatus(machines: readonly Machine[], nowMs: number, timeoutM
     .map((w) => ({
       machine: w.m.metadata.name,
       since: new Date(w.at).toISOString(),
-      reason: w.m.metadata.annotations?.[ANNOTATIONS.joinFailure] ?? 'no client certificate request was approved for it',
+      reason:
+        w.m.metadata.annotations?.[ANNOTATIONS.joinFailure] ?? 'no client certificate request was approved for it',
     }));
   const next = waiting.find((w) => nowMs - w.at < timeoutMs);
   return { waiting: waiting.length, late, ...(next ? { nextLateInMs: next.at + timeoutMs - nowMs } : {}) };

@@ -18,7 +18,12 @@ type Taint = Pick<k8s.V1Taint, 'key' | 'value' | 'effect'>;
 export interface NodeApply {
   apiVersion: 'v1';
   kind: 'Node';
-  metadata: { name: string; resourceVersion?: string; labels: Record<string, string>; annotations: Record<string, string> };
+  metadata: {
+    name: string;
+    resourceVersion?: string;
+    labels: Record<string, string>;
+    annotations: Record<string, string>;
+  };
   spec: { taints: Taint[] };
 }
 
@@ -26,7 +31,11 @@ const taintId = (t: Taint): string => `${t.key}:${t.effect}`;
 const sameTaint = (a: Taint, b: Taint): boolean => taintId(a) === taintId(b) && (a.value ?? '') === (b.value ?? '');
 
 function poolTaints(pool: NodePool): Taint[] {
-  return (pool.spec.taints ?? []).map((t) => ({ key: t.key, ...(t.value === undefined ? {} : { value: t.value }), effect: t.effect }));
+  return (pool.spec.taints ?? []).map((t) => ({
+    key: t.key,
+    ...(t.value === undefined ? {} : { value: t.value }),
+    effect: t.effect,
+  }));
 }
 
 function previouslyOurs(node: k8s.V1Node): Set<string> {
@@ -38,7 +47,11 @@ function previouslyOurs(node: k8s.V1Node): Set<string> {
   }
 }
 
-const plain = (t: Taint): Taint => ({ key: t.key, ...(t.value === undefined ? {} : { value: t.value }), effect: t.effect });
+const plain = (t: Taint): Taint => ({
+  key: t.key,
+  ...(t.value === undefined ? {} : { value: t.value }),
+  effect: t.effect,
+});
 
 function sameTaints(a: readonly Taint[], b: readonly Taint[]): boolean {
   return a.length === b.length && a.every((t) => b.some((l) => sameTaint(l, t)));
@@ -54,14 +67,20 @@ function wantedTaints(pool: NodePool, live: k8s.V1Node): { taints: Taint[]; ids:
 }
 
 function appliedBefore(live: k8s.V1Node): boolean {
-  return (live.metadata?.managedFields ?? []).some((m) => m.manager === FIELD_MANAGERS.nodepoolController && m.operation === 'Apply');
+  return (live.metadata?.managedFields ?? []).some(
+    (m) => m.manager === FIELD_MANAGERS.nodepoolController && m.operation === 'Apply',
+  );
 }
 
 function inPlace(live: k8s.V1Node, desired: NodeApply, hadOurs: boolean): boolean {
   if (!sameTaints(desired.spec.taints, live.spec?.taints ?? [])) return false;
   if (appliedBefore(live)) return isUpToDate(live, desired, FIELD_MANAGERS.nodepoolController);
   // A Node the pool never touched and has nothing to put on needs no write (and takes no field ownership).
-  return Object.keys(desired.metadata.labels).length === 0 && Object.keys(desired.metadata.annotations).length === 0 && !hadOurs;
+  return (
+    Object.keys(desired.metadata.labels).length === 0 &&
+    Object.keys(desired.metadata.annotations).length === 0 &&
+    !hadOurs
+  );
 }
 
 /** What the pool applies onto one live Node, or undefined when the Node already is as the pool wants it. */
@@ -70,7 +89,11 @@ export function desiredNode(pool: NodePool, live: k8s.V1Node): NodeApply | undef
   const desired: NodeApply = {
     apiVersion: 'v1',
     kind: 'Node',
-    metadata: { name: live.metadata?.name ?? '', labels: { ...(pool.spec.nodeLabels ?? {}) }, annotations: ids.length > 0 ? { [ANNOTATIONS.poolTaints]: JSON.stringify(ids) } : {} },
+    metadata: {
+      name: live.metadata?.name ?? '',
+      labels: { ...(pool.spec.nodeLabels ?? {}) },
+      annotations: ids.length > 0 ? { [ANNOTATIONS.poolTaints]: JSON.stringify(ids) } : {},
+    },
     spec: { taints },
   };
   if (inPlace(live, desired, hadOurs)) return undefined;
@@ -128,7 +151,10 @@ export function createGuestNodes(kubeConfigs: GuestKubeConfigs): GuestNodes {
         return written.reduce((a, b) => a + b, 0);
       } catch (err) {
         if (!isConflict(err)) kubeConfigs.forget(ns, pool.spec.clusterName);
-        throw new Error(`failed to propagate labels and taints to the Nodes of guest cluster ${pool.spec.clusterName}`, { cause: err });
+        throw new Error(
+          `failed to propagate labels and taints to the Nodes of guest cluster ${pool.spec.clusterName}`,
+          { cause: err },
+        );
       }
     },
   };

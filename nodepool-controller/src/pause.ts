@@ -8,7 +8,8 @@ export interface PauseState {
 }
 
 export function pauseState(pausedUntil: string | undefined, nowMs: number): PauseState {
-  if (pausedUntil === undefined || pausedUntil === '' || pausedUntil.toLowerCase() === 'false') return { paused: false };
+  if (pausedUntil === undefined || pausedUntil === '' || pausedUntil.toLowerCase() === 'false')
+    return { paused: false };
   if (pausedUntil.toLowerCase() === 'true') return { paused: true, until: 'true' };
   const at = Date.parse(pausedUntil);
   if (Number.isNaN(at) || at <= nowMs) return { paused: false };

@@ -8,19 +8,39 @@
 import { phasePause } from './phases/pause.js';
 import { deployedEffective, evaluateTarget } from './phases/inputs.js';
 import { phaseToken, phaseUserData } from './phases/secrets.js';
-import { phaseBootstrapConfigs, phaseChildren, phaseHealthCheck, phaseMachines, phaseNodes } from './phases/children.js';
+import {
+  phaseBootstrapConfigs,
+  phaseChildren,
+  phaseHealthCheck,
+  phaseMachines,
+  phaseNodes,
+} from './phases/children.js';
 import { phaseCleanup } from './phases/cleanup.js';
 import { observe } from './phases/observe.js';
 import { combine, NO_OUTCOME, type Outcome, type PhaseResult } from './phases/result.js';
 import type { Decision, PhaseDeps, Scope } from './phases/scope.js';
 
-export { DEFAULT_JOIN_TIMEOUT_MS, newScope, type ControllerConfig, type PhaseDeps, type Scope } from './phases/scope.js';
+export {
+  DEFAULT_JOIN_TIMEOUT_MS,
+  newScope,
+  type ControllerConfig,
+  type PhaseDeps,
+  type Scope,
+} from './phases/scope.js';
 export type { Outcome } from './phases/result.js';
 
 type WritingPhase = (s: Scope, deps: PhaseDeps, d: Decision) => Promise<PhaseResult>;
 
 /** Phases that write at the decided hash; skipped while the pool is paused. */
-const WRITING_PHASES: WritingPhase[] = [phaseUserData, phaseChildren, phaseBootstrapConfigs, phaseHealthCheck, phaseMachines, phaseNodes, phaseCleanup];
+const WRITING_PHASES: WritingPhase[] = [
+  phaseUserData,
+  phaseChildren,
+  phaseBootstrapConfigs,
+  phaseHealthCheck,
+  phaseMachines,
+  phaseNodes,
+  phaseCleanup,
+];
 
 export async function runPhases(s: Scope, deps: PhaseDeps): Promise<Outcome> {
   let outcome = combine(NO_OUTCOME, await phasePause(s, deps));
@@ -28,7 +48,10 @@ export async function runPhases(s: Scope, deps: PhaseDeps): Promise<Outcome> {
   outcome = combine(outcome, evaluation.result);
   let decision: Decision;
   if (outcome.stopped) {
-    decision = { effective: deployedEffective(evaluation.deployed), rolling: evaluation.blocked === undefined ? evaluation.target : undefined };
+    decision = {
+      effective: deployedEffective(evaluation.deployed),
+      rolling: evaluation.blocked === undefined ? evaluation.target : undefined,
+    };
     s.obs.machines = deps.caches.poolMachines(s.ns, s.pool.metadata.name);
   } else {
     const token = await phaseToken(s, deps, evaluation);

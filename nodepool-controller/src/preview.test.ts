@@ -5,11 +5,25 @@ import { tokenSecretName, userDataSecretName } from '../../api/src/keys.js';
 import type { MachineDeployment, MachineSet } from '../../api/src/capi.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 import { KUBELET_CONFIG, samplePool } from '../../api/testing/nodepool.js';
-import { configHash, desiredMachineDeployment, desiredTokenSecret, normaliseConfig, parseVersion, previewNodePool, type ControlPlaneVersions, type PreviewState } from './preview.js';
+import {
+  configHash,
+  desiredMachineDeployment,
+  desiredTokenSecret,
+  normaliseConfig,
+  parseVersion,
+  previewNodePool,
+  type ControlPlaneVersions,
+  type PreviewState,
+} from './preview.js';
 
 const NOW = Date.parse('2026-11-24T00:00:00Z');
 const IMAGE = (v: string): string => `registry.local:5000/kindling/release:${v}`;
-const kubelet: k8s.V1ConfigMap = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'kubelet-config', namespace: 'tenant-a' }, data: { config: KUBELET_CONFIG } };
+const kubelet: k8s.V1ConfigMap = {
+  apiVersion: 'v1',
+  kind: 'ConfigMap',
+  metadata: { name: 'kubelet-config', namespace: 'tenant-a' },
+  data: { config: KUBELET_CONFIG },
+};
 
 function controlPlaneAt(v: string): ControlPlaneVersions {
   const version = parseVersion(v);
@@ -19,21 +33,39 @@ function controlPlaneAt(v: string): ControlPlaneVersions {
 const unreachable: ControlPlaneVersions = { versionOf: () => Promise.reject(new Error('connect ECONNREFUSED')) };
 
 function state(pool: NodePool, patch: Partial<PreviewState> = {}): PreviewState {
-  return { pool, configMaps: [kubelet], secrets: [], machineSets: [], machineDeployments: [], machines: [], versions: controlPlaneAt('1.36.3'), maxSkewMinors: 3, now: NOW, ...patch };
+  return {
+    pool,
+    configMaps: [kubelet],
+    secrets: [],
+    machineSets: [],
+    machineDeployments: [],
+    machines: [],
+    versions: controlPlaneAt('1.36.3'),
+    maxSkewMinors: 3,
+    now: NOW,
+    ...patch,
+  };
 }
 
-const hashOf = (image: string): string => configHash({ release: image, config: normaliseConfig([{ name: 'kubelet-config', data: kubelet.data ?? {} }]) });
+const hashOf = (image: string): string =>
+  configHash({ release: image, config: normaliseConfig([{ name: 'kubelet-config', data: kubelet.data ?? {} }]) });
 
 /** The pool as the controller left it at release 1.36.3: its token Secret (minted) and its MachineDeployment. */
 function deployedAt136(pool: NodePool): { secrets: k8s.V1Secret[]; machineDeployments: MachineDeployment[] } {
   const hash = hashOf(IMAGE('1.36.3'));
-  const token = desiredTokenSecret(pool, { hash, inputs: { release: IMAGE('1.36.3'), config: normaliseConfig([{ name: 'kubelet-config', data: kubelet.data ?? {} }]) } });
+  const token = desiredTokenSecret(pool, {
+    hash,
+    inputs: {
+      release: IMAGE('1.36.3'),
+      config: normaliseConfig([{ name: 'kubelet-config', data: kubelet.data ?? {} }]),
+    },
+  });
   token.data = { ...token.data, token: Buffer.from('minted').toString('base64') };
   return { secrets: [token], machineDeployments: [desiredMachineDeployment(pool, { hash, version: 'v1.36.3' })] };
 }
 
 describe('previewNodePool', () => {
-  it('when a new pool is previewed, it should give the controller\'s hash, its token Secret and the MachineDeployment pointing at it', async () => {
+  it("when a new pool is previewed, it should give the controller's hash, its token Secret and the MachineDeployment pointing at it", async () => {
     const pool = samplePool();
     const p = await previewNodePool(state(pool));
     const hash = hashOf(IMAGE('1.36.3'));
@@ -45,11 +77,19 @@ describe('previewNodePool', () => {
     const child = p.desiredChildren.child as MachineDeployment;
     assert.equal(child.kind, 'MachineDeployment');
     assert.equal(child.spec.template.spec.bootstrap.dataSecretName, userDataSecretName('workers', hash));
-    assert.deepEqual(p.verdicts.release, { ok: true, reason: 'AsExpected', message: 'Release v1.36.3', version: 'v1.36.3' });
-    assert.ok(p.skew.policies.length > 0 && p.skew.policies.every((x) => x.verdict?.ok === true), JSON.stringify(p.skew.policies));
+    assert.deepEqual(p.verdicts.release, {
+      ok: true,
+      reason: 'AsExpected',
+      message: 'Release v1.36.3',
+      version: 'v1.36.3',
+    });
+    assert.ok(
+      p.skew.policies.length > 0 && p.skew.policies.every((x) => x.verdict?.ok === true),
+      JSON.stringify(p.skew.policies),
+    );
   });
 
-  it('when the override names a release newer than the control plane, it should block it and keep the deployed child, leaving the state\'s pool alone', async () => {
+  it("when the override names a release newer than the control plane, it should block it and keep the deployed child, leaving the state's pool alone", async () => {
     const pool = samplePool();
     const p = await previewNodePool(state(pool, deployedAt136(pool)), { release: IMAGE('1.37.0') });
     assert.equal(pool.spec.release.image, IMAGE('1.36.3'));
@@ -61,21 +101,27 @@ describe('previewNodePool', () => {
     assert.deepEqual(p.deployed?.inputs?.release, IMAGE('1.36.3'));
     assert.deepEqual(p.effective, { hash: deployed, version: 'v1.36.3' });
     assert.equal(p.desiredChildren.tokenSecret, undefined);
-    assert.equal((p.desiredChildren.child as MachineDeployment).spec.template.spec.bootstrap.dataSecretName, userDataSecretName('workers', deployed));
+    assert.equal(
+      (p.desiredChildren.child as MachineDeployment).spec.template.spec.bootstrap.dataSecretName,
+      userDataSecretName('workers', deployed),
+    );
   });
 
   it('when the override names a ConfigMap that does not exist, it should say so and check no skew policy', async () => {
     const p = await previewNodePool(state(samplePool()), { config: ['missing'] });
     assert.equal(p.verdicts.config?.reason, 'ConfigMapMissing');
     assert.equal(p.target, undefined);
-    assert.equal(p.blocked, 'The pool\'s release or config is invalid: nothing changes until it is fixed');
+    assert.equal(p.blocked, "The pool's release or config is invalid: nothing changes until it is fixed");
     assert.ok(p.skew.policies.length > 0 && p.skew.policies.every((x) => x.verdict === undefined));
     assert.deepEqual(p.desiredChildren, {});
   });
 
   it('when the override is a whole spec, it should preview that spec (an InPlace pool gets a MachineSet)', async () => {
     const pool = samplePool();
-    const spec = { ...structuredClone(pool.spec), management: { upgradeType: 'InPlace' as const, inPlace: { maxUnavailable: 1 } } };
+    const spec = {
+      ...structuredClone(pool.spec),
+      management: { upgradeType: 'InPlace' as const, inPlace: { maxUnavailable: 1 } },
+    };
     const p = await previewNodePool(state(pool), { spec });
     assert.equal((p.desiredChildren.child as MachineSet).kind, 'MachineSet');
   });

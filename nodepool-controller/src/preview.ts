@@ -22,9 +22,22 @@ import { pauseState } from './pause.js';
 import { deployedEffective, evaluateTarget, type Evaluation } from './phases/inputs.js';
 import { desiredToken, targetEffective } from './phases/secrets.js';
 import { desiredChild } from './phases/children.js';
-import { inputsOf, newScope, tokenSecret, type Effective, type PhaseDeps, type Scope, type Target } from './phases/scope.js';
+import {
+  inputsOf,
+  newScope,
+  tokenSecret,
+  type Effective,
+  type PhaseDeps,
+  type Scope,
+  type Target,
+} from './phases/scope.js';
 
-export { desiredBootstrapTemplate, desiredMachineDeployment, desiredMachinePropagation, desiredMachineSet } from './capi.js';
+export {
+  desiredBootstrapTemplate,
+  desiredMachineDeployment,
+  desiredMachinePropagation,
+  desiredMachineSet,
+} from './capi.js';
 export { contains, ownedFields, ownsMoreThan } from './diff.js';
 export { changedInputs, configHash, normaliseConfig } from './hash.js';
 export { documentChanges as changedDocuments, documentSources, type DocumentChange } from './why.js';
@@ -84,7 +97,11 @@ export interface NodePoolPreview {
   effective?: Effective;
   /** What the reconcile would apply: the target's token Secret (before the ignition server adds the token),
    * and the MachineSet or MachineDeployment with its bootstrap template (ClusterAPI engine). */
-  desiredChildren: { tokenSecret?: k8s.V1Secret; child?: MachineSet | MachineDeployment; bootstrapTemplate?: KindlingConfigTemplate };
+  desiredChildren: {
+    tokenSecret?: k8s.V1Secret;
+    child?: MachineSet | MachineDeployment;
+    bootstrapTemplate?: KindlingConfigTemplate;
+  };
 }
 
 const refuse = (): Promise<never> => Promise.reject(new Error('a NodePool preview writes nothing'));
@@ -109,7 +126,14 @@ function readOnlyDeps(state: PreviewState, pool: NodePool): PhaseDeps {
     machines: source(state.machines),
   });
   const config = { ignition: { endpoint: '', caPem: '' }, tokenGraceMs: 0, maxSkewMinors: state.maxSkewMinors };
-  return { caches, writer: refusingWriter, versions: state.versions, releases: state.releases ?? tagVersionResolver, clock: realClock, config };
+  return {
+    caches,
+    writer: refusingWriter,
+    versions: state.versions,
+    releases: state.releases ?? tagVersionResolver,
+    clock: realClock,
+    config,
+  };
 }
 
 function overridden(pool: NodePool, override: PreviewOverride | undefined): NodePool {
@@ -123,11 +147,18 @@ function overridden(pool: NodePool, override: PreviewOverride | undefined): Node
 
 /** Every skew policy's verdict on the target (the controller stops at the first that fails; a preview shows all). */
 async function skewPreview(s: Scope, deps: PhaseDeps, e: Evaluation): Promise<SkewPreview> {
-  if (s.obs.skew?.reason === 'ControlPlaneUnreachable') return { controlPlane: { error: s.obs.skew.message }, policies: [] };
+  if (s.obs.skew?.reason === 'ControlPlaneUnreachable')
+    return { controlPlane: { error: s.obs.skew.message }, policies: [] };
   if (!e.target) return { controlPlane: {}, policies: SKEW_POLICIES.map((p) => ({ title: p.title })) };
   // The skew phase asked the same source a moment ago; the guest version cache answers this one.
   const controlPlane = await deps.versions.versionOf(s.ns, s.pool.spec.clusterName);
-  const input = { node: e.target.version, controlPlane, current: e.deployed?.version, maxMinorsBehind: deps.config.maxSkewMinors, allowPrerelease: s.pool.spec.release.allowPrerelease ?? false };
+  const input = {
+    node: e.target.version,
+    controlPlane,
+    current: e.deployed?.version,
+    maxMinorsBehind: deps.config.maxSkewMinors,
+    allowPrerelease: s.pool.spec.release.allowPrerelease ?? false,
+  };
   const policies = SKEW_POLICIES.map((p) => {
     const v = p.check(input);
     return { title: p.title, verdict: { ok: v.ok, reason: v.ok ? 'AsExpected' : v.reason, message: v.message } };
@@ -135,7 +166,12 @@ async function skewPreview(s: Scope, deps: PhaseDeps, e: Evaluation): Promise<Sk
   return { controlPlane: { version: formatVersion(controlPlane) }, policies };
 }
 
-function desiredChildren(s: Scope, deps: PhaseDeps, rolling: Target | undefined, effective: Effective | undefined): NodePoolPreview['desiredChildren'] {
+function desiredChildren(
+  s: Scope,
+  deps: PhaseDeps,
+  rolling: Target | undefined,
+  effective: Effective | undefined,
+): NodePoolPreview['desiredChildren'] {
   const desired = effective ? desiredChild(s, deps, effective) : undefined;
   return {
     ...(rolling ? { tokenSecret: desiredToken(s, rolling) } : {}),

@@ -13,7 +13,16 @@ import { parseVersion, tagVersionResolver } from './release.js';
 import { NodePoolReconciler } from './reconciler.js';
 
 /** An in-memory management cluster: one map per kind, and a writer that stamps creation times from the test's clock. */
-function world(pool: NodePool, opts: { refuseSecrets?: boolean } = {}): { reconciler: NodePoolReconciler; statuses: NodePool['status'][]; secrets: Map<string, k8s.KubernetesObject>; store: (kind: string) => Map<string, k8s.KubernetesObject>; clock: { at: number } } {
+function world(
+  pool: NodePool,
+  opts: { refuseSecrets?: boolean } = {},
+): {
+  reconciler: NodePoolReconciler;
+  statuses: NodePool['status'][];
+  secrets: Map<string, k8s.KubernetesObject>;
+  store: (kind: string) => Map<string, k8s.KubernetesObject>;
+  clock: { at: number };
+} {
   const clock = { at: Date.parse('2026-11-24T00:00:00Z') };
   const stores = new Map<string, Map<string, k8s.KubernetesObject>>();
   const store = (kind: string): Map<string, k8s.KubernetesObject> => {
@@ -34,14 +43,27 @@ function world(pool: NodePool, opts: { refuseSecrets?: boolean } = {}): { reconc
     const created = old?.metadata?.creationTimestamp ?? new Date(clock.at).toISOString();
     // As server-side apply does, fields of other managers stay (the token the ignition server minted).
     const data = { ...dataOf(old), ...dataOf(desired) };
-    const live = { ...old, ...desired, ...(kind === 'Secret' ? { data } : {}), metadata: { ...old?.metadata, ...desired.metadata, creationTimestamp: created } } as T;
+    const live = {
+      ...old,
+      ...desired,
+      ...(kind === 'Secret' ? { data } : {}),
+      metadata: { ...old?.metadata, ...desired.metadata, creationTimestamp: created },
+    } as T;
     store(kind).set(name, live);
     return live;
   };
   const writer: Writer = {
     count: 0,
     apply: (desired) => {
-      if (opts.refuseSecrets && desired.kind === 'Secret') return Promise.reject(new RefusedError({ kind: 'Secret', key: `${desired.metadata?.namespace}/${desired.metadata?.name}`, code: 422, message: 'denied by a webhook' }));
+      if (opts.refuseSecrets && desired.kind === 'Secret')
+        return Promise.reject(
+          new RefusedError({
+            kind: 'Secret',
+            key: `${desired.metadata?.namespace}/${desired.metadata?.name}`,
+            code: 422,
+            message: 'denied by a webhook',
+          }),
+        );
       return Promise.resolve(put(desired));
     },
     applyStatus: (desired) => {
@@ -52,8 +74,13 @@ function world(pool: NodePool, opts: { refuseSecrets?: boolean } = {}): { reconc
     remove: () => Promise.resolve(),
   };
   const caches = new Caches({
-    nodePools: source('NodePool'), configMaps: source('ConfigMap'), secrets: source('Secret'), machineSets: source('MachineSet'),
-    machineDeployments: source('MachineDeployment'), healthChecks: source('MachineHealthCheck'), machines: source('Machine'),
+    nodePools: source('NodePool'),
+    configMaps: source('ConfigMap'),
+    secrets: source('Secret'),
+    machineSets: source('MachineSet'),
+    machineDeployments: source('MachineDeployment'),
+    healthChecks: source('MachineHealthCheck'),
+    machines: source('Machine'),
   });
   const version = parseVersion('1.36.3');
   assert.ok(version);
@@ -74,13 +101,20 @@ function mint(secrets: Map<string, k8s.KubernetesObject>, opts: { verdict: boole
   for (const s of secrets.values() as Iterable<k8s.V1Secret>) {
     if (s.metadata?.name?.startsWith('token-') !== true) continue;
     s.data = { ...s.data, [SECRET_KEYS.token]: Buffer.from('minted').toString('base64') };
-    if (opts.verdict) s.metadata.annotations = { ...s.metadata.annotations, [ANNOTATIONS.payloadReason]: 'AsExpected', [ANNOTATIONS.payloadMessage]: 'Payload generated' };
+    if (opts.verdict)
+      s.metadata.annotations = {
+        ...s.metadata.annotations,
+        [ANNOTATIONS.payloadReason]: 'AsExpected',
+        [ANNOTATIONS.payloadMessage]: 'Payload generated',
+      };
   }
 }
 
-const dataOf = (o: k8s.KubernetesObject | undefined): Record<string, string> | undefined => (o as { data?: Record<string, string> } | undefined)?.data;
+const dataOf = (o: k8s.KubernetesObject | undefined): Record<string, string> | undefined =>
+  (o as { data?: Record<string, string> } | undefined)?.data;
 const key = (p: NodePool): string => `${p.metadata.namespace}/${p.metadata.name}`;
-const cond = (s: NodePool['status'], type: string): { status: string; reason: string; message: string } | undefined => s?.conditions?.find((c) => c.type === type);
+const cond = (s: NodePool['status'], type: string): { status: string; reason: string; message: string } | undefined =>
+  s?.conditions?.find((c) => c.type === type);
 
 describe('NodePoolReconciler: when the status is written', () => {
   it('when a new pool only waits for the token it just asked for, it should write no status yet; when the retry finds it still not minted, it should say so', async () => {
@@ -136,13 +170,16 @@ describe('NodePoolReconciler: when the status is written', () => {
     assert.equal(cond(w.statuses[0], 'ValidGeneratedPayload')?.status, 'Unknown');
   });
 
-  it('when a phase fails, it should still write the status, with the apiserver\'s refusal, and fail the reconcile', async () => {
+  it("when a phase fails, it should still write the status, with the apiserver's refusal, and fail the reconcile", async () => {
     const pool = nodePoolFixture('workers', 'tenant-a');
     const w = world(pool, { refuseSecrets: true });
     await assert.rejects(w.reconciler.reconcile(key(pool)), RefusedError);
     assert.equal(w.statuses.length, 1);
     const accepted = cond(w.statuses[0], 'ChildObjectsAccepted');
     assert.equal(accepted?.status, 'False');
-    assert.match(accepted?.message ?? '', /^The apiserver refused Secret tenant-a\/token-workers-\w+ \(422\): denied by a webhook$/);
+    assert.match(
+      accepted?.message ?? '',
+      /^The apiserver refused Secret tenant-a\/token-workers-\w+ \(422\): denied by a webhook$/,
+    );
   });
 });

@@ -64,7 +64,10 @@ export class NodePoolReconciler {
   async #ensureFinalizer(pool: NodePool): Promise<NodePool> {
     if (pool.metadata.finalizers?.includes(NODEPOOL_FINALIZER)) return pool;
     const meta = { name: pool.metadata.name, namespace: pool.metadata.namespace, finalizers: [NODEPOOL_FINALIZER] };
-    return this.#deps.writer.apply({ apiVersion: pool.apiVersion, kind: pool.kind, metadata: meta } as NodePool, this.#deps.caches.nodePools);
+    return this.#deps.writer.apply(
+      { apiVersion: pool.apiVersion, kind: pool.kind, metadata: meta } as NodePool,
+      this.#deps.caches.nodePools,
+    );
   }
 
   /** Status is written only when it differs: a converged pool costs no write. Events follow a written status,
@@ -73,7 +76,12 @@ export class NodePoolReconciler {
     const { pool } = scope;
     const status = computeStatus({ observations: scope.obs, now: new Date(scope.now).toISOString() });
     if (canonicalJson(status) === canonicalJson(pool.status ?? {})) return;
-    const body = { apiVersion: pool.apiVersion, kind: pool.kind, metadata: { name: pool.metadata.name, namespace: pool.metadata.namespace }, status } as NodePool;
+    const body = {
+      apiVersion: pool.apiVersion,
+      kind: pool.kind,
+      metadata: { name: pool.metadata.name, namespace: pool.metadata.namespace },
+      status,
+    } as NodePool;
     try {
       await this.#deps.writer.applyStatus(body, this.#deps.caches.nodePools);
     } catch (err) {
@@ -91,18 +99,22 @@ export class NodePoolReconciler {
     const children = caches.children().map((c) => ({ ...c, obj: c.cache.get(ns, pool.metadata.name) }));
     const present = children.filter((c) => c.obj !== undefined);
     for (const c of present) {
-      if (!c.obj?.metadata?.deletionTimestamp) await writer.remove(withKind(c.obj as k8s.KubernetesObject, c.apiVersion, c.kind), c.cache);
+      if (!c.obj?.metadata?.deletionTimestamp)
+        await writer.remove(withKind(c.obj as k8s.KubernetesObject, c.apiVersion, c.kind), c.cache);
     }
     if (present.length > 0) {
-      log.info({ children: present.map((c) => c.kind) }, 'Waiting for the pool\'s children to go');
+      log.info({ children: present.map((c) => c.kind) }, "Waiting for the pool's children to go");
       return { requeueAfterMs: 2_000 };
     }
     for (const secret of caches.poolSecrets(ns, pool.metadata.name)) {
       await writer.remove(withKind(secret, 'v1', 'Secret'), caches.secrets);
     }
     const meta = { name: pool.metadata.name, namespace: ns, finalizers: [] };
-    await writer.apply({ apiVersion: pool.apiVersion, kind: pool.kind, metadata: meta } as unknown as NodePool, caches.nodePools);
-    log.info('Deleted the pool\'s children and Secrets');
+    await writer.apply(
+      { apiVersion: pool.apiVersion, kind: pool.kind, metadata: meta } as unknown as NodePool,
+      caches.nodePools,
+    );
+    log.info("Deleted the pool's children and Secrets");
     return {};
   }
 }

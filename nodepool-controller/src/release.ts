@@ -56,7 +56,9 @@ const reasons = CONDITIONS.ValidReleaseImage.reasons;
 export const tagVersionResolver: ReleaseVersionResolver = {
   versionOf(image: string): Promise<Version> {
     if (/\s/.test(image) || image === '') {
-      return Promise.reject(new TerminalError(`Release image "${image}" is not an image reference`, reasons.InvalidImage));
+      return Promise.reject(
+        new TerminalError(`Release image "${image}" is not an image reference`, reasons.InvalidImage),
+      );
     }
     const tag = referenceTag(image);
     const version = tag === undefined ? undefined : parseVersion(tag);

@@ -8,8 +8,17 @@ import { ignitionValidate } from '../testing/ignition-validate.js';
 const assertGolden = goldenIn('nodepool-controller/src/testdata');
 
 const CA = '-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n';
-const inputs = { release: 'registry.local:5000/kindling/release:1.36.3', config: '[{"kind":"KubeletConfig","metadata":{"name":"max-pods"}}]' };
-const stubOptions = { pool: samplePool(), hash: '0123456789abcdef', token: 'eyJhbGciOiJFUzI1NiJ9.eyJwb29sIjoidyJ9.c2ln', endpoint: 'ignition.kindling.local:9443', caPem: CA };
+const inputs = {
+  release: 'registry.local:5000/kindling/release:1.36.3',
+  config: '[{"kind":"KubeletConfig","metadata":{"name":"max-pods"}}]',
+};
+const stubOptions = {
+  pool: samplePool(),
+  hash: '0123456789abcdef',
+  token: 'eyJhbGciOiJFUzI1NiJ9.eyJwb29sIjoidyJ9.c2ln',
+  endpoint: 'ignition.kindling.local:9443',
+  caPem: CA,
+};
 
 describe('desiredTokenSecret', () => {
   it('when a pool is at a hash, it should carry the pool, release and config and the three labels (golden)', () => {
@@ -20,11 +29,18 @@ describe('desiredTokenSecret', () => {
     const fresh = desiredTokenSecret(samplePool(), { hash: 'h', inputs });
     const expiring = desiredTokenSecret(samplePool(), { hash: 'h', inputs, expiresAt: '2026-11-23T10:00:00Z' });
     assert.deepEqual(expiring.metadata?.annotations, { 'kindling.dev/token-expires-at': '2026-11-23T10:00:00Z' });
-    assert.deepEqual({ ...expiring, metadata: { ...expiring.metadata, annotations: undefined } }, { ...fresh, metadata: { ...fresh.metadata, annotations: undefined } });
+    assert.deepEqual(
+      { ...expiring, metadata: { ...expiring.metadata, annotations: undefined } },
+      { ...fresh, metadata: { ...fresh.metadata, annotations: undefined } },
+    );
   });
 
   it('when built, it should never hold a token key: the ignition server owns it', () => {
-    assert.deepEqual(Object.keys(desiredTokenSecret(samplePool(), { hash: 'h', inputs }).data ?? {}).sort(), ['config', 'pool', 'release']);
+    assert.deepEqual(Object.keys(desiredTokenSecret(samplePool(), { hash: 'h', inputs }).data ?? {}).sort(), [
+      'config',
+      'pool',
+      'release',
+    ]);
   });
 });
 

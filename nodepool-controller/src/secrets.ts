@@ -4,7 +4,14 @@
  * which owns SECRET_KEYS.token; the controller owns the keys below and never touches that one.
  */
 import type { V1OwnerReference, V1Secret } from '#k8s';
-import { ANNOTATIONS, IGNITION_HEADERS, LABELS, SECRET_KEYS, tokenSecretName, userDataSecretName } from '../../api/src/keys.js';
+import {
+  ANNOTATIONS,
+  IGNITION_HEADERS,
+  LABELS,
+  SECRET_KEYS,
+  tokenSecretName,
+  userDataSecretName,
+} from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 import type { HashInputs } from './hash.js';
 
@@ -19,7 +26,14 @@ export function poolKey(pool: NodePool): string {
 
 /** The pool as the controlling owner: children are garbage-collected with it even if the finalizer is bypassed. */
 export function ownerReference(pool: NodePool): V1OwnerReference {
-  return { apiVersion: pool.apiVersion, kind: pool.kind, name: pool.metadata.name, uid: pool.metadata.uid ?? '', controller: true, blockOwnerDeletion: true };
+  return {
+    apiVersion: pool.apiVersion,
+    kind: pool.kind,
+    name: pool.metadata.name,
+    uid: pool.metadata.uid ?? '',
+    controller: true,
+    blockOwnerDeletion: true,
+  };
 }
 
 export interface TokenSecretOptions {
@@ -38,7 +52,12 @@ export function desiredTokenSecret(pool: NodePool, opts: TokenSecretOptions): V1
       name: tokenSecretName(pool.metadata.name, opts.hash),
       namespace: pool.metadata.namespace,
       // The cluster label tells the ignition server which guest cluster the pool's bootstrap tokens go to.
-      labels: { [LABELS.nodePool]: pool.metadata.name, [LABELS.tokenSecret]: 'true', [LABELS.configHash]: opts.hash, [LABELS.capiClusterName]: pool.spec.clusterName },
+      labels: {
+        [LABELS.nodePool]: pool.metadata.name,
+        [LABELS.tokenSecret]: 'true',
+        [LABELS.configHash]: opts.hash,
+        [LABELS.capiClusterName]: pool.spec.clusterName,
+      },
       ...(opts.expiresAt === undefined ? {} : { annotations: { [ANNOTATIONS.tokenExpiresAt]: opts.expiresAt } }),
       ownerReferences: [ownerReference(pool)],
     },
@@ -80,7 +99,9 @@ export function ignitionStub(opts: StubOptions): Record<string, unknown> {
           },
         ],
       },
-      security: { tls: { certificateAuthorities: [{ source: `data:text/plain;charset=utf-8;base64,${b64(opts.caPem)}` }] } },
+      security: {
+        tls: { certificateAuthorities: [{ source: `data:text/plain;charset=utf-8;base64,${b64(opts.caPem)}` }] },
+      },
     },
   };
 }

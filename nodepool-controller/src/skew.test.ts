@@ -8,13 +8,32 @@ const v = (text: string): Version => parseVersion(text) ?? assert.fail(`bad vers
 
 describe('tagVersionResolver', () => {
   it('when the tag is a version with or without v, it should read it', async () => {
-    assert.deepEqual(await tagVersionResolver.versionOf('registry.local:5000/kindling/release:1.36.3'), { major: 1, minor: 36, patch: 3, prerelease: '' });
-    assert.deepEqual(await tagVersionResolver.versionOf('release:v1.37.0-rc.1@sha256:abcd'), { major: 1, minor: 37, patch: 0, prerelease: 'rc.1' });
+    assert.deepEqual(await tagVersionResolver.versionOf('registry.local:5000/kindling/release:1.36.3'), {
+      major: 1,
+      minor: 36,
+      patch: 3,
+      prerelease: '',
+    });
+    assert.deepEqual(await tagVersionResolver.versionOf('release:v1.37.0-rc.1@sha256:abcd'), {
+      major: 1,
+      minor: 37,
+      patch: 0,
+      prerelease: 'rc.1',
+    });
   });
 
   it('when the reference has no version tag, it should refuse it as InvalidImage', async () => {
-    for (const image of ['registry.local:5000/kindling/release', 'release:latest', 'release@sha256:abcd', 'not an image']) {
-      await assert.rejects(tagVersionResolver.versionOf(image), (err: unknown) => err instanceof TerminalError && err.reason === 'InvalidImage', image);
+    for (const image of [
+      'registry.local:5000/kindling/release',
+      'release:latest',
+      'release@sha256:abcd',
+      'not an image',
+    ]) {
+      await assert.rejects(
+        tagVersionResolver.versionOf(image),
+        (err: unknown) => err instanceof TerminalError && err.reason === 'InvalidImage',
+        image,
+      );
     }
   });
 
@@ -29,7 +48,13 @@ describe('tagVersionResolver', () => {
 });
 
 describe('checkVersionSkew', () => {
-  const base = (patch: Partial<SkewInput>): SkewInput => ({ node: v('1.36.3'), controlPlane: v('1.36.3'), maxMinorsBehind: 3, allowPrerelease: false, ...patch });
+  const base = (patch: Partial<SkewInput>): SkewInput => ({
+    node: v('1.36.3'),
+    controlPlane: v('1.36.3'),
+    maxMinorsBehind: 3,
+    allowPrerelease: false,
+    ...patch,
+  });
   const cases: [string, Partial<SkewInput>, string | true][] = [
     ['the node matches the control plane', {}, true],
     ['the node is 3 minors behind with a limit of 3', { node: v('1.33.0') }, true],
@@ -38,7 +63,11 @@ describe('checkVersionSkew', () => {
     ['the node is a newer patch than the control plane', { node: v('1.36.4') }, 'NodeNewerThanControlPlane'],
     ['the node is a newer minor than the control plane', { node: v('1.37.0') }, 'NodeNewerThanControlPlane'],
     ['the node is 4 minors behind with a limit of 3', { node: v('1.32.9') }, 'TooFarBehindControlPlane'],
-    ['the node is 2 minors behind with a limit of 1', { node: v('1.34.0'), maxMinorsBehind: 1 }, 'TooFarBehindControlPlane'],
+    [
+      'the node is 2 minors behind with a limit of 1',
+      { node: v('1.34.0'), maxMinorsBehind: 1 },
+      'TooFarBehindControlPlane',
+    ],
     ['the node is a major behind', { node: v('0.36.0') }, 'TooFarBehindControlPlane'],
     ['an upgrade skips a minor', { node: v('1.36.0'), current: v('1.34.5') }, 'UpgradeSkipsMinor'],
     ['a pre-release is not opted in', { node: v('1.36.0-rc.1') }, 'PrereleaseNotAllowed'],
@@ -47,13 +76,23 @@ describe('checkVersionSkew', () => {
     it(`when ${condition}, it should ${expected === true ? 'pass' : `fail with ${expected}`}`, () => {
       const verdict = checkVersionSkew(base(patch));
       if (expected === true) assert.equal(verdict.ok, true, verdict.message);
-      else assert.deepEqual({ ok: verdict.ok, reason: verdict.ok ? undefined : verdict.reason }, { ok: false, reason: expected });
+      else
+        assert.deepEqual(
+          { ok: verdict.ok, reason: verdict.ok ? undefined : verdict.reason },
+          { ok: false, reason: expected },
+        );
     });
   }
 
   it('when refusing, it should say what to do in the message', () => {
     const verdict = checkVersionSkew(base({ node: v('1.32.0') }));
-    assert.equal(verdict.message, 'Release v1.32.0 is 4 minor versions behind the control plane (v1.36.3); at most 3 are supported: choose a release of 1.33 or later');
-    assert.match(checkVersionSkew(base({ node: v('1.36.0'), current: v('1.34.0') })).message, /upgrade to a 1.35 release first/);
+    assert.equal(
+      verdict.message,
+      'Release v1.32.0 is 4 minor versions behind the control plane (v1.36.3); at most 3 are supported: choose a release of 1.33 or later',
+    );
+    assert.match(
+      checkVersionSkew(base({ node: v('1.36.0'), current: v('1.34.0') })).message,
+      /upgrade to a 1.35 release first/,
+    );
   });
 });

@@ -7,7 +7,10 @@
 import type { CONDITIONS } from '../../api/src/conditions.js';
 import { compareVersions, formatVersion, type Version } from './release.js';
 
-export type SkewReason = Exclude<keyof (typeof CONDITIONS.SupportedVersionSkew)['reasons'], 'AsExpected' | 'ControlPlaneUnreachable'>;
+export type SkewReason = Exclude<
+  keyof (typeof CONDITIONS.SupportedVersionSkew)['reasons'],
+  'AsExpected' | 'ControlPlaneUnreachable'
+>;
 
 export type SkewVerdict = { ok: true; message: string } | { ok: false; reason: SkewReason; message: string };
 
@@ -46,7 +49,11 @@ export const SKEW_POLICIES: readonly SkewPolicy[] = [
       const node = formatVersion(input.node);
       if (input.node.prerelease === '') return pass(`Release ${node} is not a pre-release`);
       if (input.allowPrerelease) return pass(`Pre-release ${node} is allowed by spec.release.allowPrerelease`);
-      return { ok: false, reason: 'PrereleaseNotAllowed', message: `Release ${node} is a pre-release: set spec.release.allowPrerelease to use it` };
+      return {
+        ok: false,
+        reason: 'PrereleaseNotAllowed',
+        message: `Release ${node} is a pre-release: set spec.release.allowPrerelease to use it`,
+      };
     },
   },
   {
@@ -54,8 +61,13 @@ export const SKEW_POLICIES: readonly SkewPolicy[] = [
     title: 'Nodes are never newer than the control plane',
     check(input: SkewInput): SkewVerdict {
       const [node, cp] = [formatVersion(input.node), formatVersion(input.controlPlane)];
-      if (compareVersions(input.node, input.controlPlane) <= 0) return pass(`Release ${node} is not newer than the control plane (${cp})`);
-      return { ok: false, reason: 'NodeNewerThanControlPlane', message: `Release ${node} is newer than the control plane (${cp}): upgrade the control plane first` };
+      if (compareVersions(input.node, input.controlPlane) <= 0)
+        return pass(`Release ${node} is not newer than the control plane (${cp})`);
+      return {
+        ok: false,
+        reason: 'NodeNewerThanControlPlane',
+        message: `Release ${node} is newer than the control plane (${cp}): upgrade the control plane first`,
+      };
     },
   },
   {
@@ -65,9 +77,16 @@ export const SKEW_POLICIES: readonly SkewPolicy[] = [
       const [node, cp] = [formatVersion(input.node), formatVersion(input.controlPlane)];
       const behind = minorsBetween(input.node, input.controlPlane);
       if (behind <= 0) return pass(`Release ${node} is not behind the control plane (${cp}) by a minor version`);
-      if (behind <= input.maxMinorsBehind) return pass(`Release ${node} is ${behind} minor versions behind the control plane (${cp}); at most ${input.maxMinorsBehind} are supported`);
+      if (behind <= input.maxMinorsBehind)
+        return pass(
+          `Release ${node} is ${behind} minor versions behind the control plane (${cp}); at most ${input.maxMinorsBehind} are supported`,
+        );
       const why = `Release ${node} is ${Number.isFinite(behind) ? `${behind} minor versions` : 'a major version'} behind the control plane (${cp}); at most ${input.maxMinorsBehind} are supported`;
-      return { ok: false, reason: 'TooFarBehindControlPlane', message: `${why}: choose a release of ${input.controlPlane.major}.${Math.max(0, input.controlPlane.minor - input.maxMinorsBehind)} or later` };
+      return {
+        ok: false,
+        reason: 'TooFarBehindControlPlane',
+        message: `${why}: choose a release of ${input.controlPlane.major}.${Math.max(0, input.controlPlane.minor - input.maxMinorsBehind)} or later`,
+      };
     },
   },
   {
@@ -77,9 +96,14 @@ export const SKEW_POLICIES: readonly SkewPolicy[] = [
       const node = formatVersion(input.node);
       if (!input.current) return pass('No nodes run a release yet');
       const current = formatVersion(input.current);
-      if (minorsBetween(input.current, input.node) <= 1) return pass(`From ${current} to ${node} moves at most one minor version`);
+      if (minorsBetween(input.current, input.node) <= 1)
+        return pass(`From ${current} to ${node} moves at most one minor version`);
       const next = `${input.current.major}.${input.current.minor + 1}`;
-      return { ok: false, reason: 'UpgradeSkipsMinor', message: `Upgrading the nodes from ${current} to ${node} skips a minor version: upgrade to a ${next} release first` };
+      return {
+        ok: false,
+        reason: 'UpgradeSkipsMinor',
+        message: `Upgrading the nodes from ${current} to ${node} skips a minor version: upgrade to a ${next} release first`,
+      };
     },
   },
 ];
@@ -90,5 +114,7 @@ export function checkVersionSkew(input: SkewInput): SkewVerdict {
     const verdict = policy.check(input);
     if (!verdict.ok) return verdict;
   }
-  return pass(`Release ${formatVersion(input.node)} is supported with control plane ${formatVersion(input.controlPlane)}`);
+  return pass(
+    `Release ${formatVersion(input.node)} is supported with control plane ${formatVersion(input.controlPlane)}`,
+  );
 }

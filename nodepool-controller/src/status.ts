@@ -70,7 +70,10 @@ function machineCondition(m: Machine, type: string): string | undefined {
 
 function machinesSetter(type: string, okReason: string, badReason: string, what: string): Setter {
   return (o) => {
-    const bad = o.machines.filter((m) => machineCondition(m, type) !== 'True').map((m) => m.metadata.name).sort();
+    const bad = o.machines
+      .filter((m) => machineCondition(m, type) !== 'True')
+      .map((m) => m.metadata.name)
+      .sort();
     if (bad.length === 0) return ['True', okReason, `All ${o.machines.length} machines are ${what}`];
     const names = bad.slice(0, 5).join(', ') + (bad.length > 5 ? `, and ${bad.length - 5} more` : '');
     return ['False', badReason, `${bad.length} of ${o.machines.length} machines are not ${what}: ${names}`];
@@ -81,10 +84,16 @@ function updating(kind: HashInput, reasons: { AsExpected: string; InProgress: st
   return (o) => {
     const r = o.rollout;
     const affected = r && (r.changed.length === 0 ? kind === 'config' : r.changed.includes(kind));
-    if (!r || !affected) return ['False', reasons.AsExpected, `No ${kind === 'release' ? 'version' : 'config'} update in progress`];
+    if (!r || !affected)
+      return ['False', reasons.AsExpected, `No ${kind === 'release' ? 'version' : 'config'} update in progress`];
     const what = kind === 'release' ? 'release' : 'config';
-    if (r.failure) return ['False', reasons.Failed, `Updating the ${what} (hash ${r.from} to ${r.to}) failed: ${r.failure}`];
-    return ['True', reasons.InProgress, `Updating the ${what} (hash ${r.from} to ${r.to})${r.progress ? `: ${r.progress}` : ''}`];
+    if (r.failure)
+      return ['False', reasons.Failed, `Updating the ${what} (hash ${r.from} to ${r.to}) failed: ${r.failure}`];
+    return [
+      'True',
+      reasons.InProgress,
+      `Updating the ${what} (hash ${r.from} to ${r.to})${r.progress ? `: ${r.progress}` : ''}`,
+    ];
   };
 }
 
@@ -94,11 +103,21 @@ function joined(o: Observations): [Status, string, string] {
   const j = o.joining;
   if (!j || j.late.length === 0) {
     const waiting = j?.waiting ?? 0;
-    return ['True', 'AsExpected', waiting === 0 ? 'Every booted host has joined the cluster' : `${waiting} booted host(s) joining, within the ${minutes(j?.timeoutMs ?? 0)} timeout`];
+    return [
+      'True',
+      'AsExpected',
+      waiting === 0
+        ? 'Every booted host has joined the cluster'
+        : `${waiting} booted host(s) joining, within the ${minutes(j?.timeoutMs ?? 0)} timeout`,
+    ];
   }
   const first = j.late[0] as JoinStatus['late'][number];
   const more = j.late.length > 1 ? ` (and ${j.late.length - 1} more)` : '';
-  return ['False', R('AllNodesJoined').NodesNotJoined, `${j.late.length} host(s) booted but did not join within ${minutes(j.timeoutMs)}: ${first.machine}${more}, booted at ${first.since}: ${first.reason}`];
+  return [
+    'False',
+    R('AllNodesJoined').NodesNotJoined,
+    `${j.late.length} host(s) booted but did not join within ${minutes(j.timeoutMs)}: ${first.machine}${more}, booted at ${first.since}: ${first.reason}`,
+  ];
 }
 
 const SETTERS: Record<ConditionType, Setter> = {
@@ -107,32 +126,53 @@ const SETTERS: Record<ConditionType, Setter> = {
   SupportedVersionSkew: (o) => fromVerdict(o.skew, 'Version skew'),
   ChildObjectsAccepted: (o) =>
     o.refusal
-      ? ['False', R('ChildObjectsAccepted').Refused, `The apiserver refused ${o.refusal.kind} ${o.refusal.key} (${o.refusal.code}): ${o.refusal.message}`]
+      ? [
+          'False',
+          R('ChildObjectsAccepted').Refused,
+          `The apiserver refused ${o.refusal.kind} ${o.refusal.key} (${o.refusal.code}): ${o.refusal.message}`,
+        ]
       : ['True', 'AsExpected', 'The apiserver accepted every object of the pool'],
   ValidGeneratedPayload: (o) => {
     const reason = o.payload?.reason;
-    if (reason === undefined) return ['Unknown', R('ValidGeneratedPayload').Pending, 'Waiting for the ignition server to generate the payload'];
+    if (reason === undefined)
+      return ['Unknown', R('ValidGeneratedPayload').Pending, 'Waiting for the ignition server to generate the payload'];
     return [reason === 'AsExpected' ? 'True' : 'False', reason, o.payload?.message ?? ''];
   },
   ReachedIgnitionEndpoint: (o) =>
     o.reachedIgnitionAt
       ? ['True', 'AsExpected', `A host fetched its payload at ${o.reachedIgnitionAt}`]
-      : ['False', R('ReachedIgnitionEndpoint').NotReached, 'No host has fetched its payload with the current token yet'],
+      : [
+          'False',
+          R('ReachedIgnitionEndpoint').NotReached,
+          'No host has fetched its payload with the current token yet',
+        ],
   UpdatingConfig: updating('config', R('UpdatingConfig')),
   UpdatingVersion: updating('release', R('UpdatingVersion')),
   AutoscalingEnabled: (o) => {
     const s = o.pool.spec.autoScaling;
-    return s ? ['True', 'AsExpected', `The cluster autoscaler keeps between ${s.min} and ${s.max} nodes`] : ['False', R('AutoscalingEnabled').Disabled, 'spec.autoScaling is not set'];
+    return s
+      ? ['True', 'AsExpected', `The cluster autoscaler keeps between ${s.min} and ${s.max} nodes`]
+      : ['False', R('AutoscalingEnabled').Disabled, 'spec.autoScaling is not set'];
   },
   AutorepairEnabled: (o) => {
-    if (!o.pool.spec.management.autoRepair) return ['False', R('AutorepairEnabled').Disabled, 'spec.management.autoRepair is off'];
-    if (!o.healthCheckExists) return ['False', R('AutorepairEnabled').WaitingForIgnition, 'The MachineHealthCheck is created once a host has reached the ignition endpoint'];
+    if (!o.pool.spec.management.autoRepair)
+      return ['False', R('AutorepairEnabled').Disabled, 'spec.management.autoRepair is off'];
+    if (!o.healthCheckExists)
+      return [
+        'False',
+        R('AutorepairEnabled').WaitingForIgnition,
+        'The MachineHealthCheck is created once a host has reached the ignition endpoint',
+      ];
     return ['True', 'AsExpected', 'A MachineHealthCheck remediates unhealthy machines'];
   },
   ReconciliationActive: (o) =>
     o.pausedUntil === undefined
       ? ['True', 'AsExpected', 'Reconciliation is active']
-      : ['False', R('ReconciliationActive').Paused, o.pausedUntil === 'true' ? 'Paused by spec.pausedUntil' : `Paused by spec.pausedUntil until ${o.pausedUntil}`],
+      : [
+          'False',
+          R('ReconciliationActive').Paused,
+          o.pausedUntil === 'true' ? 'Paused by spec.pausedUntil' : `Paused by spec.pausedUntil until ${o.pausedUntil}`,
+        ],
   AllMachinesReady: machinesSetter('Ready', 'AsExpected', R('AllMachinesReady').MachinesNotReady, 'ready'),
   AllNodesJoined: joined,
   AllNodesHealthy: machinesSetter('NodeHealthy', 'AsExpected', R('AllNodesHealthy').NodesNotHealthy, 'healthy'),
@@ -141,7 +181,13 @@ const SETTERS: Record<ConditionType, Setter> = {
 
 /** The first reason the pool is not ready, or undefined. */
 function notReadyBecause(o: Observations, conds: Map<ConditionType, Condition>): string | undefined {
-  for (const type of ['ValidReleaseImage', 'ValidMachineConfig', 'SupportedVersionSkew', 'ChildObjectsAccepted', 'ReconciliationActive'] as const) {
+  for (const type of [
+    'ValidReleaseImage',
+    'ValidMachineConfig',
+    'SupportedVersionSkew',
+    'ChildObjectsAccepted',
+    'ReconciliationActive',
+  ] as const) {
     const c = conds.get(type);
     if (c?.status !== 'True') return `${type}: ${c?.message ?? ''}`;
   }
@@ -158,11 +204,26 @@ export function computeConditions(o: Observations, previous: readonly Condition[
   const make = (type: ConditionType, [status, reason, message]: [Status, string, string]): Condition => {
     const prev = previous.find((c) => c.type === type);
     const lastTransitionTime = prev && prev.status === status ? prev.lastTransitionTime : now;
-    return { type, status, reason, message, lastTransitionTime, ...(generation === undefined ? {} : { observedGeneration: generation }) };
+    return {
+      type,
+      status,
+      reason,
+      message,
+      lastTransitionTime,
+      ...(generation === undefined ? {} : { observedGeneration: generation }),
+    };
   };
   for (const type of CONDITION_TYPES) if (type !== 'Ready') byType.set(type, make(type, SETTERS[type](o)));
   const why = notReadyBecause(o, byType);
-  byType.set('Ready', make('Ready', why === undefined ? ['True', 'AsExpected', 'All machines are available at the desired config'] : ['False', R('Ready').NotReady, why]));
+  byType.set(
+    'Ready',
+    make(
+      'Ready',
+      why === undefined
+        ? ['True', 'AsExpected', 'All machines are available at the desired config']
+        : ['False', R('Ready').NotReady, why],
+    ),
+  );
   return CONDITION_TYPES.map((t) => byType.get(t) as Condition);
 }
 
@@ -178,7 +239,13 @@ export function computeStatus({ observations: o, now }: StatusInput): NodePoolSt
   const version = o.effectiveVersion;
   const status: NodePoolStatus = {
     replicas: o.child?.available ?? 0,
-    ...(o.rollout ? (previous.version === undefined ? {} : { version: previous.version }) : version === undefined ? {} : { version }),
+    ...(o.rollout
+      ? previous.version === undefined
+        ? {}
+        : { version: previous.version }
+      : version === undefined
+        ? {}
+        : { version }),
     ...(o.effectiveHash === undefined ? {} : { configHash: o.effectiveHash }),
     ...rolloutOf(o),
     ...(o.pool.metadata.generation === undefined ? {} : { observedGeneration: o.pool.metadata.generation }),

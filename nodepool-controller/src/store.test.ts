@@ -3,21 +3,31 @@ import assert from 'node:assert/strict';
 import type * as k8s from '#k8s';
 import { OverlayCache, type CacheSource } from './store.js';
 
-const secret = (name: string, rv: number, pool = 'a', namespace = 'ns'): k8s.V1Secret => ({ metadata: { name, namespace, resourceVersion: String(rv), labels: { pool } } });
+const secret = (name: string, rv: number, pool = 'a', namespace = 'ns'): k8s.V1Secret => ({
+  metadata: { name, namespace, resourceVersion: String(rv), labels: { pool } },
+});
 
 /** An informer's view that the test moves by hand. */
-function source(...objs: k8s.V1Secret[]): CacheSource<k8s.V1Secret> & { set: (o: k8s.V1Secret) => void; drop: (name: string) => void } {
+function source(
+  ...objs: k8s.V1Secret[]
+): CacheSource<k8s.V1Secret> & { set: (o: k8s.V1Secret) => void; drop: (name: string) => void } {
   const byName = new Map(objs.map((o) => [o.metadata?.name ?? '', o]));
   return {
     get: (name) => byName.get(name),
-    list: (namespace) => [...byName.values()].filter((o) => namespace === undefined || namespace === '' || o.metadata?.namespace === namespace),
+    list: (namespace) =>
+      [...byName.values()].filter(
+        (o) => namespace === undefined || namespace === '' || o.metadata?.namespace === namespace,
+      ),
     set: (o) => void byName.set(o.metadata?.name ?? '', o),
     drop: (name) => void byName.delete(name),
   };
 }
 
 const names = (objs: k8s.V1Secret[]): string[] => objs.map((o) => o.metadata?.name ?? '').sort();
-const ofPool = (pool: string) => (o: k8s.V1Secret): boolean => o.metadata?.labels?.pool === pool;
+const ofPool =
+  (pool: string) =>
+  (o: k8s.V1Secret): boolean =>
+    o.metadata?.labels?.pool === pool;
 
 describe('OverlayCache', () => {
   it('when a write is newer than the informer, it should list and get the written object until the informer catches up', () => {
@@ -31,7 +41,7 @@ describe('OverlayCache', () => {
     assert.equal(cache.get('ns', 's1')?.metadata?.resourceVersion, '9', 'the informer caught up: its object wins');
   });
 
-  it('when a written object no longer passes the filter, it should leave it out although the informer\'s copy passes', () => {
+  it("when a written object no longer passes the filter, it should leave it out although the informer's copy passes", () => {
     const cache = new OverlayCache(source(secret('s1', 5, 'a')));
     cache.remember(secret('s1', 6, 'b'));
     assert.deepEqual(names(cache.list('ns', ofPool('a'))), []);

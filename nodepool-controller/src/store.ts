@@ -47,7 +47,8 @@ export class OverlayCache<T extends k8s.KubernetesObject> {
    */
   list(namespace: string, filter: (o: T) => boolean): T[] {
     const written = this.#written.get(namespace);
-    const isWritten = (o: T): boolean => written?.has(o.metadata?.name ?? '') === true && (o.metadata?.namespace ?? '') === namespace;
+    const isWritten = (o: T): boolean =>
+      written?.has(o.metadata?.name ?? '') === true && (o.metadata?.namespace ?? '') === namespace;
     const out = this.#source.list(namespace).filter((o) => filter(o) && !isWritten(o));
     for (const name of written?.keys() ?? []) {
       const obj = this.#pick(namespace, name, this.#source.get(name, namespace));
@@ -124,17 +125,28 @@ export function createWriter(kc: k8s.KubeConfig, applier: Applier, counter?: Cou
     async mergePatch(target, patch, cache) {
       record('patch', target);
       const extra = (patch as { metadata?: object }).metadata ?? {};
-      const body = { ...patch, apiVersion: target.apiVersion, kind: target.kind, metadata: { ...extra, name: target.metadata?.name, namespace: target.metadata?.namespace } };
-      const live = await objects.patch(body, undefined, undefined, applier.fieldManager, undefined, k8s.PatchStrategy.MergePatch).catch((err: unknown) => {
-        throw asRefusal(err, target.kind ?? '', keyOf(target)) ?? err;
-      });
+      const body = {
+        ...patch,
+        apiVersion: target.apiVersion,
+        kind: target.kind,
+        metadata: { ...extra, name: target.metadata?.name, namespace: target.metadata?.namespace },
+      };
+      const live = await objects
+        .patch(body, undefined, undefined, applier.fieldManager, undefined, k8s.PatchStrategy.MergePatch)
+        .catch((err: unknown) => {
+          throw asRefusal(err, target.kind ?? '', keyOf(target)) ?? err;
+        });
       cache?.remember(live as typeof target);
       return live as typeof target;
     },
     async remove(live, cache) {
       record('delete', live);
       try {
-        await objects.delete({ apiVersion: live.apiVersion, kind: live.kind, metadata: { name: live.metadata?.name, namespace: live.metadata?.namespace } });
+        await objects.delete({
+          apiVersion: live.apiVersion,
+          kind: live.kind,
+          metadata: { name: live.metadata?.name, namespace: live.metadata?.namespace },
+        });
       } catch (err) {
         if (!isNotFound(err)) throw new Error(`failed to delete ${live.kind ?? ''} ${keyOf(live)}`, { cause: err });
       }

@@ -6,7 +6,8 @@ import { explainRollout, keepOrExplain, MAX_CHANGES, strategyOf, type WhyInput }
 
 const mc = (name: string, file: string): string =>
   `apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata: {name: ${name}}\nspec: {config: {ignition: {version: 3.4.0}, storage: {files: [{path: ${file}}]}}}\n`;
-const kc = (name: string, maxPods: number): string => `apiVersion: machineconfiguration.openshift.io/v1\nkind: KubeletConfig\nmetadata: {name: ${name}}\nspec: {kubeletConfig: {maxPods: ${maxPods}}}\n`;
+const kc = (name: string, maxPods: number): string =>
+  `apiVersion: machineconfiguration.openshift.io/v1\nkind: KubeletConfig\nmetadata: {name: ${name}}\nspec: {kubeletConfig: {maxPods: ${maxPods}}}\n`;
 
 const before: ConfigSource[] = [{ name: 'base', data: { a: mc('50-a', '/etc/a'), b: kc('60-kubelet', 110) } }];
 const after: ConfigSource[] = [
@@ -15,15 +16,32 @@ const after: ConfigSource[] = [
 ];
 const withKargs: ConfigSource[] = [
   ...before,
-  { name: 'kargs', data: { config: 'apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata: {name: 50-kargs}\nspec: {kernelArguments: [nosmt]}\n' } },
+  {
+    name: 'kargs',
+    data: {
+      config:
+        'apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata: {name: 50-kargs}\nspec: {kernelArguments: [nosmt]}\n',
+    },
+  },
 ];
-const KARGS_ROLL = ' (the new payload holds kernelArguments, which the node agent cannot apply in place: the Machines are replaced)';
-const inputs = (release: string, sources: ConfigSource[]): { release: string; config: string } => ({ release, config: normaliseConfig(sources) });
+const KARGS_ROLL =
+  ' (the new payload holds kernelArguments, which the node agent cannot apply in place: the Machines are replaced)';
+const inputs = (release: string, sources: ConfigSource[]): { release: string; config: string } => ({
+  release,
+  config: normaliseConfig(sources),
+});
 const R1 = 'registry.local/kindling/release:1.36.2';
 const R2 = 'registry.local/kindling/release:1.36.3';
 const NOW = '2026-11-23T23:00:00Z';
 
-const base = (over: Partial<WhyInput>): WhyInput => ({ upgradeType: 'InPlace', from: 'h1', to: 'h2', configMaps: after, now: NOW, ...over });
+const base = (over: Partial<WhyInput>): WhyInput => ({
+  upgradeType: 'InPlace',
+  from: 'h1',
+  to: 'h2',
+  configMaps: after,
+  now: NOW,
+  ...over,
+});
 
 describe('status.rollout: which inputs changed and the strategy of each', () => {
   const cases: { condition: string; input: WhyInput; want: RolloutChange[] }[] = [
@@ -34,7 +52,12 @@ describe('status.rollout: which inputs changed and the strategy of each', () => 
     },
     {
       condition: 'the release changes on a Replace pool',
-      input: base({ upgradeType: 'Replace', before: inputs(R1, before), after: inputs(R2, before), configMaps: before }),
+      input: base({
+        upgradeType: 'Replace',
+        before: inputs(R1, before),
+        after: inputs(R2, before),
+        configMaps: before,
+      }),
       want: [{ input: 'release', detail: `${R1} to ${R2}`, strategy: 'Rollout' }],
     },
     {
@@ -47,7 +70,12 @@ describe('status.rollout: which inputs changed and the strategy of each', () => 
     },
     {
       condition: 'a document is removed along with a release change',
-      input: base({ upgradeType: 'Replace', before: inputs(R1, before), after: inputs(R2, [{ name: 'base', data: { a: mc('50-a', '/etc/a') } }]), configMaps: [] }),
+      input: base({
+        upgradeType: 'Replace',
+        before: inputs(R1, before),
+        after: inputs(R2, [{ name: 'base', data: { a: mc('50-a', '/etc/a') } }]),
+        configMaps: [],
+      }),
       want: [
         { input: 'release', detail: `${R1} to ${R2}`, strategy: 'Rollout' },
         { input: 'config', detail: 'KubeletConfig 60-kubelet removed', strategy: 'Rollout' },
@@ -60,7 +88,13 @@ describe('status.rollout: which inputs changed and the strategy of each', () => 
     },
     {
       condition: 'the release and the template change together on a Replace pool',
-      input: base({ upgradeType: 'Replace', before: inputs(R1, before), after: inputs(R2, before), configMaps: before, template: { from: 'tmpl-a', to: 'tmpl-b' } }),
+      input: base({
+        upgradeType: 'Replace',
+        before: inputs(R1, before),
+        after: inputs(R2, before),
+        configMaps: before,
+        template: { from: 'tmpl-a', to: 'tmpl-b' },
+      }),
       want: [
         { input: 'release', detail: `${R1} to ${R2}`, strategy: 'Rollout' },
         { input: 'template', detail: 'tmpl-a to tmpl-b', strategy: 'Rollout' },
@@ -68,18 +102,34 @@ describe('status.rollout: which inputs changed and the strategy of each', () => 
     },
     {
       condition: 'the release and the template change together on a ClusterAPI-engine pool',
-      input: base({ engine: 'ClusterAPI', before: inputs(R1, before), after: inputs(R2, before), configMaps: before, template: { from: 'tmpl-a', to: 'tmpl-b' } }),
+      input: base({
+        engine: 'ClusterAPI',
+        before: inputs(R1, before),
+        after: inputs(R2, before),
+        configMaps: before,
+        template: { from: 'tmpl-a', to: 'tmpl-b' },
+      }),
       want: [
         { input: 'release', detail: `${R1} to ${R2}`, strategy: 'InPlace' },
         { input: 'template', detail: 'tmpl-a to tmpl-b', strategy: 'Rollout' },
       ],
     },
     {
-      condition: 'a MachineConfig with kernel arguments comes with a release change on a ClusterAPI-engine pool (the extension refuses the payload, Cluster API replaces the Machines)',
-      input: base({ engine: 'ClusterAPI', before: inputs(R1, before), after: inputs(R2, withKargs), configMaps: withKargs }),
+      condition:
+        'a MachineConfig with kernel arguments comes with a release change on a ClusterAPI-engine pool (the extension refuses the payload, Cluster API replaces the Machines)',
+      input: base({
+        engine: 'ClusterAPI',
+        before: inputs(R1, before),
+        after: inputs(R2, withKargs),
+        configMaps: withKargs,
+      }),
       want: [
         { input: 'release', detail: `${R1} to ${R2}${KARGS_ROLL}`, strategy: 'Rollout' },
-        { input: 'config', detail: `MachineConfig 50-kargs added in ConfigMap kargs${KARGS_ROLL}`, strategy: 'Rollout' },
+        {
+          input: 'config',
+          detail: `MachineConfig 50-kargs added in ConfigMap kargs${KARGS_ROLL}`,
+          strategy: 'Rollout',
+        },
       ],
     },
     {
@@ -90,7 +140,13 @@ describe('status.rollout: which inputs changed and the strategy of each', () => 
     {
       condition: "the old hash's inputs are gone (its token Secret expired before the controller saw the rollout)",
       input: base({ after: inputs(R2, before) }),
-      want: [{ input: 'config', detail: 'hash h1 to h2: the inputs of h1 are no longer known (its token Secret is gone)', strategy: 'InPlace' }],
+      want: [
+        {
+          input: 'config',
+          detail: 'hash h1 to h2: the inputs of h1 are no longer known (its token Secret is gone)',
+          strategy: 'InPlace',
+        },
+      ],
     },
   ];
   for (const c of cases) {
@@ -114,15 +170,29 @@ describe('status.rollout: which inputs changed and the strategy of each', () => 
   });
 
   it('when more documents change than status can hold, it should keep the first ones and count the rest', () => {
-    const many = (suffix: string): ConfigSource[] => [{ name: 'big', data: Object.fromEntries(Array.from({ length: 70 }, (_, i) => [`k${i}`, mc(`mc-${String(i).padStart(2, '0')}`, `/etc/${suffix}${i}`)])) }];
-    const record = explainRollout(base({ before: inputs(R1, many('a')), after: inputs(R1, many('b')), configMaps: many('b') }));
+    const many = (suffix: string): ConfigSource[] => [
+      {
+        name: 'big',
+        data: Object.fromEntries(
+          Array.from({ length: 70 }, (_, i) => [`k${i}`, mc(`mc-${String(i).padStart(2, '0')}`, `/etc/${suffix}${i}`)]),
+        ),
+      },
+    ];
+    const record = explainRollout(
+      base({ before: inputs(R1, many('a')), after: inputs(R1, many('b')), configMaps: many('b') }),
+    );
     assert.equal(record.changes.length, MAX_CHANGES);
     assert.deepEqual(record.changes.at(-1), { input: 'config', detail: 'and 7 more changes', strategy: 'InPlace' });
   });
 });
 
 describe('status.rollout: stored when the hash changes, kept while it lasts', () => {
-  const stored: RolloutRecord = { from: 'h1', to: 'h2', since: '2026-11-23T22:00:00Z', changes: [{ input: 'release', detail: `${R1} to ${R2}`, strategy: 'InPlace' }] };
+  const stored: RolloutRecord = {
+    from: 'h1',
+    to: 'h2',
+    since: '2026-11-23T22:00:00Z',
+    changes: [{ input: 'release', detail: `${R1} to ${R2}`, strategy: 'InPlace' }],
+  };
 
   it('when the same rollout is seen again after the old token Secret expired, it should keep the stored record, time and all', () => {
     assert.equal(keepOrExplain(stored, base({ before: undefined, after: inputs(R2, before) })), stored);
@@ -132,15 +202,33 @@ describe('status.rollout: stored when the hash changes, kept while it lasts', ()
     const next = keepOrExplain(stored, base({ to: 'h3', before: inputs(R1, before), after: inputs(R1, after) }));
     assert.equal(next.to, 'h3');
     assert.equal(next.since, NOW);
-    assert.deepEqual(next.changes.map((c) => c.input), ['config', 'config']);
+    assert.deepEqual(
+      next.changes.map((c) => c.input),
+      ['config', 'config'],
+    );
   });
 
   it('when the template changes during the same hash rollout, it should record it anew', () => {
-    const next = keepOrExplain(stored, base({ before: inputs(R1, before), after: inputs(R2, before), configMaps: before, template: { from: 'a', to: 'b' } }));
-    assert.deepEqual(next.changes.map((c) => c.input), ['release', 'template']);
+    const next = keepOrExplain(
+      stored,
+      base({
+        before: inputs(R1, before),
+        after: inputs(R2, before),
+        configMaps: before,
+        template: { from: 'a', to: 'b' },
+      }),
+    );
+    assert.deepEqual(
+      next.changes.map((c) => c.input),
+      ['release', 'template'],
+    );
   });
 
   it('when there is no stored record, it should explain the rollout', () => {
-    assert.equal(keepOrExplain(undefined, base({ before: inputs(R1, before), after: inputs(R2, before), configMaps: before })).changes[0]?.input, 'release');
+    assert.equal(
+      keepOrExplain(undefined, base({ before: inputs(R1, before), after: inputs(R2, before), configMaps: before }))
+        .changes[0]?.input,
+      'release',
+    );
   });
 });

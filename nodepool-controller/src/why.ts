@@ -6,7 +6,13 @@
  * rollout is under way: the token Secret expires, the record does not. `kindling plan` shows the document
  * changes from the same functions.
  */
-import type { InPlaceEngine, RolloutChange, RolloutRecord, RolloutStrategy, UpgradeType } from '../../api/src/nodepool.js';
+import type {
+  InPlaceEngine,
+  RolloutChange,
+  RolloutRecord,
+  RolloutStrategy,
+  UpgradeType,
+} from '../../api/src/nodepool.js';
 import { documentsUnsupportedInPlace } from '../../api/src/in-place.js';
 import { normaliseConfig, type ConfigSource, type HashInputs } from './hash.js';
 
@@ -61,7 +67,11 @@ export function documentChanges(before: string, after: string, sources: Map<stri
  * rollout (the extension never takes an infrastructure change in place), and so does a payload the agent cannot
  * apply in place (see payloadBlockers).
  */
-export function strategyOf(input: RolloutChange['input'], upgradeType: UpgradeType, engine: InPlaceEngine = 'MachineSet'): RolloutStrategy {
+export function strategyOf(
+  input: RolloutChange['input'],
+  upgradeType: UpgradeType,
+  engine: InPlaceEngine = 'MachineSet',
+): RolloutStrategy {
   if (upgradeType === 'Replace') return 'Rollout';
   if (input !== 'template') return 'InPlace';
   return engine === 'ClusterAPI' ? 'Rollout' : 'NewMachines';
@@ -93,20 +103,34 @@ export interface WhyInput {
  * release's own payload is not read here.
  */
 function payloadBlockers(i: WhyInput): string[] {
-  return i.upgradeType === 'InPlace' && i.engine === 'ClusterAPI' && i.after ? documentsUnsupportedInPlace(i.after.config) : [];
+  return i.upgradeType === 'InPlace' && i.engine === 'ClusterAPI' && i.after
+    ? documentsUnsupportedInPlace(i.after.config)
+    : [];
 }
 
 /** The strategy of every payload change (release, config): one payload, so one way. */
-const payloadStrategy = (i: WhyInput): RolloutStrategy => (payloadBlockers(i).length > 0 ? 'Rollout' : strategyOf('config', i.upgradeType));
+const payloadStrategy = (i: WhyInput): RolloutStrategy =>
+  payloadBlockers(i).length > 0 ? 'Rollout' : strategyOf('config', i.upgradeType);
 
 function payloadChanges(i: WhyInput): RolloutChange[] {
   if (i.from === i.to) return [];
   const blockers = payloadBlockers(i);
   const strategy = payloadStrategy(i);
-  const why = blockers.length > 0 ? ` (the new payload holds ${blockers.join(', ')}, which the node agent cannot apply in place: the Machines are replaced)` : '';
-  if (!i.before || !i.after) return [{ input: 'config', detail: `hash ${i.from} to ${i.to}: the inputs of ${i.from} are no longer known (its token Secret is gone)${why}`, strategy }];
+  const why =
+    blockers.length > 0
+      ? ` (the new payload holds ${blockers.join(', ')}, which the node agent cannot apply in place: the Machines are replaced)`
+      : '';
+  if (!i.before || !i.after)
+    return [
+      {
+        input: 'config',
+        detail: `hash ${i.from} to ${i.to}: the inputs of ${i.from} are no longer known (its token Secret is gone)${why}`,
+        strategy,
+      },
+    ];
   const changes: RolloutChange[] = [];
-  if (i.before.release !== i.after.release) changes.push({ input: 'release', detail: `${i.before.release} to ${i.after.release}${why}`, strategy });
+  if (i.before.release !== i.after.release)
+    changes.push({ input: 'release', detail: `${i.before.release} to ${i.after.release}${why}`, strategy });
   if (i.before.config !== i.after.config) {
     for (const d of documentChanges(i.before.config, i.after.config, documentSources(i.configMaps))) {
       const where = d.configMaps.length > 0 ? ` in ConfigMap ${d.configMaps.join(', ')}` : '';
@@ -119,8 +143,18 @@ function payloadChanges(i: WhyInput): RolloutChange[] {
 /** The record of a rollout: every input that changed, with its strategy. */
 export function explainRollout(i: WhyInput): RolloutRecord {
   const changes = payloadChanges(i);
-  if (i.template) changes.push({ input: 'template', detail: `${i.template.from} to ${i.template.to}`, strategy: strategyOf('template', i.upgradeType, i.engine) });
-  if (changes.length > MAX_CHANGES) changes.splice(MAX_CHANGES - 1, changes.length, { input: 'config', detail: `and ${changes.length - MAX_CHANGES + 1} more changes`, strategy: payloadStrategy(i) });
+  if (i.template)
+    changes.push({
+      input: 'template',
+      detail: `${i.template.from} to ${i.template.to}`,
+      strategy: strategyOf('template', i.upgradeType, i.engine),
+    });
+  if (changes.length > MAX_CHANGES)
+    changes.splice(MAX_CHANGES - 1, changes.length, {
+      input: 'config',
+      detail: `and ${changes.length - MAX_CHANGES + 1} more changes`,
+      strategy: payloadStrategy(i),
+    });
   return { from: i.from, to: i.to, since: i.now, changes };
 }
 

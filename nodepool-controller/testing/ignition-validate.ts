@@ -10,7 +10,9 @@ export async function ignitionValidate(config: string): Promise<{ ok: boolean; o
     const file = join(dir, 'stub.ign');
     await writeFile(file, config);
     return await new Promise((resolve) => {
-      execFile('ignition-validate', [file], (err, stdout, stderr) => resolve({ ok: err === null, output: `${stdout}${stderr}` }));
+      execFile('ignition-validate', [file], (err, stdout, stderr) =>
+        resolve({ ok: err === null, output: `${stdout}${stderr}` }),
+      );
     });
   } finally {
     await rm(dir, { recursive: true, force: true });

@@ -26,10 +26,20 @@ export function createApplier(kc: k8s.KubeConfig, fieldManager: string, timeoutM
     async apply<T extends k8s.KubernetesObject>(desired: T, opts: ApplyOptions = {}): Promise<T> {
       // force: Kindling is the authority for the fields it declares; conflicts with other managers on those
       // fields are resolved in its favour (server-side apply semantics for controllers).
-      return objects.patch(toModel(desired), undefined, opts.dryRun ? 'All' : undefined, fieldManager, true, k8s.PatchStrategy.ServerSideApply);
+      return objects.patch(
+        toModel(desired),
+        undefined,
+        opts.dryRun ? 'All' : undefined,
+        fieldManager,
+        true,
+        k8s.PatchStrategy.ServerSideApply,
+      );
     },
     async applyStatus<T extends k8s.KubernetesObject>(desired: T): Promise<T> {
-      const api = timeoutMs === undefined ? kc.makeApiClient(k8s.CustomObjectsApi) : makeApiClient(kc, k8s.CustomObjectsApi, timeoutMs);
+      const api =
+        timeoutMs === undefined
+          ? kc.makeApiClient(k8s.CustomObjectsApi)
+          : makeApiClient(kc, k8s.CustomObjectsApi, timeoutMs);
       const [group, version] = (desired.apiVersion ?? '').split('/') as [string, string];
       const meta = desired.metadata ?? {};
       return (await api.patchNamespacedCustomObjectStatus(

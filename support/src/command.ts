@@ -36,7 +36,13 @@ export function defineCommand<S extends FlagSpecs>(command: Command<S>): Command
  * restart). Its flags and help come from the loaded command.
  */
 export function lazyCommand(name: string, summary: string, load: () => Promise<Command>): Command {
-  return { name, summary, flags: {}, load, run: () => Promise.reject(new Error(`kindling ${name}: run the loaded command`)) };
+  return {
+    name,
+    summary,
+    flags: {},
+    load,
+    run: () => Promise.reject(new Error(`kindling ${name}: run the loaded command`)),
+  };
 }
 
 /** The command in full: loaded when it is lazy, checked to be the one it was listed as. */

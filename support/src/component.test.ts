@@ -14,7 +14,11 @@ describe('runComponent on a real apiserver', () => {
   after(async () => cluster?.stop());
 
   it("when the leader's work fails to start, it should log it as fatal and exit 1", async () => {
-    const child = spawn(process.execPath, [FIXTURE, `--kubeconfig=${cluster.kubeconfigPath}`, '--leader-election-namespace=default'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(
+      process.execPath,
+      [FIXTURE, `--kubeconfig=${cluster.kubeconfigPath}`, '--leader-election-namespace=default'],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     child.stderr.on('data', (d: Buffer) => (out += d.toString()));
@@ -33,7 +37,16 @@ describe('runComponent on a real apiserver', () => {
   });
 
   it('when the leader-election timings would let two replicas act at once, it should refuse to start', async () => {
-    const child = spawn(process.execPath, [FIXTURE, `--kubeconfig=${cluster.kubeconfigPath}`, '--leader-elect-lease-duration=5s', '--leader-elect-renew-deadline=5s'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(
+      process.execPath,
+      [
+        FIXTURE,
+        `--kubeconfig=${cluster.kubeconfigPath}`,
+        '--leader-elect-lease-duration=5s',
+        '--leader-elect-renew-deadline=5s',
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     let out = '';
     child.stderr.on('data', (d: Buffer) => (out += d.toString()));
     const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));

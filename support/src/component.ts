@@ -19,14 +19,38 @@ export { loadKubeConfig } from './kubeconfig.js';
 
 /** Flags every long-running component has; spread into a command's flags. */
 export const COMPONENT_FLAGS = {
-  kubeconfig: { type: 'string', default: '', help: 'Kubeconfig of the management cluster; empty: $KUBECONFIG, ~/.kube/config, or in-cluster' },
+  kubeconfig: {
+    type: 'string',
+    default: '',
+    help: 'Kubeconfig of the management cluster; empty: $KUBECONFIG, ~/.kube/config, or in-cluster',
+  },
   logLevel: { type: 'string', default: 'info', help: 'Log level: trace, debug, info, warn, error' },
-  opsAddress: { type: 'string', default: '127.0.0.1:0', help: 'Plain-HTTP address of /healthz, /readyz and /metrics (port 0: any free port)' },
+  opsAddress: {
+    type: 'string',
+    default: '127.0.0.1:0',
+    help: 'Plain-HTTP address of /healthz, /readyz and /metrics (port 0: any free port)',
+  },
   leaderElect: { type: 'bool', default: true, help: 'Elect a leader through a Lease so only one replica acts' },
-  leaderElectionNamespace: { type: 'string', default: 'kindling-system', help: 'Namespace of the leader-election Lease' },
-  leaderElectLeaseDuration: { type: 'duration', default: LEADER_DEFAULTS.leaseDurationMs, help: 'How long followers wait, after they last saw the Lease renewed, before taking it' },
-  leaderElectRenewDeadline: { type: 'duration', default: LEADER_DEFAULTS.renewDeadlineMs, help: 'The leader stops acting (and exits) when it has not renewed the Lease for this long; shorter than the lease duration' },
-  leaderElectRetryPeriod: { type: 'duration', default: LEADER_DEFAULTS.retryPeriodMs, help: 'How often the leader renews and followers try to take the Lease' },
+  leaderElectionNamespace: {
+    type: 'string',
+    default: 'kindling-system',
+    help: 'Namespace of the leader-election Lease',
+  },
+  leaderElectLeaseDuration: {
+    type: 'duration',
+    default: LEADER_DEFAULTS.leaseDurationMs,
+    help: 'How long followers wait, after they last saw the Lease renewed, before taking it',
+  },
+  leaderElectRenewDeadline: {
+    type: 'duration',
+    default: LEADER_DEFAULTS.renewDeadlineMs,
+    help: 'The leader stops acting (and exits) when it has not renewed the Lease for this long; shorter than the lease duration',
+  },
+  leaderElectRetryPeriod: {
+    type: 'duration',
+    default: LEADER_DEFAULTS.retryPeriodMs,
+    help: 'How often the leader renews and followers try to take the Lease',
+  },
 } satisfies Record<string, FlagSpec>;
 
 export interface ComponentConfig {
@@ -63,7 +87,13 @@ export async function runComponent(spec: ComponentSpec): Promise<void> {
   const log = createLogger({ name: spec.name, level: spec.config.logLevel });
   const registry = createRegistry(spec.name);
   const shutdown = createShutdown(log);
-  const ctx: ComponentContext = { log, registry, queueMetrics: createQueueMetrics(registry), kubeConfig: loadKubeConfig(spec.config.kubeconfig), shutdown };
+  const ctx: ComponentContext = {
+    log,
+    registry,
+    queueMetrics: createQueueMetrics(registry),
+    kubeConfig: loadKubeConfig(spec.config.kubeconfig),
+    shutdown,
+  };
   const readiness = await spec.start(ctx);
   const ops = await startOpsServer({ address: spec.config.opsAddress, registry, readiness });
   shutdown.add('ops server', () => ops.close());
@@ -73,7 +103,11 @@ export async function runComponent(spec: ComponentSpec): Promise<void> {
 }
 
 function leaderTimings(config: ComponentConfig): LeaderTimings {
-  const timings = { leaseDurationMs: config.leaderElectLeaseDuration, renewDeadlineMs: config.leaderElectRenewDeadline, retryPeriodMs: config.leaderElectRetryPeriod };
+  const timings = {
+    leaseDurationMs: config.leaderElectLeaseDuration,
+    renewDeadlineMs: config.leaderElectRenewDeadline,
+    retryPeriodMs: config.leaderElectRetryPeriod,
+  };
   const invalid = checkLeaderTimings(timings);
   if (invalid) throw new ConfigError(`--leader-elect-*: ${invalid}`);
   return timings;
@@ -104,14 +138,16 @@ async function startLeading(spec: ComponentSpec, ctx: ComponentContext, timings:
       lead(ctx).then(
         (stop) => void (stopLeading = stop),
         // Half-started leader work is worse than none: a peer takes over once the Lease expires.
-        (err: unknown) => crash(ctx.log, 'The leader\'s work failed to start: exiting', { err }),
+        (err: unknown) => crash(ctx.log, "The leader's work failed to start: exiting", { err }),
       );
     },
     // Another replica may be leading by now: exit at once rather than finish anything (client-go does the same).
     onStoppedLeading: (reason) => crash(ctx.log, 'Lost leadership: exiting', { reason }),
   });
   // From the instant the renew deadline passes, nothing of this process reaches any apiserver, whatever runs first.
-  setRequestGate(() => (elector.lapsed ? new Error('refused: this replica\'s leadership lapsed (renew deadline passed)') : undefined));
+  setRequestGate(() =>
+    elector.lapsed ? new Error("refused: this replica's leadership lapsed (renew deadline passed)") : undefined,
+  );
   ctx.shutdown.add('leader election', async () => {
     await stopLeading?.();
     await elector.stop();

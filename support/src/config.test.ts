@@ -13,7 +13,10 @@ const specs = {
 describe('parseConfig', () => {
   it('when nothing is given, it should return the defaults, frozen', () => {
     const cfg = parseConfig(specs, [], {});
-    assert.deepEqual({ ...cfg }, { metricsAddress: '127.0.0.1:8080', workers: 4, tokenTtl: 39_600_000, leaderElect: true, zones: [] });
+    assert.deepEqual(
+      { ...cfg },
+      { metricsAddress: '127.0.0.1:8080', workers: 4, tokenTtl: 39_600_000, leaderElect: true, zones: [] },
+    );
     assert.ok(Object.isFrozen(cfg));
   });
 
@@ -29,7 +32,10 @@ describe('parseConfig', () => {
   });
 
   it('when a flag is unknown or malformed, it should refuse it with a message naming the flag', () => {
-    assert.throws(() => parseConfig(specs, ['--wrokers=2'], {}), (e: Error) => e instanceof ConfigError && /unknown flag "--wrokers=2"/.test(e.message));
+    assert.throws(
+      () => parseConfig(specs, ['--wrokers=2'], {}),
+      (e: Error) => e instanceof ConfigError && /unknown flag "--wrokers=2"/.test(e.message),
+    );
     assert.throws(() => parseConfig(specs, ['--workers=many'], {}), /--workers: "many" is not an integer/);
     assert.throws(() => parseConfig(specs, ['--token-ttl=soon'], {}), /--token-ttl: "soon" is not a duration/);
     assert.throws(() => parseConfig(specs, ['--workers'], {}), /--workers needs a value/);
@@ -37,7 +43,13 @@ describe('parseConfig', () => {
 
   it('when help is formatted, it should document every flag with its default and environment variable', () => {
     const help = formatHelp('kindling x [flags]', 'Does x.', specs);
-    for (const line of ['--metrics-address <string>', 'default: "127.0.0.1:8080"', 'env: KINDLING_TOKEN_TTL', 'default: "11h"', '--leader-elect\n']) {
+    for (const line of [
+      '--metrics-address <string>',
+      'default: "127.0.0.1:8080"',
+      'env: KINDLING_TOKEN_TTL',
+      'default: "11h"',
+      '--leader-elect\n',
+    ]) {
       assert.ok(help.includes(line), `help lacks ${line}:\n${help}`);
     }
   });

@@ -71,7 +71,11 @@ function convert(key: string, spec: FlagSpec, raw: string): FlagValue[FlagType] 
 }
 
 /** Reads `--flag=value`, `--flag value`, `--bool-flag` and the environment; refuses unknown flags. */
-export function parseConfig<S extends FlagSpecs>(specs: S, argv: readonly string[], env: NodeJS.ProcessEnv): ConfigOf<S> {
+export function parseConfig<S extends FlagSpecs>(
+  specs: S,
+  argv: readonly string[],
+  env: NodeJS.ProcessEnv,
+): ConfigOf<S> {
   const byFlag = new Map(Object.keys(specs).map((k) => [flagName(k), k]));
   const values: Record<string, unknown> = {};
   for (const [key, spec] of Object.entries(specs)) {
@@ -87,7 +91,12 @@ export function parseConfig<S extends FlagSpecs>(specs: S, argv: readonly string
 }
 
 /** Reads the flag at argv[i]: its key, raw value, and how many extra arguments its value took. */
-function readFlag(specs: FlagSpecs, byFlag: Map<string, string>, argv: readonly string[], i: number): { key: string; raw: string; consumed: number } {
+function readFlag(
+  specs: FlagSpecs,
+  byFlag: Map<string, string>,
+  argv: readonly string[],
+  i: number,
+): { key: string; raw: string; consumed: number } {
   const arg = argv[i] ?? '';
   const match = /^--([a-z0-9-]+)(?:=(.*))?$/.exec(arg);
   const key = match ? byFlag.get(match[1] ?? '') : undefined;

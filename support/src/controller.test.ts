@@ -15,12 +15,18 @@ interface Obj extends k8s.KubernetesObject {
   metadata: { name: string; namespace: string; resourceVersion: string; labels?: Record<string, string> };
 }
 
-const obj = (name: string, rv = '1', pool?: string): Obj => ({ metadata: { name, namespace: 'ns', resourceVersion: rv, ...(pool ? { labels: { pool } } : {}) } });
+const obj = (name: string, rv = '1', pool?: string): Obj => ({
+  metadata: { name, namespace: 'ns', resourceVersion: rv, ...(pool ? { labels: { pool } } : {}) },
+});
 const keyOf = (o: Obj): string => `${o.metadata.namespace}/${o.metadata.name}`;
 const poolOf = (o: Obj): string[] => (o.metadata.labels?.pool ? [`ns/${o.metadata.labels.pool}`] : []);
 
 /** A fake apiserver resource: a list answered when the test says so, and a watch whose events the test sends. */
-function fakeResource(name: string, items: Obj[], journal: string[]): {
+function fakeResource(
+  name: string,
+  items: Obj[],
+  journal: string[],
+): {
   path: string;
   list: () => Promise<k8s.KubernetesListObject<Obj>>;
   watch: WatchFn;
@@ -40,7 +46,9 @@ function fakeResource(name: string, items: Obj[], journal: string[]): {
     watch: (req) => {
       onEvent = req.onEvent;
       req.onConnected();
-      return new Promise<void>((r) => req.signal.addEventListener('abort', () => (journal.push(`unwatch ${name}`), r()), { once: true }));
+      return new Promise<void>((r) =>
+        req.signal.addEventListener('abort', () => (journal.push(`unwatch ${name}`), r()), { once: true }),
+      );
     },
     send: (type, o) => onEvent?.(type, o),
     answerList: answer,
@@ -72,16 +80,37 @@ interface PoolController {
 }
 
 /** A controller of pools (primary) and their machines (a child mapped by its `pool` label). */
-function poolController(journal: string[], reconcile: (key: string) => Promise<void>, parts: Part[] = []): PoolController {
+function poolController(
+  journal: string[],
+  reconcile: (key: string) => Promise<void>,
+  parts: Part[] = [],
+): PoolController {
   const controller = createController({ name: 'pools', log, workers: 2, reconcile, parts });
   const pools = fakeResource('pools', [obj('a'), obj('b')], journal);
   const machines = fakeResource('machines', [obj('m1', '1', 'a')], journal);
-  const poolInformer = controller.watch<Obj>({ kubeConfig, path: pools.path, list: pools.list, watch: pools.watch, toKeys: (o) => [keyOf(o)], primary: true });
-  controller.watch<Obj>({ kubeConfig, path: machines.path, list: machines.list, watch: machines.watch, toKeys: poolOf });
+  const poolInformer = controller.watch<Obj>({
+    kubeConfig,
+    path: pools.path,
+    list: pools.list,
+    watch: pools.watch,
+    toKeys: (o) => [keyOf(o)],
+    primary: true,
+  });
+  controller.watch<Obj>({
+    kubeConfig,
+    path: machines.path,
+    list: machines.list,
+    watch: machines.watch,
+    toKeys: poolOf,
+  });
   return { controller, pools, machines, poolInformer };
 }
 
-async function started(journal: string[], reconcile: (key: string) => Promise<void>, parts: Part[] = []): Promise<PoolController> {
+async function started(
+  journal: string[],
+  reconcile: (key: string) => Promise<void>,
+  parts: Part[] = [],
+): Promise<PoolController> {
   const c = poolController(journal, reconcile, parts);
   c.pools.answerList();
   c.machines.answerList();
@@ -93,7 +122,10 @@ async function started(journal: string[], reconcile: (key: string) => Promise<vo
 describe('createController', () => {
   it('when started, it should start the children, then the primary once they are synced, then the parts in order', async () => {
     const journal: string[] = [];
-    const { controller, pools, machines } = poolController(journal, async () => undefined, [fakePart('sessions', journal), fakePart('approver', journal)]);
+    const { controller, pools, machines } = poolController(journal, async () => undefined, [
+      fakePart('sessions', journal),
+      fakePart('approver', journal),
+    ]);
     const starting = controller.start();
     await flush();
     assert.deepEqual(journal, ['list machines'], 'the primary waits for its children');
@@ -151,7 +183,9 @@ describe('createController', () => {
   it('when an informer or a part is not synced, it should not report synced', async () => {
     const journal: string[] = [];
     let partSynced = false;
-    const { controller, pools, machines } = poolController(journal, async () => undefined, [fakePart('approver', journal, () => partSynced)]);
+    const { controller, pools, machines } = poolController(journal, async () => undefined, [
+      fakePart('approver', journal, () => partSynced),
+    ]);
     assert.equal(controller.synced, false);
     pools.answerList();
     machines.answerList();
@@ -166,12 +200,16 @@ describe('createController', () => {
     const journal: string[] = [];
     let release!: () => void;
     const blocked = new Promise<void>((r) => (release = r));
-    const { controller, pools, machines } = poolController(journal, async (key) => {
-      if (key !== 'ns/a') return;
-      journal.push('reconcile a');
-      await blocked;
-      journal.push('reconciled a');
-    }, [fakePart('sessions', journal)]);
+    const { controller, pools, machines } = poolController(
+      journal,
+      async (key) => {
+        if (key !== 'ns/a') return;
+        journal.push('reconcile a');
+        await blocked;
+        journal.push('reconciled a');
+      },
+      [fakePart('sessions', journal)],
+    );
     pools.answerList();
     machines.answerList();
     await controller.start();
@@ -190,7 +228,10 @@ describe('createController', () => {
     const controller = createController({ name: 'x', log, reconcile: async () => undefined });
     const r = fakeResource('r', [], []);
     controller.watch<Obj>({ kubeConfig, path: r.path, list: r.list, watch: r.watch, primary: true });
-    assert.throws(() => controller.watch<Obj>({ kubeConfig, path: r.path, list: r.list, watch: r.watch, primary: true }), /primary informer already/);
+    assert.throws(
+      () => controller.watch<Obj>({ kubeConfig, path: r.path, list: r.list, watch: r.watch, primary: true }),
+      /primary informer already/,
+    );
   });
 });
 
@@ -214,7 +255,10 @@ describe('createKeyQueue', () => {
     await queue.drained();
     await queue.stop();
     assert.deepEqual(metrics.watched, ['nodepool']);
-    assert.deepEqual(metrics.observed, [['nodepool', 'success'], ['nodepool', 'error']]);
+    assert.deepEqual(metrics.observed, [
+      ['nodepool', 'success'],
+      ['nodepool', 'error'],
+    ]);
     assert.equal(lines.length, 1);
     assert.equal(lines[0]?.nodePool, 'ns/bad');
     assert.equal(lines[0]?.msg, 'Reconcile failed: retrying with backoff');

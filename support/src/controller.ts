@@ -106,7 +106,8 @@ export function createController(opts: ControllerOptions): Controller {
       return watched.every((w) => w.informer.synced) && parts.every((p) => p.synced !== false);
     },
     watch<T extends k8s.KubernetesObject>(source: Source<T>): ResilientInformer<T> {
-      if (source.primary && primaries().length > 0) throw new Error(`controller ${opts.name} has a primary informer already`);
+      if (source.primary && primaries().length > 0)
+        throw new Error(`controller ${opts.name} has a primary informer already`);
       const { toKeys, primary = false, onEvent, log, clock, ...informerOptions } = source;
       const informer = new ResilientInformer<T>({
         ...informerOptions,

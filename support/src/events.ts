@@ -61,7 +61,10 @@ export async function recordEvent(core: k8s.CoreV1Api, event: k8s.CoreV1Event, l
     return true;
   } catch (err) {
     const o = event.involvedObject;
-    log.warn({ err, reason: event.reason, object: `${o.kind ?? ''} ${[o.namespace, o.name].filter(Boolean).join('/')}` }, 'Could not record an Event');
+    log.warn(
+      { err, reason: event.reason, object: `${o.kind ?? ''} ${[o.namespace, o.name].filter(Boolean).join('/')}` },
+      'Could not record an Event',
+    );
     return false;
   }
 }

@@ -26,7 +26,8 @@ export function kubeConfigOfSecret(secret: k8s.V1Secret): k8s.KubeConfig {
 
 export function createGuestKubeConfigs(readSecret: ReadSecret): GuestKubeConfigs {
   const configs = new Map<string, Promise<k8s.KubeConfig>>();
-  const load = async (namespace: string, cluster: string): Promise<k8s.KubeConfig> => kubeConfigOfSecret(await readSecret(namespace, kubeconfigSecretName(cluster)));
+  const load = async (namespace: string, cluster: string): Promise<k8s.KubeConfig> =>
+    kubeConfigOfSecret(await readSecret(namespace, kubeconfigSecretName(cluster)));
   return {
     get(namespace, cluster) {
       const key = `${namespace}/${cluster}`;
@@ -52,6 +53,7 @@ export function guestEndpoint(kc: k8s.KubeConfig): { server: string; caPem: stri
   const cluster = kc.getCurrentCluster();
   if (!cluster?.server) throw new Error('the guest kubeconfig names no cluster server');
   const caPem = cluster.caData ? Buffer.from(cluster.caData, 'base64').toString('utf8') : '';
-  if (!caPem.includes('BEGIN CERTIFICATE')) throw new Error('the guest kubeconfig carries no certificate-authority-data');
+  if (!caPem.includes('BEGIN CERTIFICATE'))
+    throw new Error('the guest kubeconfig carries no certificate-authority-data');
   return { server: cluster.server, caPem };
 }

@@ -94,7 +94,10 @@ describe('HTTPS serving port', () => {
   it('when a client offers at most TLS 1.1, it should refuse the handshake', async () => {
     // The control: the same client completes a TLS 1.1 handshake with a server that allows it.
     const pair = await ca.issue({ commonName: 'tls11', dnsNames: ['localhost'], usage: 'server' });
-    const permissive = createTlsServer({ cert: pair.certPem, key: pair.keyPem, minVersion: 'TLSv1.1', ciphers: 'DEFAULT@SECLEVEL=0' }, (s) => s.end());
+    const permissive = createTlsServer(
+      { cert: pair.certPem, key: pair.keyPem, minVersion: 'TLSv1.1', ciphers: 'DEFAULT@SECLEVEL=0' },
+      (s) => s.end(),
+    );
     await new Promise<void>((r) => permissive.listen(0, '127.0.0.1', r));
     try {
       assert.equal(await handshake((permissive.address() as AddressInfo).port, TLS11_CLIENT), 'TLSv1.1');
@@ -106,13 +109,19 @@ describe('HTTPS serving port', () => {
       assert.equal(err.code, 'ERR_SSL_TLSV1_ALERT_PROTOCOL_VERSION', err.message);
       return true;
     });
-    assert.equal(await handshake(server.port, { minVersion: 'TLSv1.2', ciphers: 'DEFAULT@SECLEVEL=0' }), 'TLSv1.3', 'a modern client still gets through');
+    assert.equal(
+      await handshake(server.port, { minVersion: 'TLSv1.2', ciphers: 'DEFAULT@SECLEVEL=0' }),
+      'TLSv1.3',
+      'a modern client still gets through',
+    );
   });
 
   it('when a client sends its headers too slowly, it should drop the connection', async () => {
     const started = Date.now();
     const closed = await new Promise<number>((resolve) => {
-      const s = tlsConnect({ host: '127.0.0.1', port: server.port, ca: ca.certPem, servername: 'localhost' }, () => s.write('GET /ignition HTTP/1.1\r\nHost: x\r\n'));
+      const s = tlsConnect({ host: '127.0.0.1', port: server.port, ca: ca.certPem, servername: 'localhost' }, () =>
+        s.write('GET /ignition HTTP/1.1\r\nHost: x\r\n'),
+      );
       s.on('data', () => {});
       s.on('error', () => {});
       s.on('close', () => resolve(Date.now() - started));
@@ -133,15 +142,24 @@ describe('HTTPS serving port', () => {
     const pair = await ca.issue({ commonName: 'drained', dnsNames: ['localhost'], usage: 'server' });
     await writeFile(join(dir, 'drained.crt'), pair.certPem);
     await writeFile(join(dir, 'drained.key'), pair.keyPem);
-    const drained = await startHttpsServer({ address: '127.0.0.1:0', certFile: join(dir, 'drained.crt'), keyFile: join(dir, 'drained.key'), app: (_req, res) => res.end('ok'), log: createLogger({ name: 'test', level: 'silent' }) });
+    const drained = await startHttpsServer({
+      address: '127.0.0.1:0',
+      certFile: join(dir, 'drained.crt'),
+      keyFile: join(dir, 'drained.key'),
+      app: (_req, res) => res.end('ok'),
+      log: createLogger({ name: 'test', level: 'silent' }),
+    });
     const agent = new Agent({ keepAlive: true, ca: ca.certPem });
     const fetchOk = (a: Agent | false): Promise<string> =>
       new Promise((resolve, reject) => {
-        const r = httpsRequest({ host: '127.0.0.1', port: drained.port, path: '/', servername: 'localhost', ca: ca.certPem, agent: a }, (res) => {
-          let body = '';
-          res.on('data', (c: Buffer) => (body += c.toString()));
-          res.on('end', () => resolve(body));
-        });
+        const r = httpsRequest(
+          { host: '127.0.0.1', port: drained.port, path: '/', servername: 'localhost', ca: ca.certPem, agent: a },
+          (res) => {
+            let body = '';
+            res.on('data', (c: Buffer) => (body += c.toString()));
+            res.on('end', () => resolve(body));
+          },
+        );
         r.on('error', reject);
         r.end();
       });

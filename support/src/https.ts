@@ -60,7 +60,11 @@ const TLS = {
 async function readPair(certFile: string, keyFile: string): Promise<{ cert: Buffer; key: Buffer; stamp: string }> {
   const [cs, ks] = await Promise.all([stat(certFile), stat(keyFile)]);
   const [cert, key] = await Promise.all([readFile(certFile), readFile(keyFile)]);
-  return { cert, key, stamp: `${cs.mtimeMs}:${cs.size}:${ks.mtimeMs}:${ks.size}:${cert.toString('base64').slice(-32)}` };
+  return {
+    cert,
+    key,
+    stamp: `${cs.mtimeMs}:${cs.size}:${ks.mtimeMs}:${ks.size}:${cert.toString('base64').slice(-32)}`,
+  };
 }
 
 export async function startHttpsServer(opts: HttpsOptions): Promise<HttpsServer> {
@@ -127,7 +131,10 @@ export async function startHttpsServer(opts: HttpsOptions): Promise<HttpsServer>
  * See HttpsServer.drain. The app is wrapped rather than watched: a listener per request would cost every
  * request for the sake of the last ones.
  */
-function drainable(server: () => Server, app: RequestListener): { app: RequestListener; drain: (timeoutMs: number) => Promise<void> } {
+function drainable(
+  server: () => Server,
+  app: RequestListener,
+): { app: RequestListener; drain: (timeoutMs: number) => Promise<void> } {
   let draining = false;
   return {
     app: (req, res) => {

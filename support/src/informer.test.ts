@@ -3,7 +3,14 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import * as k8s from '#k8s';
 import { startCluster, kubeconfigFor, FaultProxy, type Cluster } from '../../test/bed/src/index.js';
-import { ResilientInformer, pagedList, type InformerEvent, type InformerOptions, type WatchFn, type WatchRequest } from './informer.js';
+import {
+  ResilientInformer,
+  pagedList,
+  type InformerEvent,
+  type InformerOptions,
+  type WatchFn,
+  type WatchRequest,
+} from './informer.js';
 import { loadCertificateAuthority } from './pki.js';
 import { createLogger } from './logger.js';
 import { flush, manualClock, type ManualClock } from '../testing/index.js';
@@ -52,12 +59,19 @@ describe('ResilientInformer on a real apiserver', () => {
     const core = cluster.kubeConfig.makeApiClient(k8s.CoreV1Api);
     await core.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { name: 'a' }, data: { v: '1' } } });
     await until('the add', () => informer.get('a', 'default') !== undefined);
-    await core.replaceNamespacedConfigMap({ name: 'a', namespace: 'default', body: { metadata: { name: 'a' }, data: { v: '2' } } });
+    await core.replaceNamespacedConfigMap({
+      name: 'a',
+      namespace: 'default',
+      body: { metadata: { name: 'a' }, data: { v: '2' } },
+    });
     await until('the update', () => informer.get('a', 'default')?.data?.v === '2');
     await core.deleteNamespacedConfigMap({ name: 'a', namespace: 'default' });
     await until('the delete', () => informer.get('a', 'default') === undefined);
     await informer.stop();
-    assert.deepEqual(events.filter(([n]) => n === 'a').map(([, e]) => e), ['add', 'update', 'delete']);
+    assert.deepEqual(
+      events.filter(([n]) => n === 'a').map(([, e]) => e),
+      ['add', 'update', 'delete'],
+    );
   });
 
   it('when listing is forbidden at first, it should keep restarting and sync once access is granted', async () => {
@@ -74,11 +88,18 @@ describe('ResilientInformer on a real apiserver', () => {
     const rbac = cluster.kubeConfig.makeApiClient(k8s.RbacAuthorizationV1Api);
     await rbac.createNamespacedRole({
       namespace: 'default',
-      body: { metadata: { name: 'cm-reader' }, rules: [{ apiGroups: [''], resources: ['configmaps'], verbs: ['list', 'watch'] }] },
+      body: {
+        metadata: { name: 'cm-reader' },
+        rules: [{ apiGroups: [''], resources: ['configmaps'], verbs: ['list', 'watch'] }],
+      },
     });
     await rbac.createNamespacedRoleBinding({
       namespace: 'default',
-      body: { metadata: { name: 'cm-reader' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'cm-reader' }, subjects: [{ kind: 'User', name: 'limited', apiGroup: 'rbac.authorization.k8s.io' }] },
+      body: {
+        metadata: { name: 'cm-reader' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'cm-reader' },
+        subjects: [{ kind: 'User', name: 'limited', apiGroup: 'rbac.authorization.k8s.io' }],
+      },
     });
     await started;
     assert.equal(informer.synced, true);
@@ -90,14 +111,24 @@ describe('ResilientInformer on a real apiserver', () => {
 
   it('when listing in pages of 2 from the real apiserver, it should return every object', async () => {
     const core = cluster.kubeConfig.makeApiClient(k8s.CoreV1Api);
-    for (let i = 0; i < 5; i++) await core.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { name: `paged-${i}`, labels: { paged: 'yes' } } } });
+    for (let i = 0; i < 5; i++)
+      await core.createNamespacedConfigMap({
+        namespace: 'default',
+        body: { metadata: { name: `paged-${i}`, labels: { paged: 'yes' } } },
+      });
     let pages = 0;
     const list = pagedList<k8s.V1ConfigMap>((page) => {
       pages++;
       return core.listNamespacedConfigMap({ namespace: 'default', labelSelector: 'paged=yes', ...page });
     }, 2);
     const all = await list();
-    assert.deepEqual(all.items.map((c) => c.metadata?.name).sort(), ['paged-0', 'paged-1', 'paged-2', 'paged-3', 'paged-4']);
+    assert.deepEqual(all.items.map((c) => c.metadata?.name).sort(), [
+      'paged-0',
+      'paged-1',
+      'paged-2',
+      'paged-3',
+      'paged-4',
+    ]);
     assert.equal(pages, 3);
     assert.ok(all.metadata?.resourceVersion);
   });
@@ -108,16 +139,22 @@ describe('ResilientInformer on a real apiserver', () => {
     const events: [string, InformerEvent][] = [];
     const informer = configMapInformer(cluster.kubeConfig, events, 300);
     await informer.start();
-    await until('two resyncs of the steady object', () => events.filter(([n, e]) => n === 'steady' && e === 'resync').length >= 2);
+    await until(
+      'two resyncs of the steady object',
+      () => events.filter(([n, e]) => n === 'steady' && e === 'resync').length >= 2,
+    );
     await informer.stop();
   });
 });
 
 describe('pagedList', () => {
-  it('when the apiserver answers in pages, it should follow the continue tokens and keep the first page\'s resourceVersion', async () => {
+  it("when the apiserver answers in pages, it should follow the continue tokens and keep the first page's resourceVersion", async () => {
     const asked: (string | undefined)[] = [];
     const pages: Record<string, k8s.KubernetesListObject<k8s.V1ConfigMap>> = {
-      start: { items: [{ metadata: { name: 'a' } }, { metadata: { name: 'b' } }], metadata: { resourceVersion: '42', _continue: 'p2' } },
+      start: {
+        items: [{ metadata: { name: 'a' } }, { metadata: { name: 'b' } }],
+        metadata: { resourceVersion: '42', _continue: 'p2' },
+      },
       p2: { items: [{ metadata: { name: 'c' } }], metadata: { resourceVersion: '42', _continue: 'p3' } },
       p3: { items: [{ metadata: { name: 'd' } }], metadata: { resourceVersion: '42' } },
     };
@@ -127,7 +164,10 @@ describe('pagedList', () => {
       return pages[_continue ?? 'start'] as k8s.KubernetesListObject<k8s.V1ConfigMap>;
     }, 2);
     const all = await list();
-    assert.deepEqual(all.items.map((i) => i.metadata?.name), ['a', 'b', 'c', 'd']);
+    assert.deepEqual(
+      all.items.map((i) => i.metadata?.name),
+      ['a', 'b', 'c', 'd'],
+    );
     assert.equal(all.metadata?.resourceVersion, '42');
     assert.equal(all.metadata?._continue, undefined);
     assert.deepEqual(asked, [undefined, 'p2', 'p3']);
@@ -178,7 +218,10 @@ describe('ResilientInformer on a real apiserver behind a faulty link', () => {
 
   it('when the watchdog and errors both keep restarting the watch, the apiserver should never hold two of its watches at once, nor any after stop()', async () => {
     proxy.mode = { kind: 'pass' };
-    const informer = configMapInformer(proxy.kubeConfigFor(cluster), [], 150, { maxRestartDelayMs: 300, fieldSelector: 'metadata.name!=overlap-probe' });
+    const informer = configMapInformer(proxy.kubeConfigFor(cluster), [], 150, {
+      maxRestartDelayMs: 300,
+      fieldSelector: 'metadata.name!=overlap-probe',
+    });
     await informer.start();
     let flapping = false;
     const flip = setInterval(() => {
@@ -195,18 +238,37 @@ describe('ResilientInformer on a real apiserver behind a faulty link', () => {
     // This informer's watches as the apiserver saw them (its field selector tells them from any other watch).
     const watches = await watchIntervals(cluster.auditLogPath ?? '', (uri) => uri.includes('overlap-probe'));
     assert.ok(watches.length >= 10, `only ${watches.length} watches: nothing was restarted`);
-    const overlaps = watches.flatMap((a, i) => watches.slice(i + 1).map((b) => Math.min(a.end, b.end) - b.start)).filter((ms) => ms > 20);
+    const overlaps = watches
+      .flatMap((a, i) => watches.slice(i + 1).map((b) => Math.min(a.end, b.end) - b.start))
+      .filter((ms) => ms > 20);
     assert.deepEqual(overlaps, [], 'two watches of one informer were open at once (ms)');
-    assert.deepEqual(watches.filter((w) => w.end > stoppedAt + 500), [], 'a watch outlived stop()');
+    assert.deepEqual(
+      watches.filter((w) => w.end > stoppedAt + 500),
+      [],
+      'a watch outlived stop()',
+    );
   });
 });
 
 /** Start and end (ms) of the watch requests in an audit log whose URI matches; an unfinished one ends at +∞. */
-async function watchIntervals(auditLog: string, match: (uri: string) => boolean): Promise<{ start: number; end: number }[]> {
+async function watchIntervals(
+  auditLog: string,
+  match: (uri: string) => boolean,
+): Promise<{ start: number; end: number }[]> {
   const events = (await readFile(auditLog, 'utf8'))
     .split('\n')
     .filter(Boolean)
-    .map((line) => JSON.parse(line) as { auditID: string; verb: string; stage: string; requestURI: string; requestReceivedTimestamp: string; stageTimestamp: string })
+    .map(
+      (line) =>
+        JSON.parse(line) as {
+          auditID: string;
+          verb: string;
+          stage: string;
+          requestURI: string;
+          requestReceivedTimestamp: string;
+          stageTimestamp: string;
+        },
+    )
     .filter((e) => e.verb === 'watch' && match(e.requestURI));
   const byId = new Map<string, { start: number; end: number }>();
   for (const e of events) {
@@ -264,7 +326,13 @@ interface Harness {
 }
 
 function harness(opts: Partial<InformerOptions<k8s.V1ConfigMap>> = {}): Harness {
-  const h = { clock: manualClock(), watches: new FakeWatches(), lists: 0, listFails: false, items: [] } as unknown as Harness;
+  const h = {
+    clock: manualClock(),
+    watches: new FakeWatches(),
+    lists: 0,
+    listFails: false,
+    items: [],
+  } as unknown as Harness;
   h.informer = new ResilientInformer<k8s.V1ConfigMap>({
     kubeConfig: undefined as unknown as k8s.KubeConfig,
     path: '/api/v1/configmaps',
@@ -394,7 +462,9 @@ describe('ResilientInformer (fake watch, manual clock)', () => {
     await h.informer.start();
     await flush();
     h.watches.last().onConnected();
-    h.watches.last().onEvent('ERROR', { kind: 'Status', code: 410, reason: 'Expired', message: 'too old resource version' });
+    h.watches
+      .last()
+      .onEvent('ERROR', { kind: 'Status', code: 410, reason: 'Expired', message: 'too old resource version' });
     await flush();
     await flush();
     assert.equal(h.lists, 2);

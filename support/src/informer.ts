@@ -29,7 +29,7 @@ export function pagedList<T extends k8s.KubernetesObject>(
   return async () => {
     const first = await page({ limit });
     const items = [...first.items];
-    for (let next = first.metadata?._continue; next; ) {
+    for (let next = first.metadata?._continue; next;) {
       const more = await page({ limit, _continue: next });
       items.push(...more.items);
       next = more.metadata?._continue;
@@ -68,7 +68,12 @@ export function clientNodeWatch(kubeConfig: k8s.KubeConfig, path: string): Watch
       };
       signal.addEventListener('abort', () => end(), { once: true });
       watch
-        .watch(path, query, (type: string, object: unknown) => void (ended || onEvent(type, object)), (err: unknown) => end(err ?? undefined))
+        .watch(
+          path,
+          query,
+          (type: string, object: unknown) => void (ended || onEvent(type, object)),
+          (err: unknown) => end(err ?? undefined),
+        )
         .then((request) => {
           if (ended) return request.abort();
           signal.addEventListener('abort', () => request.abort(), { once: true });
@@ -291,7 +296,9 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
     if (round.controller.signal.aborted) return;
     if (type === 'ERROR') {
       const status = object as k8s.V1Status;
-      round.error = Object.assign(new Error(`watch error: ${status.message ?? status.reason ?? 'unknown'}`), { code: status.code });
+      round.error = Object.assign(new Error(`watch error: ${status.message ?? status.reason ?? 'unknown'}`), {
+        code: status.code,
+      });
       round.controller.abort();
       return;
     }
@@ -310,7 +317,8 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
     const old = this.#objects;
     this.#objects = new Map<string, Map<string, T>>();
     for (const obj of items) this.#put(obj);
-    for (const [namespace, objects] of old) for (const [name, obj] of objects) if (!this.get(name, namespace)) this.#opts.onEvent(obj, 'delete');
+    for (const [namespace, objects] of old)
+      for (const [name, obj] of objects) if (!this.get(name, namespace)) this.#opts.onEvent(obj, 'delete');
     for (const obj of items) this.#emitChange(old.get(namespaceOf(obj))?.get(nameOf(obj)), obj);
   }
 
@@ -352,7 +360,8 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
 }
 
 /** The server closed the watch, or (client-node's 30 s timer) a connected watch stayed silent: a quiet resource. */
-const ordinaryEnd = (err: unknown, connected: boolean): boolean => err === undefined || (connected && (err as Error).name === 'TimeoutError');
+const ordinaryEnd = (err: unknown, connected: boolean): boolean =>
+  err === undefined || (connected && (err as Error).name === 'TimeoutError');
 
 const namespaceOf = (obj: k8s.KubernetesObject): string => obj.metadata?.namespace ?? '';
 const nameOf = (obj: k8s.KubernetesObject): string => obj.metadata?.name ?? '';

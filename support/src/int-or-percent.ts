@@ -6,7 +6,11 @@
 import type { IntOrPercent } from '../../api/src/nodepool.js';
 
 /** The value as a whole number; undefined when it is absent or neither an integer nor "N%" ("3" counts as 3). */
-export function resolveIntOrPercent(value: IntOrPercent | undefined, total: number, round: 'down' | 'up' = 'down'): number | undefined {
+export function resolveIntOrPercent(
+  value: IntOrPercent | undefined,
+  total: number,
+  round: 'down' | 'up' = 'down',
+): number | undefined {
   if (typeof value === 'number') return Number.isFinite(value) ? Math.floor(value) : undefined;
   const text = (value ?? '').trim();
   const percent = /^(\d+)%$/.exec(text);
@@ -21,7 +25,11 @@ export function resolveMaxUnavailable(value: IntOrPercent | undefined, total: nu
 
 /** A rolling update's bounds, as Cluster API (like the Deployment controller) resolves them: maxSurge rounds up,
  * maxUnavailable down; both absent or 0 means maxUnavailable 1, or the rollout could never move. */
-export function resolveFenceposts(surge: IntOrPercent | undefined, unavailable: IntOrPercent | undefined, replicas: number): { maxSurge: number; maxUnavailable: number } {
+export function resolveFenceposts(
+  surge: IntOrPercent | undefined,
+  unavailable: IntOrPercent | undefined,
+  replicas: number,
+): { maxSurge: number; maxUnavailable: number } {
   const maxSurge = resolveIntOrPercent(surge, replicas, 'up') ?? 0;
   const maxUnavailable = resolveIntOrPercent(unavailable, replicas) ?? 0;
   return maxSurge === 0 && maxUnavailable === 0 ? { maxSurge, maxUnavailable: 1 } : { maxSurge, maxUnavailable };

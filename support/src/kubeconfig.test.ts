@@ -50,7 +50,10 @@ describe('ApiKubeConfig', () => {
     const kc = configFor(hole.port, 300);
     const core = kc.makeApiClient(k8s.CoreV1Api);
     const objects = k8s.KubernetesObjectApi.makeApiClient(kc);
-    for (const call of [() => core.listNamespace(), () => objects.read({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'default' } })]) {
+    for (const call of [
+      () => core.listNamespace(),
+      () => objects.read({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'default' } }),
+    ]) {
       const { ms, err } = await elapsed(call);
       assert.equal((err as Error | undefined)?.name, 'TimeoutError');
       assert.ok(ms >= 250 && ms < 3000, `failed after ${ms} ms`);
@@ -64,7 +67,7 @@ describe('ApiKubeConfig', () => {
     assert.ok(ms < 3000, `failed after ${ms} ms`);
   });
 
-  it('when the request gate refuses, it should send nothing and fail with the gate\'s error', async () => {
+  it("when the request gate refuses, it should send nothing and fail with the gate's error", async () => {
     const before = hole.sockets.length;
     setRequestGate(() => new Error('fenced'));
     const { err } = await elapsed(() => configFor(hole.port, 300).makeApiClient(k8s.CoreV1Api).listNamespace());
@@ -85,7 +88,12 @@ describe('makeApiClient', () => {
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     kc = new k8s.KubeConfig();
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    kc.loadFromOptions({ clusters: [{ name: 'c', server: url, skipTLSVerify: true }], users: [{ name: 'u', token: 't' }], contexts: [{ name: 'x', cluster: 'c', user: 'u' }], currentContext: 'x' });
+    kc.loadFromOptions({
+      clusters: [{ name: 'c', server: url, skipTLSVerify: true }],
+      users: [{ name: 'u', token: 't' }],
+      contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+      currentContext: 'x',
+    });
   });
   after(() => {
     server.closeAllConnections();
@@ -94,15 +102,24 @@ describe('makeApiClient', () => {
 
   it('when the apiserver never answers, it should fail the request at the deadline', async () => {
     const started = Date.now();
-    await assert.rejects(makeApiClient(kc, k8s.CoreV1Api, 200).readNode({ name: 'n1' }), (err: Error) => err.name === 'TimeoutError');
+    await assert.rejects(
+      makeApiClient(kc, k8s.CoreV1Api, 200).readNode({ name: 'n1' }),
+      (err: Error) => err.name === 'TimeoutError',
+    );
     const took = Date.now() - started;
     assert.ok(took >= 190 && took < 2_000, `failed after ${took} ms`);
-    assert.ok(seen.includes('GET /api/v1/nodes/n1'), 'the request reached the server, authenticated as the kubeconfig says');
+    assert.ok(
+      seen.includes('GET /api/v1/nodes/n1'),
+      'the request reached the server, authenticated as the kubeconfig says',
+    );
   });
 
   it('when a per-call option adds a header, it should keep the deadline', async () => {
     const api = makeApiClient(kc, k8s.CoreV1Api, 200);
-    await assert.rejects(api.patchNode({ name: 'n2', body: {} }, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch)), (err: Error) => err.name === 'TimeoutError');
+    await assert.rejects(
+      api.patchNode({ name: 'n2', body: {} }, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch)),
+      (err: Error) => err.name === 'TimeoutError',
+    );
   });
 
   it('when its stop signal aborts, it should tear down the request in flight before the deadline', async () => {
@@ -174,7 +191,7 @@ describe('ApiKubeConfig connections', () => {
     assert.ok(handshakes - before <= 8, `${handshakes - before} connections for 16 requests, 4 at a time`);
   });
 
-  it('when the kubeconfig\'s TLS material changes, it should connect anew with it', async () => {
+  it("when the kubeconfig's TLS material changes, it should connect anew with it", async () => {
     const kc = tlsConfig(ca.certPem);
     const core = kc.makeApiClient(k8s.CoreV1Api);
     await core.listNamespace();
@@ -187,6 +204,9 @@ describe('ApiKubeConfig connections', () => {
     await core.listNamespace();
     assert.equal(handshakes - before, 1, 'the request after the change did not connect anew');
     Object.assign(cluster, { caData: Buffer.from(other.certPem).toString('base64') });
-    await assert.rejects(core.listNamespace(), 'a CA that does not sign the server is not bypassed by a kept connection');
+    await assert.rejects(
+      core.listNamespace(),
+      'a CA that does not sign the server is not bypassed by a kept connection',
+    );
   });
 });

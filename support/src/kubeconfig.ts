@@ -106,7 +106,10 @@ export class RequestTimeoutError extends Error {
  */
 function timeoutSignal(ms: number): AbortSignal {
   const controller = new AbortController();
-  setTimeout(() => controller.abort(new RequestTimeoutError(`no answer from the apiserver within ${ms} ms`)), ms).unref();
+  setTimeout(
+    () => controller.abort(new RequestTimeoutError(`no answer from the apiserver within ${ms} ms`)),
+    ms,
+  ).unref();
   return controller.signal;
 }
 
@@ -146,10 +149,16 @@ export function withSignal(signal: AbortSignal): k8s.ConfigurationOptions {
  * aborting it also tears down the requests in flight (an owner that is going away need not wait for their
  * deadline). Works with any KubeConfig, an ApiKubeConfig or not.
  */
-export function makeApiClient<T>(kc: k8s.KubeConfig, type: new (config: k8s.Configuration) => T, timeoutMs = API_REQUEST_TIMEOUT_MS, stop?: AbortSignal): T {
+export function makeApiClient<T>(
+  kc: k8s.KubeConfig,
+  type: new (config: k8s.Configuration) => T,
+  timeoutMs = API_REQUEST_TIMEOUT_MS,
+  stop?: AbortSignal,
+): T {
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new Error('the kubeconfig has no current cluster');
-  const deadline = (): AbortSignal => (stop ? AbortSignal.any([stop, timeoutSignal(timeoutMs)]) : timeoutSignal(timeoutMs));
+  const deadline = (): AbortSignal =>
+    stop ? AbortSignal.any([stop, timeoutSignal(timeoutMs)]) : timeoutSignal(timeoutMs);
   const config = k8s.createConfiguration({
     baseServer: new k8s.ServerConfiguration(cluster.server, {}),
     authMethods: { default: kc },

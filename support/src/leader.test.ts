@@ -35,7 +35,10 @@ class FakeLeases implements LeaseStore {
 
   /** Another replica's write: the holder and its own idea of the time. */
   writeAs(holder: string, renewTimeWall: number, leaseDurationSeconds = 15): void {
-    this.#store({ metadata: { name: 'c', namespace: 'n' }, spec: { holderIdentity: holder, renewTime: new Date(renewTimeWall), leaseDurationSeconds } });
+    this.#store({
+      metadata: { name: 'c', namespace: 'n' },
+      spec: { holderIdentity: holder, renewTime: new Date(renewTimeWall), leaseDurationSeconds },
+    });
   }
 
   #store(lease: k8s.V1Lease): void {
@@ -105,7 +108,7 @@ describe('LeaderElector (default timings: lease 15 s, renew deadline 10 s, retry
     const a = candidate('a', leases, clock);
     a.elector.start();
     await run(clock, 18_000);
-    assert.equal(a.started.length, 1, 'waited on the holder\'s clock instead of its own observation');
+    assert.equal(a.started.length, 1, "waited on the holder's clock instead of its own observation");
   });
 
   it('when the holder keeps renewing, it should never take over', async () => {
@@ -132,7 +135,10 @@ describe('LeaderElector (default timings: lease 15 s, renew deadline 10 s, retry
     // The round that last succeeded began at 4 000 (retry period 2 s): it lets `a` act until 14 000.
     leases.hang = true;
     await run(clock, 30_000);
-    assert.deepEqual(a.stopped.map((s) => s.at), [14_000]);
+    assert.deepEqual(
+      a.stopped.map((s) => s.at),
+      [14_000],
+    );
     assert.match(a.stopped[0]?.reason ?? '', /renew deadline/);
     assert.equal(a.elector.isLeader, false);
     assert.ok(leases.aborted.length > 0, 'the hung renewal was never aborted');
@@ -187,16 +193,30 @@ describe('LeaderElector (default timings: lease 15 s, renew deadline 10 s, retry
   });
 
   it('when timings would let a leader act after a peer took over, it should refuse them', () => {
-    assert.match(checkLeaderTimings({ leaseDurationMs: 10_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000 }) ?? '', /renew deadline must be shorter/);
-    assert.match(checkLeaderTimings({ leaseDurationMs: 15_000, renewDeadlineMs: 2_000, retryPeriodMs: 2_000 }) ?? '', /retry period/);
-    assert.equal(checkLeaderTimings({ leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000 }), undefined);
+    assert.match(
+      checkLeaderTimings({ leaseDurationMs: 10_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000 }) ?? '',
+      /renew deadline must be shorter/,
+    );
+    assert.match(
+      checkLeaderTimings({ leaseDurationMs: 15_000, renewDeadlineMs: 2_000, retryPeriodMs: 2_000 }) ?? '',
+      /retry period/,
+    );
+    assert.equal(
+      checkLeaderTimings({ leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000 }),
+      undefined,
+    );
   });
 });
 
 describe('nextLeaseSpec', () => {
   const now = 1_000_000;
   it("when it takes another holder's lease, it should count a transition and start a new acquire time", () => {
-    const spec = nextLeaseSpec({ holderIdentity: 'b', acquireTime: new Date(now - 60_000), leaseTransitions: 3 }, 'a', 15_000, now);
+    const spec = nextLeaseSpec(
+      { holderIdentity: 'b', acquireTime: new Date(now - 60_000), leaseTransitions: 3 },
+      'a',
+      15_000,
+      now,
+    );
     assert.equal(spec.holderIdentity, 'a');
     assert.equal(spec.leaseTransitions, 4);
     assert.equal(spec.acquireTime?.getTime(), now);
@@ -204,7 +224,18 @@ describe('nextLeaseSpec', () => {
 
   it('when it already holds the lease, it should renew it and keep the acquire time', () => {
     const acquired = new Date(now - 60_000);
-    const spec = nextLeaseSpec({ holderIdentity: 'a', renewTime: new Date(now - 2000), acquireTime: acquired, leaseDurationSeconds: 15, leaseTransitions: 1 }, 'a', 15_000, now);
+    const spec = nextLeaseSpec(
+      {
+        holderIdentity: 'a',
+        renewTime: new Date(now - 2000),
+        acquireTime: acquired,
+        leaseDurationSeconds: 15,
+        leaseTransitions: 1,
+      },
+      'a',
+      15_000,
+      now,
+    );
     assert.equal(spec.acquireTime?.getTime(), acquired.getTime());
     assert.equal(spec.renewTime?.getTime(), now);
     assert.equal(spec.leaseTransitions, 1);

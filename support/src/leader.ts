@@ -39,7 +39,8 @@ export function apiLeaseStore(kubeConfig: k8s.KubeConfig, namespace: string, nam
       }
     },
     create: async (body, signal) => void (await api.createNamespacedLease({ namespace, body }, withSignal(signal))),
-    replace: async (body, signal) => void (await api.replaceNamespacedLease({ name, namespace, body }, withSignal(signal))),
+    replace: async (body, signal) =>
+      void (await api.replaceNamespacedLease({ name, namespace, body }, withSignal(signal))),
   };
 }
 
@@ -68,7 +69,11 @@ export interface LeaderTimings {
 }
 
 /** client-go's defaults. */
-export const LEADER_DEFAULTS: Readonly<LeaderTimings> = { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000 };
+export const LEADER_DEFAULTS: Readonly<LeaderTimings> = {
+  leaseDurationMs: 15_000,
+  renewDeadlineMs: 10_000,
+  retryPeriodMs: 2_000,
+};
 
 /** Refuses timings under which a leader could still act after a peer took over. */
 export function checkLeaderTimings(t: LeaderTimings): string | undefined {
@@ -136,7 +141,12 @@ export class LeaderElector {
         const lease = await this.#store.read(signal);
         if (lease?.spec?.holderIdentity !== this.#opts.identity) return;
         // An empty holder is free for anyone at once; client-go releases the same way.
-        const spec: k8s.V1LeaseSpec = { ...lease.spec, holderIdentity: undefined, leaseDurationSeconds: 1, renewTime: new k8s.V1MicroTime(Date.now()) };
+        const spec: k8s.V1LeaseSpec = {
+          ...lease.spec,
+          holderIdentity: undefined,
+          leaseDurationSeconds: 1,
+          renewTime: new k8s.V1MicroTime(Date.now()),
+        };
         await this.#store.replace({ ...lease, spec }, signal);
       });
     } catch (err) {
@@ -197,7 +207,10 @@ export class LeaderElector {
     this.#clearTimers();
     // Requests are refused from now on, or from the deadline if it passed unnoticed (a pause).
     const actingUntil = new Date(Math.min(Date.now(), this.#validUntilWall)).toISOString();
-    this.#opts.log.error({ lease: this.#leaseName(), identity: this.#opts.identity, reason, actingUntil }, 'Stopped leading');
+    this.#opts.log.error(
+      { lease: this.#leaseName(), identity: this.#opts.identity, reason, actingUntil },
+      'Stopped leading',
+    );
     this.#opts.onStoppedLeading(reason);
   }
 
@@ -213,15 +226,25 @@ export class LeaderElector {
     }
     const holder = lease.spec?.holderIdentity;
     const unchangedForMs = this.#observe(lease.spec);
-    if (holder && holder !== identity && !heldExpired(lease.spec, unchangedForMs, leaseDurationMs)) return { outcome: 'other', holder };
+    if (holder && holder !== identity && !heldExpired(lease.spec, unchangedForMs, leaseDurationMs))
+      return { outcome: 'other', holder };
     // replace carries the resourceVersion we read: a racing replica's write makes ours fail with 409.
-    await this.#store.replace({ ...lease, spec: nextLeaseSpec(lease.spec, identity, leaseDurationMs, Date.now()) }, signal);
+    await this.#store.replace(
+      { ...lease, spec: nextLeaseSpec(lease.spec, identity, leaseDurationMs, Date.now()) },
+      signal,
+    );
     return { outcome: 'held' };
   }
 
   /** Records the Lease record as seen now; returns how long (monotonic) it has been seen unchanged. */
   #observe(spec: k8s.V1LeaseSpec | undefined): number {
-    const record = JSON.stringify([spec?.holderIdentity, spec?.renewTime, spec?.acquireTime, spec?.leaseDurationSeconds, spec?.leaseTransitions]);
+    const record = JSON.stringify([
+      spec?.holderIdentity,
+      spec?.renewTime,
+      spec?.acquireTime,
+      spec?.leaseDurationSeconds,
+      spec?.leaseTransitions,
+    ]);
     const now = this.#clock.now();
     if (this.#observed?.record !== record) this.#observed = { record, at: now };
     return now - this.#observed.at;
@@ -230,7 +253,10 @@ export class LeaderElector {
   /** Runs `fn` with a signal that aborts its requests after `ms`. */
   async #bounded<T>(ms: number, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
     const controller = new AbortController();
-    const timer = this.#clock.setTimeout(() => controller.abort(new Error(`no answer within ${ms} ms`)), Math.max(0, ms));
+    const timer = this.#clock.setTimeout(
+      () => controller.abort(new Error(`no answer within ${ms} ms`)),
+      Math.max(0, ms),
+    );
     try {
       return await fn(controller.signal);
     } finally {
@@ -252,13 +278,22 @@ export class LeaderElector {
  * Whether another holder's lease has run out: its record has not changed for its lease duration, counted
  * from when this replica saw it change (`unchangedForMs`), not from the holder's own clock.
  */
-export function heldExpired(spec: k8s.V1LeaseSpec | undefined, unchangedForMs: number, defaultDurationMs: number): boolean {
+export function heldExpired(
+  spec: k8s.V1LeaseSpec | undefined,
+  unchangedForMs: number,
+  defaultDurationMs: number,
+): boolean {
   const durationMs = spec?.leaseDurationSeconds ? spec.leaseDurationSeconds * 1000 : defaultDurationMs;
   return unchangedForMs > durationMs;
 }
 
 /** The Lease spec `identity` writes when it takes or renews the Lease. Times are wall time, for people to read. */
-export function nextLeaseSpec(current: k8s.V1LeaseSpec | undefined, identity: string, leaseDurationMs: number, wallNow: number): k8s.V1LeaseSpec {
+export function nextLeaseSpec(
+  current: k8s.V1LeaseSpec | undefined,
+  identity: string,
+  leaseDurationMs: number,
+  wallNow: number,
+): k8s.V1LeaseSpec {
   const { holderIdentity: holder, acquireTime, leaseTransitions = 0 } = current ?? {};
   const mine = holder === identity;
   return {

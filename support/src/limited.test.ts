@@ -16,7 +16,10 @@ describe('forEachLimited', () => {
       done.push(i);
     });
     assert.equal(most, 3);
-    assert.deepEqual(done.sort((a, b) => a - b), [...Array(20).keys()]);
+    assert.deepEqual(
+      done.sort((a, b) => a - b),
+      [...Array(20).keys()],
+    );
   });
 
   it('when items fail, it should still run the others and throw the first failure once all have settled', async () => {

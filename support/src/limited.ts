@@ -7,7 +7,11 @@
  * Runs `fn` over every item, at most `limit` at once. Every item runs even when some fail; once all have
  * settled, the first failure is thrown, so no request of a failed fan-out outlives it.
  */
-export async function forEachLimited<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<unknown>): Promise<void> {
+export async function forEachLimited<T>(
+  items: readonly T[],
+  limit: number,
+  fn: (item: T) => Promise<unknown>,
+): Promise<void> {
   let next = 0;
   let failure: { err: unknown } | undefined;
   const worker = async (): Promise<void> => {

@@ -53,7 +53,11 @@ describe('createLogger', () => {
     assert.equal(out.includes(SECRET_DATA), false, out);
     assert.equal(out.includes('plain-rotated'), false, out);
     assert.equal(out.includes(JWT), false, out);
-    assert.deepEqual((lines[1]?.a as { b: { c: unknown } }).b.c, { kind: 'Secret', data: REDACTED }, 'the rest of the object is kept');
+    assert.deepEqual(
+      (lines[1]?.a as { b: { c: unknown } }).b.c,
+      { kind: 'Secret', data: REDACTED },
+      'the rest of the object is kept',
+    );
   });
 
   it('when a bootstrap token or a JWT appears in a message, a string field or an error, it should be masked wherever it is', () => {
@@ -67,15 +71,27 @@ describe('createLogger', () => {
     assert.equal(out.includes(BOOTSTRAP), false, out);
     assert.equal(out.includes(BOOTSTRAP.split('.')[1] as string), false, out);
     assert.equal(out.includes(JWT), false, out);
-    assert.match(out, /kubeadm join --token k9f3az\.\[REDACTED\] 10\.0\.0\.1:6443/, 'the public token id is kept, the rest of the line too');
+    assert.match(
+      out,
+      /kubeadm join --token k9f3az\.\[REDACTED\] 10\.0\.0\.1:6443/,
+      'the public token id is kept, the rest of the line too',
+    );
   });
 
-  it("when an Error has a cause (and fields of its own), it should keep them, serialized and redacted, not drop them", () => {
+  it('when an Error has a cause (and fields of its own), it should keep them, serialized and redacted, not drop them', () => {
     const root = Object.assign(new Error(`connect refused, header Bearer ${JWT}`), { code: 'ECONNREFUSED' });
-    const api = Object.assign(new Error('HTTP 422', { cause: root }), { statusCode: 422, body: { kind: 'Status', data: { token: SECRET_DATA }, message: 'denied' } });
+    const api = Object.assign(new Error('HTTP 422', { cause: root }), {
+      statusCode: 422,
+      body: { kind: 'Status', data: { token: SECRET_DATA }, message: 'denied' },
+    });
     const outer = new Error('apply failed', { cause: api });
     const { out, lines } = logged((log) => log.error({ err: outer }, 'reconcile failed'));
-    const err = lines[0]?.err as { type: string; message: string; stack: string; cause: { statusCode: number; body: { message: string; data: string }; cause: { message: string; code: string } } };
+    const err = lines[0]?.err as {
+      type: string;
+      message: string;
+      stack: string;
+      cause: { statusCode: number; body: { message: string; data: string }; cause: { message: string; code: string } };
+    };
     assert.equal(err.type, 'Error');
     assert.equal(err.message, 'apply failed');
     assert.match(err.stack, /apply failed/);
@@ -106,15 +122,26 @@ describe('sanitize', () => {
   });
 
   it('when a key names a credential, whatever its case or spelling, it should redact the value', () => {
-    assert.deepEqual(sanitize({ Authorization: 'x', 'rotated-token': 'y', rotatedToken: 'z', bearerToken: 'w', Password: 'p', 'set-cookie': ['c'], tokens: 3 }), {
-      Authorization: REDACTED,
-      'rotated-token': REDACTED,
-      rotatedToken: REDACTED,
-      bearerToken: REDACTED,
-      Password: REDACTED,
-      'set-cookie': REDACTED,
-      tokens: 3,
-    });
+    assert.deepEqual(
+      sanitize({
+        Authorization: 'x',
+        'rotated-token': 'y',
+        rotatedToken: 'z',
+        bearerToken: 'w',
+        Password: 'p',
+        'set-cookie': ['c'],
+        tokens: 3,
+      }),
+      {
+        Authorization: REDACTED,
+        'rotated-token': REDACTED,
+        rotatedToken: REDACTED,
+        bearerToken: REDACTED,
+        Password: REDACTED,
+        'set-cookie': REDACTED,
+        tokens: 3,
+      },
+    );
   });
 });
 
@@ -128,6 +155,9 @@ describe('scrub', () => {
   it('when a string holds a bootstrap token, it should mask its secret half only, and leave look-alikes alone', () => {
     assert.equal(scrub(`token ${BOOTSTRAP}.`), `token k9f3az.${REDACTED}.`);
     assert.equal(scrub('host abcdef.0123456789abcdefg'), 'host abcdef.0123456789abcdefg', '17 characters: not a token');
-    assert.equal(scrub('image registry.local:5000/kindling/release:1.36.2'), 'image registry.local:5000/kindling/release:1.36.2');
+    assert.equal(
+      scrub('image registry.local:5000/kindling/release:1.36.2'),
+      'image registry.local:5000/kindling/release:1.36.2',
+    );
   });
 });

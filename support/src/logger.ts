@@ -7,14 +7,31 @@
  * redacted, and every string has bearer credentials, JWTs and bootstrap tokens masked. An Error becomes
  * its type, message, stack, own fields and cause, all sanitized the same way.
  */
-import { pino, type Bindings, type ChildLoggerOptions, type Logger, type LoggerOptions, type DestinationStream } from 'pino';
+import {
+  pino,
+  type Bindings,
+  type ChildLoggerOptions,
+  type Logger,
+  type LoggerOptions,
+  type DestinationStream,
+} from 'pino';
 
 export type { Logger } from 'pino';
 
 export const REDACTED = '[REDACTED]';
 
 /** Keys (lower case, without `-` and `_`) whose values are credentials, whatever they hold. */
-const SECRET_KEYS = new Set(['authorization', 'proxyauthorization', 'password', 'cookie', 'setcookie', 'kubeconfig', 'data', 'stringdata', 'privatekey']);
+const SECRET_KEYS = new Set([
+  'authorization',
+  'proxyauthorization',
+  'password',
+  'cookie',
+  'setcookie',
+  'kubeconfig',
+  'data',
+  'stringdata',
+  'privatekey',
+]);
 
 /** Any key ending in "token" (token, rotated-token, bearerToken…) holds one. */
 function isSecretKey(key: string): boolean {
@@ -73,7 +90,9 @@ function cleanObject(value: object, walk: Walk): unknown {
 }
 
 function cleanEntries(entries: [string, unknown][], walk: Walk): Record<string, unknown> {
-  return Object.fromEntries(entries.map(([k, v]) => [k, isSecretKey(k) && v !== undefined && v !== null ? REDACTED : clean(v, walk)]));
+  return Object.fromEntries(
+    entries.map(([k, v]) => [k, isSecretKey(k) && v !== undefined && v !== null ? REDACTED : clean(v, walk)]),
+  );
 }
 
 /** An Error as pino's serializer shows it, plus what that one drops: the cause, kept as an Error of its own. */
@@ -104,7 +123,10 @@ export function createLogger(cfg: LoggerConfig): Logger {
     hooks: {
       // Arguments interpolated into the message (`%o`, `%j`) are stringified before any formatter sees them.
       logMethod(args, method) {
-        method.apply(this, args.map((a: unknown, i) => (i > 0 && typeof a === 'object' ? sanitize(a) : a)) as Parameters<typeof method>);
+        method.apply(
+          this,
+          args.map((a: unknown, i) => (i > 0 && typeof a === 'object' ? sanitize(a) : a)) as Parameters<typeof method>,
+        );
       },
     },
     timestamp: pino.stdTimeFunctions.isoTime,

@@ -22,14 +22,28 @@ describe('allocator', () => {
   });
 
   it('when the library is mapped, it should name jemalloc; else the C library', () => {
-    assert.equal(allocator(() => `7f00-7f10 r-xp 0 08:01 42 /usr/lib/x86_64-linux-gnu/${JEMALLOC_LIBRARY}\n`), 'jemalloc');
-    assert.equal(allocator(() => '7f00-7f10 r-xp 0 08:01 42 /usr/lib/x86_64-linux-gnu/libc.so.6\n'), 'libc');
-    assert.equal(allocator(() => { throw new Error('no /proc'); }), 'libc');
+    assert.equal(
+      allocator(() => `7f00-7f10 r-xp 0 08:01 42 /usr/lib/x86_64-linux-gnu/${JEMALLOC_LIBRARY}\n`),
+      'jemalloc',
+    );
+    assert.equal(
+      allocator(() => '7f00-7f10 r-xp 0 08:01 42 /usr/lib/x86_64-linux-gnu/libc.so.6\n'),
+      'libc',
+    );
+    assert.equal(
+      allocator(() => {
+        throw new Error('no /proc');
+      }),
+      'libc',
+    );
   });
 
   it('when the image is built, it should install and preload jemalloc with the same settings', () => {
     const dockerfile = readFileSync(new URL('../../../Dockerfile', import.meta.url), 'utf8');
     assert.match(dockerfile, /apt-get install[^\n]*\blibjemalloc2\b/);
-    assert.match(dockerfile, new RegExp(`^ENV LD_PRELOAD=${JEMALLOC_LIBRARY.replace(/\./g, '\\.')} MALLOC_CONF=${MALLOC_CONF}$`, 'm'));
+    assert.match(
+      dockerfile,
+      new RegExp(`^ENV LD_PRELOAD=${JEMALLOC_LIBRARY.replace(/\./g, '\\.')} MALLOC_CONF=${MALLOC_CONF}$`, 'm'),
+    );
   });
 });

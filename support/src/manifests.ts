@@ -6,7 +6,8 @@ import type { KubernetesObject } from '#k8s';
 /** Parses multi-document YAML into objects, skipping empty documents; a syntax error names the source. */
 export function parseManifests(text: string, source = 'manifest'): KubernetesObject[] {
   return parseAllDocuments(text).flatMap((doc, i) => {
-    if (doc.errors.length > 0) throw new Error(`${source}: document ${i + 1}: ${doc.errors[0]?.message ?? 'invalid YAML'}`);
+    if (doc.errors.length > 0)
+      throw new Error(`${source}: document ${i + 1}: ${doc.errors[0]?.message ?? 'invalid YAML'}`);
     const value = doc.toJS() as KubernetesObject | null;
     return value === null ? [] : [value];
   });
@@ -16,7 +17,10 @@ export function parseManifests(text: string, source = 'manifest'): KubernetesObj
 export async function loadManifests(path: string): Promise<KubernetesObject[]> {
   const files = path.endsWith('.yaml')
     ? [path]
-    : (await readdir(path)).filter((f) => f.endsWith('.yaml')).sort().map((f) => join(path, f));
+    : (await readdir(path))
+        .filter((f) => f.endsWith('.yaml'))
+        .sort()
+        .map((f) => join(path, f));
   const parsed = await Promise.all(files.map(async (f) => parseManifests(await readFile(f, 'utf8'), f)));
   return parsed.flat();
 }

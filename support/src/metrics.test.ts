@@ -5,10 +5,14 @@ import type { WorkQueue } from './queue.js';
 
 /** A queue as the depth gauge sees it, counting how often it is asked. */
 function queueOf(name: string, depth: number): WorkQueue & { asked: number } {
-  const q = { name, asked: 0, get depth(): number {
-    q.asked++;
-    return depth;
-  } };
+  const q = {
+    name,
+    asked: 0,
+    get depth(): number {
+      q.asked++;
+      return depth;
+    },
+  };
   return q as unknown as WorkQueue & { asked: number };
 }
 

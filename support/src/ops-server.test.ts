@@ -8,7 +8,11 @@ describe('startOpsServer', () => {
     let synced = false;
     const registry = new Registry();
     new Counter({ name: 'kindling_test_total', help: 'test', registers: [registry] }).inc(3);
-    const ops = await startOpsServer({ address: '127.0.0.1:0', registry, readiness: [{ name: 'nodepool cache', check: () => synced }] });
+    const ops = await startOpsServer({
+      address: '127.0.0.1:0',
+      registry,
+      readiness: [{ name: 'nodepool cache', check: () => synced }],
+    });
     try {
       const url = (p: string): string => `http://127.0.0.1:${ops.port}${p}`;
       assert.equal((await fetch(url('/healthz'))).status, 200);

@@ -16,7 +16,11 @@ export interface OpsServer {
   close(): Promise<void>;
 }
 
-export async function startOpsServer(opts: { address: string; registry: Registry; readiness: ReadinessCheck[] }): Promise<OpsServer> {
+export async function startOpsServer(opts: {
+  address: string;
+  registry: Registry;
+  readiness: ReadinessCheck[];
+}): Promise<OpsServer> {
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     if (req.method !== 'GET') {

@@ -35,7 +35,9 @@ export interface IssueOptions {
 }
 
 function toPem(der: ArrayBuffer, label: string): string {
-  const b64 = Buffer.from(der).toString('base64').replace(/(.{64})/g, '$1\n');
+  const b64 = Buffer.from(der)
+    .toString('base64')
+    .replace(/(.{64})/g, '$1\n');
   return `-----BEGIN ${label}-----\n${b64}${b64.endsWith('\n') ? '' : '\n'}-----END ${label}-----\n`;
 }
 
@@ -55,7 +57,7 @@ function serial(): string {
 }
 
 export async function createCertificateAuthority(commonName: string, validDays = 3650): Promise<CertificateAuthority> {
-  const keys = (await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify']));
+  const keys = await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify']);
   const now = Date.now();
   const cert = await x509.X509CertificateGenerator.createSelfSigned({
     serialNumber: serial(),
@@ -87,7 +89,7 @@ export async function loadCertificateAuthority(pair: KeyPairPem): Promise<Certif
 }
 
 async function issue(ca: x509.X509Certificate, caKey: Key, opts: IssueOptions): Promise<KeyPairPem> {
-  const keys = (await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify']));
+  const keys = await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify']);
   const now = Date.now();
   const names = [
     ...(opts.dnsNames ?? []).map((value) => ({ type: 'dns' as const, value })),
@@ -139,7 +141,13 @@ async function keyPairOf(pem: string | undefined): Promise<webcrypto.CryptoKeyPa
   const privateKey = createPrivateKey(pem);
   const spki = createPublicKey(privateKey).export({ type: 'spki', format: 'der' });
   return {
-    privateKey: await webcrypto.subtle.importKey('pkcs8', privateKey.export({ type: 'pkcs8', format: 'der' }), ALG, true, ['sign']),
+    privateKey: await webcrypto.subtle.importKey(
+      'pkcs8',
+      privateKey.export({ type: 'pkcs8', format: 'der' }),
+      ALG,
+      true,
+      ['sign'],
+    ),
     publicKey: await webcrypto.subtle.importKey('spki', spki, ALG, true, ['verify']),
   };
 }
@@ -175,8 +183,12 @@ export interface CertificateInfo {
 export async function verifyCertificate(certPem: string, caPem: string, at = new Date()): Promise<CertificateInfo> {
   const cert = new x509.X509Certificate(certPem);
   const ca = new x509.X509Certificate(caPem);
-  if (!(await cert.verify({ publicKey: ca.publicKey, signatureOnly: true }))) throw new Error(`certificate "${cert.subject}" is not signed by CA "${ca.subject}"`);
-  if (at < cert.notBefore || at > cert.notAfter) throw new Error(`certificate "${cert.subject}" is not valid at ${at.toISOString()} (valid ${cert.notBefore.toISOString()} to ${cert.notAfter.toISOString()})`);
+  if (!(await cert.verify({ publicKey: ca.publicKey, signatureOnly: true })))
+    throw new Error(`certificate "${cert.subject}" is not signed by CA "${ca.subject}"`);
+  if (at < cert.notBefore || at > cert.notAfter)
+    throw new Error(
+      `certificate "${cert.subject}" is not valid at ${at.toISOString()} (valid ${cert.notBefore.toISOString()} to ${cert.notAfter.toISOString()})`,
+    );
   const name = cert.subjectName;
   return { commonName: name.getField('CN')[0] ?? '', organizations: name.getField('O'), notAfter: cert.notAfter };
 }

@@ -70,7 +70,11 @@ describe('WorkQueue', () => {
 
   it('when reconcile throws a TerminalError, it should not retry', async () => {
     const clock = manualClock();
-    const q = new WorkQueue({ name: 't', clock, reconcile: async () => Promise.reject(new TerminalError('bad spec', 'Invalid')) });
+    const q = new WorkQueue({
+      name: 't',
+      clock,
+      reconcile: async () => Promise.reject(new TerminalError('bad spec', 'Invalid')),
+    });
     q.add('a');
     await q.drained();
     assert.deepEqual(clock.pending(), []);
@@ -78,7 +82,11 @@ describe('WorkQueue', () => {
 
   it('when reconcile throws a NotReadyError, it should requeue after its delay without backoff', async () => {
     const clock = manualClock();
-    const q = new WorkQueue({ name: 't', clock, reconcile: async () => Promise.reject(new NotReadyError('wait', 5000)) });
+    const q = new WorkQueue({
+      name: 't',
+      clock,
+      reconcile: async () => Promise.reject(new NotReadyError('wait', 5000)),
+    });
     q.add('a');
     await q.drained();
     assert.deepEqual(clock.pending(), [5000]);

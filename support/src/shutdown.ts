@@ -14,7 +14,11 @@ export interface Shutdown {
   readonly begun: Promise<string>;
 }
 
-export function createShutdown(log: Logger, deadlineMs = 20_000, exit: (code: number) => void = (c) => process.exit(c)): Shutdown {
+export function createShutdown(
+  log: Logger,
+  deadlineMs = 20_000,
+  exit: (code: number) => void = (c) => process.exit(c),
+): Shutdown {
   const closers: { name: string; close: () => Promise<void> | void }[] = [];
   let running: Promise<void> | undefined;
   let begin!: (reason: string) => void;

@@ -9,7 +9,9 @@ type FenceViolation = (from: string, to: string) => string | undefined;
 
 /** The fence lives in eslint.config.js (the lint enforces it per file); this reads the same function. */
 async function loadFence(): Promise<FenceViolation> {
-  const config = (await import(pathToFileURL(join(ROOT, 'eslint.config.js')).href)) as { fenceViolation: FenceViolation };
+  const config = (await import(pathToFileURL(join(ROOT, 'eslint.config.js')).href)) as {
+    fenceViolation: FenceViolation;
+  };
   return config.fenceViolation;
 }
 
@@ -26,7 +28,13 @@ describe('the import graph', () => {
   });
 
   it('when a cycle is made, it should report its files', () => {
-    const made = [...edges, { from: 'a.ts', to: 'b.ts' }, { from: 'b.ts', to: 'c.ts' }, { from: 'c.ts', to: 'a.ts' }, { from: 'c.ts', to: 'd.ts' }];
+    const made = [
+      ...edges,
+      { from: 'a.ts', to: 'b.ts' },
+      { from: 'b.ts', to: 'c.ts' },
+      { from: 'c.ts', to: 'a.ts' },
+      { from: 'c.ts', to: 'd.ts' },
+    ];
     assert.deepEqual(cycles(made), [['a.ts', 'b.ts', 'c.ts']]);
   });
 
@@ -71,14 +79,26 @@ describe('the fence', () => {
 describe("the image's compile (tsconfig.build.json)", () => {
   it('when it lists what it compiles, it should hold the product sources and no test code', () => {
     const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
-    const run = spawnSync(process.execPath, [tsc, '-p', join(ROOT, 'tsconfig.build.json'), '--listFilesOnly'], { encoding: 'utf8' });
+    const run = spawnSync(process.execPath, [tsc, '-p', join(ROOT, 'tsconfig.build.json'), '--listFilesOnly'], {
+      encoding: 'utf8',
+    });
     assert.equal(run.status, 0, run.stdout + run.stderr);
     const ours = run.stdout
       .split('\n')
       .map((line) => relative(ROOT, line.trim()).split(sep).join('/'))
       .filter((file) => FOLDERS.some((f) => file.startsWith(`${f}/`)));
-    assert.ok(ours.includes('cli/src/main.ts') && ours.includes('nodepool-controller/src/controller.ts'), 'the product is compiled');
-    const testCode = ours.filter((f) => f.endsWith('.test.ts') || f.includes('/testing/') || f.startsWith('local/') || f.startsWith('test/') || !f.includes('/src/'));
+    assert.ok(
+      ours.includes('cli/src/main.ts') && ours.includes('nodepool-controller/src/controller.ts'),
+      'the product is compiled',
+    );
+    const testCode = ours.filter(
+      (f) =>
+        f.endsWith('.test.ts') ||
+        f.includes('/testing/') ||
+        f.startsWith('local/') ||
+        f.startsWith('test/') ||
+        !f.includes('/src/'),
+    );
     assert.deepEqual(testCode, []);
   });
 });

@@ -12,7 +12,17 @@ import ts from 'typescript';
 export const ROOT = resolveRoot(dirname(fileURLToPath(import.meta.url)));
 
 /** Top-level folders in the order the graph prints them: shared code, then deployables, then dev-only. */
-export const FOLDERS = ['api', 'support', 'cli', 'nodepool-controller', 'ignition-server', 'inplace-upgrader', 'drainer', 'local', 'test'] as const;
+export const FOLDERS = [
+  'api',
+  'support',
+  'cli',
+  'nodepool-controller',
+  'ignition-server',
+  'inplace-upgrader',
+  'drainer',
+  'local',
+  'test',
+] as const;
 
 export interface Edge {
   /** Importing file, relative to the root with forward slashes (e.g. cli/src/plan.ts). */
@@ -56,7 +66,9 @@ export function importEdges(root = ROOT): Edge[] {
   const known = new Set(files);
   return files.flatMap((from) => {
     const info = ts.preProcessFile(readFileSync(join(root, from), 'utf8'), true, true);
-    const targets = info.importedFiles.map((f) => target(from, f.fileName, known)).filter((t): t is string => t !== undefined);
+    const targets = info.importedFiles
+      .map((f) => target(from, f.fileName, known))
+      .filter((t): t is string => t !== undefined);
     return [...new Set(targets)].map((to) => ({ from, to }));
   });
 }

@@ -19,10 +19,19 @@ const BENCHES: Record<string, { script: string; args: string[] }> = {
   // 1,000 NodePools against the real ignition server (target 6).
   controller: { script: 'nodepool-controller.js', args: ['1000'] },
   // 100 nodes, maxUnavailable 10 on the MachineSet engine (target 7).
-  rollout: { script: 'inplace.js', args: ['--engine', 'MachineSet', '--nodes', '100', '--max-unavailable', '10', '--step', '5', '--target', '1.1'] },
+  rollout: {
+    script: 'inplace.js',
+    args: ['--engine', 'MachineSet', '--nodes', '100', '--max-unavailable', '10', '--step', '5', '--target', '1.1'],
+  },
   // Issue 12's comparison of the in-place engines: 30 nodes, maxUnavailable 3, each engine.
-  'rollout-30': { script: 'inplace.js', args: ['--engine', 'MachineSet', '--nodes', '30', '--max-unavailable', '3', '--step', '5'] },
-  'rollout-capi': { script: 'inplace.js', args: ['--engine', 'ClusterAPI', '--nodes', '30', '--max-unavailable', '3', '--step', '5'] },
+  'rollout-30': {
+    script: 'inplace.js',
+    args: ['--engine', 'MachineSet', '--nodes', '30', '--max-unavailable', '3', '--step', '5'],
+  },
+  'rollout-capi': {
+    script: 'inplace.js',
+    args: ['--engine', 'ClusterAPI', '--nodes', '30', '--max-unavailable', '3', '--step', '5'],
+  },
 };
 
 const out = (line: string): void => void process.stdout.write(`${line}\n`);
@@ -32,7 +41,10 @@ function runBench(name: string, rowsFile: string): Promise<number> {
   if (!bench) throw new Error(`no benchmark "${name}" (known: ${Object.keys(BENCHES).join(', ')})`);
   const script = fileURLToPath(new URL(`./${bench.script}`, import.meta.url));
   out(`\n=== ${name}: node ${bench.script} ${bench.args.join(' ')}`);
-  const child = spawn(process.execPath, [script, ...bench.args], { stdio: 'inherit', env: { ...process.env, [ROWS_FILE_ENV]: rowsFile } });
+  const child = spawn(process.execPath, [script, ...bench.args], {
+    stdio: 'inherit',
+    env: { ...process.env, [ROWS_FILE_ENV]: rowsFile },
+  });
   return new Promise((resolve) => child.on('exit', (code) => resolve(code ?? 1)));
 }
 
@@ -41,14 +53,20 @@ async function main(): Promise<void> {
   const names = (values.only ?? '').split(',').filter((n) => n !== '');
   const dir = await mkdtemp(join(tmpdir(), 'bench-all-'));
   const rowsFile = join(dir, 'rows.jsonl');
-  const header = `machine: ${availableParallelism()} cores (${cpus()[0]?.model ?? '?'}), load average at start ${loadavg().map((l) => l.toFixed(2)).join(' ')}`;
+  const header = `machine: ${availableParallelism()} cores (${cpus()[0]?.model ?? '?'}), load average at start ${loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ')}`;
   const failed: string[] = [];
   try {
     for (const name of names) if ((await runBench(name, rowsFile)) !== 0) failed.push(name);
     const rows = parseRows(await readFile(rowsFile, 'utf8').catch(() => ''));
     out('');
     out(header);
-    out(`load average at the end: ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+    out(
+      `load average at the end: ${loadavg()
+        .map((l) => l.toFixed(2))
+        .join(' ')}`,
+    );
     for (const line of formatTable(rows)) out(line);
     if (failed.length > 0) out(`benchmarks that did not finish: ${failed.join(', ')}`);
     if (failed.length > 0 || rows.some((r) => r.pass === false)) process.exitCode = 1;

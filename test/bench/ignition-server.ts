@@ -106,17 +106,37 @@ interface GetOptions {
 function get(opts: GetOptions): Promise<Reply> {
   const started = performance.now();
   return new Promise((resolve, reject) => {
-    const r = request({ host: '127.0.0.1', port: opts.port, path: '/ignition', ca: opts.ca, headers: opts.headers, servername: 'localhost', agent: false, timeout: 60_000 }, (res) => {
-      const firstByteAt = performance.now();
-      const chunks: Buffer[] = [];
-      let bytes = 0;
-      res.on('data', (c: Buffer) => {
-        bytes += c.length;
-        if (opts.keepBody === true) chunks.push(c);
-      });
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, bytes, ttfbMs: firstByteAt - started, firstByteAt, ...(opts.keepBody === true ? { body: Buffer.concat(chunks) } : {}) }));
-      res.on('error', reject);
-    });
+    const r = request(
+      {
+        host: '127.0.0.1',
+        port: opts.port,
+        path: '/ignition',
+        ca: opts.ca,
+        headers: opts.headers,
+        servername: 'localhost',
+        agent: false,
+        timeout: 60_000,
+      },
+      (res) => {
+        const firstByteAt = performance.now();
+        const chunks: Buffer[] = [];
+        let bytes = 0;
+        res.on('data', (c: Buffer) => {
+          bytes += c.length;
+          if (opts.keepBody === true) chunks.push(c);
+        });
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            bytes,
+            ttfbMs: firstByteAt - started,
+            firstByteAt,
+            ...(opts.keepBody === true ? { body: Buffer.concat(chunks) } : {}),
+          }),
+        );
+        res.on('error', reject);
+      },
+    );
     r.on('timeout', () => r.destroy(new Error('request timed out')));
     r.on('error', reject);
     r.end();
@@ -129,7 +149,9 @@ async function inBatches<T>(items: T[], size: number, fn: (t: T) => Promise<unkn
 
 /** `data:` URL of n random bytes' worth of base64 text, so the file is n characters and incompressible. */
 function bulkSource(chars: number): string {
-  return `data:;base64,${randomBytes(Math.ceil((chars * 3) / 4)).toString('base64').slice(0, chars - (chars % 4))}`;
+  return `data:;base64,${randomBytes(Math.ceil((chars * 3) / 4))
+    .toString('base64')
+    .slice(0, chars - (chars % 4))}`;
 }
 
 function machineConfig(name: string, path: string, kib: number): Record<string, unknown> {
@@ -137,7 +159,14 @@ function machineConfig(name: string, path: string, kib: number): Record<string, 
     apiVersion: 'machineconfiguration.openshift.io/v1',
     kind: 'MachineConfig',
     metadata: { name },
-    spec: { config: { ignition: { version: '3.2.0' }, storage: { files: [{ path, mode: 420, contents: { source: kib > 0 ? bulkSource(kib * KiB) : 'data:,bench%0A' } }] } } },
+    spec: {
+      config: {
+        ignition: { version: '3.2.0' },
+        storage: {
+          files: [{ path, mode: 420, contents: { source: kib > 0 ? bulkSource(kib * KiB) : 'data:,bench%0A' } }],
+        },
+      },
+    },
   };
 }
 
@@ -188,11 +217,40 @@ export function parseWrk(text: string): Omit<WrkResult, 'cpuUsPerRequest'> {
   };
 }
 
-async function wrk(port: number, headers: Record<string, string>, pids: () => number[], perfFile?: string): Promise<WrkResult> {
-  const args = ['-t2', `-c${OPTS.connections}`, `-d${OPTS.durationS}s`, '--latency', ...Object.entries(headers).flatMap(([k, v]) => ['-H', `${k}: ${v}`]), `https://127.0.0.1:${port}/ignition`];
+async function wrk(
+  port: number,
+  headers: Record<string, string>,
+  pids: () => number[],
+  perfFile?: string,
+): Promise<WrkResult> {
+  const args = [
+    '-t2',
+    `-c${OPTS.connections}`,
+    `-d${OPTS.durationS}s`,
+    '--latency',
+    ...Object.entries(headers).flatMap(([k, v]) => ['-H', `${k}: ${v}`]),
+    `https://127.0.0.1:${port}/ignition`,
+  ];
   const before = cpuSeconds(pids());
   // Recorded over most of the run (all its threads, kernel included); a profiled run's figures carry perf's cost.
-  const perf = perfFile === undefined ? undefined : run('perf', ['record', '-g', '-o', perfFile, '-p', pids().join(','), '--', 'sleep', String(Math.max(1, OPTS.durationS - 2))], { timeout: (OPTS.durationS + 60) * 1000 });
+  const perf =
+    perfFile === undefined
+      ? undefined
+      : run(
+          'perf',
+          [
+            'record',
+            '-g',
+            '-o',
+            perfFile,
+            '-p',
+            pids().join(','),
+            '--',
+            'sleep',
+            String(Math.max(1, OPTS.durationS - 2)),
+          ],
+          { timeout: (OPTS.durationS + 60) * 1000 },
+        );
   const { stdout } = await run(WRK, args, { timeout: (OPTS.durationS + 60) * 1000, maxBuffer: 4 * MiB });
   await perf;
   const cpu = cpuSeconds(pids()) - before;
@@ -223,7 +281,12 @@ interface Server {
   namespace: string;
 }
 
-async function startServer(b: Bench, name: string, namespace: string, cacheDir = join(b.dir, `cache-${namespace}`)): Promise<Server> {
+async function startServer(
+  b: Bench,
+  name: string,
+  namespace: string,
+  cacheDir = join(b.dir, `cache-${namespace}`),
+): Promise<Server> {
   const port = await freePort();
   const opsPort = await freePort();
   const spawnedAt = performance.now();
@@ -236,27 +299,55 @@ async function startServer(b: Bench, name: string, namespace: string, cacheDir =
     env: withJemalloc(process.env),
     args: [
       ...(OPTS.cpuProfDir === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', OPTS.cpuProfDir]),
-      ...(OPTS.heapSnapshotDir === undefined ? [] : ['--heapsnapshot-signal=SIGUSR2', '--diagnostic-dir', OPTS.heapSnapshotDir]),
-      KINDLING, 'ignition-server',
-      '--kubeconfig', b.cluster.kubeconfigPath,
-      '--serving-address', `127.0.0.1:${port}`,
-      '--ops-address', `127.0.0.1:${opsPort}`,
-      '--tls-cert-file', join(b.dir, 'tls.crt'),
-      '--tls-key-file', join(b.dir, 'tls.key'),
-      '--signing-key-file', join(b.dir, 'signing.pem'),
-      '--namespaces', namespace,
+      ...(OPTS.heapSnapshotDir === undefined
+        ? []
+        : ['--heapsnapshot-signal=SIGUSR2', '--diagnostic-dir', OPTS.heapSnapshotDir]),
+      KINDLING,
+      'ignition-server',
+      '--kubeconfig',
+      b.cluster.kubeconfigPath,
+      '--serving-address',
+      `127.0.0.1:${port}`,
+      '--ops-address',
+      `127.0.0.1:${opsPort}`,
+      '--tls-cert-file',
+      join(b.dir, 'tls.crt'),
+      '--tls-key-file',
+      join(b.dir, 'tls.key'),
+      '--signing-key-file',
+      join(b.dir, 'signing.pem'),
+      '--namespaces',
+      namespace,
       // The releases are OCI layouts in the bench's folder.
       '--allow-local-releases',
-      '--cache-dir', cacheDir,
-      '--leader-election-namespace', 'kindling-system',
+      '--cache-dir',
+      cacheDir,
+      '--leader-election-namespace',
+      'kindling-system',
     ],
   });
   b.processes.push(proc);
-  await eventually(`${name} to start`, () => Promise.resolve(proc.guardPid !== undefined && !Number.isNaN(childPid(proc.guardPid)) ? true : undefined), 10_000, 20);
-  return { name, proc, port, opsPort, pid: childPid(proc.guardPid as number), spawnedAt, spawnedWallMs, cacheDir, namespace };
+  await eventually(
+    `${name} to start`,
+    () => Promise.resolve(proc.guardPid !== undefined && !Number.isNaN(childPid(proc.guardPid)) ? true : undefined),
+    10_000,
+    20,
+  );
+  return {
+    name,
+    proc,
+    port,
+    opsPort,
+    pid: childPid(proc.guardPid as number),
+    spawnedAt,
+    spawnedWallMs,
+    cacheDir,
+    namespace,
+  };
 }
 
-const metric = (text: string, name: string): number => Number(new RegExp(`^${name}(?:\\{[^}]*\\})? ([\\d.e+]+)$`, 'm').exec(text)?.[1] ?? Number.NaN);
+const metric = (text: string, name: string): number =>
+  Number(new RegExp(`^${name}(?:\\{[^}]*\\})? ([\\d.e+]+)$`, 'm').exec(text)?.[1] ?? Number.NaN);
 
 interface TokenSecretSpec {
   namespace: string;
@@ -266,27 +357,48 @@ interface TokenSecretSpec {
   release: string;
 }
 
-async function createTokenSecret(b: Bench, { namespace, pool, hash, config, release }: TokenSecretSpec): Promise<string> {
+async function createTokenSecret(
+  b: Bench,
+  { namespace, pool, hash, config, release }: TokenSecretSpec,
+): Promise<string> {
   const name = tokenSecretName(pool, hash);
   await b.core.createNamespacedSecret({
     namespace,
     body: {
-      metadata: { name, namespace, labels: { [LABELS.tokenSecret]: 'true', [LABELS.nodePool]: pool, [LABELS.configHash]: hash } },
-      stringData: { [SECRET_KEYS.release]: release, [SECRET_KEYS.config]: JSON.stringify(config), [SECRET_KEYS.pool]: `${namespace}/${pool}` },
+      metadata: {
+        name,
+        namespace,
+        labels: { [LABELS.tokenSecret]: 'true', [LABELS.nodePool]: pool, [LABELS.configHash]: hash },
+      },
+      stringData: {
+        [SECRET_KEYS.release]: release,
+        [SECRET_KEYS.config]: JSON.stringify(config),
+        [SECRET_KEYS.pool]: `${namespace}/${pool}`,
+      },
     },
   });
   return name;
 }
 
 async function mintedToken(b: Bench, namespace: string, name: string): Promise<string> {
-  return eventually(`a token in ${name}`, async () => {
-    const data = (await b.core.readNamespacedSecret({ name, namespace })).data?.[SECRET_KEYS.token];
-    return data === undefined ? undefined : Buffer.from(data, 'base64').toString();
-  }, 300_000, 200);
+  return eventually(
+    `a token in ${name}`,
+    async () => {
+      const data = (await b.core.readNamespacedSecret({ name, namespace })).data?.[SECRET_KEYS.token];
+      return data === undefined ? undefined : Buffer.from(data, 'base64').toString();
+    },
+    300_000,
+    200,
+  );
 }
 
 function ignitionHeaders(token: string, pool: string, hash: string): Record<string, string> {
-  return { Authorization: `Bearer ${token}`, [IGNITION_HEADERS.nodePool]: pool, [IGNITION_HEADERS.targetConfigVersionHash]: hash, Accept: ACCEPT };
+  return {
+    Authorization: `Bearer ${token}`,
+    [IGNITION_HEADERS.nodePool]: pool,
+    [IGNITION_HEADERS.targetConfigVersionHash]: hash,
+    Accept: ACCEPT,
+  };
 }
 
 async function setUp(): Promise<Bench> {
@@ -294,18 +406,42 @@ async function setUp(): Promise<Bench> {
   const goBin = await buildGoReference(dir);
   const cluster = await startCluster({ name: 'mgmt', controllerManager: false });
   const core = cluster.kubeConfig.makeApiClient(k8s.CoreV1Api);
-  for (const name of ['serve', 'storm', 'memory', 'kindling-system']) await core.createNamespace({ body: { metadata: { name } } });
+  for (const name of ['serve', 'storm', 'memory', 'kindling-system'])
+    await core.createNamespace({ body: { metadata: { name } } });
   const ca = await createCertificateAuthority('ignition serving CA');
-  const serving = await ca.issue({ commonName: 'ignition', dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'], usage: 'server' });
+  const serving = await ca.issue({
+    commonName: 'ignition',
+    dnsNames: ['localhost'],
+    ipAddresses: ['127.0.0.1'],
+    usage: 'server',
+  });
   await writeFile(join(dir, 'tls.crt'), serving.certPem);
   await writeFile(join(dir, 'tls.key'), serving.keyPem);
   await writeFile(join(dir, 'signing.pem'), ecKeyPem());
   // The shared part of every payload lives in the release, built with the release tool as an operator would.
-  const bulk: Record<string, Record<string, unknown>> = OPTS.releaseKib > 0 ? { '20-bulk.json': { ignition: { version: '3.2.0' }, storage: { files: [{ path: '/opt/kindling/base.bin', mode: 420, contents: { source: bulkSource(OPTS.releaseKib * KiB) } }] } } } : {};
+  const bulk: Record<string, Record<string, unknown>> = OPTS.releaseKib > 0
+    ? {
+        '20-bulk.json': {
+          ignition: { version: '3.2.0' },
+          storage: {
+            files: [
+              { path: '/opt/kindling/base.bin', mode: 420, contents: { source: bulkSource(OPTS.releaseKib * KiB) } },
+            ],
+          },
+        },
+      }
+    : {};
   const releases = { small: '', bulk: '' };
-  for (const [name, fragments] of [['small', BASE_FRAGMENTS], ['bulk', { ...BASE_FRAGMENTS, ...bulk }]] as const) {
+  for (const [name, fragments] of [
+    ['small', BASE_FRAGMENTS],
+    ['bulk', { ...BASE_FRAGMENTS, ...bulk }],
+  ] as const) {
     const folder = await writeReleaseFolder(join(dir, `release-src-${name}`), undefined, fragments);
-    await run(process.execPath, [KINDLING, 'release', 'build', folder, '--output', join(dir, `release-${name}`), '--tag', 'v1'], { timeout: 60_000 });
+    await run(
+      process.execPath,
+      [KINDLING, 'release', 'build', folder, '--output', join(dir, `release-${name}`), '--tag', 'v1'],
+      { timeout: 60_000 },
+    );
     releases[name] = `oci:${join(dir, `release-${name}`)}:v1`;
   }
   return { dir, cluster, core, ca: ca.certPem, releases, goBin, processes: [] };
@@ -313,10 +449,15 @@ async function setUp(): Promise<Bench> {
 
 /** A 200 from the server for these headers (a payload may still be generating: 511 until it is). */
 async function fetched(b: Bench, port: number, headers: Record<string, string>): Promise<Reply> {
-  return eventually('a 200 from the ignition server', async () => {
-    const r = await get({ port, ca: b.ca, headers, keepBody: true });
-    return r.status === 200 ? r : undefined;
-  }, 300_000, 100);
+  return eventually(
+    'a 200 from the ignition server',
+    async () => {
+      const r = await get({ port, ca: b.ca, headers, keepBody: true });
+      return r.status === 200 ? r : undefined;
+    },
+    300_000,
+    100,
+  );
 }
 
 interface Case {
@@ -332,7 +473,13 @@ interface Case {
 async function warmCase(b: Bench, server: Server, name: 'small' | 'bulk'): Promise<Case> {
   const pool = `bench-${name}`;
   const hash = 'warm0001';
-  const secret = await createTokenSecret(b, { namespace: server.namespace, pool, hash, config: [machineConfig('99-bench-motd', '/etc/motd', 0)], release: b.releases[name] });
+  const secret = await createTokenSecret(b, {
+    namespace: server.namespace,
+    pool,
+    hash,
+    config: [machineConfig('99-bench-motd', '/etc/motd', 0)],
+    release: b.releases[name],
+  });
   const token = await mintedToken(b, server.namespace, secret);
   const headers = ignitionHeaders(token, `${server.namespace}/${pool}`, hash);
   const payload = (await fetched(b, server.port, headers)).body as Buffer;
@@ -343,14 +490,24 @@ async function warmCase(b: Bench, server: Server, name: 'small' | 'bulk'): Promi
 
 /** A reference must answer the same bytes to the token, 401 to another token, 403 to another pool. */
 async function checkReference(b: Bench, ref: Reference, c: Case): Promise<void> {
-  const same = await eventually(`a 200 from ${ref.name}`, async () => {
-    const r = await get({ port: ref.port, ca: b.ca, headers: c.headers, keepBody: true }).catch(() => undefined);
-    return r?.status === 200 ? r : undefined;
-  }, 30_000, 50);
+  const same = await eventually(
+    `a 200 from ${ref.name}`,
+    async () => {
+      const r = await get({ port: ref.port, ca: b.ca, headers: c.headers, keepBody: true }).catch(() => undefined);
+      return r?.status === 200 ? r : undefined;
+    },
+    30_000,
+    50,
+  );
   if (!c.payload.equals(same.body as Buffer)) throw new Error(`${ref.name} does not serve the same bytes (${c.name})`);
   const refused = await get({ port: ref.port, ca: b.ca, headers: { ...c.headers, Authorization: 'Bearer wrong' } });
-  const otherPool = await get({ port: ref.port, ca: b.ca, headers: { ...c.headers, [IGNITION_HEADERS.nodePool]: 'other/pool' } });
-  if (refused.status !== 401 || otherPool.status !== 403) throw new Error(`${ref.name} answered ${refused.status} to a wrong token and ${otherPool.status} to another pool`);
+  const otherPool = await get({
+    port: ref.port,
+    ca: b.ca,
+    headers: { ...c.headers, [IGNITION_HEADERS.nodePool]: 'other/pool' },
+  });
+  if (refused.status !== 401 || otherPool.status !== 403)
+    throw new Error(`${ref.name} answered ${refused.status} to a wrong token and ${otherPool.status} to another pool`);
 }
 
 interface Throughput {
@@ -363,7 +520,8 @@ interface Throughput {
 async function serving(b: Bench): Promise<Throughput[]> {
   const server = await startServer(b, 'server-serve', 'serve');
   const cases: Case[] = [];
-  for (const name of ['small', 'bulk'] as const) if (OPTS.payloads.has(name)) cases.push(await warmCase(b, server, name));
+  for (const name of ['small', 'bulk'] as const)
+    if (OPTS.payloads.has(name)) cases.push(await warmCase(b, server, name));
   const sites: Site[] = cases.map((c) => ({ token: c.token, pool: c.pool, payload: c.file }));
   const tls = { cert: join(b.dir, 'tls.crt'), key: join(b.dir, 'tls.key') };
   const go = await startGo({ bin: b.goBin, dir: b.dir, name: 'go-serve', ...tls, sites });
@@ -377,8 +535,12 @@ async function serving(b: Bench): Promise<Throughput[]> {
     const t: Throughput = { name: c.name, payloadBytes: c.payload.length, results: new Map() };
     for (let round = 0; round < OPTS.rounds; round++) {
       for (const ref of [kindling, go, nginx, bare]) {
-        const perfFile = OPTS.perfDir === undefined ? undefined : join(OPTS.perfDir, `${ref.name}-${c.name}-${round}.data`);
-        t.results.set(ref.name, [...(t.results.get(ref.name) ?? []), await wrk(ref.port, c.headers, () => ref.pids(), perfFile)]);
+        const perfFile =
+          OPTS.perfDir === undefined ? undefined : join(OPTS.perfDir, `${ref.name}-${c.name}-${round}.data`);
+        t.results.set(ref.name, [
+          ...(t.results.get(ref.name) ?? []),
+          await wrk(ref.port, c.headers, () => ref.pids(), perfFile),
+        ]);
       }
     }
     results.push(t);
@@ -422,7 +584,13 @@ async function storm(b: Bench, port: number, hosts: Host[]): Promise<StormResult
       lost++;
     }),
   );
-  return { hosts: hosts.length, statuses, lost, ttfbMs: ttfb.sort((x, y) => x - y), tookMs: performance.now() - started };
+  return {
+    hosts: hosts.length,
+    statuses,
+    lost,
+    ttfbMs: ttfb.sort((x, y) => x - y),
+    tookMs: performance.now() - started,
+  };
 }
 
 /** Phase 2: N token Secrets of 10 pools, minted, then N concurrent first fetches; the same storm against Go. */
@@ -431,17 +599,32 @@ async function bootStorm(b: Bench): Promise<{ kindling: StormResult; go: StormRe
   const server = await startServer(b, 'server-storm', ns);
   const specs = Array.from({ length: OPTS.storm }, (_, i) => {
     const p = i % OPTS.stormPools;
-    return { namespace: ns, pool: `pool${p}`, hash: `h${String(i).padStart(5, '0')}`, config: [machineConfig(`50-storm-${p}`, `/etc/storm-${p}`, 0)], release: b.releases.small };
+    return {
+      namespace: ns,
+      pool: `pool${p}`,
+      hash: `h${String(i).padStart(5, '0')}`,
+      config: [machineConfig(`50-storm-${p}`, `/etc/storm-${p}`, 0)],
+      release: b.releases.small,
+    };
   });
   await inBatches(specs, 20, (s) => createTokenSecret(b, s));
   // Minted by the leader; the storm starts once every Secret holds its token (payloads may still be generating).
-  const tokens = await eventually('every storm token minted', async () => {
-    const list = await b.core.listNamespacedSecret({ namespace: ns, labelSelector: LABELS.tokenSecret });
-    const byName = new Map(list.items.map((s) => [s.metadata?.name, s.data?.[SECRET_KEYS.token]]));
-    const all = specs.map((s) => byName.get(tokenSecretName(s.pool, s.hash)));
-    return all.every((t) => t !== undefined) ? all.map((t) => Buffer.from(t, 'base64').toString()) : undefined;
-  }, 600_000, 1000);
-  const hosts = specs.map((s, i) => ({ headers: ignitionHeaders(tokens[i] as string, `${ns}/${s.pool}`, s.hash), pool: `${ns}/${s.pool}`, token: tokens[i] as string }));
+  const tokens = await eventually(
+    'every storm token minted',
+    async () => {
+      const list = await b.core.listNamespacedSecret({ namespace: ns, labelSelector: LABELS.tokenSecret });
+      const byName = new Map(list.items.map((s) => [s.metadata?.name, s.data?.[SECRET_KEYS.token]]));
+      const all = specs.map((s) => byName.get(tokenSecretName(s.pool, s.hash)));
+      return all.every((t) => t !== undefined) ? all.map((t) => Buffer.from(t, 'base64').toString()) : undefined;
+    },
+    600_000,
+    1000,
+  );
+  const hosts = specs.map((s, i) => ({
+    headers: ignitionHeaders(tokens[i] as string, `${ns}/${s.pool}`, s.hash),
+    pool: `${ns}/${s.pool}`,
+    token: tokens[i] as string,
+  }));
   const kindling = await storm(b, server.port, hosts);
   // The Go reference answers the same tokens with the same bytes (one payload per pool, fetched from the server).
   const files = new Map<string, string>();
@@ -451,9 +634,24 @@ async function bootStorm(b: Bench): Promise<{ kindling: StormResult; go: StormRe
     await writeFile(file, (await fetched(b, server.port, h.headers)).body as Buffer);
     files.set(h.pool, file);
   }
-  const go = await startGo({ bin: b.goBin, dir: b.dir, name: 'go-storm', cert: join(b.dir, 'tls.crt'), key: join(b.dir, 'tls.key'), sites: hosts.map((h) => ({ token: h.token, pool: h.pool, payload: files.get(h.pool) as string })) });
+  const go = await startGo({
+    bin: b.goBin,
+    dir: b.dir,
+    name: 'go-storm',
+    cert: join(b.dir, 'tls.crt'),
+    key: join(b.dir, 'tls.key'),
+    sites: hosts.map((h) => ({ token: h.token, pool: h.pool, payload: files.get(h.pool) as string })),
+  });
   b.processes.push(go.proc);
-  await eventually('the Go reference', async () => ((await get({ port: go.port, ca: b.ca, headers: hosts[0]?.headers ?? {} }).catch(() => undefined))?.status === 200 ? true : undefined), 30_000, 50);
+  await eventually(
+    'the Go reference',
+    async () =>
+      (await get({ port: go.port, ca: b.ca, headers: hosts[0]?.headers ?? {} }).catch(() => undefined))?.status === 200
+        ? true
+        : undefined,
+    30_000,
+    50,
+  );
   const goResult = await storm(b, go.port, hosts);
   await Promise.all([server.proc.stop(), go.proc.stop()]);
   await b.core.deleteCollectionNamespacedSecret({ namespace: ns, labelSelector: LABELS.tokenSecret });
@@ -481,7 +679,12 @@ async function memory(b: Bench): Promise<MemoryResult> {
   const ns = 'memory';
   const server = await startServer(b, 'server-memory', ns);
   // Sampled once the server is up (its ops port answers), not at a fixed delay that a loaded machine outlasts.
-  await eventually('the server up', async () => ((await opsMetrics(server.opsPort).catch(() => undefined)) === undefined ? undefined : true), 120_000, 100);
+  await eventually(
+    'the server up',
+    async () => ((await opsMetrics(server.opsPort).catch(() => undefined)) === undefined ? undefined : true),
+    120_000,
+    100,
+  );
   await new Promise((r) => setTimeout(r, 2000));
   const rssBeforeBytes = vmRssBytes(server.pid);
   const started = performance.now();
@@ -491,8 +694,11 @@ async function memory(b: Bench): Promise<MemoryResult> {
     const hash = `c${String(i).padStart(4, '0')}`;
     const config = [machineConfig(`50-bulk-${i}`, `/opt/bench/${hash}.bin`, OPTS.configKib)];
     configSecretBytes = JSON.stringify(config).length;
-    for (let j = 0; j < OPTS.secretsPerConfig; j++) jobs.push({ pool: `p${j}`, hash, name: tokenSecretName(`p${j}`, hash) });
-    await inBatches(jobs.slice(-OPTS.secretsPerConfig), OPTS.secretsPerConfig, (job) => createTokenSecret(b, { namespace: ns, pool: job.pool, hash: job.hash, config, release: b.releases.bulk }));
+    for (let j = 0; j < OPTS.secretsPerConfig; j++)
+      jobs.push({ pool: `p${j}`, hash, name: tokenSecretName(`p${j}`, hash) });
+    await inBatches(jobs.slice(-OPTS.secretsPerConfig), OPTS.secretsPerConfig, (job) =>
+      createTokenSecret(b, { namespace: ns, pool: job.pool, hash: job.hash, config, release: b.releases.bulk }),
+    );
   }
   let payloadBytes = 0;
   const seen = new Set<string>();
@@ -510,24 +716,46 @@ async function memory(b: Bench): Promise<MemoryResult> {
   const m = await opsMetrics(server.opsPort);
   const cachedBytes = metric(m, 'kindling_ignition_payload_cache_bytes');
   const status = readFileSync(`/proc/${server.pid}/status`, 'utf8');
-  const kb = (field: string): number => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? Number.NaN) * 1024;
+  const kb = (field: string): number =>
+    Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? Number.NaN) * 1024;
   const breakdown = `${mappings(server.pid)}; RssAnon ${mib(kb('RssAnon'))}, RssFile ${mib(kb('RssFile'))}, RssShmem ${mib(kb('RssShmem'))}; main thread's V8 heap ${mib(metric(m, 'nodejs_heap_size_used_bytes'))} used of ${mib(metric(m, 'nodejs_heap_size_total_bytes'))}, external ${mib(metric(m, 'nodejs_external_memory_bytes'))}`;
   const rssAfterBytes = vmRssBytes(server.pid);
   if (OPTS.heapSnapshotDir !== undefined) await heapSnapshot(server, OPTS.heapSnapshotDir);
-  return { tokens: jobs.length, payloads: seen.size, payloadBytes, cachedBytes, configSecretBytes, rssBeforeBytes, rssAfterBytes, breakdown, loadS, probe, server };
+  return {
+    tokens: jobs.length,
+    payloads: seen.size,
+    payloadBytes,
+    cachedBytes,
+    configSecretBytes,
+    rssBeforeBytes,
+    rssAfterBytes,
+    breakdown,
+    loadS,
+    probe,
+    server,
+  };
 }
 
 /** A heap snapshot of the server's main thread (a full GC first): then its RSS and heap again, garbage gone. */
 async function heapSnapshot(server: Server, dir: string): Promise<void> {
   const before = new Set(readdirSync(dir));
   process.kill(server.pid, 'SIGUSR2');
-  const file = await eventually('the heap snapshot', async () => {
-    const made = readdirSync(dir).find((f) => !before.has(f) && f.endsWith('.heapsnapshot'));
-    // Written once the server answers again (the snapshot blocks its main thread).
-    return made !== undefined && (await opsMetrics(server.opsPort).catch(() => undefined)) !== undefined ? made : undefined;
-  }, 300_000, 500);
+  const file = await eventually(
+    'the heap snapshot',
+    async () => {
+      const made = readdirSync(dir).find((f) => !before.has(f) && f.endsWith('.heapsnapshot'));
+      // Written once the server answers again (the snapshot blocks its main thread).
+      return made !== undefined && (await opsMetrics(server.opsPort).catch(() => undefined)) !== undefined
+        ? made
+        : undefined;
+    },
+    300_000,
+    500,
+  );
   const m = await opsMetrics(server.opsPort);
-  out(`  heap snapshot ${join(dir, file)}; after its full GC: VmRSS ${mib(vmRssBytes(server.pid))}, main thread's V8 heap ${mib(metric(m, 'nodejs_heap_size_used_bytes'))} used of ${mib(metric(m, 'nodejs_heap_size_total_bytes'))}`);
+  out(
+    `  heap snapshot ${join(dir, file)}; after its full GC: VmRSS ${mib(vmRssBytes(server.pid))}, main thread's V8 heap ${mib(metric(m, 'nodejs_heap_size_used_bytes'))} used of ${mib(metric(m, 'nodejs_heap_size_total_bytes'))}`,
+  );
 }
 
 type MappingKind = 'brk' | '≥ 8 MiB' | '1–8 MiB' | '< 1 MiB';
@@ -551,7 +779,9 @@ function mappings(pid: number): string {
     const rss = /^Rss:\s+(\d+) kB/.exec(line);
     if (rss && kind !== undefined) sizes[kind] += Number(rss[1]) * 1024;
   }
-  return `anonymous RSS by mapping: ${Object.entries(sizes).map(([k, v]) => `${k} ${mib(v)}`).join(', ')}`;
+  return `anonymous RSS by mapping: ${Object.entries(sizes)
+    .map(([k, v]) => `${k} ${mib(v)}`)
+    .join(', ')}`;
 }
 
 interface RestartResult {
@@ -570,12 +800,17 @@ function milestones(server: Server): string {
   for (const line of readFileSync(server.proc.logFile, 'utf8').split('\n')) {
     try {
       const { time, msg } = JSON.parse(line) as { time?: string; msg?: string };
-      if (time !== undefined && msg !== undefined && !first.has(msg)) first.set(msg, Date.parse(time) - server.spawnedWallMs);
+      if (time !== undefined && msg !== undefined && !first.has(msg))
+        first.set(msg, Date.parse(time) - server.spawnedWallMs);
     } catch {
       // not a log line
     }
   }
-  return [...first].sort((a, b) => a[1] - b[1]).slice(0, 12).map(([msg, ms]) => `${fmt(ms)} ms ${msg}`).join('; ');
+  return [...first]
+    .sort((a, b) => a[1] - b[1])
+    .slice(0, 12)
+    .map(([msg, ms]) => `${fmt(ms)} ms ${msg}`)
+    .join('; ');
 }
 
 /** Phase 4: stop, start on the same cache directory, and poll until the first 200 byte arrives. */
@@ -586,13 +821,26 @@ async function restart(b: Bench, server: Server, probe: Record<string, string>):
   let firstAnswerAt: number | undefined;
   let answered = false;
   // A server that dies while starting fails the phase at once instead of after the polling deadline.
-  const died = next.proc.exited.then((code) => (answered ? undefined : Promise.reject(new Error(`the restarted server exited with code ${code} after ${fmt((performance.now() - next.spawnedAt) / 1000, 1)} s without answering 200`))));
-  const polled = eventually('the first 200 after the restart', async () => {
-    attempts++;
-    const r = await get({ port: next.port, ca: b.ca, headers: probe }).catch(() => undefined);
-    if (r) firstAnswerAt ??= r.firstByteAt;
-    return r?.status === 200 ? r : undefined;
-  }, 600_000, 10);
+  const died = next.proc.exited.then((code) =>
+    answered
+      ? undefined
+      : Promise.reject(
+          new Error(
+            `the restarted server exited with code ${code} after ${fmt((performance.now() - next.spawnedAt) / 1000, 1)} s without answering 200`,
+          ),
+        ),
+  );
+  const polled = eventually(
+    'the first 200 after the restart',
+    async () => {
+      attempts++;
+      const r = await get({ port: next.port, ca: b.ca, headers: probe }).catch(() => undefined);
+      if (r) firstAnswerAt ??= r.firstByteAt;
+      return r?.status === 200 ? r : undefined;
+    },
+    600_000,
+    10,
+  );
   const first = await Promise.race([polled, died.then(() => polled)])
     .catch((err: unknown) => {
       throw new Error(`no 200 after the restart; the server's log ends with:\n${next.proc.tail(10)}`, { cause: err });
@@ -600,36 +848,88 @@ async function restart(b: Bench, server: Server, probe: Record<string, string>):
     .finally(() => (answered = true));
   const generatedAfterRestart = readFileSync(next.proc.logFile, 'utf8').split('Generated a payload').length - 1;
   await next.proc.stop();
-  return { milestones: milestones(next), firstAnswerMs: (firstAnswerAt ?? Number.NaN) - next.spawnedAt, firstByteMs: first.firstByteAt - next.spawnedAt, firstRequestTtfbMs: first.ttfbMs, attempts, generatedAfterRestart };
+  return {
+    milestones: milestones(next),
+    firstAnswerMs: (firstAnswerAt ?? Number.NaN) - next.spawnedAt,
+    firstByteMs: first.firstByteAt - next.spawnedAt,
+    firstRequestTtfbMs: first.ttfbMs,
+    attempts,
+    generatedAfterRestart,
+  };
 }
 
 const fmt = (n: number, digits = 0): string => n.toFixed(digits);
 const mib = (n: number): string => `${fmt(n / MiB, 1)} MiB`;
 const median = (xs: number[]): number => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)] ?? Number.NaN;
-const pct = (sorted: number[], p: number): number => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN;
+const pct = (sorted: number[], p: number): number =>
+  sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN;
 
 const rows: Row[] = [];
 
 function reportThroughput(ts: Throughput[]): void {
   out('');
-  out(`serving: wrk -t2 -c${OPTS.connections} -d${OPTS.durationS}s --latency over TLS (same certificate, same bytes, bearer + NodePool check), keep-alive, ${OPTS.rounds} round(s), medians`);
+  out(
+    `serving: wrk -t2 -c${OPTS.connections} -d${OPTS.durationS}s --latency over TLS (same certificate, same bytes, bearer + NodePool check), keep-alive, ${OPTS.rounds} round(s), medians`,
+  );
   out(`| ${'server'.padEnd(34)} |   req/s |  p50 ms |  p99 ms | CPU µs/req | requests | non-2xx | socket errors`);
   out(`|${'-'.repeat(36)}|---------|---------|---------|------------|----------|---------|--------------`);
   for (const t of ts) {
     for (const [name, rs] of t.results) {
       const m = (f: (w: WrkResult) => number): number => median(rs.map(f));
-      out(`| ${`${name}, ${t.payloadBytes} B`.padEnd(34)} | ${fmt(m((w) => w.requestsPerS)).padStart(7)} | ${fmt(m((w) => w.p50Ms), 1).padStart(7)} | ${fmt(m((w) => w.p99Ms), 1).padStart(7)} | ${fmt(m((w) => w.cpuUsPerRequest)).padStart(10)} | ${String(m((w) => w.requests)).padStart(8)} | ${String(m((w) => w.non2xx)).padStart(7)} | ${rs.map((w) => w.errors).join('; ')}`);
+      out(
+        `| ${`${name}, ${t.payloadBytes} B`.padEnd(34)} | ${fmt(m((w) => w.requestsPerS)).padStart(7)} | ${fmt(
+          m((w) => w.p50Ms),
+          1,
+        ).padStart(7)} | ${fmt(
+          m((w) => w.p99Ms),
+          1,
+        ).padStart(
+          7,
+        )} | ${fmt(m((w) => w.cpuUsPerRequest)).padStart(10)} | ${String(m((w) => w.requests)).padStart(8)} | ${String(m((w) => w.non2xx)).padStart(7)} | ${rs.map((w) => w.errors).join('; ')}`,
+      );
     }
     // Each server's median of one figure over the rounds.
     const med = (server: string, f: (w: WrkResult) => number): number => median((t.results.get(server) ?? []).map(f));
-    const rps = { kindling: med('kindling', (w) => w.requestsPerS), go: med('go-serve', (w) => w.requestsPerS), node: med('node-serve', (w) => w.requestsPerS) };
+    const rps = {
+      kindling: med('kindling', (w) => w.requestsPerS),
+      go: med('go-serve', (w) => w.requestsPerS),
+      node: med('node-serve', (w) => w.requestsPerS),
+    };
     const p99 = { kindling: med('kindling', (w) => w.p99Ms), go: med('go-serve', (w) => w.p99Ms) };
     const cpu = { kindling: med('kindling', (w) => w.cpuUsPerRequest), go: med('go-serve', (w) => w.cpuUsPerRequest) };
     const size = `${fmt(t.payloadBytes / KiB, 0)} KiB`;
-    rows.push({ figure: `serving ${size}: req/s`, value: fmt(rps.kindling), reference: `Go ${fmt(rps.go)}`, ratio: rps.kindling / rps.go, target: '≥ 1.0', pass: rps.kindling / rps.go >= 1 });
-    rows.push({ figure: `serving ${size}: p99`, value: `${fmt(p99.kindling, 1)} ms`, reference: `Go ${fmt(p99.go, 1)} ms`, ratio: p99.kindling / p99.go, target: '≤ 1.5', pass: p99.kindling / p99.go <= 1.5 });
-    rows.push({ figure: `serving ${size}: req/s against plain node:https`, value: fmt(rps.kindling), reference: `node:https ${fmt(rps.node)} (Go ÷ it: ${fmt(rps.go / rps.node, 2)})`, ratio: rps.kindling / rps.node, target: '(reported)', pass: undefined });
-    rows.push({ figure: `serving ${size}: requests per CPU-second (Go ÷ kindling CPU/req)`, value: `${fmt(cpu.kindling)} µs/req`, reference: `Go ${fmt(cpu.go)} µs/req`, ratio: cpu.go / cpu.kindling, target: '(≥ 1.0)', pass: undefined });
+    rows.push({
+      figure: `serving ${size}: req/s`,
+      value: fmt(rps.kindling),
+      reference: `Go ${fmt(rps.go)}`,
+      ratio: rps.kindling / rps.go,
+      target: '≥ 1.0',
+      pass: rps.kindling / rps.go >= 1,
+    });
+    rows.push({
+      figure: `serving ${size}: p99`,
+      value: `${fmt(p99.kindling, 1)} ms`,
+      reference: `Go ${fmt(p99.go, 1)} ms`,
+      ratio: p99.kindling / p99.go,
+      target: '≤ 1.5',
+      pass: p99.kindling / p99.go <= 1.5,
+    });
+    rows.push({
+      figure: `serving ${size}: req/s against plain node:https`,
+      value: fmt(rps.kindling),
+      reference: `node:https ${fmt(rps.node)} (Go ÷ it: ${fmt(rps.go / rps.node, 2)})`,
+      ratio: rps.kindling / rps.node,
+      target: '(reported)',
+      pass: undefined,
+    });
+    rows.push({
+      figure: `serving ${size}: requests per CPU-second (Go ÷ kindling CPU/req)`,
+      value: `${fmt(cpu.kindling)} µs/req`,
+      reference: `Go ${fmt(cpu.go)} µs/req`,
+      ratio: cpu.go / cpu.kindling,
+      target: '(≥ 1.0)',
+      pass: undefined,
+    });
   }
 }
 
@@ -637,35 +937,77 @@ function reportStorm(r: { kindling: StormResult; go: StormResult }): void {
   const line = (name: string, s: StormResult): string =>
     `  ${name}: ${s.hosts} hosts, ${s.ttfbMs.length} answered 200, ${s.lost} lost; statuses over all attempts ${JSON.stringify(Object.fromEntries(s.statuses))}; time to first byte of the 200 from the storm's start: p50 ${fmt(pct(s.ttfbMs, 50))} ms, p99 ${fmt(pct(s.ttfbMs, 99))} ms, max ${fmt(s.ttfbMs.at(-1) ?? Number.NaN)} ms; all done in ${fmt(s.tookMs)} ms`;
   out('');
-  out(`boot storm: ${OPTS.storm} token Secrets of ${OPTS.stormPools} pools, every host's first fetch at once on a fresh TLS connection (one client process), 511 retried after 200 ms`);
+  out(
+    `boot storm: ${OPTS.storm} token Secrets of ${OPTS.stormPools} pools, every host's first fetch at once on a fresh TLS connection (one client process), 511 retried after 200 ms`,
+  );
   out(line('kindling', r.kindling));
   out(line('Go      ', r.go));
   const ratio = pct(r.kindling.ttfbMs, 99) / pct(r.go.ttfbMs, 99);
-  rows.push({ figure: 'boot storm: hosts lost', value: String(r.kindling.lost), reference: `of ${r.kindling.hosts}`, ratio: Number.NaN, target: '0', pass: r.kindling.lost === 0 });
-  rows.push({ figure: 'boot storm: p99 time to first byte', value: `${fmt(pct(r.kindling.ttfbMs, 99))} ms`, reference: `Go ${fmt(pct(r.go.ttfbMs, 99))} ms`, ratio, target: '(reported)', pass: undefined });
+  rows.push({
+    figure: 'boot storm: hosts lost',
+    value: String(r.kindling.lost),
+    reference: `of ${r.kindling.hosts}`,
+    ratio: Number.NaN,
+    target: '0',
+    pass: r.kindling.lost === 0,
+  });
+  rows.push({
+    figure: 'boot storm: p99 time to first byte',
+    value: `${fmt(pct(r.kindling.ttfbMs, 99))} ms`,
+    reference: `Go ${fmt(pct(r.go.ttfbMs, 99))} ms`,
+    ratio,
+    target: '(reported)',
+    pass: undefined,
+  });
 }
 
 function reportMemory(m: MemoryResult): void {
   const bound = 1.2 * m.cachedBytes + 100 * MiB;
   out('');
-  out(`memory: ${m.tokens} live tokens over ${m.payloads} distinct payloads of ${mib(m.payloadBytes / Math.max(1, m.payloads))} each (config JSON in each token Secret: ${fmt(m.configSecretBytes / KiB)} KiB), each token fetched once`);
-  out(`  VmRSS of the ignition-server process (every thread): ${mib(m.rssBeforeBytes)} before loading, ${mib(m.rssAfterBytes)} after (creating + minting + fetching took ${fmt(m.loadS, 1)} s); payload bytes in memory (kindling_ignition_payload_cache_bytes): ${mib(m.cachedBytes)}`);
+  out(
+    `memory: ${m.tokens} live tokens over ${m.payloads} distinct payloads of ${mib(m.payloadBytes / Math.max(1, m.payloads))} each (config JSON in each token Secret: ${fmt(m.configSecretBytes / KiB)} KiB), each token fetched once`,
+  );
+  out(
+    `  VmRSS of the ignition-server process (every thread): ${mib(m.rssBeforeBytes)} before loading, ${mib(m.rssAfterBytes)} after (creating + minting + fetching took ${fmt(m.loadS, 1)} s); payload bytes in memory (kindling_ignition_payload_cache_bytes): ${mib(m.cachedBytes)}`,
+  );
   out(`  ${m.breakdown}`);
-  rows.push({ figure: 'memory: RSS, 1,000 tokens over 100 payloads', value: mib(m.rssAfterBytes), reference: `1.2 × ${mib(m.cachedBytes)} + 100 MiB = ${mib(bound)}`, ratio: m.rssAfterBytes / bound, target: '≤ 1.0', pass: m.rssAfterBytes <= bound });
+  rows.push({
+    figure: 'memory: RSS, 1,000 tokens over 100 payloads',
+    value: mib(m.rssAfterBytes),
+    reference: `1.2 × ${mib(m.cachedBytes)} + 100 MiB = ${mib(bound)}`,
+    ratio: m.rssAfterBytes / bound,
+    target: '≤ 1.0',
+    pass: m.rssAfterBytes <= bound,
+  });
 }
 
 function reportRestart(tokens: number, r: RestartResult): void {
   out('');
   out(`restart on the persisted cache dir with ${tokens} token Secrets live (spawn of node bin/kindling.js →):`);
-  out(`  first answer of any status: ${fmt(r.firstAnswerMs)} ms; first byte of a 200 /ignition: ${fmt(r.firstByteMs)} ms`);
+  out(
+    `  first answer of any status: ${fmt(r.firstAnswerMs)} ms; first byte of a 200 /ignition: ${fmt(r.firstByteMs)} ms`,
+  );
   out(`  the server's log, ms after the spawn: ${r.milestones}`);
-  out(`  (that request's own TTFB ${fmt(r.firstRequestTtfbMs, 1)} ms; ${r.attempts} polls, 10 ms apart; payloads generated after the restart: ${r.generatedAfterRestart})`);
-  rows.push({ figure: 'restart: first 200 after spawn', value: `${fmt(r.firstByteMs)} ms`, reference: '5,000 ms', ratio: r.firstByteMs / 5000, target: '≤ 1.0', pass: r.firstByteMs <= 5000 });
+  out(
+    `  (that request's own TTFB ${fmt(r.firstRequestTtfbMs, 1)} ms; ${r.attempts} polls, 10 ms apart; payloads generated after the restart: ${r.generatedAfterRestart})`,
+  );
+  rows.push({
+    figure: 'restart: first 200 after spawn',
+    value: `${fmt(r.firstByteMs)} ms`,
+    reference: '5,000 ms',
+    ratio: r.firstByteMs / 5000,
+    target: '≤ 1.0',
+    pass: r.firstByteMs <= 5000,
+  });
 }
 
 async function main(): Promise<void> {
-  const load = loadavg().map((l) => fmt(l, 2)).join(' ');
-  out(`machine: ${availableParallelism()} cores (${cpus()[0]?.model ?? '?'}), load average at start ${load}; the server runs one serving thread per core`);
+  const load = loadavg()
+    .map((l) => fmt(l, 2))
+    .join(' ');
+  out(
+    `machine: ${availableParallelism()} cores (${cpus()[0]?.model ?? '?'}), load average at start ${load}; the server runs one serving thread per core`,
+  );
   const b = await setUp();
   try {
     if (OPTS.phases.has('serving')) reportThroughput(await serving(b));
@@ -676,7 +1018,11 @@ async function main(): Promise<void> {
       reportRestart(m.tokens, await restart(b, m.server, m.probe));
     }
     out('');
-    out(`load average at the end: ${loadavg().map((l) => fmt(l, 2)).join(' ')}`);
+    out(
+      `load average at the end: ${loadavg()
+        .map((l) => fmt(l, 2))
+        .join(' ')}`,
+    );
     reportRows(rows);
   } finally {
     for (const p of b.processes.reverse()) await p.stop();

@@ -41,7 +41,12 @@ const ENGINES = ['MachineSet', 'ClusterAPI'] as const;
 async function runMachineSetEngine(run: EngineRun, log: Logger): Promise<RolloutResult> {
   const { n, k, stepMs } = run;
   const mgmt = await startCluster({ name: 'mgmt', controllerManager: false });
-  const guest = await startCluster({ name: 'tenant', kwok: true, controllerManager: false, management: { cluster: mgmt, namespace: NS } });
+  const guest = await startCluster({
+    name: 'tenant',
+    kwok: true,
+    controllerManager: false,
+    management: { cluster: mgmt, namespace: NS },
+  });
   const dir = await mkdtemp(join(tmpdir(), 'kindling-bench-'));
   const parts: { stop(): Promise<void> | void }[] = [];
   try {
@@ -51,22 +56,61 @@ async function runMachineSetEngine(run: EngineRun, log: Logger): Promise<Rollout
     const names = Array.from({ length: n }, (_, i) => `node-${String(i).padStart(3, '0')}`);
     const core = guest.kubeConfig.makeApiClient(k8s.CoreV1Api);
     await k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig).create(
-      testMachineSet({ name: POOL, namespace: NS, cluster: 'tenant', replicas: n, annotations: { [ANNOTATIONS.currentConfigHash]: 'old', [ANNOTATIONS.targetConfigHash]: 'old', [ANNOTATIONS.maxUnavailable]: String(k) } }),
+      testMachineSet({
+        name: POOL,
+        namespace: NS,
+        cluster: 'tenant',
+        replicas: n,
+        annotations: {
+          [ANNOTATIONS.currentConfigHash]: 'old',
+          [ANNOTATIONS.targetConfigHash]: 'old',
+          [ANNOTATIONS.maxUnavailable]: String(k),
+        },
+      }),
     );
     for (let i = 0; i < n; i += 10) {
       await Promise.all(
         names.slice(i, i + 10).map(async (name, j) => {
           await createTestNode(guest.kubeConfig, name, { [LABELS.zone]: `zone-${(i + j) % 3}` });
-          await core.patchNode({ name, body: { metadata: { annotations: { [ANNOTATIONS.currentConfig]: 'old', [ANNOTATIONS.state]: 'Done' } } } }, merge);
-          await createTestMachine(mgmt.kubeConfig, { name: `${POOL}-${name}`, namespace: NS, cluster: 'tenant', machineSet: POOL, node: name });
+          await core.patchNode(
+            {
+              name,
+              body: { metadata: { annotations: { [ANNOTATIONS.currentConfig]: 'old', [ANNOTATIONS.state]: 'Done' } } },
+            },
+            merge,
+          );
+          await createTestMachine(mgmt.kubeConfig, {
+            name: `${POOL}-${name}`,
+            namespace: NS,
+            cluster: 'tenant',
+            machineSet: POOL,
+            node: name,
+          });
         }),
       );
     }
-    await eventually('every node to be Ready', async () => (await core.listNode()).items.filter((x) => x.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')).length === n, 120_000, 500);
+    await eventually(
+      'every node to be Ready',
+      async () =>
+        (await core.listNode()).items.filter((x) =>
+          x.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
+        ).length === n,
+      120_000,
+      500,
+    );
 
     const registry = new Registry();
-    const payloads = new CachedPayloadSource(new IgnitionServerPayloadSource({ kubeConfig: mgmt.kubeConfig, url: ignition.url, caPem: ignition.caPem }));
-    const upgrader = new InPlaceUpgrader({ kubeConfig: mgmt.kubeConfig, log, payloads, agentImage: 'kindling:bench', registry, resyncMs: 2_000 });
+    const payloads = new CachedPayloadSource(
+      new IgnitionServerPayloadSource({ kubeConfig: mgmt.kubeConfig, url: ignition.url, caPem: ignition.caPem }),
+    );
+    const upgrader = new InPlaceUpgrader({
+      kubeConfig: mgmt.kubeConfig,
+      log,
+      payloads,
+      agentImage: 'kindling:bench',
+      registry,
+      resyncMs: 2_000,
+    });
     const drainer = new Drainer({ kubeConfig: mgmt.kubeConfig, log, registry, defaultDrainTimeoutMs: 0 });
     const agents = new SimulatedAgents(guest.kubeConfig, stepMs);
     const watcher = new AvailabilityWatcher(guest.kubeConfig, names);
@@ -74,20 +118,58 @@ async function runMachineSetEngine(run: EngineRun, log: Logger): Promise<Rollout
     await Promise.all([upgrader.start(), drainer.start(), agents.start(), watcher.start()]);
 
     const mgmtCore = mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api);
-    const secret = await mgmtCore.createNamespacedSecret({ namespace: NS, body: tokenSecret({ namespace: NS, pool: POOL, hash: 'new', release: ignition.release, config: [] }) });
-    await eventually('the payload to be generated', async () => {
-      const s = await mgmtCore.readNamespacedSecret({ name: secret.metadata?.name ?? '', namespace: NS });
-      return s.metadata?.annotations?.[ANNOTATIONS.payloadReason] === 'AsExpected' || undefined;
-    }, 120_000, 200);
+    const secret = await mgmtCore.createNamespacedSecret({
+      namespace: NS,
+      body: tokenSecret({ namespace: NS, pool: POOL, hash: 'new', release: ignition.release, config: [] }),
+    });
+    await eventually(
+      'the payload to be generated',
+      async () => {
+        const s = await mgmtCore.readNamespacedSecret({ name: secret.metadata?.name ?? '', namespace: NS });
+        return s.metadata?.annotations?.[ANNOTATIONS.payloadReason] === 'AsExpected' || undefined;
+      },
+      120_000,
+      200,
+    );
     const custom = mgmt.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
     const started = now();
-    await custom.patchNamespacedCustomObject({ group: CAPI_GROUP, version: 'v1beta2', namespace: NS, plural: 'machinesets', name: POOL, body: { metadata: { annotations: { [ANNOTATIONS.targetConfigHash]: 'new' } } } }, merge);
-    await eventually('the rollout to complete', async () => {
-      const ms = (await custom.getNamespacedCustomObject({ group: CAPI_GROUP, version: 'v1beta2', namespace: NS, plural: 'machinesets', name: POOL })) as { metadata: { annotations?: Record<string, string> } };
-      return ms.metadata.annotations?.[ANNOTATIONS.currentConfigHash] === 'new';
-    }, 3_600_000, 100);
+    await custom.patchNamespacedCustomObject(
+      {
+        group: CAPI_GROUP,
+        version: 'v1beta2',
+        namespace: NS,
+        plural: 'machinesets',
+        name: POOL,
+        body: { metadata: { annotations: { [ANNOTATIONS.targetConfigHash]: 'new' } } },
+      },
+      merge,
+    );
+    await eventually(
+      'the rollout to complete',
+      async () => {
+        const ms = (await custom.getNamespacedCustomObject({
+          group: CAPI_GROUP,
+          version: 'v1beta2',
+          namespace: NS,
+          plural: 'machinesets',
+          name: POOL,
+        })) as { metadata: { annotations?: Record<string, string> } };
+        return ms.metadata.annotations?.[ANNOTATIONS.currentConfigHash] === 'new';
+      },
+      3_600_000,
+      100,
+    );
     const ended = now();
-    return { totalSeconds: (ended - started) / 1000, started, ended, durations: agents.durations, spans: agents.spans, maxUnavailable: watcher.max, events: watcher.events, notes: [] };
+    return {
+      totalSeconds: (ended - started) / 1000,
+      started,
+      ended,
+      durations: agents.durations,
+      spans: agents.spans,
+      maxUnavailable: watcher.max,
+      events: watcher.events,
+      notes: [],
+    };
   } finally {
     for (const p of parts.reverse()) await p.stop();
     await Promise.all([guest.stop(), mgmt.stop()]);
@@ -109,8 +191,14 @@ async function main(): Promise<void> {
     },
   });
   const engine = values.engine as (typeof ENGINES)[number];
-  if (!ENGINES.includes(engine)) throw new Error(`--engine must be one of ${ENGINES.join(', ')}, not "${values.engine}"`);
-  const run: EngineRun = { n: Number(values.nodes), k: Number(values['max-unavailable']), stepMs: Number(values.step) * 1000, retryAfter: values['retry-after'] };
+  if (!ENGINES.includes(engine))
+    throw new Error(`--engine must be one of ${ENGINES.join(', ')}, not "${values.engine}"`);
+  const run: EngineRun = {
+    n: Number(values.nodes),
+    k: Number(values['max-unavailable']),
+    stepMs: Number(values.step) * 1000,
+    retryAfter: values['retry-after'],
+  };
   const { n, k } = run;
   const t = run.stepMs / 1000;
   const out = (line: string): boolean => process.stdout.write(`${line}\n`);
@@ -122,14 +210,34 @@ async function main(): Promise<void> {
   const batches = Math.ceil(n / k);
   const ideal = batches * measured;
   const ratio = r.totalSeconds / ideal;
-  out(`engine ${engine}: N=${n} k=${k}, agent step ${t}s${engine === 'ClusterAPI' ? `, extension retry-after ${run.retryAfter}` : ''}; agent time t measured over ${r.durations.length} nodes: mean ${measured.toFixed(2)} s, max ${(Math.max(...r.durations) / 1000).toFixed(2)} s`);
-  out(`total rollout time: ${r.totalSeconds.toFixed(1)} s; ⌈N/k⌉·t = ${batches} × ${measured.toFixed(2)} = ${ideal.toFixed(1)} s; ratio ${ratio.toFixed(2)} (against the step alone, ${batches * t} s: ${(r.totalSeconds / (batches * t)).toFixed(2)})`);
-  out(`max unavailable at once: ${r.maxUnavailable} (limit ${k}) over ${r.events} node events${r.maxUnavailable <= k ? '' : ' — INVARIANT BROKEN'}`);
+  out(
+    `engine ${engine}: N=${n} k=${k}, agent step ${t}s${engine === 'ClusterAPI' ? `, extension retry-after ${run.retryAfter}` : ''}; agent time t measured over ${r.durations.length} nodes: mean ${measured.toFixed(2)} s, max ${(Math.max(...r.durations) / 1000).toFixed(2)} s`,
+  );
+  out(
+    `total rollout time: ${r.totalSeconds.toFixed(1)} s; ⌈N/k⌉·t = ${batches} × ${measured.toFixed(2)} = ${ideal.toFixed(1)} s; ratio ${ratio.toFixed(2)} (against the step alone, ${batches * t} s: ${(r.totalSeconds / (batches * t)).toFixed(2)})`,
+  );
+  out(
+    `max unavailable at once: ${r.maxUnavailable} (limit ${k}) over ${r.events} node events${r.maxUnavailable <= k ? '' : ' — INVARIANT BROKEN'}`,
+  );
   for (const line of [...agentBreakdown(r, k), ...r.notes]) out(line);
   const target = values.target === undefined ? undefined : Number(values.target);
   reportRows([
-    { figure: `rollout (${engine}): ${n} nodes, k=${k}, total time`, value: `${r.totalSeconds.toFixed(1)} s`, reference: `⌈N/k⌉·t = ${batches} × ${measured.toFixed(2)} s (t measured)`, ratio, target: target === undefined ? '—' : `≤ ${target}`, pass: target === undefined ? undefined : ratio <= target },
-    { figure: `rollout (${engine}): most nodes unavailable at once`, value: String(r.maxUnavailable), reference: `k = ${k}`, ratio: Number.NaN, target: `≤ ${k}`, pass: r.maxUnavailable <= k },
+    {
+      figure: `rollout (${engine}): ${n} nodes, k=${k}, total time`,
+      value: `${r.totalSeconds.toFixed(1)} s`,
+      reference: `⌈N/k⌉·t = ${batches} × ${measured.toFixed(2)} s (t measured)`,
+      ratio,
+      target: target === undefined ? '—' : `≤ ${target}`,
+      pass: target === undefined ? undefined : ratio <= target,
+    },
+    {
+      figure: `rollout (${engine}): most nodes unavailable at once`,
+      value: String(r.maxUnavailable),
+      reference: `k = ${k}`,
+      ratio: Number.NaN,
+      target: `≤ ${k}`,
+      pass: r.maxUnavailable <= k,
+    },
   ]);
   if (r.maxUnavailable > k) process.exitCode = 1;
 }

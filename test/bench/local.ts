@@ -40,7 +40,12 @@ function watchNodeSteps(guest: k8s.KubeConfig): { steps: Map<string, { from: num
   const steps = new Map<string, { from: number; to?: number }>();
   let request: { abort(): void } | undefined;
   void new k8s.Watch(guest)
-    .watch('/api/v1/nodes', { labelSelector: 'kindling.dev/pool=inplace' }, (_type: string, node: k8s.V1Node) => observeStep(steps, node), () => undefined)
+    .watch(
+      '/api/v1/nodes',
+      { labelSelector: 'kindling.dev/pool=inplace' },
+      (_type: string, node: k8s.V1Node) => observeStep(steps, node),
+      () => undefined,
+    )
     .then((r) => (request = r));
   return { steps, stop: () => request?.abort() };
 }
@@ -48,17 +53,27 @@ function watchNodeSteps(guest: k8s.KubeConfig): { steps: Map<string, { from: num
 async function inPlaceUpgrade(env: LocalEnvironment): Promise<void> {
   const pool = await env.pool('inplace');
   const n = (await env.nodes('inplace')).length;
-  const k = typeof pool.spec.management.inPlace?.maxUnavailable === 'number' ? pool.spec.management.inPlace.maxUnavailable : 1;
+  const k =
+    typeof pool.spec.management.inPlace?.maxUnavailable === 'number' ? pool.spec.management.inPlace.maxUnavailable : 1;
   const watch = watchNodeSteps(env.guest);
   const t0 = performance.now();
-  await env.patchPool('inplace', { spec: { release: { image: pool.spec.release.image.replace(/:[^:]+$/, ':1.36.3') } } });
-  await eventually('every inplace node updated', async () => [...watch.steps.values()].filter((s) => s.to !== undefined).length === n, 15 * 60_000, 500);
+  await env.patchPool('inplace', {
+    spec: { release: { image: pool.spec.release.image.replace(/:[^:]+$/, ':1.36.3') } },
+  });
+  await eventually(
+    'every inplace node updated',
+    async () => [...watch.steps.values()].filter((s) => s.to !== undefined).length === n,
+    15 * 60_000,
+    500,
+  );
   const total = performance.now() - t0;
   watch.stop();
   const durations = [...watch.steps.values()].map((s) => (s.to ?? 0) - s.from).sort((a, b) => a - b);
   const t = durations[Math.floor(durations.length / 2)] ?? 0;
   const ideal = Math.ceil(n / k) * t;
-  out(`in-place upgrade of the sample pool (N=${n}, k=${k}): ${seconds(total)}; per node t: median ${seconds(t)} (min ${seconds(durations[0] ?? 0)}, max ${seconds(durations.at(-1) ?? 0)}); ideal ⌈N/k⌉·t = ${seconds(ideal)}; ratio ${(total / ideal).toFixed(2)}`);
+  out(
+    `in-place upgrade of the sample pool (N=${n}, k=${k}): ${seconds(total)}; per node t: median ${seconds(t)} (min ${seconds(durations[0] ?? 0)}, max ${seconds(durations.at(-1) ?? 0)}); ideal ⌈N/k⌉·t = ${seconds(ideal)}; ratio ${(total / ideal).toFixed(2)}`,
+  );
 }
 
 const stateDir = await mkdtemp(join(tmpdir(), 'kindling-bench-local-'));
@@ -66,7 +81,9 @@ try {
   const cold = new LocalEnvironment(stateDir);
   out(`cold start (empty state folder) to all pools Ready: ${seconds(await timedStart(cold))}`);
   await new Promise((r) => setTimeout(r, 10_000));
-  out(`memory of the whole environment (every process, settled 10 s): ${(treeRssBytes(cold.pid ?? 0) / MiB).toFixed(0)} MiB RSS`);
+  out(
+    `memory of the whole environment (every process, settled 10 s): ${(treeRssBytes(cold.pid ?? 0) / MiB).toFixed(0)} MiB RSS`,
+  );
   await inPlaceUpgrade(cold);
   await cold.stop();
   const warm = new LocalEnvironment(stateDir);

@@ -35,7 +35,10 @@ function serve(addr: string, cert: string, key: string, tokens: string): void {
   const [host, port] = [addr.slice(0, addr.lastIndexOf(':')), Number(addr.slice(addr.lastIndexOf(':') + 1))];
   createServer({ cert: readFileSync(cert), key: readFileSync(key) }, (req, res) => {
     const auth = req.headers.authorization ?? '';
-    const a = req.method === 'GET' && req.url === '/ignition' && auth.startsWith('Bearer ') ? byToken.get(auth.slice(7)) : undefined;
+    const a =
+      req.method === 'GET' && req.url === '/ignition' && auth.startsWith('Bearer ')
+        ? byToken.get(auth.slice(7))
+        : undefined;
     if (!a) {
       res.writeHead(401, { 'Www-Authenticate': 'Bearer realm="ignition"' }).end('unauthorized');
       return;
@@ -45,11 +48,19 @@ function serve(addr: string, cert: string, key: string, tokens: string): void {
       res.writeHead(403).end('forbidden');
       return;
     }
-    res.writeHead(200, { 'Content-Type': 'application/vnd.coreos.ignition+json;version=3.3.0', 'Content-Length': a.body.length, 'Cache-Control': 'no-store' }).end(a.body);
+    res
+      .writeHead(200, {
+        'Content-Type': 'application/vnd.coreos.ignition+json;version=3.3.0',
+        'Content-Length': a.body.length,
+        'Cache-Control': 'no-store',
+      })
+      .end(a.body);
   }).listen(port, host);
 }
 
-const { values } = parseArgs({ options: { addr: { type: 'string' }, cert: { type: 'string' }, key: { type: 'string' }, tokens: { type: 'string' } } });
+const { values } = parseArgs({
+  options: { addr: { type: 'string' }, cert: { type: 'string' }, key: { type: 'string' }, tokens: { type: 'string' } },
+});
 if (cluster.isPrimary) {
   for (let i = 0; i < availableParallelism(); i++) cluster.fork();
   cluster.on('exit', () => process.exit(1));

@@ -47,7 +47,11 @@ export function processTree(pid: number): number[] {
 /** Builds the Go reference into dir (a warm Go build cache makes this seconds). */
 export async function buildGoReference(dir: string): Promise<string> {
   const bin = join(dir, 'goref');
-  await run('go', ['build', '-trimpath', '-o', bin, '.'], { cwd: GOREF, env: { ...process.env, GOTOOLCHAIN: 'local', CGO_ENABLED: '0', GOFLAGS: '-mod=mod' }, timeout: 600_000 });
+  await run('go', ['build', '-trimpath', '-o', bin, '.'], {
+    cwd: GOREF,
+    env: { ...process.env, GOTOOLCHAIN: 'local', CGO_ENABLED: '0', GOFLAGS: '-mod=mod' },
+    timeout: 600_000,
+  });
   return bin;
 }
 
@@ -67,13 +71,20 @@ async function startReference(opts: ReferenceOptions, command: string, script: s
   const port = await freePort();
   const sites = join(opts.dir, `${opts.name}-sites.json`);
   await writeFile(sites, JSON.stringify(opts.sites));
-  const proc = new ManagedProcess({ name: opts.name, command, args: [...script, '--addr', `127.0.0.1:${port}`, '--cert', opts.cert, '--key', opts.key, '--tokens', sites], logFile: join(opts.dir, `${opts.name}.log`) });
+  const proc = new ManagedProcess({
+    name: opts.name,
+    command,
+    args: [...script, '--addr', `127.0.0.1:${port}`, '--cert', opts.cert, '--key', opts.key, '--tokens', sites],
+    logFile: join(opts.dir, `${opts.name}.log`),
+  });
   return { name: opts.name, port, proc, pids: () => processTree(childPid(proc.guardPid as number)) };
 }
 
-export const startGo = (opts: ReferenceOptions & { bin: string }): Promise<Reference> => startReference(opts, opts.bin, []);
+export const startGo = (opts: ReferenceOptions & { bin: string }): Promise<Reference> =>
+  startReference(opts, opts.bin, []);
 
-export const startNode = (opts: ReferenceOptions): Promise<Reference> => startReference(opts, process.execPath, [NODE_REFERENCE]);
+export const startNode = (opts: ReferenceOptions): Promise<Reference> =>
+  startReference(opts, process.execPath, [NODE_REFERENCE]);
 
 /** Copies each distinct payload file under root, named by its index, and returns the token → file map. */
 async function nginxFiles(root: string, sites: Site[]): Promise<Map<string, string>> {
@@ -93,7 +104,12 @@ async function nginxFiles(root: string, sites: Site[]): Promise<Map<string, stri
   return files;
 }
 
-function nginxConf(dir: string, port: number, opts: { cert: string; key: string }, maps: { file: string; pool: string }): string {
+function nginxConf(
+  dir: string,
+  port: number,
+  opts: { cert: string; key: string },
+  maps: { file: string; pool: string },
+): string {
   // Root runs workers as nobody, who cannot read a mkdtemp folder; a bench on loopback keeps them as root.
   const user = process.getuid?.() === 0 ? 'user root;\n' : '';
   return `${user}daemon off;
@@ -144,6 +160,11 @@ export async function startNginx(opts: { dir: string; cert: string; key: string;
   const file = opts.sites.map((s) => `${quoted(`Bearer ${s.token}`)} ${files.get(s.token) as string};`).join(' ');
   const pool = opts.sites.map((s) => `${quoted(`Bearer ${s.token}`)} ${quoted(s.pool)};`).join(' ');
   await writeFile(join(dir, 'nginx.conf'), nginxConf(dir, port, opts, { file, pool }));
-  const proc = new ManagedProcess({ name: 'nginx', command: NGINX, args: ['-c', join(dir, 'nginx.conf'), '-p', dir, '-e', join(dir, 'error.log')], logFile: join(dir, 'stdout.log') });
+  const proc = new ManagedProcess({
+    name: 'nginx',
+    command: NGINX,
+    args: ['-c', join(dir, 'nginx.conf'), '-p', dir, '-e', join(dir, 'error.log')],
+    logFile: join(dir, 'stdout.log'),
+  });
   return { name: 'nginx', port, proc, pids: () => processTree(childPid(proc.guardPid as number)) };
 }

@@ -100,7 +100,10 @@ export class SimulatedAgents {
   }
 
   async #finish(name: string, hash: string): Promise<void> {
-    if (this.#kubeletVersion !== undefined) await this.#core.patchNodeStatus({ name, body: { status: { nodeInfo: { kubeletVersion: this.#kubeletVersion } } } }, merge).catch(() => undefined);
+    if (this.#kubeletVersion !== undefined)
+      await this.#core
+        .patchNodeStatus({ name, body: { status: { nodeInfo: { kubeletVersion: this.#kubeletVersion } } } }, merge)
+        .catch(() => undefined);
     await this.#annotate(name, { [ANNOTATIONS.currentConfig]: hash, [ANNOTATIONS.state]: NODE_STATES.done });
     const span = this.#open.get(name);
     if (span) this.spans.push({ ...span, done: now() });
@@ -136,7 +139,8 @@ export interface RolloutResult {
   notes: string[];
 }
 
-const mean = (xs: readonly number[]): number => (xs.length === 0 ? Number.NaN : xs.reduce((a, b) => a + b, 0) / xs.length);
+const mean = (xs: readonly number[]): number =>
+  xs.length === 0 ? Number.NaN : xs.reduce((a, b) => a + b, 0) / xs.length;
 const secs = (ms: number): string => (ms / 1000).toFixed(2);
 
 /**
@@ -148,10 +152,13 @@ export function agentBreakdown(r: RolloutResult, k: number): string[] {
   const spans = r.spans;
   const step = (f: (s: AgentSpan) => number): string => secs(mean(spans.map(f)));
   const dones = spans.map((s) => s.done).sort((a, b) => a - b);
-  const gaps = [...spans].sort((a, b) => a.began - b.began).slice(k).flatMap((s) => {
-    const freed = dones.filter((d) => d <= s.began).at(-1);
-    return freed === undefined ? [] : [s.began - freed];
-  });
+  const gaps = [...spans]
+    .sort((a, b) => a.began - b.began)
+    .slice(k)
+    .flatMap((s) => {
+      const freed = dones.filter((d) => d <= s.began).at(-1);
+      return freed === undefined ? [] : [s.began - freed];
+    });
   return [
     `agent time per node (mean): drain asked → applied ${step((s) => (s.drained ?? s.began) - s.began)} s, step ${step((s) => (s.stepped ?? s.began) - (s.drained ?? s.began))} s, uncordon asked → Done written ${step((s) => s.done - (s.stepped ?? s.began))} s`,
     `hand-out gap (a Done → the next node taken up): mean ${secs(mean(gaps))} s, max ${secs(gaps.length > 0 ? Math.max(...gaps) : Number.NaN)} s over ${gaps.length} nodes`,

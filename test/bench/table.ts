@@ -21,14 +21,21 @@ export const ROWS_FILE_ENV = 'BENCH_ROWS_FILE';
 const fmt = (n: number, digits = 0): string => n.toFixed(digits);
 
 export function formatTable(rows: readonly Row[]): string[] {
-  const w = (key: 'figure' | 'value' | 'reference', min: number): number => Math.max(min, ...rows.map((r) => r[key].length));
+  const w = (key: 'figure' | 'value' | 'reference', min: number): number =>
+    Math.max(min, ...rows.map((r) => r[key].length));
   const [fw, vw, rw] = [w('figure', 6), w('value', 5), w('reference', 9)];
   const tw = Math.max(6, ...rows.map((r) => r.target.length));
-  const lines = [`| ${'figure'.padEnd(fw)} | ${'value'.padEnd(vw)} | ${'reference'.padEnd(rw)} | ratio | ${'target'.padEnd(tw)} | pass |`];
-  lines.push(`|${'-'.repeat(fw + 2)}|${'-'.repeat(vw + 2)}|${'-'.repeat(rw + 2)}|-------|${'-'.repeat(tw + 2)}|------|`);
+  const lines = [
+    `| ${'figure'.padEnd(fw)} | ${'value'.padEnd(vw)} | ${'reference'.padEnd(rw)} | ratio | ${'target'.padEnd(tw)} | pass |`,
+  ];
+  lines.push(
+    `|${'-'.repeat(fw + 2)}|${'-'.repeat(vw + 2)}|${'-'.repeat(rw + 2)}|-------|${'-'.repeat(tw + 2)}|------|`,
+  );
   for (const r of rows) {
     const pass = r.pass === undefined ? '—' : r.pass ? 'yes' : 'NO';
-    lines.push(`| ${r.figure.padEnd(fw)} | ${r.value.padEnd(vw)} | ${r.reference.padEnd(rw)} | ${Number.isNaN(r.ratio) ? '  —  ' : fmt(r.ratio, 2).padStart(5)} | ${r.target.padEnd(tw)} | ${pass.padEnd(4)} |`);
+    lines.push(
+      `| ${r.figure.padEnd(fw)} | ${r.value.padEnd(vw)} | ${r.reference.padEnd(rw)} | ${Number.isNaN(r.ratio) ? '  —  ' : fmt(r.ratio, 2).padStart(5)} | ${r.target.padEnd(tw)} | ${pass.padEnd(4)} |`,
+    );
   }
   return lines;
 }
@@ -37,12 +44,19 @@ export function formatTable(rows: readonly Row[]): string[] {
 export function reportRows(rows: readonly Row[]): void {
   process.stdout.write(`\n${formatTable(rows).join('\n')}\n`);
   const file = process.env[ROWS_FILE_ENV];
-  if (file !== undefined && file !== '') appendFileSync(file, rows.map((r) => `${JSON.stringify({ ...r, ratio: Number.isNaN(r.ratio) ? null : r.ratio })}\n`).join(''));
+  if (file !== undefined && file !== '')
+    appendFileSync(
+      file,
+      rows.map((r) => `${JSON.stringify({ ...r, ratio: Number.isNaN(r.ratio) ? null : r.ratio })}\n`).join(''),
+    );
 }
 
 export function parseRows(text: string): Row[] {
-  return text.split('\n').filter((l) => l.trim() !== '').map((l) => {
-    const r = JSON.parse(l) as Omit<Row, 'ratio'> & { ratio: number | null };
-    return { ...r, ratio: r.ratio ?? Number.NaN };
-  });
+  return text
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .map((l) => {
+      const r = JSON.parse(l) as Omit<Row, 'ratio'> & { ratio: number | null };
+      return { ...r, ratio: r.ratio ?? Number.NaN };
+    });
 }

@@ -21,12 +21,22 @@ for (let i = 0; i < runs; i++) {
   await c.stop();
 }
 starts.sort((a, b) => a - b);
-out(`warm cluster start (etcd + kube-apiserver to /readyz), ${runs} runs: median ${(starts[Math.floor(runs / 2)] ?? 0).toFixed(0)} ms, min ${(starts[0] ?? 0).toFixed(0)} ms, max ${(starts.at(-1) ?? 0).toFixed(0)} ms`);
+out(
+  `warm cluster start (etcd + kube-apiserver to /readyz), ${runs} runs: median ${(starts[Math.floor(runs / 2)] ?? 0).toFixed(0)} ms, min ${(starts[0] ?? 0).toFixed(0)} ms, max ${(starts.at(-1) ?? 0).toFixed(0)} ms`,
+);
 
 const mgmt = await startCluster({ name: 'bench-mgmt' });
-const guest = await startCluster({ name: 'bench-guest', kwok: true, management: { cluster: mgmt, namespace: 'default' } });
+const guest = await startCluster({
+  name: 'bench-guest',
+  kwok: true,
+  management: { cluster: mgmt, namespace: 'default' },
+});
 await Promise.all([installKindlingCrds(mgmt), installCapiCrds(mgmt)]);
 await new Promise((r) => setTimeout(r, 15_000));
-out(`memory, management cluster (etcd, apiserver, controller-manager, 14 CRDs): ${(mgmt.rssBytes() / MiB).toFixed(0)} MiB RSS`);
-out(`memory, guest cluster (etcd, apiserver, controller-manager, KWOK): ${(guest.rssBytes() / MiB).toFixed(0)} MiB RSS`);
+out(
+  `memory, management cluster (etcd, apiserver, controller-manager, 14 CRDs): ${(mgmt.rssBytes() / MiB).toFixed(0)} MiB RSS`,
+);
+out(
+  `memory, guest cluster (etcd, apiserver, controller-manager, KWOK): ${(guest.rssBytes() / MiB).toFixed(0)} MiB RSS`,
+);
 await Promise.all([guest.stop(), mgmt.stop()]);

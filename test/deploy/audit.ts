@@ -10,11 +10,21 @@ export const permission = (group: string, resource: string, verb: string): strin
 /** Every (group, resource, verb) the rendered Roles and ClusterRoles grant the ServiceAccount through its bindings. */
 export function granted(objects: k8s.KubernetesObject[], namespace: string, serviceAccount: string): Set<string> {
   const bindings = (objects as k8s.V1RoleBinding[]).filter(
-    (o) => ['RoleBinding', 'ClusterRoleBinding'].includes(o.kind ?? '') && o.subjects?.some((s) => s.kind === 'ServiceAccount' && s.name === serviceAccount && s.namespace === namespace),
+    (o) =>
+      ['RoleBinding', 'ClusterRoleBinding'].includes(o.kind ?? '') &&
+      o.subjects?.some((s) => s.kind === 'ServiceAccount' && s.name === serviceAccount && s.namespace === namespace),
   );
-  const roles = bindings.map((b) => (objects as k8s.V1Role[]).find((r) => r.kind === b.roleRef.kind && r.metadata?.name === b.roleRef.name));
+  const roles = bindings.map((b) =>
+    (objects as k8s.V1Role[]).find((r) => r.kind === b.roleRef.kind && r.metadata?.name === b.roleRef.name),
+  );
   const rules = roles.flatMap((r) => r?.rules ?? []);
-  return new Set(rules.flatMap((rule) => (rule.apiGroups ?? []).flatMap((g) => (rule.resources ?? []).flatMap((res) => rule.verbs.map((v) => permission(g, res, v))))));
+  return new Set(
+    rules.flatMap((rule) =>
+      (rule.apiGroups ?? []).flatMap((g) =>
+        (rule.resources ?? []).flatMap((res) => rule.verbs.map((v) => permission(g, res, v))),
+      ),
+    ),
+  );
 }
 
 interface AuditEvent {

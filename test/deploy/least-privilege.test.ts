@@ -14,12 +14,33 @@ import { join } from 'node:path';
 import * as k8s from '#k8s';
 import { CAPI_API_VERSION } from '../../api/src/capi.js';
 import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
-import { componentKubeconfigs, componentOf, KINDLING_NAMESPACE, LOCAL_OVERLAY, renderKustomization } from '../../local/src/credentials.js';
+import {
+  componentKubeconfigs,
+  componentOf,
+  KINDLING_NAMESPACE,
+  LOCAL_OVERLAY,
+  renderKustomization,
+} from '../../local/src/credentials.js';
 import { startComponents, stopComponents as stopAll, type RunningComponent } from '../../local/src/components.js';
-import { applySamples, ignitionFiles, sampleReleases, startRegistry, type LocalRegistry } from '../../local/src/environment.js';
+import {
+  applySamples,
+  ignitionFiles,
+  sampleReleases,
+  startRegistry,
+  type LocalRegistry,
+} from '../../local/src/environment.js';
 import { LOCAL_CRD_DIR } from '../../local/src/crds.js';
 import { waitForPools } from '../../local/src/pools.js';
-import { eventually, installCapiCrds, installCrds, installKindlingCrds, startCapiManager, startCluster, type CapiManager, type Cluster } from '../bed/src/index.js';
+import {
+  eventually,
+  installCapiCrds,
+  installCrds,
+  installKindlingCrds,
+  startCapiManager,
+  startCluster,
+  type CapiManager,
+  type Cluster,
+} from '../bed/src/index.js';
 import { granted, permission, usageOf, type Usage } from './audit.js';
 
 const NS = 'tenants';
@@ -34,12 +55,15 @@ const UNUSED_ON_PURPOSE: Record<string, Record<string, string>> = {
       'a bootstrap template goes once no MachineSet points at it, after a rollout of a ClusterAPI-engine pool, which this scenario does not make (deleted pools take theirs by owner reference)',
   },
   'inplace-upgrader': {
-    [permission('cluster.x-k8s.io', 'machinedeployments', 'list')]: 'the Runtime Extension (--extension-address) caches MachineDeployments for UpdateMachine; this scenario does not serve the hooks',
+    [permission('cluster.x-k8s.io', 'machinedeployments', 'list')]:
+      'the Runtime Extension (--extension-address) caches MachineDeployments for UpdateMachine; this scenario does not serve the hooks',
     [permission('cluster.x-k8s.io', 'machinedeployments', 'watch')]: 'the same cache as its list',
   },
   'ignition-server': {
-    [permission('', 'secrets', 'delete')]: 'expired token Secrets are deleted after --token-ttl (11 h), beyond a short run',
-    [permission('', 'events', 'create')]: 'Events record a rotation (at --token-ttl/2) or a failed payload generation; neither happens in a short healthy run',
+    [permission('', 'secrets', 'delete')]:
+      'expired token Secrets are deleted after --token-ttl (11 h), beyond a short run',
+    [permission('', 'events', 'create')]:
+      'Events record a rotation (at --token-ttl/2) or a failed payload generation; neither happens in a short healthy run',
   },
 };
 
@@ -47,7 +71,10 @@ const pools = (mgmt: Cluster): k8s.CustomObjectsApi => mgmt.kubeConfig.makeApiCl
 const mergePatch = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
 
 async function patchPool(mgmt: Cluster, name: string, spec: object): Promise<void> {
-  await pools(mgmt).patchNamespacedCustomObject({ group: 'kindling.dev', version: 'v1beta1', namespace: NS, plural: 'nodepools', name, body: { spec } }, mergePatch);
+  await pools(mgmt).patchNamespacedCustomObject(
+    { group: 'kindling.dev', version: 'v1beta1', namespace: NS, plural: 'nodepools', name, body: { spec } },
+    mergePatch,
+  );
 }
 
 interface Env {
@@ -75,7 +102,12 @@ async function tearDown(env: Env): Promise<void> {
 
 /** The local environment's bring-up (local/src/start.ts), on an audited management cluster. */
 async function bringUp(env: Env): Promise<{ mgmt: Cluster; releases: Record<string, string> }> {
-  const mgmt = await startCluster({ name: 'management', dir: join(env.stateDir, 'management'), audit: true, admissionPlugins: ['OwnerReferencesPermissionEnforcement'] });
+  const mgmt = await startCluster({
+    name: 'management',
+    dir: join(env.stateDir, 'management'),
+    audit: true,
+    admissionPlugins: ['OwnerReferencesPermissionEnforcement'],
+  });
   env.mgmt = mgmt;
   await Promise.all([installKindlingCrds(mgmt), installCapiCrds(mgmt), installCrds(mgmt, LOCAL_CRD_DIR)]);
   await mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api).createNamespace({ body: { metadata: { name: NS } } });
@@ -84,7 +116,13 @@ async function bringUp(env: Env): Promise<{ mgmt: Cluster; releases: Record<stri
   const ignition = await ignitionFiles(env.stateDir, mgmt);
   env.registry = await startRegistry(env.stateDir, mgmt);
   const releases = await sampleReleases(env.registry, mgmt.ca.certPem);
-  env.components = await startComponents({ mgmt, stateDir: env.stateDir, ignition, namespace: NS, registry: env.registry.host });
+  env.components = await startComponents({
+    mgmt,
+    stateDir: env.stateDir,
+    ignition,
+    namespace: NS,
+    registry: env.registry.host,
+  });
   await applySamples(mgmt, env.guest, { namespace: NS, release: releases['1.36.2'] ?? '' });
   await waitForPools(mgmt, NS, 300_000, () => undefined);
   return { mgmt, releases };
@@ -99,16 +137,47 @@ async function scenario(mgmt: Cluster, releases: Record<string, string>): Promis
   await patchPool(mgmt, 'replace', { management: { autoRepair: true } });
   await patchPool(mgmt, 'inplace', { release: { image: releases['1.36.3'] } });
   const objects = k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig);
-  await eventually('the in-place rollout to report progress', async () => {
-    const sets = await objects.list(CAPI_API_VERSION, 'MachineSet', NS, undefined, undefined, undefined, undefined, `${LABELS.nodePool}=inplace`);
-    return sets.items.some((ms) => ms.metadata?.annotations?.[ANNOTATIONS.inPlaceProgress] !== undefined);
-  }, 120_000, 1000);
+  await eventually(
+    'the in-place rollout to report progress',
+    async () => {
+      const sets = await objects.list(
+        CAPI_API_VERSION,
+        'MachineSet',
+        NS,
+        undefined,
+        undefined,
+        undefined,
+        undefined,
+        `${LABELS.nodePool}=inplace`,
+      );
+      return sets.items.some((ms) => ms.metadata?.annotations?.[ANNOTATIONS.inPlaceProgress] !== undefined);
+    },
+    120_000,
+    1000,
+  );
   const api = pools(mgmt);
-  for (const name of ['inplace', 'replace', 'capi']) await api.deleteNamespacedCustomObject({ group: 'kindling.dev', version: 'v1beta1', namespace: NS, plural: 'nodepools', name });
-  await eventually('every sample pool to be gone', async () => {
-    const list = (await api.listNamespacedCustomObject({ group: 'kindling.dev', version: 'v1beta1', namespace: NS, plural: 'nodepools' })) as { items: unknown[] };
-    return list.items.length === 0;
-  }, 300_000, 1000);
+  for (const name of ['inplace', 'replace', 'capi'])
+    await api.deleteNamespacedCustomObject({
+      group: 'kindling.dev',
+      version: 'v1beta1',
+      namespace: NS,
+      plural: 'nodepools',
+      name,
+    });
+  await eventually(
+    'every sample pool to be gone',
+    async () => {
+      const list = (await api.listNamespacedCustomObject({
+        group: 'kindling.dev',
+        version: 'v1beta1',
+        namespace: NS,
+        plural: 'nodepools',
+      })) as { items: unknown[] };
+      return list.items.length === 0;
+    },
+    300_000,
+    1000,
+  );
 }
 
 describe('least privilege (deploy/ RBAC against what the components call)', () => {
@@ -121,11 +190,15 @@ describe('least privilege (deploy/ RBAC against what the components call)', () =
     env.stateDir = await mkdtemp(join(tmpdir(), 'kindling-rbac-'));
     const { mgmt, releases } = await bringUp(env);
     // A denied request can stall the scenario: the 403s, reported below, say why better than the timeout.
-    scenarioError = await scenario(mgmt, releases).then(() => undefined, (err: unknown) => err);
+    scenarioError = await scenario(mgmt, releases).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
     // Stopping releases the Leases (an update): part of what is audited.
     await stopComponents(env);
     rbac = await renderKustomization(LOCAL_OVERLAY);
-    for (const c of COMPONENTS) usage[c] = await usageOf(mgmt.auditLogPath ?? '', `system:serviceaccount:${KINDLING_NAMESPACE}:kindling-${c}`);
+    for (const c of COMPONENTS)
+      usage[c] = await usageOf(mgmt.auditLogPath ?? '', `system:serviceaccount:${KINDLING_NAMESPACE}:kindling-${c}`);
   });
   after(() => tearDown(env));
 
@@ -140,10 +213,16 @@ describe('least privilege (deploy/ RBAC against what the components call)', () =
   it('when the scenario is over, every granted permission should have been used or be an exception with a reason', () => {
     for (const c of COMPONENTS) {
       const exceptions = UNUSED_ON_PURPOSE[c] ?? {};
-      const unused = [...granted(rbac, KINDLING_NAMESPACE, `kindling-${c}`)].filter((p) => !usage[c]?.used.has(p) && !(p in exceptions));
+      const unused = [...granted(rbac, KINDLING_NAMESPACE, `kindling-${c}`)].filter(
+        (p) => !usage[c]?.used.has(p) && !(p in exceptions),
+      );
       assert.deepEqual(unused, [], `${c}: granted but never used`);
       // An exception that the run did use is stale: it hides nothing and must go.
-      assert.deepEqual(Object.keys(exceptions).filter((p) => usage[c]?.used.has(p)), [], `${c}: exceptions that were used`);
+      assert.deepEqual(
+        Object.keys(exceptions).filter((p) => usage[c]?.used.has(p)),
+        [],
+        `${c}: exceptions that were used`,
+      );
     }
   });
 

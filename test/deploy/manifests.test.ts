@@ -19,18 +19,32 @@ import { eventually, installCapiCrds, startCluster, type Cluster } from '../bed/
 const RENDERS = { base: DEPLOY_BASE, 'overlays/local': LOCAL_OVERLAY } as const;
 const COMPONENTS = ['nodepool-controller', 'ignition-server', 'inplace-upgrader', 'drainer'];
 
-const ofKind = (objects: k8s.KubernetesObject[], kind: string): k8s.KubernetesObject[] => objects.filter((o) => o.kind === kind);
+const ofKind = (objects: k8s.KubernetesObject[], kind: string): k8s.KubernetesObject[] =>
+  objects.filter((o) => o.kind === kind);
 const podSpecOf = (d: k8s.V1Deployment): k8s.V1PodSpec => d.spec?.template.spec as k8s.V1PodSpec;
 const containerOf = (d: k8s.V1Deployment): k8s.V1Container => podSpecOf(d).containers[0] as k8s.V1Container;
 /** A Pod of a Deployment's template, for Pod Security admission (which judges Pods, not Deployments). */
-const podOf = (d: k8s.V1Deployment): k8s.V1Pod => ({ metadata: { name: `${d.metadata?.name}-pod`, labels: d.spec?.template.metadata?.labels }, spec: podSpecOf(d) });
+const podOf = (d: k8s.V1Deployment): k8s.V1Pod => ({
+  metadata: { name: `${d.metadata?.name}-pod`, labels: d.spec?.template.metadata?.labels },
+  spec: podSpecOf(d),
+});
 
 function assertComponent(objects: k8s.KubernetesObject[], where: string, component: string): void {
   const sa = `kindling-${component}`;
   const bindings = [...ofKind(objects, 'ClusterRoleBinding'), ...ofKind(objects, 'RoleBinding')] as k8s.V1RoleBinding[];
-  assert.ok(ofKind(objects, 'ServiceAccount').some((o) => o.metadata?.name === sa), `${where}: ServiceAccount ${sa}`);
-  assert.ok(bindings.some((b) => b.subjects?.some((s) => s.name === sa && s.namespace === KINDLING_NAMESPACE)), `${where}: a binding of ${sa}`);
-  assertDeployment(ofKind(objects, 'Deployment').find((d) => d.metadata?.name === sa) as k8s.V1Deployment, `${where}/${sa}`, sa);
+  assert.ok(
+    ofKind(objects, 'ServiceAccount').some((o) => o.metadata?.name === sa),
+    `${where}: ServiceAccount ${sa}`,
+  );
+  assert.ok(
+    bindings.some((b) => b.subjects?.some((s) => s.name === sa && s.namespace === KINDLING_NAMESPACE)),
+    `${where}: a binding of ${sa}`,
+  );
+  assertDeployment(
+    ofKind(objects, 'Deployment').find((d) => d.metadata?.name === sa) as k8s.V1Deployment,
+    `${where}/${sa}`,
+    sa,
+  );
 }
 
 function assertDeployment(deployment: k8s.V1Deployment, where: string, sa: string): void {
@@ -39,7 +53,11 @@ function assertDeployment(deployment: k8s.V1Deployment, where: string, sa: strin
   const c = containerOf(deployment);
   const { livenessProbe, readinessProbe, resources, securityContext } = c;
   assert.deepEqual(
-    { readOnlyRoot: securityContext?.readOnlyRootFilesystem, nonRoot: pod.securityContext?.runAsNonRoot, probes: [livenessProbe?.httpGet?.path, readinessProbe?.httpGet?.path] },
+    {
+      readOnlyRoot: securityContext?.readOnlyRootFilesystem,
+      nonRoot: pod.securityContext?.runAsNonRoot,
+      probes: [livenessProbe?.httpGet?.path, readinessProbe?.httpGet?.path],
+    },
     { readOnlyRoot: true, nonRoot: true, probes: ['/healthz', '/readyz'] },
     where,
   );
@@ -60,7 +78,9 @@ async function assertArguments(d: k8s.V1Deployment, where: string): Promise<void
   if (command === 'inplace-upgrader') assert.equal(config.agentImage, c.image);
   // Flags given through the environment (from a ConfigMap) must be flags of the command: a misspelt one is ignored.
   const envFlags = new Set(Object.keys(spec.flags).map(envName));
-  for (const e of c.env ?? []) if (e.name.startsWith('KINDLING_')) assert.ok(envFlags.has(e.name), `${where}/${d.metadata?.name}: ${e.name} is no flag of ${command}`);
+  for (const e of c.env ?? [])
+    if (e.name.startsWith('KINDLING_'))
+      assert.ok(envFlags.has(e.name), `${where}/${d.metadata?.name}: ${e.name} is no flag of ${command}`);
 }
 
 describe('deploy/ manifests', () => {
@@ -77,16 +97,32 @@ describe('deploy/ manifests', () => {
 
   it('when the base is rendered, it should hold the CRDs of api/crds unchanged', async () => {
     const files = (await readdir(CRD_DIR)).filter((f) => f.endsWith('.yaml')).sort();
-    for (const f of files) assert.equal(await readFile(join(DEPLOY_BASE, 'crds', f), 'utf8'), await readFile(join(CRD_DIR, f), 'utf8'), `deploy/base/crds/${f}`);
-    assert.deepEqual(ofKind(rendered.base ?? [], 'CustomResourceDefinition').map((c) => c.metadata?.name).sort(), ['kindlingconfigs.bootstrap.kindling.dev', 'kindlingconfigtemplates.bootstrap.kindling.dev', 'nodepools.kindling.dev']);
+    for (const f of files)
+      assert.equal(
+        await readFile(join(DEPLOY_BASE, 'crds', f), 'utf8'),
+        await readFile(join(CRD_DIR, f), 'utf8'),
+        `deploy/base/crds/${f}`,
+      );
+    assert.deepEqual(
+      ofKind(rendered.base ?? [], 'CustomResourceDefinition')
+        .map((c) => c.metadata?.name)
+        .sort(),
+      [
+        'kindlingconfigs.bootstrap.kindling.dev',
+        'kindlingconfigtemplates.bootstrap.kindling.dev',
+        'nodepools.kindling.dev',
+      ],
+    );
   });
 
   it('when rendered, every component should have its ServiceAccount, RBAC bound to it and a hardened Deployment running it', () => {
-    for (const [name, objects] of Object.entries(rendered)) for (const component of COMPONENTS) assertComponent(objects, name, component);
+    for (const [name, objects] of Object.entries(rendered))
+      for (const component of COMPONENTS) assertComponent(objects, name, component);
   });
 
   it("when a Deployment's arguments are parsed with its command's flags, they should be known and valid, with leader election on", async () => {
-    for (const [name, objects] of Object.entries(rendered)) for (const d of ofKind(objects, 'Deployment') as k8s.V1Deployment[]) await assertArguments(d, name);
+    for (const [name, objects] of Object.entries(rendered))
+      for (const d of ofKind(objects, 'Deployment') as k8s.V1Deployment[]) await assertArguments(d, name);
   });
 
   it('when every rendered object is applied with a server-side dry run, the apiserver should accept each one, and each Pod the restricted Pod Security level', async () => {
@@ -95,8 +131,14 @@ describe('deploy/ manifests', () => {
     for (const prerequisite of ofKind(rendered.base ?? [], 'Namespace')) await applier.apply(prerequisite);
     const core = mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api);
     for (const [name, objects] of Object.entries(rendered)) {
-      for (const obj of objects) await eventually(`${name}: ${obj.kind}/${obj.metadata?.name} accepted`, () => applier.apply(obj, { dryRun: true }), 20_000);
-      for (const d of ofKind(objects, 'Deployment') as k8s.V1Deployment[]) await core.createNamespacedPod({ namespace: KINDLING_NAMESPACE, body: podOf(d), dryRun: 'All' });
+      for (const obj of objects)
+        await eventually(
+          `${name}: ${obj.kind}/${obj.metadata?.name} accepted`,
+          () => applier.apply(obj, { dryRun: true }),
+          20_000,
+        );
+      for (const d of ofKind(objects, 'Deployment') as k8s.V1Deployment[])
+        await core.createNamespacedPod({ namespace: KINDLING_NAMESPACE, body: podOf(d), dryRun: 'All' });
     }
   });
 });

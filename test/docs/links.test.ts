@@ -29,7 +29,10 @@ function anchors(markdown: string): Set<string> {
   const seen = new Map<string, number>();
   const out = new Set<string>();
   for (const m of withoutFences(markdown).matchAll(/^#{1,6}[ \t]+(.+?)[ \t#]*$/gm)) {
-    const base = (m[1] as string).toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, '').replace(/\s/g, '-');
+    const base = (m[1] as string)
+      .toLowerCase()
+      .replace(/[^\p{L}\p{N}\s_-]/gu, '')
+      .replace(/\s/g, '-');
     const n = seen.get(base) ?? 0;
     seen.set(base, n + 1);
     out.add(n === 0 ? base : `${base}-${n}`);
@@ -103,9 +106,20 @@ describe('references inside the repository', () => {
   it('when a link leaves the repository, names a missing file or a missing heading, it should be reported', () => {
     const readme = join(ROOT, 'README.md');
     const found = (md: string): (string | undefined)[] => targets(md).map((t) => problem(readme, t));
-    assert.deepEqual(found('[design](../outside/design.md)\n\n[r]: ../../outside/research/x.md'), ['points outside the repository', 'points outside the repository']);
-    assert.deepEqual(found('[gone](docs/nothing-here.md) [bad](docs/architecture.md#no-such-heading)'), ['names nothing in the repository', 'has no heading #no-such-heading']);
-    assert.deepEqual(found('[ok](docs/architecture.md#flow-2-a-host-boots) [web](https://example.com/x) `[in code](../nope)`\n```\n[in a fence](../nope)\n```'), [undefined]);
+    assert.deepEqual(found('[design](../outside/design.md)\n\n[r]: ../../outside/research/x.md'), [
+      'points outside the repository',
+      'points outside the repository',
+    ]);
+    assert.deepEqual(found('[gone](docs/nothing-here.md) [bad](docs/architecture.md#no-such-heading)'), [
+      'names nothing in the repository',
+      'has no heading #no-such-heading',
+    ]);
+    assert.deepEqual(
+      found(
+        '[ok](docs/architecture.md#flow-2-a-host-boots) [web](https://example.com/x) `[in code](../nope)`\n```\n[in a fence](../nope)\n```',
+      ),
+      [undefined],
+    );
   });
 
   it('when a text of the repository cites "Flow N step M", it should name a step of docs/architecture.md', () => {
@@ -115,7 +129,10 @@ describe('references inside the repository', () => {
     const wrong = sources.flatMap((file) =>
       flowCitations(readFileSync(file, 'utf8'))
         .filter(([flow, steps]) => !flows.has(flow) || steps.some((s) => !flows.get(flow)?.has(s)))
-        .map(([flow, steps]) => `${relative(ROOT, file)}: Flow ${flow}${steps.length > 0 ? ` step ${steps.join('-')}` : ''}`),
+        .map(
+          ([flow, steps]) =>
+            `${relative(ROOT, file)}: Flow ${flow}${steps.length > 0 ? ` step ${steps.join('-')}` : ''}`,
+        ),
     );
     assert.deepEqual(wrong, []);
   });

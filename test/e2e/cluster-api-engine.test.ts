@@ -38,7 +38,15 @@ describe('a NodePool on the ClusterAPI in-place engine, end to end', { timeout: 
   const uids = (): Promise<string[]> => pool.uids();
   const kindlingConfigs = async (): Promise<KindlingConfig[]> => {
     const [group, version] = BOOTSTRAP_API_VERSION.split('/') as [string, string];
-    return ((await env.custom.listNamespacedCustomObject({ group, version, namespace: NS, plural: 'kindlingconfigs', labelSelector: `kindling.dev/nodepool=${POOL}` })) as { items: KindlingConfig[] }).items;
+    return (
+      (await env.custom.listNamespacedCustomObject({
+        group,
+        version,
+        namespace: NS,
+        plural: 'kindlingconfigs',
+        labelSelector: `kindling.dev/nodepool=${POOL}`,
+      })) as { items: KindlingConfig[] }
+    ).items;
   };
   const hostFiles = (path: string): Promise<(string | undefined)[]> => pool.hostFiles(path);
   const poolReady = (): Promise<boolean> => pool.ready();
@@ -50,11 +58,23 @@ describe('a NodePool on the ClusterAPI in-place engine, end to end', { timeout: 
 
   /** Two Running Machines, none of them one of `old`, every host at `release`: a rollout by replacement is done. */
   const replaced = (old: string[], release: string): Promise<boolean> =>
-    eventually(`the ${POOL} pool replaced by new Machines at ${release}`, async () => {
-      const now = await uids();
-      const files = await hostFiles('etc/kindling/os-release');
-      return now.length === 2 && now.every((u) => !old.includes(u)) && (await env.agrees(POOL, 2)) && files.length === 2 && files.every((f) => f === osRelease(release)) && (await poolReady());
-    }, 15 * MINUTES, 2000);
+    eventually(
+      `the ${POOL} pool replaced by new Machines at ${release}`,
+      async () => {
+        const now = await uids();
+        const files = await hostFiles('etc/kindling/os-release');
+        return (
+          now.length === 2 &&
+          now.every((u) => !old.includes(u)) &&
+          (await env.agrees(POOL, 2)) &&
+          files.length === 2 &&
+          files.every((f) => f === osRelease(release)) &&
+          (await poolReady())
+        );
+      },
+      15 * MINUTES,
+      2000,
+    );
 
   before(async () => {
     stateDir = await mkdtemp(join(tmpdir(), 'kindling-e2e-capi-'));
@@ -62,7 +82,14 @@ describe('a NodePool on the ClusterAPI in-place engine, end to end', { timeout: 
     pool = new CapiPool(env);
     // Leader election stays on, with timings for a machine shared by many suites: at the defaults a leader
     // whose apiserver answers its renewal after 10 s exits (seen at load 45).
-    await env.start({ timeoutMs: 15 * MINUTES, env: { KINDLING_LEADER_ELECT_LEASE_DURATION: '120s', KINDLING_LEADER_ELECT_RENEW_DEADLINE: '90s', KINDLING_LEADER_ELECT_RETRY_PERIOD: '5s' } });
+    await env.start({
+      timeoutMs: 15 * MINUTES,
+      env: {
+        KINDLING_LEADER_ELECT_LEASE_DURATION: '120s',
+        KINDLING_LEADER_ELECT_RENEW_DEADLINE: '90s',
+        KINDLING_LEADER_ELECT_RETRY_PERIOD: '5s',
+      },
+    });
   });
 
   after(async () => {
@@ -78,9 +105,17 @@ describe('a NodePool on the ClusterAPI in-place engine, end to end', { timeout: 
     const hash = (await env.pool(POOL)).status?.configHash ?? '';
     assert.equal(configs.length, 2);
     for (const c of configs) {
-      assert.deepEqual([c.spec.configHash, c.status?.dataSecretName, c.status?.initialization?.dataSecretCreated], [hash, userDataSecretName(POOL, hash), true]);
+      assert.deepEqual(
+        [c.spec.configHash, c.status?.dataSecretName, c.status?.initialization?.dataSecretCreated],
+        [hash, userDataSecretName(POOL, hash), true],
+      );
     }
-    for (const m of await machines()) assert.equal(m.spec?.bootstrap?.dataSecretName, userDataSecretName(POOL, hash), `${m.metadata.name} booted from the pool's user-data`);
+    for (const m of await machines())
+      assert.equal(
+        m.spec?.bootstrap?.dataSecretName,
+        userDataSecretName(POOL, hash),
+        `${m.metadata.name} booted from the pool's user-data`,
+      );
     assert.deepEqual(await hostFiles('etc/kindling/os-release'), [osRelease('1.36.2'), osRelease('1.36.2')]);
   });
 
@@ -91,11 +126,18 @@ describe('a NodePool on the ClusterAPI in-place engine, end to end', { timeout: 
     try {
       const next = (await env.pool(POOL)).spec.release.image.replace(/:1\.36\.2$/, ':1.36.3');
       await env.patchPool(POOL, { spec: { release: { image: next } } });
-      await eventually('every capi host at 1.36.3, its Machine UpToDate', async () => {
-        const files = await hostFiles('etc/kindling/os-release');
-        const upToDate = (await machines()).every((m) => m.status?.conditions?.some((c) => c.type === 'UpToDate' && c.status === 'True'));
-        return files.length === 2 && files.every((f) => f === osRelease('1.36.3')) && upToDate && (await poolReady());
-      }, 15 * MINUTES, 2000);
+      await eventually(
+        'every capi host at 1.36.3, its Machine UpToDate',
+        async () => {
+          const files = await hostFiles('etc/kindling/os-release');
+          const upToDate = (await machines()).every((m) =>
+            m.status?.conditions?.some((c) => c.type === 'UpToDate' && c.status === 'True'),
+          );
+          return files.length === 2 && files.every((f) => f === osRelease('1.36.3')) && upToDate && (await poolReady());
+        },
+        15 * MINUTES,
+        2000,
+      );
     } finally {
       stopWatchers(watchers);
       // The rollouts below go through Cluster API's own drains, which wait out a budget's refusal on their own
@@ -105,30 +147,73 @@ describe('a NodePool on the ClusterAPI in-place engine, end to end', { timeout: 
     }
     assert.deepEqual(await uids(), before, 'no Machine was replaced');
     const hash = (await env.pool(POOL)).status?.configHash ?? '';
-    assert.deepEqual((await kindlingConfigs()).map((c) => [c.spec.configHash, c.status?.dataSecretName]), [[hash, userDataSecretName(POOL, hash)], [hash, userDataSecretName(POOL, hash)]]);
+    assert.deepEqual(
+      (await kindlingConfigs()).map((c) => [c.spec.configHash, c.status?.dataSecretName]),
+      [
+        [hash, userDataSecretName(POOL, hash)],
+        [hash, userDataSecretName(POOL, hash)],
+      ],
+    );
     assertHeld(watchers);
-    const claimed = (await hookLines('CanUpdateMachineSet')).filter((l) => l.status === 'Success' && /^in place: /.test(l.message ?? ''));
+    const claimed = (await hookLines('CanUpdateMachineSet')).filter(
+      (l) => l.status === 'Success' && /^in place: /.test(l.message ?? ''),
+    );
     assert.ok(claimed.length > 0, 'the extension claimed the change in place');
-    const done = (await hookLines('UpdateMachine')).filter((l) => l.status === 'Success' && /is at /.test(l.message ?? ''));
+    const done = (await hookLines('UpdateMachine')).filter(
+      (l) => l.status === 'Success' && /is at /.test(l.message ?? ''),
+    );
     assert.ok(done.length >= 2, `UpdateMachine reported both Machines done: ${JSON.stringify(done)}`);
   });
 
   it('when the infrastructure template changes, the extension should refuse and Cluster API should replace the Machines', async () => {
     const before = await uids();
     const objects = k8s.KubernetesObjectApi.makeApiClient(env.mgmt);
-    await objects.create({ apiVersion: 'infrastructure.kindling.dev/v1alpha1', kind: 'LocalMachineTemplate', metadata: { name: 'local-b', namespace: NS }, spec: { template: { spec: { failureDomains: ['zone-b', 'zone-c'] } } } } as k8s.KubernetesObject);
-    await env.patchPool(POOL, { spec: { platform: { infrastructureTemplateRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachineTemplate', name: 'local-b' } } } });
+    await objects.create({
+      apiVersion: 'infrastructure.kindling.dev/v1alpha1',
+      kind: 'LocalMachineTemplate',
+      metadata: { name: 'local-b', namespace: NS },
+      spec: { template: { spec: { failureDomains: ['zone-b', 'zone-c'] } } },
+    } as k8s.KubernetesObject);
+    await env.patchPool(POOL, {
+      spec: {
+        platform: {
+          infrastructureTemplateRef: {
+            apiGroup: 'infrastructure.kindling.dev',
+            kind: 'LocalMachineTemplate',
+            name: 'local-b',
+          },
+        },
+      },
+    });
     await replaced(before, '1.36.3');
-    assert.match((await hookLines('CanUpdateMachineSet')).at(-1)?.message ?? '', /must roll: .*another infrastructure template \("local" → "local-b"\)/);
+    assert.match(
+      (await hookLines('CanUpdateMachineSet')).at(-1)?.message ?? '',
+      /must roll: .*another infrastructure template \("local" → "local-b"\)/,
+    );
   });
 
   it('when the release and the template change together, Cluster API should roll out by replacement', async () => {
     const before = await uids();
     const previous = (await env.pool(POOL)).spec.release.image.replace(/:1\.36\.3$/, ':1.36.2');
-    await env.patchPool(POOL, { spec: { release: { image: previous }, platform: { infrastructureTemplateRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachineTemplate', name: 'local' } } } });
+    await env.patchPool(POOL, {
+      spec: {
+        release: { image: previous },
+        platform: {
+          infrastructureTemplateRef: {
+            apiGroup: 'infrastructure.kindling.dev',
+            kind: 'LocalMachineTemplate',
+            name: 'local',
+          },
+        },
+      },
+    });
     await replaced(before, '1.36.2');
     const last = (await hookLines('CanUpdateMachineSet')).at(-1)?.message ?? '';
-    assert.match(last, /in place: .*KindlingConfigTemplate configHash/, 'the payload alone could have been done in place');
+    assert.match(
+      last,
+      /in place: .*KindlingConfigTemplate configHash/,
+      'the payload alone could have been done in place',
+    );
     assert.match(last, /must roll: .*another infrastructure template/, 'the template made it roll');
   });
 
@@ -145,15 +230,37 @@ describe('a NodePool on the ClusterAPI in-place engine, end to end', { timeout: 
       '    ignition: { version: 3.2.0 }',
       '    storage: { files: [{ path: /etc/kindling/kargs-sample, mode: 420, contents: { source: "data:,nosmt%0A" } }] }',
     ].join('\n');
-    await core.createNamespacedConfigMap({ namespace: NS, body: { metadata: { name: 'kargs' }, data: { config: doc } } });
+    await core.createNamespacedConfigMap({
+      namespace: NS,
+      body: { metadata: { name: 'kargs' }, data: { config: doc } },
+    });
     await env.patchPool(POOL, { spec: { config: [{ name: 'motd' }, { name: 'kargs' }] } });
     // The pool's record of the rollout, read while it lasts (it goes once the rollout completes).
-    const recorded = eventually('status.rollout recording the kernel-arguments document', async () => (await env.pool(POOL)).status?.rollout?.changes.find((c) => /MachineConfig 50-kargs added/.test(c.detail)), 10 * MINUTES, 250).catch(() => undefined);
+    const recorded = eventually(
+      'status.rollout recording the kernel-arguments document',
+      async () =>
+        (await env.pool(POOL)).status?.rollout?.changes.find((c) => /MachineConfig 50-kargs added/.test(c.detail)),
+      10 * MINUTES,
+      250,
+    ).catch(() => undefined);
     await replaced(before, '1.36.2');
-    assert.equal((await recorded)?.strategy, 'Rollout', `status.rollout says Cluster API rolls the payload: ${JSON.stringify(await recorded)}`);
-    assert.deepEqual(await hostFiles('etc/kindling/kargs-sample'), ['nosmt\n', 'nosmt\n'], 'the new hosts booted the new payload');
-    assert.match((await hookLines('CanUpdateMachineSet')).at(-1)?.message ?? '', /must roll: .*holds what the node agent cannot apply in place \(kernelArguments/);
-    const degraded = (await env.nodes(POOL)).filter((n) => n.metadata?.annotations?.['machineconfiguration.openshift.io/state'] === 'Degraded');
+    assert.equal(
+      (await recorded)?.strategy,
+      'Rollout',
+      `status.rollout says Cluster API rolls the payload: ${JSON.stringify(await recorded)}`,
+    );
+    assert.deepEqual(
+      await hostFiles('etc/kindling/kargs-sample'),
+      ['nosmt\n', 'nosmt\n'],
+      'the new hosts booted the new payload',
+    );
+    assert.match(
+      (await hookLines('CanUpdateMachineSet')).at(-1)?.message ?? '',
+      /must roll: .*holds what the node agent cannot apply in place \(kernelArguments/,
+    );
+    const degraded = (await env.nodes(POOL)).filter(
+      (n) => n.metadata?.annotations?.['machineconfiguration.openshift.io/state'] === 'Degraded',
+    );
     assert.deepEqual(degraded, [], 'no node Degraded');
   });
 });

@@ -44,10 +44,15 @@ export const alive = (pid: number): boolean => {
  * coming back from an earlier exit, so each kill hits a running process; resolves with the pid killed.
  */
 export async function killRunning(env: LocalEnvironment, replica: string): Promise<number> {
-  const pid = await eventually(`${replica} to run`, async () => {
-    const p = await env.pidOf(replica);
-    return p !== undefined && alive(p) ? p : undefined;
-  }, 60_000, 100);
+  const pid = await eventually(
+    `${replica} to run`,
+    async () => {
+      const p = await env.pidOf(replica);
+      return p !== undefined && alive(p) ? p : undefined;
+    },
+    60_000,
+    100,
+  );
   process.kill(pid, 'SIGKILL');
   return pid;
 }
@@ -68,14 +73,16 @@ export function supervision(output: string): string {
 
 /** Processes whose command line names the state folder (every process the environment starts does). */
 export function processesOf(stateDir: string): string[] {
-  return readdirSync('/proc').filter((p) => /^\d+$/.test(p)).flatMap((pid) => {
-    try {
-      const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
-      return cmdline.includes(stateDir) ? [`${pid}: ${cmdline.slice(0, 200)}`] : [];
-    } catch {
-      return [];
-    }
-  });
+  return readdirSync('/proc')
+    .filter((p) => /^\d+$/.test(p))
+    .flatMap((pid) => {
+      try {
+        const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
+        return cmdline.includes(stateDir) ? [`${pid}: ${cmdline.slice(0, 200)}`] : [];
+      } catch {
+        return [];
+      }
+    });
 }
 
 const keyOf = (o: k8s.KubernetesObject): string => `${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;
@@ -87,7 +94,9 @@ export class PdbWatcher {
   readonly #watch: RestartingWatch<k8s.V1PodDisruptionBudget>;
 
   constructor(kc: k8s.KubeConfig) {
-    this.#watch = new RestartingWatch(kc, '/apis/policy/v1/poddisruptionbudgets', {}, (_type, pdb) => this.#observe(pdb));
+    this.#watch = new RestartingWatch(kc, '/apis/policy/v1/poddisruptionbudgets', {}, (_type, pdb) =>
+      this.#observe(pdb),
+    );
   }
 
   start(): Promise<void> {
@@ -102,7 +111,9 @@ export class PdbWatcher {
     this.events++;
     const { currentHealthy = 0, desiredHealthy } = pdb.status ?? {};
     if (desiredHealthy !== undefined && currentHealthy < desiredHealthy) {
-      this.violations.push(`${new Date().toISOString()} ${keyOf(pdb)}: ${currentHealthy} healthy < ${desiredHealthy} desired`);
+      this.violations.push(
+        `${new Date().toISOString()} ${keyOf(pdb)}: ${currentHealthy} healthy < ${desiredHealthy} desired`,
+      );
     }
   }
 }

@@ -49,18 +49,27 @@ export class LocalEnvironment {
   async start(opts: StartOptions = {}): Promise<void> {
     const { timeoutMs = 600_000, replicas = 1 } = opts;
     // Guarded: a test file the runner cancels or kills leaves no environment running into the next file.
-    const child = spawnGuarded(process.execPath, [START, `--state-dir=${this.stateDir}`, `--replicas=${replicas}`], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...opts.env } });
+    const child = spawnGuarded(process.execPath, [START, `--state-dir=${this.stateDir}`, `--replicas=${replicas}`], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, ...opts.env },
+    });
     this.#child = child;
     child.stderr?.on('data', (d: Buffer) => (this.output += d.toString()));
     await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`the environment was not up after ${timeoutMs / 1000} s:\n${this.output}`)), timeoutMs);
+      const timer = setTimeout(
+        () => reject(new Error(`the environment was not up after ${timeoutMs / 1000} s:\n${this.output}`)),
+        timeoutMs,
+      );
       child.stdout?.on('data', (d: Buffer) => {
         this.output += d.toString();
         if (!this.output.includes('Ctrl-C stops everything.')) return;
         clearTimeout(timer);
         resolve();
       });
-      child.once('exit', (code) => (clearTimeout(timer), reject(new Error(`the environment exited (${code}):\n${this.output}`))));
+      child.once(
+        'exit',
+        (code) => (clearTimeout(timer), reject(new Error(`the environment exited (${code}):\n${this.output}`))),
+      );
     });
     const path = (label: string): string => new RegExp(`${label} kubeconfig: +(\\S+)`).exec(this.output)?.[1] ?? '';
     this.mgmtKubeconfig = path('management');
@@ -98,7 +107,9 @@ export class LocalEnvironment {
    * `<hostname>-<pid>` (support/src/component.ts). Undefined when nobody holds it or the holder is not running.
    */
   async leaderOf(component: string, replicas: number): Promise<{ replica: string; pid: number } | undefined> {
-    const lease = await this.mgmt.makeApiClient(k8s.CoordinationV1Api).readNamespacedLease({ name: `kindling-${component}`, namespace: 'kindling-system' });
+    const lease = await this.mgmt
+      .makeApiClient(k8s.CoordinationV1Api)
+      .readNamespacedLease({ name: `kindling-${component}`, namespace: 'kindling-system' });
     const holder = lease.spec?.holderIdentity ?? '';
     for (let i = 0; i < replicas; i++) {
       const replica = replicas === 1 ? component : `${component}-${i}`;
@@ -113,7 +124,13 @@ export class LocalEnvironment {
   }
 
   async pool(name: string): Promise<NodePool> {
-    return (await this.custom.getNamespacedCustomObject({ group: 'kindling.dev', version: 'v1beta1', namespace: NS, plural: 'nodepools', name })) as NodePool;
+    return (await this.custom.getNamespacedCustomObject({
+      group: 'kindling.dev',
+      version: 'v1beta1',
+      namespace: NS,
+      plural: 'nodepools',
+      name,
+    })) as NodePool;
   }
 
   async patchPool(name: string, body: object): Promise<void> {
@@ -124,12 +141,18 @@ export class LocalEnvironment {
   }
 
   async machines(pool: string): Promise<Machine[]> {
-    const list = (await this.custom.listNamespacedCustomObject({ ...CAPI, namespace: NS, plural: 'machines', labelSelector: `${LABELS.nodePool}=${pool}` })) as { items: Machine[] };
+    const list = (await this.custom.listNamespacedCustomObject({
+      ...CAPI,
+      namespace: NS,
+      plural: 'machines',
+      labelSelector: `${LABELS.nodePool}=${pool}`,
+    })) as { items: Machine[] };
     return list.items;
   }
 
   async nodes(pool: string): Promise<k8s.V1Node[]> {
-    return (await this.guest.makeApiClient(k8s.CoreV1Api).listNode({ labelSelector: `kindling.dev/pool=${pool}` })).items;
+    return (await this.guest.makeApiClient(k8s.CoreV1Api).listNode({ labelSelector: `kindling.dev/pool=${pool}` }))
+      .items;
   }
 
   hostRoot(name: string): string {
@@ -137,7 +160,9 @@ export class LocalEnvironment {
   }
 
   async hosts(prefix: string): Promise<string[]> {
-    return (await readdir(join(this.stateDir, 'hosts', NS)).catch(() => [])).filter((h) => h.startsWith(`${prefix}-`)).sort();
+    return (await readdir(join(this.stateDir, 'hosts', NS)).catch(() => []))
+      .filter((h) => h.startsWith(`${prefix}-`))
+      .sort();
   }
 
   async hostFile(host: string, path: string): Promise<string | undefined> {
@@ -154,7 +179,12 @@ export class LocalEnvironment {
     const nodes = (await this.nodes(pool)).map((n) => n.metadata?.name ?? '').sort();
     const hosts = await this.hosts(pool);
     const refs = running.map((m) => m.status?.nodeRef?.name ?? '').sort();
-    return machines.length === count && running.length === count && refs.join() === nodes.join() && refs.join() === hosts.join();
+    return (
+      machines.length === count &&
+      running.length === count &&
+      refs.join() === nodes.join() &&
+      refs.join() === hosts.join()
+    );
   }
 
   /**
@@ -163,8 +193,18 @@ export class LocalEnvironment {
    */
   async bootExtraHost(name: string, userData: string): Promise<void> {
     const objects = k8s.KubernetesObjectApi.makeApiClient(this.mgmt);
-    await objects.create({ apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace: NS }, stringData: { value: userData, format: 'ignition' } } as k8s.KubernetesObject);
-    await objects.create({ apiVersion: 'infrastructure.kindling.dev/v1alpha1', kind: 'LocalMachine', metadata: { name, namespace: NS }, spec: {} } as k8s.KubernetesObject);
+    await objects.create({
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name, namespace: NS },
+      stringData: { value: userData, format: 'ignition' },
+    } as k8s.KubernetesObject);
+    await objects.create({
+      apiVersion: 'infrastructure.kindling.dev/v1alpha1',
+      kind: 'LocalMachine',
+      metadata: { name, namespace: NS },
+      spec: {},
+    } as k8s.KubernetesObject);
     await objects.create({
       apiVersion: CAPI.apiVersion,
       kind: 'Machine',
@@ -179,7 +219,13 @@ export class LocalEnvironment {
 
   /** The LocalMachine's Booted condition, once it has one. */
   async booted(name: string): Promise<{ status: string; message: string } | undefined> {
-    const lm = (await this.custom.getNamespacedCustomObject({ group: 'infrastructure.kindling.dev', version: 'v1alpha1', namespace: NS, plural: 'localmachines', name })) as {
+    const lm = (await this.custom.getNamespacedCustomObject({
+      group: 'infrastructure.kindling.dev',
+      version: 'v1alpha1',
+      namespace: NS,
+      plural: 'localmachines',
+      name,
+    })) as {
       status?: { conditions?: { type: string; status: string; message: string }[] };
     };
     return lm.status?.conditions?.find((c) => c.type === 'Booted');
@@ -190,17 +236,31 @@ export class LocalEnvironment {
    * all healthy, with one disruption allowed; undefined until then.
    */
   async workloadWhole(): Promise<{ nodes: string[] } | undefined> {
-    const pods = (await this.guest.makeApiClient(k8s.CoreV1Api).listNamespacedPod({ namespace: WORKLOAD.namespace, labelSelector: WORKLOAD.labelSelector })).items;
-    const pdb = await this.guest.makeApiClient(k8s.PolicyV1Api).readNamespacedPodDisruptionBudget({ name: WORKLOAD.name, namespace: WORKLOAD.namespace });
+    const pods = (
+      await this.guest
+        .makeApiClient(k8s.CoreV1Api)
+        .listNamespacedPod({ namespace: WORKLOAD.namespace, labelSelector: WORKLOAD.labelSelector })
+    ).items;
+    const pdb = await this.guest
+      .makeApiClient(k8s.PolicyV1Api)
+      .readNamespacedPodDisruptionBudget({ name: WORKLOAD.name, namespace: WORKLOAD.namespace });
     const inplace = new Set((await this.nodes('inplace')).map((n) => n.metadata?.name));
     const ready = pods.filter((p) => available(p) && inplace.has(p.spec?.nodeName));
-    const whole = ready.length === WORKLOAD.replicas && pods.length === WORKLOAD.replicas && pdb.status?.currentHealthy === WORKLOAD.replicas && pdb.status.disruptionsAllowed === WORKLOAD.maxUnavailable;
+    const whole =
+      ready.length === WORKLOAD.replicas &&
+      pods.length === WORKLOAD.replicas &&
+      pdb.status?.currentHealthy === WORKLOAD.replicas &&
+      pdb.status.disruptionsAllowed === WORKLOAD.maxUnavailable;
     return whole ? { nodes: [...new Set(ready.map((p) => p.spec?.nodeName ?? ''))].sort() } : undefined;
   }
 
   /** `kindling status <namespace/pool> --watch` as an operator runs it; stop() ends it and gives all it printed. */
   watchStatus(pool: string): { stop(): Promise<string> } {
-    const child = spawn(process.execPath, [KINDLING, 'status', `${NS}/${pool}`, '--watch', `--kubeconfig=${this.mgmtKubeconfig}`], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(
+      process.execPath,
+      [KINDLING, 'status', `${NS}/${pool}`, '--watch', `--kubeconfig=${this.mgmtKubeconfig}`],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     let printed = '';
     child.stdout.on('data', (d: Buffer) => (printed += d.toString()));
     child.stderr.on('data', (d: Buffer) => (printed += d.toString()));
@@ -234,7 +294,9 @@ export class TokenRecorder {
 
   constructor(env: LocalEnvironment) {
     this.#env = env;
-    this.#watch = new RestartingWatch(env.mgmt, '/api/v1/secrets', { labelSelector: LABELS.tokenSecret }, (_type, s) => this.#record(s));
+    this.#watch = new RestartingWatch(env.mgmt, '/api/v1/secrets', { labelSelector: LABELS.tokenSecret }, (_type, s) =>
+      this.#record(s),
+    );
   }
 
   start(): Promise<void> {
@@ -244,9 +306,13 @@ export class TokenRecorder {
   /** One last look at both clusters (while they still run), then stops watching. */
   async stop(): Promise<void> {
     this.#watch.stop();
-    const tokenSecrets = await this.#env.mgmt.makeApiClient(k8s.CoreV1Api).listSecretForAllNamespaces({ labelSelector: LABELS.tokenSecret });
+    const tokenSecrets = await this.#env.mgmt
+      .makeApiClient(k8s.CoreV1Api)
+      .listSecretForAllNamespaces({ labelSelector: LABELS.tokenSecret });
     for (const s of tokenSecrets.items) this.#record(s);
-    const bootstrap = await this.#env.guest.makeApiClient(k8s.CoreV1Api).listNamespacedSecret({ namespace: 'kube-system', fieldSelector: 'type=bootstrap.kubernetes.io/token' });
+    const bootstrap = await this.#env.guest
+      .makeApiClient(k8s.CoreV1Api)
+      .listNamespacedSecret({ namespace: 'kube-system', fieldSelector: 'type=bootstrap.kubernetes.io/token' });
     for (const s of bootstrap.items) {
       const [id, secret] = [decode(s.data?.['token-id']), decode(s.data?.['token-secret'])];
       if (id && secret) this.values.add(`${id}.${secret}`).add(secret);
@@ -275,11 +341,22 @@ export interface Workload {
 }
 
 /** The sample workload the environment runs in the guest (local/workload.yaml). */
-export const WORKLOAD = { namespace: 'shop', name: 'web', labelSelector: 'app=web', replicas: 4, maxUnavailable: 1 } as const satisfies Workload;
+export const WORKLOAD = {
+  namespace: 'shop',
+  name: 'web',
+  labelSelector: 'app=web',
+  replicas: 4,
+  maxUnavailable: 1,
+} as const satisfies Workload;
 
-const available = (pod: k8s.V1Pod): boolean => !pod.metadata?.deletionTimestamp && pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true;
+const available = (pod: k8s.V1Pod): boolean =>
+  !pod.metadata?.deletionTimestamp &&
+  pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true;
 /** The condition the apiserver sets on a pod it evicts through the Eviction API, before it deletes it. */
-const evictedByApi = (pod: k8s.V1Pod): boolean => pod.status?.conditions?.some((c) => c.type === 'DisruptionTarget' && c.reason === 'EvictionByEvictionAPI' && c.status === 'True') === true;
+const evictedByApi = (pod: k8s.V1Pod): boolean =>
+  pod.status?.conditions?.some(
+    (c) => c.type === 'DisruptionTarget' && c.reason === 'EvictionByEvictionAPI' && c.status === 'True',
+  ) === true;
 
 /**
  * Every event of a workload's pods (the sample workload's unless told), independent of Kindling: the fewest
@@ -298,7 +375,12 @@ export class WorkloadWatcher {
 
   constructor(kc: k8s.KubeConfig, workload: Workload = WORKLOAD) {
     this.#workload = workload;
-    this.#watch = new RestartingWatch(kc, `/api/v1/namespaces/${workload.namespace}/pods`, { labelSelector: workload.labelSelector }, (type, pod) => this.#observe(type, pod));
+    this.#watch = new RestartingWatch(
+      kc,
+      `/api/v1/namespaces/${workload.namespace}/pods`,
+      { labelSelector: workload.labelSelector },
+      (type, pod) => this.#observe(type, pod),
+    );
   }
 
   start(): Promise<void> {

@@ -28,15 +28,26 @@ function componentLines(token: string): { logged: string; raw: string } {
       },
     }),
   });
-  const secret = { metadata: { name: 'p-abc', namespace: 'tenants' }, data: { token: Buffer.from(token).toString('base64') }, stringData: { token } };
-  const err = new Error('apply failed', { cause: Object.assign(new Error(`401 for Bearer ${token}`), { body: { secret } }) });
+  const secret = {
+    metadata: { name: 'p-abc', namespace: 'tenants' },
+    data: { token: Buffer.from(token).toString('base64') },
+    stringData: { token },
+  };
+  const err = new Error('apply failed', {
+    cause: Object.assign(new Error(`401 for Bearer ${token}`), { body: { secret } }),
+  });
   const entries: [Record<string, unknown>, string][] = [
     [{ secret }, 'token Secret'],
     [{ err }, 'reconcile failed'],
-    [{ headers: { authorization: `Bearer ${token}` }, join: `kubeadm join --token ${BOOTSTRAP}` }, `fetched with ${token}`],
+    [
+      { headers: { authorization: `Bearer ${token}` }, join: `kubeadm join --token ${BOOTSTRAP}` },
+      `fetched with ${token}`,
+    ],
   ];
   for (const [obj, msg] of entries) log.info(obj, msg);
-  const raw = entries.map(([obj, msg]) => JSON.stringify({ ...obj, err: { message: err.message, cause: String(err.cause) }, msg })).join('\n');
+  const raw = entries
+    .map(([obj, msg]) => JSON.stringify({ ...obj, err: { message: err.message, cause: String(err.cause) }, msg }))
+    .join('\n');
   return { logged: lines.join(''), raw };
 }
 

@@ -26,7 +26,11 @@ export interface LogScan {
 
 async function filesUnder(dir: string): Promise<string[]> {
   const entries = await readdir(dir, { withFileTypes: true });
-  const nested = await Promise.all(entries.map((e) => (e.isDirectory() ? filesUnder(join(dir, e.name)) : Promise.resolve(e.isFile() ? [join(dir, e.name)] : []))));
+  const nested = await Promise.all(
+    entries.map((e) =>
+      e.isDirectory() ? filesUnder(join(dir, e.name)) : Promise.resolve(e.isFile() ? [join(dir, e.name)] : []),
+    ),
+  );
   return nested.flat();
 }
 
@@ -41,7 +45,9 @@ function findingsIn(text: string, file: string, secrets: string[]): LogFinding[]
 export async function scanLogs(dir: string, secrets: Iterable<string>): Promise<LogScan> {
   const wanted = [...new Set(secrets)].filter((s) => s.length >= MIN_SECRET_LENGTH);
   const paths = (await filesUnder(dir)).sort();
-  const findings = await Promise.all(paths.map(async (p) => findingsIn(await readFile(p, 'utf8'), relative(dir, p), wanted)));
+  const findings = await Promise.all(
+    paths.map(async (p) => findingsIn(await readFile(p, 'utf8'), relative(dir, p), wanted)),
+  );
   return { files: paths.map((p) => relative(dir, p)), findings: findings.flat() };
 }
 

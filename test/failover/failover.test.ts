@@ -18,11 +18,34 @@ import * as k8s from '#k8s';
 import { ANNOTATIONS, LABELS, SECRET_KEYS } from '../../api/src/keys.js';
 import { CAPI_GROUP } from '../../api/src/capi.js';
 import { nodePoolFixture } from '../../api/testing/nodepool.js';
-import { createTestMachine, createTestNode, eventually, testMachineSet, testPodFor } from '../../drainer/testing/index.js';
+import {
+  createTestMachine,
+  createTestNode,
+  eventually,
+  testMachineSet,
+  testPodFor,
+} from '../../drainer/testing/index.js';
 import { isReady } from '../../inplace-upgrader/src/preview.js';
-import { AgentFleet, AvailabilityWatcher, KINDLING_BIN, machineConfig, tokenSecret } from '../../inplace-upgrader/testing/index.js';
-import { ignitionServerArgs, writeIgnitionServerFiles, type IgnitionServerFiles } from '../../ignition-server/testing/index.js';
-import { freePort, installCapiCrds, installKindlingCrds, startCluster, waitForPort, type Cluster } from '../bed/src/index.js';
+import {
+  AgentFleet,
+  AvailabilityWatcher,
+  KINDLING_BIN,
+  machineConfig,
+  tokenSecret,
+} from '../../inplace-upgrader/testing/index.js';
+import {
+  ignitionServerArgs,
+  writeIgnitionServerFiles,
+  type IgnitionServerFiles,
+} from '../../ignition-server/testing/index.js';
+import {
+  freePort,
+  installCapiCrds,
+  installKindlingCrds,
+  startCluster,
+  waitForPort,
+  type Cluster,
+} from '../bed/src/index.js';
 import { auditedRequests, ElectedComponent, LEASE_NAMESPACE, type AuditEvent, type Replica } from './replicas.js';
 
 const NS = 'default';
@@ -33,8 +56,10 @@ const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch)
 /** Components with nothing in flight when paused (no work until the test gives some while they are paused). */
 const IDLE_WHEN_PAUSED = new Set(['nodepool-controller', 'ignition-server']);
 
-const iso = (ms: number | undefined): string => (ms === undefined || !Number.isFinite(ms) ? String(ms) : new Date(ms).toISOString());
-const describeRequest = (e: AuditEvent): string => `${e.requestReceivedTimestamp} ${e.verb} ${e.requestURI} → ${e.responseStatus?.code ?? '?'}`;
+const iso = (ms: number | undefined): string =>
+  ms === undefined || !Number.isFinite(ms) ? String(ms) : new Date(ms).toISOString();
+const describeRequest = (e: AuditEvent): string =>
+  `${e.requestReceivedTimestamp} ${e.verb} ${e.requestURI} → ${e.responseStatus?.code ?? '?'}`;
 
 describe('leader failover: two replicas of each elected component, the leader paused (SIGSTOP) and resumed (SIGCONT)', () => {
   let dir = '';
@@ -55,7 +80,13 @@ describe('leader failover: two replicas of each elected component, the leader pa
   };
 
   const machineSetAnnotations = async (): Promise<Record<string, string>> => {
-    const ms = (await mgmt.kubeConfig.makeApiClient(k8s.CustomObjectsApi).getNamespacedCustomObject({ group: CAPI_GROUP, version: 'v1beta2', namespace: NS, plural: 'machinesets', name: POOL })) as k8s.KubernetesObject;
+    const ms = (await mgmt.kubeConfig.makeApiClient(k8s.CustomObjectsApi).getNamespacedCustomObject({
+      group: CAPI_GROUP,
+      version: 'v1beta2',
+      namespace: NS,
+      plural: 'machinesets',
+      name: POOL,
+    })) as k8s.KubernetesObject;
     return ms.metadata?.annotations ?? {};
   };
 
@@ -64,16 +95,26 @@ describe('leader failover: two replicas of each elected component, the leader pa
    * resumes the old leaders and waits for them to exit.
    */
   async function failOver(commands: string[], whilePaused: () => Promise<void> = async () => {}): Promise<void> {
-    const olds = await Promise.all(commands.map(async (command) => [command, await component(command).pauseLeaderAfterRenewal()] as const));
+    const olds = await Promise.all(
+      commands.map(async (command) => [command, await component(command).pauseLeaderAfterRenewal()] as const),
+    );
     for (const [command, old] of olds) paused.set(command, old);
     for (const [command, old] of olds) {
       const follower = component(command).other(old);
-      await eventually(`${follower.name} to take over from the paused ${old.name}`, async () => component(command).leadership(follower).startedAt !== undefined, 60_000, 200);
+      await eventually(
+        `${follower.name} to take over from the paused ${old.name}`,
+        async () => component(command).leadership(follower).startedAt !== undefined,
+        60_000,
+        200,
+      );
     }
     await whilePaused();
     for (const [, old] of olds) old.process.signalCommand('SIGCONT');
     for (const [, old] of olds) {
-      const code = await Promise.race([old.process.exited, new Promise((r) => setTimeout(() => r('still running'), 30_000))]);
+      const code = await Promise.race([
+        old.process.exited,
+        new Promise((r) => setTimeout(() => r('still running'), 30_000)),
+      ]);
       assert.equal(code, 1, `${old.name} should exit 1 once resumed: ${old.process.tail(5)}`);
     }
   }
@@ -87,40 +128,93 @@ describe('leader failover: two replicas of each elected component, the leader pa
       installCapiCrds(mgmt),
       installKindlingCrds(mgmt),
     ]);
-    await mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api).createNamespace({ body: { metadata: { name: LEASE_NAMESPACE } } });
+    await mgmt.kubeConfig
+      .makeApiClient(k8s.CoreV1Api)
+      .createNamespace({ body: { metadata: { name: LEASE_NAMESPACE } } });
     core = guest.kubeConfig.makeApiClient(k8s.CoreV1Api);
-    const hashes = { [ANNOTATIONS.targetConfigHash]: 'h0', [ANNOTATIONS.currentConfigHash]: 'h0', [ANNOTATIONS.maxUnavailable]: String(MAX_UNAVAILABLE) };
-    await k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig).create(testMachineSet({ name: POOL, namespace: NS, cluster: 'tenant', replicas: NODES.length, annotations: hashes }));
+    const hashes = {
+      [ANNOTATIONS.targetConfigHash]: 'h0',
+      [ANNOTATIONS.currentConfigHash]: 'h0',
+      [ANNOTATIONS.maxUnavailable]: String(MAX_UNAVAILABLE),
+    };
+    await k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig).create(
+      testMachineSet({ name: POOL, namespace: NS, cluster: 'tenant', replicas: NODES.length, annotations: hashes }),
+    );
     for (const [i, name] of NODES.entries()) {
       await createTestNode(guest.kubeConfig, name, { [LABELS.zone]: `zone-${i % 3}` });
-      await core.patchNode({ name, body: { metadata: { annotations: { [ANNOTATIONS.currentConfig]: 'h0', [ANNOTATIONS.state]: 'Done' } } } }, merge);
+      await core.patchNode(
+        {
+          name,
+          body: { metadata: { annotations: { [ANNOTATIONS.currentConfig]: 'h0', [ANNOTATIONS.state]: 'Done' } } },
+        },
+        merge,
+      );
       await core.createNamespacedPod({ namespace: NS, body: testPodFor(`work-${name}`, name) });
-      await createTestMachine(mgmt.kubeConfig, { name: `${POOL}-${name}`, namespace: NS, cluster: 'tenant', machineSet: POOL, node: name });
+      await createTestMachine(mgmt.kubeConfig, {
+        name: `${POOL}-${name}`,
+        namespace: NS,
+        cluster: 'tenant',
+        machineSet: POOL,
+        node: name,
+      });
     }
     fleet = new AgentFleet({ guest: guest.kubeConfig, rootsDir: join(dir, 'roots') });
     await fleet.start();
     watcher = new AvailabilityWatcher(guest.kubeConfig, NODES);
     await watcher.start();
-    await eventually('every node to be Ready and run its workload pod', async () => {
-      const nodes = (await core.listNode()).items;
-      const pods = (await core.listNamespacedPod({ namespace: NS })).items;
-      const running = NODES.every((n) => pods.some((p) => p.metadata?.name === `work-${n}` && p.spec?.nodeName === n && p.status?.phase === 'Running'));
-      return nodes.length === NODES.length && nodes.every(isReady) && running;
-    }, 60_000);
+    await eventually(
+      'every node to be Ready and run its workload pod',
+      async () => {
+        const nodes = (await core.listNode()).items;
+        const pods = (await core.listNamespacedPod({ namespace: NS })).items;
+        const running = NODES.every((n) =>
+          pods.some((p) => p.metadata?.name === `work-${n}` && p.spec?.nodeName === n && p.status?.phase === 'Running'),
+        );
+        return nodes.length === NODES.length && nodes.every(isReady) && running;
+      },
+      60_000,
+    );
 
     files = await writeIgnitionServerFiles(join(dir, 'ignition'));
     const ports = { a: await freePort(), b: await freePort() };
     const opsPorts = { a: await freePort(), b: await freePort() };
     const ignition = `127.0.0.1:${ports.a}`;
-    const start = (command: string, args: (id: 'a' | 'b', kubeconfig: string) => string[]): Promise<ElectedComponent> => ElectedComponent.start({ mgmt, dir, command, args });
+    const start = (command: string, args: (id: 'a' | 'b', kubeconfig: string) => string[]): Promise<ElectedComponent> =>
+      ElectedComponent.start({ mgmt, dir, command, args });
     const started = await Promise.all([
-      start('ignition-server', (id, kubeconfig) => ignitionServerArgs(files, { kubeconfigPath: kubeconfig, namespace: NS, port: ports[id], opsPort: opsPorts[id], cacheDir: join(dir, `cache-${id}`) })),
-      start('inplace-upgrader', (_id, kubeconfig) => [KINDLING_BIN, 'inplace-upgrader', `--kubeconfig=${kubeconfig}`, `--ignition-url=https://${ignition}`, `--ignition-ca-file=${files.caFile}`, '--agent-image=kindling:test', '--resync=2s']),
+      start('ignition-server', (id, kubeconfig) =>
+        ignitionServerArgs(files, {
+          kubeconfigPath: kubeconfig,
+          namespace: NS,
+          port: ports[id],
+          opsPort: opsPorts[id],
+          cacheDir: join(dir, `cache-${id}`),
+        }),
+      ),
+      start('inplace-upgrader', (_id, kubeconfig) => [
+        KINDLING_BIN,
+        'inplace-upgrader',
+        `--kubeconfig=${kubeconfig}`,
+        `--ignition-url=https://${ignition}`,
+        `--ignition-ca-file=${files.caFile}`,
+        '--agent-image=kindling:test',
+        '--resync=2s',
+      ]),
       start('drainer', (_id, kubeconfig) => [KINDLING_BIN, 'drainer', `--kubeconfig=${kubeconfig}`]),
-      start('nodepool-controller', (_id, kubeconfig) => [KINDLING_BIN, 'nodepool-controller', `--kubeconfig=${kubeconfig}`, `--ignition-endpoint=${ignition}`, `--ignition-ca-file=${files.caFile}`]),
+      start('nodepool-controller', (_id, kubeconfig) => [
+        KINDLING_BIN,
+        'nodepool-controller',
+        `--kubeconfig=${kubeconfig}`,
+        `--ignition-endpoint=${ignition}`,
+        `--ignition-ca-file=${files.caFile}`,
+      ]),
     ]);
     for (const c of started) components.set(c.command, c);
-    await waitForPort(ports.a, component('ignition-server').replicas[0]?.process ?? { alive: false, name: 'ignition-server-a', tail: () => '' }, 60_000);
+    await waitForPort(
+      ports.a,
+      component('ignition-server').replicas[0]?.process ?? { alive: false, name: 'ignition-server-a', tail: () => '' },
+      60_000,
+    );
     for (const c of started) await c.waitForLeader(120_000);
   });
 
@@ -134,58 +228,138 @@ describe('leader failover: two replicas of each elected component, the leader pa
   });
 
   it("when the upgrader's and the drainer's leaders are paused mid-rollout, their followers should take over and finish it, never more than maxUnavailable nodes unavailable", async () => {
-    const secret = tokenSecret({ namespace: NS, pool: POOL, hash: 'h1', release: files.releases.v1 ?? '', config: [machineConfig('50-failover', { ignition: { version: '3.4.0' }, storage: { files: [{ path: '/etc/failover', contents: { source: 'data:,v1' } }] } })] });
+    const secret = tokenSecret({
+      namespace: NS,
+      pool: POOL,
+      hash: 'h1',
+      release: files.releases.v1 ?? '',
+      config: [
+        machineConfig('50-failover', {
+          ignition: { version: '3.4.0' },
+          storage: { files: [{ path: '/etc/failover', contents: { source: 'data:,v1' } }] },
+        }),
+      ],
+    });
     await mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api).createNamespacedSecret({ namespace: NS, body: secret });
-    await mgmt.kubeConfig.makeApiClient(k8s.CustomObjectsApi).patchNamespacedCustomObject({ group: CAPI_GROUP, version: 'v1beta2', namespace: NS, plural: 'machinesets', name: POOL, body: { metadata: { annotations: { [ANNOTATIONS.targetConfigHash]: 'h1' } } } }, merge);
-    await eventually('the rollout to be under way', async () => (await core.listNode()).items.some((n) => n.metadata?.annotations?.[ANNOTATIONS.desiredConfig] === 'h1'), 120_000, 200);
+    await mgmt.kubeConfig.makeApiClient(k8s.CustomObjectsApi).patchNamespacedCustomObject(
+      {
+        group: CAPI_GROUP,
+        version: 'v1beta2',
+        namespace: NS,
+        plural: 'machinesets',
+        name: POOL,
+        body: { metadata: { annotations: { [ANNOTATIONS.targetConfigHash]: 'h1' } } },
+      },
+      merge,
+    );
+    await eventually(
+      'the rollout to be under way',
+      async () =>
+        (await core.listNode()).items.some((n) => n.metadata?.annotations?.[ANNOTATIONS.desiredConfig] === 'h1'),
+      120_000,
+      200,
+    );
 
     await failOver(['inplace-upgrader', 'drainer']);
 
-    await eventually('the rollout to complete', async () => (await machineSetAnnotations())[ANNOTATIONS.currentConfigHash] === 'h1', 300_000, 500);
+    await eventually(
+      'the rollout to complete',
+      async () => (await machineSetAnnotations())[ANNOTATIONS.currentConfigHash] === 'h1',
+      300_000,
+      500,
+    );
     const nodes = (await core.listNode()).items;
-    assert.deepEqual(nodes.filter((n) => n.metadata?.annotations?.[ANNOTATIONS.currentConfig] !== 'h1').map((n) => n.metadata?.name), [], 'nodes not at h1');
-    assert.deepEqual(nodes.filter((n) => n.spec?.unschedulable === true).map((n) => n.metadata?.name), [], 'nodes left cordoned');
+    assert.deepEqual(
+      nodes.filter((n) => n.metadata?.annotations?.[ANNOTATIONS.currentConfig] !== 'h1').map((n) => n.metadata?.name),
+      [],
+      'nodes not at h1',
+    );
+    assert.deepEqual(
+      nodes.filter((n) => n.spec?.unschedulable === true).map((n) => n.metadata?.name),
+      [],
+      'nodes left cordoned',
+    );
     assert.ok((watcher?.max ?? 0) >= 1, 'the watcher never saw a node unavailable: nothing was measured');
     assert.ok((watcher?.max ?? 0) <= MAX_UNAVAILABLE, `${watcher?.max} nodes were unavailable at once`);
   });
 
   it("when the NodePool controller's and the ignition server's leaders are paused, their followers should take over: a new pool gets its token Secret, minted", async () => {
     await failOver(['nodepool-controller', 'ignition-server'], async () => {
-      await k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig).create(nodePoolFixture('failover', NS, (p) => {
-        p.spec.clusterName = 'tenant';
-        p.spec.replicas = 1;
-      }));
-      await eventually('the pool\'s token Secret, its token minted', async () => {
-        const secrets = await mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api).listNamespacedSecret({ namespace: NS, labelSelector: `${LABELS.tokenSecret},${LABELS.nodePool}=failover` });
-        return secrets.items.some((s) => s.data?.[SECRET_KEYS.token] !== undefined);
-      }, 120_000, 500);
+      await k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig).create(
+        nodePoolFixture('failover', NS, (p) => {
+          p.spec.clusterName = 'tenant';
+          p.spec.replicas = 1;
+        }),
+      );
+      await eventually(
+        "the pool's token Secret, its token minted",
+        async () => {
+          const secrets = await mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api).listNamespacedSecret({
+            namespace: NS,
+            labelSelector: `${LABELS.tokenSecret},${LABELS.nodePool}=failover`,
+          });
+          return secrets.items.some((s) => s.data?.[SECRET_KEYS.token] !== undefined);
+        },
+        120_000,
+        500,
+      );
     });
   });
 
   it('when the paused leaders were resumed, each should have stopped acting before its follower started (both logs), sent nothing the apiserver received after the takeover (audit log), and exited loudly', (t) => {
-    assert.deepEqual([...paused.keys()].sort(), ['drainer', 'ignition-server', 'inplace-upgrader', 'nodepool-controller']);
+    assert.deepEqual([...paused.keys()].sort(), [
+      'drainer',
+      'ignition-server',
+      'inplace-upgrader',
+      'nodepool-controller',
+    ]);
     const requests = auditedRequests(mgmt);
     for (const [command, old] of paused) {
       const c = component(command);
       const follower = c.other(old);
       const [was, now] = [c.leadership(old), c.leadership(follower)];
-      assert.ok(was.startedAt !== undefined && now.startedAt !== undefined, `${command}: both replicas should have led`);
+      assert.ok(
+        was.startedAt !== undefined && now.startedAt !== undefined,
+        `${command}: both replicas should have led`,
+      );
       const actedUntil = was.actingUntil ?? was.stoppedLoggedAt ?? Infinity;
-      assert.ok(actedUntil < now.startedAt, `${command}: ${old.name} acted until ${iso(actedUntil)}, after ${follower.name} started at ${iso(now.startedAt)}`);
+      assert.ok(
+        actedUntil < now.startedAt,
+        `${command}: ${old.name} acted until ${iso(actedUntil)}, after ${follower.name} started at ${iso(now.startedAt)}`,
+      );
       assert.equal(was.crashed, true, `${command}: ${old.name} exited without a fatal log line`);
 
       // The apiserver's view: the takeover is the follower's first successful write of the Lease.
       const takeover = Math.min(
         ...requests
-          .filter((r) => r.user.username === follower.user && r.objectRef?.resource === 'leases' && ['update', 'create'].includes(r.verb) && (r.responseStatus?.code ?? 0) < 300)
+          .filter(
+            (r) =>
+              r.user.username === follower.user &&
+              r.objectRef?.resource === 'leases' &&
+              ['update', 'create'].includes(r.verb) &&
+              (r.responseStatus?.code ?? 0) < 300,
+          )
           .map((r) => Date.parse(r.requestReceivedTimestamp)),
       );
       assert.ok(Number.isFinite(takeover), `${command}: no Lease write by ${follower.name} in the audit log`);
-      const late = requests.filter((r) => r.user.username === old.user && Date.parse(r.requestReceivedTimestamp) > takeover);
-      assert.deepEqual(late.filter((r) => r.objectRef?.resource === 'leases').map(describeRequest), [], `${command}: ${old.name} still campaigned after ${follower.name} took over at ${iso(takeover)}`);
-      t.diagnostic(`${command}: ${old.name} acted until ${iso(actedUntil)}, ${follower.name} led from ${iso(now.startedAt)} (${now.startedAt - actedUntil} ms later); ${late.length} request(s) of ${old.name} received after the takeover`);
+      const late = requests.filter(
+        (r) => r.user.username === old.user && Date.parse(r.requestReceivedTimestamp) > takeover,
+      );
+      assert.deepEqual(
+        late.filter((r) => r.objectRef?.resource === 'leases').map(describeRequest),
+        [],
+        `${command}: ${old.name} still campaigned after ${follower.name} took over at ${iso(takeover)}`,
+      );
+      t.diagnostic(
+        `${command}: ${old.name} acted until ${iso(actedUntil)}, ${follower.name} led from ${iso(now.startedAt)} (${now.startedAt - actedUntil} ms later); ${late.length} request(s) of ${old.name} received after the takeover`,
+      );
       // A busy leader may have had requests on their way when it was paused; an idle one had none.
-      if (IDLE_WHEN_PAUSED.has(command)) assert.deepEqual(late.map(describeRequest), [], `${command}: ${old.name} sent requests after ${follower.name} took over at ${iso(takeover)}`);
+      if (IDLE_WHEN_PAUSED.has(command))
+        assert.deepEqual(
+          late.map(describeRequest),
+          [],
+          `${command}: ${old.name} sent requests after ${follower.name} took over at ${iso(takeover)}`,
+        );
     }
   });
 });

@@ -13,7 +13,11 @@ import { eventually, kubeconfigFor, ManagedProcess, type Cluster } from '../bed/
 
 export const LEASE_NAMESPACE = 'kindling-system';
 /** Short enough for a test, long enough for a loaded 2-core machine to renew in time. */
-export const LEADER_FLAGS = ['--leader-elect-lease-duration=12s', '--leader-elect-renew-deadline=8s', '--leader-elect-retry-period=1s'];
+export const LEADER_FLAGS = [
+  '--leader-elect-lease-duration=12s',
+  '--leader-elect-renew-deadline=8s',
+  '--leader-elect-retry-period=1s',
+];
 
 export interface Replica {
   /** `drainer-a` */
@@ -54,7 +58,12 @@ export class ElectedComponent {
   }
 
   /** Starts replicas `a` and `b` of `kindling <command>`; `args` gives each replica's own flags. */
-  static async start(opts: { mgmt: Cluster; dir: string; command: string; args: (replica: 'a' | 'b', kubeconfig: string) => string[] }): Promise<ElectedComponent> {
+  static async start(opts: {
+    mgmt: Cluster;
+    dir: string;
+    command: string;
+    args: (replica: 'a' | 'b', kubeconfig: string) => string[];
+  }): Promise<ElectedComponent> {
     const ca = await loadCertificateAuthority(opts.mgmt.ca);
     const replicas = await Promise.all(
       (['a', 'b'] as const).map(async (id) => {
@@ -62,8 +71,18 @@ export class ElectedComponent {
         const cert = await ca.issue({ commonName: user, organizations: ['system:masters'], usage: 'client' });
         const kubeconfig = join(opts.dir, `${user}.kubeconfig`);
         await writeFile(kubeconfig, kubeconfigFor(user, opts.mgmt.server, opts.mgmt.ca.certPem, cert), { mode: 0o600 });
-        const args = [...opts.args(id, kubeconfig), `--leader-election-namespace=${LEASE_NAMESPACE}`, ...LEADER_FLAGS, '--log-level=info'];
-        const process_ = new ManagedProcess({ name: `${opts.command}-${id}`, command: process.execPath, args, logFile: join(opts.dir, `${opts.command}-${id}.log`) });
+        const args = [
+          ...opts.args(id, kubeconfig),
+          `--leader-election-namespace=${LEASE_NAMESPACE}`,
+          ...LEADER_FLAGS,
+          '--log-level=info',
+        ];
+        const process_ = new ManagedProcess({
+          name: `${opts.command}-${id}`,
+          command: process.execPath,
+          args,
+          logFile: join(opts.dir, `${opts.command}-${id}.log`),
+        });
         return { name: `${opts.command}-${id}`, user, process: process_ };
       }),
     );
@@ -71,7 +90,9 @@ export class ElectedComponent {
   }
 
   async readLease(): Promise<k8s.V1Lease> {
-    return this.mgmt.kubeConfig.makeApiClient(k8s.CoordinationV1Api).readNamespacedLease({ name: this.lease, namespace: LEASE_NAMESPACE });
+    return this.mgmt.kubeConfig
+      .makeApiClient(k8s.CoordinationV1Api)
+      .readNamespacedLease({ name: this.lease, namespace: LEASE_NAMESPACE });
   }
 
   /** The replica holding the Lease now. */
@@ -81,10 +102,15 @@ export class ElectedComponent {
   }
 
   async waitForLeader(timeoutMs = 60_000): Promise<Replica> {
-    return eventually(`a leader of ${this.command}`, async () => {
-      const leader = this.holderOf(await this.readLease());
-      return leader && this.leadership(leader).startedAt !== undefined ? leader : undefined;
-    }, timeoutMs, 200);
+    return eventually(
+      `a leader of ${this.command}`,
+      async () => {
+        const leader = this.holderOf(await this.readLease());
+        return leader && this.leadership(leader).startedAt !== undefined ? leader : undefined;
+      },
+      timeoutMs,
+      200,
+    );
   }
 
   /** Waits for the leader's next renewal and pauses it at once (SIGSTOP): its next round is a retry period away. */
@@ -111,7 +137,10 @@ export class ElectedComponent {
     } catch {
       return { crashed: false };
     }
-    const lines = text.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as LogLine);
+    const lines = text
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as LogLine);
     const at = (msg: string): LogLine | undefined => lines.find((l) => l.msg === msg);
     const started = at('Started leading');
     const stopped = at('Stopped leading');

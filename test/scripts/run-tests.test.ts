@@ -46,7 +46,12 @@ describe('scripts/run-tests.js', () => {
 
   it('when a compiled test has lost its .ts source, it should delete it and its map, run the others, and pass', async () => {
     const kept = await compiledTest(root, 'a/kept.test', "it('passes', () => {});");
-    const stale = await compiledTest(root, 'a/removed.test', "it('would fail', () => { throw new Error('stale test ran'); });", true);
+    const stale = await compiledTest(
+      root,
+      'a/removed.test',
+      "it('would fail', () => { throw new Error('stale test ran'); });",
+      true,
+    );
     const run = await runTests(root, ['a/']);
     assert.equal(run.code, 0, run.stdout + run.stderr);
     assert.equal(existsSync(stale), false);
@@ -67,7 +72,11 @@ describe('scripts/run-tests.js', () => {
   });
 
   it('when a test is todo, passing or failing, it should fail the run and name each', async () => {
-    await compiledTest(root, 'c/todo.test', "it('runs', () => {});\nit.todo('not written');\nit('half done', { todo: 'waits on the API' }, () => { throw new Error('no'); });");
+    await compiledTest(
+      root,
+      'c/todo.test',
+      "it('runs', () => {});\nit.todo('not written');\nit('half done', { todo: 'waits on the API' }, () => { throw new Error('no'); });",
+    );
     const run = await runTests(root, ['c/todo']);
     assert.equal(run.code, 1);
     assert.match(run.stdout, /^# todo 2$/m);

@@ -98,6 +98,9 @@ export class DirBudget {
     }
     if (victims.length === 0) return;
     await Promise.all(victims.map((name) => unlink(join(this.#opts.dir, name)).catch(() => undefined)));
-    this.#opts.log.info({ pruned: victims.length, bytes: this.#bytes, maxBytes: this.#opts.maxBytes }, 'Pruned least recently used payloads from the cache directory');
+    this.#opts.log.info(
+      { pruned: victims.length, bytes: this.#bytes, maxBytes: this.#opts.maxBytes },
+      'Pruned least recently used payloads from the cache directory',
+    );
   }
 }

@@ -27,7 +27,14 @@ export interface RenderedPayload {
 /** Fields of a MachineConfig's spec Kindling does not implement: refused rather than silently dropped. */
 const UNSUPPORTED_MC_FIELDS = ['osImageURL', 'baseOSExtensionsContainerImage', 'extensions', 'kernelType', 'fips'];
 /** Kubelet fields the host's bootstrap owns (the MCO refuses the same ones). */
-const PROTECTED_KUBELET_FIELDS = ['staticPodPath', 'authentication', 'authorization', 'clusterDomain', 'clusterDNS', 'cgroupDriver'];
+const PROTECTED_KUBELET_FIELDS = [
+  'staticPodPath',
+  'authentication',
+  'authorization',
+  'clusterDomain',
+  'clusterDNS',
+  'cgroupDriver',
+];
 
 interface Named {
   name: string;
@@ -37,7 +44,8 @@ interface Named {
 
 function docName(doc: JsonObject, i: number): string {
   const name = isObject(doc.metadata) ? doc.metadata.name : undefined;
-  if (typeof name !== 'string' || name === '') throw new InvalidConfigError(`config document ${i} has no metadata.name`);
+  if (typeof name !== 'string' || name === '')
+    throw new InvalidConfigError(`config document ${i} has no metadata.name`);
   return name;
 }
 
@@ -47,8 +55,14 @@ function checkFragment(config: Json | undefined, what: string): JsonObject {
   if (!isObject(config)) throw new InvalidConfigError(`${what}: the Ignition config is not an object`);
   const ignition = isObject(config.ignition) ? config.ignition : {};
   const version = typeof ignition.version === 'string' ? ignition.version : '';
-  if (!/^3\.[0-4]\.0$/.test(version)) throw new InvalidConfigError(`${what}: ignition.version "${version}" is not a supported spec version (3.0.0 to 3.4.0)`);
-  if (ignition.config !== undefined) throw new InvalidConfigError(`${what}: ignition.config (merge/replace of remote configs) is not allowed in a payload`);
+  if (!/^3\.[0-4]\.0$/.test(version))
+    throw new InvalidConfigError(
+      `${what}: ignition.version "${version}" is not a supported spec version (3.0.0 to 3.4.0)`,
+    );
+  if (ignition.config !== undefined)
+    throw new InvalidConfigError(
+      `${what}: ignition.config (merge/replace of remote configs) is not allowed in a payload`,
+    );
   return config;
 }
 
@@ -58,7 +72,8 @@ function machineConfig(doc: JsonObject, i: number): Named {
   if (doc.apiVersion !== MC_API) throw new InvalidConfigError(`${what}: apiVersion must be ${MC_API}`);
   const spec = isObject(doc.spec) ? doc.spec : {};
   const unsupported = UNSUPPORTED_MC_FIELDS.filter((f) => spec[f] !== undefined && spec[f] !== '' && spec[f] !== false);
-  if (unsupported.length > 0) throw new InvalidConfigError(`${what}: spec.${unsupported.join(', spec.')} is not supported`);
+  if (unsupported.length > 0)
+    throw new InvalidConfigError(`${what}: spec.${unsupported.join(', spec.')} is not supported`);
   const kargs = spec.kernelArguments ?? [];
   if (!Array.isArray(kargs) || kargs.some((k) => typeof k !== 'string' || k.trim() === '')) {
     throw new InvalidConfigError(`${what}: spec.kernelArguments must be a list of non-empty strings`);
@@ -70,10 +85,15 @@ function kubeletConfig(doc: JsonObject, i: number): { name: string; config: Json
   const name = docName(doc, i);
   const spec = isObject(doc.spec) ? doc.spec : {};
   const unknown = Object.keys(spec).filter((k) => k !== 'kubeletConfig' && k !== 'machineConfigPoolSelector');
-  if (unknown.length > 0) throw new InvalidConfigError(`KubeletConfig ${name}: spec.${unknown.join(', spec.')} is not supported`);
-  if (!isObject(spec.kubeletConfig)) throw new InvalidConfigError(`KubeletConfig ${name}: spec.kubeletConfig must be an object`);
+  if (unknown.length > 0)
+    throw new InvalidConfigError(`KubeletConfig ${name}: spec.${unknown.join(', spec.')} is not supported`);
+  if (!isObject(spec.kubeletConfig))
+    throw new InvalidConfigError(`KubeletConfig ${name}: spec.kubeletConfig must be an object`);
   const owned = PROTECTED_KUBELET_FIELDS.filter((f) => (spec.kubeletConfig as JsonObject)[f] !== undefined);
-  if (owned.length > 0) throw new InvalidConfigError(`KubeletConfig ${name}: ${owned.join(', ')} cannot be set (the node bootstrap owns it)`);
+  if (owned.length > 0)
+    throw new InvalidConfigError(
+      `KubeletConfig ${name}: ${owned.join(', ')} cannot be set (the node bootstrap owns it)`,
+    );
   return { name, config: spec.kubeletConfig };
 }
 
@@ -85,9 +105,15 @@ function splitDocs(docs: unknown): { machineConfigs: Named[]; kubeletConfigs: { 
     if (!isObject(doc)) throw new InvalidConfigError(`config document ${i} is not an object`);
     if (doc.kind === 'MachineConfig') machineConfigs.push(machineConfig(doc, i));
     else if (doc.kind === 'KubeletConfig') kubeletConfigs.push(kubeletConfig(doc, i));
-    else throw new InvalidConfigError(`config document ${i} is a ${JSON.stringify(doc.kind ?? null)}: only MachineConfig and KubeletConfig are supported`);
+    else
+      throw new InvalidConfigError(
+        `config document ${i} is a ${JSON.stringify(doc.kind ?? null)}: only MachineConfig and KubeletConfig are supported`,
+      );
   });
-  return { machineConfigs, kubeletConfigs: kubeletConfigs.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)) };
+  return {
+    machineConfigs,
+    kubeletConfigs: kubeletConfigs.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)),
+  };
 }
 
 const dataUrl = (text: string): string => `data:;base64,${Buffer.from(text).toString('base64')}`;
@@ -115,7 +141,11 @@ function inlineText(config: JsonObject, path: string): string | undefined {
 const KUBELET_BOOTSTRAP: JsonObject = {
   apiVersion: 'kubelet.config.k8s.io/v1beta1',
   kind: 'KubeletConfiguration',
-  authentication: { anonymous: { enabled: false }, webhook: { enabled: true }, x509: { clientCAFile: HOST_PATHS.guestCa } },
+  authentication: {
+    anonymous: { enabled: false },
+    webhook: { enabled: true },
+    x509: { clientCAFile: HOST_PATHS.guestCa },
+  },
   authorization: { mode: 'Webhook' },
   rotateCertificates: true,
   serverTLSBootstrap: true,
@@ -130,7 +160,9 @@ function renderKubelet(config: JsonObject, docs: { name: string; config: JsonObj
       const parsed = JSON.parse(existing) as Json;
       if (isObject(parsed)) base = { ...parsed, ...KUBELET_BOOTSTRAP };
     } catch {
-      throw new InvalidConfigError(`the release's ${KUBELET_CONFIG_PATH} is not JSON, so KubeletConfigs cannot be merged into it`);
+      throw new InvalidConfigError(
+        `the release's ${KUBELET_CONFIG_PATH} is not JSON, so KubeletConfigs cannot be merged into it`,
+      );
     }
   }
   const kubelet = docs.reduce((acc, d) => mergeObjects(acc, d.config, 'kubelet'), base);
@@ -139,11 +171,18 @@ function renderKubelet(config: JsonObject, docs: { name: string; config: JsonObj
 
 /** Paths the join material writes per host, or the kubelet writes itself: a payload that wrote them would
  * either collide with the join files (Ignition refuses a path listed twice) or break the node's identity. */
-const RESERVED_PATHS = new Set<string>([HOST_PATHS.guestCa, HOST_PATHS.bootstrapKubeconfig, HOST_PATHS.kubeletKubeconfig, HOST_PATHS.kubeletClientCert]);
+const RESERVED_PATHS = new Set<string>([
+  HOST_PATHS.guestCa,
+  HOST_PATHS.bootstrapKubeconfig,
+  HOST_PATHS.kubeletKubeconfig,
+  HOST_PATHS.kubeletClientCert,
+]);
 
 function checkPath(kind: string, path: unknown): asserts path is string {
-  if (typeof path !== 'string' || !path.startsWith('/')) throw new InvalidConfigError(`storage.${kind}: path ${JSON.stringify(path)} is not absolute`);
-  if (RESERVED_PATHS.has(path)) throw new InvalidConfigError(`storage.${kind}: ${path} is written by the node's join material, not by a payload`);
+  if (typeof path !== 'string' || !path.startsWith('/'))
+    throw new InvalidConfigError(`storage.${kind}: path ${JSON.stringify(path)} is not absolute`);
+  if (RESERVED_PATHS.has(path))
+    throw new InvalidConfigError(`storage.${kind}: ${path} is written by the node's join material, not by a payload`);
 }
 
 /** Ignition refuses a path that is both a file and a directory or link; say which documents did it. */
@@ -156,7 +195,8 @@ function checkPathConflicts(config: JsonObject): void {
       const path = isObject(entry) ? entry.path : undefined;
       checkPath(kind, path);
       const before = seen.get(path);
-      if (before !== undefined && before !== kind) throw new InvalidConfigError(`${path} is both in storage.${before} and storage.${kind}`);
+      if (before !== undefined && before !== kind)
+        throw new InvalidConfigError(`${path} is both in storage.${before} and storage.${kind}`);
       seen.set(path, kind);
     }
   }

@@ -20,7 +20,11 @@ import { parsePullSecret, RegistryClient } from '../release/registry.js';
 const NS = 'clusters';
 const POOL = 'workers';
 
-function fetchIgnition(port: number, ca: string, headers: Record<string, string>): Promise<{ status: number; body: Buffer }> {
+function fetchIgnition(
+  port: number,
+  ca: string,
+  headers: Record<string, string>,
+): Promise<{ status: number; body: Buffer }> {
   return new Promise((resolve, reject) => {
     const r = request({ host: '127.0.0.1', port, path: '/ignition', ca, headers, servername: 'localhost' }, (res) => {
       const chunks: Buffer[] = [];
@@ -33,10 +37,13 @@ function fetchIgnition(port: number, ca: string, headers: Record<string, string>
 }
 
 /** A sample of the metric with this label (the component adds its own). */
-const sample = (text: string, name: string, label: string): number => Number(new RegExp(`^${name}\\{[^}]*${label.replace(/"/g, '\\"')}[^}]*\\} (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
+const sample = (text: string, name: string, label: string): number =>
+  Number(new RegExp(`^${name}\\{[^}]*${label.replace(/"/g, '\\"')}[^}]*\\} (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
 /** Payloads this process generated (one read from the shared store or the cache directory is none). */
-const generations = async (s: IgnitionServer): Promise<number> => sample(await opsMetrics(s.opsPort), 'kindling_ignition_payload_generation_seconds_count', 'outcome="success"');
-const sharedReads = async (s: IgnitionServer): Promise<number> => sample(await opsMetrics(s.opsPort), 'kindling_ignition_payload_shared_total', 'event="read"');
+const generations = async (s: IgnitionServer): Promise<number> =>
+  sample(await opsMetrics(s.opsPort), 'kindling_ignition_payload_generation_seconds_count', 'outcome="success"');
+const sharedReads = async (s: IgnitionServer): Promise<number> =>
+  sample(await opsMetrics(s.opsPort), 'kindling_ignition_payload_shared_total', 'event="read"');
 
 describe('payloads shared between replicas through an OCI repository', { timeout: 300_000 }, () => {
   let dir: string;
@@ -54,12 +61,19 @@ describe('payloads shared between replicas through an OCI repository', { timeout
   ];
   const tokens = new Map<string, string>();
 
-  const machineConfig = (text: string): unknown[] => [{
-    apiVersion: 'machineconfiguration.openshift.io/v1',
-    kind: 'MachineConfig',
-    metadata: { name: '99-worker-motd' },
-    spec: { config: { ignition: { version: '3.2.0' }, storage: { files: [{ path: '/etc/motd', mode: 420, contents: { source: `data:,${text}%0A` } }] } } },
-  }];
+  const machineConfig = (text: string): unknown[] => [
+    {
+      apiVersion: 'machineconfiguration.openshift.io/v1',
+      kind: 'MachineConfig',
+      metadata: { name: '99-worker-motd' },
+      spec: {
+        config: {
+          ignition: { version: '3.2.0' },
+          storage: { files: [{ path: '/etc/motd', mode: 420, contents: { source: `data:,${text}%0A` } }] },
+        },
+      },
+    },
+  ];
 
   const headers = (hash: string): Record<string, string> => ({
     authorization: `Bearer ${tokens.get(hash) ?? ''}`,
@@ -70,11 +84,17 @@ describe('payloads shared between replicas through an OCI repository', { timeout
 
   /** The payload of a token from a replica, once it answers 200 (511 while the payload is on its way). */
   const payloadFrom = (server: IgnitionServer, hash: string): Promise<Buffer> =>
-    eventually(`a 200 from ${server.name} for ${hash}`, async () => {
-      const r = await fetchIgnition(server.port, files.caPem, headers(hash));
-      if (r.status !== 200 && r.status !== 511) throw new Error(`${server.name} answered ${r.status} for ${hash}: ${r.body.toString()}`);
-      return r.status === 200 ? r.body : undefined;
-    }, 120_000, 100);
+    eventually(
+      `a 200 from ${server.name} for ${hash}`,
+      async () => {
+        const r = await fetchIgnition(server.port, files.caPem, headers(hash));
+        if (r.status !== 200 && r.status !== 511)
+          throw new Error(`${server.name} answered ${r.status} for ${hash}: ${r.body.toString()}`);
+        return r.status === 200 ? r.body : undefined;
+      },
+      120_000,
+      100,
+    );
 
   const replica = (name: string): Promise<IgnitionServer> =>
     IgnitionServer.spawn(files, {
@@ -82,7 +102,14 @@ describe('payloads shared between replicas through an OCI repository', { timeout
       namespace: NS,
       name,
       leaderElectionNamespace: 'kindling-system',
-      args: ['--payload-repository', `${registry.host}/kindling/payloads`, '--registry-ca-file', join(dir, 'registry-ca.pem'), '--pull-secret-file', join(dir, 'pull-secret.json')],
+      args: [
+        '--payload-repository',
+        `${registry.host}/kindling/payloads`,
+        '--registry-ca-file',
+        join(dir, 'registry-ca.pem'),
+        '--pull-secret-file',
+        join(dir, 'pull-secret.json'),
+      ],
     });
 
   before(async () => {
@@ -111,16 +138,33 @@ describe('payloads shared between replicas through an OCI repository', { timeout
       await core.createNamespacedSecret({
         namespace: NS,
         body: {
-          metadata: { name, namespace: NS, labels: { [LABELS.tokenSecret]: 'true', [LABELS.nodePool]: POOL, [LABELS.configHash]: s.hash } },
-          stringData: { [SECRET_KEYS.release]: files.releases.v1 ?? '', [SECRET_KEYS.config]: JSON.stringify(machineConfig(s.config)), [SECRET_KEYS.pool]: `${NS}/${POOL}` },
+          metadata: {
+            name,
+            namespace: NS,
+            labels: { [LABELS.tokenSecret]: 'true', [LABELS.nodePool]: POOL, [LABELS.configHash]: s.hash },
+          },
+          stringData: {
+            [SECRET_KEYS.release]: files.releases.v1 ?? '',
+            [SECRET_KEYS.config]: JSON.stringify(machineConfig(s.config)),
+            [SECRET_KEYS.pool]: `${NS}/${POOL}`,
+          },
         },
       });
     }
     for (const s of secrets) {
-      tokens.set(s.hash, await eventually(`the token of ${s.hash}`, async () => {
-        const data = (await core.readNamespacedSecret({ name: tokenSecretName(POOL, s.hash), namespace: NS })).data?.[SECRET_KEYS.token];
-        return data === undefined ? undefined : Buffer.from(data, 'base64').toString();
-      }, 60_000, 100));
+      tokens.set(
+        s.hash,
+        await eventually(
+          `the token of ${s.hash}`,
+          async () => {
+            const data = (await core.readNamespacedSecret({ name: tokenSecretName(POOL, s.hash), namespace: NS }))
+              .data?.[SECRET_KEYS.token];
+            return data === undefined ? undefined : Buffer.from(data, 'base64').toString();
+          },
+          60_000,
+          100,
+        ),
+      );
     }
     for (const s of secrets) {
       const [a, b] = await Promise.all(replicas.map((r) => payloadFrom(r, s.hash)));
@@ -128,12 +172,23 @@ describe('payloads shared between replicas through an OCI repository', { timeout
       assert.ok(a?.includes(`data:,${s.config}%0A`), `the payload of ${s.hash} holds its config`);
     }
     const counts = await Promise.all(replicas.map(generations));
-    assert.equal(counts.reduce((x, y) => x + y, 0), 2, `two payloads generated between the two replicas (a: ${counts[0]}, b: ${counts[1]})`);
+    assert.equal(
+      counts.reduce((x, y) => x + y, 0),
+      2,
+      `two payloads generated between the two replicas (a: ${counts[0]}, b: ${counts[1]})`,
+    );
     assert.ok(counts.includes(0), 'the replica that does not lead read every payload from the repository');
     // What the repository holds: an artifact per payload, tagged by its content key.
-    const client = new RegistryClient(registry.host, 'kindling/payloads', { ca: registry.ca.certPem, credentials: parsePullSecret(registry.pullSecret) });
+    const client = new RegistryClient(registry.host, 'kindling/payloads', {
+      ca: registry.ca.certPem,
+      credentials: parsePullSecret(registry.pullSecret),
+    });
     const tags = await client.listTags();
-    assert.equal(tags.filter((t) => t.startsWith('payload-')).length, 2, `two payload artifacts in the repository: ${tags.join(', ')}`);
+    assert.equal(
+      tags.filter((t) => t.startsWith('payload-')).length,
+      2,
+      `two payload artifacts in the repository: ${tags.join(', ')}`,
+    );
   });
 
   it('when both replicas restart on empty cache directories, as rescheduled pods do, it should serve every token again and generate nothing', async () => {
@@ -146,7 +201,10 @@ describe('payloads shared between replicas through an OCI repository', { timeout
     replicas.push(await replica('c'));
     for (const s of secrets) {
       const bodies = await Promise.all(replicas.map((r) => payloadFrom(r, s.hash)));
-      assert.ok(bodies.every((b) => b.equals(bodies[0] as Buffer)), `every replica serves the same payload for ${s.hash}`);
+      assert.ok(
+        bodies.every((b) => b.equals(bodies[0] as Buffer)),
+        `every replica serves the same payload for ${s.hash}`,
+      );
     }
     assert.deepEqual(await Promise.all(replicas.map(generations)), [0, 0, 0], 'no generation after the restarts');
     for (const r of replicas) assert.ok((await sharedReads(r)) >= 2, `${r.name} read the payloads from the repository`);

@@ -32,7 +32,11 @@ function checkName(name: string): string {
 /** `host[:port]/repository` → the repository's client (a tag or digest there is refused: entries are tags). */
 export function registryPayloads(repository: string, opts: RegistryOptions): SharedPayloads {
   const ref = parseReference(repository);
-  if (ref.kind !== 'registry' || ref.digest !== undefined || !/^[^@]*\/[^:@]+$/.test(repository.replace(/^docker:\/\//, ''))) {
+  if (
+    ref.kind !== 'registry' ||
+    ref.digest !== undefined ||
+    !/^[^@]*\/[^:@]+$/.test(repository.replace(/^docker:\/\//, ''))
+  ) {
     throw new InvalidReleaseError(`"${repository}" is not a registry repository (host[:port]/repository, no tag)`);
   }
   const client = new RegistryClient(ref.host, ref.repository, opts);
@@ -43,9 +47,11 @@ export function registryPayloads(repository: string, opts: RegistryOptions): Sha
       if (!found) return undefined;
       const manifest = JSON.parse(found.bytes.toString('utf8')) as ImageManifest & { artifactType?: string };
       const layer = manifest.layers?.[0];
-      if (manifest.artifactType !== ARTIFACT_TYPE || manifest.layers.length !== 1 || !layer) throw new InvalidReleaseError(`${name} in ${ref.host}/${ref.repository} is not a Kindling payload entry`);
+      if (manifest.artifactType !== ARTIFACT_TYPE || manifest.layers.length !== 1 || !layer)
+        throw new InvalidReleaseError(`${name} in ${ref.host}/${ref.repository} is not a Kindling payload entry`);
       const bytes = await client.getBlob(layer.digest);
-      if (sha256Digest(bytes) !== layer.digest) throw new InvalidReleaseError(`${name} in ${ref.host}/${ref.repository} does not match its digest`);
+      if (sha256Digest(bytes) !== layer.digest)
+        throw new InvalidReleaseError(`${name} in ${ref.host}/${ref.repository} does not match its digest`);
       return bytes;
     },
     async put(name, bytes) {
@@ -56,7 +62,11 @@ export function registryPayloads(repository: string, opts: RegistryOptions): Sha
         schemaVersion: 2,
         mediaType: MEDIA_TYPES.ociManifest,
         artifactType: ARTIFACT_TYPE,
-        config: { mediaType: EMPTY_CONFIG.mediaType, digest: sha256Digest(EMPTY_CONFIG.bytes), size: EMPTY_CONFIG.bytes.length },
+        config: {
+          mediaType: EMPTY_CONFIG.mediaType,
+          digest: sha256Digest(EMPTY_CONFIG.bytes),
+          size: EMPTY_CONFIG.bytes.length,
+        },
         layers: [{ mediaType: ARTIFACT_TYPE, digest, size: bytes.length }],
       };
       await client.putManifest(checkName(name), Buffer.from(JSON.stringify(manifest)), MEDIA_TYPES.ociManifest);

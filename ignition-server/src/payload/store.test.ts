@@ -4,7 +4,15 @@ import { mkdtemp, readdir, rm, stat, utimes, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLogger } from '../../../support/src/logger.js';
-import { configDigest, GenerationError, NotGeneratedYetError, PayloadStore, payloadBytes, type ConfigSource, type PayloadStoreOptions } from './store.js';
+import {
+  configDigest,
+  GenerationError,
+  NotGeneratedYetError,
+  PayloadStore,
+  payloadBytes,
+  type ConfigSource,
+  type PayloadStoreOptions,
+} from './store.js';
 import { createValidator } from './validate.js';
 import { BASE_FRAGMENTS, RELEASE_MANIFEST } from '../../testing/index.js';
 import { ReleaseUnavailableError, type Release } from '../release/types.js';
@@ -14,12 +22,21 @@ import type { SharedPayloads } from './shared.js';
 
 const log = createLogger({ name: 'test', level: 'silent' });
 const DIGEST = `sha256:${'2'.repeat(64)}`;
-const release: Release = { digest: DIGEST, manifest: RELEASE_MANIFEST, fragments: Object.entries(BASE_FRAGMENTS).map(([name, config]) => ({ name, config })) };
+const release: Release = {
+  digest: DIGEST,
+  manifest: RELEASE_MANIFEST,
+  fragments: Object.entries(BASE_FRAGMENTS).map(([name, config]) => ({ name, config })),
+};
 const mcDoc = (name: string, path: string, size = 10): Record<string, unknown> => ({
   apiVersion: 'machineconfiguration.openshift.io/v1',
   kind: 'MachineConfig',
   metadata: { name },
-  spec: { config: { ignition: { version: '3.2.0' }, storage: { files: [{ path, mode: 420, contents: { source: `data:,${'x'.repeat(size)}` } }] } } },
+  spec: {
+    config: {
+      ignition: { version: '3.2.0' },
+      storage: { files: [{ path, mode: 420, contents: { source: `data:,${'x'.repeat(size)}` } }] },
+    },
+  },
 });
 
 interface Counting {
@@ -68,7 +85,11 @@ describe('payload store', () => {
     const store = new PayloadStore(opts);
     await store.init();
     const config = source([mcDoc('99-a', '/etc/a')]);
-    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => store.ensure(i % 2 === 0 ? 'r.example/rel:1' : 'r.example/rel@' + DIGEST, config)));
+    const results = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        store.ensure(i % 2 === 0 ? 'r.example/rel:1' : 'r.example/rel@' + DIGEST, config),
+      ),
+    );
     assert.equal(store.generations, 1);
     assert.equal(calls.read, 1);
     assert.equal(calls.config, 1, 'the config documents were read once, for the one generation');
@@ -78,17 +99,28 @@ describe('payload store', () => {
 
   it('when replicas share a store, it should generate on the replica that generates only, the others waiting and then reading its pin and payload', async () => {
     const entries = new Map<string, Buffer>();
-    const shared: SharedPayloads = { where: 'memory', get: (name) => Promise.resolve(entries.get(name)), put: (name, bytes) => Promise.resolve(void entries.set(name, bytes)) };
+    const shared: SharedPayloads = {
+      where: 'memory',
+      get: (name) => Promise.resolve(entries.get(name)),
+      put: (name, bytes) => Promise.resolve(void entries.set(name, bytes)),
+    };
     const leader = options(join(dir, 'shared-leader'), { shared, generates: () => true });
     const follower = options(join(dir, 'shared-follower'), { shared, generates: () => false, sharedRetryMs: 50 });
     const [a, b] = [new PayloadStore(leader.opts), new PayloadStore(follower.opts)];
     await Promise.all([a.init(), b.init()]);
     const config = follower.source([mcDoc('99-s', '/etc/s')]);
-    await assert.rejects(b.ensure('r.example/rel:1', config), (err: unknown) => err instanceof NotGeneratedYetError && err.retryAfterMs === 50);
+    await assert.rejects(
+      b.ensure('r.example/rel:1', config),
+      (err: unknown) => err instanceof NotGeneratedYetError && err.retryAfterMs === 50,
+    );
     const generated = await a.ensure('r.example/rel:1', leader.source([mcDoc('99-s', '/etc/s')]));
     const read = await b.ensure('r.example/rel:1', config);
     assert.deepEqual([a.generations, b.generations], [1, 0]);
-    assert.deepEqual(follower.calls, { resolve: 0, read: 0, config: 0 }, 'the follower neither resolved the tag nor read the release or the config');
+    assert.deepEqual(
+      follower.calls,
+      { resolve: 0, read: 0, config: 0 },
+      'the follower neither resolved the tag nor read the release or the config',
+    );
     assert.ok(read.tail.equals(generated.tail) && read.key === generated.key && read.joinAt === generated.joinAt);
     assert.deepEqual([...entries.keys()].map((k) => k.split('-')[0]).sort(), ['payload', 'pin']);
     // A third replica on an empty disk, not generating either, reads it all from the shared store.
@@ -97,19 +129,29 @@ describe('payload store', () => {
     assert.ok((await third.ensure('r.example/rel:1', config)).tail.equals(generated.tail));
   });
 
-  it('when join files are spliced into a payload, it should stay valid Ignition with them after the payload\'s own files, and the offset should survive a restart', async () => {
+  it("when join files are spliced into a payload, it should stay valid Ignition with them after the payload's own files, and the offset should survive a restart", async () => {
     const { opts, source } = options(join(dir, 'join'), { validate: createValidator('ignition-validate') });
     const store = new PayloadStore(opts);
     await store.init();
     const payload = await store.ensure('r.example/rel:1', source([mcDoc('99-a', '/etc/a')]));
-    const joinFiles = joinFileBytes({ server: 'https://guest.example:6443', caPem: '-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n', bootstrapToken: 'abcdef.0123456789abcdef' });
+    const joinFiles = joinFileBytes({
+      server: 'https://guest.example:6443',
+      caPem: '-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n',
+      bootstrapToken: 'abcdef.0123456789abcdef',
+    });
     const served = payloadBytes(payload, '3.3.0', joinFiles);
     const validate = createValidator('ignition-validate');
     assert.equal(await validate(served), undefined);
-    const paths = (JSON.parse(served.toString()) as { storage: { files: { path: string }[] } }).storage.files.map((f) => f.path);
+    const paths = (JSON.parse(served.toString()) as { storage: { files: { path: string }[] } }).storage.files.map(
+      (f) => f.path,
+    );
     assert.deepEqual(paths.slice(-2), ['/etc/kubernetes/pki/ca.crt', '/etc/kubernetes/bootstrap-kubeconfig']);
     assert.ok(paths.includes('/etc/a'));
-    assert.equal(payloadBytes(payload, '3.3.0').toString().includes('bootstrap-kubeconfig'), false, 'the shared bytes hold no join material');
+    assert.equal(
+      payloadBytes(payload, '3.3.0').toString().includes('bootstrap-kubeconfig'),
+      false,
+      'the shared bytes hold no join material',
+    );
     const restarted = new PayloadStore(options(join(dir, 'join')).opts);
     await restarted.init();
     const back = await restarted.lookup(payload.key);
@@ -121,8 +163,14 @@ describe('payload store', () => {
     const store = new PayloadStore(opts);
     await store.init();
     const doc = mcDoc('99-a', '/etc/a');
-    (doc.spec as { config: { storage: { files: { contents: { source: string } }[] } } }).config.storage.files[0]!.contents.source = 'data:,@@KINDLING_JOIN_MATERIAL@@';
-    await assert.rejects(store.ensure('r.example/rel:1', source([doc])), (err: unknown) => err instanceof GenerationError && err.reason === 'InvalidConfig' && /reserved text/.test(err.message));
+    (
+      doc.spec as { config: { storage: { files: { contents: { source: string } }[] } } }
+    ).config.storage.files[0]!.contents.source = 'data:,@@KINDLING_JOIN_MATERIAL@@';
+    await assert.rejects(
+      store.ensure('r.example/rel:1', source([doc])),
+      (err: unknown) =>
+        err instanceof GenerationError && err.reason === 'InvalidConfig' && /reserved text/.test(err.message),
+    );
   });
 
   it('when the server restarts on the same cache directory, it should regenerate nothing and not resolve the release again', async () => {
@@ -146,7 +194,8 @@ describe('payload store', () => {
     const store = new PayloadStore(opts);
     await store.init();
     const keys: string[] = [];
-    for (let i = 0; i < 5; i++) keys.push((await store.ensure('r.example/rel:1', source([mcDoc(`99-${i}`, `/etc/f${i}`, 60_000)]))).key);
+    for (let i = 0; i < 5; i++)
+      keys.push((await store.ensure('r.example/rel:1', source([mcDoc(`99-${i}`, `/etc/f${i}`, 60_000)]))).key);
     assert.ok(store.bytesInMemory <= 150_000, `${store.bytesInMemory} bytes in memory`);
     assert.equal(store.peek(keys[0]!), undefined, 'the oldest was evicted');
     const back = await store.lookup(keys[0]!);
@@ -158,17 +207,35 @@ describe('payload store', () => {
     const { opts, calls, source } = options(join(dir, 'd'));
     const store = new PayloadStore(opts);
     await store.init();
-    const bad = source([{ kind: 'MachineConfig', apiVersion: 'machineconfiguration.openshift.io/v1', metadata: { name: 'x' }, spec: { osImageURL: 'x' } }]);
-    for (let i = 0; i < 3; i++) await assert.rejects(store.ensure('r.example/rel:1', bad), (err: unknown) => err instanceof GenerationError && err.reason === 'InvalidConfig');
+    const bad = source([
+      {
+        kind: 'MachineConfig',
+        apiVersion: 'machineconfiguration.openshift.io/v1',
+        metadata: { name: 'x' },
+        spec: { osImageURL: 'x' },
+      },
+    ]);
+    for (let i = 0; i < 3; i++)
+      await assert.rejects(
+        store.ensure('r.example/rel:1', bad),
+        (err: unknown) => err instanceof GenerationError && err.reason === 'InvalidConfig',
+      );
     assert.equal(calls.read, 1);
-    await assert.rejects(store.ensure('r.example/rel:1', source('{not json')), (err: unknown) => err instanceof GenerationError && err.reason === 'InvalidConfig');
+    await assert.rejects(
+      store.ensure('r.example/rel:1', source('{not json')),
+      (err: unknown) => err instanceof GenerationError && err.reason === 'InvalidConfig',
+    );
   });
 
   it('when the release cannot be reached, it should fail with ReleaseUnavailable and try again next time', async () => {
     const { opts, calls, source } = options(join(dir, 'e'));
     const store = new PayloadStore(opts);
     await store.init();
-    for (let i = 0; i < 2; i++) await assert.rejects(store.ensure('r.example/missing:1', source([])), (err: unknown) => err instanceof GenerationError && err.reason === 'ReleaseUnavailable');
+    for (let i = 0; i < 2; i++)
+      await assert.rejects(
+        store.ensure('r.example/missing:1', source([])),
+        (err: unknown) => err instanceof GenerationError && err.reason === 'ReleaseUnavailable',
+      );
     assert.equal(calls.resolve, 2);
   });
 
@@ -178,23 +245,48 @@ describe('payload store', () => {
     await store.init();
     const docs = [mcDoc('99-a', '/etc/a')];
     await store.ensure('oci:/srv/layout:v1', wide.source(docs));
-    const narrow = options(join(dir, 'policy'), { admit: (ref) => admitRelease(ref, { allowLocal: false, registries: new Set(['r.example']) }) });
+    const narrow = options(join(dir, 'policy'), {
+      admit: (ref) => admitRelease(ref, { allowLocal: false, registries: new Set(['r.example']) }),
+    });
     const restarted = new PayloadStore(narrow.opts);
     await restarted.init();
     for (let i = 0; i < 2; i++) {
-      await assert.rejects(restarted.ensure('oci:/srv/layout:v1', narrow.source(docs)), (err: unknown) => err instanceof GenerationError && err.reason === 'InvalidConfig' && /refuses/.test(err.message));
+      await assert.rejects(
+        restarted.ensure('oci:/srv/layout:v1', narrow.source(docs)),
+        (err: unknown) =>
+          err instanceof GenerationError && err.reason === 'InvalidConfig' && /refuses/.test(err.message),
+      );
     }
-    await assert.rejects(restarted.ensure('10.1.2.3:5000/rel:1', narrow.source(docs)), (err: unknown) => err instanceof GenerationError && err.reason === 'InvalidConfig' && /registry 10\.1\.2\.3:5000 is not in/.test(err.message));
-    assert.deepEqual(narrow.calls, { resolve: 0, read: 0, config: 0 }, 'nothing resolved, read or served for a refused reference');
-    assert.ok((await restarted.ensure('r.example/rel:1', narrow.source(docs))).tail.length > 0, 'an allowed registry still generates');
+    await assert.rejects(
+      restarted.ensure('10.1.2.3:5000/rel:1', narrow.source(docs)),
+      (err: unknown) =>
+        err instanceof GenerationError &&
+        err.reason === 'InvalidConfig' &&
+        /registry 10\.1\.2\.3:5000 is not in/.test(err.message),
+    );
+    assert.deepEqual(
+      narrow.calls,
+      { resolve: 0, read: 0, config: 0 },
+      'nothing resolved, read or served for a refused reference',
+    );
+    assert.ok(
+      (await restarted.ensure('r.example/rel:1', narrow.source(docs))).tail.length > 0,
+      'an allowed registry still generates',
+    );
   });
 
   it('when ignition-validate reports a problem with the merged payload, it should fail with its report', async () => {
     const { opts, source } = options(join(dir, 'f'), { validate: createValidator() });
     const store = new PayloadStore(opts);
     await store.init();
-    const typo = source([{ ...mcDoc('99-typo', '/etc/x'), spec: { config: { ignition: { version: '3.2.0' }, stroage: { files: [] } } } }]);
-    await assert.rejects(store.ensure('r.example/rel:1', typo), (err: unknown) => err instanceof GenerationError && err.reason === 'InvalidConfig' && /Unused key stroage/.test(err.message));
+    const typo = source([
+      { ...mcDoc('99-typo', '/etc/x'), spec: { config: { ignition: { version: '3.2.0' }, stroage: { files: [] } } } },
+    ]);
+    await assert.rejects(
+      store.ensure('r.example/rel:1', typo),
+      (err: unknown) =>
+        err instanceof GenerationError && err.reason === 'InvalidConfig' && /Unused key stroage/.test(err.message),
+    );
     const ok = await store.ensure('r.example/rel:1', source([mcDoc('99-a', '/etc/a')]));
     assert.ok(ok.tail.length > 0);
   });
@@ -203,8 +295,15 @@ describe('payload store', () => {
     const { opts, source } = options(join(dir, 'g'));
     const store = new PayloadStore(opts);
     await store.init();
-    const changed: ConfigSource = { ...source([mcDoc('99-a', '/etc/a')]), read: () => Promise.resolve(JSON.stringify([mcDoc('99-b', '/etc/b')])) };
-    await assert.rejects(store.ensure('r.example/rel:1', changed), (err: unknown) => err instanceof GenerationError && err.reason === 'ReleaseUnavailable' && /config changed/.test(err.message));
+    const changed: ConfigSource = {
+      ...source([mcDoc('99-a', '/etc/a')]),
+      read: () => Promise.resolve(JSON.stringify([mcDoc('99-b', '/etc/b')])),
+    };
+    await assert.rejects(
+      store.ensure('r.example/rel:1', changed),
+      (err: unknown) =>
+        err instanceof GenerationError && err.reason === 'ReleaseUnavailable' && /config changed/.test(err.message),
+    );
     assert.deepEqual(await readdir(join(dir, 'g', 'payloads')), []);
   });
 
@@ -215,14 +314,17 @@ describe('payload store', () => {
     const seed = new PayloadStore(opts);
     await seed.init();
     // Three ~60 KB payloads under a 150 KB budget: the third write prunes the least recently used.
-    const [a, b] = [await seed.ensure('r.example/rel:1', source([mcDoc('99-a', '/etc/a', 60_000)])), await seed.ensure('r.example/rel:1', source([mcDoc('99-b', '/etc/b', 60_000)]))];
+    const [a, b] = [
+      await seed.ensure('r.example/rel:1', source([mcDoc('99-a', '/etc/a', 60_000)])),
+      await seed.ensure('r.example/rel:1', source([mcDoc('99-b', '/etc/b', 60_000)])),
+    ];
     // `a` was served after `b` (a restart reads the order from the mtimes).
     await utimes(join(files, b.key), new Date(Date.now() - 3_600_000), new Date(Date.now() - 3_600_000));
     await utimes(join(files, a.key), new Date(Date.now() - 60_000), new Date(Date.now() - 60_000));
     await writeFile(join(files, `${a.key}.0123.tmp`), 'half a payload');
     const restarted = new PayloadStore(opts);
     await restarted.init();
-    assert.deepEqual((await readdir(files)).sort(), [a.key, b.key].sort(), 'a crash\'s temporary file removed at start');
+    assert.deepEqual((await readdir(files)).sort(), [a.key, b.key].sort(), "a crash's temporary file removed at start");
     const c = await restarted.ensure('r.example/rel:1', source([mcDoc('99-c', '/etc/c', 60_000)]));
     assert.deepEqual((await readdir(files)).sort(), [a.key, c.key].sort(), 'the least recently used payload pruned');
     assert.ok(restarted.bytesOnDisk <= 150_000, `${restarted.bytesOnDisk} bytes on disk`);

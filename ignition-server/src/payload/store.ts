@@ -104,7 +104,8 @@ export interface PayloadStoreOptions {
 
 export { configDigest } from './digest.js';
 
-const objectOr = (v: unknown): Record<string, unknown> => (typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : {});
+const objectOr = (v: unknown): Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
 
 /**
  * Serialises with two slots: the spec version (first, so it varies cheaply) and the join files (a marker
@@ -124,7 +125,12 @@ function toPayload(key: string, rendered: RenderedPayload): Payload {
   if (joinAt < 0 || tail.indexOf(JOIN_MARK) !== joinAt + 2 || tail.includes(JOIN_MARK, joinAt + 3)) {
     throw new InvalidConfigError(`the config contains the reserved text ${JOIN_MARK}`);
   }
-  return { key, minVersion: rendered.minVersion, tail: sharedText(tail.slice(0, joinAt) + tail.slice(joinAt + JOIN_SLOT.length)), joinAt: Buffer.byteLength(tail.slice(0, joinAt)) };
+  return {
+    key,
+    minVersion: rendered.minVersion,
+    tail: sharedText(tail.slice(0, joinAt) + tail.slice(joinAt + JOIN_SLOT.length)),
+    joinAt: Buffer.byteLength(tail.slice(0, joinAt)),
+  };
 }
 
 /**
@@ -171,9 +177,13 @@ function sharedBytes(bytes: Buffer): Buffer {
 
 function classify(err: unknown): GenerationError {
   if (err instanceof GenerationError) return err;
-  if (err instanceof InvalidConfigError || err instanceof InvalidReleaseError) return new GenerationError('InvalidConfig', err.message, { cause: err });
-  if (err instanceof ReleaseUnavailableError) return new GenerationError('ReleaseUnavailable', err.message, { cause: err });
-  return new GenerationError('ReleaseUnavailable', `payload generation failed: ${(err as Error).message}`, { cause: err });
+  if (err instanceof InvalidConfigError || err instanceof InvalidReleaseError)
+    return new GenerationError('InvalidConfig', err.message, { cause: err });
+  if (err instanceof ReleaseUnavailableError)
+    return new GenerationError('ReleaseUnavailable', err.message, { cause: err });
+  return new GenerationError('ReleaseUnavailable', `payload generation failed: ${(err as Error).message}`, {
+    cause: err,
+  });
 }
 
 export class PayloadStore {
@@ -324,7 +334,8 @@ export class PayloadStore {
     this.generations++;
     const config = await source.read();
     // The Secret was replaced under the same name: its update is on the way and generates the new pair.
-    if (configDigest(config) !== source.sha256) throw new Error('the config changed since the token Secret was seen; retrying');
+    if (configDigest(config) !== source.sha256)
+      throw new Error('the config changed since the token Secret was seen; retrying');
     let docs: unknown;
     try {
       docs = JSON.parse(config === '' ? '[]' : config);
@@ -332,10 +343,14 @@ export class PayloadStore {
       throw new InvalidConfigError('the config documents are not JSON', { cause: err });
     }
     const release = await this.#opts.read(ref, digest);
-    if (release.digest !== digest) throw new ReleaseUnavailableError(`release ${ref} resolved to ${release.digest}, expected the pinned ${digest}`);
+    if (release.digest !== digest)
+      throw new ReleaseUnavailableError(`release ${ref} resolved to ${release.digest}, expected the pinned ${digest}`);
     const payload = toPayload(key, renderPayload(release, docs));
     await this.#validate(payload);
-    this.#opts.log.info({ payload: key.slice(0, 16), release: ref, digest, bytes: payload.tail.length }, 'Generated a payload');
+    this.#opts.log.info(
+      { payload: key.slice(0, 16), release: ref, digest, bytes: payload.tail.length },
+      'Generated a payload',
+    );
     return payload;
   }
 
@@ -348,7 +363,8 @@ export class PayloadStore {
       this.#opts.log.warn({ err }, 'Could not run the Ignition validator; serving the payload unvalidated');
       return;
     }
-    if (report !== undefined) throw new InvalidConfigError(`the merged payload is not valid Ignition: ${report.slice(0, 500)}`);
+    if (report !== undefined)
+      throw new InvalidConfigError(`the merged payload is not valid Ignition: ${report.slice(0, 500)}`);
   }
 
   #remember(payload: Payload): void {
@@ -360,7 +376,10 @@ export class PayloadStore {
   /** Without a shared store every replica generates; with one, only the one `generates` names. */
   #mayGenerate(ref: string): void {
     if (this.#opts.shared && this.#opts.generates?.() === false) {
-      throw new NotGeneratedYetError(`the payload of ${ref} is not in ${this.#opts.shared.where} yet; the generating replica puts it there`, this.#opts.sharedRetryMs ?? 1_000);
+      throw new NotGeneratedYetError(
+        `the payload of ${ref} is not in ${this.#opts.shared.where} yet; the generating replica puts it there`,
+        this.#opts.sharedRetryMs ?? 1_000,
+      );
     }
   }
 
@@ -417,10 +436,16 @@ export class PayloadStore {
   #parse(key: string, bytes: Buffer): Payload | undefined {
     // A file of an older format (no joinAt) is as good as absent.
     const newline = bytes.indexOf(0x0a);
-    const [minVersion, joinText] = bytes.subarray(0, Math.max(0, newline)).toString('utf8').split(' ') as [SpecVersion, string | undefined];
+    const [minVersion, joinText] = bytes.subarray(0, Math.max(0, newline)).toString('utf8').split(' ') as [
+      SpecVersion,
+      string | undefined,
+    ];
     const joinAt = Number(joinText);
     if (newline < 0 || !SPEC_VERSIONS.includes(minVersion) || !Number.isInteger(joinAt)) return undefined;
-    const tail = bytes.buffer instanceof SharedArrayBuffer ? bytes.subarray(newline + 1) : sharedBytes(bytes.subarray(newline + 1));
+    const tail =
+      bytes.buffer instanceof SharedArrayBuffer
+        ? bytes.subarray(newline + 1)
+        : sharedBytes(bytes.subarray(newline + 1));
     if (joinAt < 0 || joinAt > tail.length) return undefined;
     return { key, minVersion, tail, joinAt };
   }

@@ -19,7 +19,8 @@ export function createValidator(command = 'ignition-validate'): Validator {
       const report = await new Promise<string>((resolve, reject) => {
         execFile(command, [join(dir, 'config.ign')], { timeout: 30_000 }, (err, stdout, stderr) => {
           const text = `${stdout}${stderr}`.trim();
-          if (err && (err as NodeJS.ErrnoException).code === 'ENOENT') reject(new Error(`${command} is not installed`, { cause: err }));
+          if (err && (err as NodeJS.ErrnoException).code === 'ENOENT')
+            reject(new Error(`${command} is not installed`, { cause: err }));
           else resolve(err && text === '' ? `exit ${String(err.code)}` : text);
         });
       });

@@ -109,7 +109,9 @@ const NEGOTIATED = new Map<string, SpecVersion | undefined>();
 function negotiate(accept: string): SpecVersion | undefined {
   if (accept.trim() === '') return MAX_SPEC_VERSION;
   const ranges = parseAccept(accept).filter((r) => r.q > 0);
-  const named = ranges.filter((r) => r.type === IGNITION_MEDIA_TYPE && r.version !== undefined).map((r) => capOf(r.version ?? ''));
+  const named = ranges
+    .filter((r) => r.type === IGNITION_MEDIA_TYPE && r.version !== undefined)
+    .map((r) => capOf(r.version ?? ''));
   const caps = named.filter((v): v is SpecVersion => v !== undefined);
   if (caps.length > 0) return caps.reduce(maxVersion);
   if (named.length > 0) return undefined;

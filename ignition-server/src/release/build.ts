@@ -9,7 +9,15 @@ import { gzipSync } from 'node:zlib';
 import { pack } from 'tar-stream';
 import { sha256Digest } from './image.js';
 import { RegistryClient, type RegistryOptions } from './registry.js';
-import { FRAGMENT_DIR, InvalidReleaseError, MEDIA_TYPES, REF_NAME_ANNOTATION, RELEASE_MANIFEST_PATH, type Descriptor, type ReleaseManifest } from './types.js';
+import {
+  FRAGMENT_DIR,
+  InvalidReleaseError,
+  MEDIA_TYPES,
+  REF_NAME_ANNOTATION,
+  RELEASE_MANIFEST_PATH,
+  type Descriptor,
+  type ReleaseManifest,
+} from './types.js';
 
 export interface BuiltImage {
   /** Manifest digest. */
@@ -46,7 +54,8 @@ async function readFolder(folder: string): Promise<{ manifest: ReleaseManifest; 
   });
   const manifest = JSON.parse(releaseBytes.toString('utf8')) as ReleaseManifest;
   for (const key of ['version', 'kubeletVersion', 'osImage'] as const) {
-    if (typeof manifest[key] !== 'string' || manifest[key] === '') throw new InvalidReleaseError(`${RELEASE_MANIFEST_PATH} needs a "${key}" string`);
+    if (typeof manifest[key] !== 'string' || manifest[key] === '')
+      throw new InvalidReleaseError(`${RELEASE_MANIFEST_PATH} needs a "${key}" string`);
   }
   const fragDir = join(folder, FRAGMENT_DIR);
   const names = (await readdir(fragDir).catch(() => [] as string[])).filter((n) => n.endsWith('.json')).sort();
@@ -67,7 +76,12 @@ export async function buildRelease(folder: string, tag = 'latest'): Promise<Buil
     JSON.stringify({
       architecture: 'amd64',
       os: 'linux',
-      config: { Labels: { 'dev.kindling.release.version': manifest.version, 'dev.kindling.release.kubelet-version': manifest.kubeletVersion } },
+      config: {
+        Labels: {
+          'dev.kindling.release.version': manifest.version,
+          'dev.kindling.release.kubelet-version': manifest.kubeletVersion,
+        },
+      },
       rootfs: { type: 'layers', diff_ids: [sha256Digest(tar)] },
     }),
   );
@@ -81,8 +95,15 @@ export async function buildRelease(folder: string, tag = 'latest'): Promise<Buil
     }),
   );
   const digest = sha256Digest(imageManifest);
-  const manifestDescriptor: Descriptor = { mediaType: MEDIA_TYPES.ociManifest, digest, size: imageManifest.length, annotations: { [REF_NAME_ANNOTATION]: tag } };
-  const index = Buffer.from(JSON.stringify({ schemaVersion: 2, mediaType: MEDIA_TYPES.ociIndex, manifests: [manifestDescriptor] }));
+  const manifestDescriptor: Descriptor = {
+    mediaType: MEDIA_TYPES.ociManifest,
+    digest,
+    size: imageManifest.length,
+    annotations: { [REF_NAME_ANNOTATION]: tag },
+  };
+  const index = Buffer.from(
+    JSON.stringify({ schemaVersion: 2, mediaType: MEDIA_TYPES.ociIndex, manifests: [manifestDescriptor] }),
+  );
   const blobs = new Map([config, layer, imageManifest].map((b) => [sha256Digest(b), b]));
   return { digest, tag, manifest, blobs, manifestDescriptor, index };
 }
@@ -92,7 +113,8 @@ const OCI_LAYOUT = Buffer.from(JSON.stringify({ imageLayoutVersion: '1.0.0' }));
 export async function writeLayoutDir(image: BuiltImage, dir: string): Promise<void> {
   await mkdir(join(dir, 'blobs', 'sha256'), { recursive: true });
   await writeFile(join(dir, 'oci-layout'), OCI_LAYOUT);
-  for (const [digest, bytes] of image.blobs) await writeFile(join(dir, 'blobs', 'sha256', digest.slice('sha256:'.length)), bytes);
+  for (const [digest, bytes] of image.blobs)
+    await writeFile(join(dir, 'blobs', 'sha256', digest.slice('sha256:'.length)), bytes);
   await writeFile(join(dir, 'index.json'), image.index);
 }
 
@@ -106,7 +128,12 @@ export async function writeLayoutTar(image: BuiltImage, path: string): Promise<v
 }
 
 /** Pushes blobs then the manifest under the tag; returns the pushed manifest digest. */
-export async function pushRelease(image: BuiltImage, host: string, repository: string, opts: RegistryOptions & { tag?: string } = {}): Promise<string> {
+export async function pushRelease(
+  image: BuiltImage,
+  host: string,
+  repository: string,
+  opts: RegistryOptions & { tag?: string } = {},
+): Promise<string> {
   const client = new RegistryClient(host, repository, opts);
   for (const [digest, bytes] of image.blobs) {
     if (digest !== image.digest) await client.putBlob(digest, bytes);

@@ -24,7 +24,10 @@ async function push(cfg: ReleaseCommandConfig, image: Awaited<ReturnType<typeof 
 }
 
 /** Writes the layout (a tar when the output ends in .tar); returns the reference that reads it back. */
-async function writeOutput(cfg: ReleaseCommandConfig, image: Awaited<ReturnType<typeof buildRelease>>): Promise<string> {
+async function writeOutput(
+  cfg: ReleaseCommandConfig,
+  image: Awaited<ReturnType<typeof buildRelease>>,
+): Promise<string> {
   if (cfg.output.endsWith('.tar')) {
     await writeLayoutTar(image, cfg.output);
     return `oci-archive:${cfg.output}:${cfg.tag}`;

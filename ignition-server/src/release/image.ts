@@ -55,11 +55,16 @@ function parseJson<T>(bytes: Buffer, what: string): T {
 }
 
 const isIndex = (m: ManifestBytes, parsed: { mediaType?: string; manifests?: unknown }): boolean =>
-  m.mediaType === MEDIA_TYPES.ociIndex || m.mediaType === MEDIA_TYPES.dockerList || parsed.mediaType === MEDIA_TYPES.ociIndex || Array.isArray(parsed.manifests);
+  m.mediaType === MEDIA_TYPES.ociIndex ||
+  m.mediaType === MEDIA_TYPES.dockerList ||
+  parsed.mediaType === MEDIA_TYPES.ociIndex ||
+  Array.isArray(parsed.manifests);
 
 /** linux/amd64 when the index says platforms, else the only (or first) image manifest. */
 function pickManifest(index: ImageIndex): Descriptor {
-  const images = index.manifests.filter((d) => d.mediaType === MEDIA_TYPES.ociManifest || d.mediaType === MEDIA_TYPES.dockerManifest);
+  const images = index.manifests.filter(
+    (d) => d.mediaType === MEDIA_TYPES.ociManifest || d.mediaType === MEDIA_TYPES.dockerManifest,
+  );
   const chosen = images.find((d) => d.platform?.os === 'linux' && d.platform.architecture === 'amd64') ?? images[0];
   if (!chosen) throw new InvalidReleaseError('the image index holds no image manifest');
   return chosen;
@@ -138,17 +143,22 @@ function readReleaseManifest(files: Map<string, Buffer>): ReleaseManifest {
   if (!bytes) throw new InvalidReleaseError(`the image holds no ${RELEASE_MANIFEST_PATH}`);
   const m = parseJson<Partial<ReleaseManifest>>(bytes, RELEASE_MANIFEST_PATH);
   for (const key of ['version', 'kubeletVersion', 'osImage'] as const) {
-    if (typeof m[key] !== 'string' || m[key] === '') throw new InvalidReleaseError(`${RELEASE_MANIFEST_PATH} has no "${key}" string`);
+    if (typeof m[key] !== 'string' || m[key] === '')
+      throw new InvalidReleaseError(`${RELEASE_MANIFEST_PATH} has no "${key}" string`);
   }
-  if (!/^v?\d+\.\d+\.\d+/.test(m.kubeletVersion ?? '')) throw new InvalidReleaseError(`kubeletVersion "${m.kubeletVersion}" is not a version`);
+  if (!/^v?\d+\.\d+\.\d+/.test(m.kubeletVersion ?? ''))
+    throw new InvalidReleaseError(`kubeletVersion "${m.kubeletVersion}" is not a version`);
   return { version: m.version as string, kubeletVersion: m.kubeletVersion as string, osImage: m.osImage as string };
 }
 
 function readFragments(files: Map<string, Buffer>): IgnitionFragment[] {
-  const names = [...files.keys()].filter((k) => k.startsWith(FRAGMENT_DIR) && k.endsWith('.json') && !k.slice(FRAGMENT_DIR.length).includes('/'));
+  const names = [...files.keys()].filter(
+    (k) => k.startsWith(FRAGMENT_DIR) && k.endsWith('.json') && !k.slice(FRAGMENT_DIR.length).includes('/'),
+  );
   return names.sort().map((path) => {
     const config = parseJson<unknown>(files.get(path) as Buffer, path);
-    if (typeof config !== 'object' || config === null || Array.isArray(config)) throw new InvalidReleaseError(`${path} is not a JSON object`);
+    if (typeof config !== 'object' || config === null || Array.isArray(config))
+      throw new InvalidReleaseError(`${path} is not a JSON object`);
     return { name: path.slice(FRAGMENT_DIR.length), config: config as Record<string, unknown> };
   });
 }

@@ -9,7 +9,13 @@ import { extract } from 'tar-stream';
 import { createReadStream } from 'node:fs';
 import { isDigest } from './reference.js';
 import { MAX_BLOB_BYTES, type ImageSource, type ManifestBytes } from './image.js';
-import { InvalidReleaseError, REF_NAME_ANNOTATION, ReleaseUnavailableError, type Descriptor, type ImageIndex } from './types.js';
+import {
+  InvalidReleaseError,
+  REF_NAME_ANNOTATION,
+  ReleaseUnavailableError,
+  type Descriptor,
+  type ImageIndex,
+} from './types.js';
 
 type ReadFile = (path: string) => Promise<Buffer>;
 
@@ -24,13 +30,15 @@ function selectEntry(index: ImageIndex, tag?: string, digest?: string): Descript
     if (!byTag) throw new ReleaseUnavailableError(`the image layout has no manifest tagged "${tag}"`);
     return byTag;
   }
-  if (manifests.length !== 1) throw new InvalidReleaseError(`the image layout holds ${manifests.length} manifests: name one with :<tag>`);
+  if (manifests.length !== 1)
+    throw new InvalidReleaseError(`the image layout holds ${manifests.length} manifests: name one with :<tag>`);
   return manifests[0] as Descriptor;
 }
 
 function blobPath(digest: string): string {
   // Not quoted: it comes from the layout's files.
-  if (!isDigest(digest)) throw new InvalidReleaseError('the image layout names a blob by something other than a sha256 digest');
+  if (!isDigest(digest))
+    throw new InvalidReleaseError('the image layout names a blob by something other than a sha256 digest');
   return `blobs/sha256/${digest.slice('sha256:'.length)}`;
 }
 
@@ -59,7 +67,7 @@ function layoutSource(read: ReadFile, tag?: string, digest?: string): ImageSourc
         index = JSON.parse(indexBytes.toString('utf8')) as ImageIndex;
       } catch {
         // No cause: the parser's message quotes the file's bytes.
-        throw new InvalidReleaseError('the image layout\'s index.json is not JSON');
+        throw new InvalidReleaseError("the image layout's index.json is not JSON");
       }
       const entry = selectEntry(index, tag, digest);
       return { bytes: await blob(entry.digest), mediaType: entry.mediaType };
@@ -92,7 +100,9 @@ async function readTarFiles(path: string): Promise<Map<string, Buffer>> {
     ex.on('finish', resolve);
     ex.on('error', reject);
     const input = createReadStream(path);
-    input.on('error', (err) => reject(new ReleaseUnavailableError(`cannot read the image archive ${path}`, { cause: err })));
+    input.on('error', (err) =>
+      reject(new ReleaseUnavailableError(`cannot read the image archive ${path}`, { cause: err })),
+    );
     input.pipe(ex);
   });
   return files;

@@ -24,11 +24,13 @@ const HOST = /^(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0
 export function parseAllowedRegistries(entries: readonly string[]): ReleasePolicy['registries'] {
   const hosts = entries.map((e) => e.trim().toLowerCase()).filter((e) => e !== '');
   if (hosts.includes('*')) {
-    if (hosts.length > 1) throw new ConfigError('--allowed-registries: "*" allows every registry and cannot be combined with hosts');
+    if (hosts.length > 1)
+      throw new ConfigError('--allowed-registries: "*" allows every registry and cannot be combined with hosts');
     return 'any';
   }
   for (const host of hosts) {
-    if (!HOST.test(host)) throw new ConfigError(`--allowed-registries: "${host}" is not a registry host (host[:port], no scheme or path)`);
+    if (!HOST.test(host))
+      throw new ConfigError(`--allowed-registries: "${host}" is not a registry host (host[:port], no scheme or path)`);
   }
   return new Set(hosts);
 }
@@ -37,10 +39,14 @@ export function parseAllowedRegistries(entries: readonly string[]): ReleasePolic
 export function checkReference(ref: ReleaseReference, policy: ReleasePolicy): void {
   if (ref.kind !== 'registry') {
     if (policy.allowLocal) return;
-    throw new ReleaseRefusedError('the release names a file on the ignition server (oci:/oci-archive:), which this server refuses; use a registry reference (or start the server with --allow-local-releases)');
+    throw new ReleaseRefusedError(
+      'the release names a file on the ignition server (oci:/oci-archive:), which this server refuses; use a registry reference (or start the server with --allow-local-releases)',
+    );
   }
   if (policy.registries === 'any' || policy.registries.has(ref.host.toLowerCase())) return;
-  throw new ReleaseRefusedError(`registry ${ref.host} is not in the ignition server's --allowed-registries, so the release is not read`);
+  throw new ReleaseRefusedError(
+    `registry ${ref.host} is not in the ignition server's --allowed-registries, so the release is not read`,
+  );
 }
 
 /** Parses and checks a reference: what the payload store asks before it resolves, reads or serves from cache. */

@@ -39,9 +39,11 @@ function splitTagDigest(text: string): { name: string; tag?: string; digest?: st
 
 function parseRegistry(text: string): ReleaseReference {
   const slash = text.indexOf('/');
-  if (slash <= 0) throw new InvalidReleaseError(`"${text}" names no registry host (expected host[:port]/repository[:tag])`);
+  if (slash <= 0)
+    throw new InvalidReleaseError(`"${text}" names no registry host (expected host[:port]/repository[:tag])`);
   const host = text.slice(0, slash);
-  if (!/^[A-Za-z0-9.-]+(?::\d+)?$|^\[[0-9a-fA-F:]+\](?::\d+)?$/.test(host)) throw new InvalidReleaseError(`"${host}" is not a registry host`);
+  if (!/^[A-Za-z0-9.-]+(?::\d+)?$|^\[[0-9a-fA-F:]+\](?::\d+)?$/.test(host))
+    throw new InvalidReleaseError(`"${host}" is not a registry host`);
   const { name, tag, digest } = splitTagDigest(text.slice(slash + 1));
   if (!REPOSITORY.test(name)) throw new InvalidReleaseError(`"${name}" is not a valid repository name`);
   return { kind: 'registry', host, repository: name, tag: tag ?? (digest ? undefined : 'latest'), digest };
@@ -50,7 +52,10 @@ function parseRegistry(text: string): ReleaseReference {
 export function parseReference(ref: string): ReleaseReference {
   const text = ref.trim();
   if (text === '') throw new InvalidReleaseError('the release reference is empty');
-  for (const [prefix, kind] of [['oci:', 'layout-dir'], ['oci-archive:', 'layout-tar']] as const) {
+  for (const [prefix, kind] of [
+    ['oci:', 'layout-dir'],
+    ['oci-archive:', 'layout-tar'],
+  ] as const) {
     if (!text.startsWith(prefix)) continue;
     const rest = text.slice(prefix.length);
     // A path may hold colons; only a suffix that looks like a tag or digest is one.

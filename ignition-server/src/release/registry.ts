@@ -37,43 +37,74 @@ interface HttpRequest {
   maxBytes?: number;
 }
 
-const MANIFEST_ACCEPT = [MEDIA_TYPES.ociIndex, MEDIA_TYPES.ociManifest, MEDIA_TYPES.dockerList, MEDIA_TYPES.dockerManifest].join(', ');
+const MANIFEST_ACCEPT = [
+  MEDIA_TYPES.ociIndex,
+  MEDIA_TYPES.ociManifest,
+  MEDIA_TYPES.dockerList,
+  MEDIA_TYPES.dockerManifest,
+].join(', ');
 
 /** Reads `{"auths": {"host": {"auth": b64(user:pass)} | {"username","password"}}}`. */
 export function parsePullSecret(json: string): (host: string) => RegistryCredentials | undefined {
-  const parsed = JSON.parse(json) as { auths?: Record<string, { auth?: string; username?: string; password?: string }> };
+  const parsed = JSON.parse(json) as {
+    auths?: Record<string, { auth?: string; username?: string; password?: string }>;
+  };
   const byHost = new Map<string, RegistryCredentials>();
   for (const [key, entry] of Object.entries(parsed.auths ?? {})) {
     const host = key.replace(/^https?:\/\//, '').replace(/\/.*$/, '');
-    const decoded = entry.auth ? Buffer.from(entry.auth, 'base64').toString('utf8') : `${entry.username ?? ''}:${entry.password ?? ''}`;
+    const decoded = entry.auth
+      ? Buffer.from(entry.auth, 'base64').toString('utf8')
+      : `${entry.username ?? ''}:${entry.password ?? ''}`;
     const colon = decoded.indexOf(':');
     if (colon > 0) byHost.set(host, { username: decoded.slice(0, colon), password: decoded.slice(colon + 1) });
   }
-  return (host) => byHost.get(host) ?? (host === 'registry-1.docker.io' ? byHost.get('docker.io') ?? byHost.get('index.docker.io') : undefined);
+  return (host) =>
+    byHost.get(host) ??
+    (host === 'registry-1.docker.io' ? (byHost.get('docker.io') ?? byHost.get('index.docker.io')) : undefined);
 }
 
 function send(req: HttpRequest, opts: RegistryOptions): Promise<HttpResponse> {
   const maxBytes = req.maxBytes ?? MAX_BLOB_BYTES;
   return new Promise((resolve, reject) => {
-    const r = httpsRequest(req.url, { method: req.method, headers: req.headers, ca: opts.ca, timeout: opts.timeoutMs ?? 30_000, minVersion: 'TLSv1.2' }, (res) => {
-      const chunks: Buffer[] = [];
-      let size = 0;
-      res.on('data', (c: Buffer) => {
-        size += c.length;
-        if (size > maxBytes) r.destroy(new InvalidReleaseError(`${req.url} answered more than ${maxBytes} bytes`));
-        else chunks.push(c);
-      });
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
-      res.on('error', reject);
-    });
+    const r = httpsRequest(
+      req.url,
+      {
+        method: req.method,
+        headers: req.headers,
+        ca: opts.ca,
+        timeout: opts.timeoutMs ?? 30_000,
+        minVersion: 'TLSv1.2',
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        res.on('data', (c: Buffer) => {
+          size += c.length;
+          if (size > maxBytes) r.destroy(new InvalidReleaseError(`${req.url} answered more than ${maxBytes} bytes`));
+          else chunks.push(c);
+        });
+        res.on('end', () =>
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }),
+        );
+        res.on('error', reject);
+      },
+    );
     r.on('timeout', () => r.destroy(new Error(`${req.method} ${req.url} timed out`)));
-    r.on('error', (err) => reject(err instanceof InvalidReleaseError ? err : new ReleaseUnavailableError(`${req.method} ${req.url} failed: ${err.message}`, { cause: err })));
+    r.on('error', (err) =>
+      reject(
+        err instanceof InvalidReleaseError
+          ? err
+          : new ReleaseUnavailableError(`${req.method} ${req.url} failed: ${err.message}`, { cause: err }),
+      ),
+    );
     r.end(req.body);
   });
 }
 
 /** `Bearer realm="…",service="…"` → { scheme, params }. */
-export function parseChallenge(header: string | undefined): { scheme: string; params: Record<string, string> } | undefined {
+export function parseChallenge(
+  header: string | undefined,
+): { scheme: string; params: Record<string, string> } | undefined {
   if (!header) return undefined;
   const m = /^(\w+)\s*(.*)$/.exec(header.trim());
   if (!m) return undefined;
@@ -82,7 +113,8 @@ export function parseChallenge(header: string | undefined): { scheme: string; pa
   return { scheme: (m[1] ?? '').toLowerCase(), params };
 }
 
-const basic = (c: RegistryCredentials): string => `Basic ${Buffer.from(`${c.username}:${c.password}`).toString('base64')}`;
+const basic = (c: RegistryCredentials): string =>
+  `Basic ${Buffer.from(`${c.username}:${c.password}`).toString('base64')}`;
 
 export class RegistryClient {
   readonly #host: string;
@@ -131,21 +163,36 @@ export class RegistryClient {
   async #answer(challenge: ReturnType<typeof parseChallenge>, actions: string): Promise<string> {
     const creds = this.#opts.credentials?.(this.#host);
     if (challenge?.scheme === 'basic') {
-      if (!creds) throw new ReleaseUnavailableError(`registry ${this.#host} needs credentials and the pull secret has none for it`);
+      if (!creds)
+        throw new ReleaseUnavailableError(
+          `registry ${this.#host} needs credentials and the pull secret has none for it`,
+        );
       return basic(creds);
     }
     const realm = challenge?.params.realm;
-    if (challenge?.scheme !== 'bearer' || !realm) throw new ReleaseUnavailableError(`registry ${this.#host} refused access without a usable challenge`);
+    if (challenge?.scheme !== 'bearer' || !realm)
+      throw new ReleaseUnavailableError(`registry ${this.#host} refused access without a usable challenge`);
     return `Bearer ${await this.#fetchToken(realm, challenge.params.service, actions, creds)}`;
   }
 
   /** The distribution token flow: GET realm?service&scope, anonymously or with Basic credentials. */
-  async #fetchToken(realm: string, service: string | undefined, actions: string, creds: RegistryCredentials | undefined): Promise<string> {
+  async #fetchToken(
+    realm: string,
+    service: string | undefined,
+    actions: string,
+    creds: RegistryCredentials | undefined,
+  ): Promise<string> {
     const url = new URL(realm);
     if (service) url.searchParams.set('service', service);
     url.searchParams.set('scope', `repository:${this.#repository}:${actions}`);
-    const res = await this.#follow({ method: 'GET', url: url.toString(), headers: creds ? { authorization: basic(creds) } : {}, maxBytes: 1024 * 1024 });
-    if (res.status !== 200) throw new ReleaseUnavailableError(`the token service of ${this.#host} answered ${res.status}`);
+    const res = await this.#follow({
+      method: 'GET',
+      url: url.toString(),
+      headers: creds ? { authorization: basic(creds) } : {},
+      maxBytes: 1024 * 1024,
+    });
+    if (res.status !== 200)
+      throw new ReleaseUnavailableError(`the token service of ${this.#host} answered ${res.status}`);
     let body: { token?: string; access_token?: string };
     try {
       body = JSON.parse(res.body.toString('utf8')) as typeof body;
@@ -165,18 +212,31 @@ export class RegistryClient {
    */
   #check(res: HttpResponse, what: string): HttpResponse {
     if (res.status >= 200 && res.status < 300) return res;
-    throw new ReleaseUnavailableError(`${what} of ${this.#repository} on registry ${this.#host} failed: HTTP ${res.status}`);
+    throw new ReleaseUnavailableError(
+      `${what} of ${this.#repository} on registry ${this.#host} failed: HTTP ${res.status}`,
+    );
   }
 
   async getManifest(reference: string): Promise<ManifestBytes> {
     const found = await this.findManifest(reference);
-    if (!found) throw new ReleaseUnavailableError(`fetching manifest ${reference} of ${this.#repository} on registry ${this.#host} failed: HTTP 404`);
+    if (!found)
+      throw new ReleaseUnavailableError(
+        `fetching manifest ${reference} of ${this.#repository} on registry ${this.#host} failed: HTTP 404`,
+      );
     return found;
   }
 
   /** The manifest under a tag or digest; undefined when the registry has none (404). */
   async findManifest(reference: string): Promise<ManifestBytes | undefined> {
-    const res = await this.#call({ method: 'GET', url: `${this.#base}/manifests/${reference}`, headers: { accept: MANIFEST_ACCEPT }, maxBytes: 4 * 1024 * 1024 }, 'pull');
+    const res = await this.#call(
+      {
+        method: 'GET',
+        url: `${this.#base}/manifests/${reference}`,
+        headers: { accept: MANIFEST_ACCEPT },
+        maxBytes: 4 * 1024 * 1024,
+      },
+      'pull',
+    );
     if (res.status === 404) return undefined;
     this.#check(res, `fetching manifest ${reference}`);
     return { bytes: res.body, mediaType: String(res.headers['content-type'] ?? '').split(';')[0] ?? '' };
@@ -184,12 +244,18 @@ export class RegistryClient {
 
   /** The repository's tags (one page: the registry's default page size). */
   async listTags(): Promise<string[]> {
-    const res = this.#check(await this.#call({ method: 'GET', url: `${this.#base}/tags/list`, maxBytes: 4 * 1024 * 1024 }, 'pull'), 'listing the tags');
+    const res = this.#check(
+      await this.#call({ method: 'GET', url: `${this.#base}/tags/list`, maxBytes: 4 * 1024 * 1024 }, 'pull'),
+      'listing the tags',
+    );
     return (JSON.parse(res.body.toString('utf8')) as { tags?: string[] | null }).tags ?? [];
   }
 
   async getBlob(digest: string): Promise<Buffer> {
-    return this.#check(await this.#call({ method: 'GET', url: `${this.#base}/blobs/${digest}` }, 'pull'), `fetching blob ${digest}`).body;
+    return this.#check(
+      await this.#call({ method: 'GET', url: `${this.#base}/blobs/${digest}` }, 'pull'),
+      `fetching blob ${digest}`,
+    ).body;
   }
 
   async #hasBlob(digest: string): Promise<boolean> {
@@ -200,22 +266,38 @@ export class RegistryClient {
   /** Monolithic upload: POST a session, PUT the bytes with their digest. */
   async putBlob(digest: string, bytes: Buffer): Promise<void> {
     if (await this.#hasBlob(digest)) return;
-    const start = this.#check(await this.#call({ method: 'POST', url: `${this.#base}/blobs/uploads/`, headers: { 'content-length': '0' } }, 'push,pull'), 'starting an upload');
+    const start = this.#check(
+      await this.#call(
+        { method: 'POST', url: `${this.#base}/blobs/uploads/`, headers: { 'content-length': '0' } },
+        'push,pull',
+      ),
+      'starting an upload',
+    );
     const location = new URL(String(start.headers.location ?? ''), `https://${this.#host}`);
     location.searchParams.set('digest', digest);
     const headers = { 'content-type': 'application/octet-stream', 'content-length': String(bytes.length) };
-    this.#check(await this.#call({ method: 'PUT', url: location.toString(), headers, body: bytes }, 'push,pull'), `uploading blob ${digest}`);
+    this.#check(
+      await this.#call({ method: 'PUT', url: location.toString(), headers, body: bytes }, 'push,pull'),
+      `uploading blob ${digest}`,
+    );
   }
 
   async putManifest(reference: string, bytes: Buffer, mediaType: string): Promise<void> {
     const headers = { 'content-type': mediaType, 'content-length': String(bytes.length) };
-    this.#check(await this.#call({ method: 'PUT', url: `${this.#base}/manifests/${reference}`, headers, body: bytes }, 'push,pull'), `pushing manifest ${reference}`);
+    this.#check(
+      await this.#call(
+        { method: 'PUT', url: `${this.#base}/manifests/${reference}`, headers, body: bytes },
+        'push,pull',
+      ),
+      `pushing manifest ${reference}`,
+    );
   }
 }
 
 /** Digests come from the registry's manifests: only a well-formed one goes into a URL (and a message). */
 function digestOnly(digest: string): string {
-  if (!isDigest(digest)) throw new InvalidReleaseError('a manifest names a blob or manifest by something other than a sha256 digest');
+  if (!isDigest(digest))
+    throw new InvalidReleaseError('a manifest names a blob or manifest by something other than a sha256 digest');
   return digest;
 }
 

@@ -20,11 +20,33 @@ import { startRegistry, REGISTRY_USER, type RegistryFixture } from '../../testin
 describe('release references', () => {
   it('when given each transport spelling, it should parse host, repository, tag, digest and path', () => {
     const d = `sha256:${'a'.repeat(64)}`;
-    assert.deepEqual(parseReference('127.0.0.1:5000/releases/kindling:4.18'), { kind: 'registry', host: '127.0.0.1:5000', repository: 'releases/kindling', tag: '4.18', digest: undefined });
-    assert.deepEqual(parseReference(`docker://quay.io/k/r@${d}`), { kind: 'registry', host: 'quay.io', repository: 'k/r', tag: undefined, digest: d });
+    assert.deepEqual(parseReference('127.0.0.1:5000/releases/kindling:4.18'), {
+      kind: 'registry',
+      host: '127.0.0.1:5000',
+      repository: 'releases/kindling',
+      tag: '4.18',
+      digest: undefined,
+    });
+    assert.deepEqual(parseReference(`docker://quay.io/k/r@${d}`), {
+      kind: 'registry',
+      host: 'quay.io',
+      repository: 'k/r',
+      tag: undefined,
+      digest: d,
+    });
     assert.equal(parseReference('quay.io/k/r').tag, 'latest');
-    assert.deepEqual(parseReference('oci:/tmp/a:b/layout:v1'), { kind: 'layout-dir', path: '/tmp/a:b/layout', tag: 'v1', digest: undefined });
-    assert.deepEqual(parseReference(`oci-archive:/tmp/r.tar@${d}`), { kind: 'layout-tar', path: '/tmp/r.tar', tag: undefined, digest: d });
+    assert.deepEqual(parseReference('oci:/tmp/a:b/layout:v1'), {
+      kind: 'layout-dir',
+      path: '/tmp/a:b/layout',
+      tag: 'v1',
+      digest: undefined,
+    });
+    assert.deepEqual(parseReference(`oci-archive:/tmp/r.tar@${d}`), {
+      kind: 'layout-tar',
+      path: '/tmp/r.tar',
+      tag: undefined,
+      digest: d,
+    });
   });
 
   it('when a reference is malformed, it should refuse it as an invalid release', () => {
@@ -34,11 +56,21 @@ describe('release references', () => {
   });
 
   it('when a pull secret and challenges are parsed, it should find credentials by host and the realm', () => {
-    const creds = parsePullSecret(JSON.stringify({ auths: { 'https://r.example:5000/v1/': { auth: Buffer.from('u:p:q').toString('base64') }, 'o.example': { username: 'a', password: 'b' } } }));
+    const creds = parsePullSecret(
+      JSON.stringify({
+        auths: {
+          'https://r.example:5000/v1/': { auth: Buffer.from('u:p:q').toString('base64') },
+          'o.example': { username: 'a', password: 'b' },
+        },
+      }),
+    );
     assert.deepEqual(creds('r.example:5000'), { username: 'u', password: 'p:q' });
     assert.deepEqual(creds('o.example'), { username: 'a', password: 'b' });
     assert.equal(creds('x.example'), undefined);
-    assert.deepEqual(parseChallenge('Bearer realm="https://a/token",service="reg",scope="repository:r:pull"'), { scheme: 'bearer', params: { realm: 'https://a/token', service: 'reg', scope: 'repository:r:pull' } });
+    assert.deepEqual(parseChallenge('Bearer realm="https://a/token",service="reg",scope="repository:r:pull"'), {
+      scheme: 'bearer',
+      params: { realm: 'https://a/token', service: 'reg', scope: 'repository:r:pull' },
+    });
   });
 });
 
@@ -62,10 +94,15 @@ describe('release images', () => {
     const release = await readRelease(`oci:${join(dir, 'layout')}:v1`);
     assert.equal(release.digest, image.digest);
     assert.deepEqual(release.manifest, RELEASE_MANIFEST);
-    assert.deepEqual(release.fragments.map((f) => f.name), Object.keys(BASE_FRAGMENTS).sort());
+    assert.deepEqual(
+      release.fragments.map((f) => f.name),
+      Object.keys(BASE_FRAGMENTS).sort(),
+    );
     assert.deepEqual(release.fragments[0]?.config, BASE_FRAGMENTS['00-base.json']);
     assert.equal(await resolveRelease(`oci:${join(dir, 'layout')}`), image.digest);
-    const index = JSON.parse(await readFile(join(dir, 'layout', 'index.json'), 'utf8')) as { manifests: { annotations: Record<string, string> }[] };
+    const index = JSON.parse(await readFile(join(dir, 'layout', 'index.json'), 'utf8')) as {
+      manifests: { annotations: Record<string, string> }[];
+    };
     assert.equal(index.manifests[0]?.annotations['org.opencontainers.image.ref.name'], 'v1');
   });
 
@@ -92,15 +129,27 @@ describe('release images', () => {
   it('when a later layer overrides and whites out files, it should read the merged tree', async () => {
     const { applyLayersForTest } = await layerHelpers();
     const files = await applyLayersForTest([
-      [['release.json', JSON.stringify(RELEASE_MANIFEST)], ['ignition/00-a.json', '{"ignition":{"version":"3.0.0"}}'], ['ignition/01-b.json', '{}']],
-      [['ignition/.wh.01-b.json', ''], ['ignition/00-a.json', '{"ignition":{"version":"3.1.0"}}']],
+      [
+        ['release.json', JSON.stringify(RELEASE_MANIFEST)],
+        ['ignition/00-a.json', '{"ignition":{"version":"3.0.0"}}'],
+        ['ignition/01-b.json', '{}'],
+      ],
+      [
+        ['ignition/.wh.01-b.json', ''],
+        ['ignition/00-a.json', '{"ignition":{"version":"3.1.0"}}'],
+      ],
     ]);
-    assert.deepEqual(files.fragments.map((f) => [f.name, f.config]), [['00-a.json', { ignition: { version: '3.1.0' } }]]);
+    assert.deepEqual(
+      files.fragments.map((f) => [f.name, f.config]),
+      [['00-a.json', { ignition: { version: '3.1.0' } }]],
+    );
   });
 });
 
 /** Builds an image layout with the given layers (each a list of [path, content]) and reads it. */
-async function layerHelpers(): Promise<{ applyLayersForTest: (layers: [string, string][][]) => Promise<Awaited<ReturnType<typeof readRelease>>> }> {
+async function layerHelpers(): Promise<{
+  applyLayersForTest: (layers: [string, string][][]) => Promise<Awaited<ReturnType<typeof readRelease>>>;
+}> {
   const { sha256Digest } = await import('./image.js');
   const { MEDIA_TYPES } = await import('./types.js');
   const tarOf = async (files: [string, string][]): Promise<Buffer> => {
@@ -118,11 +167,25 @@ async function layerHelpers(): Promise<{ applyLayersForTest: (layers: [string, s
       const dir = await mkdtemp(join(tmpdir(), 'layers-'));
       const blobs = await Promise.all(layers.map(async (l) => gzipSync(await tarOf(l))));
       const config = Buffer.from('{}');
-      const manifest = Buffer.from(JSON.stringify({ schemaVersion: 2, mediaType: MEDIA_TYPES.ociManifest, config: { mediaType: MEDIA_TYPES.ociConfig, digest: sha256Digest(config), size: 2 }, layers: blobs.map((b) => ({ mediaType: MEDIA_TYPES.ociLayerGzip, digest: sha256Digest(b), size: b.length })) }));
+      const manifest = Buffer.from(
+        JSON.stringify({
+          schemaVersion: 2,
+          mediaType: MEDIA_TYPES.ociManifest,
+          config: { mediaType: MEDIA_TYPES.ociConfig, digest: sha256Digest(config), size: 2 },
+          layers: blobs.map((b) => ({ mediaType: MEDIA_TYPES.ociLayerGzip, digest: sha256Digest(b), size: b.length })),
+        }),
+      );
       const { mkdir } = await import('node:fs/promises');
       await mkdir(join(dir, 'blobs', 'sha256'), { recursive: true });
-      for (const b of [...blobs, config, manifest]) await writeFile(join(dir, 'blobs', 'sha256', sha256Digest(b).slice(7)), b);
-      await writeFile(join(dir, 'index.json'), JSON.stringify({ schemaVersion: 2, manifests: [{ mediaType: MEDIA_TYPES.ociManifest, digest: sha256Digest(manifest), size: manifest.length }] }));
+      for (const b of [...blobs, config, manifest])
+        await writeFile(join(dir, 'blobs', 'sha256', sha256Digest(b).slice(7)), b);
+      await writeFile(
+        join(dir, 'index.json'),
+        JSON.stringify({
+          schemaVersion: 2,
+          manifests: [{ mediaType: MEDIA_TYPES.ociManifest, digest: sha256Digest(manifest), size: manifest.length }],
+        }),
+      );
       try {
         return await readRelease(`oci:${dir}`);
       } finally {
@@ -156,23 +219,38 @@ describe('release images in a real registry (docker-registry, TLS, token auth)',
     assert.deepEqual(release.manifest, RELEASE_MANIFEST);
     assert.equal(release.fragments.length, 2);
     assert.ok(registry.tokenRequests.anonymous > before, 'the anonymous bearer-token path was taken');
-    assert.equal(await resolveRelease(`${registry.host}/public/release:4.18.2`, { ca: registry.ca.certPem }), image.digest);
+    assert.equal(
+      await resolveRelease(`${registry.host}/public/release:4.18.2`, { ca: registry.ca.certPem }),
+      image.digest,
+    );
   });
 
   it('when a private repository is pulled, it should need the pull secret', async () => {
     const image = await buildRelease(join(dir, 'src'), 'private');
     const credentials = parsePullSecret(registry.pullSecret);
     await pushRelease(image, registry.host, 'private/release', { ca: registry.ca.certPem, credentials });
-    await assert.rejects(readRelease(`${registry.host}/private/release:private`, { ca: registry.ca.certPem }), ReleaseUnavailableError);
-    const release = await readRelease(`${registry.host}/private/release:private`, { ca: registry.ca.certPem, credentials });
+    await assert.rejects(
+      readRelease(`${registry.host}/private/release:private`, { ca: registry.ca.certPem }),
+      ReleaseUnavailableError,
+    );
+    const release = await readRelease(`${registry.host}/private/release:private`, {
+      ca: registry.ca.certPem,
+      credentials,
+    });
     assert.equal(release.digest, image.digest);
-    const pinned = await readRelease(`${registry.host}/private/release@${image.digest}`, { ca: registry.ca.certPem, credentials });
+    const pinned = await readRelease(`${registry.host}/private/release@${image.digest}`, {
+      ca: registry.ca.certPem,
+      credentials,
+    });
     assert.equal(pinned.digest, image.digest);
   });
 
   it('when the registry CA is not trusted or the tag is unknown, it should report the release unavailable', async () => {
     await assert.rejects(readRelease(`${registry.host}/public/release:4.18.2`), ReleaseUnavailableError);
-    await assert.rejects(readRelease(`${registry.host}/public/release:nope`, { ca: registry.ca.certPem }), ReleaseUnavailableError);
+    await assert.rejects(
+      readRelease(`${registry.host}/public/release:nope`, { ca: registry.ca.certPem }),
+      ReleaseUnavailableError,
+    );
     assert.ok(REGISTRY_USER.username);
   });
 });
@@ -190,10 +268,16 @@ describe('registry answers that carry bodies', () => {
     server = createServer({ cert: serving.certPem, key: serving.keyPem }, (req, res) => {
       const page = `<html>${MARKER}</html>`;
       if (req.url?.startsWith('/token')) return void res.writeHead(200, { 'content-type': 'text/html' }).end(page);
-      if (req.url?.startsWith('/v2/auth/')) return void res.writeHead(401, { 'www-authenticate': `Bearer realm="https://${host}/token",service="s"` }).end(page);
+      if (req.url?.startsWith('/v2/auth/'))
+        return void res
+          .writeHead(401, { 'www-authenticate': `Bearer realm="https://${host}/token",service="s"` })
+          .end(page);
       // Short, so a JSON parser's message would quote all of it.
-      if (req.url?.startsWith('/v2/garbage/')) return void res.writeHead(200, { 'content-type': MEDIA_TYPES.ociManifest }).end(MARKER);
-      res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ errors: [{ code: 'MANIFEST_UNKNOWN', message: MARKER }] }));
+      if (req.url?.startsWith('/v2/garbage/'))
+        return void res.writeHead(200, { 'content-type': MEDIA_TYPES.ociManifest }).end(MARKER);
+      res
+        .writeHead(404, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ errors: [{ code: 'MANIFEST_UNKNOWN', message: MARKER }] }));
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     host = `127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -202,7 +286,10 @@ describe('registry answers that carry bodies', () => {
 
   /** The error and everything it carries (causes included), as a log or an annotation would show it. */
   const failure = async (ref: string): Promise<{ err: Error; shown: string }> => {
-    const err = await readRelease(ref, { ca }).then(() => assert.fail(`${ref} read`), (e: unknown) => e as Error);
+    const err = await readRelease(ref, { ca }).then(
+      () => assert.fail(`${ref} read`),
+      (e: unknown) => e as Error,
+    );
     return { err, shown: inspect(err, { depth: 10 }) };
   };
 
@@ -216,7 +303,10 @@ describe('registry answers that carry bodies', () => {
   it('when the token service answers a page instead of JSON, it should say so without quoting it', async () => {
     const { err, shown } = await failure(`${host}/auth/release:v1`);
     assert.ok(err instanceof ReleaseUnavailableError);
-    assert.match(err.message, new RegExp(`token service of ${host.replace(/\./g, '\\.')} answered 200 with a body that is not JSON`));
+    assert.match(
+      err.message,
+      new RegExp(`token service of ${host.replace(/\./g, '\\.')} answered 200 with a body that is not JSON`),
+    );
     assert.ok(!shown.includes(MARKER), shown);
   });
 
@@ -236,7 +326,11 @@ describe('kindling release build', () => {
       await writeReleaseFolder(join(dir, 'src'));
       let out = '';
       const io = { out: (t: string) => void (out += t), err: (t: string) => void (out += t), env: {} };
-      assert.equal(await main(['release', 'build', join(dir, 'src'), '--output', join(dir, 'r.tar'), '--tag', 'v9'], io), 0, out);
+      assert.equal(
+        await main(['release', 'build', join(dir, 'src'), '--output', join(dir, 'r.tar'), '--tag', 'v9'], io),
+        0,
+        out,
+      );
       const [ref, digest] = out.trim().split(' ') as [string, string];
       assert.equal(ref, `oci-archive:${join(dir, 'r.tar')}:v9`);
       assert.equal((await readRelease(ref)).digest, digest);

@@ -13,7 +13,8 @@ function threads(open: number[]): ConnectionBalance[] {
 }
 
 /** How many of a thread's next `requests` responses ask for a close. */
-const closes = (b: ConnectionBalance, requests: number): number => Array.from({ length: requests }, () => b.shouldClose()).filter(Boolean).length;
+const closes = (b: ConnectionBalance, requests: number): number =>
+  Array.from({ length: requests }, () => b.shouldClose()).filter(Boolean).length;
 
 describe('ConnectionBalance', () => {
   it('when a thread holds 53 of 64 connections, it should ask exactly the excess over its share (and one) to close, and the other thread none', () => {
@@ -35,7 +36,12 @@ describe('ConnectionBalance', () => {
   });
 
   it('when the connections are even, or off by the slack, it should ask none to close', () => {
-    for (const open of [[32, 32], [33, 31], [0, 0], [1, 0]]) {
+    for (const open of [
+      [32, 32],
+      [33, 31],
+      [0, 0],
+      [1, 0],
+    ]) {
       const [a, b] = threads(open) as [ConnectionBalance, ConnectionBalance];
       assert.equal(closes(a, 10) + closes(b, 10), 0, `${open.join('/')}`);
     }

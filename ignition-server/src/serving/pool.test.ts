@@ -61,13 +61,26 @@ class Payloads {
   }
 }
 
-function get(port: number, ca: string, headers: Record<string, string>): Promise<{ status: number; body: Buffer; code?: string }> {
+function get(
+  port: number,
+  ca: string,
+  headers: Record<string, string>,
+): Promise<{ status: number; body: Buffer; code?: string }> {
   return new Promise((resolve, reject) => {
-    const r = request({ host: '127.0.0.1', port, path: '/ignition', ca, headers, servername: 'localhost', agent: false }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks), code: res.headers['kindling-error'] as string | undefined }));
-    });
+    const r = request(
+      { host: '127.0.0.1', port, path: '/ignition', ca, headers, servername: 'localhost', agent: false },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            body: Buffer.concat(chunks),
+            code: res.headers['kindling-error'] as string | undefined,
+          }),
+        );
+      },
+    );
     r.on('error', reject);
     r.end();
   });
@@ -85,13 +98,36 @@ describe('serving threads', () => {
   const loads: string[] = [];
   let onLoad: (pool: string, hash: string) => void = () => undefined;
 
-  const secret = async (name: string, over: Partial<TokenSecret> = {}): Promise<{ token: string; secret: TokenSecret }> => {
+  const secret = async (
+    name: string,
+    over: Partial<TokenSecret> = {},
+  ): Promise<{ token: string; secret: TokenSecret }> => {
     const { token } = await authority.mint({ pool: POOL, hash: over.hash ?? HASH, ttlMs: 3_600_000 });
-    return { token, secret: { key: `clusters/${name}`, namespace: 'clusters', name, uid: name, pool: POOL, hash: HASH, release: 'r', configSha256: 'c', token, resourceVersion: '1', ...over } };
+    return {
+      token,
+      secret: {
+        key: `clusters/${name}`,
+        namespace: 'clusters',
+        name,
+        uid: name,
+        pool: POOL,
+        hash: HASH,
+        release: 'r',
+        configSha256: 'c',
+        token,
+        resourceVersion: '1',
+        ...over,
+      },
+    };
   };
-  const headers = (token: string): Record<string, string> => ({ authorization: `Bearer ${token}`, nodepool: POOL, accept: 'application/vnd.coreos.ignition+json;version=3.3.0' });
+  const headers = (token: string): Record<string, string> => ({
+    authorization: `Bearer ${token}`,
+    nodepool: POOL,
+    accept: 'application/vnd.coreos.ignition+json;version=3.3.0',
+  });
   /** Fresh connections, so both threads take some of them. */
-  const many = async (token: string, n = 20): Promise<{ status: number; body: Buffer; code?: string }[]> => Promise.all(Array.from({ length: n }, () => get(pool.port, ca, headers(token))));
+  const many = async (token: string, n = 20): Promise<{ status: number; body: Buffer; code?: string }[]> =>
+    Promise.all(Array.from({ length: n }, () => get(pool.port, ca, headers(token))));
 
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'serving-'));
@@ -139,11 +175,18 @@ describe('serving threads', () => {
     const { token, secret: s } = await secret('changes');
     index.upsert(s, { state: 'ready', key: p.key });
     const ok = await many(token);
-    assert.deepEqual(ok.map((r) => r.status), Array(20).fill(200));
+    assert.deepEqual(
+      ok.map((r) => r.status),
+      Array(20).fill(200),
+    );
     for (const r of ok) assert.ok(r.body.equals(payloadBytes(p, '3.3.0')));
     index.remove(s.key);
     const refused = await many(token);
-    assert.deepEqual(refused.map((r) => r.code), Array(20).fill('IGN_TOKEN_REVOKED'), 'revoked on every thread');
+    assert.deepEqual(
+      refused.map((r) => r.code),
+      Array(20).fill('IGN_TOKEN_REVOKED'),
+      'revoked on every thread',
+    );
   });
 
   it('when a first payload is served, the main thread should hear of it, and count every request of every thread', async () => {
@@ -153,14 +196,29 @@ describe('serving threads', () => {
     const before = await pool.requests();
     await many(token, 10);
     // Told after the response went out: it may arrive a little after the client has its bytes.
-    await eventually('the first fetch heard of', () => Promise.resolve(served.includes(s.key) ? true : undefined), 20_000, 50);
+    await eventually(
+      'the first fetch heard of',
+      () => Promise.resolve(served.includes(s.key) ? true : undefined),
+      20_000,
+      50,
+    );
     assert.ok(served.filter((k) => k === s.key).length <= 2, 'once per thread at most');
     // Counted on the threads, summed when asked (as a metrics scrape does).
-    await eventually('the 200s counted', async () => (((await pool.requests())['200'] ?? 0) - (before['200'] ?? 0) === 10 ? true : undefined), 20_000, 100);
-    await eventually('the store told which payloads are used', () => Promise.resolve((payloads.touched.get(p.key) ?? 0) >= 1 ? true : undefined), 20_000, 100);
+    await eventually(
+      'the 200s counted',
+      async () => (((await pool.requests())['200'] ?? 0) - (before['200'] ?? 0) === 10 ? true : undefined),
+      20_000,
+      100,
+    );
+    await eventually(
+      'the store told which payloads are used',
+      () => Promise.resolve((payloads.touched.get(p.key) ?? 0) >= 1 ? true : undefined),
+      20_000,
+      100,
+    );
   });
 
-  it('when a token\'s Secret is known by metadata only, a thread should have the main thread read it, then serve', async () => {
+  it("when a token's Secret is known by metadata only, a thread should have the main thread read it, then serve", async () => {
     const p = payloads.add('c'.repeat(64), '"},"storage":{"files":[{"path":"/etc/c"}]}}');
     const { token, secret: s } = await secret('lazy', { hash: 'lazy1' });
     index.markUnloaded({ key: s.key, pool: POOL, hash: 'lazy1' });
@@ -180,19 +238,36 @@ describe('serving threads', () => {
     assert.equal((await get(pool.port, ca, headers(token))).status, 200);
     payloads.evict(p.key);
     const again = await many(token, 6);
-    assert.deepEqual(again.map((r) => r.status), Array(6).fill(200));
+    assert.deepEqual(
+      again.map((r) => r.status),
+      Array(6).fill(200),
+    );
     assert.ok(payloads.lookups.includes(p.key), 'read back through the main thread');
     payloads.evict(p.key);
     payloads.disk.delete(p.key);
     const gone = await get(pool.port, ca, headers(token));
     assert.equal(gone.code, 'IGN_PAYLOAD_REGENERATING');
-    await eventually('the main thread told to regenerate', () => Promise.resolve(missing.includes(s.key) ? true : undefined), 20_000, 50);
+    await eventually(
+      'the main thread told to regenerate',
+      () => Promise.resolve(missing.includes(s.key) ? true : undefined),
+      20_000,
+      50,
+    );
   });
 });
 
 describe('serving thread flags', () => {
   it('when the process profiles its CPU, it should give the threads the profiling flags with their values and no other flag', () => {
-    assert.deepEqual(profilingFlags(['--cpu-prof', '--cpu-prof-dir', '/tmp/prof', '--max-old-space-size=512', '--cpu-prof-interval=500']), ['--cpu-prof', '--cpu-prof-dir=/tmp/prof', '--cpu-prof-interval=500']);
+    assert.deepEqual(
+      profilingFlags([
+        '--cpu-prof',
+        '--cpu-prof-dir',
+        '/tmp/prof',
+        '--max-old-space-size=512',
+        '--cpu-prof-interval=500',
+      ]),
+      ['--cpu-prof', '--cpu-prof-dir=/tmp/prof', '--cpu-prof-interval=500'],
+    );
     assert.deepEqual(profilingFlags(['--enable-source-maps']), []);
   });
 });

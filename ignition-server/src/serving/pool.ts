@@ -28,7 +28,11 @@ export interface ServingPoolOptions {
   keyFile: string;
   publicKeyPem: string;
   index: Pick<TokenIndex, 'observe'>;
-  store: { observe(observer: PayloadObserver): void; lookup(key: string): Promise<Payload | undefined>; touch(key: string, hits: number): void };
+  store: {
+    observe(observer: PayloadObserver): void;
+    lookup(key: string): Promise<Payload | undefined>;
+    touch(key: string, hits: number): void;
+  };
   /** A thread served a token Secret's payload for the first time. */
   onServed(key: string): void;
   /** A thread found a ready payload in neither memory nor disk. */
@@ -78,7 +82,10 @@ export class ServingPool {
     this.#connections = ConnectionBalance.buffer(threads);
     for (let i = 0; i < threads; i++) this.#threads.push(this.#spawn(i, this.#connections));
     opts.index.observe((change) => this.#queueChange(change));
-    opts.store.observe({ cached: (p) => this.#broadcast({ t: 'payload', payload: shared(p) }), evicted: (key) => this.#broadcast({ t: 'evict', key }) });
+    opts.store.observe({
+      cached: (p) => this.#broadcast({ t: 'payload', payload: shared(p) }),
+      evicted: (key) => this.#broadcast({ t: 'evict', key }),
+    });
   }
 
   /** Lets the threads accept (the first binds the address, the others share its socket); resolves when all do. */
@@ -132,7 +139,18 @@ export class ServingPool {
 
   #spawn(index: number, connections: SharedArrayBuffer): Thread {
     const o = this.#opts;
-    const data: ThreadData = { index, certFile: o.certFile, keyFile: o.keyFile, publicKeyPem: o.publicKeyPem, logLevel: o.logLevel, logName: o.logName, reloadIntervalMs: o.reloadIntervalMs, headersTimeoutMs: o.headersTimeoutMs, requestTimeoutMs: o.requestTimeoutMs, connections };
+    const data: ThreadData = {
+      index,
+      certFile: o.certFile,
+      keyFile: o.keyFile,
+      publicKeyPem: o.publicKeyPem,
+      logLevel: o.logLevel,
+      logName: o.logName,
+      reloadIntervalMs: o.reloadIntervalMs,
+      headersTimeoutMs: o.headersTimeoutMs,
+      requestTimeoutMs: o.requestTimeoutMs,
+      connections,
+    };
     // A profile of the process (the benchmark's --cpu-prof) covers the threads; other flags are the process's.
     const worker = new Worker(THREAD_MODULE, { workerData: data, execArgv: profilingFlags(process.execArgv) });
     const thread: Thread = { worker, next: new Map() };
@@ -236,9 +254,23 @@ export class ServingPool {
   }
 }
 
-function shared(p: Payload): { key: string; minVersion: Payload['minVersion']; joinAt: number; bytes: SharedArrayBuffer; offset: number; length: number } {
+function shared(p: Payload): {
+  key: string;
+  minVersion: Payload['minVersion'];
+  joinAt: number;
+  bytes: SharedArrayBuffer;
+  offset: number;
+  length: number;
+} {
   if (!(p.tail.buffer instanceof SharedArrayBuffer)) throw new Error('payload bytes are not in shared memory');
-  return { key: p.key, minVersion: p.minVersion, joinAt: p.joinAt, bytes: p.tail.buffer, offset: p.tail.byteOffset, length: p.tail.length };
+  return {
+    key: p.key,
+    minVersion: p.minVersion,
+    joinAt: p.joinAt,
+    bytes: p.tail.buffer,
+    offset: p.tail.byteOffset,
+    length: p.tail.length,
+  };
 }
 
 /** The process's --cpu-prof flags, each with its value when given as the next argument (`--cpu-prof-dir <dir>`). */

@@ -36,12 +36,20 @@ function hold(index: TokenIndex, payloads: Map<string, Payload>, msg: ToThread):
   else if (msg.t === 'evict') payloads.delete(msg.key);
   else if (msg.t === 'payload') {
     const p = msg.payload;
-    payloads.set(p.key, { key: p.key, minVersion: p.minVersion, joinAt: p.joinAt, tail: Buffer.from(p.bytes, p.offset, p.length) });
+    payloads.set(p.key, {
+      key: p.key,
+      minVersion: p.minVersion,
+      joinAt: p.joinAt,
+      tail: Buffer.from(p.bytes, p.offset, p.length),
+    });
   }
 }
 
 /** The app behind the thread's share of connections (balance.ts): counted as they open and close. */
-function balanced(app: RequestListener, balance: ConnectionBalance): { app: RequestListener; track(socket: TLSSocket): void } {
+function balanced(
+  app: RequestListener,
+  balance: ConnectionBalance,
+): { app: RequestListener; track(socket: TLSSocket): void } {
   const asked = new WeakSet<object>();
   return {
     app: (req, res) => {
@@ -59,7 +67,11 @@ function balanced(app: RequestListener, balance: ConnectionBalance): { app: Requ
 }
 
 /** Questions to the main thread, answered by a `reply` with the same id. */
-function asker(port: MessagePort): { ask(msg: FromThread & { id: number }): Promise<void>; reply(id: number, error?: string): void; nextId(): number } {
+function asker(port: MessagePort): {
+  ask(msg: FromThread & { id: number }): Promise<void>;
+  reply(id: number, error?: string): void;
+  nextId(): number;
+} {
   const waiting = new Map<number, { resolve: () => void; reject: (err: Error) => void; timer: NodeJS.Timeout }>();
   let id = 0;
   return {
@@ -114,7 +126,17 @@ function run(port: MessagePort, data: ThreadData): void {
   const share = balanced(app, new ConnectionBalance(data.connections, data.index));
   let server: HttpsServer | undefined;
   const listen = async (address: string, fd: number | undefined): Promise<void> => {
-    server = await startHttpsServer({ address, fd, certFile: data.certFile, keyFile: data.keyFile, app: share.app, log, reloadIntervalMs: data.reloadIntervalMs, headersTimeoutMs: data.headersTimeoutMs, requestTimeoutMs: data.requestTimeoutMs });
+    server = await startHttpsServer({
+      address,
+      fd,
+      certFile: data.certFile,
+      keyFile: data.keyFile,
+      app: share.app,
+      log,
+      reloadIntervalMs: data.reloadIntervalMs,
+      headersTimeoutMs: data.headersTimeoutMs,
+      requestTimeoutMs: data.requestTimeoutMs,
+    });
     server.server.on('secureConnection', (socket: TLSSocket) => share.track(socket));
     post({ t: 'listening', port: server.port, fd: server.fd });
   };

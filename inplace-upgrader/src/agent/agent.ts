@@ -55,7 +55,11 @@ const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch)
 
 function finished(ann: Annotations, desired: string): boolean {
   const drain = ann[ANNOTATIONS.desiredDrain];
-  return ann[ANNOTATIONS.currentConfig] === desired && ann[ANNOTATIONS.state] === NODE_STATES.done && (drain === undefined || drain === ann[ANNOTATIONS.lastAppliedDrain]);
+  return (
+    ann[ANNOTATIONS.currentConfig] === desired &&
+    ann[ANNOTATIONS.state] === NODE_STATES.done &&
+    (drain === undefined || drain === ann[ANNOTATIONS.lastAppliedDrain])
+  );
 }
 
 export class Agent {
@@ -91,7 +95,8 @@ export class Agent {
       } catch (err) {
         this.#opts.log.warn({ err }, 'Step failed: retrying');
       }
-      if (outcome !== 'continue') await this.#sleep(outcome === 'idle' ? 4 * (this.#opts.pollMs ?? 5_000) : (this.#opts.pollMs ?? 5_000), signal);
+      if (outcome !== 'continue')
+        await this.#sleep(outcome === 'idle' ? 4 * (this.#opts.pollMs ?? 5_000) : (this.#opts.pollMs ?? 5_000), signal);
     }
     await this.#informer.stop();
   }
@@ -146,7 +151,12 @@ export class Agent {
     const disruption = disruptionOf(changes);
     if (disruption.drain && !(await this.#drained(ann, desired))) return 'wait';
     try {
-      await host.apply(changes, { hash: desired, reboot: disruption.reboot, bootId: await this.#opts.reboot.bootId(), kubeletVersion });
+      await host.apply(changes, {
+        hash: desired,
+        reboot: disruption.reboot,
+        bootId: await this.#opts.reboot.bootId(),
+        kubeletVersion,
+      });
     } catch (err) {
       return this.#degrade(desired, `${(err as Error).message} (all changes rolled back)`);
     }
@@ -158,7 +168,13 @@ export class Agent {
   async #afterApply(node: k8s.V1Node, ann: Annotations, journal: Journal): Promise<StepOutcome> {
     const { reboot, log } = this.#opts;
     const now = (this.#opts.clock ?? Date).now();
-    const action = gateAction({ journal, bootId: await reboot.bootId(), node, now, timeoutMs: gateTimeoutMs(ann[ANNOTATIONS.healthCheckTimeout]) });
+    const action = gateAction({
+      journal,
+      bootId: await reboot.bootId(),
+      node,
+      now,
+      timeoutMs: gateTimeoutMs(ann[ANNOTATIONS.healthCheckTimeout]),
+    });
     switch (action.kind) {
       case 'reboot':
         log.info({ hash: journal.hash, phase: journal.phase }, 'Rebooting');
@@ -182,7 +198,10 @@ export class Agent {
     switch (action.kind) {
       case 'startGate':
         await host.writeJournal({ ...journal, gateStartedAt: now });
-        log.info({ hash: journal.hash, timeout: ann[ANNOTATIONS.healthCheckTimeout] }, 'Rebooted: waiting for the node to be healthy');
+        log.info(
+          { hash: journal.hash, timeout: ann[ANNOTATIONS.healthCheckTimeout] },
+          'Rebooted: waiting for the node to be healthy',
+        );
         return 'continue';
       case 'pass':
         await host.writeJournal({ ...journal, healthy: true });
@@ -191,7 +210,12 @@ export class Agent {
       case 'rollBack':
         // Restored before the journal says so: killed in between, the next run restores again (idempotent).
         await host.restore(journal);
-        await host.writeJournal({ ...journal, phase: 'rolledBack', reason: action.reason, bootId: await reboot.bootId() });
+        await host.writeJournal({
+          ...journal,
+          phase: 'rolledBack',
+          reason: action.reason,
+          bootId: await reboot.bootId(),
+        });
         log.error({ hash: journal.hash, reason: action.reason }, 'Health check failed: restored the backup');
         return 'continue';
       default:
@@ -217,7 +241,11 @@ export class Agent {
       return 'wait';
     }
     if (drain !== undefined && drain !== ann[ANNOTATIONS.lastAppliedDrain]) return 'wait';
-    await this.#annotate(ann, { [ANNOTATIONS.currentConfig]: hash, [ANNOTATIONS.state]: NODE_STATES.done, [ANNOTATIONS.reason]: null });
+    await this.#annotate(ann, {
+      [ANNOTATIONS.currentConfig]: hash,
+      [ANNOTATIONS.state]: NODE_STATES.done,
+      [ANNOTATIONS.reason]: null,
+    });
     await this.#opts.host.clearJournal();
     this.#failedHash = undefined;
     this.#opts.log.info({ hash }, 'Node at the desired config');
@@ -235,7 +263,10 @@ export class Agent {
   /** The payload for this hash, or nothing while the upgrader has not written it (yet). */
   async #payload(hash: string): Promise<Buffer | undefined> {
     try {
-      const secret = await this.#core.readNamespacedSecret({ name: payloadSecretName(this.#opts.node), namespace: this.#opts.namespace });
+      const secret = await this.#core.readNamespacedSecret({
+        name: payloadSecretName(this.#opts.node),
+        namespace: this.#opts.namespace,
+      });
       const data = secret.data ?? {};
       if (Buffer.from(data[PAYLOAD_KEYS.hash] ?? '', 'base64').toString() !== hash) return undefined;
       return Buffer.from(data[PAYLOAD_KEYS.config] ?? '', 'base64');

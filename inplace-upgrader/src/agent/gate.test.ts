@@ -2,29 +2,110 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type * as k8s from '#k8s';
 import { HOST_PATHS } from '../../../api/src/host-paths.js';
-import { DEFAULT_HEALTH_CHECK_TIMEOUT_MS, gateAction, gateTimeoutMs, payloadKubeletVersion, unhealthy, type GateAction } from './gate.js';
+import {
+  DEFAULT_HEALTH_CHECK_TIMEOUT_MS,
+  gateAction,
+  gateTimeoutMs,
+  payloadKubeletVersion,
+  unhealthy,
+  type GateAction,
+} from './gate.js';
 import type { Journal } from './host.js';
 import type { Entry } from './ignition.js';
 
 const MIN = 60_000;
 
-function node(opts: { bootId?: string; ready?: 'True' | 'False' | 'Unknown'; reason?: string; version?: string }): k8s.V1Node {
+function node(opts: {
+  bootId?: string;
+  ready?: 'True' | 'False' | 'Unknown';
+  reason?: string;
+  version?: string;
+}): k8s.V1Node {
   const conditions = opts.ready ? [{ type: 'Ready', status: opts.ready, reason: opts.reason }] : [];
-  return { status: { conditions, nodeInfo: { bootID: opts.bootId ?? '', kubeletVersion: opts.version ?? '' } as k8s.V1NodeSystemInfo } };
+  return {
+    status: {
+      conditions,
+      nodeInfo: { bootID: opts.bootId ?? '', kubeletVersion: opts.version ?? '' } as k8s.V1NodeSystemInfo,
+    },
+  };
 }
 
-const applied = (extra: Partial<Journal> = {}): Journal => ({ hash: 'h1', phase: 'applied', reboot: true, bootId: 'boot-0', records: [], kubeletVersion: 'v1.36.3', ...extra });
+const applied = (extra: Partial<Journal> = {}): Journal => ({
+  hash: 'h1',
+  phase: 'applied',
+  reboot: true,
+  bootId: 'boot-0',
+  records: [],
+  kubeletVersion: 'v1.36.3',
+  ...extra,
+});
 const healthy = node({ bootId: 'boot-1', ready: 'True', version: 'v1.36.3' });
 
 describe('health gate: one decision', () => {
-  const cases: { condition: string; journal: Journal; bootId: string; node: k8s.V1Node; now?: number; want: GateAction['kind']; match?: RegExp }[] = [
-    { condition: 'the host has not rebooted since the apply', journal: applied(), bootId: 'boot-0', node: healthy, want: 'reboot' },
-    { condition: 'the host rebooted and the gate has not started', journal: applied(), bootId: 'boot-1', node: healthy, want: 'startGate' },
-    { condition: 'the Node reports this boot, Ready, at the payload version', journal: applied({ gateStartedAt: 0 }), bootId: 'boot-1', node: healthy, now: MIN, want: 'pass' },
-    { condition: 'the gate passed before (a restart between pass and Done)', journal: applied({ gateStartedAt: 0, healthy: true }), bootId: 'boot-1', node: node({}), now: 9 * MIN, want: 'finish' },
-    { condition: 'the change needed no reboot (SSH keys only)', journal: applied({ reboot: false }), bootId: 'boot-0', node: node({}), want: 'finish' },
-    { condition: 'the Node still shows the boot before (a Ready from before the reboot)', journal: applied({ gateStartedAt: 0 }), bootId: 'boot-1', node: node({ bootId: 'boot-0', ready: 'True', version: 'v1.36.3' }), now: MIN, want: 'wait', match: /not reported since the reboot/ },
-    { condition: 'the Node is not Ready within the timeout', journal: applied({ gateStartedAt: 0 }), bootId: 'boot-1', node: node({ bootId: 'boot-1', ready: 'False', reason: 'KubeletConfigInvalid' }), now: 4 * MIN, want: 'wait', match: /not Ready \(Ready=False, KubeletConfigInvalid\)/ },
+  const cases: {
+    condition: string;
+    journal: Journal;
+    bootId: string;
+    node: k8s.V1Node;
+    now?: number;
+    want: GateAction['kind'];
+    match?: RegExp;
+  }[] = [
+    {
+      condition: 'the host has not rebooted since the apply',
+      journal: applied(),
+      bootId: 'boot-0',
+      node: healthy,
+      want: 'reboot',
+    },
+    {
+      condition: 'the host rebooted and the gate has not started',
+      journal: applied(),
+      bootId: 'boot-1',
+      node: healthy,
+      want: 'startGate',
+    },
+    {
+      condition: 'the Node reports this boot, Ready, at the payload version',
+      journal: applied({ gateStartedAt: 0 }),
+      bootId: 'boot-1',
+      node: healthy,
+      now: MIN,
+      want: 'pass',
+    },
+    {
+      condition: 'the gate passed before (a restart between pass and Done)',
+      journal: applied({ gateStartedAt: 0, healthy: true }),
+      bootId: 'boot-1',
+      node: node({}),
+      now: 9 * MIN,
+      want: 'finish',
+    },
+    {
+      condition: 'the change needed no reboot (SSH keys only)',
+      journal: applied({ reboot: false }),
+      bootId: 'boot-0',
+      node: node({}),
+      want: 'finish',
+    },
+    {
+      condition: 'the Node still shows the boot before (a Ready from before the reboot)',
+      journal: applied({ gateStartedAt: 0 }),
+      bootId: 'boot-1',
+      node: node({ bootId: 'boot-0', ready: 'True', version: 'v1.36.3' }),
+      now: MIN,
+      want: 'wait',
+      match: /not reported since the reboot/,
+    },
+    {
+      condition: 'the Node is not Ready within the timeout',
+      journal: applied({ gateStartedAt: 0 }),
+      bootId: 'boot-1',
+      node: node({ bootId: 'boot-1', ready: 'False', reason: 'KubeletConfigInvalid' }),
+      now: 4 * MIN,
+      want: 'wait',
+      match: /not Ready \(Ready=False, KubeletConfigInvalid\)/,
+    },
     {
       condition: 'the Node is not Ready when the timeout passes',
       journal: applied({ gateStartedAt: 0 }),
@@ -32,16 +113,51 @@ describe('health gate: one decision', () => {
       node: node({ bootId: 'boot-1', ready: 'False', reason: 'KubeletConfigInvalid' }),
       now: 5 * MIN,
       want: 'rollBack',
-      match: /^health check failed: 5m after the reboot into h1, the Node is not Ready \(Ready=False, KubeletConfigInvalid\); restored the previous files and units and rebooted$/,
+      match:
+        /^health check failed: 5m after the reboot into h1, the Node is not Ready \(Ready=False, KubeletConfigInvalid\); restored the previous files and units and rebooted$/,
     },
-    { condition: 'the kubelet reports another version when the timeout passes', journal: applied({ gateStartedAt: 0 }), bootId: 'boot-1', node: node({ bootId: 'boot-1', ready: 'True', version: 'v1.36.2' }), now: 6 * MIN, want: 'rollBack', match: /the kubelet reports v1\.36\.2, not the payload's v1\.36\.3/ },
-    { condition: 'the payload names no kubelet version', journal: applied({ gateStartedAt: 0, kubeletVersion: undefined }), bootId: 'boot-1', node: node({ bootId: 'boot-1', ready: 'True', version: 'kwok' }), now: MIN, want: 'pass' },
-    { condition: 'the rollback was written and the host has not rebooted since', journal: applied({ phase: 'rolledBack', bootId: 'boot-1', reason: 'r' }), bootId: 'boot-1', node: healthy, want: 'reboot' },
-    { condition: 'the host rebooted after the rollback', journal: applied({ phase: 'rolledBack', bootId: 'boot-1', reason: 'health check failed: x' }), bootId: 'boot-2', node: healthy, want: 'degrade', match: /^health check failed: x$/ },
+    {
+      condition: 'the kubelet reports another version when the timeout passes',
+      journal: applied({ gateStartedAt: 0 }),
+      bootId: 'boot-1',
+      node: node({ bootId: 'boot-1', ready: 'True', version: 'v1.36.2' }),
+      now: 6 * MIN,
+      want: 'rollBack',
+      match: /the kubelet reports v1\.36\.2, not the payload's v1\.36\.3/,
+    },
+    {
+      condition: 'the payload names no kubelet version',
+      journal: applied({ gateStartedAt: 0, kubeletVersion: undefined }),
+      bootId: 'boot-1',
+      node: node({ bootId: 'boot-1', ready: 'True', version: 'kwok' }),
+      now: MIN,
+      want: 'pass',
+    },
+    {
+      condition: 'the rollback was written and the host has not rebooted since',
+      journal: applied({ phase: 'rolledBack', bootId: 'boot-1', reason: 'r' }),
+      bootId: 'boot-1',
+      node: healthy,
+      want: 'reboot',
+    },
+    {
+      condition: 'the host rebooted after the rollback',
+      journal: applied({ phase: 'rolledBack', bootId: 'boot-1', reason: 'health check failed: x' }),
+      bootId: 'boot-2',
+      node: healthy,
+      want: 'degrade',
+      match: /^health check failed: x$/,
+    },
   ];
   for (const c of cases) {
     it(`when ${c.condition}, it should ${c.want}`, () => {
-      const action = gateAction({ journal: c.journal, bootId: c.bootId, node: c.node, now: c.now ?? 0, timeoutMs: 5 * MIN });
+      const action = gateAction({
+        journal: c.journal,
+        bootId: c.bootId,
+        node: c.node,
+        now: c.now ?? 0,
+        timeoutMs: 5 * MIN,
+      });
       assert.equal(action.kind, c.want);
       if (c.match) assert.match('why' in action ? action.why : 'reason' in action ? action.reason : '', c.match);
     });
@@ -150,8 +266,21 @@ describe('health gate inputs', () => {
   });
 
   it("when the payload writes a release file, it should expect that file's kubelet version; otherwise none", () => {
-    const file = (path: string, text: string): Entry => ({ kind: 'file', path, mode: 0o644, data: Buffer.from(text), overwrite: true, origin: 'storage' });
-    assert.equal(payloadKubeletVersion([file('/etc/x', '{}'), file(HOST_PATHS.releaseInfo, '{"version":"1.36.3","kubeletVersion":"v1.36.3"}')]), 'v1.36.3');
+    const file = (path: string, text: string): Entry => ({
+      kind: 'file',
+      path,
+      mode: 0o644,
+      data: Buffer.from(text),
+      overwrite: true,
+      origin: 'storage',
+    });
+    assert.equal(
+      payloadKubeletVersion([
+        file('/etc/x', '{}'),
+        file(HOST_PATHS.releaseInfo, '{"version":"1.36.3","kubeletVersion":"v1.36.3"}'),
+      ]),
+      'v1.36.3',
+    );
     assert.equal(payloadKubeletVersion([file(HOST_PATHS.releaseInfo, 'not json')]), undefined);
     assert.equal(payloadKubeletVersion([]), undefined);
   });

@@ -53,7 +53,8 @@ function notReady(ready: k8s.V1NodeCondition | undefined): string | undefined {
 /** Why the Node is not healthy yet for this boot and payload; undefined when it is. */
 export function unhealthy(node: k8s.V1Node, bootId: string, kubeletVersion: string | undefined): string | undefined {
   const info: Partial<k8s.V1NodeSystemInfo> = node.status?.nodeInfo ?? {};
-  if (info.bootID !== bootId) return `the kubelet has not reported since the reboot (the Node's bootID is ${JSON.stringify(info.bootID ?? '')}, the host's ${JSON.stringify(bootId)})`;
+  if (info.bootID !== bootId)
+    return `the kubelet has not reported since the reboot (the Node's bootID is ${JSON.stringify(info.bootID ?? '')}, the host's ${JSON.stringify(bootId)})`;
   const ready = notReady(node.status?.conditions?.find((c) => c.type === 'Ready'));
   if (ready) return ready;
   return otherVersion(info.kubeletVersion, kubeletVersion);
@@ -66,7 +67,9 @@ function otherVersion(reported: string | undefined, want: string | undefined): s
 
 /** After the rollback: its reboot, then Degraded for good (until desiredConfig changes). */
 function afterRollback(journal: Journal, sameBoot: boolean): GateAction {
-  return sameBoot ? { kind: 'reboot' } : { kind: 'degrade', reason: journal.reason ?? 'health check failed (rolled back)' };
+  return sameBoot
+    ? { kind: 'reboot' }
+    : { kind: 'degrade', reason: journal.reason ?? 'health check failed (rolled back)' };
 }
 
 export function gateAction(input: GateInput): GateAction {

@@ -79,7 +79,8 @@ export class Host {
       if (st.isFile()) return { kind: 'file', mode: st.mode & 0o7777, data: await readNoFollow(p) };
       return { kind: 'other' };
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT' || (err as NodeJS.ErrnoException).code === 'ENOTDIR') return { kind: 'absent' };
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT' || (err as NodeJS.ErrnoException).code === 'ENOTDIR')
+        return { kind: 'absent' };
       throw err;
     }
   }
@@ -95,12 +96,17 @@ export class Host {
       case 'absent':
         return now.kind === 'absent';
       default:
-        return entry.hard ? now.kind === 'file' && (await this.#sameInode(entry.path, entry.target)) : now.kind === 'symlink' && now.target === entry.target;
+        return entry.hard
+          ? now.kind === 'file' && (await this.#sameInode(entry.path, entry.target))
+          : now.kind === 'symlink' && now.target === entry.target;
     }
   }
 
   async #sameInode(a: string, b: string): Promise<boolean> {
-    const [x, y] = await Promise.all([a, b].map(async (p) => lstat((await this.resolve(p)).local))).catch(() => [undefined, undefined]);
+    const [x, y] = await Promise.all([a, b].map(async (p) => lstat((await this.resolve(p)).local))).catch(() => [
+      undefined,
+      undefined,
+    ]);
     return x !== undefined && y !== undefined && x.ino === y.ino && x.dev === y.dev;
   }
 
@@ -142,13 +148,18 @@ export class Host {
    * Leaves the journal in phase "applied" on success, with the backup: the caller clears both once the
    * health gate passed and the update is finished, or restores the backup when the gate fails.
    */
-  async apply(changes: readonly Entry[], meta: { hash: string; reboot: boolean; bootId: string; kubeletVersion?: string }): Promise<void> {
+  async apply(
+    changes: readonly Entry[],
+    meta: { hash: string; reboot: boolean; bootId: string; kubeletVersion?: string },
+  ): Promise<void> {
     const journal: Journal = { ...meta, phase: 'applying', records: [] };
     const backedUp = await this.#backup(changes, journal);
     await this.writeJournal(journal);
     try {
       for (const [i, entry] of changes.entries()) await this.#write(entry, backedUp[i] ?? '');
-      for (const entry of changes) if (!(await this.satisfied(entry))) throw new Error(`verification failed: ${entry.path} does not hold what was written`);
+      for (const entry of changes)
+        if (!(await this.satisfied(entry)))
+          throw new Error(`verification failed: ${entry.path} does not hold what was written`);
     } catch (err) {
       await this.restore(journal);
       await this.clearJournal();
@@ -200,7 +211,8 @@ export class Host {
   /** Ancestors of a resolved host path that do not exist yet (outermost first): restore removes them. */
   async #missingParents(host: string): Promise<string[]> {
     const missing: string[] = [];
-    for (let dir = dirname(host); dir !== '/' && (await this.prior(dir)).kind === 'absent'; dir = dirname(dir)) missing.unshift(dir);
+    for (let dir = dirname(host); dir !== '/' && (await this.prior(dir)).kind === 'absent'; dir = dirname(dir))
+      missing.unshift(dir);
     return missing;
   }
 

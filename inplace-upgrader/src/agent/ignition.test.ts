@@ -6,10 +6,30 @@ const config = (rest: object): string => JSON.stringify({ ignition: { version: '
 
 describe('in-place blockers of a payload', () => {
   const table: [string, string, (string | RegExp)[]][] = [
-    ['files, units and SSH keys only', config({ storage: { files: [{ path: '/etc/a', contents: { source: 'data:,a' } }] }, systemd: { units: [{ name: 'a.service', contents: '[Service]\n' }] }, passwd: { users: [{ name: 'core', sshAuthorizedKeys: ['k'] }] } }), []],
-    ['kernel arguments and disks', config({ kernelArguments: { shouldExist: ['quiet'] }, storage: { disks: [{ device: '/dev/sdb' }] } }), ['storage.disks', 'kernelArguments']],
-    ['a user to create', config({ passwd: { users: [{ name: 'ops', groups: ['wheel'] }] } }), ['passwd.users[ops].groups']],
-    ['a remote file source', config({ storage: { files: [{ path: '/etc/a', contents: { source: 'https://example.com/a' } }] } }), [/is not a data URL/]],
+    [
+      'files, units and SSH keys only',
+      config({
+        storage: { files: [{ path: '/etc/a', contents: { source: 'data:,a' } }] },
+        systemd: { units: [{ name: 'a.service', contents: '[Service]\n' }] },
+        passwd: { users: [{ name: 'core', sshAuthorizedKeys: ['k'] }] },
+      }),
+      [],
+    ],
+    [
+      'kernel arguments and disks',
+      config({ kernelArguments: { shouldExist: ['quiet'] }, storage: { disks: [{ device: '/dev/sdb' }] } }),
+      ['storage.disks', 'kernelArguments'],
+    ],
+    [
+      'a user to create',
+      config({ passwd: { users: [{ name: 'ops', groups: ['wheel'] }] } }),
+      ['passwd.users[ops].groups'],
+    ],
+    [
+      'a remote file source',
+      config({ storage: { files: [{ path: '/etc/a', contents: { source: 'https://example.com/a' } }] } }),
+      [/is not a data URL/],
+    ],
     ['not JSON', '{', [/payload is not JSON/]],
   ];
   for (const [what, payload, want] of table) {

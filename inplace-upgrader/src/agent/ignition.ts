@@ -50,7 +50,15 @@ interface IgnUser {
 
 export interface IgnitionConfig {
   ignition?: { version?: string; config?: { merge?: unknown[]; replace?: unknown } };
-  storage?: { files?: IgnFile[]; directories?: IgnDirectory[]; links?: IgnLink[]; disks?: unknown[]; raid?: unknown[]; filesystems?: unknown[]; luks?: unknown[] };
+  storage?: {
+    files?: IgnFile[];
+    directories?: IgnDirectory[];
+    links?: IgnLink[];
+    disks?: unknown[];
+    raid?: unknown[];
+    filesystems?: unknown[];
+    luks?: unknown[];
+  };
   systemd?: { units?: IgnUnit[] };
   passwd?: { users?: IgnUser[]; groups?: unknown[] };
   kernelArguments?: { shouldExist?: unknown[]; shouldNotExist?: unknown[] };
@@ -76,7 +84,8 @@ function readConfig(bytes: Buffer | string): IgnitionConfig {
     throw new UnsupportedConfigError(`payload is not JSON: ${(err as Error).message}`);
   }
   const version = config.ignition?.version ?? '';
-  if (!/^3\.\d+\.\d+/.test(version)) throw new UnsupportedConfigError(`ignition.version "${version}" is not a 3.x spec`);
+  if (!/^3\.\d+\.\d+/.test(version))
+    throw new UnsupportedConfigError(`ignition.version "${version}" is not a 3.x spec`);
   return config;
 }
 
@@ -113,9 +122,14 @@ function refuseUnsupported(config: IgnitionConfig): void {
 /** RFC 2397 data URL; other schemes would need the network at update time and are refused. */
 export function decodeDataUrl(url: string): Buffer {
   const match = /^data:([^,]*),(.*)$/s.exec(url);
-  if (!match) throw new UnsupportedConfigError(`source "${url.slice(0, 40)}" is not a data URL (only data URLs are applied in place)`);
+  if (!match)
+    throw new UnsupportedConfigError(
+      `source "${url.slice(0, 40)}" is not a data URL (only data URLs are applied in place)`,
+    );
   const [, meta = '', data = ''] = match;
-  return meta.split(';').includes('base64') ? Buffer.from(data, 'base64') : Buffer.from(decodeURIComponent(data), 'utf8');
+  return meta.split(';').includes('base64')
+    ? Buffer.from(data, 'base64')
+    : Buffer.from(decodeURIComponent(data), 'utf8');
 }
 
 function readResource(res: IgnResource, where: string): Buffer {
@@ -128,11 +142,13 @@ function readResource(res: IgnResource, where: string): Buffer {
     if (got !== want) throw new UnsupportedConfigError(`${where}: contents do not match verification hash ${hash}`);
   }
   if (!res.compression) return raw;
-  if (res.compression !== 'gzip') throw new UnsupportedConfigError(`${where}: compression "${res.compression}" is not supported`);
+  if (res.compression !== 'gzip')
+    throw new UnsupportedConfigError(`${where}: compression "${res.compression}" is not supported`);
   return gunzipSync(raw);
 }
 
-const isNormal = (path: string): boolean => path.startsWith('/') && posix.normalize(path) === path && !path.includes('\0');
+const isNormal = (path: string): boolean =>
+  path.startsWith('/') && posix.normalize(path) === path && !path.includes('\0');
 
 function checkPath(path: string): string {
   if (!isNormal(path)) throw new UnsupportedConfigError(`path "${path}" is not absolute and normal`);
@@ -140,7 +156,20 @@ function checkPath(path: string): string {
 }
 
 /** A unit type Ignition accepts as a unit name's suffix. */
-const UNIT_TYPES = ['service', 'socket', 'device', 'mount', 'automount', 'swap', 'target', 'path', 'timer', 'snapshot', 'slice', 'scope'];
+const UNIT_TYPES = [
+  'service',
+  'socket',
+  'device',
+  'mount',
+  'automount',
+  'swap',
+  'target',
+  'path',
+  'timer',
+  'snapshot',
+  'slice',
+  'scope',
+];
 /** systemd's unit name: letters, digits and `:-_.\`, one `@` at most (a template or an instance), a type suffix. */
 const UNIT_NAME = new RegExp(`^[A-Za-z0-9:_.\\\\-]+(@[A-Za-z0-9:_.\\\\-]*)?\\.(${UNIT_TYPES.join('|')})$`);
 /** A drop-in is one file name ending in `.conf` in the unit's `.d` folder (Ignition refuses other names). */
@@ -155,12 +184,19 @@ const isUnitName = (name: string): boolean => name.length <= MAX_NAME && UNIT_NA
 /** Unit, drop-in and install target names become file names: each must be one plain name, never a path. */
 function checkUnit(unit: IgnUnit): void {
   const where = `systemd.units[${unit.name}]`;
-  if (!isUnitName(unit.name)) throw new UnsupportedConfigError(`${where}: not a valid unit name (a name such as kubelet.service: letters, digits, ":-_.\\", one "@", a unit type suffix)`);
+  if (!isUnitName(unit.name))
+    throw new UnsupportedConfigError(
+      `${where}: not a valid unit name (a name such as kubelet.service: letters, digits, ":-_.\\", one "@", a unit type suffix)`,
+    );
   for (const d of unit.dropins ?? []) {
-    if (d.name.length > MAX_NAME || !DROPIN_NAME.test(d.name)) throw new UnsupportedConfigError(`${where}.dropins[${d.name}]: not a valid drop-in name (one file name ending in .conf)`);
+    if (d.name.length > MAX_NAME || !DROPIN_NAME.test(d.name))
+      throw new UnsupportedConfigError(
+        `${where}.dropins[${d.name}]: not a valid drop-in name (one file name ending in .conf)`,
+      );
   }
   for (const target of unit.enabled === true ? installTargets(unit.contents ?? '') : []) {
-    if (!isUnitName(target)) throw new UnsupportedConfigError(`${where}: install target "${target}" is not a valid unit name`);
+    if (!isUnitName(target))
+      throw new UnsupportedConfigError(`${where}: install target "${target}" is not a valid unit name`);
   }
 }
 
@@ -181,23 +217,38 @@ function linkEntry(l: IgnLink): Entry {
   const path = checkPath(l.path);
   const where = `storage.links[${l.path}]`;
   const hard = l.hard === true;
-  if (hard && !isNormal(l.target)) throw new UnsupportedConfigError(`${where}: target "${l.target}" is not absolute and normal`);
-  if (l.target === '' || l.target.includes('\0')) throw new UnsupportedConfigError(`${where}: target "${l.target}" is not a path`);
-  if (climbsOut(path, l.target)) throw new UnsupportedConfigError(`${where}: target "${l.target}" leads out of the host root`);
+  if (hard && !isNormal(l.target))
+    throw new UnsupportedConfigError(`${where}: target "${l.target}" is not absolute and normal`);
+  if (l.target === '' || l.target.includes('\0'))
+    throw new UnsupportedConfigError(`${where}: target "${l.target}" is not a path`);
+  if (climbsOut(path, l.target))
+    throw new UnsupportedConfigError(`${where}: target "${l.target}" leads out of the host root`);
   return { kind: 'link', path, target: l.target, hard, overwrite: l.overwrite === true, origin: 'storage' };
 }
 
 function fileEntries(files: readonly IgnFile[]): Entry[] {
   return files.map((f) => {
     const where = `storage.files[${f.path}]`;
-    const parts = [f.contents ? readResource(f.contents, where) : Buffer.alloc(0), ...(f.append ?? []).map((a) => readResource(a, where))];
-    return { kind: 'file', path: checkPath(f.path), data: Buffer.concat(parts), mode: f.mode ?? 0o644, overwrite: f.overwrite === true, origin: 'storage' };
+    const parts = [
+      f.contents ? readResource(f.contents, where) : Buffer.alloc(0),
+      ...(f.append ?? []).map((a) => readResource(a, where)),
+    ];
+    return {
+      kind: 'file',
+      path: checkPath(f.path),
+      data: Buffer.concat(parts),
+      mode: f.mode ?? 0o644,
+      overwrite: f.overwrite === true,
+      origin: 'storage',
+    };
   });
 }
 
 /** `WantedBy=`/`RequiredBy=` targets of a unit's [Install] section (default: multi-user.target). */
 export function installTargets(contents: string): string[] {
-  const targets = [...contents.matchAll(/^\s*(?:WantedBy|RequiredBy)\s*=\s*(.+)$/gm)].flatMap((m) => (m[1] ?? '').trim().split(/\s+/));
+  const targets = [...contents.matchAll(/^\s*(?:WantedBy|RequiredBy)\s*=\s*(.+)$/gm)].flatMap((m) =>
+    (m[1] ?? '').trim().split(/\s+/),
+  );
   return targets.length > 0 ? targets : ['multi-user.target'];
 }
 
@@ -206,7 +257,9 @@ function enablementEntries(unit: IgnUnit, path: string): Entry[] {
   if (unit.enabled === undefined || unit.enabled === null) return [];
   return installTargets(unit.contents ?? '').map((target): Entry => {
     const wants = `${SYSTEMD_DIR}/${target}.wants/${unit.name}`;
-    return unit.enabled ? { kind: 'link', path: wants, target: path, hard: false, overwrite: true, origin: 'unit' } : { kind: 'absent', path: wants, origin: 'unit' };
+    return unit.enabled
+      ? { kind: 'link', path: wants, target: path, hard: false, overwrite: true, origin: 'unit' }
+      : { kind: 'absent', path: wants, origin: 'unit' };
   });
 }
 
@@ -214,17 +267,35 @@ function unitEntries(unit: IgnUnit): Entry[] {
   checkUnit(unit);
   const path = `${SYSTEMD_DIR}/${unit.name}`;
   const entries: Entry[] = [];
-  if (unit.mask) entries.push({ kind: 'link', path, target: '/dev/null', hard: false, overwrite: true, origin: 'unit' });
-  else if (unit.contents) entries.push({ kind: 'file', path, data: Buffer.from(unit.contents), mode: 0o644, overwrite: true, origin: 'unit' });
+  if (unit.mask)
+    entries.push({ kind: 'link', path, target: '/dev/null', hard: false, overwrite: true, origin: 'unit' });
+  else if (unit.contents)
+    entries.push({
+      kind: 'file',
+      path,
+      data: Buffer.from(unit.contents),
+      mode: 0o644,
+      overwrite: true,
+      origin: 'unit',
+    });
   for (const d of unit.dropins ?? []) {
-    if (d.contents) entries.push({ kind: 'file', path: `${path}.d/${d.name}`, data: Buffer.from(d.contents), mode: 0o644, overwrite: true, origin: 'unit' });
+    if (d.contents)
+      entries.push({
+        kind: 'file',
+        path: `${path}.d/${d.name}`,
+        data: Buffer.from(d.contents),
+        mode: 0o644,
+        overwrite: true,
+        origin: 'unit',
+      });
   }
   return [...entries, ...enablementEntries(unit, path)];
 }
 
 /** A user's home folder, as Ignition assumes it for a user it did not create. */
 export function homeOf(name: string): string {
-  if (name.length > 32 || !USER_NAME.test(name)) throw new UnsupportedConfigError(`passwd.users[${name}]: not a valid user name (a POSIX name such as core)`);
+  if (name.length > 32 || !USER_NAME.test(name))
+    throw new UnsupportedConfigError(`passwd.users[${name}]: not a valid user name (a POSIX name such as core)`);
   return name === 'root' ? '/root' : `/home/${name}`;
 }
 
@@ -244,7 +315,12 @@ function sshEntries(user: IgnUser, hasKeysDir: (home: string) => boolean): Entry
 export function entriesOf(config: IgnitionConfig, hasKeysDir: (home: string) => boolean): Entry[] {
   const storage = config.storage ?? {};
   return [
-    ...(storage.directories ?? []).map((d): Entry => ({ kind: 'dir', path: checkPath(d.path), mode: d.mode ?? 0o755, origin: 'storage' })),
+    ...(storage.directories ?? []).map((d): Entry => ({
+      kind: 'dir',
+      path: checkPath(d.path),
+      mode: d.mode ?? 0o755,
+      origin: 'storage',
+    })),
     ...fileEntries(storage.files ?? []),
     ...(storage.links ?? []).map(linkEntry),
     ...(config.systemd?.units ?? []).flatMap(unitEntries),

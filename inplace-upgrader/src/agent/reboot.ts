@@ -27,9 +27,15 @@ export class SystemdReboot implements RebootAction {
 
   async reboot(): Promise<void> {
     await new Promise<void>((resolve, reject) => {
-      const child = spawn('nsenter', ['--target', '1', '--mount', '--uts', '--ipc', '--net', '--pid', '--', 'systemctl', 'reboot'], { stdio: 'inherit' });
+      const child = spawn(
+        'nsenter',
+        ['--target', '1', '--mount', '--uts', '--ipc', '--net', '--pid', '--', 'systemctl', 'reboot'],
+        { stdio: 'inherit' },
+      );
       child.once('error', reject);
-      child.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`systemctl reboot exited with ${code}`))));
+      child.once('exit', (code) =>
+        code === 0 ? resolve() : reject(new Error(`systemctl reboot exited with ${code}`)),
+      );
     });
     // The host is going down; wait for it rather than carry on.
     await new Promise(() => undefined);

@@ -14,7 +14,10 @@ async function hostRoot(): Promise<{ root: string; outside: string }> {
   bases.push(base);
   return { root, outside };
 }
-const refusal = (pattern: RegExp) => (err: unknown): boolean => err instanceof UnsupportedConfigError && pattern.test(err.message);
+const refusal =
+  (pattern: RegExp) =>
+  (err: unknown): boolean =>
+    err instanceof UnsupportedConfigError && pattern.test(err.message);
 
 describe('Host paths resolved inside the root', () => {
   it('when links on the way are absolute, relative and climb with .. inside the root, it should follow each as the host would, never the last name', async () => {
@@ -24,14 +27,23 @@ describe('Host paths resolved inside the root', () => {
     await symlink('share/zoneinfo', join(root, 'zones'));
     await symlink('../../../zones', join(root, 'usr', 'share', 'zoneinfo', 'up'));
     await symlink('/nowhere', join(root, 'usr', 'share', 'zoneinfo', 'UTC'));
-    assert.deepEqual(await resolveInRoot(root, '/zones/up/UTC'), { host: '/usr/share/zoneinfo/UTC', local: join(root, 'usr', 'share', 'zoneinfo', 'UTC') });
-    assert.deepEqual(await resolveInRoot(root, '/share/not/yet'), { host: '/usr/share/not/yet', local: join(root, 'usr', 'share', 'not', 'yet') });
+    assert.deepEqual(await resolveInRoot(root, '/zones/up/UTC'), {
+      host: '/usr/share/zoneinfo/UTC',
+      local: join(root, 'usr', 'share', 'zoneinfo', 'UTC'),
+    });
+    assert.deepEqual(await resolveInRoot(root, '/share/not/yet'), {
+      host: '/usr/share/not/yet',
+      local: join(root, 'usr', 'share', 'not', 'yet'),
+    });
     assert.deepEqual(await resolveInRoot(root, '/'), { host: '/', local: root });
   });
 
   it('when a path has . or .., it should refuse it rather than climb', async () => {
     const { root } = await hostRoot();
-    await assert.rejects(resolveInRoot(root, '/etc/../../outside'), refusal(/path "\/etc\/\.\.\/\.\.\/outside" has a "\." or "\.\." component/));
+    await assert.rejects(
+      resolveInRoot(root, '/etc/../../outside'),
+      refusal(/path "\/etc\/\.\.\/\.\.\/outside" has a "\." or "\.\." component/),
+    );
     await assert.rejects(resolveInRoot(root, 'etc/x'), refusal(/is not absolute/));
   });
 
@@ -39,7 +51,10 @@ describe('Host paths resolved inside the root', () => {
     const { root } = await hostRoot();
     await symlink('/b', join(root, 'a'));
     await symlink('a', join(root, 'b'));
-    await assert.rejects(resolveInRoot(root, '/a/x'), refusal(new RegExp(`/a/x: more than ${MAX_LINKS} links on the way`)));
+    await assert.rejects(
+      resolveInRoot(root, '/a/x'),
+      refusal(new RegExp(`/a/x: more than ${MAX_LINKS} links on the way`)),
+    );
   });
 
   it('when a link sits where a file is created, it should not write through it', async () => {

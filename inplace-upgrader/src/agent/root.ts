@@ -30,7 +30,8 @@ export interface Resolved {
 export function namesOf(path: string): string[] {
   if (!path.startsWith('/') || path.includes('\0')) throw new UnsupportedConfigError(`path "${path}" is not absolute`);
   const names = path.split('/').filter((n) => n !== '');
-  if (names.some((n) => n === '.' || n === '..')) throw new UnsupportedConfigError(`path "${path}" has a "." or ".." component`);
+  if (names.some((n) => n === '.' || n === '..'))
+    throw new UnsupportedConfigError(`path "${path}" has a "." or ".." component`);
   return names;
 }
 
@@ -58,7 +59,8 @@ export async function resolveInRoot(root: string, path: string): Promise<Resolve
   for (let name = todo.pop(); name !== undefined; name = todo.pop()) {
     if (name === '' || name === '.') continue;
     if (name === '..') {
-      if (done.length === 0) throw new UnsupportedConfigError(`${path}: the host link ${link} leads out of the host root`);
+      if (done.length === 0)
+        throw new UnsupportedConfigError(`${path}: the host link ${link} leads out of the host root`);
       done.pop();
       continue;
     }
@@ -67,7 +69,10 @@ export async function resolveInRoot(root: string, path: string): Promise<Resolve
       done.push(name);
       continue;
     }
-    if (++links > MAX_LINKS) throw new UnsupportedConfigError(`${path}: more than ${MAX_LINKS} links on the way (a loop of links on the host)`);
+    if (++links > MAX_LINKS)
+      throw new UnsupportedConfigError(
+        `${path}: more than ${MAX_LINKS} links on the way (a loop of links on the host)`,
+      );
     link = `/${[...done, name].join('/')} -> ${target}`;
     if (target.startsWith('/')) done.length = 0;
     todo.push(...target.split('/').reverse());
@@ -78,7 +83,11 @@ export async function resolveInRoot(root: string, path: string): Promise<Resolve
 
 /** Creates a file that must not exist yet, never through a link, with exactly `mode` (the umask is not applied). */
 export async function createFile(local: string, data: Buffer | string, mode: number): Promise<void> {
-  const handle = await open(local, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode);
+  const handle = await open(
+    local,
+    constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+    mode,
+  );
   try {
     await handle.chmod(mode);
     await handle.writeFile(data);

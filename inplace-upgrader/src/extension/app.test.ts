@@ -22,40 +22,74 @@ function machineSet(name: string, hash: string, version: string): JsonObject {
       clusterName: 'guest',
       template: {
         metadata: { labels: { [LABELS.nodePool]: POOL } },
-        spec: { clusterName: 'guest', bootstrap: { configRef: { apiGroup: 'bootstrap.kindling.dev', kind: 'KindlingConfigTemplate', name: `${POOL}-${hash}` } }, infrastructureRef: { kind: 'LocalMachineTemplate', name: 'small' }, version },
+        spec: {
+          clusterName: 'guest',
+          bootstrap: {
+            configRef: { apiGroup: 'bootstrap.kindling.dev', kind: 'KindlingConfigTemplate', name: `${POOL}-${hash}` },
+          },
+          infrastructureRef: { kind: 'LocalMachineTemplate', name: 'small' },
+          version,
+        },
       },
     },
   };
 }
 
 /** Kindling's bootstrap template of the pool at a hash (the ClusterAPI in-place engine). */
-const bootstrapTemplate = (hash: string): JsonObject => ({ apiVersion: 'bootstrap.kindling.dev/v1beta1', kind: 'KindlingConfigTemplate', metadata: { name: `${POOL}-${hash}` }, spec: { template: { spec: { nodePool: POOL, configHash: hash } } } });
+const bootstrapTemplate = (hash: string): JsonObject => ({
+  apiVersion: 'bootstrap.kindling.dev/v1beta1',
+  kind: 'KindlingConfigTemplate',
+  metadata: { name: `${POOL}-${hash}` },
+  spec: { template: { spec: { nodePool: POOL, configHash: hash } } },
+});
 
-const template = { apiVersion: 'infrastructure.kindling.dev/v1alpha1', kind: 'LocalMachineTemplate', metadata: { name: 'small' }, spec: { template: { spec: {} } } };
+const template = {
+  apiVersion: 'infrastructure.kindling.dev/v1alpha1',
+  kind: 'LocalMachineTemplate',
+  metadata: { name: 'small' },
+  spec: { template: { spec: {} } },
+};
 
 const upgradeRequest = {
   apiVersion: 'hooks.runtime.cluster.x-k8s.io/v1alpha1',
   kind: 'CanUpdateMachineSetRequest',
-  current: { machineSet: machineSet('workers-a', 'aaaa', 'v1.36.2'), infrastructureMachineTemplate: template, bootstrapConfigTemplate: bootstrapTemplate('aaaa') },
-  desired: { machineSet: machineSet('workers-b', 'bbbb', 'v1.36.3'), infrastructureMachineTemplate: template, bootstrapConfigTemplate: bootstrapTemplate('bbbb') },
+  current: {
+    machineSet: machineSet('workers-a', 'aaaa', 'v1.36.2'),
+    infrastructureMachineTemplate: template,
+    bootstrapConfigTemplate: bootstrapTemplate('aaaa'),
+  },
+  desired: {
+    machineSet: machineSet('workers-b', 'bbbb', 'v1.36.3'),
+    infrastructureMachineTemplate: template,
+    bootstrapConfigTemplate: bootstrapTemplate('bbbb'),
+  },
 };
 
 function updateRequest(secret = `user-data-${POOL}-bbbb`): object {
   return {
     desired: {
-      machine: { apiVersion: 'cluster.x-k8s.io/v1beta2', kind: 'Machine', metadata: { name: 'workers-b-x1', namespace: 'tenants', labels: { [LABELS.nodePool]: POOL } }, spec: { clusterName: 'guest', bootstrap: { dataSecretName: secret } } },
+      machine: {
+        apiVersion: 'cluster.x-k8s.io/v1beta2',
+        kind: 'Machine',
+        metadata: { name: 'workers-b-x1', namespace: 'tenants', labels: { [LABELS.nodePool]: POOL } },
+        spec: { clusterName: 'guest', bootstrap: { dataSecretName: secret } },
+      },
       infrastructureMachine: { kind: 'LocalMachine', metadata: { name: 'workers-b-x1' }, spec: {} },
     },
   };
 }
 
-function deps(over: { payloads?: ExtensionDeps['payloads']; update?: (t: UpdateTarget) => Promise<UpdateOutcome> } = {}): ExtensionDeps & { asked: UpdateTarget[] } {
+function deps(
+  over: { payloads?: ExtensionDeps['payloads']; update?: (t: UpdateTarget) => Promise<UpdateOutcome> } = {},
+): ExtensionDeps & { asked: UpdateTarget[] } {
   const asked: UpdateTarget[] = [];
   return {
     log,
     asked,
     answerWithinMs: 200,
-    payloads: over.payloads ?? ((req): Promise<PayloadSummary> => Promise.resolve({ pool: req.pool, hash: req.hash, blockers: [] })),
+    payloads:
+      over.payloads ??
+      ((req): Promise<PayloadSummary> => Promise.resolve({ pool: req.pool, hash: req.hash, blockers: [] })),
     machines: {
       update: (t) => {
         asked.push(t);
@@ -74,27 +108,49 @@ interface Answer {
   machineSetPatch?: Patch;
   infrastructureMachineTemplatePatch?: Patch;
   bootstrapConfigTemplatePatch?: Patch;
-  handlers?: { name: string; requestHook: { hook: string; apiVersion: string }; failurePolicy: string; timeoutSeconds: number }[];
+  handlers?: {
+    name: string;
+    requestHook: { hook: string; apiVersion: string };
+    failurePolicy: string;
+    timeoutSeconds: number;
+  }[];
 }
 
 /** POSTs a hook request (a string is sent as it is) and reads the answer. */
-async function call(app: ReturnType<typeof createApp>, path: string, body: unknown): Promise<{ status: number; body: Answer }> {
-  const res = await request(app).post(path).set('content-type', 'application/json').send(typeof body === 'string' ? body : JSON.stringify(body));
+async function call(
+  app: ReturnType<typeof createApp>,
+  path: string,
+  body: unknown,
+): Promise<{ status: number; body: Answer }> {
+  const res = await request(app)
+    .post(path)
+    .set('content-type', 'application/json')
+    .send(typeof body === 'string' ? body : JSON.stringify(body));
   return { status: res.status, body: res.body as Answer };
 }
 
-const decodePatch = (p: Patch | undefined): JsonPatchOperation[] => (p ? (JSON.parse(Buffer.from(p.patch, 'base64').toString()) as JsonPatchOperation[]) : []);
+const decodePatch = (p: Patch | undefined): JsonPatchOperation[] =>
+  p ? (JSON.parse(Buffer.from(p.patch, 'base64').toString()) as JsonPatchOperation[]) : [];
 const CAN_UPDATE_SET = hookPath('CanUpdateMachineSet', HANDLERS[0]?.name);
 const UPDATE = hookPath('UpdateMachine', HANDLERS[2]?.name);
 
 describe('Runtime Extension app', () => {
   it('when the manager discovers the extension, it should list the three in-place handlers at the paths it serves', async () => {
     const app = createApp(deps());
-    const res = await call(app, '/hooks.runtime.cluster.x-k8s.io/v1alpha1/discovery?timeout=10s', { apiVersion: 'hooks.runtime.cluster.x-k8s.io/v1alpha1', kind: 'DiscoveryRequest' });
+    const res = await call(app, '/hooks.runtime.cluster.x-k8s.io/v1alpha1/discovery?timeout=10s', {
+      apiVersion: 'hooks.runtime.cluster.x-k8s.io/v1alpha1',
+      kind: 'DiscoveryRequest',
+    });
     assert.equal(res.status, 200);
     assert.equal(res.body.status, 'Success');
     assert.deepEqual(
-      (res.body.handlers ?? []).map((h) => [h.name, h.requestHook.apiVersion, h.requestHook.hook, h.failurePolicy, h.timeoutSeconds]),
+      (res.body.handlers ?? []).map((h) => [
+        h.name,
+        h.requestHook.apiVersion,
+        h.requestHook.hook,
+        h.failurePolicy,
+        h.timeoutSeconds,
+      ]),
       [
         ['can-update-machine-set', 'hooks.runtime.cluster.x-k8s.io/v1alpha1', 'CanUpdateMachineSet', 'Fail', 5],
         ['can-update-machine', 'hooks.runtime.cluster.x-k8s.io/v1alpha1', 'CanUpdateMachine', 'Fail', 5],
@@ -117,47 +173,93 @@ describe('Runtime Extension app', () => {
       { op: 'add', path: '/spec/template/spec/bootstrap/configRef/name', value: `${POOL}-bbbb` },
       { op: 'add', path: '/spec/template/spec/version', value: 'v1.36.3' },
     ]);
-    assert.deepEqual(decodePatch(res.body.bootstrapConfigTemplatePatch), [{ op: 'add', path: '/spec/template/spec/configHash', value: 'bbbb' }]);
+    assert.deepEqual(decodePatch(res.body.bootstrapConfigTemplatePatch), [
+      { op: 'add', path: '/spec/template/spec/configHash', value: 'bbbb' },
+    ]);
     assert.equal(res.body.infrastructureMachineTemplatePatch, undefined);
   });
 
   it('when the new payload holds kernel arguments, it should claim nothing and say why', async () => {
-    const res = await call(createApp(deps({ payloads: (req) => Promise.resolve({ pool: req.pool, hash: req.hash, blockers: ['kernelArguments'] }) })), CAN_UPDATE_SET, upgradeRequest);
+    const res = await call(
+      createApp(
+        deps({ payloads: (req) => Promise.resolve({ pool: req.pool, hash: req.hash, blockers: ['kernelArguments'] }) }),
+      ),
+      CAN_UPDATE_SET,
+      upgradeRequest,
+    );
     assert.equal(res.body.status, 'Success');
     assert.equal(res.body.machineSetPatch, undefined);
     assert.equal(res.body.bootstrapConfigTemplatePatch, undefined);
-    assert.match(res.body.message, /must roll: bootstrap\.configRef\.name \(payload bbbb holds what the node agent cannot apply in place \(kernelArguments\)/);
+    assert.match(
+      res.body.message,
+      /must roll: bootstrap\.configRef\.name \(payload bbbb holds what the node agent cannot apply in place \(kernelArguments\)/,
+    );
   });
 
   it('when the payload is still being fetched, it should answer Failure within the deadline, and decide once the payload is there', async () => {
     let release: (s: PayloadSummary) => void = () => undefined;
     const pending = new Promise<PayloadSummary>((r) => (release = r));
     let fetches = 0;
-    const source = { fetch: (): Promise<Buffer> => (fetches++, pending.then(() => Buffer.from('{"ignition":{"version":"3.4.0"},"kernelArguments":{"shouldExist":["quiet"]}}'))) };
+    const source = {
+      fetch: (): Promise<Buffer> => (
+        fetches++,
+        pending.then(() => Buffer.from('{"ignition":{"version":"3.4.0"},"kernelArguments":{"shouldExist":["quiet"]}}'))
+      ),
+    };
     const app = createApp(deps({ payloads: payloadSummaries(source) }));
     const started = Date.now();
     const first = await call(app, CAN_UPDATE_SET, upgradeRequest);
     assert.ok(Date.now() - started < 1000, `answered after ${Date.now() - started} ms`);
     assert.equal(first.body.status, 'Failure');
-    assert.match(first.body.message, /payload of pool tenants\/workers at bbbb is still being fetched.*Cluster API asks again/);
+    assert.match(
+      first.body.message,
+      /payload of pool tenants\/workers at bbbb is still being fetched.*Cluster API asks again/,
+    );
     release({ pool: POOL, hash: 'bbbb', blockers: [] });
     const second = await call(app, CAN_UPDATE_SET, upgradeRequest);
     assert.equal(second.body.status, 'Success');
     assert.match(second.body.message, /kernelArguments/);
-    assert.equal(fetches, 2, 'the summary source is asked each time; the payload cache (CachedPayloadSource) keeps the bytes');
+    assert.equal(
+      fetches,
+      2,
+      'the summary source is asked each time; the payload cache (CachedPayloadSource) keeps the bytes',
+    );
   });
 
   it('when the payload cannot be had yet, it should answer Failure with the reason', async () => {
-    const res = await call(createApp(deps({ payloads: () => Promise.reject(new NotReadyError('token Secret tenants/token-workers-bbbb does not exist yet')) })), CAN_UPDATE_SET, upgradeRequest);
+    const res = await call(
+      createApp(
+        deps({
+          payloads: () =>
+            Promise.reject(new NotReadyError('token Secret tenants/token-workers-bbbb does not exist yet')),
+        }),
+      ),
+      CAN_UPDATE_SET,
+      upgradeRequest,
+    );
     assert.equal(res.status, 200);
     assert.equal(res.body.status, 'Failure');
-    assert.match(res.body.message, /token Secret tenants\/token-workers-bbbb does not exist yet; Cluster API asks again/);
+    assert.match(
+      res.body.message,
+      /token Secret tenants\/token-workers-bbbb does not exist yet; Cluster API asks again/,
+    );
   });
 
   const malformed: [string, string | object, RegExp][] = [
     ['the body is not JSON', '{"current": ', /malformed request: .*JSON/],
-    ['the desired MachineSet is missing', { current: upgradeRequest.current, desired: { infrastructureMachineTemplate: template } }, /malformed request: request\.desired\.machineSet is missing/],
-    ['a MachineSet has no template spec', { ...upgradeRequest, desired: { ...upgradeRequest.desired, machineSet: { metadata: {}, spec: { template: 'x' } } } }, /request\.desired\.machineSet\.spec\.template\.spec is missing/],
+    [
+      'the desired MachineSet is missing',
+      { current: upgradeRequest.current, desired: { infrastructureMachineTemplate: template } },
+      /malformed request: request\.desired\.machineSet is missing/,
+    ],
+    [
+      'a MachineSet has no template spec',
+      {
+        ...upgradeRequest,
+        desired: { ...upgradeRequest.desired, machineSet: { metadata: {}, spec: { template: 'x' } } },
+      },
+      /request\.desired\.machineSet\.spec\.template\.spec is missing/,
+    ],
     ['the body is a JSON list', [1, 2], /request\.current\.machineSet is missing/],
   ];
   for (const [what, body, message] of malformed) {
@@ -179,7 +281,13 @@ describe('Runtime Extension app', () => {
     it(`when the Machine's update is ${outcome.state}, it should answer ${status} with retryAfterSeconds ${retry}`, async () => {
       const d = deps({ update: () => Promise.resolve(outcome) });
       const res = await call(createApp(d), UPDATE, updateRequest());
-      assert.deepEqual(res.body, { apiVersion: 'hooks.runtime.cluster.x-k8s.io/v1alpha1', kind: 'UpdateMachineResponse', status, retryAfterSeconds: retry, message: outcome.message });
+      assert.deepEqual(res.body, {
+        apiVersion: 'hooks.runtime.cluster.x-k8s.io/v1alpha1',
+        kind: 'UpdateMachineResponse',
+        status,
+        retryAfterSeconds: retry,
+        message: outcome.message,
+      });
       assert.deepEqual(d.asked, [{ namespace: 'tenants', machine: 'workers-b-x1', pool: POOL, hash: 'bbbb' }]);
     });
   }
@@ -196,7 +304,12 @@ describe('Runtime Extension app', () => {
   it('when the Machine has a KindlingConfig, it should update towards the config’s hash, not the data Secret it first booted from', async () => {
     const d = deps();
     const body = updateRequest(`user-data-${POOL}-aaaa`) as { desired: Record<string, unknown> };
-    body.desired.bootstrapConfig = { apiVersion: 'bootstrap.kindling.dev/v1beta1', kind: 'KindlingConfig', metadata: { name: 'workers-b-x1' }, spec: { nodePool: POOL, configHash: 'bbbb' } };
+    body.desired.bootstrapConfig = {
+      apiVersion: 'bootstrap.kindling.dev/v1beta1',
+      kind: 'KindlingConfig',
+      metadata: { name: 'workers-b-x1' },
+      spec: { nodePool: POOL, configHash: 'bbbb' },
+    };
     const res = await call(createApp(d), UPDATE, body);
     assert.equal(res.body.status, 'Success', res.body.message);
     assert.deepEqual(d.asked, [{ namespace: 'tenants', machine: 'workers-b-x1', pool: POOL, hash: 'bbbb' }]);
@@ -206,7 +319,10 @@ describe('Runtime Extension app', () => {
     const d = deps();
     const res = await call(createApp(d), UPDATE, updateRequest('hand-made'));
     assert.equal(res.body.status, 'Failure');
-    assert.match(res.body.message, /tenants\/workers-b-x1: neither its bootstrap config nor its bootstrap\.dataSecretName names a Kindling payload/);
+    assert.match(
+      res.body.message,
+      /tenants\/workers-b-x1: neither its bootstrap config nor its bootstrap\.dataSecretName names a Kindling payload/,
+    );
     assert.deepEqual(d.asked, []);
   });
 
@@ -219,7 +335,10 @@ describe('Runtime Extension app', () => {
 
   it('when a path is not a hook, or a hook is not POSTed, it should answer 404 or 405', async () => {
     const app = createApp(deps());
-    assert.equal((await request(app).post('/hooks.runtime.cluster.x-k8s.io/v1alpha1/beforeclustercreate/x').send({})).status, 404);
+    assert.equal(
+      (await request(app).post('/hooks.runtime.cluster.x-k8s.io/v1alpha1/beforeclustercreate/x').send({})).status,
+      404,
+    );
     assert.equal((await request(app).get(UPDATE)).status, 405);
   });
 });

@@ -11,7 +11,14 @@ import { NotReadyError } from '../../../support/src/errors.js';
 import type { Logger } from '../../../support/src/logger.js';
 import { inPlaceBlockers } from '../agent/ignition.js';
 import type { PayloadRequest, PayloadSource } from '../payload.js';
-import { changedUserData, decide, payloadTarget, type Decision, type DecisionInput, type PayloadSummary } from './decide.js';
+import {
+  changedUserData,
+  decide,
+  payloadTarget,
+  type Decision,
+  type DecisionInput,
+  type PayloadSummary,
+} from './decide.js';
 import {
   HANDLERS,
   hookPath,
@@ -86,12 +93,18 @@ async function desiredPayload(input: DecisionInput, deps: ExtensionDeps): Promis
   const ns = (input.desired.machine.metadata as JsonObject | undefined)?.namespace;
   const namespace = typeof ns === 'string' ? ns : '';
   const summary = await within(deps.payloads({ namespace, ...target }), deps.answerWithinMs ?? 500);
-  if (summary === TIMED_OUT) throw new NotReadyError(`the payload of pool ${namespace}/${target.pool} at ${target.hash} is still being fetched from the ignition server`);
+  if (summary === TIMED_OUT)
+    throw new NotReadyError(
+      `the payload of pool ${namespace}/${target.pool} at ${target.hash} is still being fetched from the ignition server`,
+    );
   return summary;
 }
 
 function decisionInput(kind: DecisionInput['kind'], body: unknown): DecisionInput {
-  const names = kind === 'MachineSet' ? ['machineSet', 'infrastructureMachineTemplate', 'bootstrapConfigTemplate'] : ['machine', 'infrastructureMachine', 'bootstrapConfig'];
+  const names =
+    kind === 'MachineSet'
+      ? ['machineSet', 'infrastructureMachineTemplate', 'bootstrapConfigTemplate']
+      : ['machine', 'infrastructureMachine', 'bootstrapConfig'];
   const side = (s: 'current' | 'desired'): DecisionInput['current'] => ({
     machine: required(body, `${s}.${names[0]}`),
     infrastructure: required(body, `${s}.${names[1]}`),
@@ -132,19 +145,39 @@ async function updateMachine(body: unknown, deps: ExtensionDeps): Promise<Update
   const machine = required(body, 'desired.machine');
   const meta = (machine.metadata ?? {}) as JsonObject;
   const [name, namespace] = [meta.name, meta.namespace];
-  if (typeof name !== 'string' || typeof namespace !== 'string') throw new MalformedRequestError('request.desired.machine has no metadata.name and metadata.namespace');
+  if (typeof name !== 'string' || typeof namespace !== 'string')
+    throw new MalformedRequestError('request.desired.machine has no metadata.name and metadata.namespace');
   // With Kindling's bootstrap provider the payload is the desired KindlingConfig's (Cluster API rewrote it for
   // this update; the Machine's dataSecretName still names the Secret it first booted from).
-  const target = payloadTarget('Machine', { machine, infrastructure: {}, bootstrap: objectAt(body, 'desired.bootstrapConfig', true) });
-  if (!target) return response<UpdateMachineResponse>('UpdateMachineResponse', 'Failure', { retryAfterSeconds: 0, message: `Machine ${namespace}/${name}: neither its bootstrap config nor its bootstrap.dataSecretName names a Kindling payload, so Kindling has nothing to apply` });
-  const outcome = await within(deps.machines.update({ namespace, machine: name, ...target }), deps.answerWithinMs ?? 500);
-  const o: UpdateOutcome = outcome === TIMED_OUT ? { state: 'in-progress', message: `Machine ${namespace}/${name}: still working towards ${target.hash}` } : outcome;
+  const target = payloadTarget('Machine', {
+    machine,
+    infrastructure: {},
+    bootstrap: objectAt(body, 'desired.bootstrapConfig', true),
+  });
+  if (!target)
+    return response<UpdateMachineResponse>('UpdateMachineResponse', 'Failure', {
+      retryAfterSeconds: 0,
+      message: `Machine ${namespace}/${name}: neither its bootstrap config nor its bootstrap.dataSecretName names a Kindling payload, so Kindling has nothing to apply`,
+    });
+  const outcome = await within(
+    deps.machines.update({ namespace, machine: name, ...target }),
+    deps.answerWithinMs ?? 500,
+  );
+  const o: UpdateOutcome =
+    outcome === TIMED_OUT
+      ? { state: 'in-progress', message: `Machine ${namespace}/${name}: still working towards ${target.hash}` }
+      : outcome;
   const retryAfterSeconds = o.state === 'in-progress' ? (deps.retryAfterSeconds ?? 5) : 0;
-  return response<UpdateMachineResponse>('UpdateMachineResponse', o.state === 'failed' ? 'Failure' : 'Success', { retryAfterSeconds, message: o.message });
+  return response<UpdateMachineResponse>('UpdateMachineResponse', o.state === 'failed' ? 'Failure' : 'Success', {
+    retryAfterSeconds,
+    message: o.message,
+  });
 }
 
 function discovery(): DiscoveryResponse {
-  return response<DiscoveryResponse>('DiscoveryResponse', 'Success', { handlers: HANDLERS.map((h) => ({ ...h, requestHook: { ...h.requestHook } })) });
+  return response<DiscoveryResponse>('DiscoveryResponse', 'Success', {
+    handlers: HANDLERS.map((h) => ({ ...h, requestHook: { ...h.requestHook } })),
+  });
 }
 
 interface Route {
@@ -157,13 +190,31 @@ interface Route {
 
 const ROUTES: Record<string, Route> = {
   [hookPath('Discovery')]: { hook: 'Discovery', kind: 'DiscoveryResponse', handle: discovery },
-  [hookPath('CanUpdateMachineSet', HANDLERS[0]?.name)]: { hook: 'CanUpdateMachineSet', kind: 'CanUpdateMachineSetResponse', handle: canUpdateMachineSet },
-  [hookPath('CanUpdateMachine', HANDLERS[1]?.name)]: { hook: 'CanUpdateMachine', kind: 'CanUpdateMachineResponse', handle: canUpdateMachine },
-  [hookPath('UpdateMachine', HANDLERS[2]?.name)]: { hook: 'UpdateMachine', kind: 'UpdateMachineResponse', handle: updateMachine, failure: { retryAfterSeconds: 0 } },
+  [hookPath('CanUpdateMachineSet', HANDLERS[0]?.name)]: {
+    hook: 'CanUpdateMachineSet',
+    kind: 'CanUpdateMachineSetResponse',
+    handle: canUpdateMachineSet,
+  },
+  [hookPath('CanUpdateMachine', HANDLERS[1]?.name)]: {
+    hook: 'CanUpdateMachine',
+    kind: 'CanUpdateMachineResponse',
+    handle: canUpdateMachine,
+  },
+  [hookPath('UpdateMachine', HANDLERS[2]?.name)]: {
+    hook: 'UpdateMachine',
+    kind: 'UpdateMachineResponse',
+    handle: updateMachine,
+    failure: { retryAfterSeconds: 0 },
+  },
 };
 
 function failure(route: Route, err: unknown): CommonResponse {
-  const why = err instanceof MalformedRequestError ? `malformed request: ${err.message}` : err instanceof NotReadyError ? `${err.message}; Cluster API asks again` : (err as Error).message;
+  const why =
+    err instanceof MalformedRequestError
+      ? `malformed request: ${err.message}`
+      : err instanceof NotReadyError
+        ? `${err.message}; Cluster API asks again`
+        : (err as Error).message;
   return response(route.kind, 'Failure', { ...route.failure, message: why });
 }
 
@@ -192,7 +243,13 @@ async function answer(route: Route, req: Request, res: Response, deps: Extension
       return undefined;
     }
   })();
-  const line = { hook: route.hook, object, status: out.status, message: out.message, durationMs: Math.round(performance.now() - started) };
+  const line = {
+    hook: route.hook,
+    object,
+    status: out.status,
+    message: out.message,
+    durationMs: Math.round(performance.now() - started),
+  };
   if (out.status === 'Failure') deps.log.warn(line, 'Hook answered Failure');
   else deps.log.info(line, 'Hook answered');
   res.status(200).json(out);
@@ -206,7 +263,10 @@ export function createApp(deps: ExtensionDeps): express.Express {
   app.use((req: Request, res: Response) => {
     const route = ROUTES[req.path];
     if (route && req.method === 'POST') return void answer(route, req, res, deps);
-    res.status(route ? 405 : 404).type('text/plain').send(route ? 'hooks are POSTed\n' : 'no such hook\n');
+    res
+      .status(route ? 405 : 404)
+      .type('text/plain')
+      .send(route ? 'hooks are POSTed\n' : 'no such hook\n');
   });
   // Body errors (not JSON, too large): a Failure of the hook that was asked, not an HTTP error.
   app.use((err: Error, req: Request, res: Response, _next: NextFunction) => {
@@ -214,7 +274,9 @@ export function createApp(deps: ExtensionDeps): express.Express {
     if (!route) return void res.status(404).type('text/plain').send('no such hook\n');
     deps.metrics?.request(route.hook, 'Failure');
     deps.log.warn({ hook: route.hook, err: err.message }, 'Hook answered Failure: unreadable request');
-    res.status(200).json(response(route.kind, 'Failure', { ...route.failure, message: `malformed request: ${err.message}` }));
+    res
+      .status(200)
+      .json(response(route.kind, 'Failure', { ...route.failure, message: `malformed request: ${err.message}` }));
   });
   return app;
 }

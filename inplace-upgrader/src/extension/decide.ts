@@ -84,7 +84,14 @@ export interface Decision {
 export const REFUSAL_MARKER = 'kindlingInPlaceRefused';
 
 /** Machine spec fields Cluster API itself updates on existing Machines (and leaves out of its comparison). */
-const PROPAGATED_SPEC = ['/taints', '/deletion/nodeDrainTimeoutSeconds', '/deletion/nodeVolumeDetachTimeoutSeconds', '/deletion/nodeDeletionTimeoutSeconds', '/readinessGates', '/minReadySeconds'];
+const PROPAGATED_SPEC = [
+  '/taints',
+  '/deletion/nodeDrainTimeoutSeconds',
+  '/deletion/nodeVolumeDetachTimeoutSeconds',
+  '/deletion/nodeDeletionTimeoutSeconds',
+  '/readinessGates',
+  '/minReadySeconds',
+];
 /** Machine spec fields Cluster API leaves out of its in-place comparison (it compares the templates instead). */
 const UNSEEN_BY_CAPI = [...PROPAGATED_SPEC, '/clusterName', '/bootstrap', '/infrastructureRef', '/providerID'];
 
@@ -92,7 +99,8 @@ const SPEC_PATH = { MachineSet: ['spec', 'template', 'spec'], Machine: ['spec'] 
 const METADATA_PATH = { MachineSet: ['spec', 'template', 'metadata'], Machine: ['metadata'] } as const;
 const TEMPLATE_SPEC_PATH = SPEC_PATH;
 
-const pointer = (segments: readonly string[]): string => segments.map((s) => `/${s.replace(/~/g, '~0').replace(/\//g, '~1')}`).join('');
+const pointer = (segments: readonly string[]): string =>
+  segments.map((s) => `/${s.replace(/~/g, '~0').replace(/\//g, '~1')}`).join('');
 const dotted = (segments: readonly string[]): string => segments.join('.');
 const isObject = (v: unknown): v is JsonObject => typeof v === 'object' && v !== null && !Array.isArray(v);
 const under = (path: string, prefix: string): boolean => path === prefix || path.startsWith(`${prefix}/`);
@@ -123,7 +131,8 @@ function diff(before: unknown, after: unknown, segments: string[] = []): Change[
 
 const show = (v: unknown): string => (v === undefined ? 'unset' : JSON.stringify(v));
 const kindOf = (obj: JsonObject | undefined): string => (typeof obj?.kind === 'string' ? obj.kind : 'object');
-const nameOf = (obj: JsonObject | undefined): string => (typeof at(obj, ['metadata', 'name']) === 'string' ? String(at(obj, ['metadata', 'name'])) : '');
+const nameOf = (obj: JsonObject | undefined): string =>
+  typeof at(obj, ['metadata', 'name']) === 'string' ? String(at(obj, ['metadata', 'name'])) : '';
 
 /** Is the object one of Kindling's bootstrap kinds (KindlingConfigTemplate, KindlingConfig)? */
 export function isKindlingBootstrap(obj: JsonObject | undefined): boolean {
@@ -131,7 +140,10 @@ export function isKindlingBootstrap(obj: JsonObject | undefined): boolean {
 }
 
 /** The pool and hash a Kindling bootstrap template (MachineSet) or config (Machine) names. */
-export function bootstrapTarget(kind: DecisionInput['kind'], bootstrap: JsonObject | undefined): { pool: string; hash: string } | undefined {
+export function bootstrapTarget(
+  kind: DecisionInput['kind'],
+  bootstrap: JsonObject | undefined,
+): { pool: string; hash: string } | undefined {
   if (!isKindlingBootstrap(bootstrap)) return undefined;
   const spec = at(bootstrap, TEMPLATE_SPEC_PATH[kind]);
   const [pool, hash] = [at(spec, ['nodePool']), at(spec, ['configHash'])];
@@ -139,15 +151,24 @@ export function bootstrapTarget(kind: DecisionInput['kind'], bootstrap: JsonObje
 }
 
 /** The payload the desired objects point at: Kindling's bootstrap config when there is one, else the user-data Secret. */
-export function payloadTarget(kind: DecisionInput['kind'], desired: DecisionObjects): { pool: string; hash: string } | undefined {
+export function payloadTarget(
+  kind: DecisionInput['kind'],
+  desired: DecisionObjects,
+): { pool: string; hash: string } | undefined {
   return desired.bootstrap ? bootstrapTarget(kind, desired.bootstrap) : userDataTarget(kind, desired.machine);
 }
 
 /** The pool and hash a Kindling user-data Secret name stands for, read against the pool label. */
-export function userDataTarget(kind: DecisionInput['kind'], machine: JsonObject): { pool: string; hash: string } | undefined {
+export function userDataTarget(
+  kind: DecisionInput['kind'],
+  machine: JsonObject,
+): { pool: string; hash: string } | undefined {
   const spec = at(machine, SPEC_PATH[kind]);
   const secret = at(spec, ['bootstrap', 'dataSecretName']);
-  const labels = { ...(at(machine, ['metadata', 'labels']) as Record<string, string> | undefined), ...(at(machine, [...METADATA_PATH[kind], 'labels']) as Record<string, string> | undefined) };
+  const labels = {
+    ...(at(machine, ['metadata', 'labels']) as Record<string, string> | undefined),
+    ...(at(machine, [...METADATA_PATH[kind], 'labels']) as Record<string, string> | undefined),
+  };
   const pool = labels[LABELS.nodePool];
   if (typeof secret !== 'string' || !pool) return undefined;
   const hash = secret.slice(userDataSecretName(pool, '').length);
@@ -162,18 +183,40 @@ interface UserDataVerdict {
 /** The verdict on a changed payload: bootstrap.dataSecretName, or a Kindling bootstrap config's hash (see the top of this file). */
 function userDataVerdict(input: DecisionInput, after: unknown): UserDataVerdict {
   const target = payloadTarget(input.kind, input.desired);
-  if (!target) return { verdict: 'rollout', reason: `${show(after)} is not a Kindling payload of the pool (user-data-<pool>-<hash>, pool from label ${LABELS.nodePool}, or a ${BOOTSTRAP_GROUP_NAME} config naming pool and hash): only Kindling's payloads can be applied in place` };
+  if (!target)
+    return {
+      verdict: 'rollout',
+      reason: `${show(after)} is not a Kindling payload of the pool (user-data-<pool>-<hash>, pool from label ${LABELS.nodePool}, or a ${BOOTSTRAP_GROUP_NAME} config naming pool and hash): only Kindling's payloads can be applied in place`,
+    };
   const payload = input.payload;
-  if (payload?.pool !== target.pool || payload.hash !== target.hash) return { verdict: 'rollout', reason: `the payload of pool ${target.pool} at ${target.hash} is not known, so whether the node agent can apply it is not either` };
-  if (payload.blockers.length > 0) return { verdict: 'rollout', reason: `payload ${target.hash} holds what the node agent cannot apply in place (${payload.blockers.join('; ')}): the machines are replaced` };
-  return { verdict: 'in-place', reason: `new payload ${target.hash}: the node agent applies it in place (drain, files and units, reboot)` };
+  if (payload?.pool !== target.pool || payload.hash !== target.hash)
+    return {
+      verdict: 'rollout',
+      reason: `the payload of pool ${target.pool} at ${target.hash} is not known, so whether the node agent can apply it is not either`,
+    };
+  if (payload.blockers.length > 0)
+    return {
+      verdict: 'rollout',
+      reason: `payload ${target.hash} holds what the node agent cannot apply in place (${payload.blockers.join('; ')}): the machines are replaced`,
+    };
+  return {
+    verdict: 'in-place',
+    reason: `new payload ${target.hash}: the node agent applies it in place (drain, files and units, reboot)`,
+  };
 }
 
 /** A version follows its payload: in place with it, rolled with it, and alone it changes nothing on a node. */
 function versionVerdict(input: DecisionInput, userData: () => UserDataVerdict): UserDataVerdict {
   const u = changedUserData(input) ? userData() : undefined;
-  if (!u) return { verdict: 'rollout', reason: 'a version without a new payload: the kubelet comes from the payload, so nothing on the node would change' };
-  return u.verdict === 'in-place' ? { verdict: 'in-place', reason: 'it comes with the new payload' } : { verdict: 'rollout', reason: 'it comes with the new payload, which rolls out by replacement' };
+  if (!u)
+    return {
+      verdict: 'rollout',
+      reason:
+        'a version without a new payload: the kubelet comes from the payload, so nothing on the node would change',
+    };
+  return u.verdict === 'in-place'
+    ? { verdict: 'in-place', reason: 'it comes with the new payload' }
+    : { verdict: 'rollout', reason: 'it comes with the new payload, which rolls out by replacement' };
 }
 
 /**
@@ -185,17 +228,35 @@ function versionVerdict(input: DecisionInput, userData: () => UserDataVerdict): 
  */
 function withoutBootstrapProvider(input: DecisionInput, after: unknown): UserDataVerdict {
   if (!userDataTarget(input.kind, input.desired.machine)) return userDataVerdict(input, after);
-  return { verdict: 'rollout', reason: `${show(after)} is named without a bootstrap config, and Cluster API calls UpdateMachine only for Machines with one: only pools on the ClusterAPI in-place engine (Kindling's bootstrap provider) are updated in place by Cluster API` };
+  return {
+    verdict: 'rollout',
+    reason: `${show(after)} is named without a bootstrap config, and Cluster API calls UpdateMachine only for Machines with one: only pools on the ClusterAPI in-place engine (Kindling's bootstrap provider) are updated in place by Cluster API`,
+  };
 }
 
-function machineSpecVerdict(path: string, change: Change, input: DecisionInput, userData: () => UserDataVerdict): UserDataVerdict {
-  if (PROPAGATED_SPEC.some((p) => under(path, p))) return { verdict: 'propagated', reason: 'Cluster API updates it on existing Machines' };
+function machineSpecVerdict(
+  path: string,
+  change: Change,
+  input: DecisionInput,
+  userData: () => UserDataVerdict,
+): UserDataVerdict {
+  if (PROPAGATED_SPEC.some((p) => under(path, p)))
+    return { verdict: 'propagated', reason: 'Cluster API updates it on existing Machines' };
   if (path === '/bootstrap/dataSecretName') return userData();
   if (path === '/version') return versionVerdict(input, userData);
-  if (under(path, '/failureDomain')) return { verdict: 'rollout', reason: 'a machine cannot move to another failure domain in place' };
-  if (under(path, '/infrastructureRef')) return { verdict: 'rollout', reason: `another infrastructure template (${show(change.before)} → ${show(change.after)}): new machines` };
+  if (under(path, '/failureDomain'))
+    return { verdict: 'rollout', reason: 'a machine cannot move to another failure domain in place' };
+  if (under(path, '/infrastructureRef'))
+    return {
+      verdict: 'rollout',
+      reason: `another infrastructure template (${show(change.before)} → ${show(change.after)}): new machines`,
+    };
   if (path === '/bootstrap/configRef/name' && kindlingTemplates(input)) return userData();
-  if (under(path, '/bootstrap')) return { verdict: 'rollout', reason: 'Kindling updates only its own user-data Secrets (bootstrap.dataSecretName) in place' };
+  if (under(path, '/bootstrap'))
+    return {
+      verdict: 'rollout',
+      reason: 'Kindling updates only its own user-data Secrets (bootstrap.dataSecretName) in place',
+    };
   return { verdict: 'rollout', reason: 'Kindling does not know how to change it in place' };
 }
 
@@ -206,7 +267,11 @@ function kindlingTemplates(input: DecisionInput): boolean {
 
 /** Does the payload differ between current and desired (bootstrap.dataSecretName, or Kindling's config hash)? */
 export function changedUserData(input: DecisionInput): boolean {
-  if (kindlingTemplates(input)) return bootstrapTarget(input.kind, input.current.bootstrap)?.hash !== bootstrapTarget(input.kind, input.desired.bootstrap)?.hash;
+  if (kindlingTemplates(input))
+    return (
+      bootstrapTarget(input.kind, input.current.bootstrap)?.hash !==
+      bootstrapTarget(input.kind, input.desired.bootstrap)?.hash
+    );
   const path = [...SPEC_PATH[input.kind], 'bootstrap', 'dataSecretName'];
   return at(input.current.machine, path) !== at(input.desired.machine, path);
 }
@@ -215,19 +280,47 @@ function machineDecisions(input: DecisionInput): { decisions: FieldDecision[]; o
   const specPath = SPEC_PATH[input.kind];
   let memo: UserDataVerdict | undefined;
   const after = at(input.desired.machine, [...specPath, 'bootstrap', 'dataSecretName']);
-  const userData = (): UserDataVerdict => (memo ??= kindlingTemplates(input) ? userDataVerdict(input, after) : withoutBootstrapProvider(input, after));
+  const userData = (): UserDataVerdict =>
+    (memo ??= kindlingTemplates(input) ? userDataVerdict(input, after) : withoutBootstrapProvider(input, after));
   const decisions: FieldDecision[] = [];
   const ops: JsonPatchOperation[] = [];
-  for (const c of diff(at(input.current.machine, METADATA_PATH[input.kind]), at(input.desired.machine, METADATA_PATH[input.kind]))) {
+  for (const c of diff(
+    at(input.current.machine, METADATA_PATH[input.kind]),
+    at(input.desired.machine, METADATA_PATH[input.kind]),
+  )) {
     const [path, field] = [pointer([...METADATA_PATH[input.kind], ...c.segments]), dotted(['metadata', ...c.segments])];
-    if (c.segments[0] === 'labels' || c.segments[0] === 'annotations') decisions.push({ role: 'machine', path, field, verdict: 'propagated', reason: 'Cluster API updates it on existing Machines' });
-    else if (input.kind === 'MachineSet') decisions.push({ role: 'machine', path, field, verdict: 'rollout', reason: 'Kindling does not change it in place' });
+    if (c.segments[0] === 'labels' || c.segments[0] === 'annotations')
+      decisions.push({
+        role: 'machine',
+        path,
+        field,
+        verdict: 'propagated',
+        reason: 'Cluster API updates it on existing Machines',
+      });
+    else if (input.kind === 'MachineSet')
+      decisions.push({
+        role: 'machine',
+        path,
+        field,
+        verdict: 'rollout',
+        reason: 'Kindling does not change it in place',
+      });
   }
   for (const c of diff(at(input.current.machine, specPath), at(input.desired.machine, specPath))) {
     const v = machineSpecVerdict(pointer(c.segments), c, input, userData);
     const path = pointer([...specPath, ...c.segments]);
     decisions.push({ role: 'machine', path, field: dotted(c.segments), ...v });
-    if (v.verdict === 'in-place') ops.push(c.after === undefined ? { op: 'remove', path } : addUnder(input.current.machine, [...specPath, ...c.segments.slice(0, -1)], c.segments.at(-1) ?? '', c.after));
+    if (v.verdict === 'in-place')
+      ops.push(
+        c.after === undefined
+          ? { op: 'remove', path }
+          : addUnder(
+              input.current.machine,
+              [...specPath, ...c.segments.slice(0, -1)],
+              c.segments.at(-1) ?? '',
+              c.after,
+            ),
+      );
   }
   return { decisions, ops };
 }
@@ -244,7 +337,14 @@ function kindlingBootstrapDecisions(input: DecisionInput, current: JsonObject, d
   const decisions = diff(at(current, path), at(desired, path)).map((c): FieldDecision => {
     const field = `${kindOf(desired)} ${dotted(c.segments)}`;
     const pointerTo = pointer([...path, ...c.segments]);
-    if (dotted(c.segments) !== 'configHash') return { role: 'bootstrap', path: pointerTo, field, verdict: 'rollout', reason: 'Kindling changes only the config hash of its bootstrap configs in place' };
+    if (dotted(c.segments) !== 'configHash')
+      return {
+        role: 'bootstrap',
+        path: pointerTo,
+        field,
+        verdict: 'rollout',
+        reason: 'Kindling changes only the config hash of its bootstrap configs in place',
+      };
     const v = userDataVerdict(input, c.after);
     if (v.verdict === 'in-place') ops.push({ op: 'add', path: pointerTo, value: c.after });
     return { role: 'bootstrap', path: pointerTo, field, ...v };
@@ -252,19 +352,41 @@ function kindlingBootstrapDecisions(input: DecisionInput, current: JsonObject, d
   return { decisions, ops };
 }
 
-function addedOrRemoved(role: 'infrastructure' | 'bootstrap', current: JsonObject | undefined, desired: JsonObject | undefined): FieldDecision[] {
+function addedOrRemoved(
+  role: 'infrastructure' | 'bootstrap',
+  current: JsonObject | undefined,
+  desired: JsonObject | undefined,
+): FieldDecision[] {
   if (current === undefined && desired === undefined) return [];
   const what = role === 'infrastructure' ? 'the infrastructure' : 'a bootstrap provider’s config';
-  return [{ role, path: '', field: kindOf(current ?? desired), verdict: 'rollout', reason: `${what} is ${current === undefined ? 'added' : 'removed'}: new machines` }];
+  return [
+    {
+      role,
+      path: '',
+      field: kindOf(current ?? desired),
+      verdict: 'rollout',
+      reason: `${what} is ${current === undefined ? 'added' : 'removed'}: new machines`,
+    },
+  ];
 }
 
 function templateDecisions(input: DecisionInput, role: 'infrastructure' | 'bootstrap'): TemplateDecisions {
   const [current, desired] = [input.current[role], input.desired[role]];
-  if (current === undefined || desired === undefined) return { decisions: addedOrRemoved(role, current, desired), ops: [] };
+  if (current === undefined || desired === undefined)
+    return { decisions: addedOrRemoved(role, current, desired), ops: [] };
   if (role === 'bootstrap' && kindlingTemplates(input)) return kindlingBootstrapDecisions(input, current, desired);
   const path = TEMPLATE_SPEC_PATH[input.kind];
-  const reason = role === 'infrastructure' ? 'Kindling does not change the infrastructure in place: new machines' : "Kindling does not update another bootstrap provider's config in place";
-  const decisions = diff(at(current, path), at(desired, path)).map((c): FieldDecision => ({ role, path: pointer([...path, ...c.segments]), field: `${kindOf(desired)} ${nameOf(desired)} ${dotted(c.segments)}`.trim(), verdict: 'rollout', reason }));
+  const reason =
+    role === 'infrastructure'
+      ? 'Kindling does not change the infrastructure in place: new machines'
+      : "Kindling does not update another bootstrap provider's config in place";
+  const decisions = diff(at(current, path), at(desired, path)).map((c): FieldDecision => ({
+    role,
+    path: pointer([...path, ...c.segments]),
+    field: `${kindOf(desired)} ${nameOf(desired)} ${dotted(c.segments)}`.trim(),
+    verdict: 'rollout',
+    reason,
+  }));
   return { decisions, ops: [] };
 }
 
@@ -290,7 +412,11 @@ const describe = (d: FieldDecision): string => `${d.field} (${d.reason})`;
 
 function summarise(changes: readonly FieldDecision[]): string {
   if (changes.length === 0) return 'nothing changes';
-  const lines: [Verdict, string][] = [['in-place', 'in place'], ['propagated', 'propagated by Cluster API'], ['rollout', 'must roll']];
+  const lines: [Verdict, string][] = [
+    ['in-place', 'in place'],
+    ['propagated', 'propagated by Cluster API'],
+    ['rollout', 'must roll'],
+  ];
   return lines
     .map(([verdict, label]) => [label, changes.filter((c) => c.verdict === verdict).map(describe)] as const)
     .filter(([, list]) => list.length > 0)
@@ -300,12 +426,26 @@ function summarise(changes: readonly FieldDecision[]): string {
 
 export function decide(input: DecisionInput): Decision {
   const machine = machineDecisions(input);
-  const [infrastructure, bootstrap] = [templateDecisions(input, 'infrastructure'), templateDecisions(input, 'bootstrap')];
+  const [infrastructure, bootstrap] = [
+    templateDecisions(input, 'infrastructure'),
+    templateDecisions(input, 'bootstrap'),
+  ];
   const changes = [...machine.decisions, ...infrastructure.decisions, ...bootstrap.decisions];
   const refused = changes.filter((c) => c.verdict === 'rollout');
-  const patches: Record<ObjectRole, JsonPatchOperation[]> = { machine: machine.ops, infrastructure: [], bootstrap: bootstrap.ops };
+  const patches: Record<ObjectRole, JsonPatchOperation[]> = {
+    machine: machine.ops,
+    infrastructure: [],
+    bootstrap: bootstrap.ops,
+  };
   if (refused.length > 0 && !refused.some((d) => visibleToCapi(d, input.kind))) {
-    patches.infrastructure.push(addUnder(input.current.infrastructure, TEMPLATE_SPEC_PATH[input.kind], REFUSAL_MARKER, refused.map(describe).join('; ')));
+    patches.infrastructure.push(
+      addUnder(
+        input.current.infrastructure,
+        TEMPLATE_SPEC_PATH[input.kind],
+        REFUSAL_MARKER,
+        refused.map(describe).join('; '),
+      ),
+    );
   }
   return { inPlace: refused.length === 0, changes, patches, message: summarise(changes) };
 }

@@ -32,7 +32,9 @@ export interface ExtensionHandler {
  * counts as a Success with no patch, and Cluster API leaves its bootstrap fields out of the comparison, so a
  * user-data change would be "covered" without Kindling ever deciding it.
  */
-export const HANDLERS: readonly ExtensionHandler[] = (['CanUpdateMachineSet', 'CanUpdateMachine', 'UpdateMachine'] as const).map((hook) => ({
+export const HANDLERS: readonly ExtensionHandler[] = (
+  ['CanUpdateMachineSet', 'CanUpdateMachine', 'UpdateMachine'] as const
+).map((hook) => ({
   name: hook.replace(/(?<=[a-z])(?=[A-Z])/g, '-').toLowerCase(),
   requestHook: { apiVersion: HOOKS_API_VERSION, hook },
   timeoutSeconds: 5,
@@ -118,7 +120,11 @@ export function jsonPatch(ops: readonly JsonPatchOperation[]): Patch | undefined
   return { patchType: 'JSONPatch', patch: Buffer.from(JSON.stringify(ops)).toString('base64') };
 }
 
-export function response<R extends CommonResponse>(kind: string, status: ResponseStatus, fields: Omit<R, keyof CommonResponse> & { message?: string }): R {
+export function response<R extends CommonResponse>(
+  kind: string,
+  status: ResponseStatus,
+  fields: Omit<R, keyof CommonResponse> & { message?: string },
+): R {
   return { apiVersion: HOOKS_API_VERSION, kind, status, ...fields } as R;
 }
 
@@ -129,13 +135,21 @@ export const EXTENSION_CONFIG_NAME = 'kindling-inplace';
  * The ExtensionConfig registering Kindling's extension with the Cluster API manager: at a URL or a Service,
  * trusted through the CA of its serving certificate. Only one extension may serve the in-place hooks.
  */
-export function extensionConfig(opts: { caPem: string; url?: string; service?: { namespace: string; name: string; port?: number } }): ExtensionConfig {
+export function extensionConfig(opts: {
+  caPem: string;
+  url?: string;
+  service?: { namespace: string; name: string; port?: number };
+}): ExtensionConfig {
   return {
     apiVersion: RUNTIME_API_VERSION,
     kind: 'ExtensionConfig',
     metadata: { name: EXTENSION_CONFIG_NAME },
     spec: {
-      clientConfig: { ...(opts.url ? { url: opts.url } : {}), ...(opts.service ? { service: opts.service } : {}), caBundle: Buffer.from(opts.caPem).toString('base64') },
+      clientConfig: {
+        ...(opts.url ? { url: opts.url } : {}),
+        ...(opts.service ? { service: opts.service } : {}),
+        caBundle: Buffer.from(opts.caPem).toString('base64'),
+      },
       namespaceSelector: {},
     },
   };

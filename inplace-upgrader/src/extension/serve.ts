@@ -16,12 +16,21 @@ export interface ExtensionFlags {
   extensionRetryAfter: number;
 }
 
-export async function startExtension(config: ExtensionFlags, ctx: ComponentContext, payloads: PayloadSource): Promise<ReadinessCheck[]> {
+export async function startExtension(
+  config: ExtensionFlags,
+  ctx: ComponentContext,
+  payloads: PayloadSource,
+): Promise<ReadinessCheck[]> {
   const log = ctx.log.child({ part: 'extension' });
   const updater = new MachineUpdater({ kubeConfig: ctx.kubeConfig, log, payloads, agentImage: config.agentImage });
   await updater.start();
   ctx.shutdown.add('extension caches', () => updater.stop());
-  const requests = new Counter({ name: 'kindling_extension_hook_requests_total', help: 'Runtime Extension hook calls by hook and answer status.', labelNames: ['hook', 'status'], registers: [ctx.registry] });
+  const requests = new Counter({
+    name: 'kindling_extension_hook_requests_total',
+    help: 'Runtime Extension hook calls by hook and answer status.',
+    labelNames: ['hook', 'status'],
+    registers: [ctx.registry],
+  });
   const app = createApp({
     log,
     payloads: payloadSummaries(payloads),
@@ -29,9 +38,14 @@ export async function startExtension(config: ExtensionFlags, ctx: ComponentConte
     retryAfterSeconds: Math.round(config.extensionRetryAfter / 1000),
     metrics: { request: (hook, status) => requests.inc({ hook, status }) },
   });
-  const https = await startHttpsServer({ address: config.extensionAddress, certFile: config.extensionTlsCertFile, keyFile: config.extensionTlsKeyFile, app, log });
+  const https = await startHttpsServer({
+    address: config.extensionAddress,
+    certFile: config.extensionTlsCertFile,
+    keyFile: config.extensionTlsKeyFile,
+    app,
+    log,
+  });
   ctx.shutdown.add('extension https server', () => https.close());
   log.info({ extensionPort: https.port }, 'Serving the in-place update hooks');
   return [{ name: 'extension-machines-synced', check: () => updater.synced }];
 }
-

@@ -19,7 +19,16 @@ import { Drainer } from '../../../drainer/src/drainer.js';
 import { createTestMachine, createTestNode, eventually, testPodFor } from '../../../drainer/testing/index.js';
 import { startCluster, installCapiCrds, type Cluster } from '../../../test/bed/src/index.js';
 import { agentPodName, GUEST_NAMESPACE } from '../desired.js';
-import { AgentFleet, callHook, machineConfig, runExtension, tokenSecret, updateMachineRequest, type ExtensionFixture, type HookAnswer as Answer } from '../../testing/index.js';
+import {
+  AgentFleet,
+  callHook,
+  machineConfig,
+  runExtension,
+  tokenSecret,
+  updateMachineRequest,
+  type ExtensionFixture,
+  type HookAnswer as Answer,
+} from '../../testing/index.js';
 import { runIgnitionServer, type IgnitionServer } from '../../../ignition-server/testing/index.js';
 import { HANDLERS, HOOKS_API_VERSION, hookPath } from './hooks.js';
 
@@ -34,8 +43,21 @@ const log = createLogger({ name: 'update-machine-test', level: 'warn' });
 function payload(version: string, extraFiles: object[] = []): object {
   return {
     ignition: { version: '3.4.0' },
-    storage: { files: [{ path: '/etc/kindling/version', overwrite: true, mode: 0o644, contents: { source: `data:,${version}` } }, ...extraFiles] },
-    systemd: { units: [{ name: 'kindling-demo.service', enabled: true, contents: `[Service]\nExecStart=/bin/echo ${version}\n[Install]\nWantedBy=multi-user.target\n` }] },
+    storage: {
+      files: [
+        { path: '/etc/kindling/version', overwrite: true, mode: 0o644, contents: { source: `data:,${version}` } },
+        ...extraFiles,
+      ],
+    },
+    systemd: {
+      units: [
+        {
+          name: 'kindling-demo.service',
+          enabled: true,
+          contents: `[Service]\nExecStart=/bin/echo ${version}\n[Install]\nWantedBy=multi-user.target\n`,
+        },
+      ],
+    },
   };
 }
 
@@ -50,7 +72,11 @@ function machineDeployment(): k8s.KubernetesObject {
       selector: { matchLabels: { [LABELS.nodePool]: POOL } },
       template: {
         metadata: { labels: { [LABELS.nodePool]: POOL } },
-        spec: { clusterName: 'tenant', bootstrap: { dataSecretName: userDataSecretName(POOL, 'h0') }, infrastructureRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachineTemplate', name: 'small' } },
+        spec: {
+          clusterName: 'tenant',
+          bootstrap: { dataSecretName: userDataSecretName(POOL, 'h0') },
+          infrastructureRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachineTemplate', name: 'small' },
+        },
       },
     },
   } as k8s.KubernetesObject;
@@ -69,29 +95,73 @@ describe('UpdateMachine through the Runtime Extension', () => {
   /** Every answer's time, across the suite. */
   const times: number[] = [];
 
-  const annotationsOf = async (node: string): Promise<Record<string, string>> => (await core.readNode({ name: node })).metadata?.annotations ?? {};
+  const annotationsOf = async (node: string): Promise<Record<string, string>> =>
+    (await core.readNode({ name: node })).metadata?.annotations ?? {};
   const machineAnnotations = async (node: string): Promise<Record<string, string>> =>
-    ((await custom.getNamespacedCustomObject({ group: 'cluster.x-k8s.io', version: 'v1beta2', namespace: NS, plural: 'machines', name: `${POOL}-${node}` })) as k8s.KubernetesObject).metadata?.annotations ?? {};
+    (
+      (await custom.getNamespacedCustomObject({
+        group: 'cluster.x-k8s.io',
+        version: 'v1beta2',
+        namespace: NS,
+        plural: 'machines',
+        name: `${POOL}-${node}`,
+      })) as k8s.KubernetesObject
+    ).metadata?.annotations ?? {};
   const setPaused = (paused: boolean): Promise<unknown> =>
-    custom.patchNamespacedCustomObject({ group: 'cluster.x-k8s.io', version: 'v1beta2', namespace: NS, plural: 'machinedeployments', name: POOL, body: { metadata: { annotations: { [ANNOTATIONS.capiPaused]: paused ? 'true' : null } } } }, merge);
+    custom.patchNamespacedCustomObject(
+      {
+        group: 'cluster.x-k8s.io',
+        version: 'v1beta2',
+        namespace: NS,
+        plural: 'machinedeployments',
+        name: POOL,
+        body: { metadata: { annotations: { [ANNOTATIONS.capiPaused]: paused ? 'true' : null } } },
+      },
+      merge,
+    );
   const fileOn = (node: string, path: string): Promise<string> => readFile(join(fleet.rootOf(node), path), 'utf8');
   const updateMachine = async (node: string, hash: string): Promise<Answer> => {
-    const { answer, ms } = await callHook(ext, hookPath('UpdateMachine', HANDLERS[2]?.name), updateMachineRequest({ namespace: NS, pool: POOL, cluster: 'tenant', machine: `${POOL}-${node}`, hash, version: 'v1.36.3' }));
+    const { answer, ms } = await callHook(
+      ext,
+      hookPath('UpdateMachine', HANDLERS[2]?.name),
+      updateMachineRequest({
+        namespace: NS,
+        pool: POOL,
+        cluster: 'tenant',
+        machine: `${POOL}-${node}`,
+        hash,
+        version: 'v1.36.3',
+      }),
+    );
     times.push(ms);
     return answer;
   };
 
   /** What the nodepool-controller does for a new hash: the token Secret, from which the server renders the payload. */
   const publish = (hash: string, config: object): Promise<unknown> =>
-    mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api).createNamespacedSecret({ namespace: NS, body: tokenSecret({ namespace: NS, pool: POOL, hash, release: ignition.release, config: [machineConfig('50-test', config)] }) });
+    mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api).createNamespacedSecret({
+      namespace: NS,
+      body: tokenSecret({
+        namespace: NS,
+        pool: POOL,
+        hash,
+        release: ignition.release,
+        config: [machineConfig('50-test', config)],
+      }),
+    });
 
   /**
    * The Machine controller's loop for one Machine: call, wait retryAfterSeconds (shortened), call again,
    * until Success with 0 or Failure. Returns every answer.
    */
-  async function driveMachine(node: string, hash: string, until: (a: Answer) => boolean = (a) => a.status === 'Failure' || a.retryAfterSeconds === 0, timeoutMs = 120_000): Promise<Answer[]> {
+  async function driveMachine(
+    node: string,
+    hash: string,
+    until: (a: Answer) => boolean = (a) => a.status === 'Failure' || a.retryAfterSeconds === 0,
+    timeoutMs = 120_000,
+  ): Promise<Answer[]> {
     const answers: Answer[] = [];
-    for (const deadline = Date.now() + timeoutMs; Date.now() < deadline; ) {
+    for (const deadline = Date.now() + timeoutMs; Date.now() < deadline;) {
       const a = await updateMachine(node, hash);
       answers.push(a);
       if (until(a)) return answers;
@@ -103,27 +173,62 @@ describe('UpdateMachine through the Runtime Extension', () => {
   before(async () => {
     mgmt = await startCluster({ name: 'mgmt', controllerManager: false });
     // The guest's kube-scheduler places each node's workload pod (its controller-manager lifts new Nodes' not-ready taint).
-    [guest] = await Promise.all([startCluster({ name: 'tenant', kwok: true, scheduler: true, management: { cluster: mgmt, namespace: NS } }), installCapiCrds(mgmt)]);
+    [guest] = await Promise.all([
+      startCluster({ name: 'tenant', kwok: true, scheduler: true, management: { cluster: mgmt, namespace: NS } }),
+      installCapiCrds(mgmt),
+    ]);
     core = guest.kubeConfig.makeApiClient(k8s.CoreV1Api);
     custom = mgmt.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
     await k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig).create(machineDeployment());
     dir = await mkdtemp(join(tmpdir(), 'kindling-extension-'));
-    ignition = await runIgnitionServer({ kubeconfigPath: mgmt.kubeconfigPath, dir: join(dir, 'ignition-server'), namespace: NS });
+    ignition = await runIgnitionServer({
+      kubeconfigPath: mgmt.kubeconfigPath,
+      dir: join(dir, 'ignition-server'),
+      namespace: NS,
+    });
     await Promise.all(
       NODES.map(async (name, i) => {
         await createTestNode(guest.kubeConfig, name, { [LABELS.zone]: `zone-${i}` });
-        await core.patchNode({ name, body: { metadata: { annotations: { [ANNOTATIONS.currentConfig]: 'h0', [ANNOTATIONS.state]: 'Done' } } } }, merge);
+        await core.patchNode(
+          {
+            name,
+            body: { metadata: { annotations: { [ANNOTATIONS.currentConfig]: 'h0', [ANNOTATIONS.state]: 'Done' } } },
+          },
+          merge,
+        );
         await core.createNamespacedPod({ namespace: NS, body: testPodFor(`work-${name}`, name) });
-        await createTestMachine(mgmt.kubeConfig, { name: `${POOL}-${name}`, namespace: NS, cluster: 'tenant', machineSet: POOL, node: name });
+        await createTestMachine(mgmt.kubeConfig, {
+          name: `${POOL}-${name}`,
+          namespace: NS,
+          cluster: 'tenant',
+          machineSet: POOL,
+          node: name,
+        });
         // A Machine of the pool's MachineDeployment, as Cluster API labels it.
         const body = { metadata: { labels: { [LABELS.capiDeploymentName]: POOL } } };
-        await custom.patchNamespacedCustomObject({ group: 'cluster.x-k8s.io', version: 'v1beta2', namespace: NS, plural: 'machines', name: `${POOL}-${name}`, body }, merge);
+        await custom.patchNamespacedCustomObject(
+          {
+            group: 'cluster.x-k8s.io',
+            version: 'v1beta2',
+            namespace: NS,
+            plural: 'machines',
+            name: `${POOL}-${name}`,
+            body,
+          },
+          merge,
+        );
       }),
     );
-    await eventually('a workload pod running on each node', async () => {
-      const pods = (await core.listNamespacedPod({ namespace: NS })).items;
-      return NODES.every((n) => pods.some((p) => p.metadata?.name === `work-${n}` && p.spec?.nodeName === n && p.status?.phase === 'Running'));
-    }, 60_000);
+    await eventually(
+      'a workload pod running on each node',
+      async () => {
+        const pods = (await core.listNamespacedPod({ namespace: NS })).items;
+        return NODES.every((n) =>
+          pods.some((p) => p.metadata?.name === `work-${n}` && p.spec?.nodeName === n && p.status?.phase === 'Running'),
+        );
+      },
+      60_000,
+    );
     fleet = new AgentFleet({ guest: guest.kubeConfig, rootsDir: join(dir, 'roots') });
     await fleet.start();
     drainer = new Drainer({ kubeConfig: mgmt.kubeConfig, log, registry: new Registry(), defaultDrainTimeoutMs: 0 });
@@ -143,25 +248,59 @@ describe('UpdateMachine through the Runtime Extension', () => {
     for (const [i, list] of answers.entries()) {
       const node = NODES[i] ?? '';
       const last = list.at(-1);
-      assert.deepEqual(last, { apiVersion: HOOKS_API_VERSION, kind: 'UpdateMachineResponse', status: 'Success', retryAfterSeconds: 0, message: `Node ${node} is at h1` });
-      assert.ok(list.some((a) => a.status === 'Success' && a.retryAfterSeconds === 1), `${node}: never answered in progress`);
-      assert.ok(list.every((a) => a.status === 'Success'), `${node}: ${JSON.stringify(list.filter((a) => a.status !== 'Success'))}`);
+      assert.deepEqual(last, {
+        apiVersion: HOOKS_API_VERSION,
+        kind: 'UpdateMachineResponse',
+        status: 'Success',
+        retryAfterSeconds: 0,
+        message: `Node ${node} is at h1`,
+      });
+      assert.ok(
+        list.some((a) => a.status === 'Success' && a.retryAfterSeconds === 1),
+        `${node}: never answered in progress`,
+      );
+      assert.ok(
+        list.every((a) => a.status === 'Success'),
+        `${node}: ${JSON.stringify(list.filter((a) => a.status !== 'Success'))}`,
+      );
       const ann = await annotationsOf(node);
       assert.equal(ann[ANNOTATIONS.currentConfig], 'h1');
-      assert.equal(ann[ANNOTATIONS.lastAppliedDrain], 'uncordon-h1', `${node} was not drained and uncordoned by the drainer`);
+      assert.equal(
+        ann[ANNOTATIONS.lastAppliedDrain],
+        'uncordon-h1',
+        `${node} was not drained and uncordoned by the drainer`,
+      );
       assert.equal(await fileOn(node, '/etc/kindling/version'), 'v1');
       assert.ok((fleet.starts.get(node) ?? 0) >= 2, `${node}'s agent never rebooted`);
-      assert.equal(ann[ANNOTATIONS.healthCheckTimeout], GATE_TIMEOUT, `${node} was not handed the MachineDeployment's health gate timeout`);
-      assert.equal((await machineAnnotations(node))[ANNOTATIONS.capiSkipRemediation], undefined, `${node}'s Machine is still spared from remediation once done`);
+      assert.equal(
+        ann[ANNOTATIONS.healthCheckTimeout],
+        GATE_TIMEOUT,
+        `${node} was not handed the MachineDeployment's health gate timeout`,
+      );
+      assert.equal(
+        (await machineAnnotations(node))[ANNOTATIONS.capiSkipRemediation],
+        undefined,
+        `${node}'s Machine is still spared from remediation once done`,
+      );
     }
-    assert.equal((await core.listNamespacedPod({ namespace: NS })).items.length, 0, 'the drains should have evicted the workload pods');
+    assert.equal(
+      (await core.listNamespacedPod({ namespace: NS })).items.length,
+      0,
+      'the drains should have evicted the workload pods',
+    );
     await eventually('agent Pods and payload Secrets to be removed', async () => {
       const pods = await core.listNamespacedPod({ namespace: GUEST_NAMESPACE });
-      const secrets = await core.listNamespacedSecret({ namespace: GUEST_NAMESPACE, labelSelector: LABELS.payloadSecret });
+      const secrets = await core.listNamespacedSecret({
+        namespace: GUEST_NAMESPACE,
+        labelSelector: LABELS.payloadSecret,
+      });
       return pods.items.length === 0 && secrets.items.length === 0;
     });
     // In the extension: from the request read to the answer written (its own log); round trip: what the caller saw.
-    const handling = (await readFile(ext.logFile, 'utf8')).split('\n').filter((l) => l.includes('"hook":"UpdateMachine"')).map((l) => (JSON.parse(l) as { durationMs: number }).durationMs);
+    const handling = (await readFile(ext.logFile, 'utf8'))
+      .split('\n')
+      .filter((l) => l.includes('"hook":"UpdateMachine"'))
+      .map((l) => (JSON.parse(l) as { durationMs: number }).durationMs);
     const [slowestHandling, slowestRoundTrip] = [Math.max(...handling), Math.round(Math.max(...times))];
     log.warn({ answers: times.length, slowestHandling, slowestRoundTrip }, 'UpdateMachine answer times (ms)');
     assert.ok(handling.length >= times.length, 'the extension logged fewer answers than were received');
@@ -172,7 +311,13 @@ describe('UpdateMachine through the Runtime Extension', () => {
   it('when UpdateMachine is called again for a Machine that is done, it should answer done and touch nothing', async () => {
     const before = await annotationsOf('n1');
     const starts = fleet.starts.get('n1');
-    assert.deepEqual(await updateMachine('n1', 'h1'), { apiVersion: HOOKS_API_VERSION, kind: 'UpdateMachineResponse', status: 'Success', retryAfterSeconds: 0, message: 'Node n1 is at h1' });
+    assert.deepEqual(await updateMachine('n1', 'h1'), {
+      apiVersion: HOOKS_API_VERSION,
+      kind: 'UpdateMachineResponse',
+      status: 'Success',
+      retryAfterSeconds: 0,
+      message: 'Node n1 is at h1',
+    });
     assert.deepEqual(await annotationsOf('n1'), before);
     assert.equal((await core.listNamespacedPod({ namespace: GUEST_NAMESPACE })).items.length, 0);
     assert.equal(fleet.starts.get('n1'), starts);
@@ -181,7 +326,11 @@ describe('UpdateMachine through the Runtime Extension', () => {
   it('when the extension is SIGKILLed mid-update, a new process should carry on from the Node and finish', async () => {
     await publish('h2', payload('v2'));
     await driveMachine('n1', 'h2', (a) => /handed payload h2/.test(a.message));
-    assert.equal((await machineAnnotations('n1'))[ANNOTATIONS.capiSkipRemediation], SKIP_REMEDIATION_INPLACE, 'the Machine was handed out without skip-remediation');
+    assert.equal(
+      (await machineAnnotations('n1'))[ANNOTATIONS.capiSkipRemediation],
+      SKIP_REMEDIATION_INPLACE,
+      'the Machine was handed out without skip-remediation',
+    );
     await ext.restart();
     const answers = await driveMachine('n1', 'h2');
     assert.equal(answers.at(-1)?.message, 'Node n1 is at h2');
@@ -196,10 +345,17 @@ describe('UpdateMachine through the Runtime Extension', () => {
     const failed = answers.at(-1);
     assert.equal(failed?.status, 'Failure');
     assert.equal(failed?.retryAfterSeconds, 0);
-    assert.match(failed?.message ?? '', /^Node n2: failed to write \/etc\/blocker\/x\.conf: .*\(all changes rolled back\)$/);
+    assert.match(
+      failed?.message ?? '',
+      /^Node n2: failed to write \/etc\/blocker\/x\.conf: .*\(all changes rolled back\)$/,
+    );
     assert.equal(await fileOn('n2', '/etc/kindling/version'), 'v1', 'the files were not restored');
     assert.deepEqual(await updateMachine('n2', 'h3'), failed);
-    assert.equal((await machineAnnotations('n2'))[ANNOTATIONS.capiSkipRemediation], SKIP_REMEDIATION_INPLACE, 'a Degraded node’s Machine should stay spared from remediation');
+    assert.equal(
+      (await machineAnnotations('n2'))[ANNOTATIONS.capiSkipRemediation],
+      SKIP_REMEDIATION_INPLACE,
+      'a Degraded node’s Machine should stay spared from remediation',
+    );
   });
 
   it('when the MachineDeployment is paused, it should hand no further node the target, let a node handed it before finish, and carry on once it clears', async () => {
@@ -207,14 +363,28 @@ describe('UpdateMachine through the Runtime Extension', () => {
     await driveMachine('n1', 'h4', (a) => /handed payload h4/.test(a.message));
     await setPaused(true);
     const paused = await driveMachine('n3', 'h4', (a) => /paused by spec\.pausedUntil/.test(a.message));
-    assert.deepEqual(paused.at(-1), { apiVersion: HOOKS_API_VERSION, kind: 'UpdateMachineResponse', status: 'Success', retryAfterSeconds: 1, message: `Node n3 not handed h4: MachineDeployment ${POOL} is paused by spec.pausedUntil, no node is handed out until it clears` });
-    assert.equal((await driveMachine('n1', 'h4')).at(-1)?.message, 'Node n1 is at h4', 'the node handed out before the pause should finish');
+    assert.deepEqual(paused.at(-1), {
+      apiVersion: HOOKS_API_VERSION,
+      kind: 'UpdateMachineResponse',
+      status: 'Success',
+      retryAfterSeconds: 1,
+      message: `Node n3 not handed h4: MachineDeployment ${POOL} is paused by spec.pausedUntil, no node is handed out until it clears`,
+    });
+    assert.equal(
+      (await driveMachine('n1', 'h4')).at(-1)?.message,
+      'Node n1 is at h4',
+      'the node handed out before the pause should finish',
+    );
     assert.equal(await fileOn('n1', '/etc/kindling/version'), 'v4');
     const n3 = await annotationsOf('n3');
     assert.equal((await updateMachine('n3', 'h4')).retryAfterSeconds, 1);
     assert.notEqual(n3[ANNOTATIONS.desiredConfig], 'h4', 'n3 was handed the target while paused');
     assert.equal(await fileOn('n3', '/etc/kindling/version'), 'v1');
-    assert.equal((await machineAnnotations('n3'))[ANNOTATIONS.capiSkipRemediation], undefined, 'a node not handed out needs no sparing');
+    assert.equal(
+      (await machineAnnotations('n3'))[ANNOTATIONS.capiSkipRemediation],
+      undefined,
+      'a node not handed out needs no sparing',
+    );
     await setPaused(false);
     assert.equal((await driveMachine('n3', 'h4')).at(-1)?.message, 'Node n3 is at h4');
     assert.equal(await fileOn('n3', '/etc/kindling/version'), 'v4');
@@ -224,7 +394,11 @@ describe('UpdateMachine through the Runtime Extension', () => {
     await publish('h5', payload('v5'));
     await driveMachine('n1', 'h5', (a) => /handed payload h5/.test(a.message));
     await core.deleteNamespacedPod({ name: agentPodName('n1'), namespace: GUEST_NAMESPACE, gracePeriodSeconds: 0 });
-    assert.notEqual((await annotationsOf('n1'))[ANNOTATIONS.currentConfig], 'h5', 'n1 was done before its agent Pod went: nothing was tested');
+    assert.notEqual(
+      (await annotationsOf('n1'))[ANNOTATIONS.currentConfig],
+      'h5',
+      'n1 was done before its agent Pod went: nothing was tested',
+    );
     assert.equal((await driveMachine('n1', 'h5')).at(-1)?.message, 'Node n1 is at h5');
     assert.equal(await fileOn('n1', '/etc/kindling/version'), 'v5');
   });

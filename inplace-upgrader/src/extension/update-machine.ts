@@ -15,7 +15,17 @@ import { NotReadyError } from '../../../support/src/errors.js';
 import { GuestClusters, clusterKey } from '../../../support/src/guest-clusters.js';
 import { ResilientInformer } from '../../../support/src/informer.js';
 import type { Logger } from '../../../support/src/logger.js';
-import { agentObjectsMissing, cleanUpNode, createGuestSession, ensureAgentObjects, expectedDesired, handOutNode, startGuestSession, stopGuestSession, type GuestSession } from '../guest.js';
+import {
+  agentObjectsMissing,
+  cleanUpNode,
+  createGuestSession,
+  ensureAgentObjects,
+  expectedDesired,
+  handOutNode,
+  startGuestSession,
+  stopGuestSession,
+  type GuestSession,
+} from '../guest.js';
 import type { PayloadSource } from '../payload.js';
 import { setSkipRemediation } from '../remediation.js';
 import { classifyNode } from '../select.js';
@@ -59,12 +69,14 @@ const progress = (message: string): UpdateOutcome => ({ state: 'in-progress', me
 function describeNode(node: k8s.V1Node, hash: string): string {
   const ann = node.metadata?.annotations ?? {};
   const drain = ann[ANNOTATIONS.desiredDrain];
-  if (drain !== undefined && drain !== ann[ANNOTATIONS.lastAppliedDrain]) return `${drain.startsWith(DRAIN_PREFIX) ? 'draining' : 'uncordoning'} (${drain})`;
+  if (drain !== undefined && drain !== ann[ANNOTATIONS.lastAppliedDrain])
+    return `${drain.startsWith(DRAIN_PREFIX) ? 'draining' : 'uncordoning'} (${drain})`;
   if (ann[ANNOTATIONS.state] === NODE_STATES.working) return `the agent is applying ${hash}`;
   return `waiting for the agent to pick up ${hash}`;
 }
 
-const isPaused = (deployment: DeploymentObject | undefined): boolean => deployment?.metadata.annotations?.[ANNOTATIONS.capiPaused] !== undefined;
+const isPaused = (deployment: DeploymentObject | undefined): boolean =>
+  deployment?.metadata.annotations?.[ANNOTATIONS.capiPaused] !== undefined;
 
 export class MachineUpdater implements MachineUpdates {
   #opts: MachineUpdaterOptions;
@@ -84,7 +96,8 @@ export class MachineUpdater implements MachineUpdates {
       new ResilientInformer<T>({
         kubeConfig: opts.kubeConfig,
         path: `/apis/${CAPI_GROUP}/${version}/${plural}`,
-        list: async () => (await custom.listClusterCustomObject({ group: CAPI_GROUP, version, plural })) as k8s.KubernetesListObject<T>,
+        list: async () =>
+          (await custom.listClusterCustomObject({ group: CAPI_GROUP, version, plural })) as k8s.KubernetesListObject<T>,
         log: opts.log,
         onEvent: () => undefined,
       });
@@ -153,8 +166,17 @@ export class MachineUpdater implements MachineUpdates {
   async #giveAgentBack(t: UpdateTarget, { session, node }: StepContext): Promise<void> {
     const name = node.metadata?.name ?? '';
     const config = await this.#opts.payloads.fetch({ namespace: t.namespace, pool: t.pool, hash: t.hash });
-    await ensureAgentObjects(session, { node: name, pool: t.pool, hash: t.hash, config, agentImage: this.#opts.agentImage });
-    this.#opts.log.info({ machine: `${t.namespace}/${t.machine}`, node: name, hash: t.hash }, 'Agent Pod or payload Secret given again to a node handed the target');
+    await ensureAgentObjects(session, {
+      node: name,
+      pool: t.pool,
+      hash: t.hash,
+      config,
+      agentImage: this.#opts.agentImage,
+    });
+    this.#opts.log.info(
+      { machine: `${t.namespace}/${t.machine}`, node: name, hash: t.hash },
+      'Agent Pod or payload Secret given again to a node handed the target',
+    );
   }
 
   /**
@@ -163,12 +185,25 @@ export class MachineUpdater implements MachineUpdates {
    */
   async #handOut(t: UpdateTarget, { session, node, machine, deployment }: StepContext): Promise<UpdateOutcome> {
     const name = node.metadata?.name ?? '';
-    if (isPaused(deployment)) return progress(`Node ${name} not handed ${t.hash}: MachineDeployment ${deployment?.metadata.name} is paused by spec.pausedUntil, no node is handed out until it clears`);
+    if (isPaused(deployment))
+      return progress(
+        `Node ${name} not handed ${t.hash}: MachineDeployment ${deployment?.metadata.name} is paused by spec.pausedUntil, no node is handed out until it clears`,
+      );
     const config = await this.#opts.payloads.fetch({ namespace: t.namespace, pool: t.pool, hash: t.hash });
     await setSkipRemediation(this.#custom, machine, true);
     const healthCheckTimeout = deployment?.metadata.annotations?.[ANNOTATIONS.healthCheckTimeout];
-    await handOutNode(session, { node: name, pool: t.pool, hash: t.hash, config, agentImage: this.#opts.agentImage, healthCheckTimeout });
-    this.#opts.log.info({ machine: `${t.namespace}/${t.machine}`, node: name, hash: t.hash, healthCheckTimeout }, 'Node handed the target config');
+    await handOutNode(session, {
+      node: name,
+      pool: t.pool,
+      hash: t.hash,
+      config,
+      agentImage: this.#opts.agentImage,
+      healthCheckTimeout,
+    });
+    this.#opts.log.info(
+      { machine: `${t.namespace}/${t.machine}`, node: name, hash: t.hash, healthCheckTimeout },
+      'Node handed the target config',
+    );
     return progress(`Node ${name} handed payload ${t.hash}`);
   }
 
@@ -189,7 +224,10 @@ export class MachineUpdater implements MachineUpdates {
     const deploymentName = machine.metadata.labels?.[LABELS.capiDeploymentName];
     if (deploymentName === undefined) return { session, node, machine };
     const deployment = this.#deployments.get(deploymentName, t.namespace);
-    if (!deployment) throw new NotReadyError(`MachineDeployment ${t.namespace}/${deploymentName} of Machine ${t.machine} is not in the cache yet`);
+    if (!deployment)
+      throw new NotReadyError(
+        `MachineDeployment ${t.namespace}/${deploymentName} of Machine ${t.machine} is not in the cache yet`,
+      );
     return { session, node, machine, deployment };
   }
 }

@@ -8,7 +8,12 @@ import type { JsonObject } from './hooks.js';
 const POOL = 'workers';
 
 function kindlingTemplate(hash: string): JsonObject {
-  return { apiVersion: 'bootstrap.kindling.dev/v1beta1', kind: 'KindlingConfigTemplate', metadata: { name: `${POOL}-${hash}`, namespace: 'tenants' }, spec: { template: { spec: { nodePool: POOL, configHash: hash } } } };
+  return {
+    apiVersion: 'bootstrap.kindling.dev/v1beta1',
+    kind: 'KindlingConfigTemplate',
+    metadata: { name: `${POOL}-${hash}`, namespace: 'tenants' },
+    spec: { template: { spec: { nodePool: POOL, configHash: hash } } },
+  };
 }
 
 function deployment(hash: string, opts: { version?: string; infrastructure?: string } = {}): MachineDeployment {
@@ -24,8 +29,14 @@ function deployment(hash: string, opts: { version?: string; infrastructure?: str
         metadata: { labels: { [LABELS.nodePool]: POOL } },
         spec: {
           clusterName: 'guest',
-          bootstrap: { configRef: { apiGroup: 'bootstrap.kindling.dev', kind: 'KindlingConfigTemplate', name: `${POOL}-${hash}` } },
-          infrastructureRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachineTemplate', name: opts.infrastructure ?? 'small' },
+          bootstrap: {
+            configRef: { apiGroup: 'bootstrap.kindling.dev', kind: 'KindlingConfigTemplate', name: `${POOL}-${hash}` },
+          },
+          infrastructureRef: {
+            apiGroup: 'infrastructure.kindling.dev',
+            kind: 'LocalMachineTemplate',
+            name: opts.infrastructure ?? 'small',
+          },
           version: opts.version ?? 'v1.36.2',
         },
       },
@@ -33,20 +44,45 @@ function deployment(hash: string, opts: { version?: string; infrastructure?: str
   };
 }
 
-const MOTD = JSON.stringify([{ kind: 'MachineConfig', metadata: { name: '50-motd' }, spec: { config: { storage: { files: [{ path: '/etc/motd', contents: { source: 'data:,hi' } }] } } } }]);
-const KARGS = JSON.stringify([{ kind: 'MachineConfig', metadata: { name: '60-kargs' }, spec: { kernelArguments: ['nosmt'] } }]);
+const MOTD = JSON.stringify([
+  {
+    kind: 'MachineConfig',
+    metadata: { name: '50-motd' },
+    spec: { config: { storage: { files: [{ path: '/etc/motd', contents: { source: 'data:,hi' } }] } } },
+  },
+]);
+const KARGS = JSON.stringify([
+  { kind: 'MachineConfig', metadata: { name: '60-kargs' }, spec: { kernelArguments: ['nosmt'] } },
+]);
 
-const update = (config: string | undefined, desired = deployment('bbbb', { version: 'v1.36.3' })): ReturnType<typeof previewClusterApiUpdate> =>
-  previewClusterApiUpdate({ pool: POOL, targetHash: 'bbbb', live: deployment('aaaa'), desired, bootstrap: { current: kindlingTemplate('aaaa'), desired: kindlingTemplate('bbbb') }, ...(config === undefined ? {} : { config }) });
+const update = (
+  config: string | undefined,
+  desired = deployment('bbbb', { version: 'v1.36.3' }),
+): ReturnType<typeof previewClusterApiUpdate> =>
+  previewClusterApiUpdate({
+    pool: POOL,
+    targetHash: 'bbbb',
+    live: deployment('aaaa'),
+    desired,
+    bootstrap: { current: kindlingTemplate('aaaa'), desired: kindlingTemplate('bbbb') },
+    ...(config === undefined ? {} : { config }),
+  });
 
 describe('previewClusterApiUpdate', () => {
   it('when a new payload holds only what the agent applies in place, it should answer in place for the template, the version and the hash', () => {
     const p = update(MOTD);
     assert.equal(p.inPlace, true);
-    assert.deepEqual(p.changes.map((c) => [c.field, c.verdict]), [['bootstrap.configRef.name', 'in-place'], ['version', 'in-place'], ['KindlingConfigTemplate configHash', 'in-place']]);
+    assert.deepEqual(
+      p.changes.map((c) => [c.field, c.verdict]),
+      [
+        ['bootstrap.configRef.name', 'in-place'],
+        ['version', 'in-place'],
+        ['KindlingConfigTemplate configHash', 'in-place'],
+      ],
+    );
   });
 
-  it('when the pool\'s config holds kernel arguments, it should answer that the machines roll and say why', () => {
+  it("when the pool's config holds kernel arguments, it should answer that the machines roll and say why", () => {
     const p = update(KARGS);
     assert.equal(p.inPlace, false);
     assert.ok(p.changes.every((c) => c.verdict === 'rollout'));

@@ -32,7 +32,6 @@ export interface ClusterApiUpdateState {
   config?: string;
 }
 
-
 /** An infrastructure template as far as a read-only caller knows it: its reference (its contents are not read). */
 const infrastructure = (md: MachineDeployment): JsonObject => {
   const ref = md.spec.template.spec.infrastructureRef;
@@ -43,9 +42,23 @@ const infrastructure = (md: MachineDeployment): JsonObject => {
 export function previewClusterApiUpdate(state: ClusterApiUpdateState): ClusterApiPlan {
   const d = decide({
     kind: 'MachineSet',
-    current: { machine: state.live as unknown as JsonObject, infrastructure: infrastructure(state.live), bootstrap: state.bootstrap.current },
-    desired: { machine: state.desired as unknown as JsonObject, infrastructure: infrastructure(state.desired), bootstrap: state.bootstrap.desired },
-    ...(state.config === undefined ? {} : { payload: { pool: state.pool, hash: state.targetHash, blockers: documentsUnsupportedInPlace(state.config) } }),
+    current: {
+      machine: state.live as unknown as JsonObject,
+      infrastructure: infrastructure(state.live),
+      bootstrap: state.bootstrap.current,
+    },
+    desired: {
+      machine: state.desired as unknown as JsonObject,
+      infrastructure: infrastructure(state.desired),
+      bootstrap: state.bootstrap.desired,
+    },
+    ...(state.config === undefined
+      ? {}
+      : { payload: { pool: state.pool, hash: state.targetHash, blockers: documentsUnsupportedInPlace(state.config) } }),
   });
-  return { inPlace: d.inPlace, message: d.message, changes: d.changes.map((c) => ({ field: c.field, verdict: c.verdict, reason: c.reason })) };
+  return {
+    inPlace: d.inPlace,
+    message: d.message,
+    changes: d.changes.map((c) => ({ field: c.field, verdict: c.verdict, reason: c.reason })),
+  };
 }

@@ -27,10 +27,18 @@ export interface BootOptions {
 /** The client's own account of the failure: its CRITICAL line, else its last error line. */
 export function reason(output: string): string {
   const lines = output.split('\n');
-  const line = lines.find((l) => l.startsWith('CRITICAL')) ?? lines.filter((l) => /^(ERROR|WARNING)\b/.test(l)).at(-1) ?? lines.filter(Boolean).at(-1) ?? '';
+  const line =
+    lines.find((l) => l.startsWith('CRITICAL')) ??
+    lines.filter((l) => /^(ERROR|WARNING)\b/.test(l)).at(-1) ??
+    lines.filter(Boolean).at(-1) ??
+    '';
   const message = line.replace(/^(CRITICAL|ERROR|WARNING)\s*:\s*/, '').trim();
   // The client's verdict alone ("failed to fetch resource") hides why; the server's last answer says it.
-  const answer = lines.filter((l) => l.includes('GET result:')).at(-1)?.replace(/^.*GET result:\s*/, '').trim();
+  const answer = lines
+    .filter((l) => l.includes('GET result:'))
+    .at(-1)
+    ?.replace(/^.*GET result:\s*/, '')
+    .trim();
   if (!answer || answer === 'OK') return message;
   const code = Object.entries(STATUS_CODES).find(([, text]) => text === answer)?.[0];
   return `${message} (last answer: ${code ? `${code} ` : ''}${answer})`;
@@ -64,14 +72,32 @@ export async function bootHost(input: BootOptions): Promise<void> {
   await requireClient();
   const opts = { ...input, root: resolve(input.root) };
   const booted = join(opts.root, 'run', 'ignition', 'booted');
-  if (await access(booted).then(() => true, () => false)) return;
+  if (
+    await access(booted).then(
+      () => true,
+      () => false,
+    )
+  )
+    return;
   await rm(opts.root, { recursive: true, force: true });
   const fetchTimeoutMs = opts.fetchTimeoutMs ?? 30_000;
   const state = join(opts.root, 'run', 'ignition');
   await layOsImage(opts.root, state);
   const stub = join(state, 'user-data.ign');
   await writeFile(stub, opts.userData, { mode: 0o600 });
-  const common = ['-platform', 'file', '-root', opts.root, '-log-to-stdout', '-config-cache', join(state, 'config.json'), '-state-file', join(state, 'state'), '-neednet', join(state, 'neednet')];
+  const common = [
+    '-platform',
+    'file',
+    '-root',
+    opts.root,
+    '-log-to-stdout',
+    '-config-cache',
+    join(state, 'config.json'),
+    '-state-file',
+    join(state, 'state'),
+    '-neednet',
+    join(state, 'neednet'),
+  ];
   const env = { ...process.env, IGNITION_CONFIG_FILE: stub, PATH: `${join(state, 'bin')}:${process.env.PATH ?? ''}` };
   for (const stage of ['fetch', 'files']) {
     const args = [...common, '-stage', stage, '-fetch-timeout', `${Math.round(fetchTimeoutMs / 1000)}s`];
@@ -79,7 +105,10 @@ export async function bootHost(input: BootOptions): Promise<void> {
       await run(IGNITION_CLIENT, args, { env, timeout: fetchTimeoutMs + 30_000, maxBuffer: 16 << 20 });
     } catch (err) {
       const e = err as { stdout?: string; stderr?: string; message: string };
-      throw new BootError(`ignition ${stage} stage failed: ${reason(`${e.stdout ?? ''}\n${e.stderr ?? ''}`) || e.message}`, { cause: err });
+      throw new BootError(
+        `ignition ${stage} stage failed: ${reason(`${e.stdout ?? ''}\n${e.stderr ?? ''}`) || e.message}`,
+        { cause: err },
+      );
     }
   }
   await writeFile(booted, new Date().toISOString());

@@ -30,7 +30,10 @@ export interface ProviderContext {
 }
 
 /** Replaces the condition of the same type, keeping lastTransitionTime when the status did not change. */
-export function setCondition(conditions: readonly ObjectCondition[], next: Omit<ObjectCondition, 'lastTransitionTime'>): ObjectCondition[] {
+export function setCondition(
+  conditions: readonly ObjectCondition[],
+  next: Omit<ObjectCondition, 'lastTransitionTime'>,
+): ObjectCondition[] {
   const old = conditions.find((c) => c.type === next.type);
   const lastTransitionTime = old && old.status === next.status ? old.lastTransitionTime : new Date().toISOString();
   return [...conditions.filter((c) => c.type !== next.type), { ...next, lastTransitionTime }];

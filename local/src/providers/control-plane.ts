@@ -15,12 +15,18 @@ import type { ProviderContext } from './common.js';
 export interface LocalControlPlane extends k8s.KubernetesObject {
   metadata: k8s.V1ObjectMeta & { name: string; namespace: string };
   spec: { adminKubeconfigSecretRef: { name: string }; controlPlaneEndpoint?: { host?: string; port?: number } };
-  status?: { initialization?: { controlPlaneInitialized?: boolean }; externalManagedControlPlane?: boolean; version?: string };
+  status?: {
+    initialization?: { controlPlaneInitialized?: boolean };
+    externalManagedControlPlane?: boolean;
+    version?: string;
+  };
 }
 
 /** The Cluster this control plane belongs to: Cluster API labels it, and owns it once the Cluster exists. */
 export function clusterOf(cp: LocalControlPlane): string | undefined {
-  return cp.metadata.labels?.[LABELS.capiClusterName] ?? cp.metadata.ownerReferences?.find((o) => o.kind === 'Cluster')?.name;
+  return (
+    cp.metadata.labels?.[LABELS.capiClusterName] ?? cp.metadata.ownerReferences?.find((o) => o.kind === 'Cluster')?.name
+  );
 }
 
 export class LocalControlPlaneReconciler {
@@ -38,13 +44,18 @@ export class LocalControlPlaneReconciler {
     await this.#publishKubeconfig(cp.metadata.namespace, cluster, kubeconfig);
     await this.#publishEndpoint(cp, { host: server.hostname, port: Number(server.port || 443) });
     if (cp.status?.version === version && cp.status.initialization?.controlPlaneInitialized) return;
-    await this.#patch(cp, 'status', { status: { initialization: { controlPlaneInitialized: true }, externalManagedControlPlane: true, version } });
+    await this.#patch(cp, 'status', {
+      status: { initialization: { controlPlaneInitialized: true }, externalManagedControlPlane: true, version },
+    });
     log.info({ cluster, version, endpoint: server.host }, 'Control plane published');
   }
 
   /** The guest apiserver this control plane stands for: its admin kubeconfig, version and address. */
   async #guest(cp: LocalControlPlane): Promise<{ kubeconfig: string; version: string; server: URL }> {
-    const admin = await this.ctx.core.readNamespacedSecret({ name: cp.spec.adminKubeconfigSecretRef.name, namespace: cp.metadata.namespace });
+    const admin = await this.ctx.core.readNamespacedSecret({
+      name: cp.spec.adminKubeconfigSecretRef.name,
+      namespace: cp.metadata.namespace,
+    });
     const kubeconfig = Buffer.from(admin.data?.[SECRET_KEYS.kubeconfig] ?? '', 'base64').toString();
     const kc = kubeConfigFromString(kubeconfig);
     const version = (await kc.makeApiClient(k8s.VersionApi).getCode()).gitVersion;
@@ -68,7 +79,14 @@ export class LocalControlPlaneReconciler {
   }
 
   async #patch(cp: LocalControlPlane, part: 'spec' | 'status', body: object): Promise<void> {
-    const params = { group: 'controlplane.kindling.dev', version: 'v1alpha1', namespace: cp.metadata.namespace, plural: 'localcontrolplanes', name: cp.metadata.name, body };
+    const params = {
+      group: 'controlplane.kindling.dev',
+      version: 'v1alpha1',
+      namespace: cp.metadata.namespace,
+      plural: 'localcontrolplanes',
+      name: cp.metadata.name,
+      body,
+    };
     const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
     if (part === 'status') await this.ctx.custom.patchNamespacedCustomObjectStatus(params, merge);
     else await this.ctx.custom.patchNamespacedCustomObject(params, merge);

@@ -24,7 +24,11 @@ const KINDLING = fileURLToPath(new URL('../../../../bin/kindling.js', import.met
 const TOKEN_SECONDS = 24 * 3600;
 const RESTART_DELAY_MS = 200;
 
-const exists = (p: string): Promise<boolean> => access(p).then(() => true, () => false);
+const exists = (p: string): Promise<boolean> =>
+  access(p).then(
+    () => true,
+    () => false,
+  );
 
 export interface HostAgentsOptions {
   kubeConfig: k8s.KubeConfig;
@@ -112,7 +116,16 @@ class ClusterAgents {
     const proc = new ManagedProcess({
       name: `agent ${node}`,
       command: process.execPath,
-      args: [KINDLING, 'agent', `--node=${node}`, `--root=${root}`, `--namespace=${GUEST_NAMESPACE}`, `--kubeconfig=${kubeconfig}`, '--reboot=simulated', '--poll=2s'],
+      args: [
+        KINDLING,
+        'agent',
+        `--node=${node}`,
+        `--root=${root}`,
+        `--namespace=${GUEST_NAMESPACE}`,
+        `--kubeconfig=${kubeconfig}`,
+        '--reboot=simulated',
+        '--poll=2s',
+      ],
       logFile: join(logs, `${node}.log`),
     });
     this.#running.set(node, { proc, uid });
@@ -121,18 +134,29 @@ class ClusterAgents {
       if (this.#running.get(node)?.proc !== proc) return;
       this.#running.delete(node);
       // Exit 0 is a simulated reboot; anything else a crash. Either way the kubelet would start it again.
-      this.#cluster.log.info({ node, code }, code === 0 ? 'Host rebooted; restarting its agent' : 'Host agent exited; restarting it');
+      this.#cluster.log.info(
+        { node, code },
+        code === 0 ? 'Host rebooted; restarting its agent' : 'Host agent exited; restarting it',
+      );
       setTimeout(() => void this.#sync(node), RESTART_DELAY_MS).unref();
     });
   }
 
   async #kubeconfigFile(node: string, pod: k8s.V1Pod): Promise<string> {
     const core = this.#cluster.kubeConfig.makeApiClient(k8s.CoreV1Api);
-    const request = await core.createNamespacedServiceAccountToken({ name: AGENT_SERVICE_ACCOUNT, namespace: GUEST_NAMESPACE, body: agentTokenRequest(pod, TOKEN_SECONDS) });
+    const request = await core.createNamespacedServiceAccountToken({
+      name: AGENT_SERVICE_ACCOUNT,
+      namespace: GUEST_NAMESPACE,
+      body: agentTokenRequest(pod, TOKEN_SECONDS),
+    });
     const dir = join(this.#opts.stateDir, 'credentials', 'agents');
     await mkdir(dir, { recursive: true });
     const file = join(dir, `${this.#cluster.namespace}.${this.#cluster.name}.${node}.kubeconfig`);
-    await writeFile(file, tokenKubeconfig(this.#cluster.kubeConfig, AGENT_SERVICE_ACCOUNT, request.status?.token ?? ''), { mode: 0o600 });
+    await writeFile(
+      file,
+      tokenKubeconfig(this.#cluster.kubeConfig, AGENT_SERVICE_ACCOUNT, request.status?.token ?? ''),
+      { mode: 0o600 },
+    );
     return file;
   }
 }

@@ -22,7 +22,8 @@ export class HostFs {
 
   /** Where a host path lives under the root, once its folder is known to resolve inside the root. */
   async #resolve(hostPath: string, create: boolean): Promise<string> {
-    if (!isAbsolute(hostPath) || hostPath.split('/').includes('..')) throw new HostPathError(`"${hostPath}" is not an absolute host path`);
+    if (!isAbsolute(hostPath) || hostPath.split('/').includes('..'))
+      throw new HostPathError(`"${hostPath}" is not an absolute host path`);
     const target = join(this.root, hostPath);
     if (create) await mkdir(dirname(target), { recursive: true, mode: 0o755 });
     const [root, folder] = await Promise.all([realpath(this.root), realpath(dirname(target))]);
@@ -36,7 +37,8 @@ export class HostFs {
       const file = await this.#resolve(hostPath, false);
       // A final symlink pointing out is refused as well: read through its resolved target.
       const real = await realpath(file);
-      if (outside(await realpath(this.root), real)) throw new HostPathError(`${hostPath} resolves outside the host root`);
+      if (outside(await realpath(this.root), real))
+        throw new HostPathError(`${hostPath} resolves outside the host root`);
       return await readFile(real, 'utf8');
     } catch (err) {
       if (isMissing(err)) return undefined;

@@ -134,7 +134,10 @@ export function parseBootstrapKubeconfig(yaml: string, caPem?: string): Bootstra
   if (!cluster?.server) throw new Error(`${HOST_PATHS.bootstrapKubeconfig} names no cluster server`);
   if (!user?.token) throw new Error(`${HOST_PATHS.bootstrapKubeconfig} holds no bootstrap token`);
   const ca = cluster.caData ? Buffer.from(cluster.caData, 'base64').toString() : caPem;
-  if (!ca) throw new Error(`${HOST_PATHS.bootstrapKubeconfig} has no certificate-authority-data and ${HOST_PATHS.guestCa} is missing`);
+  if (!ca)
+    throw new Error(
+      `${HOST_PATHS.bootstrapKubeconfig} has no certificate-authority-data and ${HOST_PATHS.guestCa} is missing`,
+    );
   return { server: cluster.server, caPem: ca, token: user.token };
 }
 
@@ -147,7 +150,8 @@ export function parseKubeletConfig(json: string): { registerWithTaints: k8s.V1Ta
     throw new Error(`${HOST_PATHS.kubeletConfig} is not JSON: ${(err as Error).message}`, { cause: err });
   }
   const config = doc as { kind?: unknown; registerWithTaints?: unknown };
-  if (typeof doc !== 'object' || doc === null || config.kind !== 'KubeletConfiguration') throw new Error(`${HOST_PATHS.kubeletConfig} is not a KubeletConfiguration`);
+  if (typeof doc !== 'object' || doc === null || config.kind !== 'KubeletConfiguration')
+    throw new Error(`${HOST_PATHS.kubeletConfig} is not a KubeletConfiguration`);
   const taints = Array.isArray(config.registerWithTaints) ? (config.registerWithTaints as k8s.V1Taint[]) : [];
   return { registerWithTaints: taints.filter((t) => typeof t.key === 'string' && typeof t.effect === 'string') };
 }
@@ -168,16 +172,25 @@ export function kubeletConfigProblem(json: string | undefined): string | undefin
   const config = JSON.parse(json) as Record<string, unknown>;
   const rules = Object.entries(KUBELET_RULES).filter(([field]) => config[field] !== undefined);
   const notNumbers = rules.filter(([field]) => typeof config[field] !== 'number').map(([field]) => field);
-  if (notNumbers.length > 0) return `failed to decode ${HOST_PATHS.kubeletConfig}: ${notNumbers.join(', ')} must be a number`;
-  const errors = rules.map(([field, rule]) => rule(config[field] as number)).filter((e): e is string => e !== undefined);
+  if (notNumbers.length > 0)
+    return `failed to decode ${HOST_PATHS.kubeletConfig}: ${notNumbers.join(', ')} must be a number`;
+  const errors = rules
+    .map(([field, rule]) => rule(config[field] as number))
+    .filter((e): e is string => e !== undefined);
   return errors.length > 0 ? `invalid configuration: ${errors.join(', ')}` : undefined;
 }
 
 /** Numeric fields the kubelet validates, with its own messages. */
 const KUBELET_RULES: Record<string, (v: number) => string | undefined> = {
   maxPods: (v) => (v < 0 ? `maxPods (--max-pods) ${v} must not be a negative number` : undefined),
-  healthzPort: (v) => (v !== 0 && !(v >= 1 && v <= 65535) ? `healthzPort (--healthz-port) ${v} must be between 1 and 65535, inclusive` : undefined),
-  imageGCHighThresholdPercent: (v) => (!(v >= 0 && v <= 100) ? `imageGCHighThresholdPercent (--image-gc-high-threshold) ${v} must be between 0 and 100, inclusive` : undefined),
+  healthzPort: (v) =>
+    v !== 0 && !(v >= 1 && v <= 65535)
+      ? `healthzPort (--healthz-port) ${v} must be between 1 and 65535, inclusive`
+      : undefined,
+  imageGCHighThresholdPercent: (v) =>
+    !(v >= 0 && v <= 100)
+      ? `imageGCHighThresholdPercent (--image-gc-high-threshold) ${v} must be between 0 and 100, inclusive`
+      : undefined,
 };
 
 /** Value of ANNOTATIONS.hostDown the kubelet writes while it rejects its config (tests write "true" for a
@@ -201,7 +214,11 @@ export interface HostStatus {
  * Ready=False, in one status patch: no reader sees this boot's ID with a Ready left from before.
  * `annotation`: what ANNOTATIONS.hostDown is now.
  */
-export function hostStatusPatches(status: HostStatus, annotation: string | undefined, now: Date): { metadata?: object; status: object } {
+export function hostStatusPatches(
+  status: HostStatus,
+  annotation: string | undefined,
+  now: Date,
+): { metadata?: object; status: object } {
   const metadata = hostDownPatch(status.configProblem !== undefined, annotation);
   const nodeInfo: Record<string, string> = {};
   if (status.bootId) nodeInfo.bootID = status.bootId;
@@ -210,7 +227,16 @@ export function hostStatusPatches(status: HostStatus, annotation: string | undef
   const conditions =
     status.configProblem === undefined
       ? undefined
-      : [{ type: 'Ready', status: 'False', reason: KUBELET_CONFIG_INVALID, message: `kubelet cannot start: ${status.configProblem}`, lastHeartbeatTime: now, lastTransitionTime: now }];
+      : [
+          {
+            type: 'Ready',
+            status: 'False',
+            reason: KUBELET_CONFIG_INVALID,
+            message: `kubelet cannot start: ${status.configProblem}`,
+            lastHeartbeatTime: now,
+            lastTransitionTime: now,
+          },
+        ];
   return { ...(metadata ? { metadata } : {}), status: { nodeInfo, ...(conditions ? { conditions } : {}) } };
 }
 
@@ -239,19 +265,38 @@ export function parseReleaseInfo(json: string | undefined): ReleaseInfo {
 }
 
 /** The Node a kubelet registers: labels it may set under NodeRestriction, its providerID, registration taints and version. */
-export function registrationNode(spec: KubeletSpec, opts: { registerWithTaints: k8s.V1Taint[]; release: ReleaseInfo }): k8s.V1Node {
-  const labels: Record<string, string> = { 'kubernetes.io/hostname': spec.nodeName, 'kubernetes.io/os': 'linux', [LABELS.localHost]: 'local' };
+export function registrationNode(
+  spec: KubeletSpec,
+  opts: { registerWithTaints: k8s.V1Taint[]; release: ReleaseInfo },
+): k8s.V1Node {
+  const labels: Record<string, string> = {
+    'kubernetes.io/hostname': spec.nodeName,
+    'kubernetes.io/os': 'linux',
+    [LABELS.localHost]: 'local',
+  };
   if (spec.zone) labels[LABELS.zone] = spec.zone;
   const taints = new Map<string, k8s.V1Taint>();
-  for (const t of [...opts.registerWithTaints, ...spec.taints]) taints.set(`${t.key}:${t.effect}`, { key: t.key, value: t.value, effect: t.effect });
+  for (const t of [...opts.registerWithTaints, ...spec.taints])
+    taints.set(`${t.key}:${t.effect}`, { key: t.key, value: t.value, effect: t.effect });
   // Empty fields are KWOK's to fill; the version and OS image are the release's, as a real kubelet's would be.
-  const nodeInfo = { architecture: '', bootID: '', containerRuntimeVersion: '', kernelVersion: '', kubeProxyVersion: '', machineID: '', operatingSystem: 'linux', systemUUID: '' };
+  const nodeInfo = {
+    architecture: '',
+    bootID: '',
+    containerRuntimeVersion: '',
+    kernelVersion: '',
+    kubeProxyVersion: '',
+    machineID: '',
+    operatingSystem: 'linux',
+    systemUUID: '',
+  };
   return {
     apiVersion: 'v1',
     kind: 'Node',
     metadata: { name: spec.nodeName, labels },
     spec: { providerID: spec.providerID, taints: [...taints.values()] },
-    status: { nodeInfo: { ...nodeInfo, kubeletVersion: opts.release.kubeletVersion ?? '', osImage: opts.release.osImage ?? '' } },
+    status: {
+      nodeInfo: { ...nodeInfo, kubeletVersion: opts.release.kubeletVersion ?? '', osImage: opts.release.osImage ?? '' },
+    },
   };
 }
 
@@ -262,7 +307,10 @@ export function registrationNode(spec: KubeletSpec, opts: { registerWithTaints: 
 export function csrName(prefix: string, keyPem: string, asked: readonly string[]): string {
   const digest = createHash('sha256').update(keyPem);
   for (const part of asked) digest.update('\0').update(part);
-  return `${prefix}${digest.digest('base64url').toLowerCase().replace(/[^a-z0-9]/g, '')}`.slice(0, 63);
+  return `${prefix}${digest
+    .digest('base64url')
+    .toLowerCase()
+    .replace(/[^a-z0-9]/g, '')}`.slice(0, 63);
 }
 
 export type CsrOutcome =
@@ -281,7 +329,8 @@ export function csrOutcome(csr: k8s.V1CertificateSigningRequest): CsrOutcome {
   if (denied !== undefined) return { state: 'denied', message: denied };
   const failed = said('Failed');
   if (failed !== undefined) return { state: 'failed', message: failed };
-  if (csr.status?.certificate) return { state: 'issued', certPem: Buffer.from(csr.status.certificate, 'base64').toString() };
+  if (csr.status?.certificate)
+    return { state: 'issued', certPem: Buffer.from(csr.status.certificate, 'base64').toString() };
   return { state: 'pending', approved: said('Approved') !== undefined };
 }
 
@@ -309,8 +358,18 @@ export function joinFailure(err: unknown): { reason: string; message: string; te
 /** Refusals of the bootstrap token's requests, said as a kubelet operator would want to read them. */
 export function bootstrapRefusal(err: unknown): unknown {
   const code = statusCode(err);
-  if (code === 401) return new RetryableJoinError('the guest apiserver refused the bootstrap token (401 Unauthorized): it expired, was deleted or never existed', KUBELET_REASONS.bootstrapTokenRejected, { cause: err });
-  if (code === 403) return new RetryableJoinError(`the bootstrap token may not submit CSRs: ${apiMessage(err)}`, KUBELET_REASONS.bootstrapForbidden, { cause: err });
+  if (code === 401)
+    return new RetryableJoinError(
+      'the guest apiserver refused the bootstrap token (401 Unauthorized): it expired, was deleted or never existed',
+      KUBELET_REASONS.bootstrapTokenRejected,
+      { cause: err },
+    );
+  if (code === 403)
+    return new RetryableJoinError(
+      `the bootstrap token may not submit CSRs: ${apiMessage(err)}`,
+      KUBELET_REASONS.bootstrapForbidden,
+      { cause: err },
+    );
   return err;
 }
 
@@ -345,7 +404,14 @@ function splitPem(pem: string): { certPem: string; keyPem: string } | undefined 
 function kubeConfigOf(material: BootstrapMaterial, user: k8s.User): k8s.KubeConfig {
   const kc = new k8s.KubeConfig();
   kc.loadFromOptions({
-    clusters: [{ name: 'guest', server: material.server, caData: Buffer.from(material.caPem).toString('base64'), skipTLSVerify: false }],
+    clusters: [
+      {
+        name: 'guest',
+        server: material.server,
+        caData: Buffer.from(material.caPem).toString('base64'),
+        skipTLSVerify: false,
+      },
+    ],
     users: [user],
     contexts: [{ name: 'kubelet', cluster: 'guest', user: user.name }],
     currentContext: 'kubelet',
@@ -394,7 +460,10 @@ export class Kubelet {
   async run(): Promise<void> {
     const credentials = await this.#retrying(KUBELET_CONDITIONS.joined, () => this.#join());
     if (!credentials) return;
-    await Promise.all([this.#retrying(KUBELET_CONDITIONS.servingCertificate, () => this.#servingCertificate(credentials)), this.#syncStatus(credentials)]);
+    await Promise.all([
+      this.#retrying(KUBELET_CONDITIONS.servingCertificate, () => this.#servingCertificate(credentials)),
+      this.#syncStatus(credentials),
+    ]);
   }
 
   async #retrying<T>(condition: string, attempt: () => Promise<T>): Promise<T | undefined> {
@@ -406,7 +475,10 @@ export class Kubelet {
         if (this.#deps.signal.aborted) return undefined;
         const failure = joinFailure(err);
         await this.#report({ type: condition, status: 'False', reason: failure.reason, message: failure.message });
-        this.#deps.log.warn({ err, condition, reason: failure.reason, retryInMs: failure.terminal ? undefined : delay }, failure.terminal ? 'Kubelet gave up' : 'Kubelet will retry');
+        this.#deps.log.warn(
+          { err, condition, reason: failure.reason, retryInMs: failure.terminal ? undefined : delay },
+          failure.terminal ? 'Kubelet gave up' : 'Kubelet will retry',
+        );
         if (failure.terminal) return undefined;
         await this.#pause(delay);
         delay = Math.min(delay * 2, this.#timing.maxRetryMs);
@@ -419,15 +491,29 @@ export class Kubelet {
     const material = await this.#joinMaterial();
     const credentials = (await this.#existingCredentials(material)) ?? (await this.#bootstrap(material));
     await this.#register(credentials);
-    await this.#report({ type: KUBELET_CONDITIONS.joined, status: 'True', reason: KUBELET_REASONS.joined, message: `Node ${this.#spec.nodeName} registered with its own client certificate (${this.#identity})` });
+    await this.#report({
+      type: KUBELET_CONDITIONS.joined,
+      status: 'True',
+      reason: KUBELET_REASONS.joined,
+      message: `Node ${this.#spec.nodeName} registered with its own client certificate (${this.#identity})`,
+    });
     this.#deps.log.info({ node: this.#spec.nodeName }, 'Kubelet joined the guest cluster');
     return credentials;
   }
 
   async #joinMaterial(): Promise<BootstrapMaterial> {
-    const [kubeconfig, ca, config] = await Promise.all([HOST_PATHS.bootstrapKubeconfig, HOST_PATHS.guestCa, HOST_PATHS.kubeletConfig].map((p) => this.#fs.read(p)));
-    const missing = [kubeconfig === undefined ? HOST_PATHS.bootstrapKubeconfig : '', config === undefined ? HOST_PATHS.kubeletConfig : ''].filter(Boolean);
-    if (missing.length > 0) throw new TerminalError(`the host's payload has no join material: ${missing.join(' and ')} missing`, KUBELET_REASONS.noJoinMaterial);
+    const [kubeconfig, ca, config] = await Promise.all(
+      [HOST_PATHS.bootstrapKubeconfig, HOST_PATHS.guestCa, HOST_PATHS.kubeletConfig].map((p) => this.#fs.read(p)),
+    );
+    const missing = [
+      kubeconfig === undefined ? HOST_PATHS.bootstrapKubeconfig : '',
+      config === undefined ? HOST_PATHS.kubeletConfig : '',
+    ].filter(Boolean);
+    if (missing.length > 0)
+      throw new TerminalError(
+        `the host's payload has no join material: ${missing.join(' and ')} missing`,
+        KUBELET_REASONS.noJoinMaterial,
+      );
     try {
       parseKubeletConfig(config ?? '');
       return parseBootstrapKubeconfig(kubeconfig ?? '', ca);
@@ -443,7 +529,10 @@ export class Kubelet {
     try {
       const info = await verifyCertificate(pair.certPem, material.caPem, new Date(this.#deps.clock.now() + 60_000));
       if (info.commonName === this.#identity) return { material, ...pair };
-      this.#deps.log.warn({ commonName: info.commonName }, 'Client certificate names another node; bootstrapping again');
+      this.#deps.log.warn(
+        { commonName: info.commonName },
+        'Client certificate names another node; bootstrapping again',
+      );
     } catch (err) {
       this.#deps.log.warn({ err }, 'Client certificate no longer usable; bootstrapping again');
     }
@@ -470,20 +559,42 @@ export class Kubelet {
 
   /** Submits (or finds again) a CSR for this node and waits for its certificate. */
   async #certificate(req: CsrRequest): Promise<{ certPem: string; keyPem: string }> {
-    const subject = { commonName: this.#identity, organizations: ['system:nodes'], dnsNames: req.dnsNames, ipAddresses: req.ipAddresses };
+    const subject = {
+      commonName: this.#identity,
+      organizations: ['system:nodes'],
+      dnsNames: req.dnsNames,
+      ipAddresses: req.ipAddresses,
+    };
     const pending = await this.#fs.read(req.keyPath);
-    const request = await createCertificateRequest({ ...subject, keyPem: pending }).catch(() => createCertificateRequest(subject));
+    const request = await createCertificateRequest({ ...subject, keyPem: pending }).catch(() =>
+      createCertificateRequest(subject),
+    );
     if (request.keyPem !== pending) await this.#fs.write(req.keyPath, request.keyPem, 0o600);
-    const name = csrName(req.prefix, request.keyPem, [req.signerName, subject.commonName, ...subject.organizations, ...(req.dnsNames ?? []), ...(req.ipAddresses ?? []), ...req.usages]);
+    const name = csrName(req.prefix, request.keyPem, [
+      req.signerName,
+      subject.commonName,
+      ...subject.organizations,
+      ...(req.dnsNames ?? []),
+      ...(req.ipAddresses ?? []),
+      ...req.usages,
+    ]);
     const certificates = this.#client(req.client, k8s.CertificatesV1Api);
     await certificates
-      .createCertificateSigningRequest(
-        { body: { metadata: { name }, spec: { request: b64(request.csrPem), signerName: req.signerName, usages: req.usages } } },
-      )
+      .createCertificateSigningRequest({
+        body: {
+          metadata: { name },
+          spec: { request: b64(request.csrPem), signerName: req.signerName, usages: req.usages },
+        },
+      })
       .catch((err: unknown) => {
         if (statusCode(err) !== 409) throw err;
       });
-    await this.#report({ type: req.condition, status: 'False', reason: KUBELET_REASONS.waitingForApproval, message: `CSR ${name} (${req.signerName}) waits for approval` });
+    await this.#report({
+      type: req.condition,
+      status: 'False',
+      reason: KUBELET_REASONS.waitingForApproval,
+      message: `CSR ${name} (${req.signerName}) waits for approval`,
+    });
     const certPem = await this.#awaitCertificate(certificates, name);
     return { certPem, keyPem: request.keyPem };
   }
@@ -493,22 +604,35 @@ export class Kubelet {
     while (!this.#deps.signal.aborted && this.#deps.clock.now() < deadline) {
       const outcome = csrOutcome(await certificates.readCertificateSigningRequest({ name }));
       if (outcome.state === 'issued') return outcome.certPem;
-      if (outcome.state === 'denied') throw new TerminalError(`CSR ${name} was denied: ${outcome.message}`, KUBELET_REASONS.csrDenied);
-      if (outcome.state === 'failed') throw new TerminalError(`CSR ${name} failed: ${outcome.message}`, KUBELET_REASONS.csrFailed);
+      if (outcome.state === 'denied')
+        throw new TerminalError(`CSR ${name} was denied: ${outcome.message}`, KUBELET_REASONS.csrDenied);
+      if (outcome.state === 'failed')
+        throw new TerminalError(`CSR ${name} failed: ${outcome.message}`, KUBELET_REASONS.csrFailed);
       await this.#pause(this.#timing.pollMs);
     }
-    throw new RetryableJoinError(`CSR ${name} was not approved and signed within ${Math.round(this.#timing.approvalTimeoutMs / 1000)} s; still waiting`, KUBELET_REASONS.waitingForApproval);
+    throw new RetryableJoinError(
+      `CSR ${name} was not approved and signed within ${Math.round(this.#timing.approvalTimeoutMs / 1000)} s; still waiting`,
+      KUBELET_REASONS.waitingForApproval,
+    );
   }
 
   async #register(credentials: Credentials): Promise<void> {
     const core = this.#client(this.#nodeClient(credentials), k8s.CoreV1Api);
     const [config, release] = await Promise.all([this.#fs.read(HOST_PATHS.kubeletConfig), this.#release()]);
-    const node = registrationNode(this.#spec, { registerWithTaints: parseKubeletConfig(config ?? '{"kind":"KubeletConfiguration"}').registerWithTaints, release });
+    const node = registrationNode(this.#spec, {
+      registerWithTaints: parseKubeletConfig(config ?? '{"kind":"KubeletConfiguration"}').registerWithTaints,
+      release,
+    });
     try {
       await core.createNode({ body: node });
     } catch (err) {
       const code = statusCode(err);
-      if (code === 403) throw new RetryableJoinError(`the guest apiserver refused to register Node ${this.#spec.nodeName}: ${apiMessage(err)}`, KUBELET_REASONS.registrationRefused, { cause: err });
+      if (code === 403)
+        throw new RetryableJoinError(
+          `the guest apiserver refused to register Node ${this.#spec.nodeName}: ${apiMessage(err)}`,
+          KUBELET_REASONS.registrationRefused,
+          { cause: err },
+        );
       // Registered before (a restarted kubelet): the Node is kept, and its status brought up to date (#syncStatus).
       if (code !== 409) throw err;
     }
@@ -516,7 +640,16 @@ export class Kubelet {
 
   async #servingCertificate(credentials: Credentials): Promise<void> {
     const existing = splitPem((await this.#fs.read(HOST_PATHS.kubeletServingCert)) ?? '');
-    const valid = existing && (await verifyCertificate(existing.certPem, credentials.material.caPem, new Date(this.#deps.clock.now() + 60_000)).then(() => true, () => false));
+    const valid =
+      existing &&
+      (await verifyCertificate(
+        existing.certPem,
+        credentials.material.caPem,
+        new Date(this.#deps.clock.now() + 60_000),
+      ).then(
+        () => true,
+        () => false,
+      ));
     if (!valid) {
       const issued = await this.#certificate({
         client: this.#nodeClient(credentials),
@@ -531,7 +664,12 @@ export class Kubelet {
       await this.#fs.write(HOST_PATHS.kubeletServingCert, combined(issued), 0o600);
       await this.#fs.remove(HOST_PATHS.kubeletServingKeyPending);
     }
-    await this.#report({ type: KUBELET_CONDITIONS.servingCertificate, status: 'True', reason: KUBELET_REASONS.issued, message: `serving certificate for ${this.#spec.nodeName}, 127.0.0.1` });
+    await this.#report({
+      type: KUBELET_CONDITIONS.servingCertificate,
+      status: 'True',
+      reason: KUBELET_REASONS.issued,
+      message: `serving certificate for ${this.#spec.nodeName}, 127.0.0.1`,
+    });
   }
 
   /**
@@ -552,17 +690,40 @@ export class Kubelet {
   }
 
   async #reportStatus(core: k8s.CoreV1Api): Promise<void> {
-    const [release, bootId, config] = await Promise.all([this.#release(), this.#fs.read(HOST_PATHS.bootId), this.#fs.read(HOST_PATHS.kubeletConfig)]);
-    const status: HostStatus = { release, bootId: bootId?.trim() || undefined, configProblem: kubeletConfigProblem(config) };
+    const [release, bootId, config] = await Promise.all([
+      this.#release(),
+      this.#fs.read(HOST_PATHS.bootId),
+      this.#fs.read(HOST_PATHS.kubeletConfig),
+    ]);
+    const status: HostStatus = {
+      release,
+      bootId: bootId?.trim() || undefined,
+      configProblem: kubeletConfigProblem(config),
+    };
     const key = JSON.stringify(status);
     if (this.#reportedStatus === key) return;
     const name = this.#spec.nodeName;
     const node = await core.readNode({ name });
-    const patches = hostStatusPatches(status, node.metadata?.annotations?.[ANNOTATIONS.hostDown], new Date(this.#deps.clock.now()));
-    if (patches.metadata) await core.patchNode({ name, body: { metadata: patches.metadata } }, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch));
-    await core.patchNodeStatus({ name, body: { status: patches.status } }, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.StrategicMergePatch));
+    const patches = hostStatusPatches(
+      status,
+      node.metadata?.annotations?.[ANNOTATIONS.hostDown],
+      new Date(this.#deps.clock.now()),
+    );
+    if (patches.metadata)
+      await core.patchNode(
+        { name, body: { metadata: patches.metadata } },
+        k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+      );
+    await core.patchNodeStatus(
+      { name, body: { status: patches.status } },
+      k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.StrategicMergePatch),
+    );
     if (status.configProblem !== this.#configProblem) {
-      if (status.configProblem) this.#deps.log.error({ node: name, problem: status.configProblem }, 'Kubelet rejects its config: the Node is not Ready');
+      if (status.configProblem)
+        this.#deps.log.error(
+          { node: name, problem: status.configProblem },
+          'Kubelet rejects its config: the Node is not Ready',
+        );
       else if (this.#configProblem) this.#deps.log.info({ node: name }, 'Kubelet config valid again');
     }
     this.#configProblem = status.configProblem;
@@ -574,7 +735,11 @@ export class Kubelet {
   }
 
   #nodeClient(credentials: Credentials): k8s.KubeConfig {
-    return kubeConfigOf(credentials.material, { name: 'kubelet', certData: b64(credentials.certPem), keyData: b64(credentials.keyPem) });
+    return kubeConfigOf(credentials.material, {
+      name: 'kubelet',
+      certData: b64(credentials.certPem),
+      keyData: b64(credentials.keyPem),
+    });
   }
 
   /** A client whose requests have a deadline, and end with the kubelet. */

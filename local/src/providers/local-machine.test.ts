@@ -17,7 +17,13 @@ describe('pickZone', () => {
   });
 
   it('when several hosts choose at the same moment, it should spread them by name order', () => {
-    const picks = ['m1', 'm2', 'm3'].map((self, _i, all) => pickZone(['a', 'b'], all.filter((n) => n !== self).map((n) => lm(n)), self));
+    const picks = ['m1', 'm2', 'm3'].map((self, _i, all) =>
+      pickZone(
+        ['a', 'b'],
+        all.filter((n) => n !== self).map((n) => lm(n)),
+        self,
+      ),
+    );
     assert.deepEqual(picks, ['a', 'b', 'a']);
   });
 });

@@ -27,17 +27,24 @@ interface MachineView {
   spec?: { bootstrap?: { dataSecretName?: string }; taints?: { key: string; value?: string; effect: string }[] };
 }
 
-export const providerIDOf = (lm: LocalMachine): string => `kindling-local://${lm.metadata.namespace}/${lm.metadata.name}`;
+export const providerIDOf = (lm: LocalMachine): string =>
+  `kindling-local://${lm.metadata.namespace}/${lm.metadata.name}`;
 /** A host's root folder: <state>/hosts/<management namespace>/<LocalMachine name> (the Node has its name). */
-export const hostRootFor = (stateDir: string, namespace: string, name: string): string => join(stateDir, 'hosts', namespace, name);
-export const hostRootOf = (stateDir: string, lm: LocalMachine): string => hostRootFor(stateDir, lm.metadata.namespace, lm.metadata.name);
+export const hostRootFor = (stateDir: string, namespace: string, name: string): string =>
+  join(stateDir, 'hosts', namespace, name);
+export const hostRootOf = (stateDir: string, lm: LocalMachine): string =>
+  hostRootFor(stateDir, lm.metadata.namespace, lm.metadata.name);
 
 /**
  * The zone for a new host: one of the template's zones least used by its siblings. Siblings still choosing
  * (booting at the same moment) take the least-used zones in turn by name order, so concurrent hosts spread
  * too without seeing each other's choice.
  */
-export function pickZone(zones: readonly string[], siblings: readonly LocalMachine[], self: string): string | undefined {
+export function pickZone(
+  zones: readonly string[],
+  siblings: readonly LocalMachine[],
+  self: string,
+): string | undefined {
   if (zones.length === 0) return undefined;
   const used = new Map(zones.map((z) => [z, 0]));
   for (const s of siblings) {
@@ -46,7 +53,10 @@ export function pickZone(zones: readonly string[], siblings: readonly LocalMachi
   }
   const least = Math.min(...used.values());
   const candidates = zones.filter((z) => used.get(z) === least);
-  const choosing = [self, ...siblings.filter((s) => s.spec?.failureDomain === undefined).map((s) => s.metadata.name)].sort();
+  const choosing = [
+    self,
+    ...siblings.filter((s) => s.spec?.failureDomain === undefined).map((s) => s.metadata.name),
+  ].sort();
   return candidates[choosing.indexOf(self) % candidates.length];
 }
 
@@ -100,19 +110,28 @@ export class LocalMachineReconciler {
   /** Boots the host and reports it provisioned; returns its zone. */
   async #boot(lm: LocalMachine, machine: MachineView, log: Logger): Promise<string | undefined> {
     const dataSecretName = bootstrapDataOf(machine);
-    const zone = lm.spec?.failureDomain ?? pickZone(lm.spec?.failureDomains ?? [], this.ctx.siblings(lm), lm.metadata.name);
+    const zone =
+      lm.spec?.failureDomain ?? pickZone(lm.spec?.failureDomains ?? [], this.ctx.siblings(lm), lm.metadata.name);
     const root = hostRootOf(this.ctx.stateDir, lm);
     try {
       const userData = await this.#userData(lm.metadata.namespace, dataSecretName);
       log.info({ root }, 'Booting host with the Ignition client');
       await bootHost({ root, userData });
     } catch (err) {
-      await this.#status(lm, { provisioned: false, root, condition: { status: 'False', reason: 'BootFailed', message: (err as Error).message } });
+      await this.#status(lm, {
+        provisioned: false,
+        root,
+        condition: { status: 'False', reason: 'BootFailed', message: (err as Error).message },
+      });
       throw err;
     }
     // Provisioned before the kubelet asks to join: an approver matches the CSR against this Machine's addresses.
     await this.#patch(lm, { spec: { providerID: providerIDOf(lm), ...(zone ? { failureDomain: zone } : {}) } });
-    await this.#status(lm, { provisioned: true, root, condition: { status: 'True', reason: 'Booted', message: 'Host booted with Ignition' } });
+    await this.#status(lm, {
+      provisioned: true,
+      root,
+      condition: { status: 'True', reason: 'Booted', message: 'Host booted with Ignition' },
+    });
     log.info({ providerID: providerIDOf(lm), zone }, 'Host booted; its kubelet joins the guest cluster');
     return zone;
   }
@@ -144,7 +163,11 @@ export class LocalMachineReconciler {
   async #ownerMachine(lm: LocalMachine): Promise<MachineView> {
     const owner = lm.metadata.ownerReferences?.find((o) => o.kind === 'Machine');
     if (!owner) throw new NotReadyError('waiting for Cluster API to set the owner Machine', 2000);
-    return this.ctx.objects.read({ apiVersion: owner.apiVersion, kind: 'Machine', metadata: { name: owner.name, namespace: lm.metadata.namespace } });
+    return this.ctx.objects.read({
+      apiVersion: owner.apiVersion,
+      kind: 'Machine',
+      metadata: { name: owner.name, namespace: lm.metadata.namespace },
+    });
   }
 
   async #userData(namespace: string, name: string): Promise<string> {
@@ -175,7 +198,14 @@ export class LocalMachineReconciler {
 
   async #patch(lm: LocalMachine, body: object): Promise<void> {
     await this.ctx.custom.patchNamespacedCustomObject(
-      { group: 'infrastructure.kindling.dev', version: 'v1alpha1', namespace: lm.metadata.namespace, plural: 'localmachines', name: lm.metadata.name, body },
+      {
+        group: 'infrastructure.kindling.dev',
+        version: 'v1alpha1',
+        namespace: lm.metadata.namespace,
+        plural: 'localmachines',
+        name: lm.metadata.name,
+        body,
+      },
       k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
     );
   }
@@ -184,13 +214,27 @@ export class LocalMachineReconciler {
   async #patchStatus(lm: LocalMachine, status: object, resourceVersion?: string): Promise<void> {
     const body = { ...(resourceVersion ? { metadata: { resourceVersion } } : {}), status };
     await this.ctx.custom.patchNamespacedCustomObjectStatus(
-      { group: 'infrastructure.kindling.dev', version: 'v1alpha1', namespace: lm.metadata.namespace, plural: 'localmachines', name: lm.metadata.name, body },
+      {
+        group: 'infrastructure.kindling.dev',
+        version: 'v1alpha1',
+        namespace: lm.metadata.namespace,
+        plural: 'localmachines',
+        name: lm.metadata.name,
+        body,
+      },
       k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
     );
   }
 
-  async #status(lm: LocalMachine, s: { provisioned: boolean; root: string; condition: Omit<ObjectCondition, 'type' | 'lastTransitionTime'> }): Promise<void> {
-    const fields = { initialization: { provisioned: s.provisioned }, hostRoot: s.root, ...(s.provisioned ? { addresses: hostAddresses(lm) } : {}) };
+  async #status(
+    lm: LocalMachine,
+    s: { provisioned: boolean; root: string; condition: Omit<ObjectCondition, 'type' | 'lastTransitionTime'> },
+  ): Promise<void> {
+    const fields = {
+      initialization: { provisioned: s.provisioned },
+      hostRoot: s.root,
+      ...(s.provisioned ? { addresses: hostAddresses(lm) } : {}),
+    };
     await this.#condition(lm, { type: 'Booted', ...s.condition }, fields);
   }
 
@@ -208,7 +252,11 @@ export class LocalMachineReconciler {
         name: lm.metadata.name,
       })) as LocalMachine;
       try {
-        return await this.#patchStatus(lm, { ...fields, conditions: setCondition(current.status?.conditions ?? [], condition) }, current.metadata.resourceVersion);
+        return await this.#patchStatus(
+          lm,
+          { ...fields, conditions: setCondition(current.status?.conditions ?? [], condition) },
+          current.metadata.resourceVersion,
+        );
       } catch (err) {
         if (!isConflict(err) || attempt >= 5) throw err;
       }

@@ -19,7 +19,11 @@ const config = parseConfig(
 );
 const log = createLogger({ name: 'local-providers', level: config.logLevel });
 const shutdown = createShutdown(log);
-const providers = await startProviders({ kubeConfig: loadKubeConfig(config.kubeconfig), stateDir: config.stateDir, log });
+const providers = await startProviders({
+  kubeConfig: loadKubeConfig(config.kubeconfig),
+  stateDir: config.stateDir,
+  log,
+});
 shutdown.add('providers', () => providers.stop());
 log.info('Local providers started');
 await shutdown.begun;

@@ -16,8 +16,12 @@ export interface Providers {
 const keyOf = (o: k8s.KubernetesObject): string => `${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;
 
 function siblingsOf(all: LocalMachine[], lm: LocalMachine): LocalMachine[] {
-  const group = (m: LocalMachine): string | undefined => m.metadata.labels?.[LABELS.capiSetName] ?? m.metadata.labels?.[LABELS.capiDeploymentName];
-  return all.filter((m) => m.metadata.namespace === lm.metadata.namespace && m.metadata.name !== lm.metadata.name && group(m) === group(lm));
+  const group = (m: LocalMachine): string | undefined =>
+    m.metadata.labels?.[LABELS.capiSetName] ?? m.metadata.labels?.[LABELS.capiDeploymentName];
+  return all.filter(
+    (m) =>
+      m.metadata.namespace === lm.metadata.namespace && m.metadata.name !== lm.metadata.name && group(m) === group(lm),
+  );
 }
 
 interface Controlled<T extends k8s.KubernetesObject> {
@@ -47,22 +51,41 @@ function control<T extends k8s.KubernetesObject>(opts: {
   const informer: ResilientInformer<T> = controller.watch<T>({
     kubeConfig: opts.kc,
     path: `/apis/${opts.group}/v1alpha1/${opts.plural}`,
-    list: async () => (await custom.listClusterCustomObject({ group: opts.group, version: 'v1alpha1', plural: opts.plural })) as k8s.KubernetesListObject<T>,
+    list: async () =>
+      (await custom.listClusterCustomObject({
+        group: opts.group,
+        version: 'v1alpha1',
+        plural: opts.plural,
+      })) as k8s.KubernetesListObject<T>,
     toKeys: (o) => [keyOf(o)],
   });
   return { informer, controller };
 }
 
 /** A LocalCluster has nothing to provision: it is reported provisioned at once. */
-async function provisionLocalCluster(custom: k8s.CustomObjectsApi, lc: k8s.KubernetesObject & { status?: { initialization?: { provisioned?: boolean } } }): Promise<void> {
+async function provisionLocalCluster(
+  custom: k8s.CustomObjectsApi,
+  lc: k8s.KubernetesObject & { status?: { initialization?: { provisioned?: boolean } } },
+): Promise<void> {
   if (lc.metadata?.deletionTimestamp || lc.status?.initialization?.provisioned === true) return;
   await custom.patchNamespacedCustomObjectStatus(
-    { group: 'infrastructure.kindling.dev', version: 'v1alpha1', namespace: lc.metadata?.namespace ?? '', plural: 'localclusters', name: lc.metadata?.name ?? '', body: { status: { initialization: { provisioned: true } } } },
+    {
+      group: 'infrastructure.kindling.dev',
+      version: 'v1alpha1',
+      namespace: lc.metadata?.namespace ?? '',
+      plural: 'localclusters',
+      name: lc.metadata?.name ?? '',
+      body: { status: { initialization: { provisioned: true } } },
+    },
     k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
   );
 }
 
-export async function startProviders(opts: { kubeConfig: k8s.KubeConfig; stateDir: string; log: Logger }): Promise<Providers> {
+export async function startProviders(opts: {
+  kubeConfig: k8s.KubeConfig;
+  stateDir: string;
+  log: Logger;
+}): Promise<Providers> {
   const kc = opts.kubeConfig;
   const ctx: ProviderContext & { kubeConfig: k8s.KubeConfig } = {
     kubeConfig: kc,
@@ -74,8 +97,20 @@ export async function startProviders(opts: { kubeConfig: k8s.KubeConfig; stateDi
   };
   const machineReconciler = new LocalMachineReconciler(ctx);
   const cpReconciler = new LocalControlPlaneReconciler(ctx);
-  const machines: Controlled<LocalMachine> = control<LocalMachine>({ kc, plural: 'localmachines', group: 'infrastructure.kindling.dev', log: opts.log, reconcile: (o, l) => machineReconciler.reconcile(o, l) });
-  const planes = control<LocalControlPlane>({ kc, plural: 'localcontrolplanes', group: 'controlplane.kindling.dev', log: opts.log, reconcile: (o, l) => cpReconciler.reconcile(o, l) });
+  const machines: Controlled<LocalMachine> = control<LocalMachine>({
+    kc,
+    plural: 'localmachines',
+    group: 'infrastructure.kindling.dev',
+    log: opts.log,
+    reconcile: (o, l) => machineReconciler.reconcile(o, l),
+  });
+  const planes = control<LocalControlPlane>({
+    kc,
+    plural: 'localcontrolplanes',
+    group: 'controlplane.kindling.dev',
+    log: opts.log,
+    reconcile: (o, l) => cpReconciler.reconcile(o, l),
+  });
   const clusters = control<k8s.KubernetesObject & { status?: { initialization?: { provisioned?: boolean } } }>({
     kc,
     plural: 'localclusters',
@@ -83,7 +118,12 @@ export async function startProviders(opts: { kubeConfig: k8s.KubeConfig; stateDi
     log: opts.log,
     reconcile: (o) => provisionLocalCluster(ctx.custom, o),
   });
-  const agents = startHostAgents({ kubeConfig: kc, stateDir: opts.stateDir, log: opts.log.child({ part: 'host-agents' }), hostRoot: (ns, node) => hostRootFor(opts.stateDir, ns, node) });
+  const agents = startHostAgents({
+    kubeConfig: kc,
+    stateDir: opts.stateDir,
+    log: opts.log.child({ part: 'host-agents' }),
+    hostRoot: (ns, node) => hostRootFor(opts.stateDir, ns, node),
+  });
   const controllers = [machines.controller, planes.controller, clusters.controller];
   await Promise.all([...controllers.map((c) => c.start()), agents.start()]);
   return {

@@ -6,7 +6,13 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { HOST_PATHS } from '../../../api/src/host-paths.js';
 import { BOOTSTRAP_GROUP } from '../../../api/src/keys.js';
-import { approveKubeletCsrsOf, bindGroup, createBootstrapToken, tokenKubeconfigYaml, type Cluster } from '../../../test/bed/src/index.js';
+import {
+  approveKubeletCsrsOf,
+  bindGroup,
+  createBootstrapToken,
+  tokenKubeconfigYaml,
+  type Cluster,
+} from '../../../test/bed/src/index.js';
 
 export interface JoinMaterialOptions {
   token: string;
@@ -19,13 +25,22 @@ export function joinMaterialFiles(guest: Cluster, opts: JoinMaterialOptions): Re
   return {
     [HOST_PATHS.bootstrapKubeconfig]: tokenKubeconfigYaml(guest, opts.token),
     [HOST_PATHS.guestCa]: guest.ca.certPem,
-    [HOST_PATHS.kubeletConfig]: JSON.stringify({ apiVersion: 'kubelet.config.k8s.io/v1beta1', kind: 'KubeletConfiguration', registerWithTaints: opts.registerWithTaints ?? [] }),
+    [HOST_PATHS.kubeletConfig]: JSON.stringify({
+      apiVersion: 'kubelet.config.k8s.io/v1beta1',
+      kind: 'KubeletConfiguration',
+      registerWithTaints: opts.registerWithTaints ?? [],
+    }),
     [HOST_PATHS.releaseInfo]: releaseJson(version),
   };
 }
 
 export const releaseJson = (kubeletVersion: string): string =>
-  JSON.stringify({ version: kubeletVersion.replace(/^v/, ''), kubeletVersion, osImage: `Kindling Linux ${kubeletVersion.replace(/^v/, '')}`, digest: 'sha256:0' });
+  JSON.stringify({
+    version: kubeletVersion.replace(/^v/, ''),
+    kubeletVersion,
+    osImage: `Kindling Linux ${kubeletVersion.replace(/^v/, '')}`,
+    digest: 'sha256:0',
+  });
 
 export async function writeHostFiles(root: string, files: Record<string, string>): Promise<void> {
   for (const [path, content] of Object.entries(files)) {
@@ -35,8 +50,14 @@ export async function writeHostFiles(root: string, files: Record<string, string>
 }
 
 /** The same files as an Ignition config's storage.files. */
-export function ignitionFiles(files: Record<string, string>): { path: string; mode: number; contents: { source: string } }[] {
-  return Object.entries(files).map(([path, content]) => ({ path, mode: 0o600, contents: { source: `data:;base64,${Buffer.from(content).toString('base64')}` } }));
+export function ignitionFiles(
+  files: Record<string, string>,
+): { path: string; mode: number; contents: { source: string } }[] {
+  return Object.entries(files).map(([path, content]) => ({
+    path,
+    mode: 0o600,
+    contents: { source: `data:;base64,${Buffer.from(content).toString('base64')}` },
+  }));
 }
 
 /**

@@ -6,20 +6,44 @@
 import { ANNOTATIONS, userDataSecretName } from '../../../api/src/keys.js';
 import { hasMachineDeployment, inPlaceEngine } from '../../../api/src/nodepool.js';
 import type { MachineDeployment, MachineSet } from '../../../api/src/capi.js';
-import { BOOTSTRAP_API_VERSION, KINDLING_CONFIG_KIND, type KindlingConfig, type KindlingConfigTemplate } from '../../../api/src/bootstrap.js';
+import {
+  BOOTSTRAP_API_VERSION,
+  KINDLING_CONFIG_KIND,
+  type KindlingConfig,
+  type KindlingConfigTemplate,
+} from '../../../api/src/bootstrap.js';
 import { isConflict } from '../../../support/src/errors.js';
 import { kindlingConfigStatus, machineDataSecret, sameStatus } from '../bootstrap.js';
-import { desiredBootstrapTemplate, desiredMachineDeployment, desiredMachineHealthCheck, desiredMachinePropagation, desiredMachineSet } from '../capi.js';
+import {
+  desiredBootstrapTemplate,
+  desiredMachineDeployment,
+  desiredMachineHealthCheck,
+  desiredMachinePropagation,
+  desiredMachineSet,
+} from '../capi.js';
 import { joinStatus } from '../joining.js';
 import { applyIfNeeded, withKind } from '../apply.js';
 import { CONTINUE, requeueAfter, type PhaseResult } from './result.js';
-import { DEFAULT_JOIN_TIMEOUT_MS, isoSeconds, liveChild, type Decision, type Effective, type PhaseDeps, type Scope } from './scope.js';
+import {
+  DEFAULT_JOIN_TIMEOUT_MS,
+  isoSeconds,
+  liveChild,
+  type Decision,
+  type Effective,
+  type PhaseDeps,
+  type Scope,
+} from './scope.js';
 
 /** The child as the reconcile applies it at the effective hash, with the bootstrap template it names (ClusterAPI engine). */
-export function desiredChild(s: Scope, deps: PhaseDeps, effective: Effective): { child: MachineSet | MachineDeployment; template?: KindlingConfigTemplate } {
+export function desiredChild(
+  s: Scope,
+  deps: PhaseDeps,
+  effective: Effective,
+): { child: MachineSet | MachineDeployment; template?: KindlingConfigTemplate } {
   const opts = { ...effective, liveReplicas: liveChild(s, deps)?.spec.replicas };
   if (!hasMachineDeployment(s.pool)) return { child: desiredMachineSet(s.pool, opts) };
-  const template = inPlaceEngine(s.pool) === 'ClusterAPI' ? desiredBootstrapTemplate(s.pool, effective.hash) : undefined;
+  const template =
+    inPlaceEngine(s.pool) === 'ClusterAPI' ? desiredBootstrapTemplate(s.pool, effective.hash) : undefined;
   return { child: desiredMachineDeployment(s.pool, opts), ...(template ? { template } : {}) };
 }
 
@@ -32,7 +56,13 @@ export async function phaseChildren(s: Scope, deps: PhaseDeps, d: Decision): Pro
     applied = await applyIfNeeded(deps, live as MachineSet | undefined, child, deps.caches.machineSets);
   } else {
     // The template goes first: Cluster API reads it as soon as the MachineDeployment names it.
-    if (template) await applyIfNeeded(deps, deps.caches.kindlingConfigTemplates.get(s.ns, template.metadata.name), template, deps.caches.kindlingConfigTemplates);
+    if (template)
+      await applyIfNeeded(
+        deps,
+        deps.caches.kindlingConfigTemplates.get(s.ns, template.metadata.name),
+        template,
+        deps.caches.kindlingConfigTemplates,
+      );
     applied = await applyIfNeeded(deps, live as MachineDeployment | undefined, child, deps.caches.machineDeployments);
   }
   s.obs.child = { desired: applied.spec.replicas ?? 0, available: applied.status?.availableReplicas ?? 0 };
@@ -44,17 +74,28 @@ export async function phaseBootstrapConfigs(s: Scope, deps: PhaseDeps): Promise<
   const now = isoSeconds(s.now);
   for (const config of deps.caches.poolKindlingConfigs(s.ns, s.pool.metadata.name)) {
     if (config.metadata.deletionTimestamp) continue;
-    const exists = deps.caches.secrets.get(s.ns, userDataSecretName(config.spec.nodePool, config.spec.configHash)) !== undefined;
+    const exists =
+      deps.caches.secrets.get(s.ns, userDataSecretName(config.spec.nodePool, config.spec.configHash)) !== undefined;
     const status = kindlingConfigStatus(config, exists, now);
     if (sameStatus(config.status, status)) continue;
-    await deps.writer.applyStatus({ apiVersion: BOOTSTRAP_API_VERSION, kind: KINDLING_CONFIG_KIND, metadata: { name: config.metadata.name, namespace: s.ns }, status } as KindlingConfig, deps.caches.kindlingConfigs);
+    await deps.writer.applyStatus(
+      {
+        apiVersion: BOOTSTRAP_API_VERSION,
+        kind: KINDLING_CONFIG_KIND,
+        metadata: { name: config.metadata.name, namespace: s.ns },
+        status,
+      } as KindlingConfig,
+      deps.caches.kindlingConfigs,
+    );
   }
   return CONTINUE;
 }
 
 export async function phaseHealthCheck(s: Scope, deps: PhaseDeps, d: Decision): Promise<PhaseResult> {
   const live = deps.caches.healthChecks.get(s.ns, s.pool.metadata.name);
-  const reached = deps.caches.poolSecrets(s.ns, s.pool.metadata.name).some((x) => x.metadata?.annotations?.[ANNOTATIONS.ignitionReachedAt]);
+  const reached = deps.caches
+    .poolSecrets(s.ns, s.pool.metadata.name)
+    .some((x) => x.metadata?.annotations?.[ANNOTATIONS.ignitionReachedAt]);
   if (s.pool.spec.management.autoRepair && reached && d.effective) {
     await applyIfNeeded(deps, live, desiredMachineHealthCheck(s.pool), deps.caches.healthChecks);
     s.obs.healthCheckExists = true;
@@ -77,7 +118,9 @@ export async function phaseMachines(s: Scope, deps: PhaseDeps, d: Decision): Pro
   const clusterApi = inPlaceEngine(s.pool) === 'ClusterAPI';
   const desired = (m: (typeof alive)[number]): ReturnType<typeof desiredMachinePropagation> => {
     const want = desiredMachinePropagation(s.pool, m.metadata);
-    const config = m.spec.bootstrap.configRef ? deps.caches.kindlingConfigs.get(s.ns, m.spec.bootstrap.configRef.name) : undefined;
+    const config = m.spec.bootstrap.configRef
+      ? deps.caches.kindlingConfigs.get(s.ns, m.spec.bootstrap.configRef.name)
+      : undefined;
     const secret = clusterApi ? machineDataSecret(m, config) : undefined;
     return secret === undefined ? want : { ...want, spec: { ...want.spec, bootstrap: { dataSecretName: secret } } };
   };

@@ -4,7 +4,15 @@ import { ANNOTATIONS, LABELS, userDataSecretName } from '../../../api/src/keys.j
 import { desiredTokenSecret } from '../secrets.js';
 import { applyIfNeeded, withKind } from '../apply.js';
 import { CONTINUE, type PhaseResult } from './result.js';
-import { hashOfBootstrap, inputsOf, isoSeconds, liveChild, type Decision, type PhaseDeps, type Scope } from './scope.js';
+import {
+  hashOfBootstrap,
+  inputsOf,
+  isoSeconds,
+  liveChild,
+  type Decision,
+  type PhaseDeps,
+  type Scope,
+} from './scope.js';
 
 /** User-data names something still boots or rebuilds from: the child's template, CAPI's MachineSets, Machines. */
 function referencedUserData(s: Scope, deps: PhaseDeps): Set<string | undefined> {
@@ -14,7 +22,10 @@ function referencedUserData(s: Scope, deps: PhaseDeps): Set<string | undefined> 
     ...deps.caches.poolMachineSets(s.ns, name).map((m) => m.spec.template.spec.bootstrap.dataSecretName),
     ...deps.caches.poolMachines(s.ns, name).map((m) => m.spec.bootstrap.dataSecretName),
     ...deps.caches.poolKindlingConfigs(s.ns, name).map((c) => userDataSecretName(c.spec.nodePool, c.spec.configHash)),
-    ...deps.caches.poolMachineSets(s.ns, name).map((m) => hashOfBootstrap(name, m.spec.template.spec.bootstrap)).map((h) => (h === undefined ? undefined : userDataSecretName(name, h))),
+    ...deps.caches
+      .poolMachineSets(s.ns, name)
+      .map((m) => hashOfBootstrap(name, m.spec.template.spec.bootstrap))
+      .map((h) => (h === undefined ? undefined : userDataSecretName(name, h))),
   ]);
 }
 
@@ -22,9 +33,13 @@ function referencedUserData(s: Scope, deps: PhaseDeps): Set<string | undefined> 
  * to create its Machines and to compare it with the next one, so a referenced one stays). */
 async function retireBootstrapTemplates(s: Scope, deps: PhaseDeps, keep: Set<string>): Promise<void> {
   const name = s.pool.metadata.name;
-  const used = new Set([...keep, ...deps.caches.poolMachineSets(s.ns, name).map((m) => hashOfBootstrap(name, m.spec.template.spec.bootstrap))]);
+  const used = new Set([
+    ...keep,
+    ...deps.caches.poolMachineSets(s.ns, name).map((m) => hashOfBootstrap(name, m.spec.template.spec.bootstrap)),
+  ]);
   for (const template of deps.caches.poolKindlingConfigTemplates(s.ns, name)) {
-    if (!used.has(template.spec.template.spec.configHash)) await deps.writer.remove(template, deps.caches.kindlingConfigTemplates);
+    if (!used.has(template.spec.template.spec.configHash))
+      await deps.writer.remove(template, deps.caches.kindlingConfigTemplates);
   }
 }
 
@@ -41,14 +56,20 @@ export async function phaseCleanup(s: Scope, deps: PhaseDeps, d: Decision): Prom
 }
 
 /** An old token gets its expiry (the ignition server deletes it then); old user-data goes once unreferenced. */
-async function retire(s: Scope, deps: PhaseDeps, old: { secret: k8s.V1Secret; hash: string; referenced: Set<string | undefined> }): Promise<void> {
+async function retire(
+  s: Scope,
+  deps: PhaseDeps,
+  old: { secret: k8s.V1Secret; hash: string; referenced: Set<string | undefined> },
+): Promise<void> {
   if (old.secret.metadata?.labels?.[LABELS.tokenSecret] === 'true') return expireToken(s, deps, old.secret, old.hash);
-  if (!old.referenced.has(old.secret.metadata?.name)) await deps.writer.remove(withKind(old.secret, 'v1', 'Secret'), deps.caches.secrets);
+  if (!old.referenced.has(old.secret.metadata?.name))
+    await deps.writer.remove(withKind(old.secret, 'v1', 'Secret'), deps.caches.secrets);
 }
 
 async function expireToken(s: Scope, deps: PhaseDeps, secret: k8s.V1Secret, hash: string): Promise<void> {
   const inputs = inputsOf(secret);
   if (!inputs) return;
-  const expiresAt = secret.metadata?.annotations?.[ANNOTATIONS.tokenExpiresAt] ?? isoSeconds(s.now + deps.config.tokenGraceMs);
+  const expiresAt =
+    secret.metadata?.annotations?.[ANNOTATIONS.tokenExpiresAt] ?? isoSeconds(s.now + deps.config.tokenGraceMs);
   await applyIfNeeded(deps, secret, desiredTokenSecret(s.pool, { hash, inputs, expiresAt }), deps.caches.secrets);
 }

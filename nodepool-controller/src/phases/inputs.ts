@@ -23,7 +23,12 @@ export interface Evaluation {
 async function checkRelease(s: Scope, deps: PhaseDeps): Promise<Version | undefined> {
   try {
     const version = await deps.releases.versionOf(s.pool.spec.release.image);
-    s.obs.release = { ok: true, reason: 'AsExpected', message: `Release ${formatVersion(version)}`, version: formatVersion(version) };
+    s.obs.release = {
+      ok: true,
+      reason: 'AsExpected',
+      message: `Release ${formatVersion(version)}`,
+      version: formatVersion(version),
+    };
     return version;
   } catch (err) {
     if (!(err instanceof TerminalError)) throw new Error('failed to resolve the release version', { cause: err });
@@ -37,7 +42,11 @@ function checkConfig(s: Scope, deps: PhaseDeps): string | undefined {
   for (const ref of s.pool.spec.config ?? []) {
     const cm = deps.caches.configMaps.get(s.ns, ref.name);
     if (!cm) {
-      s.obs.config = { ok: false, reason: 'ConfigMapMissing', message: `ConfigMap ${ref.name} does not exist in namespace ${s.ns}` };
+      s.obs.config = {
+        ok: false,
+        reason: 'ConfigMapMissing',
+        message: `ConfigMap ${ref.name} does not exist in namespace ${s.ns}`,
+      };
       return undefined;
     }
     sources.push({ name: ref.name, data: cm.data ?? {} });
@@ -71,16 +80,31 @@ async function phaseInputs(s: Scope, deps: PhaseDeps): Promise<{ deployed?: Depl
 }
 
 /** Why the target may not roll out, if it may not; and when to look again. */
-async function phaseSkew(s: Scope, deps: PhaseDeps, target: Target, deployed: Deployed | undefined): Promise<{ blockedBy?: string; result: PhaseResult }> {
+async function phaseSkew(
+  s: Scope,
+  deps: PhaseDeps,
+  target: Target,
+  deployed: Deployed | undefined,
+): Promise<{ blockedBy?: string; result: PhaseResult }> {
   let controlPlane: Version;
   try {
     controlPlane = await deps.versions.versionOf(s.ns, s.pool.spec.clusterName);
   } catch (err) {
     const why = err instanceof Error ? err.message : String(err);
-    s.obs.skew = { ok: false, reason: 'ControlPlaneUnreachable', message: `Cannot read the version of cluster ${s.pool.spec.clusterName}'s control plane: ${why}` };
+    s.obs.skew = {
+      ok: false,
+      reason: 'ControlPlaneUnreachable',
+      message: `Cannot read the version of cluster ${s.pool.spec.clusterName}'s control plane: ${why}`,
+    };
     return { blockedBy: 'the control plane version is unknown', result: requeueAfter(10_000) };
   }
-  const verdict = checkVersionSkew({ node: target.version, controlPlane, current: deployed?.version, maxMinorsBehind: deps.config.maxSkewMinors, allowPrerelease: s.pool.spec.release.allowPrerelease ?? false });
+  const verdict = checkVersionSkew({
+    node: target.version,
+    controlPlane,
+    current: deployed?.version,
+    maxMinorsBehind: deps.config.maxSkewMinors,
+    allowPrerelease: s.pool.spec.release.allowPrerelease ?? false,
+  });
   s.obs.skew = { ok: verdict.ok, reason: verdict.ok ? 'AsExpected' : verdict.reason, message: verdict.message };
   return verdict.ok ? { result: CONTINUE } : { blockedBy: verdict.message, result: CONTINUE };
 }
@@ -89,7 +113,7 @@ async function phaseSkew(s: Scope, deps: PhaseDeps, target: Target, deployed: De
 export async function evaluateTarget(s: Scope, deps: PhaseDeps): Promise<Evaluation> {
   const { deployed, target } = await phaseInputs(s, deps);
   if (!target) {
-    s.obs.pending = 'The pool\'s release or config is invalid: nothing changes until it is fixed';
+    s.obs.pending = "The pool's release or config is invalid: nothing changes until it is fixed";
     return { deployed, blocked: s.obs.pending, result: CONTINUE };
   }
   const skew = await phaseSkew(s, deps, target, deployed);

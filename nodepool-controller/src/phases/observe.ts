@@ -6,7 +6,16 @@ import { changedInputs, type HashInput } from '../hash.js';
 import { hashOfUserData } from '../secrets.js';
 import { keepOrExplain } from '../why.js';
 import { clusterApiProgress } from '../capi-progress.js';
-import { hashOfBootstrap, inputsOf, isoSeconds, liveChild, tokenSecret, type Decision, type PhaseDeps, type Scope } from './scope.js';
+import {
+  hashOfBootstrap,
+  inputsOf,
+  isoSeconds,
+  liveChild,
+  tokenSecret,
+  type Decision,
+  type PhaseDeps,
+  type Scope,
+} from './scope.js';
 
 function hashInputsChanged(s: Scope, deps: PhaseDeps, from: string, to: string): HashInput[] {
   const a = inputsOf(tokenSecret(s, deps, from));
@@ -25,13 +34,28 @@ function observeRollout(s: Scope, deps: PhaseDeps, d: Decision): void {
     from = annotations[ANNOTATIONS.currentConfigHash];
   } else {
     // ClusterAPI engine: a Machine updated in place keeps its first data Secret name; its KindlingConfig says where it is.
-    const machines = inPlaceEngine(s.pool) === 'ClusterAPI' ? deps.caches.poolKindlingConfigs(s.ns, name).map((c) => c.spec.configHash) : deps.caches.poolMachines(s.ns, name).map((m) => hashOfUserData(name, m.spec.bootstrap.dataSecretName));
-    const stale = [...deps.caches.poolMachineSets(s.ns, name).filter((m) => (m.spec.replicas ?? 0) > 0).map((m) => hashOfBootstrap(name, m.spec.template.spec.bootstrap)), ...machines];
+    const machines =
+      inPlaceEngine(s.pool) === 'ClusterAPI'
+        ? deps.caches.poolKindlingConfigs(s.ns, name).map((c) => c.spec.configHash)
+        : deps.caches.poolMachines(s.ns, name).map((m) => hashOfUserData(name, m.spec.bootstrap.dataSecretName));
+    const stale = [
+      ...deps.caches
+        .poolMachineSets(s.ns, name)
+        .filter((m) => (m.spec.replicas ?? 0) > 0)
+        .map((m) => hashOfBootstrap(name, m.spec.template.spec.bootstrap)),
+      ...machines,
+    ];
     from = stale.find((h) => h !== undefined && h !== to);
   }
   const template = templateChange(s, deps);
   if (from !== undefined && from !== to) {
-    s.obs.rollout = { from, to, changed: hashInputsChanged(s, deps, from, to), progress: progressOf(s, deps, to, annotations), failure: annotations[ANNOTATIONS.inPlaceFailure] };
+    s.obs.rollout = {
+      from,
+      to,
+      changed: hashInputsChanged(s, deps, from, to),
+      progress: progressOf(s, deps, to, annotations),
+      failure: annotations[ANNOTATIONS.inPlaceFailure],
+    };
   } else if (template) {
     from = to;
   } else return;
@@ -42,8 +66,14 @@ function observeRollout(s: Scope, deps: PhaseDeps, d: Decision): void {
  * counted from the Machines on the ClusterAPI engine, where Cluster API picks the Machines. */
 function progressOf(s: Scope, deps: PhaseDeps, to: string, annotations: Record<string, string>): string | undefined {
   if (inPlaceEngine(s.pool) !== 'ClusterAPI') return annotations[ANNOTATIONS.inPlaceProgress];
-  const configHashOf = (name: string): string | undefined => deps.caches.kindlingConfigs.get(s.ns, name)?.spec.configHash;
-  return clusterApiProgress({ machines: deps.caches.poolMachines(s.ns, s.pool.metadata.name), configHashOf, target: to, paused: s.obs.pausedUntil !== undefined });
+  const configHashOf = (name: string): string | undefined =>
+    deps.caches.kindlingConfigs.get(s.ns, name)?.spec.configHash;
+  return clusterApiProgress({
+    machines: deps.caches.poolMachines(s.ns, s.pool.metadata.name),
+    configHashOf,
+    target: to,
+    paused: s.obs.pausedUntil !== undefined,
+  });
 }
 
 /** The infrastructure template of a MachineSet that still has Machines when the pool names another one: Cluster
@@ -57,7 +87,11 @@ function templateChange(s: Scope, deps: PhaseDeps): { from: string; to: string }
 }
 
 /** The stored record of the rollout, or a new one from the inputs of both hashes (their token Secrets, now). */
-function explainObserved(s: Scope, deps: PhaseDeps, r: { from: string; to: string; template?: { from: string; to: string } }): RolloutRecord {
+function explainObserved(
+  s: Scope,
+  deps: PhaseDeps,
+  r: { from: string; to: string; template?: { from: string; to: string } },
+): RolloutRecord {
   return keepOrExplain(s.pool.status?.rollout, {
     upgradeType: s.pool.spec.management.upgradeType,
     engine: inPlaceEngine(s.pool),
@@ -82,14 +116,18 @@ function observeTokens(s: Scope, deps: PhaseDeps, d: Decision): void {
   s.obs.effectiveHash = d.effective?.hash;
   const payloadHash = d.rolling?.hash ?? d.effective?.hash;
   const payloadSecret = payloadHash === undefined ? undefined : tokenSecret(s, deps, payloadHash);
-  s.obs.payload = { reason: annotationOf(payloadSecret, ANNOTATIONS.payloadReason), message: annotationOf(payloadSecret, ANNOTATIONS.payloadMessage) };
+  s.obs.payload = {
+    reason: annotationOf(payloadSecret, ANNOTATIONS.payloadReason),
+    message: annotationOf(payloadSecret, ANNOTATIONS.payloadMessage),
+  };
   const effectiveSecret = d.effective ? tokenSecret(s, deps, d.effective.hash) : undefined;
   s.obs.reachedIgnitionAt = annotationOf(effectiveSecret, ANNOTATIONS.ignitionReachedAt);
 }
 
 function observeChildren(s: Scope, deps: PhaseDeps): void {
   const child = liveChild(s, deps);
-  if (child && !s.obs.child) s.obs.child = { desired: child.spec.replicas ?? 0, available: child.status?.availableReplicas ?? 0 };
+  if (child && !s.obs.child)
+    s.obs.child = { desired: child.spec.replicas ?? 0, available: child.status?.availableReplicas ?? 0 };
   const autoRepair = s.pool.spec.management.autoRepair === true;
   s.obs.healthCheckExists ||= autoRepair && deps.caches.healthChecks.get(s.ns, s.pool.metadata.name) !== undefined;
 }

@@ -15,7 +15,11 @@ export async function phasePause(s: Scope, deps: PhaseDeps): Promise<PhaseResult
     const has = child.metadata.annotations?.[ANNOTATIONS.capiPaused] !== undefined;
     if (has === state.paused) continue;
     const patch = { metadata: { annotations: { [ANNOTATIONS.capiPaused]: state.paused ? 'true' : null } } };
-    await deps.writer.mergePatch(child, patch, child.kind === 'MachineSet' ? (deps.caches.machineSets as never) : (deps.caches.machineDeployments as never));
+    await deps.writer.mergePatch(
+      child,
+      patch,
+      child.kind === 'MachineSet' ? (deps.caches.machineSets as never) : (deps.caches.machineDeployments as never),
+    );
   }
   if (!state.paused) return CONTINUE;
   return { kind: 'stop', ...(state.resumeInMs === undefined ? {} : { afterMs: state.resumeInMs + 500 }) };

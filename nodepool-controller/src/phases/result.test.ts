@@ -5,7 +5,7 @@ import { combine, CONTINUE, NO_OUTCOME, requeueAfter, type PhaseResult } from '.
 
 const fold = (results: PhaseResult[]): ReturnType<typeof combine> => results.reduce(combine, NO_OUTCOME);
 
-describe('folding the phases\' results', () => {
+describe("folding the phases' results", () => {
   it('when every phase continues, it should ask for nothing', () => {
     assert.deepEqual(fold([CONTINUE, CONTINUE]), { stopped: false });
   });
@@ -16,14 +16,21 @@ describe('folding the phases\' results', () => {
 
   it('when a phase is not ready, it should keep the first not-ready and the requeues beside it', () => {
     const first = new NotReadyError('waiting for the token');
-    const out = fold([requeueAfter(2_000), { kind: 'notReady', error: first }, { kind: 'notReady', error: new NotReadyError('later') }]);
+    const out = fold([
+      requeueAfter(2_000),
+      { kind: 'notReady', error: first },
+      { kind: 'notReady', error: new NotReadyError('later') },
+    ]);
     assert.equal(out.notReady, first);
     assert.equal(out.requeueAfterMs, 2_000);
     assert.equal(out.stopped, false);
   });
 
   it('when a phase stops with a time to look again, it should stop the writing phases and requeue then', () => {
-    assert.deepEqual(fold([{ kind: 'stop', afterMs: 4_500 }, requeueAfter(10_000)]), { stopped: true, requeueAfterMs: 4_500 });
+    assert.deepEqual(fold([{ kind: 'stop', afterMs: 4_500 }, requeueAfter(10_000)]), {
+      stopped: true,
+      requeueAfterMs: 4_500,
+    });
   });
 
   it('when a phase stops without a time, it should stop and keep the other requeues', () => {

@@ -42,7 +42,11 @@ export function combine(outcome: Outcome, result: PhaseResult): Outcome {
     case 'requeue':
       return { ...outcome, requeueAfterMs: earliest(outcome.requeueAfterMs, result.afterMs) };
     case 'notReady':
-      return { ...outcome, notReady: outcome.notReady ?? result.error, justAsked: (outcome.notReady === undefined || outcome.justAsked === true) && result.justAsked === true };
+      return {
+        ...outcome,
+        notReady: outcome.notReady ?? result.error,
+        justAsked: (outcome.notReady === undefined || outcome.justAsked === true) && result.justAsked === true,
+      };
     case 'stop':
       return { ...outcome, stopped: true, requeueAfterMs: earliest(outcome.requeueAfterMs, result.afterMs) };
   }

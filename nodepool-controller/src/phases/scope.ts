@@ -98,12 +98,16 @@ export function tokenSecret(s: Scope, deps: PhaseDeps, hash: string): k8s.V1Secr
 
 export function liveChild(s: Scope, deps: PhaseDeps): MachineSet | MachineDeployment | undefined {
   const name = s.pool.metadata.name;
-  return hasMachineDeployment(s.pool) ? deps.caches.machineDeployments.get(s.ns, name) : deps.caches.machineSets.get(s.ns, name);
+  return hasMachineDeployment(s.pool)
+    ? deps.caches.machineDeployments.get(s.ns, name)
+    : deps.caches.machineSets.get(s.ns, name);
 }
 
 /** The config hash a Machine template boots: its user-data Secret's, or (ClusterAPI engine) its bootstrap template's. */
 export function hashOfBootstrap(pool: string, bootstrap: MachineSpec['bootstrap'] | undefined): string | undefined {
-  return bootstrap?.configRef ? hashOfBootstrapTemplate(pool, bootstrap.configRef.name) : hashOfUserData(pool, bootstrap?.dataSecretName);
+  return bootstrap?.configRef
+    ? hashOfBootstrapTemplate(pool, bootstrap.configRef.name)
+    : hashOfUserData(pool, bootstrap?.dataSecretName);
 }
 
 /** RFC 3339 to the second, as the API's timestamps are. */

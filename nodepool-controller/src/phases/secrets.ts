@@ -10,17 +10,34 @@ import { desiredTokenSecret, desiredUserDataSecret } from '../secrets.js';
 import { applyIfNeeded } from '../apply.js';
 import { CONTINUE, type PhaseResult } from './result.js';
 import { deployedEffective, type Evaluation } from './inputs.js';
-import { secretText, tokenSecret, type Decision, type Effective, type PhaseDeps, type Scope, type Target } from './scope.js';
+import {
+  secretText,
+  tokenSecret,
+  type Decision,
+  type Effective,
+  type PhaseDeps,
+  type Scope,
+  type Target,
+} from './scope.js';
 
 /** How soon a pool waiting for its token is looked at again (and how long a fresh token may stay unminted). */
 const MINT_RETRY_MS = 5_000;
 
 /** The token Secret of a target that may roll out, and the decision it makes: the target once minted. */
-export async function phaseToken(s: Scope, deps: PhaseDeps, e: Evaluation): Promise<{ decision: Decision; result: PhaseResult }> {
+export async function phaseToken(
+  s: Scope,
+  deps: PhaseDeps,
+  e: Evaluation,
+): Promise<{ decision: Decision; result: PhaseResult }> {
   const target = e.blocked === undefined ? e.target : undefined;
   const deployed = deployedEffective(e.deployed);
   if (!target) return { decision: { effective: deployed }, result: CONTINUE };
-  const live = await applyIfNeeded(deps, tokenSecret(s, deps, target.hash), desiredToken(s, target), deps.caches.secrets);
+  const live = await applyIfNeeded(
+    deps,
+    tokenSecret(s, deps, target.hash),
+    desiredToken(s, target),
+    deps.caches.secrets,
+  );
   // The ignition server mints within moments of the Secret's creation; once a retry has passed it is late.
   const justAsked = s.now - new Date(live.metadata?.creationTimestamp ?? NaN).getTime() < MINT_RETRY_MS;
   if (secretText(live, SECRET_KEYS.token) === undefined) {
@@ -28,7 +45,10 @@ export async function phaseToken(s: Scope, deps: PhaseDeps, e: Evaluation): Prom
     const error = new NotReadyError(s.obs.pending, MINT_RETRY_MS);
     return { decision: { effective: deployed, rolling: target }, result: { kind: 'notReady', error, justAsked } };
   }
-  return { decision: { effective: targetEffective(target), rolling: target }, result: awaitVerdict(s, live, target, justAsked) };
+  return {
+    decision: { effective: targetEffective(target), rolling: target },
+    result: awaitVerdict(s, live, target, justAsked),
+  };
 }
 
 /**
@@ -38,8 +58,16 @@ export async function phaseToken(s: Scope, deps: PhaseDeps, e: Evaluation): Prom
  * does not come, the retry writes the status that says the payload is awaited.
  */
 function awaitVerdict(s: Scope, live: k8s.V1Secret, target: Target, justAsked: boolean): PhaseResult {
-  if (!justAsked || s.pool.status?.conditions !== undefined || live.metadata?.annotations?.[ANNOTATIONS.payloadReason] !== undefined) return CONTINUE;
-  const error = new NotReadyError(`Waiting for the ignition server's payload verdict of config hash ${target.hash}`, MINT_RETRY_MS);
+  if (
+    !justAsked ||
+    s.pool.status?.conditions !== undefined ||
+    live.metadata?.annotations?.[ANNOTATIONS.payloadReason] !== undefined
+  )
+    return CONTINUE;
+  const error = new NotReadyError(
+    `Waiting for the ignition server's payload verdict of config hash ${target.hash}`,
+    MINT_RETRY_MS,
+  );
   return { kind: 'notReady', error, justAsked: true };
 }
 

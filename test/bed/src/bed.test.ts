@@ -18,7 +18,6 @@ import { eventually } from './eventually.js';
 
 const NS = 'default';
 
-
 function portOpen(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const s = createConnection({ host: '127.0.0.1', port }, () => {
@@ -56,10 +55,14 @@ describe('test bed', () => {
     assert.equal(version.minor, '36');
   });
 
-  it('when two field managers apply labels and one drops its label, it should keep the other manager\'s label', async () => {
+  it("when two field managers apply labels and one drops its label, it should keep the other manager's label", async () => {
     const a = createApplier(mgmt.kubeConfig, 'manager-a');
     const b = createApplier(mgmt.kubeConfig, 'manager-b');
-    const cm = (labels: Record<string, string>): k8s.KubernetesObject => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'shared', namespace: NS, labels } });
+    const cm = (labels: Record<string, string>): k8s.KubernetesObject => ({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'shared', namespace: NS, labels },
+    });
     await a.apply(cm({ 'a.example/owner': 'a', 'a.example/extra': 'x' }));
     await b.apply(cm({ 'b.example/owner': 'b' }));
     const after = await a.apply(cm({ 'a.example/owner': 'a' }));
@@ -71,7 +74,12 @@ describe('test bed', () => {
     const owner = await core.createNamespacedConfigMap({ namespace: NS, body: { metadata: { name: 'owner' } } });
     await core.createNamespacedSecret({
       namespace: NS,
-      body: { metadata: { name: 'dependent', ownerReferences: [{ apiVersion: 'v1', kind: 'ConfigMap', name: 'owner', uid: owner.metadata?.uid ?? '' }] } },
+      body: {
+        metadata: {
+          name: 'dependent',
+          ownerReferences: [{ apiVersion: 'v1', kind: 'ConfigMap', name: 'owner', uid: owner.metadata?.uid ?? '' }],
+        },
+      },
     });
     await core.deleteNamespacedConfigMap({ name: 'owner', namespace: NS });
     await eventually('the dependent Secret to be collected', async () =>
@@ -97,12 +105,22 @@ describe('test bed', () => {
       namespace: NS,
       body: { metadata: { name: 'web' }, spec: { minAvailable: 2, selector: { matchLabels: { app: 'web' } } } },
     });
-    await eventually('the disruption controller to count 2 healthy pods', async () => {
-      const pdb = await policy.readNamespacedPodDisruptionBudget({ name: 'web', namespace: NS });
-      return pdb.status?.currentHealthy === 2 && pdb.status.observedGeneration === pdb.metadata?.generation ? pdb : undefined;
-    }, 60_000);
+    await eventually(
+      'the disruption controller to count 2 healthy pods',
+      async () => {
+        const pdb = await policy.readNamespacedPodDisruptionBudget({ name: 'web', namespace: NS });
+        return pdb.status?.currentHealthy === 2 && pdb.status.observedGeneration === pdb.metadata?.generation
+          ? pdb
+          : undefined;
+      },
+      60_000,
+    );
     const evict = (): Promise<unknown> =>
-      core.createNamespacedPodEviction({ name: 'web-1', namespace: NS, body: { apiVersion: 'policy/v1', kind: 'Eviction', metadata: { name: 'web-1', namespace: NS } } });
+      core.createNamespacedPodEviction({
+        name: 'web-1',
+        namespace: NS,
+        body: { apiVersion: 'policy/v1', kind: 'Eviction', metadata: { name: 'web-1', namespace: NS } },
+      });
     await assert.rejects(evict(), (err: { code?: number }) => err.code === 429);
 
     await policy.patchNamespacedPodDisruptionBudget(
@@ -140,40 +158,56 @@ describe('test bed', () => {
       await installCapiCrds(mgmt);
     });
 
-    const machineSet = (infrastructureRef: Record<string, string>): k8s.KubernetesObject => ({
-      apiVersion: 'cluster.x-k8s.io/v1beta2',
-      kind: 'MachineSet',
-      metadata: { name: 'pool', namespace: NS },
-      spec: {
-        clusterName: 'guest',
-        replicas: 1,
-        selector: { matchLabels: { pool: 'p' } },
-        template: {
-          metadata: { labels: { pool: 'p' } },
-          spec: { clusterName: 'guest', bootstrap: { dataSecretName: 'user-data' }, infrastructureRef },
+    const machineSet = (infrastructureRef: Record<string, string>): k8s.KubernetesObject =>
+      ({
+        apiVersion: 'cluster.x-k8s.io/v1beta2',
+        kind: 'MachineSet',
+        metadata: { name: 'pool', namespace: NS },
+        spec: {
+          clusterName: 'guest',
+          replicas: 1,
+          selector: { matchLabels: { pool: 'p' } },
+          template: {
+            metadata: { labels: { pool: 'p' } },
+            spec: { clusterName: 'guest', bootstrap: { dataSecretName: 'user-data' }, infrastructureRef },
+          },
         },
-      },
-    } as k8s.KubernetesObject);
+      }) as k8s.KubernetesObject;
 
     it('when a MachineSet uses the v1beta1 infrastructureRef shape, it should be refused by the v1beta2 schema', async () => {
       const objects = k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig);
       await assert.rejects(
-        objects.create(machineSet({ apiVersion: 'infrastructure.kindling.dev/v1alpha1', kind: 'LocalMachineTemplate', name: 'small' })),
-        (err: { code?: number; body?: string }) => err.code === 422 && /infrastructureRef.apiGroup: Required value/.test(String(err.body)),
+        objects.create(
+          machineSet({
+            apiVersion: 'infrastructure.kindling.dev/v1alpha1',
+            kind: 'LocalMachineTemplate',
+            name: 'small',
+          }),
+        ),
+        (err: { code?: number; body?: string }) =>
+          err.code === 422 && /infrastructureRef.apiGroup: Required value/.test(String(err.body)),
       );
     });
 
     it('when a MachineSet is well formed, it should be accepted', async () => {
       const objects = k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig);
-      const created = await objects.create(machineSet({ apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachineTemplate', name: 'small' }));
+      const created = await objects.create(
+        machineSet({ apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachineTemplate', name: 'small' }),
+      );
       assert.ok(created.metadata?.uid);
     });
   });
 
   it('when a guest cluster names a management cluster, it should write the CAPI kubeconfig Secret there', async () => {
-    const other = await startCluster({ name: 'tenant-b', controllerManager: false, management: { cluster: mgmt, namespace: NS } });
+    const other = await startCluster({
+      name: 'tenant-b',
+      controllerManager: false,
+      management: { cluster: mgmt, namespace: NS },
+    });
     try {
-      const secret = await mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api).readNamespacedSecret({ name: 'tenant-b-kubeconfig', namespace: NS });
+      const secret = await mgmt.kubeConfig
+        .makeApiClient(k8s.CoreV1Api)
+        .readNamespacedSecret({ name: 'tenant-b-kubeconfig', namespace: NS });
       assert.equal(secret.metadata?.labels?.['cluster.x-k8s.io/cluster-name'], 'tenant-b');
       const kc = new k8s.KubeConfig();
       kc.loadFromString(Buffer.from(secret.data?.value ?? '', 'base64').toString());

@@ -19,7 +19,11 @@ function machineDeployment(name: string, templateLabels: Record<string, string>)
       selector: { matchLabels: { pool: name } },
       template: {
         metadata: { labels: templateLabels },
-        spec: { clusterName: 'guest', bootstrap: { dataSecretName: 'user-data' }, infrastructureRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachineTemplate', name: 'small' } },
+        spec: {
+          clusterName: 'guest',
+          bootstrap: { dataSecretName: 'user-data' },
+          infrastructureRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachineTemplate', name: 'small' },
+        },
       },
     },
   } as k8s.KubernetesObject;
@@ -42,7 +46,9 @@ describe('Cluster API core manager', () => {
   });
 
   it('when a MachineDeployment omits defaults, it should get them from the defaulting webhook', async () => {
-    const created = (await objects.create(machineDeployment('defaulted', { pool: 'defaulted' }))) as k8s.KubernetesObject & {
+    const created = (await objects.create(
+      machineDeployment('defaulted', { pool: 'defaulted' }),
+    )) as k8s.KubernetesObject & {
       spec: { replicas?: number; rollout?: { strategy?: { type?: string } } };
     };
     assert.equal(created.metadata?.labels?.['cluster.x-k8s.io/cluster-name'], 'guest');
@@ -50,8 +56,16 @@ describe('Cluster API core manager', () => {
   });
 
   it('when a MachineDeployment selector does not match its template, it should be refused by the validating webhook', async () => {
-    await assert.rejects(objects.create(machineDeployment('mismatched', { pool: 'other' })), (err: { code?: number; body?: string }) => {
-      return err.code === 422 && /admission webhook "validation.machinedeployment.cluster.x-k8s.io" denied the request.*must match spec.selector/.test((JSON.parse(String(err.body)) as { message: string }).message);
-    });
+    await assert.rejects(
+      objects.create(machineDeployment('mismatched', { pool: 'other' })),
+      (err: { code?: number; body?: string }) => {
+        return (
+          err.code === 422 &&
+          /admission webhook "validation.machinedeployment.cluster.x-k8s.io" denied the request.*must match spec.selector/.test(
+            (JSON.parse(String(err.body)) as { message: string }).message,
+          )
+        );
+      },
+    );
   });
 });

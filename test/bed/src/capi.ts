@@ -37,7 +37,10 @@ export async function loopbackWebhooks(port: number, caPem: string): Promise<k8s
   return parseManifests(text, 'cluster-api-webhooks.yaml').map((config) => {
     const webhooks = (config as unknown as { webhooks: WebhookEntry[] }).webhooks.map((w) => {
       const path = (w.clientConfig.service as { path?: string } | undefined)?.path ?? '/';
-      return { ...w, clientConfig: { url: `https://127.0.0.1:${port}${path}`, caBundle: Buffer.from(caPem).toString('base64') } };
+      return {
+        ...w,
+        clientConfig: { url: `https://127.0.0.1:${port}${path}`, caBundle: Buffer.from(caPem).toString('base64') },
+      };
     });
     return { ...config, metadata: { name: `capi-${config.metadata?.name ?? ''}` }, webhooks } as k8s.KubernetesObject;
   });
@@ -47,7 +50,10 @@ async function waitHealthy(url: string, proc: ManagedProcess, timeoutMs = 90_000
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (!proc.alive) throw new Error(`capi-manager exited while starting:\n${proc.tail()}`);
-    const ok = await fetch(url).then((r) => r.ok, () => false);
+    const ok = await fetch(url).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (ok) return;
     await new Promise((r) => setTimeout(r, 250));
   }
@@ -55,12 +61,20 @@ async function waitHealthy(url: string, proc: ManagedProcess, timeoutMs = 90_000
 }
 
 /** Starts the manager, waits until it is ready, then registers its webhooks (their failure policy is Fail). */
-export async function startCapiManager(mgmt: Cluster, opts: { featureGates?: readonly string[] } = {}): Promise<CapiManager> {
+export async function startCapiManager(
+  mgmt: Cluster,
+  opts: { featureGates?: readonly string[] } = {},
+): Promise<CapiManager> {
   const gates = opts.featureGates ?? CAPI_FEATURE_GATES;
   const certDir = join(mgmt.dir, 'capi-webhook');
   await mkdir(certDir, { recursive: true });
   const ca = await loadCertificateAuthority(mgmt.ca);
-  const serving = await ca.issue({ commonName: 'capi-webhook', ipAddresses: ['127.0.0.1'], dnsNames: ['localhost'], usage: 'server' });
+  const serving = await ca.issue({
+    commonName: 'capi-webhook',
+    ipAddresses: ['127.0.0.1'],
+    dnsNames: ['localhost'],
+    usage: 'server',
+  });
   await writeFile(join(certDir, 'tls.crt'), serving.certPem);
   await writeFile(join(certDir, 'tls.key'), serving.keyPem, { mode: 0o600 });
   const [webhookPort, healthPort] = [await freePort(), await freePort()];

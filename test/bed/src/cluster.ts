@@ -145,10 +145,14 @@ async function waitHealthy(url: string, pki: Pki, proc: ManagedProcess, timeoutM
   while (Date.now() < deadline) {
     if (!proc.alive) throw new Error(`${proc.name} exited while starting:\n${proc.tail()}`);
     const status = await new Promise<number>((resolve) => {
-      const req = request(url, { ca: pki.ca.certPem, cert: pki.admin.certPem, key: pki.admin.keyPem, timeout: 2000 }, (res) => {
-        res.resume();
-        resolve(res.statusCode ?? 0);
-      });
+      const req = request(
+        url,
+        { ca: pki.ca.certPem, cert: pki.admin.certPem, key: pki.admin.keyPem, timeout: 2000 },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        },
+      );
       req.on('error', () => resolve(0));
       req.on('timeout', () => req.destroy());
       req.end();
@@ -200,7 +204,12 @@ async function optionalApiserverArgs(dir: string, opts: ClusterOptions): Promise
   if (opts.audit) {
     const policy = join(dir, 'audit-policy.json');
     await writeFile(policy, AUDIT_POLICY);
-    args.push(`--audit-policy-file=${policy}`, `--audit-log-path=${join(dir, 'audit.log')}`, '--audit-log-format=json', '--audit-log-mode=blocking');
+    args.push(
+      `--audit-policy-file=${policy}`,
+      `--audit-log-path=${join(dir, 'audit.log')}`,
+      '--audit-log-format=json',
+      '--audit-log-mode=blocking',
+    );
   }
   const plugins = [...(opts.nodeAuth ? ['NodeRestriction'] : []), ...(opts.admissionPlugins ?? [])];
   if (plugins.length) args.push(`--enable-admission-plugins=${[...new Set(plugins)].join(',')}`);
@@ -244,11 +253,22 @@ const CONTROLLERS = ['garbagecollector', 'namespace', 'disruption', 'deployment'
 /** What a hosted control plane adds for kubelets that join by TLS bootstrap. */
 const NODE_AUTH_CONTROLLERS = ['csrsigning', 'csrapproving', 'csrcleaner', 'tokencleaner'];
 
-function startControllerManager(dir: string, kubeconfigPath: string, files: Record<string, string>, opts: ClusterOptions): ManagedProcess {
+function startControllerManager(
+  dir: string,
+  kubeconfigPath: string,
+  files: Record<string, string>,
+  opts: ClusterOptions,
+): ManagedProcess {
   const nodeAuth = opts.nodeAuth ?? false;
   // nodelifecycle lifts the not-ready taint admission puts on every new Node once it is Ready, or nothing lands.
-  const controllers = [...CONTROLLERS, ...(nodeAuth ? NODE_AUTH_CONTROLLERS : []), ...(opts.scheduler ? ['nodelifecycle'] : [])];
-  const signing = nodeAuth ? [`--cluster-signing-cert-file=${files.caCert}`, `--cluster-signing-key-file=${files.caKey}`] : [];
+  const controllers = [
+    ...CONTROLLERS,
+    ...(nodeAuth ? NODE_AUTH_CONTROLLERS : []),
+    ...(opts.scheduler ? ['nodelifecycle'] : []),
+  ];
+  const signing = nodeAuth
+    ? [`--cluster-signing-cert-file=${files.caCert}`, `--cluster-signing-key-file=${files.caKey}`]
+    : [];
   return new ManagedProcess({
     name: 'kube-controller-manager',
     command: testbedBinary('kube-controller-manager'),
@@ -294,7 +314,12 @@ async function startKwok(dir: string, kubeconfigPath: string): Promise<ManagedPr
 }
 
 /** Writes the CAPI-convention `<cluster>-kubeconfig` Secret of a guest cluster into the management cluster. */
-export async function writeKubeconfigSecret(mgmt: Cluster, namespace: string, name: string, yaml: string): Promise<void> {
+export async function writeKubeconfigSecret(
+  mgmt: Cluster,
+  namespace: string,
+  name: string,
+  yaml: string,
+): Promise<void> {
   const objects = k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig);
   await objects.patch(
     {
@@ -323,7 +348,11 @@ async function apiserverPort(dir: string): Promise<number> {
 
 async function launch(dir: string, opts: ClusterOptions, pki: Pki, started: ManagedProcess[]): Promise<string> {
   const files = await writePkiFiles(dir, pki);
-  const ports: Ports = { etcdClient: await freePort(), etcdPeer: await freePort(), apiserver: await apiserverPort(dir) };
+  const ports: Ports = {
+    etcdClient: await freePort(),
+    etcdPeer: await freePort(),
+    apiserver: await apiserverPort(dir),
+  };
   const server = `https://127.0.0.1:${ports.apiserver}`;
   const kubeconfigYaml = kubeconfigFor(opts.name, server, pki.ca.certPem, pki.admin);
   const kubeconfigPath = join(dir, 'kubeconfig');
@@ -372,7 +401,8 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
       rssBytes: () => processes.reduce((sum, p) => sum + (p.guardPid ? treeRssBytes(p.guardPid) : 0), 0),
       stop,
     };
-    if (opts.management) await writeKubeconfigSecret(opts.management.cluster, opts.management.namespace, opts.name, kubeconfigYaml);
+    if (opts.management)
+      await writeKubeconfigSecret(opts.management.cluster, opts.management.namespace, opts.name, kubeconfigYaml);
     return cluster;
   } catch (err) {
     await stop();

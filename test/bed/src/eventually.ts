@@ -2,7 +2,12 @@
  * Polls until fn gives a value (not undefined or false) and returns it; errors thrown meanwhile count as "not
  * yet" and the last one becomes the cause of the timeout error, so a failing wait says what it last saw.
  */
-export async function eventually<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 30_000, everyMs = 100): Promise<T> {
+export async function eventually<T>(
+  what: string,
+  fn: () => Promise<T | undefined | false>,
+  timeoutMs = 30_000,
+  everyMs = 100,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   while (Date.now() < deadline) {

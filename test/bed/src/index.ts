@@ -2,7 +2,15 @@ export { startCluster, writeKubeconfigSecret, kubeconfigFor, type Cluster, type 
 export { installCrds, installKindlingCrds, installCapiCrds } from './install.js';
 export { testbedBinDir, testbedBinary, type TestbedBinary, capiCrdDir, HOST_DOWN_ANNOTATION } from './testbed.js';
 export { freePort, portFree, waitForPort } from './ports.js';
-export { approveKubeletCsrsOf, bindGroup, createBootstrapToken, newBootstrapToken, decideCsr, tokenKubeconfigYaml, type BootstrapToken } from './node-auth.js';
+export {
+  approveKubeletCsrsOf,
+  bindGroup,
+  createBootstrapToken,
+  newBootstrapToken,
+  decideCsr,
+  tokenKubeconfigYaml,
+  type BootstrapToken,
+} from './node-auth.js';
 export { treeRssBytes } from './memory.js';
 export { ManagedProcess, spawnGuarded, guardedPid, childPids } from './process.js';
 export { startCapiManager, loopbackWebhooks, CAPI_FEATURE_GATES, type CapiManager } from './capi.js';

@@ -8,7 +8,8 @@ import * as k8s from '#k8s';
 import type { Cluster } from './cluster.js';
 
 const TOKEN_ALPHABET = 'abcdefghijklmnopqrstuvwxyz0123456789';
-const randomToken = (length: number): string => Array.from({ length }, () => TOKEN_ALPHABET[randomInt(TOKEN_ALPHABET.length)]).join('');
+const randomToken = (length: number): string =>
+  Array.from({ length }, () => TOKEN_ALPHABET[randomInt(TOKEN_ALPHABET.length)]).join('');
 
 export interface BootstrapToken {
   id: string;
@@ -25,12 +26,20 @@ export const newBootstrapToken = (): string => `${randomToken(6)}.${randomToken(
  * Creates a `bootstrap.kubernetes.io/token` Secret in kube-system (for `token` when given, else a new one). Its user is `system:bootstrap:<id>` in
  * `system:bootstrappers` plus `groups` (each must start with `system:bootstrappers:`).
  */
-export async function createBootstrapToken(cluster: Cluster, opts: { groups?: string[]; expiresInMs?: number; token?: string } = {}): Promise<BootstrapToken> {
+export async function createBootstrapToken(
+  cluster: Cluster,
+  opts: { groups?: string[]; expiresInMs?: number; token?: string } = {},
+): Promise<BootstrapToken> {
   const [id, secret] = opts.token?.split('.') ?? [randomToken(6), randomToken(16)];
   if (!id || !secret) throw new Error('a bootstrap token reads <id>.<secret>');
-  const data: Record<string, string> = { 'token-id': id, 'token-secret': secret, 'usage-bootstrap-authentication': 'true' };
+  const data: Record<string, string> = {
+    'token-id': id,
+    'token-secret': secret,
+    'usage-bootstrap-authentication': 'true',
+  };
   if (opts.groups?.length) data['auth-extra-groups'] = opts.groups.join(',');
-  if (opts.expiresInMs !== undefined) data.expiration = new Date(Date.now() + opts.expiresInMs).toISOString().replace(/\.\d+Z$/, 'Z');
+  if (opts.expiresInMs !== undefined)
+    data.expiration = new Date(Date.now() + opts.expiresInMs).toISOString().replace(/\.\d+Z$/, 'Z');
   await cluster.kubeConfig.makeApiClient(k8s.CoreV1Api).createNamespacedSecret({
     namespace: 'kube-system',
     body: { metadata: { name: `bootstrap-token-${id}` }, type: 'bootstrap.kubernetes.io/token', stringData: data },
@@ -65,7 +74,11 @@ export function tokenKubeconfigYaml(cluster: Cluster, token: string): string {
 }
 
 /** Approves or denies a CSR as the cluster's administrator. */
-export async function decideCsr(cluster: Cluster, name: string, decision: { approve: boolean; message?: string }): Promise<void> {
+export async function decideCsr(
+  cluster: Cluster,
+  name: string,
+  decision: { approve: boolean; message?: string },
+): Promise<void> {
   const certificates = cluster.kubeConfig.makeApiClient(k8s.CertificatesV1Api);
   const csr = await certificates.readCertificateSigningRequest({ name });
   const condition: k8s.V1CertificateSigningRequestCondition = {
@@ -90,7 +103,12 @@ export function approveKubeletCsrsOf(cluster: Cluster, username: string): { stop
     void certificates
       .listCertificateSigningRequest()
       .then(async (list) => {
-        const pending = list.items.filter((c) => c.spec.username === username && c.spec.signerName === 'kubernetes.io/kube-apiserver-client-kubelet' && !c.status?.conditions?.length);
+        const pending = list.items.filter(
+          (c) =>
+            c.spec.username === username &&
+            c.spec.signerName === 'kubernetes.io/kube-apiserver-client-kubelet' &&
+            !c.status?.conditions?.length,
+        );
         for (const c of pending) await decideCsr(cluster, c.metadata?.name ?? '', { approve: true });
       })
       .catch(() => undefined);

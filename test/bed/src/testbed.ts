@@ -23,7 +23,8 @@ export function testbedBinDir(): string {
   return dir;
 }
 
-export type TestbedBinary = 'etcd' | 'kube-apiserver' | 'kube-controller-manager' | 'kube-scheduler' | 'kubectl' | 'kwok' | 'capi-manager';
+export type TestbedBinary =
+  'etcd' | 'kube-apiserver' | 'kube-controller-manager' | 'kube-scheduler' | 'kubectl' | 'kwok' | 'capi-manager';
 
 export function testbedBinary(name: TestbedBinary): string {
   return join(testbedBinDir(), name);

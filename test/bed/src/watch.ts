@@ -15,7 +15,12 @@ export class RestartingWatch<T extends k8s.KubernetesObject> {
   #request: { abort(): void } | undefined;
   #stopped = false;
 
-  constructor(kc: k8s.KubeConfig, path: string, query: Record<string, string>, onEvent: (type: string, object: T) => void) {
+  constructor(
+    kc: k8s.KubeConfig,
+    path: string,
+    query: Record<string, string>,
+    onEvent: (type: string, object: T) => void,
+  ) {
     this.#kc = kc;
     this.#path = path;
     this.#query = query;
@@ -27,7 +32,12 @@ export class RestartingWatch<T extends k8s.KubernetesObject> {
     const again = (): void => {
       if (!this.#stopped) this.start().catch(() => setTimeout(again, RETRY_MS));
     };
-    const request = await new k8s.Watch(this.#kc).watch(this.#path, this.#query, (type: string, object: T) => this.#onEvent(type, object), again);
+    const request = await new k8s.Watch(this.#kc).watch(
+      this.#path,
+      this.#query,
+      (type: string, object: T) => this.#onEvent(type, object),
+      again,
+    );
     // Stopped while the watch was opening: nothing else will end it.
     if (this.#stopped) request.abort();
     this.#request = request;
