@@ -5,9 +5,10 @@
 
 # Build: full dependencies, the TypeScript compile of the product only (tsconfig.build.json: no tests, no
 # testing/ helpers, no local/ or test/), then only production dependencies.
-FROM node:20-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
+# Without scripts, the pinned `node` development dependency brings no binary: the build runs on the image's Node 24.
 RUN npm ci --ignore-scripts
 COPY tsconfig.json tsconfig.build.json ./
 COPY api/src/ api/src/
@@ -23,7 +24,7 @@ RUN npx tsc -p tsconfig.build.json && node scripts/vendor.js && npm prune --omit
 
 # Runtime: the compiled JavaScript, production node_modules, the CRDs (`kindling crds`), and ignition-validate,
 # which the ignition server runs on every payload it generates.
-FROM node:20-bookworm-slim
+FROM node:24-bookworm-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ignition ca-certificates libjemalloc2 \
  && rm -rf /var/lib/apt/lists/*

@@ -5,21 +5,13 @@
 // Before the run, compiled tests whose .ts source is gone are removed: tsc never deletes its old output, and
 // a stale test would keep running code nobody reads. The run fails when any test was skipped or todo, even if
 // everything else passed; the runner's own output goes through untouched.
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { existsSync, globSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { tmpdir, availableParallelism } from 'node:os';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 const TALLY = fileURLToPath(new URL('./test-tally.js', import.meta.url));
-
-function find(dir) {
-  return readdirSync(dir).flatMap((name) => {
-    const path = join(dir, name);
-    if (statSync(path).isDirectory()) return name === 'node_modules' ? [] : find(path);
-    return name.endsWith('.test.js') ? [path] : [];
-  });
-}
 
 /** Removes dist/<p>.test.js (and its source map) when <p>.test.ts is gone; returns the tests that remain. */
 function pruneStale(files) {
@@ -37,8 +29,11 @@ if (!existsSync('dist')) {
   console.error('no dist/ folder (did the build run?)');
   process.exit(1);
 }
+const { runtimeWarning } = await import('../dist/support/src/runtime.js');
+const runtime = runtimeWarning(process.version, new Date());
+console.error(`Testing on Node.js ${process.version}${runtime === undefined ? '' : `: ${runtime}`}`);
 const only = process.argv.slice(2);
-const files = pruneStale(find('dist'))
+const files = pruneStale(globSync('dist/**/*.test.js'))
   .filter((f) => only.length === 0 || only.some((o) => f.includes(o)))
   .sort();
 if (files.length === 0) {

@@ -123,8 +123,10 @@ export function pickNodes(nodes: readonly NodeView[], capacity: number): string[
   const idle = nodes.filter((n) => n.phase === 'idle').sort((a, b) => a.name.localeCompare(b.name));
   const picked = idle.filter((n) => n.unavailable).slice(0, capacity);
   const busy = new ZoneCount([...nodes.filter((n) => n.phase === 'updating' || n.phase === 'degraded'), ...picked]);
-  const byZone = new Map<string, NodeView[]>();
-  for (const n of idle.filter((x) => !x.unavailable)) byZone.set(n.zone, [...(byZone.get(n.zone) ?? []), n]);
+  const byZone = Map.groupBy(
+    idle.filter((x) => !x.unavailable),
+    (n) => n.zone,
+  );
   while (picked.length < capacity && byZone.size > 0) {
     const zone = busy.leastBusy([...byZone.keys()]);
     const queue = byZone.get(zone) ?? [];

@@ -82,9 +82,9 @@ const kindling = (command: string, flags: (env: ComponentEnv, replica: number) =
 
 /**
  * The pools and the upgrader reach the ignition server at replica 0's port. In a cluster that address is the
- * Service, which sends each connection to a ready replica; Node 20 cannot share one listening port between
- * processes (no SO_REUSEPORT), and a proxy standing in for the Service would be a part production does not
- * have. So while replica 0 is down (until its restart, about a second), hosts and the upgrader retry, as they
+ * Service, which sends each connection to a ready replica. Replicas sharing one port (`reusePort`) would not
+ * be that: the kernel keeps handing connections to a replica still listening while it drains, and a proxy
+ * standing in for the Service would be a part production does not have. So while replica 0 is down (until its restart, about a second), hosts and the upgrader retry, as they
  * would against a Service with no ready endpoint; the other replicas serve on their own ports and can lead.
  */
 const ignitionEndpoint = (i: IgnitionFiles): string => `127.0.0.1:${i.port}`;

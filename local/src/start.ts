@@ -10,6 +10,7 @@
 import { mkdir, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { runtimeWarning } from '../../support/src/runtime.js';
 import * as k8s from '#k8s';
 import { formatHelp, parseConfig, ConfigError } from '../../support/src/config.js';
 import {
@@ -254,7 +255,9 @@ export async function start(argv: string[]): Promise<number> {
   if (config.fresh) await rm(stateDir, { recursive: true, force: true });
   await mkdir(stateDir, { recursive: true });
   const started = Date.now();
-  out(`Starting Kindling's local environment in ${stateDir}`);
+  out(`Starting Kindling's local environment on Node.js ${process.version} in ${stateDir}`);
+  const runtime = runtimeWarning(process.version, new Date());
+  if (runtime !== undefined) warn(runtime);
   const env = await bringUp({ ...config, stateDir });
   out(`  everything up in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   summary(env, stateDir, config.namespace);

@@ -14,6 +14,7 @@ import { createShutdown, type Shutdown } from './shutdown.js';
 import { checkLeaderTimings, LeaderElector, LEADER_DEFAULTS, type LeaderTimings } from './leader.js';
 import { ConfigError, type FlagSpec } from './config.js';
 import { loadKubeConfig, setRequestGate } from './kubeconfig.js';
+import { runtimeWarning } from './runtime.js';
 
 export { loadKubeConfig } from './kubeconfig.js';
 
@@ -85,6 +86,8 @@ export interface ComponentSpec {
 export async function runComponent(spec: ComponentSpec): Promise<void> {
   const timings = leaderTimings(spec.config);
   const log = createLogger({ name: spec.name, level: spec.config.logLevel });
+  const runtime = runtimeWarning(process.version, new Date());
+  if (runtime !== undefined) log.warn({ node: process.version }, runtime);
   const registry = createRegistry(spec.name);
   const shutdown = createShutdown(log);
   const ctx: ComponentContext = {

@@ -21,8 +21,7 @@ export function createShutdown(
 ): Shutdown {
   const closers: { name: string; close: () => Promise<void> | void }[] = [];
   let running: Promise<void> | undefined;
-  let begin!: (reason: string) => void;
-  const begun = new Promise<string>((r) => (begin = r));
+  const { promise: begun, resolve: begin } = Promise.withResolvers<string>();
 
   const run = (reason: string): Promise<void> => {
     if (running) return running;
