@@ -82,6 +82,12 @@ export const ANNOTATIONS = {
   /** Human message for payloadReason. Same writer and reader. */
   payloadMessage: 'kindling.dev/payload-message',
 
+  // ---- shared payload entry (an OCI artifact manifest in --payload-repository) ----
+  /** The entry's signature: an ES256 JWS by the ignition signing key naming the entry's tag and its blob's
+   * sha256 (ignition-server/src/payload/signature.ts). Written by the ignition-server replica that generated
+   * the entry (the leader); read by every replica, which serves or caches the entry only when it verifies. */
+  payloadEntrySignature: 'dev.kindling.payload.signature',
+
   // ---- MachineSet (management cluster), Flow 3 ----
   /** Config hash every node of the MachineSet should reach. Written by the nodepool-controller; read by the
    * inplace-upgrader. */

@@ -15,13 +15,14 @@ import { ServingPool } from './serving/pool.js';
 import { createIgnitionMetrics, type IgnitionMetrics } from './metrics.js';
 import type { Logger } from '../../support/src/logger.js';
 import { PayloadStore } from './payload/store.js';
-import { registryPayloads, type SharedPayloads } from './payload/shared.js';
+import { registryEntries, signedPayloads, type EntryRepository, type SharedPayloads } from './payload/shared.js';
+import { createEntrySeal, type EntrySeal } from './payload/signature.js';
 import { createValidator } from './payload/validate.js';
 import { readRelease, resolveRelease } from './release/open.js';
 import { parsePullSecret, type RegistryOptions } from './release/registry.js';
 import { admitRelease, parseAllowedRegistries, type ReleasePolicy } from './release/policy.js';
 import { TokenIndex, type TokenSecretEntry } from './token-index.js';
-import { loadTokenAuthority } from './tokens.js';
+import { createTokenAuthority, type TokenAuthority } from './tokens.js';
 import { createGuestJoin } from './join.js';
 import { createGuestKubeConfigs } from '../../support/src/guest-kubeconfigs.js';
 import * as k8s from '#k8s';
@@ -36,7 +37,7 @@ const FLAGS = {
   signingKeyFile: {
     type: 'string',
     default: '',
-    help: 'ECDSA P-256 private key (PEM) signing the bearer tokens; the same file on every replica',
+    help: 'ECDSA P-256 private key (PEM) signing the bearer tokens and the entries of --payload-repository; the same file on every replica',
   },
   tokenTtl: { type: 'duration', default: 11 * 3_600_000, help: 'Token lifetime; tokens rotate at half of it' },
   namespaces: {
@@ -115,7 +116,7 @@ function required(cfg: IgnitionServerConfig): void {
   }
   watchedNamespaces(cfg);
   releasePolicy(cfg);
-  sharedPayloads(cfg, {});
+  registryEntriesOf(cfg, {});
 }
 
 const NAMESPACE = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
@@ -176,12 +177,14 @@ function createStore(
   deps: {
     registry: RegistryOptions;
     policy: ReleasePolicy;
+    seal: EntrySeal;
     metrics: IgnitionMetrics;
     generates: () => boolean;
     log: Logger;
   },
 ): PayloadStore {
-  const { registry, policy, metrics, generates, log } = deps;
+  const { registry, policy, metrics, generates } = deps;
+  const log = deps.log.child({ part: 'payloads' });
   return new PayloadStore({
     cacheDir: cfg.cacheDir,
     maxBytes: cfg.cacheMaxBytes,
@@ -190,10 +193,10 @@ function createStore(
     resolve: (ref) => resolveRelease(ref, registry),
     read: (ref, digest) => readRelease(ref, registry, digest),
     validate: cfg.ignitionValidate === '' ? undefined : createValidator(cfg.ignitionValidate),
-    shared: sharedPayloads(cfg, registry),
+    shared: sharedPayloads(cfg, registry, { seal: deps.seal, metrics, log }),
     generates,
     metrics,
-    log: log.child({ part: 'payloads' }),
+    log,
   });
 }
 
@@ -205,11 +208,11 @@ export async function startIgnitionServer(
   required(cfg);
   tuneMemory(cfg, ctx.log);
   const metrics = createIgnitionMetrics(ctx.registry);
-  const authority = await loadTokenAuthority(cfg.signingKeyFile);
+  const { authority, seal } = await loadSigningKey(cfg.signingKeyFile);
   const registry = await registryOptions(cfg);
   const policy = releasePolicy(cfg);
   let leading = false;
-  const store = createStore(cfg, { registry, policy, metrics, generates: () => leading, log: ctx.log });
+  const store = createStore(cfg, { registry, policy, seal, metrics, generates: () => leading, log: ctx.log });
   await store.init();
   const { registries, allowLocal } = policy;
   ctx.log.info(
@@ -273,13 +276,32 @@ export async function startIgnitionServer(
   return { lead, port: serving.port, readiness: [{ name: 'token-secrets-synced', check: () => controller.synced }] };
 }
 
-function sharedPayloads(cfg: IgnitionServerConfig, registry: RegistryOptions): SharedPayloads | undefined {
+/** The one signing key, read once: it mints the bearer tokens and seals the shared store's entries. */
+async function loadSigningKey(path: string): Promise<{ authority: TokenAuthority; seal: EntrySeal }> {
+  try {
+    const pem = await readFile(path, 'utf8');
+    return { authority: await createTokenAuthority(pem), seal: await createEntrySeal(pem) };
+  } catch (err) {
+    throw new Error(`failed to load the token signing key from ${path}`, { cause: err });
+  }
+}
+
+function registryEntriesOf(cfg: IgnitionServerConfig, registry: RegistryOptions): EntryRepository | undefined {
   if (cfg.payloadRepository === '') return undefined;
   try {
-    return registryPayloads(cfg.payloadRepository, registry);
+    return registryEntries(cfg.payloadRepository, registry);
   } catch (err) {
     throw new ConfigError(`--payload-repository: ${(err as Error).message}`);
   }
+}
+
+function sharedPayloads(
+  cfg: IgnitionServerConfig,
+  registry: RegistryOptions,
+  deps: { seal: EntrySeal; metrics: IgnitionMetrics; log: Logger },
+): SharedPayloads | undefined {
+  const entries = registryEntriesOf(cfg, registry);
+  return entries && signedPayloads(entries, deps.seal, deps);
 }
 
 function whenIndexed(index: TokenIndex, key: string, fn: (entry: TokenSecretEntry) => void): void {

@@ -1,8 +1,9 @@
 /** The ignition server's metrics, on the component's registry (served on the ops port). */
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { StoreMetrics } from './payload/store.js';
+import type { SharedMetrics } from './payload/shared.js';
 
-export interface IgnitionMetrics extends StoreMetrics {
+export interface IgnitionMetrics extends StoreMetrics, SharedMetrics {
   request(code: number): void;
   /** Requests counted elsewhere (the serving threads): totals by status, read at scrape time. */
   watchRequests(read: () => Promise<Record<string, number>>): void;
@@ -37,6 +38,12 @@ export function createIgnitionMetrics(registry: Registry): IgnitionMetrics {
     name: 'kindling_ignition_payload_shared_total',
     help: 'Pins and payloads read from the shared payload store (read), pushed to it (pushed), or not pushed (push_failed).',
     labelNames: ['event'],
+    registers: [registry],
+  });
+  const rejected = new Counter({
+    name: 'kindling_ignition_shared_payload_rejected_total',
+    help: "Pins and payloads of the shared payload store refused, neither served nor cached, by reason: unsigned, bad_signature (not by this server's signing key), other_entry (signed for another tag), other_bytes (signed for other bytes).",
+    labelNames: ['reason'],
     registers: [registry],
   });
   const hits = new Counter({
@@ -75,6 +82,7 @@ export function createIgnitionMetrics(registry: Registry): IgnitionMetrics {
     watchLiveTokens: (read) => void (live = read),
     generationSeconds: (s, outcome) => generation.observe({ outcome }, s),
     shared: (event) => shared.inc({ event }),
+    sharedRejected: (reason) => rejected.inc({ reason }),
     cacheHit: () => hits.inc(),
     cacheMiss: () => misses.inc(),
     cacheBytes: (b) => bytes.set(b),

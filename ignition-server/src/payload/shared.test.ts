@@ -16,6 +16,8 @@ import { IGNITION_HEADERS, LABELS, SECRET_KEYS, tokenSecretName } from '../../..
 import { IgnitionServer, opsMetrics, writeIgnitionServerFiles, type IgnitionServerFiles } from '../../testing/index.js';
 import { startRegistry, type RegistryFixture } from '../../testing/registry-fixture.js';
 import { parsePullSecret, RegistryClient } from '../release/registry.js';
+import { sha256Digest } from '../release/image.js';
+import { MEDIA_TYPES } from '../release/types.js';
 
 const NS = 'clusters';
 const POOL = 'workers';
@@ -44,6 +46,8 @@ const generations = async (s: IgnitionServer): Promise<number> =>
   sample(await opsMetrics(s.opsPort), 'kindling_ignition_payload_generation_seconds_count', 'outcome="success"');
 const sharedReads = async (s: IgnitionServer): Promise<number> =>
   sample(await opsMetrics(s.opsPort), 'kindling_ignition_payload_shared_total', 'event="read"');
+const rejections = async (s: IgnitionServer, reason: string): Promise<number> =>
+  sample(await opsMetrics(s.opsPort), 'kindling_ignition_shared_payload_rejected_total', `reason="${reason}"`);
 
 describe('payloads shared between replicas through an OCI repository', { timeout: 300_000 }, () => {
   let dir: string;
@@ -208,5 +212,51 @@ describe('payloads shared between replicas through an OCI repository', { timeout
     }
     assert.deepEqual(await Promise.all(replicas.map(generations)), [0, 0, 0], 'no generation after the restarts');
     for (const r of replicas) assert.ok((await sharedReads(r)) >= 2, `${r.name} read the payloads from the repository`);
+  });
+
+  it('when someone who can push to the repository swaps or replaces the payload artifacts, it should serve none of them from a replica that reads the repository, and count each refusal', async () => {
+    // The attacker holds the pull secret's push rights: a genuine artifact goes under the other payload's tag,
+    // and foreign bytes go under the second tag with the genuine signature still in the manifest.
+    const client = new RegistryClient(registry.host, 'kindling/payloads', {
+      ca: registry.ca.certPem,
+      credentials: parsePullSecret(registry.pullSecret),
+    });
+    const [first, second] = (await client.listTags()).filter((t) => t.startsWith('payload-'));
+    assert.ok(first !== undefined && second !== undefined);
+    const manifestOf = async (tag: string): Promise<Buffer> =>
+      (await client.findManifest(tag))?.bytes ?? Buffer.from('');
+    const [firstManifest, secondManifest] = [await manifestOf(first), await manifestOf(second)];
+    const evil = Buffer.from(
+      '3.0.0 0\n,"storage":{"files":[{"path":"/etc/evil","contents":{"source":"data:,owned"}}]}}',
+    );
+    const forged = JSON.parse(secondManifest.toString()) as { layers: { digest: string; size: number }[] };
+    forged.layers = [{ ...forged.layers[0]!, digest: sha256Digest(evil), size: evil.length }];
+    await client.putBlob(sha256Digest(evil), evil);
+    await client.putManifest(first, secondManifest, MEDIA_TYPES.ociManifest);
+    await client.putManifest(second, Buffer.from(JSON.stringify(forged)), MEDIA_TYPES.ociManifest);
+    assert.ok(!firstManifest.equals(secondManifest));
+    // A new pod on an empty cache directory reads the repository; it does not lead (the first replicas do).
+    const fresh = await replica('d');
+    replicas.push(fresh);
+    const served: string[] = [];
+    await eventually(
+      'both refusals counted by the new replica',
+      async () => {
+        for (const s of secrets) {
+          const r = await fetchIgnition(fresh.port, files.caPem, headers(s.hash));
+          if (r.status === 200) served.push(`${s.hash}: ${r.body.toString().slice(0, 200)}`);
+        }
+        const counts = [await rejections(fresh, 'other_entry'), await rejections(fresh, 'other_bytes')];
+        return counts.every((n) => n > 0) ? counts : undefined;
+      },
+      60_000,
+      200,
+    );
+    assert.deepEqual(served, [], 'the new replica served nothing of the repository as it now is');
+    for (const s of secrets) {
+      const r = await fetchIgnition(fresh.port, files.caPem, headers(s.hash));
+      assert.equal(r.status, 511, `the new replica waits for the leader rather than serve ${s.hash}`);
+    }
+    assert.equal(await generations(fresh), 0);
   });
 });

@@ -18,7 +18,9 @@ import { BASE_FRAGMENTS, RELEASE_MANIFEST } from '../../testing/index.js';
 import { ReleaseUnavailableError, type Release } from '../release/types.js';
 import { joinFileBytes } from '../join.js';
 import { admitRelease } from '../release/policy.js';
-import type { SharedPayloads } from './shared.js';
+import { signedPayloads, type EntryRepository, type SharedPayloads, type StoredEntry } from './shared.js';
+import { createEntrySeal, type EntrySeal, type RejectReason } from './signature.js';
+import { ecKeyPem } from '../../testing/index.js';
 
 const log = createLogger({ name: 'test', level: 'silent' });
 const DIGEST = `sha256:${'2'.repeat(64)}`;
@@ -333,5 +335,128 @@ describe('payload store', () => {
     const tight = new PayloadStore({ ...opts, maxDirBytes: 100_000 });
     await tight.init();
     assert.deepEqual(await readdir(files), [c.key]);
+  });
+});
+
+/** A repository anyone with push rights writes to: what the leader pushed, and what an attacker pushes over it. */
+function memoryRepository(): EntryRepository & { entries: Map<string, StoredEntry> } {
+  const entries = new Map<string, StoredEntry>();
+  return {
+    entries,
+    where: 'memory',
+    get: (name) => Promise.resolve(entries.get(name)),
+    put: (name, entry) => Promise.resolve(void entries.set(name, entry)),
+  };
+}
+
+describe('payload store sharing through a repository others can push to', () => {
+  let dir: string;
+  before(async () => (dir = await mkdtemp(join(tmpdir(), 'signed-'))));
+  after(() => rm(dir, { recursive: true, force: true }));
+
+  const REF = 'r.example/rel:1';
+  const EVIL = Buffer.from('3.0.0 0\n,"storage":{"files":[{"path":"/etc/evil","contents":{"source":"data:,owned"}}]}}');
+  const docs = [mcDoc('99-s', '/etc/s')];
+
+  /** A replica whose shared store verifies with `seal`, counting what it refuses. */
+  function replica(
+    name: string,
+    repository: EntryRepository,
+    seal: EntrySeal,
+    generates: boolean,
+  ): { store: PayloadStore; rejected: RejectReason[]; counting: Counting } {
+    const rejected: RejectReason[] = [];
+    const shared = signedPayloads(repository, seal, { metrics: { sharedRejected: (r) => rejected.push(r) }, log });
+    const counting = options(join(dir, name), { shared, generates: () => generates, sharedRetryMs: 50 });
+    return { store: new PayloadStore(counting.opts), rejected, counting };
+  }
+
+  interface Pushed {
+    repository: ReturnType<typeof memoryRepository>;
+    seal: EntrySeal;
+    key: string;
+    otherKey: string;
+  }
+
+  /** The leader's entries, pushed and signed: the pin and payload of `docs`, and a payload of another config. */
+  async function pushedByLeader(name: string): Promise<Pushed> {
+    const repository = memoryRepository();
+    const seal = await createEntrySeal(ecKeyPem());
+    const leader = replica(`${name}-leader`, repository, seal, true);
+    await leader.store.init();
+    const key = (await leader.store.ensure(REF, leader.counting.source(docs))).key;
+    const otherKey = (await leader.store.ensure(REF, leader.counting.source([mcDoc('99-o', '/etc/o')]))).key;
+    return { repository, seal, key, otherKey };
+  }
+
+  it('when the leader pushed a pin and a payload, it should have signed both and another replica should serve them', async () => {
+    const { repository, seal, key } = await pushedByLeader('good');
+    assert.ok([...repository.entries.values()].every((e) => e.signature !== undefined));
+    const follower = replica('good-follower', repository, seal, false);
+    await follower.store.init();
+    const served = await follower.store.ensure(REF, follower.counting.source(docs));
+    assert.equal(served.key, key);
+    assert.deepEqual(follower.rejected, []);
+    assert.equal(follower.store.generations, 0);
+  });
+
+  const tampered: [string, RejectReason, (pushed: Pushed) => Promise<StoredEntry>][] = [
+    [
+      'foreign bytes under the tag, with its genuine signature',
+      'other_bytes',
+      async ({ seal, key }) => ({
+        bytes: EVIL,
+        signature: await seal.sign(`payload-${key}`, Buffer.from('what the leader pushed')),
+      }),
+    ],
+    [
+      'a genuine payload of another config under the tag',
+      'other_entry',
+      ({ repository, otherKey }) => Promise.resolve(repository.entries.get(`payload-${otherKey}`) ?? { bytes: EVIL }),
+    ],
+    [
+      'foreign bytes signed with another key',
+      'bad_signature',
+      async ({ key }) => ({
+        bytes: EVIL,
+        signature: await (await createEntrySeal(ecKeyPem())).sign(`payload-${key}`, EVIL),
+      }),
+    ],
+    ['foreign bytes without a signature', 'unsigned', () => Promise.resolve({ bytes: EVIL })],
+  ];
+  for (const [what, reason, forge] of tampered) {
+    it(`when someone pushes ${what}, it should refuse it (${reason}), serve and cache nothing of it, and the leader should push its own again`, async () => {
+      const pushed = await pushedByLeader(reason);
+      const { repository, seal, key } = pushed;
+      repository.entries.set(`payload-${key}`, await forge(pushed));
+      const follower = replica(`${reason}-follower`, repository, seal, false);
+      await follower.store.init();
+      await assert.rejects(follower.store.ensure(REF, follower.counting.source(docs)), NotGeneratedYetError);
+      assert.deepEqual(follower.rejected, [reason]);
+      assert.equal(await follower.store.lookup(key), undefined, 'nothing of it in memory or on disk');
+      assert.deepEqual(await readdir(join(dir, `${reason}-follower`, 'payloads')), []);
+      // A leader that does not hold the payload (a new pod) treats the entry as a miss: it generates and pushes.
+      const leader = replica(`${reason}-new-leader`, repository, seal, true);
+      await leader.store.init();
+      const genuine = await leader.store.ensure(REF, leader.counting.source(docs));
+      assert.deepEqual([leader.store.generations, leader.rejected], [1, [reason]]);
+      const served = await follower.store.ensure(REF, follower.counting.source(docs));
+      assert.ok(served.tail.equals(genuine.tail) && served.tail.includes('/etc/s'), 'the genuine payload of docs');
+    });
+  }
+
+  it('when someone pushes a pin of another digest signed with another key, it should refuse it and resolve nothing', async () => {
+    const { repository, seal } = await pushedByLeader('pin');
+    const pin = [...repository.entries.keys()].find((k) => k.startsWith('pin-')) ?? '';
+    const evilDigest = Buffer.from(`sha256:${'6'.repeat(64)}`);
+    repository.entries.set(pin, {
+      bytes: evilDigest,
+      signature: await (await createEntrySeal(ecKeyPem())).sign(pin, evilDigest),
+    });
+    const follower = replica('pin-follower', repository, seal, false);
+    await follower.store.init();
+    await assert.rejects(follower.store.ensure(REF, follower.counting.source(docs)), NotGeneratedYetError);
+    assert.deepEqual(follower.rejected, ['bad_signature']);
+    assert.deepEqual(await readdir(join(dir, 'pin-follower', 'pins')), [], 'the foreign pin is not cached');
   });
 });
