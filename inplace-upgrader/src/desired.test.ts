@@ -25,6 +25,7 @@ import {
   guestNamespace,
 } from './desired.js';
 import { boundAgentKubeconfig } from '../testing/index.js';
+import { agentCommand } from './agent/command.js';
 
 const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
 const NODE_NAME_CLAIM = 'authentication.kubernetes.io/node-name';
@@ -66,6 +67,21 @@ describe('agentNodePolicy', () => {
       ANNOTATIONS.poolTaints,
     ])
       assert.ok(!keys.includes(key), `${key} is in ${keys}`);
+  });
+});
+
+describe('agentPod', () => {
+  it('when built, it should declare no port and its command take no address to serve on: on the host network no NetworkPolicy applies, so the agent accepts nothing by listening on nothing', () => {
+    const pod = agentPod({ node: 'a', pool: 'p', image: 'i' });
+    assert.equal(pod.spec?.hostNetwork, true);
+    assert.deepEqual(
+      pod.spec?.containers.flatMap((c) => c.ports ?? []),
+      [],
+    );
+    assert.deepEqual(
+      Object.keys(agentCommand.flags).filter((f) => /address|port|listen/i.test(f)),
+      [],
+    );
   });
 });
 

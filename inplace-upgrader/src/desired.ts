@@ -194,6 +194,11 @@ export function payloadSecret(opts: { node: string; pool: string; hash: string; 
 /**
  * The agent, pinned to its node by nodeName (no scheduler involved, so a cordoned node still gets it),
  * privileged, in the host's PID namespace, with the host's root mounted, tolerating every taint.
+ *
+ * On the host network: the kubelet starts no Pod that needs the pod network while the node's network plugin
+ * is not ready, and the agent must run after the reboot to finish the update or report it Degraded even when
+ * the update left the network plugin down. No NetworkPolicy applies to a host-network Pod, so none is made
+ * for it: the agent accepts nothing because it listens on nothing (no port, no serving flag).
  */
 export function agentPod(opts: { node: string; pool: string; image: string }): k8s.V1Pod {
   return {

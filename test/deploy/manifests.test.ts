@@ -1,7 +1,8 @@
 /**
  * deploy/: the kustomize base and the local overlay render with the test bed's kubectl, every rendered object is
  * accepted by a real kube-apiserver (server-side dry run), every Deployment's Pod passes the namespace's
- * `restricted` Pod Security level, and every container's arguments parse with its command's own flags.
+ * `restricted` Pod Security level, and every container's arguments parse with its command's own flags. The
+ * NetworkPolicies are asked who reaches each port of each component's pods, attackers included.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -15,6 +16,7 @@ import { loadCommand } from '../../support/src/command.js';
 import { envName, parseConfig } from '../../support/src/config.js';
 import { DEPLOY_BASE, KINDLING_NAMESPACE, LOCAL_OVERLAY, renderKustomization } from '../../local/src/credentials.js';
 import { eventually, installCapiCrds, startCluster, type Cluster } from '../bed/src/index.js';
+import { admits, selecting, type NetworkPolicy, type PodRef, type Source, type Target } from './network-policy.js';
 
 const RENDERS = { base: DEPLOY_BASE, 'overlays/local': LOCAL_OVERLAY } as const;
 const COMPONENTS = ['nodepool-controller', 'ignition-server', 'inplace-upgrader', 'drainer'];
@@ -83,6 +85,66 @@ async function assertArguments(d: k8s.V1Deployment, where: string): Promise<void
       assert.ok(envFlags.has(e.name), `${where}/${d.metadata?.name}: ${e.name} is no flag of ${command}`);
 }
 
+/** A namespace's pod, its namespace labelled with its name as the apiserver labels every namespace. */
+const podIn = (namespace: string, labels: Record<string, string> = {}, namespaceLabels = {}): PodRef => ({
+  namespace,
+  namespaceLabels: { 'kubernetes.io/metadata.name': namespace, ...namespaceLabels },
+  labels,
+});
+/** The Cluster API core manager's pod as Cluster API's own manifests deploy it. */
+const CAPI_MANAGER_LABELS = { 'cluster.x-k8s.io/provider': 'cluster-api', 'control-plane': 'controller-manager' };
+/** The label an operator puts on the namespace of the metrics scraper (README "Deploying"). */
+const MONITORING_LABEL = { 'kindling.dev/monitoring': 'true' };
+const SOURCES = {
+  'the Cluster API manager': podIn('capi-system', CAPI_MANAGER_LABELS),
+  "a tenant's pod wearing the Cluster API manager's labels": podIn('tenants', CAPI_MANAGER_LABELS),
+  "the kubeadm bootstrap provider's manager": podIn('capi-kubeadm-bootstrap-system', {
+    'cluster.x-k8s.io/provider': 'bootstrap-kubeadm',
+    'control-plane': 'controller-manager',
+  }),
+  'another pod of capi-system': podIn('capi-system', { app: 'other' }),
+  'a monitoring namespace': podIn('monitoring', { app: 'prometheus' }, MONITORING_LABEL),
+  'an unlabelled monitoring namespace': podIn('monitoring', { app: 'prometheus' }),
+  "a Kindling component's pod": podIn(KINDLING_NAMESPACE, { 'app.kubernetes.io/name': 'kindling-drainer' }),
+  "a tenant's pod": podIn('tenants'),
+  'a booting host outside the cluster': 'outside',
+} satisfies Record<string, Source>;
+type SourceName = keyof typeof SOURCES;
+
+/** Per component and port name: the sources let in (every other source of SOURCES must be refused). */
+const REACHES: Record<string, Record<string, SourceName[]>> = {
+  'ignition-server': {
+    https: Object.keys(SOURCES) as SourceName[],
+    ops: ['a monitoring namespace'],
+  },
+  'inplace-upgrader': { extension: ['the Cluster API manager'], ops: ['a monitoring namespace'] },
+  'nodepool-controller': { ops: ['a monitoring namespace'] },
+  drainer: { ops: ['a monitoring namespace'] },
+};
+
+/** A pod of the Deployment as the policies see it: its namespace, template labels and container ports. */
+const targetOf = (d: k8s.V1Deployment): Target => ({
+  ...podIn(d.metadata?.namespace ?? ''),
+  labels: d.spec?.template.metadata?.labels ?? {},
+  ports: podSpecOf(d).containers.flatMap((c) => c.ports ?? []),
+});
+
+function assertReaches(objects: k8s.KubernetesObject[], where: string, component: string): void {
+  const policies = ofKind(objects, 'NetworkPolicy') as NetworkPolicy[];
+  const deployment = ofKind(objects, 'Deployment').find((d) => d.metadata?.name === `kindling-${component}`);
+  const target = targetOf(deployment as k8s.V1Deployment);
+  assert.deepEqual(
+    target.ports.map((p) => p.name).sort(),
+    Object.keys(REACHES[component] ?? {}).sort(),
+    `${where}/${component}: the ports whose reach is asserted`,
+  );
+  for (const [portName, allowed] of Object.entries(REACHES[component] ?? {})) {
+    const port = target.ports.find((p) => p.name === portName)?.containerPort ?? 0;
+    const got = (Object.keys(SOURCES) as SourceName[]).filter((s) => admits(policies, SOURCES[s], target, port));
+    assert.deepEqual(got, allowed, `${where}/${component}: who reaches port ${portName} (${port})`);
+  }
+}
+
 describe('deploy/ manifests', () => {
   let mgmt: Cluster;
   const rendered: Record<string, k8s.KubernetesObject[]> = {};
@@ -123,6 +185,35 @@ describe('deploy/ manifests', () => {
   it("when a Deployment's arguments are parsed with its command's flags, they should be known and valid, with leader election on", async () => {
     for (const [name, objects] of Object.entries(rendered))
       for (const d of ofKind(objects, 'Deployment') as k8s.V1Deployment[]) await assertArguments(d, name);
+  });
+
+  it('when rendered, kindling-system should deny ingress by default: a policy selects every pod and admits nothing', () => {
+    for (const [name, objects] of Object.entries(rendered)) {
+      const denyAll = (ofKind(objects, 'NetworkPolicy') as NetworkPolicy[]).filter(
+        (p) =>
+          p.metadata?.namespace === KINDLING_NAMESPACE &&
+          Object.keys(p.spec.podSelector).length === 0 &&
+          (p.spec.policyTypes ?? []).includes('Ingress') &&
+          (p.spec.ingress ?? []).length === 0,
+      );
+      assert.equal(denyAll.length, 1, `${name}: one default-deny ingress policy`);
+    }
+  });
+
+  it("when rendered, every Deployment's pods should be isolated for ingress by the policies", () => {
+    for (const [name, objects] of Object.entries(rendered)) {
+      const policies = ofKind(objects, 'NetworkPolicy') as NetworkPolicy[];
+      for (const d of ofKind(objects, 'Deployment') as k8s.V1Deployment[])
+        assert.ok(
+          selecting(policies, targetOf(d)).length > 0,
+          `${name}/${d.metadata?.name}: no policy selects its pods`,
+        );
+    }
+  });
+
+  it('when anyone connects to a port of a component, only the documented sources should get in: the ignition port from anywhere, the extension from the Cluster API manager, the ops port from a monitoring namespace', () => {
+    for (const [name, objects] of Object.entries(rendered))
+      for (const component of COMPONENTS) assertReaches(objects, name, component);
   });
 
   it('when every rendered object is applied with a server-side dry run, the apiserver should accept each one, and each Pod the restricted Pod Security level', async () => {
