@@ -44,6 +44,8 @@ export interface AppDeps {
   log: Logger;
   metrics?: { request(code: number): void };
   now?: () => number;
+  /** The request came on a connection over the process's cap (serving/balance.ts): answered 503, then closed. */
+  busy?: (req: IncomingMessage) => boolean;
 }
 
 const BEARER = /^Bearer ([A-Za-z0-9._~+/-]+=*)$/;
@@ -292,10 +294,19 @@ async function expressApp(deps: AppDeps): Promise<RequestListener> {
   return app;
 }
 
+/** Counted, never logged: under overload, a log line per refusal would add to the load. */
+function refuseBusy(res: ServerResponse, deps: AppDeps): void {
+  res.shouldKeepAlive = false;
+  res.setHeader('retry-after', '1');
+  refuse(res, new HttpError('IGN_SERVER_BUSY'), deps.log);
+  deps.metrics?.request(res.statusCode);
+}
+
 /** The handler of the serving port. */
 export function createApp(deps: AppDeps): RequestListener {
   let fallback: Promise<RequestListener> | undefined;
   return (req, res) => {
+    if (deps.busy?.(req)) return refuseBusy(res, deps);
     if (req.url === '/ignition' && (req.method === 'GET' || req.method === 'HEAD')) {
       const outcome: Outcome = { started: performance.now() };
       answer({ req, res, deps, outcome }, () => finished(req, res, deps, outcome));

@@ -101,6 +101,11 @@ const FLAGS = {
     default: 0,
     help: 'Threads answering /ignition, all on the serving address; 0: one per core',
   },
+  maxConnections: {
+    type: 'int',
+    default: 4096,
+    help: 'Connections this process serves at once, over all its serving threads, once their TLS handshake is done; one more is answered 503 (IGN_SERVER_BUSY)',
+  },
   favourMemory: {
     type: 'bool',
     default: true,
@@ -114,6 +119,7 @@ function required(cfg: IgnitionServerConfig): void {
   for (const key of ['tlsCertFile', 'tlsKeyFile', 'signingKeyFile'] as const) {
     if (cfg[key] === '') throw new ConfigError(`--${flagName(key)} is required`);
   }
+  if (cfg.maxConnections < 1) throw new ConfigError('--max-connections must be at least 1');
   watchedNamespaces(cfg);
   releasePolicy(cfg);
   registryEntriesOf(cfg, {});
@@ -256,6 +262,7 @@ export async function startIgnitionServer(
     logName: 'kindling-ignition-server',
     logLevel: cfg.logLevel,
     reloadIntervalMs: cfg.certReloadInterval,
+    maxConnections: cfg.maxConnections,
   });
   // The threads start while the token Secrets are listed; they accept once the list is in.
   serving.start();

@@ -33,6 +33,7 @@ export const IGNITION_ERRORS = {
     status: 511,
     message: 'payload generation failed (ReleaseUnavailable), see the token Secret',
   },
+  IGN_SERVER_BUSY: { status: 503, message: 'too many connections to this server, retry later' },
   IGN_BODY_TOO_LARGE: { status: 413, message: 'request body too large' },
   IGN_BAD_REQUEST: { status: 400, message: 'bad request' },
   IGN_NOT_FOUND: { status: 404, message: 'not found' },

@@ -30,14 +30,40 @@ function peerSerial(port: number, ca: string, opts: { maxVersion?: 'TLSv1.1' | '
  */
 const TLS11_CLIENT: ConnectionOptions = { minVersion: 'TLSv1.1', maxVersion: 'TLSv1.1', ciphers: 'DEFAULT@SECLEVEL=0' };
 
-/** The protocol a handshake settled on, or the handshake's error. */
+/** The protocol and cipher suite a handshake settled on (`TLSv1.3 TLS_AES_128_GCM_SHA256`), or its error. */
 function handshake(port: number, opts: ConnectionOptions): Promise<string> {
   return new Promise((resolve, reject) => {
     const s = tlsConnect({ host: '127.0.0.1', port, rejectUnauthorized: false, ...opts }, () => {
-      resolve(s.getProtocol() ?? '');
+      resolve(`${s.getProtocol() ?? ''} ${s.getCipher().name}`);
       s.end();
     });
     s.on('error', reject);
+  });
+}
+
+/** TLS 1.2 clients offering one suite only; OpenSSL names them without the TLS_ prefix. */
+const TLS12_OFFERING = (suite: string): ConnectionOptions => ({ maxVersion: 'TLSv1.2', ciphers: suite });
+
+/**
+ * How long the server keeps a connection that never finishes its handshake (3 s when it would keep it
+ * longer): silent, or `trickling` a record header then a byte every 100 ms, as a slow-loris client would.
+ */
+function heldFor(port: number, trickling: boolean): Promise<number> {
+  const started = Date.now();
+  return new Promise((resolve) => {
+    let timer: NodeJS.Timeout | undefined;
+    const s = connect(port, '127.0.0.1', () => {
+      if (!trickling) return;
+      s.write(Buffer.from([0x16, 0x03, 0x01, 0x02, 0x00]));
+      timer = setInterval(() => s.write(Buffer.from([0x01])), 100);
+    });
+    const giveUp = setTimeout(() => s.destroy(), 3000);
+    s.on('error', () => {});
+    s.on('close', () => {
+      clearInterval(timer);
+      clearTimeout(giveUp);
+      resolve(Date.now() - started);
+    });
   });
 }
 
@@ -60,6 +86,7 @@ describe('HTTPS serving port', () => {
       reloadIntervalMs: 100,
       headersTimeoutMs: 500,
       requestTimeoutMs: 1000,
+      handshakeTimeoutMs: 300,
     });
   });
   after(async () => {
@@ -100,7 +127,7 @@ describe('HTTPS serving port', () => {
     );
     await new Promise<void>((r) => permissive.listen(0, '127.0.0.1', r));
     try {
-      assert.equal(await handshake((permissive.address() as AddressInfo).port, TLS11_CLIENT), 'TLSv1.1');
+      assert.match(await handshake((permissive.address() as AddressInfo).port, TLS11_CLIENT), /^TLSv1\.1 /);
     } finally {
       permissive.close();
     }
@@ -109,11 +136,33 @@ describe('HTTPS serving port', () => {
       assert.equal(err.code, 'ERR_SSL_TLSV1_ALERT_PROTOCOL_VERSION', err.message);
       return true;
     });
-    assert.equal(
+    assert.match(
       await handshake(server.port, { minVersion: 'TLSv1.2', ciphers: 'DEFAULT@SECLEVEL=0' }),
-      'TLSv1.3',
+      /^TLSv1\.3 /,
       'a modern client still gets through',
     );
+  });
+
+  it('when a client never finishes its handshake, silent or trickling its hello, it should close the connection after the handshake timeout', async () => {
+    const [silent, trickling] = await Promise.all([heldFor(server.port, false), heldFor(server.port, true)]);
+    assert.ok(silent >= 250 && silent < 2000, `a silent client held for ${silent} ms`);
+    assert.ok(trickling >= 250 && trickling < 2000, `a trickling client held for ${trickling} ms`);
+  });
+
+  it('when a client finishes its handshake and sends no request, it should close the connection after the headers timeout', async () => {
+    const closed = await new Promise<number>((resolve) => {
+      let secured = Number.NaN;
+      const s = tlsConnect({ host: '127.0.0.1', port: server.port, ca: ca.certPem, servername: 'localhost' }, () => {
+        secured = Date.now();
+      });
+      const giveUp = setTimeout(() => s.destroy(), 5000);
+      s.on('error', () => {});
+      s.on('close', () => {
+        clearTimeout(giveUp);
+        resolve(Date.now() - secured);
+      });
+    });
+    assert.ok(closed < 2500, `held for ${closed} ms after its handshake`);
   });
 
   it('when a client sends its headers too slowly, it should drop the connection', async () => {
@@ -173,5 +222,55 @@ describe('HTTPS serving port', () => {
     assert.ok(fstatSync(drained.fd).isSocket(), 'the listening socket is still open');
     agent.destroy();
     await drained.close();
+  });
+});
+
+describe('HTTPS serving port with an RSA certificate', () => {
+  let dir: string;
+  let pair: { certPem: string; keyPem: string };
+  let server: HttpsServer;
+  /** Node's defaults with the same certificate: proves each client below really offers what it claims. */
+  let permissive: ReturnType<typeof createTlsServer>;
+  let permissivePort: number;
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'https-rsa-'));
+    const ca = await createCertificateAuthority('serving CA');
+    pair = await ca.issue({ commonName: 'rsa', dnsNames: ['localhost'], usage: 'server', keyType: 'RSA' });
+    await writeFile(join(dir, 'tls.crt'), pair.certPem);
+    await writeFile(join(dir, 'tls.key'), pair.keyPem);
+    server = await startHttpsServer({
+      address: '127.0.0.1:0',
+      certFile: join(dir, 'tls.crt'),
+      keyFile: join(dir, 'tls.key'),
+      app: (_req, res) => res.end('ok'),
+      log: createLogger({ name: 'test', level: 'silent' }),
+    });
+    permissive = createTlsServer({ cert: pair.certPem, key: pair.keyPem }, (s) => s.end());
+    await new Promise<void>((r) => permissive.listen(0, '127.0.0.1', r));
+    permissivePort = (permissive.address() as AddressInfo).port;
+  });
+  after(async () => {
+    permissive?.close();
+    await server?.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  for (const [suite, weakness] of [
+    ['AES128-SHA', 'CBC with a SHA-1 MAC'],
+    ['AES128-GCM-SHA256', 'static-RSA key exchange'],
+  ] as const) {
+    it(`when a TLS 1.2 client offers only ${suite} (${weakness}), it should refuse the handshake`, async () => {
+      assert.equal(await handshake(permissivePort, TLS12_OFFERING(suite)), `TLSv1.2 ${suite}`, 'the control');
+      await assert.rejects(handshake(server.port, TLS12_OFFERING(suite)), (err: Error & { code?: string }) => {
+        assert.match(err.code ?? '', /_ALERT_HANDSHAKE_FAILURE$/, err.message);
+        return true;
+      });
+    });
+  }
+
+  it('when a client offers ECDHE with AES-GCM or ChaCha20 on TLS 1.2, or TLS 1.3, it should complete the handshake', async () => {
+    for (const suite of ['ECDHE-RSA-AES128-GCM-SHA256', 'ECDHE-RSA-AES256-GCM-SHA384', 'ECDHE-RSA-CHACHA20-POLY1305'])
+      assert.equal(await handshake(server.port, TLS12_OFFERING(suite)), `TLSv1.2 ${suite}`);
+    assert.equal(await handshake(server.port, {}), 'TLSv1.3 TLS_AES_128_GCM_SHA256', 'the preferred TLS 1.3 suite');
   });
 });

@@ -1,5 +1,6 @@
 /**
- * Small PKI for the test bed and the local environment: a CA, serving and client certificates (ECDSA P-256).
+ * Small PKI for the test bed and the local environment: a CA, serving and client certificates (ECDSA P-256,
+ * or RSA 2048 for a certificate that must be RSA).
  * Production gets its certificates from files (cert-manager or the like); this only makes them.
  */
 // @peculiar/x509 resolves its providers through tsyringe, which needs the Reflect metadata polyfill loaded first.
@@ -12,6 +13,12 @@ x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoPro
 type Key = webcrypto.CryptoKey;
 
 const ALG = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' } as const;
+const RSA_ALG = {
+  name: 'RSASSA-PKCS1-v1_5',
+  modulusLength: 2048,
+  publicExponent: new Uint8Array([1, 0, 1]),
+  hash: 'SHA-256',
+} as const;
 const DAY_MS = 86_400_000;
 
 export interface KeyPairPem {
@@ -32,6 +39,8 @@ export interface IssueOptions {
   ipAddresses?: string[];
   usage: 'server' | 'client';
   validDays?: number;
+  /** The certificate's key (the CA signs with its own either way); ECDSA unless told. */
+  keyType?: 'ECDSA' | 'RSA';
 }
 
 function toPem(der: ArrayBuffer, label: string): string {
@@ -89,7 +98,7 @@ export async function loadCertificateAuthority(pair: KeyPairPem): Promise<Certif
 }
 
 async function issue(ca: x509.X509Certificate, caKey: Key, opts: IssueOptions): Promise<KeyPairPem> {
-  const keys = await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify']);
+  const keys = await webcrypto.subtle.generateKey(opts.keyType === 'RSA' ? RSA_ALG : ALG, true, ['sign', 'verify']);
   const now = Date.now();
   const names = [
     ...(opts.dnsNames ?? []).map((value) => ({ type: 'dns' as const, value })),

@@ -60,4 +60,17 @@ describe('ConnectionBalance', () => {
     const [only] = threads([100]) as [ConnectionBalance];
     assert.equal(closes(only, 10), 0);
   });
+
+  it('when the process holds its cap of connections over two threads, it should refuse the next on either thread, counting the refused while they are open, until one closes', () => {
+    const buffer = ConnectionBalance.buffer(2);
+    const [a, b] = [new ConnectionBalance(buffer, 0, 3), new ConnectionBalance(buffer, 1, 3)];
+    assert.deepEqual([a.opened(), a.opened(), b.opened()], [true, true, true]);
+    assert.equal(b.opened(), false, 'the fourth, on the thread holding one');
+    assert.equal(a.opened(), false);
+    // The two refused close after their 503, then one admitted closes.
+    b.closed(false);
+    a.closed(false);
+    a.closed(false);
+    assert.equal(b.opened(), true);
+  });
 });

@@ -15,6 +15,9 @@ export interface ThreadData {
   reloadIntervalMs: number;
   headersTimeoutMs?: number;
   requestTimeoutMs?: number;
+  handshakeTimeoutMs?: number;
+  /** Connections the process holds at most, over all its threads (balance.ts). */
+  maxConnections: number;
   /** Open connections per thread, shared by all (balance.ts). */
   connections: SharedArrayBuffer;
 }

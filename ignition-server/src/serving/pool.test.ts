@@ -1,6 +1,9 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'node:https';
+import { connect as tlsConnect, type TLSSocket } from 'node:tls';
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -86,6 +89,38 @@ function get(
   });
 }
 
+/** A connection that has had one answer (so the server counted it) and stays open, kept alive. */
+function answeredConnection(port: number, ca: string): Promise<TLSSocket> {
+  return new Promise((resolve, reject) => {
+    const s = tlsConnect({ host: '127.0.0.1', port, ca, servername: 'localhost' }, () =>
+      s.write('GET /ignition HTTP/1.1\r\nHost: x\r\n\r\n'),
+    );
+    let seen = '';
+    s.on('data', (d: Buffer) => {
+      seen += d.toString('latin1');
+      if (/\r\n\r\n[\s\S]*\n$/.test(seen)) resolve(s);
+    });
+    s.on('error', reject);
+  });
+}
+
+/**
+ * A child process holding `n` TCP connections to the port that never start a handshake (a test process
+ * holding both ends would need twice the descriptors). It prints `open` once all are connected, and the
+ * number still open on each line it reads.
+ */
+const IDLE_HOLDER = `
+const { connect } = require('node:net');
+const [port, n] = process.argv.slice(1).map(Number);
+let connected = 0, closed = 0;
+for (let i = 0; i < n; i++) {
+  const s = connect(port, '127.0.0.1', () => { if (++connected === n) console.log('open'); });
+  s.on('error', () => {});
+  s.on('close', () => closed++);
+}
+require('node:readline').createInterface({ input: process.stdin }).on('line', () => console.log(n - closed));
+`;
+
 describe('serving threads', () => {
   let dir: string;
   let ca: string;
@@ -160,6 +195,7 @@ describe('serving threads', () => {
       logLevel: 'silent',
       reloadIntervalMs: 60_000,
       statsIntervalMs: 100,
+      maxConnections: 4096,
     });
     pool.start();
     await pool.listen();
@@ -253,6 +289,86 @@ describe('serving threads', () => {
       20_000,
       50,
     );
+  });
+
+  it('when 10,000 connections sit idle before their handshake, a real /ignition fetch should still be served', async () => {
+    const p = payloads.add('e'.repeat(64), '"},"storage":{"files":[{"path":"/etc/e"}]}}');
+    const { token, secret: s } = await secret('flooded');
+    index.upsert(s, { state: 'ready', key: p.key });
+    const holder = spawn(process.execPath, ['-e', IDLE_HOLDER, String(pool.port), '10000'], {
+      stdio: ['pipe', 'pipe', 'inherit'],
+    });
+    try {
+      const lines = createInterface({ input: holder.stdout })[Symbol.asyncIterator]();
+      assert.equal((await lines.next()).value, 'open');
+      const r = await get(pool.port, ca, headers(token));
+      assert.equal(r.status, 200);
+      assert.ok(r.body.equals(payloadBytes(p, '3.3.0')));
+      holder.stdin.write('\n');
+      const still = Number((await lines.next()).value);
+      assert.ok(still >= 9_000, `served while ${still} idle connections were open`);
+    } finally {
+      holder.kill();
+    }
+  });
+});
+
+describe('serving threads under a connection cap', () => {
+  let dir: string;
+  let ca: string;
+  let pool: ServingPool;
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'serving-cap-'));
+    const authorityCa = await createCertificateAuthority('serving CA');
+    const pair = await authorityCa.issue({ commonName: 'ignition', dnsNames: ['localhost'], usage: 'server' });
+    await writeFile(join(dir, 'tls.crt'), pair.certPem);
+    await writeFile(join(dir, 'tls.key'), pair.keyPem);
+    ca = authorityCa.certPem;
+    pool = new ServingPool({
+      threads: 2,
+      address: '127.0.0.1:0',
+      certFile: join(dir, 'tls.crt'),
+      keyFile: join(dir, 'tls.key'),
+      publicKeyPem: (await createTokenAuthority(ecKeyPem())).publicKeyPem,
+      index: new TokenIndex(),
+      store: new Payloads(),
+      onServed: () => undefined,
+      onPayloadMissing: () => undefined,
+      load: () => Promise.resolve(),
+      onFailed: (err) => assert.fail(err),
+      log: createLogger({ name: 'test', level: 'silent' }),
+      logName: 'test',
+      logLevel: 'silent',
+      reloadIntervalMs: 60_000,
+      maxConnections: 3,
+    });
+    pool.start();
+    await pool.listen();
+  });
+
+  after(async () => {
+    await pool?.drain(1000);
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('when the process holds --max-connections connections over its threads, it should answer the next one 503 IGN_SERVER_BUSY, and serve again once one closes', async () => {
+    const held = [];
+    for (let i = 0; i < 3; i++) held.push(await answeredConnection(pool.port, ca));
+    const refused = await get(pool.port, ca, {});
+    assert.equal(refused.status, 503);
+    assert.equal(refused.code, 'IGN_SERVER_BUSY');
+    assert.equal(refused.body.toString(), 'IGN_SERVER_BUSY: too many connections to this server, retry later\n');
+    held.pop()?.destroy();
+    await eventually(
+      'a connection served again',
+      async () => ((await get(pool.port, ca, {})).code === 'IGN_TOKEN_MISSING' ? true : undefined),
+      20_000,
+      50,
+    );
+    for (const s of held) s.destroy();
+    const requests = await pool.requests();
+    assert.ok((requests['503'] ?? 0) >= 1, 'the 503s counted');
   });
 });
 

@@ -47,6 +47,9 @@ export interface ServingPoolOptions {
   reloadIntervalMs: number;
   headersTimeoutMs?: number;
   requestTimeoutMs?: number;
+  handshakeTimeoutMs?: number;
+  /** Connections the process holds at most, over all its threads, once their handshake is done (balance.ts). */
+  maxConnections: number;
   /** How often the threads' use of payloads is reported to the store's LRUs (default 5 s). */
   statsIntervalMs?: number;
 }
@@ -149,6 +152,8 @@ export class ServingPool {
       reloadIntervalMs: o.reloadIntervalMs,
       headersTimeoutMs: o.headersTimeoutMs,
       requestTimeoutMs: o.requestTimeoutMs,
+      handshakeTimeoutMs: o.handshakeTimeoutMs,
+      maxConnections: o.maxConnections,
       connections,
     };
     // A profile of the process (the benchmark's --cpu-prof) covers the threads; other flags are the process's.

@@ -5,7 +5,7 @@
  * payload not in memory) it asks the main thread for, and what it did (a first fetch, a payload gone) it
  * tells it.
  */
-import type { RequestListener } from 'node:http';
+import type { IncomingMessage, RequestListener } from 'node:http';
 import type { TLSSocket } from 'node:tls';
 import { isMainThread, parentPort, workerData, type MessagePort } from 'node:worker_threads';
 import { createLogger } from '../../../support/src/logger.js';
@@ -45,14 +45,20 @@ function hold(index: TokenIndex, payloads: Map<string, Payload>, msg: ToThread):
   }
 }
 
-/** The app behind the thread's share of connections (balance.ts): counted as they open and close. */
-function balanced(
-  app: RequestListener,
-  balance: ConnectionBalance,
-): { app: RequestListener; track(socket: TLSSocket): void } {
+/**
+ * The thread's share of connections (balance.ts): counted as they finish their handshake and close, one
+ * over the process's cap marked busy (every request on it answered 503), and the app behind it.
+ */
+function balanced(balance: ConnectionBalance): {
+  busy: (req: IncomingMessage) => boolean;
+  app: (app: RequestListener) => RequestListener;
+  track: (socket: TLSSocket) => void;
+} {
   const asked = new WeakSet<object>();
+  const over = new WeakSet<object>();
   return {
-    app: (req, res) => {
+    busy: (req) => over.has(req.socket),
+    app: (app) => (req, res) => {
       if (!asked.has(req.socket) && balance.shouldClose()) {
         asked.add(req.socket);
         res.shouldKeepAlive = false;
@@ -60,7 +66,7 @@ function balanced(
       app(req, res);
     },
     track: (socket) => {
-      balance.opened();
+      if (!balance.opened()) over.add(socket);
       socket.once('close', () => balance.closed(asked.has(socket)));
     },
   };
@@ -103,6 +109,7 @@ function run(port: MessagePort, data: ThreadData): void {
   const payloads = new Map<string, Payload>();
   const stats: ThreadStats = { requests: {}, used: {} };
   const questions = asker(port);
+  const share = balanced(new ConnectionBalance(data.connections, data.index, data.maxConnections));
   const app = createApp({
     authority: createTokenVerifier(data.publicKeyPem),
     tokens: index,
@@ -122,8 +129,8 @@ function run(port: MessagePort, data: ThreadData): void {
     load: (pool, hash) => questions.ask({ t: 'load', id: questions.nextId(), pool, hash }),
     log,
     metrics: { request: (code) => void (stats.requests[code] = (stats.requests[code] ?? 0) + 1) },
+    busy: share.busy,
   });
-  const share = balanced(app, new ConnectionBalance(data.connections, data.index));
   let server: HttpsServer | undefined;
   const listen = async (address: string, fd: number | undefined): Promise<void> => {
     server = await startHttpsServer({
@@ -131,11 +138,12 @@ function run(port: MessagePort, data: ThreadData): void {
       fd,
       certFile: data.certFile,
       keyFile: data.keyFile,
-      app: share.app,
+      app: share.app(app),
       log,
       reloadIntervalMs: data.reloadIntervalMs,
       headersTimeoutMs: data.headersTimeoutMs,
       requestTimeoutMs: data.requestTimeoutMs,
+      handshakeTimeoutMs: data.handshakeTimeoutMs,
     });
     server.server.on('secureConnection', (socket: TLSSocket) => share.track(socket));
     post({ t: 'listening', port: server.port, fd: server.fd });
