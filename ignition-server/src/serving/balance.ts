@@ -3,7 +3,8 @@
  * (pool.ts), and whichever thread's loop is waiting when connections arrive takes all it can: a burst of
  * connections (a client opening 64 at once) can land 53 on one thread and 11 on the other, and then the
  * crowded thread's hosts wait up to five times longer than the others, whatever the cores left idle.
- * Node 20 has no SO_REUSEPORT, and an accepted socket cannot be handed to another thread.
+ * An accepted socket cannot be handed to another thread (each thread binding its own socket with `reusePort`,
+ * which Node has had since 22.12, would let the kernel spread them instead: not measured yet).
  *
  * So a thread holding more than its share asks the client to reconnect: its next response carries
  * `Connection: close` (every client of the serving port, Ignition included, reconnects for its next

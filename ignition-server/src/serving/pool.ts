@@ -9,7 +9,7 @@
  * index's changes (TokenIndex.observe) in order, so the verified-token, pool and revocation checks of every
  * request are made on the thread, with no round trip; only the leader writes, from the main thread.
  *
- * The threads share one file descriptor (Node has no SO_REUSEPORT before 22 and cannot duplicate a socket):
+ * The threads share one file descriptor (chosen on Node 20, which had no `reusePort`; Node cannot duplicate a socket):
  * a thread closing its server would close it for all, so stopping drains (no keep-alive, new connections
  * dropped, in-flight requests finished) and the process's exit closes the socket.
  */
