@@ -13,7 +13,8 @@ export const CONDITIONS = {
     kind: 'spec',
     reasons: { AsExpected: 'AsExpected', ConfigMapMissing: 'ConfigMapMissing', InvalidConfig: 'InvalidConfig' },
   },
-  /** spec: the release breaks the version-skew policy against the guest control plane. */
+  /** spec: the release breaks the version-skew policy against the guest control plane, or the guest's
+   * kubeconfig Secret cannot be used to read its version (GuestKubeconfigRefused names the field refused). */
   SupportedVersionSkew: {
     kind: 'spec',
     reasons: {
@@ -23,6 +24,7 @@ export const CONDITIONS = {
       UpgradeSkipsMinor: 'UpgradeSkipsMinor',
       PrereleaseNotAllowed: 'PrereleaseNotAllowed',
       ControlPlaneUnreachable: 'ControlPlaneUnreachable',
+      GuestKubeconfigRefused: 'GuestKubeconfigRefused',
     },
   },
   /** spec: the apiserver accepted every object the pool's controller wrote (a 400/403/422 — a webhook, an

@@ -147,8 +147,9 @@ function overridden(pool: NodePool, override: PreviewOverride | undefined): Node
 
 /** Every skew policy's verdict on the target (the controller stops at the first that fails; a preview shows all). */
 async function skewPreview(s: Scope, deps: PhaseDeps, e: Evaluation): Promise<SkewPreview> {
-  if (s.obs.skew?.reason === 'ControlPlaneUnreachable')
-    return { controlPlane: { error: s.obs.skew.message }, policies: [] };
+  const reason = s.obs.skew?.reason;
+  if (reason === 'ControlPlaneUnreachable' || reason === 'GuestKubeconfigRefused')
+    return { controlPlane: { error: s.obs.skew?.message ?? '' }, policies: [] };
   if (!e.target) return { controlPlane: {}, policies: SKEW_POLICIES.map((p) => ({ title: p.title })) };
   // The skew phase asked the same source a moment ago; the guest version cache answers this one.
   const controlPlane = await deps.versions.versionOf(s.ns, s.pool.spec.clusterName);

@@ -9,7 +9,7 @@ import { compareVersions, formatVersion, type Version } from './release.js';
 
 export type SkewReason = Exclude<
   keyof (typeof CONDITIONS.SupportedVersionSkew)['reasons'],
-  'AsExpected' | 'ControlPlaneUnreachable'
+  'AsExpected' | 'ControlPlaneUnreachable' | 'GuestKubeconfigRefused'
 >;
 
 export type SkewVerdict = { ok: true; message: string } | { ok: false; reason: SkewReason; message: string };

@@ -55,6 +55,8 @@ export class GuestClusters<S> {
   #opts: GuestClustersOptions<S>;
   #informer: ResilientInformer<k8s.V1Secret>;
   #entries = new Map<string, Entry<S>>();
+  /** The digest of each cluster's refused kubeconfig: a resync of the same Secret is not parsed or logged again. */
+  #refused = new Map<string, string>();
 
   constructor(opts: GuestClustersOptions<S>) {
     this.#opts = opts;
@@ -98,16 +100,18 @@ export class GuestClusters<S> {
     const key = clusterKey(id.namespace, id.name);
     const digest = createHash('sha256').update(value).digest('hex');
     const existing = this.#entries.get(key);
-    if (existing?.digest === digest) return;
+    if (existing?.digest === digest || this.#refused.get(key) === digest) return;
     if (existing) void this.#close(existing);
     let kubeConfig: k8s.KubeConfig;
     try {
       kubeConfig = kubeConfigOfSecret(secret);
     } catch (err) {
-      this.#opts.log.error({ err, cluster: key }, 'Kubeconfig Secret does not hold a kubeconfig: ignoring the cluster');
+      this.#refused.set(key, digest);
       this.#entries.delete(key);
+      this.#opts.log.error({ err, cluster: key }, 'Kubeconfig Secret refused: no session for this cluster');
       return;
     }
+    this.#refused.delete(key);
     const cluster: GuestCluster = { key, ...id, kubeConfig, log: this.#opts.log.child({ cluster: key }) };
     const entry: Entry<S> = { cluster, digest, session: this.#opts.create(cluster), synced: false, closed: false };
     this.#entries.set(key, entry);
@@ -131,6 +135,7 @@ export class GuestClusters<S> {
     const id = clusterOfSecret(secret);
     if (!id) return;
     const key = clusterKey(id.namespace, id.name);
+    this.#refused.delete(key);
     const entry = this.#entries.get(key);
     if (!entry) return;
     this.#entries.delete(key);

@@ -6,7 +6,7 @@
  */
 import * as k8s from '#k8s';
 import { SECRET_KEYS, kubeconfigSecretName } from '../../api/src/keys.js';
-import { kubeConfigFromString } from './kubeconfig.js';
+import { guestKubeConfig } from './guest-kubeconfig-parse.js';
 
 /** Reads a Secret from the management cluster. */
 export type ReadSecret = (namespace: string, name: string) => Promise<k8s.V1Secret>;
@@ -17,11 +17,14 @@ export interface GuestKubeConfigs {
   forget(namespace: string, cluster: string): void;
 }
 
-/** The one way a CAPI `<cluster>-kubeconfig` Secret becomes a client config; throws when it holds none. */
+/**
+ * The one way a CAPI `<cluster>-kubeconfig` Secret becomes a client config; throws when it holds none, and
+ * GuestKubeconfigRefusedError when it holds more than inline data (see guest-kubeconfig-parse.ts).
+ */
 export function kubeConfigOfSecret(secret: k8s.V1Secret): k8s.KubeConfig {
   const text = Buffer.from(secret.data?.[SECRET_KEYS.kubeconfig] ?? '', 'base64').toString('utf8');
   if (text === '') throw new Error(`Secret ${secret.metadata?.name ?? ''} has no ${SECRET_KEYS.kubeconfig} key`);
-  return kubeConfigFromString(text);
+  return guestKubeConfig(text);
 }
 
 export function createGuestKubeConfigs(readSecret: ReadSecret): GuestKubeConfigs {

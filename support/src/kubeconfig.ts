@@ -113,18 +113,14 @@ function timeoutSignal(ms: number): AbortSignal {
   return controller.signal;
 }
 
-/** The kubeconfig at `path`; empty: $KUBECONFIG, ~/.kube/config, or the in-cluster ServiceAccount. */
+/**
+ * The operator's own kubeconfig at `path`; empty: $KUBECONFIG, ~/.kube/config, or the in-cluster ServiceAccount.
+ * Never a tenant's: a guest kubeconfig read from a Secret goes through guestKubeConfig (guest-kubeconfig-parse.ts).
+ */
 export function loadKubeConfig(path: string): ApiKubeConfig {
   const kc = new ApiKubeConfig();
   if (path === '') kc.loadFromDefault();
   else kc.loadFromFile(path);
-  return kc;
-}
-
-/** A kubeconfig from its YAML text (a guest cluster's, read from its `<cluster>-kubeconfig` Secret). */
-export function kubeConfigFromString(yaml: string): ApiKubeConfig {
-  const kc = new ApiKubeConfig();
-  kc.loadFromString(yaml);
   return kc;
 }
 

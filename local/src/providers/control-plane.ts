@@ -8,7 +8,7 @@ import * as k8s from '#k8s';
 import { kubeconfigSecretName, LABELS, SECRET_KEYS, FIELD_MANAGERS } from '../../../api/src/keys.js';
 import { NotReadyError } from '../../../support/src/errors.js';
 import { createApplier } from '../../../support/src/apply.js';
-import { kubeConfigFromString } from '../../../support/src/kubeconfig.js';
+import { guestKubeConfig } from '../../../support/src/guest-kubeconfig-parse.js';
 import type { Logger } from '../../../support/src/logger.js';
 import type { ProviderContext } from './common.js';
 
@@ -57,7 +57,7 @@ export class LocalControlPlaneReconciler {
       namespace: cp.metadata.namespace,
     });
     const kubeconfig = Buffer.from(admin.data?.[SECRET_KEYS.kubeconfig] ?? '', 'base64').toString();
-    const kc = kubeConfigFromString(kubeconfig);
+    const kc = guestKubeConfig(kubeconfig);
     const version = (await kc.makeApiClient(k8s.VersionApi).getCode()).gitVersion;
     return { kubeconfig, version, server: new URL(kc.getCurrentCluster()?.server ?? 'https://127.0.0.1:443') };
   }

@@ -13,6 +13,7 @@ import {
   type KindlingConfigTemplate,
 } from '../../../api/src/bootstrap.js';
 import { isConflict } from '../../../support/src/errors.js';
+import { findKubeconfigRefusal } from '../../../support/src/guest-kubeconfig-parse.js';
 import { kindlingConfigStatus, machineDataSecret, sameStatus } from '../bootstrap.js';
 import {
   desiredBootstrapTemplate,
@@ -141,6 +142,8 @@ export async function phaseNodes(s: Scope, deps: PhaseDeps): Promise<PhaseResult
     await deps.nodes.propagate(s.pool, names);
     return CONTINUE;
   } catch (err) {
+    // A refused kubeconfig is the pool's SupportedVersionSkew condition already, not a log line per reconcile.
+    if (findKubeconfigRefusal(err)) return requeueAfter(30_000);
     const conflict = isConflict((err as Error).cause);
     if (!conflict) s.log.warn({ err }, 'Could not propagate labels and taints to the guest Nodes');
     return requeueAfter(conflict ? 500 : 10_000);

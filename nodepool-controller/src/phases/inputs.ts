@@ -4,6 +4,7 @@
  * point at only when it is not blocked (and, later, its token exists).
  */
 import { TerminalError } from '../../../support/src/errors.js';
+import { findKubeconfigRefusal } from '../../../support/src/guest-kubeconfig-parse.js';
 import { configHash, normaliseConfig, type ConfigSource } from '../hash.js';
 import { formatVersion, parseVersion, type Version } from '../release.js';
 import { checkVersionSkew } from '../skew.js';
@@ -79,6 +80,19 @@ async function phaseInputs(s: Scope, deps: PhaseDeps): Promise<{ deployed?: Depl
   return { deployed, target };
 }
 
+/** The control plane's version could not be read: its kubeconfig was refused, or the guest did not answer. */
+function versionUnknown(s: Scope, err: unknown): { blockedBy: string; result: PhaseResult } {
+  const refused = findKubeconfigRefusal(err);
+  const why = refused?.message ?? (err instanceof Error ? err.message : String(err));
+  s.obs.skew = {
+    ok: false,
+    reason: refused ? refused.reason : 'ControlPlaneUnreachable',
+    message: `Cannot read the version of cluster ${s.pool.spec.clusterName}'s control plane: ${why}`,
+  };
+  // Nothing watches the kubeconfig Secret: a fixed one is read again on this requeue.
+  return { blockedBy: 'the control plane version is unknown', result: requeueAfter(refused ? 30_000 : 10_000) };
+}
+
 /** Why the target may not roll out, if it may not; and when to look again. */
 async function phaseSkew(
   s: Scope,
@@ -90,13 +104,7 @@ async function phaseSkew(
   try {
     controlPlane = await deps.versions.versionOf(s.ns, s.pool.spec.clusterName);
   } catch (err) {
-    const why = err instanceof Error ? err.message : String(err);
-    s.obs.skew = {
-      ok: false,
-      reason: 'ControlPlaneUnreachable',
-      message: `Cannot read the version of cluster ${s.pool.spec.clusterName}'s control plane: ${why}`,
-    };
-    return { blockedBy: 'the control plane version is unknown', result: requeueAfter(10_000) };
+    return versionUnknown(s, err);
   }
   const verdict = checkVersionSkew({
     node: target.version,
