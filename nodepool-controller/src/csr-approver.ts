@@ -11,8 +11,11 @@
  * (`<namespace>/<cluster>/<csr>`), one reconcile per key at a time, decided from the caches by decideCsr, and
  * approved or denied through the `/approval` subresource. A client CSR's approval is first recorded on its
  * Machine (ANNOTATIONS.approvedClientCsr, written with the Machine's resourceVersion so two CSRs racing for one
- * Machine cannot both win): a Machine joins once. A denied client CSR that names a Machine leaves its reason on
- * that Machine (ANNOTATIONS.joinFailure, for the pool's AllNodesJoined condition); an approval clears it.
+ * Machine cannot both win): a Machine joins once, and of rival CSRs for it the decision picks the oldest, whatever
+ * order they are queued in. A denied bootstrap client CSR about a Machine of the requester's own pool and cluster
+ * leaves its reason on that Machine (ANNOTATIONS.joinFailure, for the pool's AllNodesJoined condition; the
+ * decision's `ofJoin`); an approval clears it. A denial about another pool's or cluster's Machine writes nothing
+ * on it: its Event goes on the requester's NodePool.
  *
  * It also applies the guest side of the bootstrap (guest-setup.ts) into every guest cluster a NodePool names.
  */
@@ -32,7 +35,7 @@ import type { ReconcileResult, WorkQueue } from '../../support/src/queue.js';
 import { createKeyQueue } from '../../support/src/controller.js';
 import { realClock, type Clock } from '../../support/src/timers.js';
 import type { Caches } from './caches.js';
-import { decideCsr, KUBELET_CLIENT_SIGNER, KUBELET_SERVING_SIGNER, type Decision } from './csr-decision.js';
+import { decideCsr, isDecided, KUBELET_CLIENT_SIGNER, KUBELET_SERVING_SIGNER, type Decision } from './csr-decision.js';
 import type { EventRecorder, EventSubject, Transition } from './events.js';
 import { desiredGuestSetup } from './guest-setup.js';
 
@@ -69,13 +72,6 @@ type Denied = Extract<Decision, { action: 'deny' }>;
 
 const KINDLING_SIGNERS = new Set([KUBELET_CLIENT_SIGNER, KUBELET_SERVING_SIGNER]);
 const MERGE_PATCH = 'application/merge-patch+json';
-
-/** Approved, Denied or Failed: someone (the signer included) has decided; nothing is left to do. */
-export function isDecided(csr: k8s.V1CertificateSigningRequest): boolean {
-  return (csr.status?.conditions ?? []).some(
-    (c) => c.status === 'True' && ['Approved', 'Denied', 'Failed'].includes(c.type),
-  );
-}
 
 const isCandidate = (csr: k8s.V1CertificateSigningRequest): boolean =>
   KINDLING_SIGNERS.has(csr.spec.signerName) && !isDecided(csr);
@@ -231,6 +227,7 @@ export class CsrApprover {
       machines: this.#opts.caches.machines.list(namespace, () => true),
       hasNode: (node) => session.nodes.get(node) !== undefined,
       csrNamed: (other) => session.csrs.get(other),
+      guestCsrs: () => session.csrs.list(),
       now: this.#clock.now(),
       graceMs: this.#opts.graceMs ?? 120_000,
     });
@@ -265,13 +262,8 @@ export class CsrApprover {
   async #deny(session: Session, csr: k8s.V1CertificateSigningRequest, d: Denied, log: Logger): Promise<void> {
     log.info({ reason: d.reason, detail: d.message }, 'Denying kubelet CSR');
     const failure = `client certificate request ${csr.metadata?.name ?? ''} denied (${d.reason}): ${d.message}`;
-    if (
-      d.machine &&
-      csr.spec.signerName === KUBELET_CLIENT_SIGNER &&
-      d.machine.metadata.annotations?.[ANNOTATIONS.joinFailure] !== failure
-    ) {
+    if (d.ofJoin && d.machine && d.machine.metadata.annotations?.[ANNOTATIONS.joinFailure] !== failure)
       await this.#patchMachine(d.machine, { [ANNOTATIONS.joinFailure]: failure });
-    }
     if (!(await this.#setCondition(session, csr, { type: 'Denied', reason: d.reason, message: d.message }))) return;
     this.decisions.inc({ decision: 'denied', reason: d.reason });
     await this.#record(session, csr, d, log);

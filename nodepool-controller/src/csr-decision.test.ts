@@ -21,17 +21,25 @@ const GRACE = 120_000;
 const CLIENT_USAGES = ['digital signature', 'client auth'];
 const SERVING_USAGES = ['digital signature', 'key encipherment', 'server auth'];
 
-function machine(
-  name: string,
-  pool: string,
-  opts: { addresses?: MachineAddress[]; nodeRef?: string; approved?: string; cluster?: string } = {},
-): Machine {
+interface MachineOptions {
+  addresses?: MachineAddress[];
+  nodeRef?: string;
+  approved?: string;
+  cluster?: string;
+  /** How long before NOW it was created (10 minutes unless told). */
+  ageMs?: number;
+  deleting?: boolean;
+}
+
+function machine(name: string, pool: string, opts: MachineOptions = {}): Machine {
   return {
     apiVersion: 'cluster.x-k8s.io/v1beta2',
     kind: 'Machine',
     metadata: {
       name,
       namespace: NS,
+      creationTimestamp: new Date(NOW - (opts.ageMs ?? 600_000)),
+      ...(opts.deleting ? { deletionTimestamp: new Date(NOW - 1_000) } : {}),
       labels: { [LABELS.nodePool]: pool },
       annotations: opts.approved ? { [ANNOTATIONS.approvedClientCsr]: opts.approved } : {},
     },
@@ -65,8 +73,12 @@ const MACHINES: Machine[] = [
   machine('x-1', 'x', { addresses: host('host-x1', '10.0.0.31'), cluster: 'other' }),
   machine('p-1', 'p'),
   machine('p-2', 'p', { addresses: host('host-p2', '10.0.0.42') }),
+  machine('c-1', 'a', { addresses: host('host-c1', '10.0.0.51'), ageMs: 60_000 }),
+  machine('c-2', 'a', { addresses: host('host-c2', '10.0.0.52'), ageMs: 3 * 3600_000 }),
+  machine('d-1', 'a', { addresses: host('host-d1', '10.0.0.61'), deleting: true }),
+  machine('d-2', 'a', { addresses: host('host-d2', '10.0.0.62'), nodeRef: 'host-d2', deleting: true }),
 ];
-const GUEST_NODES = new Set(['host-a2', 'host-a5', 'host-a6']);
+const GUEST_NODES = new Set(['host-a2', 'host-a5', 'host-a6', 'host-d2']);
 /** CSRs still in the guest, by name: one claimed for a-7 and denied by someone else before Kindling approved it. */
 const GUEST_CSRS: Record<string, k8s.V1CertificateSigningRequest> = {
   'csr-denied': {
@@ -77,6 +89,7 @@ const GUEST_CSRS: Record<string, k8s.V1CertificateSigningRequest> = {
 };
 
 interface CsrCase {
+  name?: string;
   signer?: string;
   username?: string;
   groups?: string[];
@@ -98,29 +111,47 @@ async function csrOf(c: CsrCase): Promise<k8s.V1CertificateSigningRequest> {
       ).csrPem,
     ).toString('base64');
   return {
-    metadata: { name: 'csr-1', uid: 'uid-1', creationTimestamp: new Date(NOW - (c.ageMs ?? 1_000)) },
+    metadata: {
+      name: c.name ?? 'csr-1',
+      uid: c.name ? `uid-${c.name}` : 'uid-1',
+      creationTimestamp: new Date(NOW - (c.ageMs ?? 1_000)),
+    },
     spec: {
       signerName: c.signer ?? KUBELET_CLIENT_SIGNER,
       request: pem,
       username: c.username ?? 'system:bootstrap:abcdef',
-      groups: c.groups ?? ['system:bootstrappers', BOOTSTRAP_GROUP, bootstrapPoolGroup(NS, 'a')],
+      groups: c.groups ?? tokenOf('a'),
       usages: c.usages ?? CLIENT_USAGES,
     },
   };
 }
 
-async function decide(c: CsrCase): Promise<Decision> {
+/** Decides `csr` in a guest that also holds `others` (and the CSR itself). */
+function decideAmong(
+  csr: k8s.V1CertificateSigningRequest,
+  others: readonly k8s.V1CertificateSigningRequest[] = [],
+): Decision {
   const input: DecisionInput = {
-    csr: await csrOf(c),
+    csr,
     cluster: { namespace: NS, name: 'guest' },
     machines: MACHINES,
     hasNode: (n) => GUEST_NODES.has(n),
     csrNamed: (n) => GUEST_CSRS[n],
+    guestCsrs: () => [...Object.values(GUEST_CSRS), ...others, csr],
     now: NOW,
     graceMs: GRACE,
   };
   return decideCsr(input);
 }
+
+const decide = async (c: CsrCase): Promise<Decision> => decideAmong(await csrOf(c));
+
+/** The groups of a Kindling bootstrap token of a pool. */
+const tokenOf = (pool: string, namespace = NS): string[] => [
+  'system:bootstrappers',
+  BOOTSTRAP_GROUP,
+  bootstrapPoolGroup(namespace, pool),
+];
 
 const node = (name: string, extra: Partial<CertificateRequestOptions> = {}): CertificateRequestOptions => ({
   commonName: `system:node:${name}`,
@@ -139,8 +170,11 @@ interface Row {
   csr: CsrCase;
   action: Decision['action'];
   reason?: string;
-  machine?: string;
+  /** The Machine the decision is about; null: none (the Event goes on the pool). */
+  machine?: string | null;
   claim?: string | null;
+  /** Whether the denial is recorded as the Machine's join failure. */
+  ofJoin?: boolean;
   message?: RegExp;
 }
 
@@ -159,13 +193,20 @@ const CLIENT_ROWS: Row[] = [
     action: 'approve',
     machine: 'a-1',
   },
-  { when: "the node name is the Machine's own name", csr: { request: node('a-1') }, action: 'approve', machine: 'a-1' },
+  {
+    when: "the node name is a Machine's own name and not one of its addresses",
+    csr: { request: node('a-1') },
+    action: 'deny',
+    reason: 'UnknownNodeName',
+    machine: null,
+  },
   {
     when: "the node name is a Machine of another pool than the token's",
     csr: { request: node('host-b1') },
     action: 'deny',
     reason: 'WrongPool',
-    machine: 'b-1',
+    machine: null,
+    ofJoin: false,
     message: /Machine tenant-a\/b-1 of pool "b", but the request came with a bootstrap token of pool "a"/,
   },
   {
@@ -174,6 +215,7 @@ const CLIENT_ROWS: Row[] = [
     action: 'deny',
     reason: 'MachineHasNode',
     machine: 'a-2',
+    ofJoin: true,
   },
   {
     when: 'the Machine already had another client CSR approved',
@@ -213,20 +255,20 @@ const CLIENT_ROWS: Row[] = [
   },
   {
     when: 'no Machine has the name yet but one of the pool has no address, within the grace',
-    csr: { request: node('host-p1'), groups: [BOOTSTRAP_GROUP, bootstrapPoolGroup(NS, 'p')] },
+    csr: { request: node('host-p1'), groups: tokenOf('p') },
     action: 'wait',
     reason: 'MachineAddressesPending',
   },
   {
     when: 'no Machine has the name after the grace',
-    csr: { request: node('host-p1'), groups: [BOOTSTRAP_GROUP, bootstrapPoolGroup(NS, 'p')], ageMs: GRACE + 1 },
+    csr: { request: node('host-p1'), groups: tokenOf('p'), ageMs: GRACE + 1 },
     action: 'deny',
     reason: 'UnknownNodeName',
     message: /after waiting 2m/,
   },
   {
     when: 'the pool has no Machine in the cache yet, within the grace',
-    csr: { request: node('host-q1'), groups: [BOOTSTRAP_GROUP, bootstrapPoolGroup(NS, 'q')] },
+    csr: { request: node('host-q1'), groups: tokenOf('q') },
     action: 'wait',
     reason: 'MachineAddressesPending',
   },
@@ -240,11 +282,6 @@ const CLIENT_ROWS: Row[] = [
   {
     when: 'the requester is not in a Kindling bootstrap group',
     csr: { groups: ['system:bootstrappers', 'system:bootstrappers:kubeadm:default-node-token'] },
-    action: 'ignore',
-  },
-  {
-    when: 'the requester is a node renewing its certificate',
-    csr: { username: 'system:node:host-a2', groups: ['system:nodes'], request: node('host-a2') },
     action: 'ignore',
   },
   {
@@ -267,16 +304,17 @@ const CLIENT_ROWS: Row[] = [
   },
   {
     when: "the pool group names another namespace than the guest cluster's",
-    csr: { groups: [BOOTSTRAP_GROUP, bootstrapPoolGroup('tenant-b', 'a')] },
+    csr: { groups: tokenOf('a', 'tenant-b') },
     action: 'deny',
     reason: 'ForeignNamespace',
   },
   {
     when: 'the Machine belongs to another guest cluster',
-    csr: { request: node('host-x1'), groups: [BOOTSTRAP_GROUP, bootstrapPoolGroup(NS, 'x')] },
+    csr: { request: node('host-x1'), groups: tokenOf('x') },
     action: 'deny',
     reason: 'WrongCluster',
-    machine: 'x-1',
+    machine: null,
+    ofJoin: false,
   },
   {
     when: "the subject's organization is not system:nodes",
@@ -328,9 +366,134 @@ const CLIENT_ROWS: Row[] = [
     reason: 'InvalidRequest',
   },
   { when: "the signer is not a kubelet's", csr: { signer: 'kubernetes.io/kube-apiserver-client' }, action: 'ignore' },
+  {
+    when: "the requester is in the pool's group but is a user, not a bootstrap token",
+    csr: { username: 'alice' },
+    action: 'deny',
+    reason: 'NotBootstrapToken',
+    machine: null,
+    message: /"alice" is in the bootstrap group of pool tenant-a\/a but is not a bootstrap token/,
+  },
+  {
+    when: 'the requester is a service account in the pool group',
+    csr: { username: 'system:serviceaccount:kube-system:default' },
+    action: 'deny',
+    reason: 'NotBootstrapToken',
+  },
+  {
+    when: 'the requester is named as a bootstrap token but is not in system:bootstrappers',
+    csr: { groups: [BOOTSTRAP_GROUP, bootstrapPoolGroup(NS, 'a')] },
+    action: 'deny',
+    reason: 'NotBootstrapToken',
+  },
+  {
+    when: 'the CSR was created before its Machine',
+    csr: { request: node('host-c1'), ageMs: 75_000 },
+    action: 'deny',
+    reason: 'CreatedBeforeMachine',
+    machine: 'c-1',
+    message: /a request made before its Machine was not made by its host/,
+  },
+  {
+    when: 'the CSR was created a few seconds before its Machine (clock skew)',
+    csr: { request: node('host-c1'), ageMs: 65_000 },
+    action: 'approve',
+    machine: 'c-1',
+  },
+  {
+    when: 'the CSR was created more than the join window after its Machine',
+    csr: { request: node('host-c2') },
+    action: 'deny',
+    reason: 'CreatedAfterJoinWindow',
+    machine: 'c-2',
+    message: /a host joins within 2h/,
+  },
+  {
+    when: 'the Machine is being deleted',
+    csr: { request: node('host-d1') },
+    action: 'deny',
+    reason: 'MachineDeleting',
+    machine: 'd-1',
+  },
+];
+
+/** A node's own request: its identity is its client certificate's. */
+const asNode = (name: string, request: CertificateRequestOptions = node(name)): CsrCase => ({
+  username: `system:node:${name}`,
+  groups: ['system:nodes', 'system:authenticated'],
+  request,
+});
+
+const RENEWAL_ROWS: Row[] = [
+  {
+    when: 'a node renews its own client certificate and its live Machine is bound to its Node',
+    csr: asNode('host-a2'),
+    action: 'approve',
+    reason: 'KubeletClientRenewal',
+    machine: 'a-2',
+    claim: null,
+  },
+  {
+    when: "a node asks for a client certificate of another node's name",
+    csr: asNode('host-a2', node('host-a5')),
+    action: 'deny',
+    reason: 'SubjectMismatch',
+    machine: 'a-2',
+    message: /node "host-a2" asks for a certificate of system:node:host-a5/,
+  },
+  {
+    when: "the renewing node's Machine is being deleted",
+    csr: asNode('host-d2'),
+    action: 'deny',
+    reason: 'MachineDeleting',
+    machine: 'd-2',
+  },
+  {
+    when: 'the Node exists but no Machine is bound to it yet, within the grace',
+    csr: asNode('host-a6'),
+    action: 'wait',
+    reason: 'NodeNotBoundYet',
+  },
+  {
+    when: 'the Node exists but no Machine is bound to it after the grace',
+    csr: { ...asNode('host-a6'), ageMs: GRACE },
+    action: 'deny',
+    reason: 'NodeNotBound',
+    machine: 'a-6',
+    ofJoin: false,
+  },
+  {
+    when: 'the renewing node has no Node in the guest, within the grace',
+    csr: asNode('host-a1'),
+    action: 'wait',
+    reason: 'NodeNotSeenYet',
+  },
+  {
+    when: 'the renewal carries a SAN',
+    csr: asNode('host-a2', node('host-a2', { dnsNames: ['host-a2'] })),
+    action: 'deny',
+    reason: 'ForbiddenNames',
+  },
+  {
+    when: 'the renewing node is no Machine of a Kindling pool',
+    csr: asNode('control-plane-1'),
+    action: 'ignore',
+  },
+  {
+    when: "the renewing node is named like a Machine's own name, not its address",
+    csr: asNode('a-1'),
+    action: 'ignore',
+  },
 ];
 
 const SERVING_ROWS: Row[] = [
+  {
+    when: "the node's Machine is being deleted",
+    csr: { ...fromNode('host-d2'), request: node('host-d2', { dnsNames: ['host-d2'] }) },
+    action: 'deny',
+    reason: 'MachineDeleting',
+    machine: 'd-2',
+  },
   {
     when: "every SAN is one of the Machine's addresses",
     csr: {
@@ -425,16 +588,18 @@ const SERVING_ROWS: Row[] = [
 ];
 
 /** The decision's fields a row can pin, flattened (undefined where the action has none). */
-function flat(d: Decision): { reason?: string; machine?: string; claim?: string | null; text: string } {
+function flat(d: Decision): Pick<Row, 'reason' | 'machine' | 'claim' | 'ofJoin'> & { text: string } {
   if (d.action === 'ignore') return { text: d.why };
-  const machine = 'machine' in d ? d.machine?.metadata.name : undefined;
-  return { reason: d.reason, machine, claim: d.action === 'approve' ? (d.claim ?? null) : undefined, text: d.message };
+  const machine = 'machine' in d ? (d.machine?.metadata.name ?? null) : null;
+  const claim = d.action === 'approve' ? (d.claim ?? null) : undefined;
+  const ofJoin = d.action === 'deny' ? (d.ofJoin ?? false) : undefined;
+  return { reason: d.reason, machine, claim, ofJoin, text: d.message };
 }
 
 function check(row: Row, d: Decision): void {
   assert.equal(d.action, row.action, JSON.stringify(d));
   const got = flat(d);
-  for (const field of ['reason', 'machine', 'claim'] as const)
+  for (const field of ['reason', 'machine', 'claim', 'ofJoin'] as const)
     if (row[field] !== undefined) assert.equal(got[field], row[field], field);
   if (row.message !== undefined) assert.match(got.text, row.message);
   if (d.action === 'deny') assert.ok(d.message.length > 20, `a denial says why: ${d.message}`);
@@ -452,6 +617,54 @@ describe('decideCsr: kubelet serving certificates', () => {
     it(`when ${row.when}, it should ${row.action}${row.reason ? ` (${row.reason})` : ''}`, async () =>
       check(row, await decide(row.csr)));
   }
+});
+
+describe('decideCsr: kubelet client certificate renewals', () => {
+  for (const row of RENEWAL_ROWS) {
+    it(`when ${row.when}, it should ${row.action}${row.reason ? ` (${row.reason})` : ''}`, async () =>
+      check(row, await decide(row.csr)));
+  }
+});
+
+describe('decideCsr: rival client CSRs for one Machine', () => {
+  const rival = (name: string, ageMs: number, extra: Partial<CsrCase> = {}): Promise<k8s.V1CertificateSigningRequest> =>
+    csrOf({ name, ageMs, request: node('host-a1'), ...extra });
+
+  it('when two good CSRs ask for one waiting Machine, it should deny the younger and approve the older, whichever is decided first', async () => {
+    const [old, young] = await Promise.all([rival('kubelet', 30_000), rival('attacker', 10_000)]);
+    const denied = decideAmong(young, [old]);
+    assert.equal(denied.action, 'deny');
+    assert.deepEqual(
+      { ...flat(denied), text: undefined },
+      { reason: 'OlderRivalRequest', machine: 'a-1', claim: undefined, ofJoin: true, text: undefined },
+    );
+    assert.match(flat(denied).text, /the older pending request kubelet also asks to join as Machine tenant-a\/a-1/);
+    const approved = decideAmong(old, [young]);
+    assert.equal(approved.action, 'approve');
+    assert.equal(flat(approved).claim, 'kubelet/uid-kubelet');
+  });
+
+  it('when two rivals were created in the same second, it should approve the first by name', async () => {
+    const [b, a] = await Promise.all([rival('csr-b', 5_000), rival('csr-a', 5_000)]);
+    assert.equal(decideAmong(a, [b]).action, 'approve');
+    assert.equal(flat(decideAmong(b, [a])).reason, 'OlderRivalRequest');
+  });
+
+  it('when the older rival would be denied itself, it should approve the younger good one', async () => {
+    const young = await rival('kubelet', 5_000);
+    const others = await Promise.all([
+      rival('not-a-token', 30_000, { username: 'alice' }),
+      rival('other-pool', 30_000, { groups: tokenOf('b') }),
+      rival('bad-usages', 30_000, { usages: SERVING_USAGES }),
+    ]);
+    assert.equal(decideAmong(young, others).action, 'approve');
+  });
+
+  it('when the older rival was already denied, it should approve the younger', async () => {
+    const [old, young] = await Promise.all([rival('old', 30_000), rival('young', 5_000)]);
+    old.status = { conditions: [{ type: 'Denied', status: 'True', reason: 'ByAdmin', message: 'no' }] };
+    assert.equal(decideAmong(young, [old]).action, 'approve');
+  });
 });
 
 describe('canonicalIp', () => {

@@ -1,172 +1,66 @@
 /**
  * What the CSR approver does with one guest CertificateSigningRequest: a pure function of the CSR, the guest
- * cluster it was made in, the Kindling Machines of that cluster's namespace and whether the guest has a Node of
- * a name. Kindling owns two kinds of request and leaves every other one (other signers, requesters that are not
- * its bootstrap tokens or its nodes) for others:
- * - a kubelet's client certificate (`kube-apiserver-client-kubelet`) requested with a Kindling bootstrap token:
- *   approved only for the Machine of the token's pool that the requested `system:node:<name>` names, once;
- * - a Kindling node's serving certificate (`kubelet-serving`): approved only when every name in it is one of
- *   its Machine's addresses.
- * Everything else about those two is denied with a reason a person can read.
+ * cluster it was made in, the Kindling Machines of that cluster's namespace, the guest's other CSRs and whether
+ * the guest has a Node of a name. Kindling owns three kinds of request and leaves every other one (other
+ * signers, requesters that are neither its bootstrap tokens nor its nodes) for others:
+ * - a kubelet's first client certificate (`kube-apiserver-client-kubelet`) requested with a Kindling bootstrap
+ *   token (`system:bootstrap:<id>` in `system:bootstrappers` and one pool's group): approved only for the
+ *   Machine of that pool whose address the requested `system:node:<name>` is, when the CSR was made within the
+ *   Machine's join window, once per Machine, and to the oldest of rival requests for it;
+ * - the renewal of that certificate by the node itself, and a Kindling node's serving certificate
+ *   (`kubelet-serving`): see csr-node.ts.
+ * Everything else about those is denied with a reason a person can read.
  */
-// @peculiar/x509 resolves its parsers through tsyringe, which needs the Reflect metadata polyfill loaded first.
-import 'reflect-metadata';
-import * as x509 from '@peculiar/x509';
 import type * as k8s from '#k8s';
 import type { Machine } from '../../api/src/capi.js';
-import { ANNOTATIONS, BOOTSTRAP_GROUP, LABELS, poolOfBootstrapGroup } from '../../api/src/keys.js';
+import { ANNOTATIONS, BOOTSTRAP_GROUP, poolOfBootstrapGroup } from '../../api/src/keys.js';
 import { formatDuration } from '../../support/src/config.js';
+import { decideRenewal, decideServing } from './csr-node.js';
+import { checkKubeletRequest, CLIENT_USAGES, NODE_PREFIX, sansOf } from './csr-request.js';
+import {
+  ageMs,
+  CLOCK_SKEW_MS,
+  deny,
+  hasHostAddress,
+  ignore,
+  isDecided,
+  isDeleting,
+  JOIN_WINDOW_MS,
+  machineKey,
+  nodeNamesOf,
+  poolOf,
+  timeOf,
+  type Decision,
+  type DecisionInput,
+  type DenyReason,
+  type PoolRef,
+} from './csr-rules.js';
+
+export { canonicalIp, parseCertificateRequest, type CertificateRequest } from './csr-request.js';
+export {
+  isDecided,
+  type ApproveReason,
+  type Decision,
+  type DecisionInput,
+  type DenyReason,
+  type PoolRef,
+  type WaitReason,
+} from './csr-rules.js';
 
 export const KUBELET_CLIENT_SIGNER = 'kubernetes.io/kube-apiserver-client-kubelet';
 export const KUBELET_SERVING_SIGNER = 'kubernetes.io/kubelet-serving';
-const NODE_PREFIX = 'system:node:';
-const NODES_GROUP = 'system:nodes';
+const BOOTSTRAPPERS = 'system:bootstrappers';
+/** The user name of a bootstrap token: `system:bootstrap:` and its six-character id. */
+const BOOTSTRAP_USER = /^system:bootstrap:[a-z0-9]{6}$/;
 
-/** Usages the kube-controller-manager's signers accept for kubelet certificates (RSA keys, and the others). */
-const CLIENT_USAGES = [
-  ['digital signature', 'key encipherment', 'client auth'],
-  ['digital signature', 'client auth'],
-];
-const SERVING_USAGES = [
-  ['digital signature', 'key encipherment', 'server auth'],
-  ['digital signature', 'server auth'],
-];
-
-/** Why a CSR was approved (a label of kindling_csr_decisions_total and the Approved condition's reason). */
-export type ApproveReason = 'KubeletClientForMachine' | 'KubeletServingForMachine';
-
-/** Why a CSR was denied (a label of the metric and the Denied condition's reason). */
-export type DenyReason =
-  /** In the Kindling group but in no pool group, or in one that does not parse. */
-  | 'NoPoolGroup'
-  /** In the groups of two pools: no token Kindling mints carries that. */
-  | 'AmbiguousPool'
-  /** The pool group names a namespace other than the guest cluster's. */
-  | 'ForeignNamespace'
-  | 'InvalidRequest'
-  | 'InvalidSubject'
-  | 'InvalidUsages'
-  /** SANs a kubelet certificate may not carry (any on a client certificate; emails, URIs and others on a serving one). */
-  | 'ForbiddenNames'
-  | 'NoSubjectAltNames'
-  /** No Machine of the pool (and of no other pool) has the node's name. */
-  | 'UnknownNodeName'
-  /** The node's name is a Machine of another pool than the token's. */
-  | 'WrongPool'
-  /** The Machine belongs to another guest cluster. */
-  | 'WrongCluster'
-  | 'AmbiguousNodeName'
-  | 'MachineAlreadyApproved'
-  | 'MachineHasNode'
-  | 'NodeExists'
-  /** A serving request from node A for `system:node:B`. */
-  | 'SubjectMismatch'
-  | 'NodeNotFound'
-  | 'ForeignSAN';
-
-/** Why a Kindling CSR stays pending for now (it is decided later, at the latest once the grace has passed). */
-export type WaitReason = 'MachineAddressesPending' | 'NodeNotSeenYet';
-
-export interface PoolRef {
-  namespace: string;
-  name: string;
-}
-
-export type Decision =
-  | { action: 'ignore'; why: string }
-  | { action: 'wait'; reason: WaitReason; message: string; retryAfterMs: number; pool?: PoolRef }
-  /** `claim`: the ANNOTATIONS.approvedClientCsr value to write on the Machine before approving; absent when the
-   * Machine already holds it (a retry) or for a serving certificate. */
-  | { action: 'approve'; reason: ApproveReason; message: string; machine: Machine; claim?: string }
-  | { action: 'deny'; reason: DenyReason; message: string; machine?: Machine; pool?: PoolRef };
-
-export interface DecisionInput {
-  csr: k8s.V1CertificateSigningRequest;
-  /** The guest cluster the CSR was made in: its Cluster API Cluster's namespace and name. */
-  cluster: { namespace: string; name: string };
-  /** The Kindling Machines (LABELS.nodePool) of the cluster's namespace. */
-  machines: readonly Machine[];
-  /** Whether the guest cluster has a Node of this name. */
-  hasNode: (name: string) => boolean;
-  /** The guest's CSR of this name, if it still exists (to tell a claim whose CSR was never approved). */
-  csrNamed?: (name: string) => k8s.V1CertificateSigningRequest | undefined;
-  now: number;
-  /** How long a Kindling CSR may wait for its Machine's addresses (or its Node) before it is denied. */
-  graceMs: number;
-}
-
-export interface CertificateRequest {
-  commonNames: string[];
-  organizations: string[];
-  dnsNames: string[];
-  ipAddresses: string[];
-  /** Emails, URIs and any other kind of name. */
-  otherNames: string[];
-}
-
-const SAN_OID = '2.5.29.17';
-
-/** Parses `spec.request` (base64 of a PEM PKCS#10 request); throws on anything else. */
-export function parseCertificateRequest(request: string): CertificateRequest {
-  const pem = Buffer.from(request, 'base64').toString('utf8');
-  if (!pem.includes('-----BEGIN CERTIFICATE REQUEST-----'))
-    throw new Error('spec.request is not a PEM certificate request');
-  const csr = new x509.Pkcs10CertificateRequest(pem);
-  const ext = csr.getExtension(SAN_OID);
-  const names = ext ? new x509.SubjectAlternativeNameExtension(ext.rawData).names.items : [];
-  const of = (type: string): string[] => names.filter((n) => n.type === type).map((n) => n.value);
-  return {
-    commonNames: csr.subjectName.getField('CN'),
-    organizations: csr.subjectName.getField('O'),
-    dnsNames: of('dns'),
-    ipAddresses: of('ip'),
-    otherNames: names.filter((n) => n.type !== 'dns' && n.type !== 'ip').map((n) => `${n.type}:${n.value}`),
-  };
-}
-
-/** Canonical text of an IP address (IPv6 compressed, lower case), so SANs and addresses compare equal. */
-export function canonicalIp(ip: string): string {
-  try {
-    return ip.includes(':') ? new URL(`http://[${ip}]`).hostname.slice(1, -1) : new URL(`http://${ip}`).hostname;
-  } catch {
-    return ip.toLowerCase();
-  }
-}
-
-const poolOf = (m: Machine): string => m.metadata.labels?.[LABELS.nodePool] ?? '';
-const machineKey = (m: Machine): string => `${m.metadata.namespace ?? ''}/${m.metadata.name}`;
 const csrId = (csr: k8s.V1CertificateSigningRequest): string =>
   `${csr.metadata?.name ?? ''}/${csr.metadata?.uid ?? ''}`;
-
-/** The names a kubelet on this Machine registers under: its Hostname and InternalDNS addresses, and its name. */
-function nodeNamesOf(m: Machine): Set<string> {
-  const fromAddresses = (m.status?.addresses ?? [])
-    .filter((a) => a.type === 'Hostname' || a.type === 'InternalDNS')
-    .map((a) => a.address.toLowerCase());
-  return new Set([m.metadata.name.toLowerCase(), ...fromAddresses]);
-}
-
-const hasHostAddress = (m: Machine): boolean =>
-  (m.status?.addresses ?? []).some((a) => a.type === 'Hostname' || a.type === 'InternalDNS');
-
-function ageMs(csr: k8s.V1CertificateSigningRequest, now: number): number {
-  const created = new Date(csr.metadata?.creationTimestamp ?? NaN).getTime();
-  return Number.isFinite(created) ? now - created : Infinity;
-}
-
-const ignore = (why: string): Decision => ({ action: 'ignore', why });
-const deny = (reason: DenyReason, message: string, about: { machine?: Machine; pool?: PoolRef } = {}): Decision => ({
-  action: 'deny',
-  reason,
-  message,
-  ...about,
-});
 
 /** Decides one CSR that has no Approved/Denied/Failed condition yet. */
 export function decideCsr(input: DecisionInput): Decision {
   switch (input.csr.spec.signerName) {
     case KUBELET_CLIENT_SIGNER:
-      return decideClient(input);
+      return (input.csr.spec.username ?? '').startsWith(NODE_PREFIX) ? decideRenewal(input) : decideClient(input);
     case KUBELET_SERVING_SIGNER:
       return decideServing(input);
     default:
@@ -200,105 +94,101 @@ function requesterPool(groups: readonly string[]): RequesterPool {
   return { kind: 'pool', pool };
 }
 
-type Checked =
-  { ok: true; node: string; request: CertificateRequest } | { ok: false; reason: DenyReason; message: string };
-
-function sameSet(a: readonly string[], b: readonly string[]): boolean {
-  const s = new Set(a);
-  return s.size === b.length && b.every((x) => s.has(x));
-}
-
-/** What both kinds of kubelet certificate must be: CN system:node:<name>, O system:nodes, the kubelet usages. */
-function checkKubeletRequest(csr: k8s.V1CertificateSigningRequest, usages: string[][]): Checked {
-  let request: CertificateRequest;
-  try {
-    request = parseCertificateRequest(csr.spec.request);
-  } catch (err) {
-    return {
-      ok: false,
-      reason: 'InvalidRequest',
-      message: `spec.request is not a valid PEM certificate request: ${(err as Error).message}`,
-    };
-  }
-  const [cn, ...moreCns] = request.commonNames;
-  if (cn === undefined || moreCns.length > 0 || !cn.startsWith(NODE_PREFIX) || cn.length === NODE_PREFIX.length) {
-    return {
-      ok: false,
-      reason: 'InvalidSubject',
-      message: `the subject's common name must be one ${NODE_PREFIX}<node name>, not "${request.commonNames.join('", "')}"`,
-    };
-  }
-  if (!sameSet(request.organizations, [NODES_GROUP])) {
-    return {
-      ok: false,
-      reason: 'InvalidSubject',
-      message: `the subject's organization must be exactly ${NODES_GROUP}, not "${request.organizations.join('", "')}"`,
-    };
-  }
-  const asked = csr.spec.usages ?? [];
-  if (!usages.some((u) => sameSet(asked, u))) {
-    return {
-      ok: false,
-      reason: 'InvalidUsages',
-      message: `usages must be ${usages.map((u) => `[${u.join(', ')}]`).join(' or ')}, not [${asked.join(', ')}]`,
-    };
-  }
-  return { ok: true, node: cn.slice(NODE_PREFIX.length), request };
-}
+/** The Machine a bootstrap client CSR asks to join as, once every check that does not depend on rivals passed. */
+type Target = { ok: true; machine: Machine; node: string } | { ok: false; decision: Decision };
 
 function decideClient(input: DecisionInput): Decision {
-  const who = requesterPool(input.csr.spec.groups ?? []);
-  if (who.kind === 'none') return ignore('the requester is not in a Kindling bootstrap group');
-  if (who.kind === 'invalid') return deny(who.reason, who.message);
-  const { pool } = who;
-  if (pool.namespace !== input.cluster.namespace) {
-    return deny(
-      'ForeignNamespace',
-      `the requester's bootstrap group names pool ${pool.namespace}/${pool.name}, but this guest cluster belongs to namespace ${input.cluster.namespace}`,
-    );
-  }
-  const checked = checkKubeletRequest(input.csr, CLIENT_USAGES);
-  if (!checked.ok) return deny(checked.reason, checked.message, { pool });
-  const { dnsNames, ipAddresses, otherNames } = checked.request;
-  const sans = [...dnsNames, ...ipAddresses, ...otherNames];
-  if (sans.length > 0)
-    return deny(
-      'ForbiddenNames',
-      `a kubelet client certificate carries no subject alternative names; this request has ${sans.join(', ')}`,
-      { pool },
-    );
-  return decideClientMachine(input, pool, checked.node);
+  const target = clientTarget(input, input.csr);
+  return target.ok ? decideClaim(input, target.machine, target.node) : target.decision;
 }
 
-function decideClientMachine(input: DecisionInput, pool: PoolRef, node: string): Decision {
+/** Who asks, and for which Machine: the requester's pool, identity, request, then its Machine and window. */
+function clientTarget(input: DecisionInput, csr: k8s.V1CertificateSigningRequest): Target {
+  const { username = '', groups = [] } = csr.spec;
+  const who = requesterPool(groups);
+  if (who.kind === 'none') return { ok: false, decision: ignore('the requester is not in a Kindling bootstrap group') };
+  if (who.kind === 'invalid') return { ok: false, decision: deny(who.reason, who.message) };
+  const { pool } = who;
+  if (!BOOTSTRAP_USER.test(username) || !groups.includes(BOOTSTRAPPERS)) {
+    const message = `the requester "${username}" is in the bootstrap group of pool ${pool.namespace}/${pool.name} but is not a bootstrap token (system:bootstrap:<token id> in ${BOOTSTRAPPERS})`;
+    return { ok: false, decision: deny('NotBootstrapToken', message, { pool }) };
+  }
+  if (pool.namespace !== input.cluster.namespace) {
+    const message = `the requester's bootstrap group names pool ${pool.namespace}/${pool.name}, but this guest cluster belongs to namespace ${input.cluster.namespace}`;
+    return { ok: false, decision: deny('ForeignNamespace', message) };
+  }
+  const checked = checkKubeletRequest(csr, CLIENT_USAGES);
+  if (!checked.ok) return { ok: false, decision: deny(checked.reason, checked.message, { pool }) };
+  const sans = sansOf(checked.request);
+  if (sans.length > 0) {
+    const message = `a kubelet client certificate carries no subject alternative names; this request has ${sans.join(', ')}`;
+    return { ok: false, decision: deny('ForbiddenNames', message, { pool }) };
+  }
+  return clientMachine(input, csr, pool, checked.node);
+}
+
+/**
+ * The Machine of the token's pool that the node name is an address of. A denial about a Machine of another pool
+ * or cluster goes on the requester's pool, never on that Machine: a token of one pool writes nothing on another's.
+ */
+function clientMachine(
+  input: DecisionInput,
+  csr: k8s.V1CertificateSigningRequest,
+  pool: PoolRef,
+  node: string,
+): Target {
   const named = input.machines.filter((m) => nodeNamesOf(m).has(node.toLowerCase()));
   const ofPool = named.filter((m) => poolOf(m) === pool.name);
   const [machine, ...others] = ofPool;
+  const no = (reason: DenyReason, message: string, about: { machine?: Machine } = {}): Target => ({
+    ok: false,
+    decision: deny(reason, message, { pool, ...about, ofJoin: about.machine !== undefined }),
+  });
   if (machine === undefined) {
     const [foreign] = named;
-    if (foreign !== undefined) {
-      return deny(
+    if (foreign !== undefined)
+      return no(
         'WrongPool',
         `node "${node}" is Machine ${machineKey(foreign)} of pool "${poolOf(foreign)}", but the request came with a bootstrap token of pool "${pool.name}"`,
-        { machine: foreign, pool },
       );
-    }
-    return unknownNodeName(input, pool, node);
+    return { ok: false, decision: unknownNodeName(input, csr, pool, node) };
   }
   if (others.length > 0)
-    return deny(
+    return no(
       'AmbiguousNodeName',
       `node "${node}" names ${ofPool.length} Machines of pool ${pool.namespace}/${pool.name}: ${ofPool.map(machineKey).join(', ')}`,
-      { pool },
     );
-  if (machine.spec.clusterName !== input.cluster.name) {
-    return deny(
+  if (machine.spec.clusterName !== input.cluster.name)
+    return no(
       'WrongCluster',
       `Machine ${machineKey(machine)} belongs to cluster "${machine.spec.clusterName}", not to this guest cluster "${input.cluster.name}"`,
-      { machine, pool },
     );
-  }
-  return decideClaim(input, machine, node);
+  if (isDeleting(machine)) return no('MachineDeleting', `Machine ${machineKey(machine)} is being deleted`, { machine });
+  const window = joinWindow(csr, machine);
+  return window ? no(window.reason, window.message, { machine }) : { ok: true, machine, node };
+}
+
+/** Whether the CSR was made within its Machine's join window (CLOCK_SKEW_MS before it, JOIN_WINDOW_MS after). */
+function joinWindow(
+  csr: k8s.V1CertificateSigningRequest,
+  machine: Machine,
+): { reason: DenyReason; message: string } | undefined {
+  const created = timeOf(csr.metadata?.creationTimestamp);
+  const born = timeOf(machine.metadata.creationTimestamp);
+  const at = `the CSR was created at ${new Date(created).toISOString()}, Machine ${machineKey(machine)}`;
+  if (!Number.isFinite(created) || !Number.isFinite(born))
+    return { reason: 'CreatedBeforeMachine', message: 'the CSR or its Machine has no creation time' };
+  if (created < born - CLOCK_SKEW_MS)
+    return {
+      reason: 'CreatedBeforeMachine',
+      message: `${at} at ${new Date(born).toISOString()}: a request made before its Machine was not made by its host`,
+    };
+  if (created > born + JOIN_WINDOW_MS)
+    return {
+      reason: 'CreatedAfterJoinWindow',
+      message: `${at} at ${new Date(born).toISOString()}: a host joins within ${formatDuration(JOIN_WINDOW_MS)} of its Machine`,
+    };
+  return undefined;
 }
 
 /**
@@ -326,15 +216,67 @@ function decideClaim(input: DecisionInput, machine: Machine, node: string): Deci
     return deny(
       'MachineAlreadyApproved',
       `Machine ${machineKey(machine)} already had its client certificate request ${earlier} approved; a Machine joins once`,
-      { machine },
+      { machine, ofJoin: true },
     );
   }
-  if (machine.status?.nodeRef)
-    return deny('MachineHasNode', `Machine ${machineKey(machine)} already has Node "${machine.status.nodeRef.name}"`, {
+  return (
+    joinRefusal(input, machine, node) ?? {
+      action: 'approve',
+      reason: 'KubeletClientForMachine',
+      message,
       machine,
+      claim: id,
+    }
+  );
+}
+
+/** Why an unclaimed Machine may not join with this CSR: it has a Node already, or an older rival asks for it. */
+function joinRefusal(input: DecisionInput, machine: Machine, node: string): Decision | undefined {
+  const about = { machine, ofJoin: true };
+  if (machine.status?.nodeRef)
+    return deny(
+      'MachineHasNode',
+      `Machine ${machineKey(machine)} already has Node "${machine.status.nodeRef.name}"`,
+      about,
+    );
+  if (input.hasNode(node)) return deny('NodeExists', `the guest cluster already has a Node "${node}"`, about);
+  const rival = olderRival(input, machine);
+  if (rival !== undefined)
+    return deny(
+      'OlderRivalRequest',
+      `the older pending request ${rival} also asks to join as Machine ${machineKey(machine)}; the oldest request for a Machine is the one approved`,
+      about,
+    );
+  return undefined;
+}
+
+/** Oldest first: by creation time, then by name (creation times are whole seconds). */
+function older(a: k8s.V1CertificateSigningRequest, b: k8s.V1CertificateSigningRequest): boolean {
+  const [ta, tb] = [timeOf(a.metadata?.creationTimestamp), timeOf(b.metadata?.creationTimestamp)];
+  return ta !== tb ? ta < tb : (a.metadata?.name ?? '') < (b.metadata?.name ?? '');
+}
+
+/**
+ * The name of a pending bootstrap client CSR older than this one that would be approved for the same Machine.
+ * Which of two rivals the queue decides first must not matter: the oldest good request wins, the others are
+ * denied, whatever order they are decided in.
+ */
+function olderRival(input: DecisionInput, machine: Machine): string | undefined {
+  const { csr } = input;
+  const rival = input
+    .guestCsrs()
+    .filter(
+      (other) =>
+        other.metadata?.uid !== csr.metadata?.uid &&
+        other.spec.signerName === KUBELET_CLIENT_SIGNER &&
+        older(other, csr) &&
+        !isDecided(other),
+    )
+    .find((other) => {
+      const target = clientTarget(input, other);
+      return target.ok && machineKey(target.machine) === machineKey(machine);
     });
-  if (input.hasNode(node)) return deny('NodeExists', `the guest cluster already has a Node "${node}"`, { machine });
-  return { action: 'approve', reason: 'KubeletClientForMachine', message, machine, claim: id };
+  return rival?.metadata?.name;
 }
 
 /**
@@ -342,13 +284,18 @@ function decideClaim(input: DecisionInput, machine: Machine, node: string): Deci
  * the host booted, so a kubelet can ask before its Machine shows its hostname: while a Machine of the pool
  * still has none (or the pool has none in the cache yet), the request waits, up to the grace.
  */
-function unknownNodeName(input: DecisionInput, pool: PoolRef, node: string): Decision {
+function unknownNodeName(
+  input: DecisionInput,
+  csr: k8s.V1CertificateSigningRequest,
+  pool: PoolRef,
+  node: string,
+): Decision {
   const poolMachines = input.machines.filter(
     (m) => poolOf(m) === pool.name && m.spec.clusterName === input.cluster.name,
   );
-  const pending = poolMachines.filter((m) => !m.status?.nodeRef && !hasHostAddress(m));
+  const pending = poolMachines.filter((m) => !m.status?.nodeRef && !isDeleting(m) && !hasHostAddress(m));
   const mayBeEarly = pending.length > 0 || poolMachines.length === 0;
-  const age = ageMs(input.csr, input.now);
+  const age = ageMs(csr, input.now);
   if (mayBeEarly && age < input.graceMs) {
     const message = `no Machine of pool ${pool.namespace}/${pool.name} is named "${node}" yet; ${pending.length} of its Machines have no Hostname address yet`;
     return {
@@ -362,89 +309,7 @@ function unknownNodeName(input: DecisionInput, pool: PoolRef, node: string): Dec
   const waited = mayBeEarly ? ` after waiting ${formatDuration(input.graceMs)} for the Machines' addresses` : '';
   return deny(
     'UnknownNodeName',
-    `no Machine of pool ${pool.namespace}/${pool.name} is named "${node}" (by its Hostname or InternalDNS address, or its name)${waited}`,
+    `no Machine of pool ${pool.namespace}/${pool.name} is named "${node}" (by its Hostname, InternalDNS or ExternalDNS address)${waited}`,
     { pool },
   );
-}
-
-/** The Kindling Machine of a node of this cluster: the one whose nodeRef names it, else the one named like it. */
-function machineOfNode(input: DecisionInput, node: string): Machine | undefined {
-  const ours = input.machines.filter((m) => m.spec.clusterName === input.cluster.name);
-  return ours.find((m) => m.status?.nodeRef?.name === node) ?? ours.find((m) => nodeNamesOf(m).has(node.toLowerCase()));
-}
-
-function decideServing(input: DecisionInput): Decision {
-  const { username = '', groups = [] } = input.csr.spec;
-  if (!username.startsWith(NODE_PREFIX) || !groups.includes(NODES_GROUP)) return ignore('the requester is not a node');
-  const node = username.slice(NODE_PREFIX.length);
-  const machine = machineOfNode(input, node);
-  if (!machine) return ignore(`node "${node}" is not a Machine of a Kindling pool`);
-  const checked = checkServingRequest(input.csr, node);
-  if (!checked.ok) return deny(checked.reason, checked.message, { machine });
-  if (!input.hasNode(node)) return nodeNotFound(input, machine, node);
-  return checkSans(machine, node, checked.request);
-}
-
-function checkServingRequest(csr: k8s.V1CertificateSigningRequest, node: string): Checked {
-  const checked = checkKubeletRequest(csr, SERVING_USAGES);
-  if (!checked.ok) return checked;
-  if (checked.node !== node)
-    return {
-      ok: false,
-      reason: 'SubjectMismatch',
-      message: `node "${node}" asks for a certificate of ${NODE_PREFIX}${checked.node}`,
-    };
-  const { dnsNames, ipAddresses, otherNames } = checked.request;
-  if (otherNames.length > 0)
-    return {
-      ok: false,
-      reason: 'ForbiddenNames',
-      message: `a kubelet serving certificate carries DNS names and IP addresses only; this request has ${otherNames.join(', ')}`,
-    };
-  if (dnsNames.length + ipAddresses.length === 0)
-    return {
-      ok: false,
-      reason: 'NoSubjectAltNames',
-      message: 'a kubelet serving certificate needs at least one DNS name or IP address',
-    };
-  return checked;
-}
-
-function nodeNotFound(input: DecisionInput, machine: Machine, node: string): Decision {
-  const age = ageMs(input.csr, input.now);
-  if (age < input.graceMs)
-    return {
-      action: 'wait',
-      reason: 'NodeNotSeenYet',
-      message: `Node "${node}" is not in the guest cluster (yet)`,
-      retryAfterMs: Math.min(5_000, input.graceMs - age),
-    };
-  return deny('NodeNotFound', `the guest cluster has no Node "${node}" (waited ${formatDuration(input.graceMs)})`, {
-    machine,
-  });
-}
-
-function checkSans(machine: Machine, node: string, request: CertificateRequest): Decision {
-  const addresses = machine.status?.addresses ?? [];
-  const known = new Set(
-    addresses.map((a) => (a.type.endsWith('IP') ? canonicalIp(a.address) : a.address.toLowerCase())),
-  );
-  const foreign = [
-    ...request.dnsNames.filter((d) => !known.has(d.toLowerCase())),
-    ...request.ipAddresses.filter((ip) => !known.has(canonicalIp(ip))),
-  ];
-  if (foreign.length > 0) {
-    const listed = addresses.map((a) => a.address).join(', ') || 'none';
-    return deny(
-      'ForeignSAN',
-      `${foreign.join(', ')} ${foreign.length === 1 ? 'is' : 'are'} not among the addresses of Machine ${machineKey(machine)} (${listed})`,
-      { machine },
-    );
-  }
-  return {
-    action: 'approve',
-    reason: 'KubeletServingForMachine',
-    message: `node "${node}" is Machine ${machineKey(machine)} and every name is one of its addresses`,
-    machine,
-  };
 }

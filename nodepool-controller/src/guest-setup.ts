@@ -5,6 +5,10 @@
  * ClusterRole) and nothing else. In particular the bootstrap group is bound to none of the
  * `system:certificates.k8s.io:certificatesigningrequests:nodeclient` auto-approval roles, so the built-in
  * csrapproving controller never approves a Kindling kubelet's client certificate: only the approver does.
+ *
+ * Renewals need nothing more here: a node may create CSRs through the Node authorizer of a hosted control plane.
+ * The `selfnodeclient` role is deliberately bound to no one: it is the built-in csrapproving's licence to approve
+ * a node's renewal by itself, without the approver's check that the node's Machine is still live.
  */
 import type * as k8s from '#k8s';
 import { BOOTSTRAP_GROUP } from '../../api/src/keys.js';
