@@ -56,6 +56,10 @@ export const LABELS = {
   /** Marks a payload Secret ("true") in a guest cluster. Written by the inplace-upgrader; read by it for
    * clean-up (the agent reads its Secret by name). */
   payloadSecret: 'kindling.dev/payload',
+  /** Marks a management-cluster namespace as a tenant namespace ("true"). Written by the service provider (and
+   * the local environment); read by the Cluster API manager through the ExtensionConfig's namespaceSelector,
+   * so the extension's hooks are called only for tenant namespaces. */
+  tenant: 'kindling.dev/tenant',
 } as const;
 
 export const ANNOTATIONS = {

@@ -12,28 +12,15 @@
  *   boot ID and release versions into the Node's status, and Ready=False while the root's kubelet config is one
  *   the kubelet would refuse (what the agent's health gate waits for).
  * - AvailabilityWatcher: an independent watch on every Node event, counting the unavailable nodes.
- * - runExtension: `kindling inplace-upgrader` serving the Runtime Extension as its own process, under a CA
- *   made for the test (the ExtensionConfig's caBundle); killable with SIGKILL and startable again. callHook
- *   calls one of its hooks over HTTPS as the Cluster API manager does.
+ * - the Runtime Extension as its own process, and what tests playing Cluster API's part need: extension.ts.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { request } from 'node:https';
-import { mkdir, open, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as k8s from '#k8s';
-import {
-  ANNOTATIONS,
-  LABELS,
-  NODE_STATES,
-  SECRET_KEYS,
-  tokenSecretName,
-  userDataSecretName,
-} from '../../api/src/keys.js';
-import { CAPI_API_VERSION } from '../../api/src/capi.js';
-import { HOOKS_API_VERSION } from '../src/extension/hooks.js';
-import { KINDLING_BIN, type IgnitionServer } from '../../ignition-server/testing/index.js';
-import { createCertificateAuthority } from '../../support/src/pki.js';
-import { freePort, RestartingWatch, waitForPort } from '../../test/bed/src/index.js';
+import { ANNOTATIONS, LABELS, NODE_STATES, SECRET_KEYS, tokenSecretName } from '../../api/src/keys.js';
+import { KINDLING_BIN } from '../../ignition-server/testing/index.js';
+import { RestartingWatch } from '../../test/bed/src/index.js';
 import { tokenKubeconfig } from '../../local/src/credentials.js';
 import { HostFs } from '../../local/src/providers/host-fs.js';
 import { hostStatusPatches, kubeletConfigProblem, parseReleaseInfo } from '../../local/src/providers/kubelet.js';
@@ -44,6 +31,7 @@ import { isReady } from '../src/select.js';
 export { KINDLING_BIN };
 /** The ExtensionConfig that registers the extension with the Cluster API manager (benches outside this folder). */
 export { extensionConfig } from '../src/extension/hooks.js';
+export * from './extension.js';
 
 /** The token Secret of a pool at a hash, as the nodepool-controller writes it: the server mints its token. */
 export function tokenSecret(opts: {
@@ -89,180 +77,6 @@ export async function boundAgentKubeconfig(guest: k8s.KubeConfig, pod: k8s.V1Pod
     body: agentTokenRequest(pod, 3600),
   });
   return tokenKubeconfig(guest, AGENT_SERVICE_ACCOUNT, request.status?.token ?? '');
-}
-
-export interface ExtensionFixture {
-  /** Base URL of the hooks, for an ExtensionConfig's clientConfig.url. */
-  url: string;
-  caPem: string;
-  /** Its log (JSON lines), kept across restarts. */
-  logFile: string;
-  /** The running process (a new one after restart()). */
-  process(): ChildProcess;
-  /** SIGKILLs the process and starts a new one on the same port. */
-  restart(): Promise<void>;
-  stop(): Promise<void>;
-}
-
-/**
- * `kindling inplace-upgrader --extension-address …` against the management cluster, as its own process (no
- * leader election; the MachineSet upgrader runs too, and finds no InPlace MachineSet unless a test makes one).
- */
-export async function runExtension(opts: {
-  kubeconfigPath: string;
-  dir: string;
-  ignition: Pick<IgnitionServer, 'url' | 'caFile'>;
-  retryAfter?: string;
-}): Promise<ExtensionFixture> {
-  await mkdir(opts.dir, { recursive: true });
-  const ca = await createCertificateAuthority('extension serving CA');
-  const serving = await ca.issue({
-    commonName: '127.0.0.1',
-    ipAddresses: ['127.0.0.1'],
-    dnsNames: ['localhost'],
-    usage: 'server',
-  });
-  const file = (name: string): string => join(opts.dir, name);
-  await Promise.all([writeFile(file('tls.crt'), serving.certPem), writeFile(file('tls.key'), serving.keyPem)]);
-  const port = await freePort();
-  const args = [
-    KINDLING_BIN,
-    'inplace-upgrader',
-    '--kubeconfig',
-    opts.kubeconfigPath,
-    '--leader-elect=false',
-    '--ignition-url',
-    opts.ignition.url,
-    '--ignition-ca-file',
-    opts.ignition.caFile,
-    '--agent-image',
-    'kindling:test',
-    '--extension-address',
-    `127.0.0.1:${port}`,
-    '--extension-tls-cert-file',
-    file('tls.crt'),
-    '--extension-tls-key-file',
-    file('tls.key'),
-    '--extension-retry-after',
-    opts.retryAfter ?? '1s',
-    '--log-level',
-    'info',
-  ];
-  let child: ChildProcess | undefined;
-  const launch = async (): Promise<void> => {
-    const log = await open(file('extension.log'), 'a');
-    const started = spawn(process.execPath, args, { stdio: ['ignore', log.fd, log.fd] });
-    await log.close();
-    child = started;
-    const tail = async (): Promise<string> =>
-      (await readFile(file('extension.log'), 'utf8')).split('\n').slice(-20).join('\n');
-    await waitForPort(
-      port,
-      {
-        name: 'extension',
-        get alive() {
-          return started.exitCode === null && started.signalCode === null;
-        },
-        tail: () => '',
-      },
-      30_000,
-    ).catch(async (err: unknown) => {
-      throw new Error(`${(err as Error).message}\n${await tail()}`, { cause: err });
-    });
-  };
-  const kill = async (signal: NodeJS.Signals): Promise<void> => {
-    const c = child;
-    if (!c || c.exitCode !== null || c.signalCode !== null) return;
-    await new Promise((resolve) => (c.once('exit', resolve), c.kill(signal)));
-  };
-  await launch();
-  return {
-    url: `https://127.0.0.1:${port}`,
-    caPem: ca.certPem,
-    logFile: file('extension.log'),
-    process: () => child as ChildProcess,
-    restart: async () => {
-      await kill('SIGKILL');
-      await launch();
-    },
-    stop: () => kill('SIGTERM'),
-  };
-}
-
-/** The UpdateMachine request the Machine controller sends for a Machine of a pool: the desired Machine (no
- * status) and its InfraMachine. */
-export function updateMachineRequest(m: {
-  namespace: string;
-  pool: string;
-  cluster: string;
-  machine: string;
-  hash: string;
-  version?: string;
-}): object {
-  return {
-    apiVersion: HOOKS_API_VERSION,
-    kind: 'UpdateMachineRequest',
-    desired: {
-      machine: {
-        apiVersion: CAPI_API_VERSION,
-        kind: 'Machine',
-        metadata: {
-          name: m.machine,
-          namespace: m.namespace,
-          labels: { [LABELS.nodePool]: m.pool, [LABELS.capiSetName]: m.pool },
-        },
-        spec: {
-          clusterName: m.cluster,
-          bootstrap: { dataSecretName: userDataSecretName(m.pool, m.hash) },
-          infrastructureRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachine', name: m.machine },
-          ...(m.version === undefined ? {} : { version: m.version }),
-        },
-      },
-      infrastructureMachine: {
-        apiVersion: 'infrastructure.kindling.dev/v1alpha1',
-        kind: 'LocalMachine',
-        metadata: { name: m.machine, namespace: m.namespace },
-        spec: {},
-      },
-    },
-  };
-}
-
-/** What a hook answered, as far as the tests read it. */
-export interface HookAnswer {
-  status: string;
-  message: string;
-  retryAfterSeconds: number;
-}
-
-/** POSTs a hook over HTTPS as the Cluster API manager does, trusting only the extension's CA, and times the answer. */
-export function callHook(
-  ext: Pick<ExtensionFixture, 'url' | 'caPem'>,
-  path: string,
-  body: object,
-): Promise<{ answer: HookAnswer; ms: number }> {
-  const started = performance.now();
-  return new Promise((resolve, reject) => {
-    const req = request(
-      new URL(`${path}?timeout=5s`, ext.url),
-      { method: 'POST', ca: ext.caPem, timeout: 5_000 },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => {
-          if (res.statusCode !== 200)
-            return reject(new Error(`HTTP ${res.statusCode}: ${Buffer.concat(chunks).toString()}`));
-          resolve({
-            answer: JSON.parse(Buffer.concat(chunks).toString()) as HookAnswer,
-            ms: performance.now() - started,
-          });
-        });
-      },
-    );
-    req.on('timeout', () => req.destroy(new Error('no answer in 5 s')));
-    req.on('error', reject);
-    req.end(JSON.stringify(body));
-  });
 }
 
 export interface FleetOptions {

@@ -20,7 +20,7 @@ import { join } from 'node:path';
 import * as k8s from '#k8s';
 import { Registry } from 'prom-client';
 import { CAPI_API_VERSION, CAPI_GROUP, type Machine } from '../../api/src/capi.js';
-import { ANNOTATIONS } from '../../api/src/keys.js';
+import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 import { BOOTSTRAP_GROUP_NAME, type KindlingConfig } from '../../api/src/bootstrap.js';
 import { createApplier } from '../../support/src/apply.js';
@@ -300,6 +300,13 @@ export async function runClusterApiEngine(run: EngineRun, log: Logger): Promise<
   const parts: { stop(): Promise<void> | void }[] = [];
   try {
     await Promise.all([installCapiCrds(mgmt), installKindlingCrds(mgmt), installCrds(mgmt, LOCAL_CRD_DIR)]);
+    // A tenant namespace: the ExtensionConfig has the manager call the extension for those only.
+    await mgmt.kubeConfig
+      .makeApiClient(k8s.CoreV1Api)
+      .patchNamespace(
+        { name: NS, body: { metadata: { labels: { [LABELS.tenant]: 'true' } } } },
+        k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+      );
     const capi = await startCapiManager(mgmt);
     parts.push(capi);
     const ignition = await runIgnitionServer({

@@ -58,6 +58,12 @@ const UNUSED_ON_PURPOSE: Record<string, Record<string, string>> = {
     [permission('cluster.x-k8s.io', 'machinedeployments', 'list')]:
       'the Runtime Extension (--extension-address) caches MachineDeployments for UpdateMachine; this scenario does not serve the hooks',
     [permission('cluster.x-k8s.io', 'machinedeployments', 'watch')]: 'the same cache as its list',
+    [permission('kindling.dev', 'nodepools', 'list')]:
+      'the Runtime Extension caches NodePools to act only on ClusterAPI-engine pools; this scenario does not serve the hooks',
+    [permission('kindling.dev', 'nodepools', 'watch')]: 'the same cache as its list',
+    [permission('bootstrap.kindling.dev', 'kindlingconfigs', 'list')]:
+      'the Runtime Extension caches KindlingConfigs to take the pool and hash of an update from them; this scenario does not serve the hooks',
+    [permission('bootstrap.kindling.dev', 'kindlingconfigs', 'watch')]: 'the same cache as its list',
   },
   'ignition-server': {
     [permission('', 'secrets', 'delete')]:

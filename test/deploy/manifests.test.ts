@@ -11,6 +11,8 @@ import { join } from 'node:path';
 import * as k8s from '#k8s';
 import { COMMANDS } from '../../cli/src/commands.js';
 import { CRD_DIR } from '../../api/src/crd.js';
+import type { ExtensionConfig } from '../../api/src/capi.js';
+import { extensionConfig } from '../../inplace-upgrader/src/preview.js';
 import { createApplier } from '../../support/src/apply.js';
 import { loadCommand } from '../../support/src/command.js';
 import { envName, parseConfig } from '../../support/src/config.js';
@@ -175,6 +177,18 @@ describe('deploy/ manifests', () => {
         'nodepools.kindling.dev',
       ],
     );
+  });
+
+  it('when rendered, the ExtensionConfig should have the Cluster API manager call the extension for tenant namespaces only, as the local environment registers it', () => {
+    for (const [name, objects] of Object.entries(rendered)) {
+      const [config] = ofKind(objects, 'ExtensionConfig') as unknown as ExtensionConfig[];
+      assert.deepEqual(
+        config?.spec.namespaceSelector,
+        { matchLabels: { 'kindling.dev/tenant': 'true' } },
+        `${name}: the ExtensionConfig's namespaceSelector`,
+      );
+      assert.deepEqual(config?.spec.namespaceSelector, extensionConfig({ caPem: '' }).spec.namespaceSelector);
+    }
   });
 
   it('when rendered, every component should have its ServiceAccount, RBAC bound to it and a hardened Deployment running it', () => {

@@ -1,13 +1,19 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
 import request from 'supertest';
-import { LABELS } from '../../../api/src/keys.js';
+import type { KindlingConfig } from '../../../api/src/bootstrap.js';
+import type { Machine } from '../../../api/src/capi.js';
+import { ANNOTATIONS, LABELS } from '../../../api/src/keys.js';
+import type { NodePool } from '../../../api/src/nodepool.js';
 import { NotReadyError } from '../../../support/src/errors.js';
 import { createLogger } from '../../../support/src/logger.js';
-import { createApp, payloadSummaries, type ExtensionDeps } from './app.js';
+import { createApp, MAX_BODY_BYTES, payloadSummaries, type ExtensionDeps } from './app.js';
 import type { PayloadSummary } from './decide.js';
 import { HANDLERS, hookPath, type JsonObject, type JsonPatchOperation, type Patch } from './hooks.js';
-import type { UpdateOutcome, UpdateTarget } from './update-machine.js';
+import type { ExtensionCache, UpdateTarget } from './update-check.js';
+import type { UpdateOutcome } from './update-machine.js';
 
 const log = createLogger({ name: 'extension-test', level: 'silent' });
 const POOL = 'workers';
@@ -79,13 +85,51 @@ function updateRequest(secret = `user-data-${POOL}-bbbb`): object {
   };
 }
 
+/** What the upgrader's caches hold: Machine workers-b-x1 of the ClusterAPI-engine pool, being updated to bbbb. */
+function cache(machine: (m: Machine) => void = () => undefined, engine = 'ClusterAPI'): ExtensionCache {
+  const m: Machine = {
+    apiVersion: 'cluster.x-k8s.io/v1beta2',
+    kind: 'Machine',
+    metadata: {
+      name: 'workers-b-x1',
+      namespace: 'tenants',
+      labels: { [LABELS.nodePool]: POOL },
+      annotations: { [ANNOTATIONS.capiUpdateInProgress]: '' },
+    },
+    spec: {
+      clusterName: 'guest',
+      bootstrap: { configRef: { apiGroup: 'bootstrap.kindling.dev', kind: 'KindlingConfig', name: 'workers-b-x1' } },
+      infrastructureRef: { apiGroup: 'infrastructure.kindling.dev', kind: 'LocalMachine', name: 'workers-b-x1' },
+    },
+  };
+  machine(m);
+  const config = {
+    metadata: { name: 'workers-b-x1', namespace: 'tenants' },
+    spec: { nodePool: POOL, configHash: 'bbbb' },
+  } as KindlingConfig;
+  const pool = {
+    metadata: { name: POOL, namespace: 'tenants' },
+    spec: { clusterName: 'guest', management: { upgradeType: 'InPlace', inPlace: { engine } } },
+  } as NodePool;
+  const at =
+    <T>(obj: T & { metadata: { name: string; namespace?: string } }) =>
+    (ns: string, name: string) =>
+      obj.metadata.namespace === ns && obj.metadata.name === name ? obj : undefined;
+  return { machine: at(m), kindlingConfig: at(config), nodePool: at(pool) };
+}
+
 function deps(
-  over: { payloads?: ExtensionDeps['payloads']; update?: (t: UpdateTarget) => Promise<UpdateOutcome> } = {},
+  over: {
+    payloads?: ExtensionDeps['payloads'];
+    update?: (t: UpdateTarget) => Promise<UpdateOutcome>;
+    cache?: ExtensionCache;
+  } = {},
 ): ExtensionDeps & { asked: UpdateTarget[] } {
   const asked: UpdateTarget[] = [];
   return {
     log,
     asked,
+    cache: over.cache ?? cache(),
     answerWithinMs: 200,
     payloads:
       over.payloads ??
@@ -129,10 +173,40 @@ async function call(
   return { status: res.status, body: res.body as Answer };
 }
 
+/** POSTs raw bytes over HTTP with the headers as given (none unless `type`), as the manager's Go client does. */
+async function post(
+  app: ReturnType<typeof createApp>,
+  path: string,
+  body: string,
+  type?: string,
+): Promise<{ status: number; body: Answer }> {
+  const server = app.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  try {
+    const { port } = server.address() as AddressInfo;
+    const res = await fetch(`http://127.0.0.1:${port}${path}`, {
+      method: 'POST',
+      // Bytes, so fetch adds no Content-Type of its own.
+      body: new TextEncoder().encode(body),
+      headers: type ? { 'content-type': type } : {},
+    });
+    return { status: res.status, body: (await res.json()) as Answer };
+  } finally {
+    server.close();
+  }
+}
+
 const decodePatch = (p: Patch | undefined): JsonPatchOperation[] =>
   p ? (JSON.parse(Buffer.from(p.patch, 'base64').toString()) as JsonPatchOperation[]) : [];
 const CAN_UPDATE_SET = hookPath('CanUpdateMachineSet', HANDLERS[0]?.name);
 const UPDATE = hookPath('UpdateMachine', HANDLERS[2]?.name);
+const TARGET: UpdateTarget = {
+  namespace: 'tenants',
+  machine: 'workers-b-x1',
+  cluster: 'guest',
+  pool: POOL,
+  hash: 'bbbb',
+};
 
 describe('Runtime Extension app', () => {
   it('when the manager discovers the extension, it should list the three in-place handlers at the paths it serves', async () => {
@@ -288,7 +362,7 @@ describe('Runtime Extension app', () => {
         retryAfterSeconds: retry,
         message: outcome.message,
       });
-      assert.deepEqual(d.asked, [{ namespace: 'tenants', machine: 'workers-b-x1', pool: POOL, hash: 'bbbb' }]);
+      assert.deepEqual(d.asked, [TARGET]);
     });
   }
 
@@ -312,7 +386,7 @@ describe('Runtime Extension app', () => {
     };
     const res = await call(createApp(d), UPDATE, body);
     assert.equal(res.body.status, 'Success', res.body.message);
-    assert.deepEqual(d.asked, [{ namespace: 'tenants', machine: 'workers-b-x1', pool: POOL, hash: 'bbbb' }]);
+    assert.deepEqual(d.asked, [TARGET]);
   });
 
   it('when the Machine does not boot a Kindling payload, it should refuse UpdateMachine and say why', async () => {
@@ -340,5 +414,69 @@ describe('Runtime Extension app', () => {
       404,
     );
     assert.equal((await request(app).get(UPDATE)).status, 405);
+  });
+
+  const forged: [string, (b: { desired: Record<string, unknown> }) => void, ExtensionCache, RegExp][] = [
+    [
+      'a Machine Cluster API is not updating in place',
+      () => undefined,
+      cache((m) => delete m.metadata.annotations?.[ANNOTATIONS.capiUpdateInProgress]),
+      /^refused \(NotUpdatingInPlace\): Machine tenants\/workers-b-x1 is not being updated in place by Cluster API/,
+    ],
+    [
+      'another pool than the Machine’s',
+      (b) =>
+        (b.desired.bootstrapConfig = {
+          apiVersion: 'bootstrap.kindling.dev/v1beta1',
+          kind: 'KindlingConfig',
+          spec: { nodePool: 'other', configHash: 'bbbb' },
+        }),
+      cache(),
+      /^refused \(PoolMismatch\): Machine tenants\/workers-b-x1 is of pool workers, not of pool other/,
+    ],
+  ];
+  for (const [what, forge, cached, message] of forged) {
+    it(`when UpdateMachine names ${what}, it should answer Failure saying which check failed and hand out nothing`, async () => {
+      const d = deps({ cache: cached });
+      const body = updateRequest() as { desired: Record<string, unknown> };
+      forge(body);
+      const res = await call(createApp(d), UPDATE, body);
+      assert.equal(res.body.status, 'Failure');
+      assert.equal(res.body.retryAfterSeconds, 0);
+      assert.match(res.body.message, message);
+      assert.deepEqual(d.asked, []);
+    });
+  }
+
+  it('when CanUpdateMachineSet names a pool that is not on the ClusterAPI engine, it should fetch no payload and claim nothing', async () => {
+    const fetched: string[] = [];
+    const d = deps({
+      cache: cache(undefined, 'MachineSet'),
+      payloads: (req) => (fetched.push(req.pool), Promise.resolve({ pool: req.pool, hash: req.hash, blockers: [] })),
+    });
+    const res = await call(createApp(d), CAN_UPDATE_SET, upgradeRequest);
+    assert.equal(res.body.status, 'Success');
+    assert.deepEqual(fetched, []);
+    assert.equal(res.body.machineSetPatch, undefined);
+    assert.match(res.body.message, /the payload of pool workers at bbbb is not known/);
+  });
+
+  it('when a body declares more than the limit, it should refuse it with 413 before reading it', async () => {
+    const d = deps();
+    const res = await post(createApp(d), UPDATE, 'x'.repeat(MAX_BODY_BYTES + 1));
+    assert.equal(res.status, 413);
+    assert.equal(res.body.status, 'Failure');
+    assert.match(res.body.message, /request body over 2097152 bytes/);
+    assert.deepEqual(d.asked, []);
+  });
+
+  it('when a body is not declared as JSON, it should refuse it with 415; with no Content-Type, as the manager sends, it should answer', async () => {
+    const app = createApp(deps());
+    const refused = await post(app, UPDATE, JSON.stringify(updateRequest()), 'text/plain');
+    assert.equal(refused.status, 415);
+    assert.match(refused.body.message, /Content-Type text\/plain is not application\/json/);
+    const plain = await post(app, UPDATE, JSON.stringify(updateRequest()));
+    assert.equal(plain.status, 200);
+    assert.equal(plain.body.status, 'Success', plain.body.message);
   });
 });

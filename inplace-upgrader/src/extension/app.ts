@@ -1,10 +1,12 @@
 /**
  * The Runtime Extension's HTTP app (served over HTTPS by support/https.ts): discovery and the in-place
- * hooks at the paths the Cluster API manager calls. Every answer is a 200 with the hook's response, also
- * when the request is malformed or something failed: then status Failure and a message a person can act
- * on (a non-200 would read as an unreachable extension). Each answer comes within answerWithinMs: work
- * that takes longer (fetching a payload, writing to a guest cluster) carries on in the background and the
- * next call, which Cluster API makes anyway, picks up its result.
+ * hooks at the paths the Cluster API manager calls. Every answer to a request Cluster API could have sent is
+ * a 200 with the hook's response, also when the request is malformed or something failed: then status
+ * Failure and a message a person can act on (a non-200 would read as an unreachable extension). A body no
+ * manager sends (too large, not JSON) is refused with 413/415 before it is read. What a request names is
+ * checked against the upgrader's caches before anything is fetched or written (update-check.ts). Each answer
+ * comes within answerWithinMs: work that takes longer (fetching a payload, writing to a guest cluster) carries
+ * on in the background and the next call, which Cluster API makes anyway, picks up its result.
  */
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { NotReadyError } from '../../../support/src/errors.js';
@@ -32,13 +34,22 @@ import {
   type JsonObject,
   type UpdateMachineResponse,
 } from './hooks.js';
+import { checkUpdateMachine, clusterApiPool, type ExtensionCache, type UpdateRequest } from './update-check.js';
 import type { MachineUpdates, UpdateOutcome } from './update-machine.js';
+
+/**
+ * The largest request body read. The biggest request, CanUpdateMachineSet, holds two MachineSets and four
+ * templates (tens of KiB); anything near this is not Cluster API, and is refused before it is read.
+ */
+export const MAX_BODY_BYTES = 2 * 1024 * 1024;
 
 export interface ExtensionDeps {
   log: Logger;
   /** The summary of a pool's payload at a hash (see inPlaceBlockers); NotReadyError while it cannot be had. */
   payloads: (req: PayloadRequest) => Promise<PayloadSummary>;
   machines: MachineUpdates;
+  /** The upgrader's caches: what every hook trusts instead of the request (update-check.ts). */
+  cache: ExtensionCache;
   /** Longest wait for work before answering (default 500 ms, so the answer leaves within 1 s on a loaded machine; the manager's own timeout is the handler's 5 s). */
   answerWithinMs?: number;
   /** retryAfterSeconds while an update is in progress (default 5). */
@@ -91,11 +102,15 @@ async function desiredPayload(input: DecisionInput, deps: ExtensionDeps): Promis
   const target = payloadTarget(input.kind, input.desired);
   if (!target || !changedUserData(input)) return undefined;
   const ns = (input.desired.machine.metadata as JsonObject | undefined)?.namespace;
-  const namespace = typeof ns === 'string' ? ns : '';
-  const summary = await within(deps.payloads({ namespace, ...target }), deps.answerWithinMs ?? 500);
+  // Only a ClusterAPI-engine pool's payload is ever applied in place; for any other (a Replace pool, or a
+  // pool the request makes up) nothing is fetched and the decision rolls.
+  const found = clusterApiPool(deps.cache, typeof ns === 'string' ? ns : '', target.pool);
+  if (!('pool' in found)) return undefined;
+  const { namespace = '', name: pool } = found.pool.metadata;
+  const summary = await within(deps.payloads({ namespace, pool, hash: target.hash }), deps.answerWithinMs ?? 500);
   if (summary === TIMED_OUT)
     throw new NotReadyError(
-      `the payload of pool ${namespace}/${target.pool} at ${target.hash} is still being fetched from the ignition server`,
+      `the payload of pool ${namespace}/${pool} at ${target.hash} is still being fetched from the ignition server`,
     );
   return summary;
 }
@@ -141,7 +156,8 @@ async function canUpdateMachine(body: unknown, deps: ExtensionDeps): Promise<Can
   });
 }
 
-async function updateMachine(body: unknown, deps: ExtensionDeps): Promise<UpdateMachineResponse> {
+/** What an UpdateMachine request asks for, or why it asks for nothing Kindling can do. */
+function updateRequestOf(body: unknown): UpdateRequest | { refusal: string } {
   const machine = required(body, 'desired.machine');
   const meta = (machine.metadata ?? {}) as JsonObject;
   const [name, namespace] = [meta.name, meta.namespace];
@@ -155,17 +171,32 @@ async function updateMachine(body: unknown, deps: ExtensionDeps): Promise<Update
     bootstrap: objectAt(body, 'desired.bootstrapConfig', true),
   });
   if (!target)
+    return {
+      refusal: `Machine ${namespace}/${name}: neither its bootstrap config nor its bootstrap.dataSecretName names a Kindling payload, so Kindling has nothing to apply`,
+    };
+  return { namespace, machine: name, ...target };
+}
+
+async function updateMachine(body: unknown, deps: ExtensionDeps): Promise<UpdateMachineResponse> {
+  const request = updateRequestOf(body);
+  if ('refusal' in request)
     return response<UpdateMachineResponse>('UpdateMachineResponse', 'Failure', {
       retryAfterSeconds: 0,
-      message: `Machine ${namespace}/${name}: neither its bootstrap config nor its bootstrap.dataSecretName names a Kindling payload, so Kindling has nothing to apply`,
+      message: request.refusal,
     });
-  const outcome = await within(
-    deps.machines.update({ namespace, machine: name, ...target }),
-    deps.answerWithinMs ?? 500,
-  );
+  const check = checkUpdateMachine(request, deps.cache);
+  if (!check.allowed)
+    return response<UpdateMachineResponse>('UpdateMachineResponse', 'Failure', {
+      retryAfterSeconds: 0,
+      message: `refused (${check.reason}): ${check.message}`,
+    });
+  const outcome = await within(deps.machines.update(check.target), deps.answerWithinMs ?? 500);
   const o: UpdateOutcome =
     outcome === TIMED_OUT
-      ? { state: 'in-progress', message: `Machine ${namespace}/${name}: still working towards ${target.hash}` }
+      ? {
+          state: 'in-progress',
+          message: `Machine ${check.target.namespace}/${check.target.machine}: still working towards ${check.target.hash}`,
+        }
       : outcome;
   const retryAfterSeconds = o.state === 'in-progress' ? (deps.retryAfterSeconds ?? 5) : 0;
   return response<UpdateMachineResponse>('UpdateMachineResponse', o.state === 'failed' ? 'Failure' : 'Success', {
@@ -255,11 +286,44 @@ async function answer(route: Route, req: Request, res: Response, deps: Extension
   res.status(200).json(out);
 }
 
+/** A hook's Failure with an HTTP error status: the manager reads the JSON whatever the status, others the status. */
+function refuseBody(
+  route: Route,
+  res: Response,
+  deps: ExtensionDeps,
+  [status, message]: [status: number, message: string],
+): void {
+  deps.metrics?.request(route.hook, 'Failure');
+  deps.log.warn({ hook: route.hook, httpStatus: status, err: message }, 'Hook request refused before reading it');
+  // The rest of the body is not read: the connection goes with the answer.
+  res.set('Connection', 'close');
+  res.status(status).json(response(route.kind, 'Failure', { ...route.failure, message }));
+}
+
+const TOO_LARGE = `request body over ${MAX_BODY_BYTES} bytes: a Cluster API hook request is far smaller`;
+
+/**
+ * Refuses, before reading a byte of it, a body that declares another type than JSON (the manager sends
+ * JSON with no Content-Type at all) or a length over MAX_BODY_BYTES; a body without a length is cut there.
+ */
+function guardBody(deps: ExtensionDeps) {
+  return (req: Request, res: Response, next: NextFunction): void => {
+    const route = ROUTES[req.path];
+    if (!route || req.method !== 'POST') return next();
+    const type = req.headers['content-type']?.split(';')[0]?.trim().toLowerCase();
+    if (type && type !== 'application/json')
+      return refuseBody(route, res, deps, [415, `Content-Type ${type} is not application/json`]);
+    if (Number(req.headers['content-length'] ?? 0) > MAX_BODY_BYTES)
+      return refuseBody(route, res, deps, [413, TOO_LARGE]);
+    next();
+  };
+}
+
 export function createApp(deps: ExtensionDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
-  // The manager sends JSON without a Content-Type; its own server reads up to 20 MiB.
-  app.use(express.json({ limit: '20mb', type: () => true }));
+  app.use(guardBody(deps));
+  app.use(express.json({ limit: MAX_BODY_BYTES, type: () => true }));
   app.use((req: Request, res: Response) => {
     const route = ROUTES[req.path];
     if (route && req.method === 'POST') return void answer(route, req, res, deps);
@@ -268,10 +332,12 @@ export function createApp(deps: ExtensionDeps): express.Express {
       .type('text/plain')
       .send(route ? 'hooks are POSTed\n' : 'no such hook\n');
   });
-  // Body errors (not JSON, too large): a Failure of the hook that was asked, not an HTTP error.
-  app.use((err: Error, req: Request, res: Response, _next: NextFunction) => {
+  // Body errors: one over the limit without a declared length is refused as above; one that is not JSON is
+  // a Failure of the hook that was asked, not an HTTP error.
+  app.use((err: Error & { type?: string }, req: Request, res: Response, _next: NextFunction) => {
     const route = ROUTES[req.path];
     if (!route) return void res.status(404).type('text/plain').send('no such hook\n');
+    if (err.type === 'entity.too.large') return refuseBody(route, res, deps, [413, TOO_LARGE]);
     deps.metrics?.request(route.hook, 'Failure');
     deps.log.warn({ hook: route.hook, err: err.message }, 'Hook answered Failure: unreadable request');
     res

@@ -21,6 +21,7 @@ import {
   eventually,
   installCapiCrds,
   installCrds,
+  installKindlingCrds,
   startCapiManager,
   startCluster,
   type CapiManager,
@@ -153,11 +154,12 @@ describe('Kindling as the in-place Runtime Extension of the Cluster API manager'
       startCluster({ name: 'mgmt', dir: join(dir, 'mgmt') }),
       startCluster({ name: 'guest', kwok: true, nodeAuth: true }),
     ]);
-    await Promise.all([installCapiCrds(mgmt), installCrds(mgmt, LOCAL_CRD_DIR)]);
+    await Promise.all([installCapiCrds(mgmt), installCrds(mgmt, LOCAL_CRD_DIR), installKindlingCrds(mgmt)]);
     capi = await startCapiManager(mgmt);
     objects = k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig);
     const core = mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api);
-    await core.createNamespace({ body: { metadata: { name: NS } } });
+    // A tenant namespace: the only kind the ExtensionConfig lets the manager call the extension for.
+    await core.createNamespace({ body: { metadata: { name: NS, labels: { [LABELS.tenant]: 'true' } } } });
     await core.createNamespacedSecret({
       namespace: NS,
       body: { metadata: { name: 'guest-admin' }, stringData: { value: guest.kubeconfigYaml } },

@@ -6,6 +6,7 @@
  * patch) travels as base64, a RawExtension (an infrastructure/bootstrap object) as the object itself.
  */
 import { RUNTIME_API_VERSION, type ExtensionConfig } from '../../../api/src/capi.js';
+import { LABELS } from '../../../api/src/keys.js';
 
 export const HOOKS_GROUP = 'hooks.runtime.cluster.x-k8s.io';
 export const HOOKS_VERSION = 'v1alpha1';
@@ -132,6 +133,12 @@ export function response<R extends CommonResponse>(
 export const EXTENSION_CONFIG_NAME = 'kindling-inplace';
 
 /**
+ * Where the Cluster API manager calls the extension: tenant namespaces only, so no other namespace's
+ * rollouts wait on it (failurePolicy Fail) and nothing outside them reaches it through Cluster API.
+ */
+export const TENANT_NAMESPACE_SELECTOR = { matchLabels: { [LABELS.tenant]: 'true' } } as const;
+
+/**
  * The ExtensionConfig registering Kindling's extension with the Cluster API manager: at a URL or a Service,
  * trusted through the CA of its serving certificate. Only one extension may serve the in-place hooks.
  */
@@ -150,7 +157,7 @@ export function extensionConfig(opts: {
         ...(opts.service ? { service: opts.service } : {}),
         caBundle: Buffer.from(opts.caPem).toString('base64'),
       },
-      namespaceSelector: {},
+      namespaceSelector: { matchLabels: { ...TENANT_NAMESPACE_SELECTOR.matchLabels } },
     },
   };
 }

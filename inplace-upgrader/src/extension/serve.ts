@@ -35,6 +35,7 @@ export async function startExtension(
     log,
     payloads: payloadSummaries(payloads),
     machines: updater,
+    cache: updater,
     retryAfterSeconds: Math.round(config.extensionRetryAfter / 1000),
     metrics: { request: (hook, status) => requests.inc({ hook, status }) },
   });

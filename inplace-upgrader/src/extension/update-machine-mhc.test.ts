@@ -31,6 +31,7 @@ import {
   HOST_DOWN_ANNOTATION,
   installCapiCrds,
   installCrds,
+  installKindlingCrds,
   startCapiManager,
   startCluster,
   type CapiManager,
@@ -38,7 +39,9 @@ import {
 } from '../../../test/bed/src/index.js';
 import {
   AgentFleet,
+  beginInPlaceUpdate,
   callHook,
+  clusterApiNodePool,
   machineConfig,
   runExtension,
   tokenSecret,
@@ -260,10 +263,12 @@ describe('a MachineHealthCheck while a node is updated in place', { timeout: 20 
       startCluster({ name: CLUSTER, kwok: true, management: { cluster: mgmt, namespace: NS } }),
       installCapiCrds(mgmt),
       installCrds(mgmt, LOCAL_CRD_DIR),
+      installKindlingCrds(mgmt),
     ]);
     capi = await startCapiManager(mgmt);
     custom = mgmt.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
     await provideCluster();
+    await apply(clusterApiNodePool({ namespace: NS, pool: POOL, cluster: CLUSTER }));
     for (const name of [UPDATED, CONTROL]) await provideMachine(name);
     await eventually(
       'both Machines Running with their Nodes',
@@ -332,6 +337,7 @@ describe('a MachineHealthCheck while a node is updated in place', { timeout: 20 
         config: [machineConfig('50-test', payload('v1'))],
       }),
     });
+    await beginInPlaceUpdate(mgmt.kubeConfig, { namespace: NS, machine: UPDATED, pool: POOL, hash: 'h1' });
     // Handed out, the update waits for its drain: the drainer starts only once the spell is over, so the update
     // is under way for the whole spell however fast the agent would be.
     await eventually(

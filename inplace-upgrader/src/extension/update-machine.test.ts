@@ -2,8 +2,10 @@
  * UpdateMachine on the real test bed, with the extension as its own process (`kindling inplace-upgrader
  * --extension-address`) called over HTTPS as the Cluster API manager calls it: a management cluster with
  * the Cluster API CRDs (Machines with nodeRef; no Cluster API controller here: the test plays the
- * Machine controller's calls), a guest cluster with KWOK and kube-scheduler, the real ignition server
- * rendering each payload, the drainer, and a real `kindling agent` process per node against its own scratch root.
+ * Machine controller's calls, marking each Machine for its update first as Cluster API does), a guest cluster
+ * with KWOK and kube-scheduler, the real ignition server rendering each payload, the drainer, and a real
+ * `kindling agent` process per node against its own scratch root. An attacker on the extension's port forges
+ * requests for Machines Cluster API is not updating, or of another pool.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -17,11 +19,13 @@ import { ANNOTATIONS, LABELS, SKIP_REMEDIATION_INPLACE, userDataSecretName } fro
 import { createLogger } from '../../../support/src/logger.js';
 import { Drainer } from '../../../drainer/src/drainer.js';
 import { createTestMachine, createTestNode, eventually, testPodFor } from '../../../drainer/testing/index.js';
-import { startCluster, installCapiCrds, type Cluster } from '../../../test/bed/src/index.js';
+import { startCluster, installCapiCrds, installKindlingCrds, type Cluster } from '../../../test/bed/src/index.js';
 import { agentPodName, GUEST_NAMESPACE } from '../desired.js';
 import {
   AgentFleet,
+  beginInPlaceUpdate,
   callHook,
+  clusterApiNodePool,
   machineConfig,
   runExtension,
   tokenSecret,
@@ -30,11 +34,15 @@ import {
   type HookAnswer as Answer,
 } from '../../testing/index.js';
 import { runIgnitionServer, type IgnitionServer } from '../../../ignition-server/testing/index.js';
+import { MAX_BODY_BYTES } from './app.js';
 import { HANDLERS, HOOKS_API_VERSION, hookPath } from './hooks.js';
 
 const NS = 'default';
 const POOL = 'pool';
 const NODES = ['n1', 'n2', 'n3'];
+/** A Replace pool's Machine and node, next to the ClusterAPI-engine pool's. */
+const REPLACE = { pool: 'replace', machine: 'replace-r1', node: 'r1' };
+const UPDATE_PATH = hookPath('UpdateMachine', HANDLERS[2]?.name);
 const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
 /** The health gate's timeout the pool's MachineDeployment carries (as the nodepool-controller writes it). */
 const GATE_TIMEOUT = '2m';
@@ -97,14 +105,14 @@ describe('UpdateMachine through the Runtime Extension', () => {
 
   const annotationsOf = async (node: string): Promise<Record<string, string>> =>
     (await core.readNode({ name: node })).metadata?.annotations ?? {};
-  const machineAnnotations = async (node: string): Promise<Record<string, string>> =>
+  const machineAnnotations = async (node: string, name = `${POOL}-${node}`): Promise<Record<string, string>> =>
     (
       (await custom.getNamespacedCustomObject({
         group: 'cluster.x-k8s.io',
         version: 'v1beta2',
         namespace: NS,
         plural: 'machines',
-        name: `${POOL}-${node}`,
+        name,
       })) as k8s.KubernetesObject
     ).metadata?.annotations ?? {};
   const setPaused = (paused: boolean): Promise<unknown> =>
@@ -120,22 +128,23 @@ describe('UpdateMachine through the Runtime Extension', () => {
       merge,
     );
   const fileOn = (node: string, path: string): Promise<string> => readFile(join(fleet.rootOf(node), path), 'utf8');
-  const updateMachine = async (node: string, hash: string): Promise<Answer> => {
+  const updateMachine = async (node: string, hash: string, machine = `${POOL}-${node}`): Promise<Answer> => {
     const { answer, ms } = await callHook(
       ext,
-      hookPath('UpdateMachine', HANDLERS[2]?.name),
-      updateMachineRequest({
-        namespace: NS,
-        pool: POOL,
-        cluster: 'tenant',
-        machine: `${POOL}-${node}`,
-        hash,
-        version: 'v1.36.3',
-      }),
+      UPDATE_PATH,
+      updateMachineRequest({ namespace: NS, pool: POOL, cluster: 'tenant', machine, hash, version: 'v1.36.3' }),
     );
     times.push(ms);
     return answer;
   };
+  /** What the guest holds of an agent's work for a node: its annotations, agent Pods and payload Secrets. */
+  const guestTraces = async (node: string): Promise<object> => ({
+    annotations: await annotationsOf(node),
+    pods: (await core.listNamespacedPod({ namespace: GUEST_NAMESPACE })).items.map((p) => p.metadata?.name),
+    secrets: (
+      await core.listNamespacedSecret({ namespace: GUEST_NAMESPACE, labelSelector: LABELS.payloadSecret })
+    ).items.map((x) => x.metadata?.name),
+  });
 
   /** What the nodepool-controller does for a new hash: the token Secret, from which the server renders the payload. */
   const publish = (hash: string, config: object): Promise<unknown> =>
@@ -161,8 +170,16 @@ describe('UpdateMachine through the Runtime Extension', () => {
     timeoutMs = 120_000,
   ): Promise<Answer[]> {
     const answers: Answer[] = [];
+    await beginInPlaceUpdate(mgmt.kubeConfig, { namespace: NS, machine: `${POOL}-${node}`, pool: POOL, hash });
+    // Cluster API's marks reach the extension's caches through a watch: until then it refuses, and the caller retries.
+    const seenBy = Date.now() + 10_000;
     for (const deadline = Date.now() + timeoutMs; Date.now() < deadline;) {
       const a = await updateMachine(node, hash);
+      const stale = /^refused \((NotUpdatingInPlace|UnknownKindlingConfig|HashMismatch)\)/.test(a.message);
+      if (stale && Date.now() < seenBy) {
+        await new Promise((r) => setTimeout(r, 100));
+        continue;
+      }
       answers.push(a);
       if (until(a)) return answers;
       await new Promise((r) => setTimeout(r, Math.min(a.retryAfterSeconds * 1000, 300)));
@@ -176,10 +193,24 @@ describe('UpdateMachine through the Runtime Extension', () => {
     [guest] = await Promise.all([
       startCluster({ name: 'tenant', kwok: true, scheduler: true, management: { cluster: mgmt, namespace: NS } }),
       installCapiCrds(mgmt),
+      installKindlingCrds(mgmt),
     ]);
     core = guest.kubeConfig.makeApiClient(k8s.CoreV1Api);
     custom = mgmt.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
-    await k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig).create(machineDeployment());
+    const objects = k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig);
+    await objects.create(machineDeployment());
+    await objects.create(clusterApiNodePool({ namespace: NS, pool: POOL, cluster: 'tenant' }));
+    const replacePool = clusterApiNodePool({ namespace: NS, pool: REPLACE.pool, cluster: 'tenant' });
+    replacePool.spec.management = { upgradeType: 'Replace' };
+    await objects.create(replacePool);
+    await createTestNode(guest.kubeConfig, REPLACE.node);
+    await createTestMachine(mgmt.kubeConfig, {
+      name: REPLACE.machine,
+      namespace: NS,
+      cluster: 'tenant',
+      machineSet: REPLACE.pool,
+      node: REPLACE.node,
+    });
     dir = await mkdtemp(join(tmpdir(), 'kindling-extension-'));
     ignition = await runIgnitionServer({
       kubeconfigPath: mgmt.kubeconfigPath,
@@ -234,6 +265,8 @@ describe('UpdateMachine through the Runtime Extension', () => {
     drainer = new Drainer({ kubeConfig: mgmt.kubeConfig, log, registry: new Registry(), defaultDrainTimeoutMs: 0 });
     await drainer.start();
     ext = await runExtension({ kubeconfigPath: mgmt.kubeconfigPath, dir: join(dir, 'extension'), ignition });
+    // The first target: the forged requests below aim it at nodes it is not for.
+    await publish('h1', payload('v1'));
   });
 
   after(async () => {
@@ -242,8 +275,61 @@ describe('UpdateMachine through the Runtime Extension', () => {
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
+  it('when an UpdateMachine names a Machine of another pool (even one Cluster API is updating), it should answer Failure and write nothing in the guest', async () => {
+    // Cluster API updating the Replace pool's Machine: what the attacker aims the ClusterAPI pool's payload at.
+    await beginInPlaceUpdate(mgmt.kubeConfig, {
+      namespace: NS,
+      machine: REPLACE.machine,
+      pool: REPLACE.pool,
+      hash: 'h1',
+    });
+    const before = await guestTraces(REPLACE.node);
+    await eventually('the extension to see the Machine marked', async () =>
+      /^refused \(PoolMismatch\)/.test((await updateMachine(REPLACE.node, 'h1', REPLACE.machine)).message),
+    );
+    const answer = await updateMachine(REPLACE.node, 'h1', REPLACE.machine);
+    assert.deepEqual(answer, {
+      apiVersion: HOOKS_API_VERSION,
+      kind: 'UpdateMachineResponse',
+      status: 'Failure',
+      retryAfterSeconds: 0,
+      message: `refused (PoolMismatch): Machine ${NS}/${REPLACE.machine} is of pool ${REPLACE.pool}, not of pool ${POOL} the request names`,
+    });
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.deepEqual(await guestTraces(REPLACE.node), before);
+    assert.equal((await machineAnnotations(REPLACE.node, REPLACE.machine))[ANNOTATIONS.capiSkipRemediation], undefined);
+  });
+
+  it('when an UpdateMachine names a Machine Cluster API is not updating, it should answer Failure and write nothing in the guest', async () => {
+    const before = await guestTraces('n3');
+    const answer = await updateMachine('n3', 'h1');
+    assert.equal(answer.status, 'Failure');
+    assert.match(
+      answer.message,
+      /^refused \(NotUpdatingInPlace\): Machine default\/pool-n3 is not being updated in place by Cluster API/,
+    );
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.deepEqual(await guestTraces('n3'), before);
+    assert.equal((await annotationsOf('n3'))[ANNOTATIONS.desiredConfig], undefined);
+  });
+
+  it('when a request body is over the limit, it should be refused with 413 before it is read', async () => {
+    const huge = {
+      ...updateMachineRequest({
+        namespace: NS,
+        pool: POOL,
+        cluster: 'tenant',
+        machine: 'pool-n1',
+        hash: 'h1',
+      }),
+      pad: 'x'.repeat(MAX_BODY_BYTES),
+    };
+    await assert.rejects(callHook(ext, UPDATE_PATH, huge), /^Error: HTTP 413: .*request body over 2097152 bytes/);
+    assert.match(await readFile(ext.logFile, 'utf8'), /"httpStatus":413.*Hook request refused before reading it/);
+    assert.equal(ext.process().exitCode, null);
+  });
+
   it('when Cluster API calls UpdateMachine for each Machine, it should update its Node through the agent and the drainer, answering in progress, then done, each answer made within 1 s', async () => {
-    await publish('h1', payload('v1'));
     const answers = await Promise.all(NODES.map((n) => driveMachine(n, 'h1')));
     for (const [i, list] of answers.entries()) {
       const node = NODES[i] ?? '';
@@ -299,7 +385,7 @@ describe('UpdateMachine through the Runtime Extension', () => {
     // In the extension: from the request read to the answer written (its own log); round trip: what the caller saw.
     const handling = (await readFile(ext.logFile, 'utf8'))
       .split('\n')
-      .filter((l) => l.includes('"hook":"UpdateMachine"'))
+      .filter((l) => l.includes('"hook":"UpdateMachine"') && l.includes('"durationMs"'))
       .map((l) => (JSON.parse(l) as { durationMs: number }).durationMs);
     const [slowestHandling, slowestRoundTrip] = [Math.max(...handling), Math.round(Math.max(...times))];
     log.warn({ answers: times.length, slowestHandling, slowestRoundTrip }, 'UpdateMachine answer times (ms)');

@@ -9,8 +9,10 @@
  * and the Machine is spared from remediation (remediation.ts) from hand-out until its node is done.
  */
 import * as k8s from '#k8s';
-import { CAPI_API_VERSION, CAPI_GROUP, type Machine, type MachineDeployment } from '../../../api/src/capi.js';
+import { BOOTSTRAP_API_VERSION, type KindlingConfig } from '../../../api/src/bootstrap.js';
+import { CAPI_API_VERSION, type Machine, type MachineDeployment } from '../../../api/src/capi.js';
 import { ANNOTATIONS, DRAIN_PREFIX, LABELS, NODE_STATES } from '../../../api/src/keys.js';
+import { NODEPOOL_API_VERSION, NODEPOOL_PLURAL, type NodePool } from '../../../api/src/nodepool.js';
 import { NotReadyError } from '../../../support/src/errors.js';
 import { GuestClusters, clusterKey } from '../../../support/src/guest-clusters.js';
 import { ResilientInformer } from '../../../support/src/informer.js';
@@ -29,18 +31,11 @@ import {
 import type { PayloadSource } from '../payload.js';
 import { setSkipRemediation } from '../remediation.js';
 import { classifyNode } from '../select.js';
-
-/** The Machine to update and the payload it should reach (from its user-data Secret name). */
-export interface UpdateTarget {
-  namespace: string;
-  machine: string;
-  pool: string;
-  hash: string;
-}
+import type { ExtensionCache, UpdateTarget } from './update-check.js';
 
 export type UpdateOutcome = { state: 'in-progress' | 'done' | 'failed'; message: string };
 
-/** What the hook handler needs: one step towards the target. */
+/** What the hook handler needs: one step towards the target (checked against the caches: update-check.ts). */
 export interface MachineUpdates {
   update(target: UpdateTarget): Promise<UpdateOutcome>;
 }
@@ -54,6 +49,8 @@ export interface MachineUpdaterOptions {
 
 type MachineObject = Machine & k8s.KubernetesObject;
 type DeploymentObject = MachineDeployment & k8s.KubernetesObject;
+type ConfigObject = KindlingConfig & k8s.KubernetesObject;
+type PoolObject = NodePool & k8s.KubernetesObject;
 
 /** What one step works on: the Machine, its Node in its guest cluster, and its MachineDeployment if it has one. */
 interface StepContext {
@@ -78,11 +75,13 @@ function describeNode(node: k8s.V1Node, hash: string): string {
 const isPaused = (deployment: DeploymentObject | undefined): boolean =>
   deployment?.metadata.annotations?.[ANNOTATIONS.capiPaused] !== undefined;
 
-export class MachineUpdater implements MachineUpdates {
+export class MachineUpdater implements MachineUpdates, ExtensionCache {
   #opts: MachineUpdaterOptions;
   #custom: k8s.CustomObjectsApi;
   #machines: ResilientInformer<MachineObject>;
   #deployments: ResilientInformer<DeploymentObject>;
+  #configs: ResilientInformer<ConfigObject>;
+  #pools: ResilientInformer<PoolObject>;
   #clusters: GuestClusters<GuestSession>;
   /** The step under way per Machine: a second call joins it instead of racing it. */
   #inflight = new Map<string, Promise<UpdateOutcome>>();
@@ -91,18 +90,21 @@ export class MachineUpdater implements MachineUpdates {
     this.#opts = opts;
     const custom = opts.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
     this.#custom = custom;
-    const version = CAPI_API_VERSION.split('/')[1] ?? '';
-    const informer = <T extends k8s.KubernetesObject>(plural: string): ResilientInformer<T> =>
-      new ResilientInformer<T>({
+    const informer = <T extends k8s.KubernetesObject>(apiVersion: string, plural: string): ResilientInformer<T> => {
+      const [group = '', version = ''] = apiVersion.split('/');
+      return new ResilientInformer<T>({
         kubeConfig: opts.kubeConfig,
-        path: `/apis/${CAPI_GROUP}/${version}/${plural}`,
+        path: `/apis/${apiVersion}/${plural}`,
         list: async () =>
-          (await custom.listClusterCustomObject({ group: CAPI_GROUP, version, plural })) as k8s.KubernetesListObject<T>,
+          (await custom.listClusterCustomObject({ group, version, plural })) as k8s.KubernetesListObject<T>,
         log: opts.log,
         onEvent: () => undefined,
       });
-    this.#machines = informer<MachineObject>('machines');
-    this.#deployments = informer<DeploymentObject>('machinedeployments');
+    };
+    this.#machines = informer<MachineObject>(CAPI_API_VERSION, 'machines');
+    this.#deployments = informer<DeploymentObject>(CAPI_API_VERSION, 'machinedeployments');
+    this.#configs = informer<ConfigObject>(BOOTSTRAP_API_VERSION, 'kindlingconfigs');
+    this.#pools = informer<PoolObject>(NODEPOOL_API_VERSION, NODEPOOL_PLURAL);
     this.#clusters = new GuestClusters<GuestSession>({
       kubeConfig: opts.kubeConfig,
       log: opts.log,
@@ -113,18 +115,34 @@ export class MachineUpdater implements MachineUpdates {
     });
   }
 
+  get #informers(): Pick<ResilientInformer<k8s.KubernetesObject>, 'synced' | 'start' | 'stop'>[] {
+    return [this.#machines, this.#deployments, this.#configs, this.#pools];
+  }
+
   get synced(): boolean {
-    return this.#machines.synced && this.#deployments.synced;
+    return this.#informers.every((i) => i.synced);
   }
 
   async start(): Promise<void> {
-    await Promise.all([this.#machines.start(), this.#deployments.start()]);
+    await Promise.all(this.#informers.map((i) => i.start()));
     await this.#clusters.start();
   }
 
   async stop(): Promise<void> {
     await Promise.allSettled(this.#inflight.values());
-    await Promise.all([this.#clusters.stop(), this.#machines.stop(), this.#deployments.stop()]);
+    await Promise.all([this.#clusters.stop(), ...this.#informers.map((i) => i.stop())]);
+  }
+
+  machine(namespace: string, name: string): Machine | undefined {
+    return this.#machines.get(name, namespace);
+  }
+
+  kindlingConfig(namespace: string, name: string): KindlingConfig | undefined {
+    return this.#configs.get(name, namespace);
+  }
+
+  nodePool(namespace: string, name: string): NodePool | undefined {
+    return this.#pools.get(name, namespace);
   }
 
   update(target: UpdateTarget): Promise<UpdateOutcome> {
@@ -217,10 +235,10 @@ export class MachineUpdater implements MachineUpdates {
     if (!machine) throw new NotReadyError(`Machine ${t.namespace}/${t.machine} is not in the cache yet`);
     const nodeName = machine.status?.nodeRef?.name;
     if (!nodeName) throw new NotReadyError(`Machine ${t.namespace}/${t.machine} has no Node yet`);
-    const session = this.#clusters.get(clusterKey(t.namespace, machine.spec.clusterName));
-    if (!session) throw new NotReadyError(`guest cluster ${machine.spec.clusterName} is not reachable yet`);
+    const session = this.#clusters.get(clusterKey(t.namespace, t.cluster));
+    if (!session) throw new NotReadyError(`guest cluster ${t.cluster} is not reachable yet`);
     const node = session.nodes.get(nodeName);
-    if (!node) throw new NotReadyError(`Node ${nodeName} is not in guest cluster ${machine.spec.clusterName}`);
+    if (!node) throw new NotReadyError(`Node ${nodeName} is not in guest cluster ${t.cluster}`);
     const deploymentName = machine.metadata.labels?.[LABELS.capiDeploymentName];
     if (deploymentName === undefined) return { session, node, machine };
     const deployment = this.#deployments.get(deploymentName, t.namespace);
