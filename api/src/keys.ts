@@ -56,9 +56,9 @@ export const LABELS = {
   /** Marks a payload Secret ("true") in a guest cluster. Written by the inplace-upgrader; read by it for
    * clean-up (the agent reads its Secret by name). */
   payloadSecret: 'kindling.dev/payload',
-  /** Marks a management-cluster namespace as a tenant namespace ("true"). Written by the service provider (and
-   * the local environment); read by the Cluster API manager through the ExtensionConfig's namespaceSelector,
-   * so the extension's hooks are called only for tenant namespaces. */
+  /** Marks a management-cluster namespace as a tenant of Kindling ("true"): one of the components' --namespaces.
+   * Written by whoever creates the tenant namespace (the operator; the local environment on its --namespace);
+   * read by the Cluster API ExtensionConfig's namespaceSelector (deploy/) and by people listing the tenants. */
   tenant: 'kindling.dev/tenant',
 } as const;
 

@@ -2,6 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { loadCommand } from '../../support/src/command.js';
 import { COMMANDS } from './commands.js';
+import { main } from './main.js';
 
 describe('kindling commands', () => {
   it('when a command is listed before its module is imported, it should have the name and summary its module defines', async () => {
@@ -24,4 +25,22 @@ describe('kindling commands', () => {
     } as (typeof COMMANDS)[0];
     await assert.rejects(loadCommand(wrong), /kindling nope: its module defines version/);
   });
+});
+
+describe('kindling components without --namespaces', () => {
+  /** The flags each needs besides --namespaces, so the namespaces are what it refuses on. */
+  const OTHERS: Record<string, string[]> = {
+    'nodepool-controller': ['--ignition-endpoint=ign.example:443', '--ignition-ca-file=/nonexistent/ca.crt'],
+    'inplace-upgrader': ['--ignition-url=https://ign.example'],
+    drainer: [],
+    'ignition-server': ['--tls-cert-file=/x', '--tls-key-file=/x', '--signing-key-file=/x'],
+  };
+
+  for (const [component, flags] of Object.entries(OTHERS))
+    it(`when ${component} is started without --namespaces, it should refuse (exit 2) before reading a file or reaching an apiserver`, async () => {
+      let err = '';
+      const code = await main([component, ...flags], { out: () => undefined, err: (t) => void (err += t), env: {} });
+      assert.equal(code, 2);
+      assert.match(err, /--namespaces is required/);
+    });
 });

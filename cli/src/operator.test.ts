@@ -107,6 +107,7 @@ describe('kindling plan and status on the real test bed', () => {
     });
     controller = createNodePoolController({
       kubeConfig: mgmt.kubeConfig,
+      namespaces: [NS],
       log,
       config: {
         ignition: { endpoint: ignition.endpoint, caPem: ignition.caPem },

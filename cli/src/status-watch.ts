@@ -8,6 +8,8 @@ import { hasMachineDeployment, NODEPOOL_API_VERSION, NODEPOOL_PLURAL, type NodeP
 import { CAPI_API_VERSION, type Machine, type MachineDeployment, type MachineSet } from '../../api/src/capi.js';
 import { clusterKey, GuestClusters } from '../../support/src/guest-clusters.js';
 import { ResilientInformer } from '../../support/src/informer.js';
+import { customResource, NamespacedInformer, type Informer } from '../../support/src/namespaced-informer.js';
+import type { Namespaces } from '../../support/src/config.js';
 import { createLogger, type Logger } from '../../support/src/logger.js';
 import type { CommandIO } from '../../support/src/command.js';
 import { formatStatus, poolStatusView, type PoolStatusView } from './status-view.js';
@@ -17,8 +19,6 @@ export interface StatusScope {
   namespace?: string;
   pool?: string;
 }
-
-type Informer<T extends k8s.KubernetesObject> = ResilientInformer<T>;
 
 /** The management objects of the pools in scope and the Nodes of their guest clusters, kept by informers. */
 export class StatusWatch {
@@ -33,31 +33,21 @@ export class StatusWatch {
     this.#scope = scope;
     const log = createLogger({ name: 'kindling-status', level: 'silent' });
     const custom = kc.makeApiClient(k8s.CustomObjectsApi);
-    const ns = scope.namespace;
+    const namespaces: Namespaces = scope.namespace === undefined ? 'all' : [scope.namespace];
     const make = <T extends k8s.KubernetesObject>(
       apiVersion: string,
       plural: string,
       labelSelector?: string,
     ): Informer<T> => {
       const [group = '', version = ''] = apiVersion.split('/');
-      const path = `/apis/${apiVersion}${ns === undefined ? '' : `/namespaces/${ns}`}/${plural}`;
-      const list = async (): Promise<k8s.KubernetesListObject<T>> =>
-        (await (ns === undefined
-          ? custom.listClusterCustomObject({ group, version, plural, labelSelector })
-          : custom.listNamespacedCustomObject({
-              group,
-              version,
-              namespace: ns,
-              plural,
-              labelSelector,
-            }))) as k8s.KubernetesListObject<T>;
-      return new ResilientInformer<T>({ kubeConfig: kc, path, list, labelSelector, log, onEvent: onChange });
+      const resource = customResource<T>(custom, { group, version, plural, labelSelector });
+      return new NamespacedInformer<T>({ kubeConfig: kc, namespaces, ...resource, log, onEvent: onChange });
     };
     this.#pools = make<NodePool>(NODEPOOL_API_VERSION, NODEPOOL_PLURAL);
     this.#machineSets = make<MachineSet>(CAPI_API_VERSION, 'machinesets', LABELS.nodePool);
     this.#machineDeployments = make<MachineDeployment>(CAPI_API_VERSION, 'machinedeployments', LABELS.nodePool);
     this.#machines = make<Machine>(CAPI_API_VERSION, 'machines', LABELS.nodePool);
-    this.#guests = guestNodeInformers(kc, log, onChange);
+    this.#guests = guestNodeInformers(kc, namespaces, log, onChange);
   }
 
   async start(): Promise<void> {
@@ -106,11 +96,13 @@ export class StatusWatch {
 
 function guestNodeInformers(
   kc: k8s.KubeConfig,
+  namespaces: Namespaces,
   log: Logger,
   onChange: () => void,
 ): GuestClusters<Informer<k8s.V1Node>> {
   return new GuestClusters<Informer<k8s.V1Node>>({
     kubeConfig: kc,
+    namespaces,
     log,
     create: (cluster) => {
       const core = cluster.kubeConfig.makeApiClient(k8s.CoreV1Api);

@@ -1,6 +1,7 @@
 /** `kindling drainer`: the central drainer, one replica leading. */
 import { defineCommand, type Command } from '../../support/src/command.js';
 import { COMPONENT_FLAGS, runComponent } from '../../support/src/component.js';
+import { tenantNamespaces } from '../../support/src/config.js';
 import { Drainer } from './drainer.js';
 
 export const drainerCommand: Command = defineCommand({
@@ -17,6 +18,7 @@ export const drainerCommand: Command = defineCommand({
     evictionConcurrency: { type: 'int', default: 16, help: 'Evictions in flight at once per drain' },
   },
   async run(config) {
+    const namespaces = tenantNamespaces(config.namespaces);
     await runComponent({
       name: 'kindling-drainer',
       config,
@@ -24,6 +26,7 @@ export const drainerCommand: Command = defineCommand({
       async lead(ctx) {
         const drainer = new Drainer({
           kubeConfig: ctx.kubeConfig,
+          namespaces,
           log: ctx.log,
           registry: ctx.registry,
           queueMetrics: ctx.queueMetrics,

@@ -144,6 +144,7 @@ describe('drainer', () => {
     for (const n of ['n1', 'n2', 'n3']) await createTestNode(guest.kubeConfig, n);
     drainer = new Drainer({
       kubeConfig: mgmt.kubeConfig,
+      namespaces: [NS],
       log: createLogger({ name: 'drainer', level: 'warn' }),
       registry,
       defaultDrainTimeoutMs: 0,

@@ -15,7 +15,8 @@ import type { QueueMetrics } from '../../support/src/metrics.js';
 import type { ReconcileResult, WorkQueue } from '../../support/src/queue.js';
 import { createController, type Controller, type Source } from '../../support/src/controller.js';
 import { realClock, type Clock } from '../../support/src/timers.js';
-import { formatDuration } from '../../support/src/config.js';
+import { formatDuration, type Namespaces } from '../../support/src/config.js';
+import { customResource, type Informer } from '../../support/src/namespaced-informer.js';
 import { GuestClusters, type GuestCluster } from '../../support/src/guest-clusters.js';
 import { BLOCKED_EVENT_INTERVAL_MS, blockedAnnotation, blockedEvent } from './blocked.js';
 import { eventBody, EventRateLimiter, recordEvent, type EventNote } from '../../support/src/events.js';
@@ -33,6 +34,8 @@ import {
 
 export interface DrainerOptions {
   kubeConfig: k8s.KubeConfig;
+  /** The tenant namespaces whose Machines and guest kubeconfig Secrets are watched (--namespaces). */
+  namespaces: Namespaces;
   log: Logger;
   registry: Registry;
   queueMetrics?: QueueMetrics;
@@ -72,14 +75,13 @@ function parseKey(key: string): { clusterKey: string; node: string } {
 }
 
 /** A Cluster API informer the drain reads (its timeout) and is not woken by. */
-function capiSource<T extends k8s.KubernetesObject>(kc: k8s.KubeConfig, plural: string): Source<T> {
-  const api = kc.makeApiClient(k8s.CustomObjectsApi);
+function capiSource<T extends k8s.KubernetesObject>(opts: DrainerOptions, plural: string): Source<T> {
+  const api = opts.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
   const [, version] = CAPI_API_VERSION.split('/') as [string, string];
   return {
-    kubeConfig: kc,
-    path: `/apis/${CAPI_GROUP}/${version}/${plural}`,
-    list: async () =>
-      (await api.listClusterCustomObject({ group: CAPI_GROUP, version, plural })) as k8s.KubernetesListObject<T>,
+    kubeConfig: opts.kubeConfig,
+    namespaces: opts.namespaces,
+    ...customResource<T>(api, { group: CAPI_GROUP, version, plural }),
   };
 }
 
@@ -89,8 +91,8 @@ export class Drainer {
   #controller: Controller;
   #clock: Clock;
   #clusters: GuestClusters<Session>;
-  #machines: ResilientInformer<Machine & k8s.KubernetesObject>;
-  #machineSets: ResilientInformer<MachineSet & k8s.KubernetesObject>;
+  #machines: Informer<Machine & k8s.KubernetesObject>;
+  #machineSets: Informer<MachineSet & k8s.KubernetesObject>;
   #evictor: Evictor;
   #blockedEvents: EventRateLimiter;
   #metrics: DrainerMetrics;
@@ -108,6 +110,7 @@ export class Drainer {
     this.#blockedEvents = new EventRateLimiter(this.#clock, opts.blockedEventIntervalMs ?? BLOCKED_EVENT_INTERVAL_MS);
     this.#clusters = new GuestClusters<Session>({
       kubeConfig: opts.kubeConfig,
+      namespaces: opts.namespaces,
       log: opts.log,
       create: (cluster) => this.#createSession(cluster),
       start: (s) => s.nodes.start(),
@@ -131,10 +134,8 @@ export class Drainer {
       parts: [this.#clusters],
     });
     this.queue = this.#controller.queue;
-    this.#machines = this.#controller.watch(capiSource<Machine & k8s.KubernetesObject>(opts.kubeConfig, 'machines'));
-    this.#machineSets = this.#controller.watch(
-      capiSource<MachineSet & k8s.KubernetesObject>(opts.kubeConfig, 'machinesets'),
-    );
+    this.#machines = this.#controller.watch(capiSource<Machine & k8s.KubernetesObject>(opts, 'machines'));
+    this.#machineSets = this.#controller.watch(capiSource<MachineSet & k8s.KubernetesObject>(opts, 'machinesets'));
   }
 
   async start(): Promise<void> {

@@ -7,7 +7,7 @@ import { readFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { setFlagsFromString } from 'node:v8';
 import { COMPONENT_FLAGS, runComponent, type ComponentContext } from '../../support/src/component.js';
-import { ConfigError, flagName, type ConfigOf } from '../../support/src/config.js';
+import { ConfigError, flagName, tenantNamespaces, type ConfigOf, type Namespaces } from '../../support/src/config.js';
 import type { ReadinessCheck } from '../../support/src/ops-server.js';
 import { defineCommand, type Command } from '../../support/src/command.js';
 import { TokenSecretController } from './controller.js';
@@ -40,15 +40,10 @@ const FLAGS = {
     help: 'ECDSA P-256 private key (PEM) signing the bearer tokens and the entries of --payload-repository; the same file on every replica',
   },
   tokenTtl: { type: 'duration', default: 11 * 3_600_000, help: 'Token lifetime; tokens rotate at half of it' },
-  namespaces: {
-    type: 'list',
-    default: [] as string[],
-    help: 'Namespaces whose token Secrets this server serves (the NodePools\' namespaces), comma-separated; "*": every namespace. Required',
-  },
   namespace: {
     type: 'string',
     default: '',
-    help: 'One more namespace to serve, as in --namespaces (the older spelling)',
+    help: 'One more namespace to serve, as in --namespaces (the older spelling, for this server only)',
   },
   allowedRegistries: {
     type: 'list',
@@ -125,29 +120,9 @@ function required(cfg: IgnitionServerConfig): void {
   registryEntriesOf(cfg, {});
 }
 
-const NAMESPACE = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
-
-/**
- * The namespaces whose token Secrets the server acts on. Whoever can write a labelled Secret in one of them
- * gets a token minted and a payload built, so the server is told them, and watching every namespace is an
- * explicit "*", never the default.
- */
-export function watchedNamespaces(
-  cfg: Pick<IgnitionServerConfig, 'namespaces' | 'namespace'>,
-): readonly string[] | 'all' {
-  const names = [...new Set([...cfg.namespaces, cfg.namespace].map((n) => n.trim()).filter((n) => n !== ''))];
-  if (names.includes('*')) {
-    if (names.length > 1)
-      throw new ConfigError('--namespaces: "*" watches every namespace and cannot be combined with names');
-    return 'all';
-  }
-  if (names.length === 0)
-    throw new ConfigError(
-      '--namespaces is required: the namespaces of the NodePools this server serves (or "*" for every namespace)',
-    );
-  const bad = names.find((n) => !NAMESPACE.test(n));
-  if (bad !== undefined) throw new ConfigError(`--namespaces: "${bad}" is not a namespace name`);
-  return names;
+/** The namespaces whose token Secrets the server acts on: --namespaces, and --namespace (the older spelling). */
+export function watchedNamespaces(cfg: Pick<IgnitionServerConfig, 'namespaces' | 'namespace'>): Namespaces {
+  return tenantNamespaces([...cfg.namespaces, cfg.namespace]);
 }
 
 export function releasePolicy(

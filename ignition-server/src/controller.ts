@@ -9,10 +9,12 @@
  */
 import * as k8s from '#k8s';
 import { ANNOTATIONS, FIELD_MANAGERS, LABELS, SECRET_KEYS } from '../../api/src/keys.js';
-import { ResilientInformer, pagedList } from '../../support/src/informer.js';
+import { pagedList } from '../../support/src/informer.js';
+import { NamespacedInformer } from '../../support/src/namespaced-informer.js';
 import type { ReconcileResult, WorkQueue } from '../../support/src/queue.js';
 import { createKeyQueue } from '../../support/src/controller.js';
 import type { Logger } from '../../support/src/logger.js';
+import type { Namespaces } from '../../support/src/config.js';
 import type { QueueMetrics } from '../../support/src/metrics.js';
 import { isNotFound } from '../../support/src/errors.js';
 import { realClock, type Clock } from '../../support/src/timers.js';
@@ -40,7 +42,7 @@ export interface ControllerOptions {
   store: PayloadStore;
   ttlMs: number;
   /** The namespaces whose token Secrets are watched (one informer each), or 'all' (one cluster-wide informer). */
-  namespaces: readonly string[] | 'all';
+  namespaces: Namespaces;
   metrics?: IgnitionMetrics;
   queueMetrics?: QueueMetrics;
   /** Mints and revokes the guest bootstrap tokens of Secrets that name their cluster. */
@@ -74,8 +76,7 @@ export class TokenSecretController {
   readonly #opts: ControllerOptions;
   readonly #clock: Clock;
   readonly #core: k8s.CoreV1Api;
-  /** By namespace; '' keys the cluster-wide informer. */
-  readonly #informers: Map<string, ResilientInformer<CachedTokenSecret>>;
+  readonly #informer: NamespacedInformer<CachedTokenSecret>;
   readonly #generate: WorkQueue;
   readonly #reached: WorkQueue;
   readonly #revoke: WorkQueue;
@@ -97,9 +98,7 @@ export class TokenSecretController {
       log: opts.log,
       windowMs: opts.eventWindowMs,
     });
-    this.#informers = new Map(
-      (opts.namespaces === 'all' ? [''] : opts.namespaces).map((ns) => [ns, this.#informerOf(ns)]),
-    );
+    this.#informer = this.#tokenSecrets();
     this.#generate = this.#queue('ignition-payloads', (key) => this.#generatePayload(key));
     this.#reached = this.#queue('ignition-reached', (key) => this.#recordReached(key));
     this.#revoke = this.#queue('ignition-bootstrap-revoke', (key) => this.#revokeBootstrap(key));
@@ -107,38 +106,40 @@ export class TokenSecretController {
     this.#reads = this.#queue('ignition-token-secret-reads', (key) => this.#read(key), 2);
   }
 
-  /** The token-Secret informer of one namespace ('': every namespace). */
-  #informerOf(ns: string): ResilientInformer<CachedTokenSecret> {
+  /** The token Secrets of the namespaces served, one informer each. */
+  #tokenSecrets(): NamespacedInformer<CachedTokenSecret> {
     const labelSelector = LABELS.tokenSecret;
-    return new ResilientInformer<CachedTokenSecret>({
+    const metadataOnly = k8s.setHeaderOptions('Accept', METADATA_LIST);
+    return new NamespacedInformer<CachedTokenSecret>({
       kubeConfig: this.#opts.kubeConfig,
-      path: ns === '' ? '/api/v1/secrets' : `/api/v1/namespaces/${ns}/secrets`,
+      namespaces: this.#opts.namespaces,
+      path: '/api/v1/secrets',
       // Token Secrets carry their config (100 KiB or more each): a (re)list reads their metadata only, and a
       // Secret's data is read on its own, in the background or on demand (load). The watch that follows the
       // list carries whole objects: a change brings its data along.
-      list: pagedList(async (page) => {
-        const metadataOnly = k8s.setHeaderOptions('Accept', METADATA_LIST);
-        const list =
-          ns === ''
-            ? await this.#core.listSecretForAllNamespaces({ labelSelector, ...page }, metadataOnly)
-            : await this.#core.listNamespacedSecret({ namespace: ns, labelSelector, ...page }, metadataOnly);
-        // An empty PartialObjectMetadataList has `items: null`.
-        return { ...list, items: list.items ?? [] };
-      }, 500),
+      list: (namespace) =>
+        pagedList(async (page) => {
+          const list =
+            namespace === undefined
+              ? await this.#core.listSecretForAllNamespaces({ labelSelector, ...page }, metadataOnly)
+              : await this.#core.listNamespacedSecret({ namespace, labelSelector, ...page }, metadataOnly);
+          // An empty PartialObjectMetadataList has `items: null`.
+          return { ...list, items: list.items ?? [] };
+        }, 500)(),
       transform: slimTokenSecret,
       labelSelector,
-      log: ns === '' ? this.#opts.log : this.#opts.log.child({ namespace: ns }),
+      log: this.#opts.log,
       onEvent: (secret, event) => this.#onEvent(secret, event),
     });
   }
 
   /** A token Secret as its namespace's informer holds it. */
   #cached(namespace: string, name: string): CachedTokenSecret | undefined {
-    return (this.#informers.get(namespace) ?? this.#informers.get(''))?.get(name, namespace);
+    return this.#informer.get(name, namespace);
   }
 
   get synced(): boolean {
-    return [...this.#informers.values()].every((i) => i.synced);
+    return this.#informer.synced;
   }
 
   /** One of the controller's queues; its failure lines name it (`queue`) and the token Secret (`secret`). */
@@ -159,11 +160,11 @@ export class TokenSecretController {
 
   async start(): Promise<void> {
     this.#opts.metrics?.watchLiveTokens(() => this.#opts.index.liveTokens);
-    await Promise.all([...this.#informers.values()].map((i) => i.start()));
+    await this.#informer.start();
   }
 
   async stop(): Promise<void> {
-    await Promise.all([...this.#informers.values()].map((i) => i.stop()));
+    await this.#informer.stop();
     await Promise.all([
       this.#generate.stop(),
       this.#reached.stop(),

@@ -5,7 +5,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { defineCommand, type Command } from '../../support/src/command.js';
-import { ConfigError, flagName, type ConfigOf } from '../../support/src/config.js';
+import { ConfigError, flagName, tenantNamespaces, type ConfigOf } from '../../support/src/config.js';
 import { COMPONENT_FLAGS, runComponent, type ComponentContext } from '../../support/src/component.js';
 import type { ReadinessCheck } from '../../support/src/ops-server.js';
 import { CachedPayloadSource, IgnitionServerPayloadSource, type PayloadSource } from './payload.js';
@@ -68,6 +68,7 @@ export const inplaceUpgraderCommand: Command = defineCommand({
   flags: FLAGS,
   async run(config) {
     check(config);
+    const namespaces = tenantNamespaces(config.namespaces);
     const caPem = config.ignitionCaFile === '' ? undefined : await readFile(config.ignitionCaFile, 'utf8');
     let payloads: PayloadSource | undefined;
     const payloadsOf = (ctx: ComponentContext): PayloadSource =>
@@ -81,10 +82,11 @@ export const inplaceUpgraderCommand: Command = defineCommand({
       start: async (ctx): Promise<ReadinessCheck[]> =>
         config.extensionAddress === ''
           ? []
-          : (await import('./extension/serve.js')).startExtension(config, ctx, payloadsOf(ctx)),
+          : (await import('./extension/serve.js')).startExtension(config, { ...ctx, namespaces }, payloadsOf(ctx)),
       async lead(ctx) {
         const upgrader = new InPlaceUpgrader({
           kubeConfig: ctx.kubeConfig,
+          namespaces,
           log: ctx.log,
           payloads: payloadsOf(ctx),
           agentImage: config.agentImage,

@@ -459,7 +459,14 @@ describe('in-place rollout', () => {
     await Promise.all([upgrader?.stop(), drainer?.stop()]);
     upgrader = undefined;
     drainer = undefined;
-    const common = ['--kubeconfig', mgmt.kubeconfigPath, '--leader-elect=false', '--log-level', 'error'];
+    const common = [
+      '--kubeconfig',
+      mgmt.kubeconfigPath,
+      `--namespaces=${NS}`,
+      '--leader-elect=false',
+      '--log-level',
+      'error',
+    ];
     const commands: Record<'upgrader' | 'drainer', string[]> = {
       upgrader: [
         'inplace-upgrader',

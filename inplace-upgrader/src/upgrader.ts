@@ -11,7 +11,8 @@ import { CAPI_API_VERSION, CAPI_GROUP, type Machine, type MachineSet } from '../
 import { ANNOTATIONS, FIELD_MANAGERS, LABELS } from '../../api/src/keys.js';
 import { createApplier, type Applier } from '../../support/src/apply.js';
 import { NotReadyError } from '../../support/src/errors.js';
-import type { ResilientInformer } from '../../support/src/informer.js';
+import type { Namespaces } from '../../support/src/config.js';
+import { customResource, type Informer } from '../../support/src/namespaced-informer.js';
 import type { Logger } from '../../support/src/logger.js';
 import type { QueueMetrics } from '../../support/src/metrics.js';
 import type { ReconcileResult, WorkQueue } from '../../support/src/queue.js';
@@ -37,6 +38,8 @@ import { resolveMaxUnavailable } from '../../support/src/int-or-percent.js';
 
 export interface UpgraderOptions {
   kubeConfig: k8s.KubeConfig;
+  /** The tenant namespaces whose MachineSets, Machines and guest kubeconfig Secrets are watched (--namespaces). */
+  namespaces: Namespaces;
   log: Logger;
   payloads: PayloadSource;
   agentImage: string;
@@ -66,8 +69,8 @@ export class InPlaceUpgrader {
   #controller: Controller;
   #log: Logger;
   #applier: Applier;
-  #machineSets: ResilientInformer<MS>;
-  #machines: ResilientInformer<Machine & k8s.KubernetesObject>;
+  #machineSets: Informer<MS>;
+  #machines: Informer<Machine & k8s.KubernetesObject>;
   #clusters: GuestClusters<Session>;
   #started: Counter;
   #custom: k8s.CustomObjectsApi;
@@ -83,6 +86,7 @@ export class InPlaceUpgrader {
     });
     this.#clusters = new GuestClusters<Session>({
       kubeConfig: opts.kubeConfig,
+      namespaces: opts.namespaces,
       log: opts.log,
       create: (cluster) => createGuestSession(cluster, () => this.#enqueueCluster(cluster)),
       start: startGuestSession,
@@ -103,20 +107,17 @@ export class InPlaceUpgrader {
     const custom = opts.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
     this.#custom = custom;
     const version = CAPI_API_VERSION.split('/')[1] ?? '';
-    const capiList =
-      <T extends k8s.KubernetesObject>(plural: string) =>
-      async (): Promise<k8s.KubernetesListObject<T>> =>
-        (await custom.listClusterCustomObject({ group: CAPI_GROUP, version, plural })) as k8s.KubernetesListObject<T>;
+    const { kubeConfig, namespaces } = opts;
     this.#machineSets = this.#controller.watch<MS>({
-      kubeConfig: opts.kubeConfig,
-      path: `/apis/${CAPI_GROUP}/${version}/machinesets`,
-      list: capiList<MS>('machinesets'),
+      kubeConfig,
+      namespaces,
+      ...customResource<MS>(custom, { group: CAPI_GROUP, version, plural: 'machinesets' }),
       toKeys: (ms) => this.#keysOf(ms),
     });
     this.#machines = this.#controller.watch<MachineObject>({
-      kubeConfig: opts.kubeConfig,
-      path: `/apis/${CAPI_GROUP}/${version}/machines`,
-      list: capiList('machines'),
+      kubeConfig,
+      namespaces,
+      ...customResource<MachineObject>(custom, { group: CAPI_GROUP, version, plural: 'machines' }),
       toKeys: (m) => this.#keysOfSet(m.metadata.namespace ?? '', m.metadata.labels?.[LABELS.capiSetName]),
     });
   }

@@ -40,6 +40,8 @@ export interface ExtensionFixture {
  */
 export async function runExtension(opts: {
   kubeconfigPath: string;
+  /** The tenant namespaces served (--namespaces). */
+  namespaces: string;
   dir: string;
   ignition: Pick<IgnitionServer, 'url' | 'caFile'>;
   retryAfter?: string;
@@ -58,25 +60,17 @@ export async function runExtension(opts: {
   const args = [
     KINDLING_BIN,
     'inplace-upgrader',
-    '--kubeconfig',
-    opts.kubeconfigPath,
+    `--kubeconfig=${opts.kubeconfigPath}`,
+    `--namespaces=${opts.namespaces}`,
     '--leader-elect=false',
-    '--ignition-url',
-    opts.ignition.url,
-    '--ignition-ca-file',
-    opts.ignition.caFile,
-    '--agent-image',
-    'kindling:test',
-    '--extension-address',
-    `127.0.0.1:${port}`,
-    '--extension-tls-cert-file',
-    file('tls.crt'),
-    '--extension-tls-key-file',
-    file('tls.key'),
-    '--extension-retry-after',
-    opts.retryAfter ?? '1s',
-    '--log-level',
-    'info',
+    `--ignition-url=${opts.ignition.url}`,
+    `--ignition-ca-file=${opts.ignition.caFile}`,
+    '--agent-image=kindling:test',
+    `--extension-address=127.0.0.1:${port}`,
+    `--extension-tls-cert-file=${file('tls.crt')}`,
+    `--extension-tls-key-file=${file('tls.key')}`,
+    `--extension-retry-after=${opts.retryAfter ?? '1s'}`,
+    '--log-level=info',
   ];
   let child: ChildProcess | undefined;
   const launch = async (): Promise<void> => {

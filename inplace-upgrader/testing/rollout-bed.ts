@@ -140,13 +140,20 @@ export class RolloutBed {
     return {
       upgrader: new InPlaceUpgrader({
         kubeConfig: this.mgmt.kubeConfig,
+        namespaces: [NS],
         log,
         payloads,
         agentImage: 'kindling:test',
         registry,
         resyncMs: 2_000,
       }),
-      drainer: new Drainer({ kubeConfig: this.mgmt.kubeConfig, log, registry, defaultDrainTimeoutMs: 0 }),
+      drainer: new Drainer({
+        kubeConfig: this.mgmt.kubeConfig,
+        namespaces: [NS],
+        log,
+        registry,
+        defaultDrainTimeoutMs: 0,
+      }),
     };
   }
 

@@ -42,7 +42,7 @@ export interface ComponentEnv {
   mgmt: Cluster;
   stateDir: string;
   ignition: IgnitionFiles;
-  /** The NodePools' namespace: the only one whose token Secrets the ignition server serves. */
+  /** The NodePools' namespace: the only one every component serves (--namespaces). */
   namespace: string;
   /** host:port of the local registry: the only one releases may come from. */
   registry: string;
@@ -77,7 +77,14 @@ const kindling = (command: string, flags: (env: ComponentEnv, replica: number) =
   name: command,
   elected: true,
   asImage: true,
-  argv: (env, replica) => [KINDLING, command, `--kubeconfig=${env.kubeconfigs[command] ?? ''}`, ...flags(env, replica)],
+  // Every component serves the environment's tenant namespace only, as deploy/overlays/local grants it.
+  argv: (env, replica) => [
+    KINDLING,
+    command,
+    `--kubeconfig=${env.kubeconfigs[command] ?? ''}`,
+    `--namespaces=${env.namespace}`,
+    ...flags(env, replica),
+  ],
 });
 
 /**
@@ -90,8 +97,7 @@ const kindling = (command: string, flags: (env: ComponentEnv, replica: number) =
 const ignitionEndpoint = (i: IgnitionFiles): string => `127.0.0.1:${i.port}`;
 
 const LAUNCHES: ComponentLaunch[] = [
-  kindling('ignition-server', ({ ignition: i, namespace, registry }, replica) => [
-    `--namespaces=${namespace}`,
+  kindling('ignition-server', ({ ignition: i, registry }, replica) => [
     `--allowed-registries=${registry}`,
     `--serving-address=127.0.0.1:${i.replicas[replica]?.port ?? i.port}`,
     `--tls-cert-file=${i.certFile}`,

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import * as k8s from '#k8s';
-import { FIELD_MANAGERS } from '../../api/src/keys.js';
+import { FIELD_MANAGERS, LABELS } from '../../api/src/keys.js';
 import { createApplier } from '../../support/src/apply.js';
 import { parseManifests } from '../../support/src/manifests.js';
 import { testbedBinary, type Cluster } from '../../test/bed/src/index.js';
@@ -46,6 +46,31 @@ export function tokenKubeconfig(admin: k8s.KubeConfig, user: string, token: stri
     currentContext: user,
   });
   return kc.exportConfig();
+}
+
+/** The tenant namespaces the local overlay grants the components (its Roles' namespaces, bar kindling-system). */
+export function tenantsOf(rendered: k8s.KubernetesObject[]): string[] {
+  const namespaces = rendered
+    .filter((o) => o.kind === 'Role' && o.metadata?.namespace !== KINDLING_NAMESPACE)
+    .map((o) => o.metadata?.namespace ?? '');
+  return [...new Set(namespaces)].sort();
+}
+
+/**
+ * Creates the tenant namespace of the environment, labelled as a tenant (LABELS.tenant); it must be one the
+ * local overlay lists, or the components, which run under exactly that RBAC, could not act there.
+ */
+export async function ensureTenantNamespace(mgmt: Cluster, namespace: string): Promise<void> {
+  const tenants = tenantsOf(await renderKustomization(LOCAL_OVERLAY));
+  if (!tenants.includes(namespace))
+    throw new Error(
+      `the namespace "${namespace}" is not a tenant of deploy/overlays/local (${tenants.join(', ')}): add it as docs/tenants.md says`,
+    );
+  await createApplier(mgmt.kubeConfig, FIELD_MANAGERS.local).apply({
+    apiVersion: 'v1',
+    kind: 'Namespace',
+    metadata: { name: namespace, labels: { [LABELS.tenant]: 'true' } },
+  });
 }
 
 /**

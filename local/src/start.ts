@@ -11,7 +11,6 @@ import { mkdir, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runtimeWarning } from '../../support/src/runtime.js';
-import * as k8s from '#k8s';
 import { formatHelp, parseConfig, ConfigError } from '../../support/src/config.js';
 import {
   startCluster,
@@ -38,6 +37,7 @@ import { LOCAL_CRD_DIR } from './crds.js';
 import { applyWorkload } from './workload.js';
 import { waitForPools } from './pools.js';
 import { extensionFiles, registerExtension } from './extension.js';
+import { ensureTenantNamespace } from './credentials.js';
 
 const FLAGS = {
   stateDir: {
@@ -92,13 +92,6 @@ async function step<T>(label: string, fn: () => Promise<T>): Promise<T> {
   return result;
 }
 
-async function ensureNamespace(cluster: Cluster, name: string): Promise<void> {
-  const core = cluster.kubeConfig.makeApiClient(k8s.CoreV1Api);
-  await core.createNamespace({ body: { metadata: { name } } }).catch((err: { code?: number }) => {
-    if (err.code !== 409) throw err;
-  });
-}
-
 interface Environment {
   mgmt: Cluster;
   guest: Cluster;
@@ -122,7 +115,7 @@ async function bringUp(cfg: Config): Promise<Environment> {
   try {
     await step('CRDs (Kindling, Cluster API v1.14.2, local providers)', async () => {
       await Promise.all([installKindlingCrds(mgmt), installCapiCrds(mgmt), installCrds(mgmt, LOCAL_CRD_DIR)]);
-      await ensureNamespace(mgmt, namespace);
+      await ensureTenantNamespace(mgmt, namespace);
     });
     env.guest = await step(
       'guest cluster "guest" (etcd, kube-apiserver with node authentication, kube-controller-manager signing CSRs, kube-scheduler, KWOK)',

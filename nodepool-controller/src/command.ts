@@ -5,6 +5,7 @@
 import { readFile } from 'node:fs/promises';
 import { defineCommand, type Command } from '../../support/src/command.js';
 import { COMPONENT_FLAGS, runComponent } from '../../support/src/component.js';
+import { tenantNamespaces } from '../../support/src/config.js';
 import { createNodePoolController, type NodePoolController } from './controller.js';
 
 export const NODEPOOL_CONTROLLER_FLAGS = {
@@ -52,6 +53,7 @@ export const nodePoolControllerCommand: Command = defineCommand({
       io.err('nodepool-controller: --max-skew-minors must be ≥ 0 and --workers ≥ 1\n');
       return 2;
     }
+    const namespaces = tenantNamespaces(cfg.namespaces);
     const caPem = await readFile(cfg.ignitionCaFile, 'utf8');
     let controller: NodePoolController | undefined;
     await runComponent({
@@ -62,6 +64,7 @@ export const nodePoolControllerCommand: Command = defineCommand({
       async lead(ctx) {
         const c = createNodePoolController({
           kubeConfig: ctx.kubeConfig,
+          namespaces,
           log: ctx.log,
           config: {
             ignition: { endpoint: cfg.ignitionEndpoint, caPem },

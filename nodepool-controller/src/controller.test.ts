@@ -60,7 +60,7 @@ describe('nodepool-controller on the real test bed', () => {
   const log = createLogger({ name: 'nodepool-controller-test', level: process.env['TEST_LOG_LEVEL'] ?? 'warn' });
 
   const startController = async (): Promise<NodePoolController> => {
-    const c = createNodePoolController({ kubeConfig: mgmt.kubeConfig, log, config, workers: 4 });
+    const c = createNodePoolController({ kubeConfig: mgmt.kubeConfig, namespaces: [NS], log, config, workers: 4 });
     await c.start();
     return c;
   };
@@ -299,6 +299,32 @@ describe('nodepool-controller on the real test bed', () => {
     const generated = await converged('replace-a', payloadGenerated);
     assert.equal(cond(generated, 'ValidGeneratedPayload')?.reason, 'AsExpected');
     assert.match(cond(generated, 'ValidGeneratedPayload')?.message ?? '', /generated from oci:/);
+  });
+
+  it('when a NodePool is created in a namespace outside --namespaces, it should never be seen: no finalizer, status, Secret or child', async () => {
+    const outside = 'not-a-tenant';
+    await core.createNamespace({ body: { metadata: { name: outside } } });
+    const intruder = nodePoolFixture(
+      'intruder',
+      outside,
+      (p) => (p.spec.release.image = ignition.releases['1.36.3'] ?? ''),
+    );
+    await objects.create(intruder);
+    // A pool of the served namespace, created after it, converging: the intruder's events would have come first.
+    await objects.create(pool('after-intruder'));
+    await converged('after-intruder', (x) => x.status?.configHash !== undefined);
+    const seen = await objects.read<NodePool>({
+      apiVersion: 'kindling.dev/v1beta1',
+      kind: 'NodePool',
+      metadata: { name: 'intruder', namespace: outside },
+    });
+    assert.deepEqual([seen.metadata.finalizers, seen.status], [undefined, undefined]);
+    assert.equal(controller.caches.nodePools.get('intruder', outside), undefined);
+    const secrets = await core.listNamespacedSecret({ namespace: outside, labelSelector: LABELS.nodePool });
+    assert.deepEqual(secrets.items, []);
+    const sets = await objects.list(CAPI, 'MachineSet', outside);
+    const deployments = await objects.list(CAPI, 'MachineDeployment', outside);
+    assert.deepEqual([...sets.items, ...deployments.items], []);
   });
 
   it('when an InPlace pool is created with autoRepair, it should get a MachineSet with the Flow 3 annotations and a health check only once a host reached the ignition endpoint', async () => {
@@ -889,6 +915,7 @@ describe('nodepool-controller on the real test bed', () => {
           'nodepool-controller',
           '--kubeconfig',
           mgmt.kubeconfigPath,
+          `--namespaces=${NS}`,
           '--ignition-endpoint',
           ignition.endpoint,
           '--ignition-ca-file',

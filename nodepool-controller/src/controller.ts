@@ -1,5 +1,6 @@
 /**
- * Wiring: ResilientInformers on NodePools, ConfigMaps, the pools' Secrets and Cluster API objects feed a
+ * Wiring: informers on the NodePools, ConfigMaps, pools' Secrets and Cluster API objects of the tenant
+ * namespaces served (one per namespace; nothing elsewhere is seen) feed a
  * WorkQueue of `namespace/name` pool keys; the reconciler reads only the caches. A child's event maps to its
  * pool through LABELS.nodePool; a ConfigMap's to every pool of its namespace that references it. The CSR
  * approver (csr-approver.ts) runs beside it on the same caches and Event recorder.
@@ -12,8 +13,9 @@ import { NODEPOOL_PLURAL, type NodePool } from '../../api/src/nodepool.js';
 import { CAPI_GROUP } from '../../api/src/capi.js';
 import { BOOTSTRAP_GROUP_NAME } from '../../api/src/bootstrap.js';
 import { createApplier } from '../../support/src/apply.js';
-import { createController } from '../../support/src/controller.js';
-import type { ResilientInformer } from '../../support/src/informer.js';
+import { createController, type Source } from '../../support/src/controller.js';
+import type { Namespaces } from '../../support/src/config.js';
+import { customResource, type Informer } from '../../support/src/namespaced-informer.js';
 import type { Logger } from '../../support/src/logger.js';
 import type { QueueMetrics } from '../../support/src/metrics.js';
 import type { WorkQueue } from '../../support/src/queue.js';
@@ -33,6 +35,8 @@ export const QUEUE_NAME = 'nodepool';
 
 export interface ControllerOptions {
   kubeConfig: k8s.KubeConfig;
+  /** The tenant namespaces whose NodePools (and their inputs and children) are reconciled (--namespaces). */
+  namespaces: Namespaces;
   log: Logger;
   config: ControllerConfig;
   /** Reconciles in flight at once (different pools). */
@@ -63,16 +67,6 @@ export interface NodePoolController {
   resyncAll(): void;
 }
 
-function labelledList(custom: k8s.CustomObjectsApi, group: string, version: string, plural: string) {
-  return async (): Promise<k8s.KubernetesListObject<k8s.KubernetesObject>> =>
-    (await custom.listClusterCustomObject({
-      group,
-      version,
-      plural,
-      labelSelector: LABELS.nodePool,
-    })) as k8s.KubernetesListObject<k8s.KubernetesObject>;
-}
-
 type Controller = ReturnType<typeof createController>;
 
 /** The informers the reconciler and the approver read: every event maps to the key of its pool. */
@@ -81,16 +75,13 @@ function watchSources(
   opts: ControllerOptions,
   onPoolAdded: (pool: NodePool) => void,
 ): CacheSources {
-  const kc = opts.kubeConfig;
+  const { kubeConfig: kc, namespaces } = opts;
   const core = kc.makeApiClient(k8s.CoreV1Api);
   const custom = kc.makeApiClient(k8s.CustomObjectsApi);
   const informer = <T extends k8s.KubernetesObject>(
-    path: string,
-    list: () => Promise<k8s.KubernetesListObject<T>>,
+    source: Pick<Source<T>, 'path' | 'list' | 'labelSelector'>,
     toKeys: (o: T) => string[],
-    labelSelector?: string,
-  ): ResilientInformer<T> =>
-    controller.watch<T>({ kubeConfig: kc, path, list, toKeys, labelSelector, watchdogMs: opts.resyncMs });
+  ): Informer<T> => controller.watch<T>({ kubeConfig: kc, namespaces, ...source, toKeys, watchdogMs: opts.resyncMs });
   const byLabel = (o: k8s.KubernetesObject): string[] => {
     const pool = o.metadata?.labels?.[LABELS.nodePool];
     return pool === undefined ? [] : [`${o.metadata?.namespace ?? ''}/${pool}`];
@@ -98,13 +89,8 @@ function watchSources(
   // The primary informer: children and Secrets start first, so the first reconciles see complete caches.
   const pools = controller.watch<NodePool>({
     kubeConfig: kc,
-    path: `/apis/kindling.dev/v1beta1/${NODEPOOL_PLURAL}`,
-    list: async () =>
-      (await custom.listClusterCustomObject({
-        group: 'kindling.dev',
-        version: 'v1beta1',
-        plural: NODEPOOL_PLURAL,
-      })) as k8s.KubernetesListObject<NodePool>,
+    namespaces,
+    ...customResource<NodePool>(custom, { group: 'kindling.dev', version: 'v1beta1', plural: NODEPOOL_PLURAL }),
     watchdogMs: opts.resyncMs,
     primary: true,
     toKeys: (p) => [`${p.metadata.namespace ?? ''}/${p.metadata.name}`],
@@ -113,8 +99,11 @@ function watchSources(
     },
   });
   const configMaps = informer<k8s.V1ConfigMap>(
-    '/api/v1/configmaps',
-    () => core.listConfigMapForAllNamespaces(),
+    {
+      path: '/api/v1/configmaps',
+      list: (namespace) =>
+        namespace === undefined ? core.listConfigMapForAllNamespaces() : core.listNamespacedConfigMap({ namespace }),
+    },
     (cm) => {
       const ns = cm.metadata?.namespace ?? '';
       return pools
@@ -123,21 +112,22 @@ function watchSources(
         .map((p) => `${ns}/${p.metadata.name}`);
     },
   );
+  const labelSelector = LABELS.nodePool;
   const secrets = informer<k8s.V1Secret>(
-    '/api/v1/secrets',
-    () => core.listSecretForAllNamespaces({ labelSelector: LABELS.nodePool }),
+    {
+      path: '/api/v1/secrets',
+      labelSelector,
+      list: (namespace) =>
+        namespace === undefined
+          ? core.listSecretForAllNamespaces({ labelSelector })
+          : core.listNamespacedSecret({ namespace, labelSelector }),
+    },
     byLabel,
-    LABELS.nodePool,
   );
   // Cluster API's objects and Kindling's own bootstrap provider's: a KindlingConfig's event (Cluster API cloned or
   // rewrote it) wakes its pool.
   const labelled = (group: string, version: string) => (plural: string) =>
-    informer(
-      `/apis/${group}/${version}/${plural}`,
-      labelledList(custom, group, version, plural),
-      byLabel,
-      LABELS.nodePool,
-    );
+    informer(customResource(custom, { group, version, plural, labelSelector }), byLabel);
   const [machineSets, machineDeployments, healthChecks, machines] = [
     'machinesets',
     'machinedeployments',
@@ -210,6 +200,7 @@ export function createNodePoolController(opts: ControllerOptions): NodePoolContr
   });
   const approver = new CsrApprover({
     kubeConfig: kc,
+    namespaces: opts.namespaces,
     log: log.child({ controller: 'csr-approver' }),
     caches,
     events,

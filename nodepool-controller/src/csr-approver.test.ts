@@ -184,7 +184,13 @@ describe('CSR approver on the real test bed', () => {
     await createMachine('a-1', 'pool-a', host('host-a1', '10.0.0.11'));
     await createMachine('a-2', 'pool-a', host('host-a2', '10.0.0.12'));
     await createMachine('b-1', 'pool-b', host('host-b1', '10.0.0.21'));
-    controller = createNodePoolController({ kubeConfig: mgmt.kubeConfig, log, config: CONFIG, registry });
+    controller = createNodePoolController({
+      kubeConfig: mgmt.kubeConfig,
+      namespaces: [NS],
+      log,
+      config: CONFIG,
+      registry,
+    });
     await controller.start();
     tokenA = await bootstrapToken(guest, [BOOTSTRAP_GROUP, bootstrapPoolGroup(NS, 'pool-a')]);
   });

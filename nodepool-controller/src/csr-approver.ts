@@ -29,6 +29,7 @@ import { API_REQUEST_TIMEOUT_MS, makeApiClient } from '../../support/src/kubecon
 import { isConflict, isNotFound, NotReadyError } from '../../support/src/errors.js';
 import { clusterKey, GuestClusters, type GuestCluster } from '../../support/src/guest-clusters.js';
 import { ResilientInformer } from '../../support/src/informer.js';
+import type { Namespaces } from '../../support/src/config.js';
 import type { Logger } from '../../support/src/logger.js';
 import type { QueueMetrics } from '../../support/src/metrics.js';
 import type { ReconcileResult, WorkQueue } from '../../support/src/queue.js';
@@ -45,6 +46,8 @@ export const GUEST_SETUP_QUEUE = 'guest-setup';
 export interface CsrApproverOptions {
   /** The management cluster. */
   kubeConfig: k8s.KubeConfig;
+  /** The tenant namespaces whose guest kubeconfig Secrets are watched (--namespaces). */
+  namespaces: Namespaces;
   log: Logger;
   caches: Caches;
   events: EventRecorder;
@@ -117,6 +120,7 @@ export class CsrApprover {
     this.setupQueue = this.#makeQueue(GUEST_SETUP_QUEUE, (key) => this.#reconcileSetup(key), 2);
     this.#clusters = new GuestClusters<Session>({
       kubeConfig: opts.kubeConfig,
+      namespaces: opts.namespaces,
       log: opts.log,
       create: (cluster) => this.#createSession(cluster),
       start: async (s) => {

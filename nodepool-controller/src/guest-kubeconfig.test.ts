@@ -77,6 +77,7 @@ describe('nodepool-controller with a guest kubeconfig Secret that carries code',
       kubeConfig: mgmt.kubeConfig,
       log,
       config: { ignition: { endpoint: 'https://127.0.0.1:9', caPem: '' }, tokenGraceMs: 3600_000, maxSkewMinors: 3 },
+      namespaces: [NS],
       workers: 2,
     });
     await controller.start();

@@ -25,6 +25,11 @@ export const COMPONENT_FLAGS = {
     default: '',
     help: 'Kubeconfig of the management cluster; empty: $KUBECONFIG, ~/.kube/config, or in-cluster',
   },
+  namespaces: {
+    type: 'list',
+    default: [] as string[],
+    help: 'Tenant namespaces (of the NodePools) this component watches and acts in, comma-separated; "*": every namespace. Required',
+  },
   logLevel: { type: 'string', default: 'info', help: 'Log level: trace, debug, info, warn, error' },
   opsAddress: {
     type: 'string',
@@ -56,6 +61,7 @@ export const COMPONENT_FLAGS = {
 
 export interface ComponentConfig {
   kubeconfig: string;
+  namespaces: readonly string[];
   logLevel: string;
   opsAddress: string;
   leaderElect: boolean;

@@ -1,6 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { ConfigError, formatHelp, parseConfig, parseDuration } from './config.js';
+import { ConfigError, formatHelp, parseConfig, parseDuration, tenantNamespaces } from './config.js';
+import { COMPONENT_FLAGS } from './component.js';
 
 const specs = {
   metricsAddress: { type: 'string', default: '127.0.0.1:8080', help: 'Where /metrics listens' },
@@ -64,5 +65,41 @@ describe('parseDuration', () => {
 
   it('when given trailing garbage, it should refuse it', () => {
     assert.throws(() => parseDuration('10m later'), ConfigError);
+  });
+});
+
+describe('tenantNamespaces (--namespaces of every component)', () => {
+  it('when namespaces are listed, it should keep each once, trimmed, in order', () => {
+    assert.deepEqual(tenantNamespaces(['tenants', ' shop ', 'tenants']), ['tenants', 'shop']);
+  });
+
+  it('when "*" is said alone, it should serve every namespace; combined with names, it should refuse', () => {
+    assert.equal(tenantNamespaces(['*']), 'all');
+    assert.throws(() => tenantNamespaces(['*', 'tenants']), /cannot be combined with names/);
+  });
+
+  it('when nothing is listed, it should refuse and say what to give, never default to every namespace', () => {
+    for (const names of [[], [''], [' ']])
+      assert.throws(
+        () => tenantNamespaces(names),
+        (err: Error) => {
+          assert.ok(err instanceof ConfigError);
+          assert.match(err.message, /--namespaces is required/);
+          return true;
+        },
+      );
+  });
+
+  it('when a name is not a namespace name, it should refuse and name it', () => {
+    for (const bad of ['Tenants', 'a/b', '-a', 'a'.repeat(64), 'kube system'])
+      assert.throws(
+        () => tenantNamespaces([bad]),
+        (err: Error) => err instanceof ConfigError && err.message.includes(bad),
+      );
+  });
+
+  it('when given on the command line or as KINDLING_NAMESPACES, it should be one shared flag of every component', () => {
+    assert.deepEqual(parseConfig(COMPONENT_FLAGS, ['--namespaces=a,b'], {}).namespaces, ['a', 'b']);
+    assert.deepEqual(parseConfig(COMPONENT_FLAGS, [], { KINDLING_NAMESPACES: 'tenants' }).namespaces, ['tenants']);
   });
 });

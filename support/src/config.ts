@@ -25,6 +25,32 @@ export class ConfigError extends Error {
   override readonly name = 'ConfigError';
 }
 
+/** The tenant namespaces a component acts in, or 'all' (only when "*" was said). */
+export type Namespaces = readonly string[] | 'all';
+
+const NAMESPACE = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
+
+/**
+ * The `--namespaces` of a component: whoever can write in a watched namespace can drive it (a labelled Secret
+ * gets a token minted, a NodePool gets Machines), so the list is required, and every namespace is an explicit
+ * "*", never a default.
+ */
+export function tenantNamespaces(names: readonly string[]): Namespaces {
+  const unique = [...new Set(names.map((n) => n.trim()).filter((n) => n !== ''))];
+  if (unique.includes('*')) {
+    if (unique.length > 1)
+      throw new ConfigError('--namespaces: "*" watches every namespace and cannot be combined with names');
+    return 'all';
+  }
+  if (unique.length === 0)
+    throw new ConfigError(
+      '--namespaces is required: the tenant namespaces (of the NodePools) this component serves, comma-separated, or "*" for every namespace',
+    );
+  const bad = unique.find((n) => !NAMESPACE.test(n));
+  if (bad !== undefined) throw new ConfigError(`--namespaces: "${bad}" is not a namespace name`);
+  return Object.freeze(unique);
+}
+
 /** `--log-level` ↔ `logLevel` ↔ `KINDLING_LOG_LEVEL`. */
 export const flagName = (key: string): string => key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
 export const envName = (key: string): string => `KINDLING_${flagName(key).replace(/-/g, '_').toUpperCase()}`;

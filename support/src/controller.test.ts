@@ -2,7 +2,8 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import * as k8s from '#k8s';
 import { createController, createKeyQueue, type Controller, type Part } from './controller.js';
-import type { ResilientInformer, WatchFn } from './informer.js';
+import type { WatchFn } from './informer.js';
+import type { Informer } from './namespaced-informer.js';
 import { createLogger } from './logger.js';
 import type { QueueMetrics } from './metrics.js';
 import type { Outcome } from './queue.js';
@@ -76,7 +77,7 @@ interface PoolController {
   controller: Controller;
   pools: ReturnType<typeof fakeResource>;
   machines: ReturnType<typeof fakeResource>;
-  poolInformer: ResilientInformer<Obj>;
+  poolInformer: Informer<Obj>;
 }
 
 /** A controller of pools (primary) and their machines (a child mapped by its `pool` label). */
@@ -92,7 +93,8 @@ function poolController(
     kubeConfig,
     path: pools.path,
     list: pools.list,
-    watch: pools.watch,
+    namespaces: 'all',
+    watch: () => pools.watch,
     toKeys: (o) => [keyOf(o)],
     primary: true,
   });
@@ -100,7 +102,8 @@ function poolController(
     kubeConfig,
     path: machines.path,
     list: machines.list,
-    watch: machines.watch,
+    namespaces: 'all',
+    watch: () => machines.watch,
     toKeys: poolOf,
   });
   return { controller, pools, machines, poolInformer };
@@ -227,9 +230,24 @@ describe('createController', () => {
   it('when a second primary informer is watched, it should refuse it', () => {
     const controller = createController({ name: 'x', log, reconcile: async () => undefined });
     const r = fakeResource('r', [], []);
-    controller.watch<Obj>({ kubeConfig, path: r.path, list: r.list, watch: r.watch, primary: true });
+    controller.watch<Obj>({
+      kubeConfig,
+      path: r.path,
+      list: r.list,
+      namespaces: 'all',
+      watch: () => r.watch,
+      primary: true,
+    });
     assert.throws(
-      () => controller.watch<Obj>({ kubeConfig, path: r.path, list: r.list, watch: r.watch, primary: true }),
+      () =>
+        controller.watch<Obj>({
+          kubeConfig,
+          path: r.path,
+          list: r.list,
+          namespaces: 'all',
+          watch: () => r.watch,
+          primary: true,
+        }),
       /primary informer already/,
     );
   });

@@ -1,5 +1,5 @@
 /**
- * The controller skeleton every deployable instantiates: ResilientInformers whose events map objects to keys,
+ * The controller skeleton every deployable instantiates: informers (one per namespace served) whose events map objects to keys,
  * one WorkQueue of those keys (one reconcile in flight per key), its metrics and its failure log line.
  * - `start()` starts the informers, the primary one (the kind reconciled) last, so the first reconciles see
  *   complete caches of its children; then, in order, the parts that need those caches (guest-cluster sessions,
@@ -10,7 +10,8 @@
  * per-guest informers) takes the queue half alone: createKeyQueue.
  */
 import type * as k8s from '#k8s';
-import { ResilientInformer, type InformerEvent, type InformerOptions } from './informer.js';
+import type { InformerEvent } from './informer.js';
+import { NamespacedInformer, type Informer, type NamespacedInformerOptions } from './namespaced-informer.js';
 import type { Logger } from './logger.js';
 import type { QueueMetrics } from './metrics.js';
 import { WorkQueue, type ReconcileResult } from './queue.js';
@@ -51,7 +52,7 @@ export function createKeyQueue(opts: KeyQueueOptions): WorkQueue {
 }
 
 /** An informer of the controller: what it lists and watches, and which keys its events wake. */
-export interface Source<T extends k8s.KubernetesObject> extends Omit<InformerOptions<T>, 'onEvent' | 'log'> {
+export interface Source<T extends k8s.KubernetesObject> extends Omit<NamespacedInformerOptions<T>, 'onEvent' | 'log'> {
   /** Default: the controller's logger. */
   log?: Logger;
   /** The keys an event wakes; none (or no toKeys) leaves the informer a cache the reconciles read. */
@@ -81,7 +82,7 @@ export interface Controller {
   /** Every informer and part is synced. */
   readonly synced: boolean;
   /** Creates an informer whose events queue their keys; call before start(). */
-  watch<T extends k8s.KubernetesObject>(source: Source<T>): ResilientInformer<T>;
+  watch<T extends k8s.KubernetesObject>(source: Source<T>): Informer<T>;
   start(): Promise<void>;
   stop(): Promise<void>;
   /** Queues the keys of every object of the primary informer (of every informer without one): a resync. */
@@ -105,11 +106,11 @@ export function createController(opts: ControllerOptions): Controller {
     get synced() {
       return watched.every((w) => w.informer.synced) && parts.every((p) => p.synced !== false);
     },
-    watch<T extends k8s.KubernetesObject>(source: Source<T>): ResilientInformer<T> {
+    watch<T extends k8s.KubernetesObject>(source: Source<T>): Informer<T> {
       if (source.primary && primaries().length > 0)
         throw new Error(`controller ${opts.name} has a primary informer already`);
       const { toKeys, primary = false, onEvent, log, clock, ...informerOptions } = source;
-      const informer = new ResilientInformer<T>({
+      const informer = new NamespacedInformer<T>({
         ...informerOptions,
         log: log ?? opts.log,
         clock: clock ?? opts.clock,

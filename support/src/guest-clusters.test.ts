@@ -1,7 +1,8 @@
 /**
- * The guest sessions the drainer and the upgrader keep, on a real apiserver, against a tenant's
- * `<cluster>-kubeconfig` Secret that carries an `exec` plugin: no session is opened, no process runs, and the
- * refusal is logged once however often the Secret is seen again; a good Secret next to it opens its session.
+ * The guest sessions the drainer and the upgrader keep, on a real apiserver: a tenant's `<cluster>-kubeconfig`
+ * Secret that carries an `exec` plugin opens no session, runs no process, and its refusal is logged once however
+ * often the Secret is seen again, while a good Secret next to it opens its session; a Secret outside the served
+ * namespaces is never seen at all.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -15,15 +16,18 @@ import { eventually, startCluster, writeKubeconfigSecret, type Cluster } from '.
 import { kubeconfigSecretName } from '../../api/src/keys.js';
 import { GuestClusters, type GuestCluster } from './guest-clusters.js';
 import { createLogger } from './logger.js';
+import { sleep } from './timers.js';
 
 const NS = 'default';
 
-describe('GuestClusters with a kubeconfig Secret that carries code', () => {
+describe('GuestClusters on a real apiserver', () => {
   let cluster: Cluster;
   let dir: string;
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'guest-clusters-'));
     cluster = await startCluster({ name: 'guest-clusters', controllerManager: false });
+    const core = cluster.kubeConfig.makeApiClient(k8s.CoreV1Api);
+    for (const name of ['tenant-a', 'elsewhere']) await core.createNamespace({ body: { metadata: { name } } });
   });
   after(async () => {
     await cluster?.stop();
@@ -61,6 +65,7 @@ describe('GuestClusters with a kubeconfig Secret that carries code', () => {
     const opened: string[] = [];
     const guests = new GuestClusters<GuestCluster>({
       kubeConfig: cluster.kubeConfig,
+      namespaces: [NS],
       log: createLogger({ name: 'test', level: 'warn', destination }),
       create: (c) => c,
       // A session's informers would send requests with the kubeconfig: one request stands for them.
@@ -87,6 +92,32 @@ describe('GuestClusters with a kubeconfig Secret that carries code', () => {
       assert.match(JSON.stringify(refusals[0]), /users\[0\]\.user\.exec would run a command/);
     } finally {
       await guests.stop();
+    }
+  });
+  it('when a labelled kubeconfig Secret is written outside --namespaces, it should never open a session for it', async () => {
+    const opened: string[] = [];
+    const clusters = new GuestClusters<string>({
+      kubeConfig: cluster.kubeConfig,
+      namespaces: ['tenant-a'],
+      log: createLogger({ name: 'test', level: 'silent' }),
+      create: (c) => c.key,
+      start: async (key) => void opened.push(key),
+      close: async () => undefined,
+    });
+    await clusters.start();
+    try {
+      await writeKubeconfigSecret(cluster, 'elsewhere', 'attacker', cluster.kubeconfigYaml);
+      await writeKubeconfigSecret(cluster, 'tenant-a', 'guest', cluster.kubeconfigYaml);
+      await eventually('the tenant session', () => Promise.resolve(opened.includes('tenant-a/guest')));
+      // The Secret outside was written first: had it been seen, its session would have opened before this one.
+      await sleep(500);
+      assert.deepEqual(opened, ['tenant-a/guest']);
+      assert.deepEqual(
+        clusters.open().map((o) => o.cluster.key),
+        ['tenant-a/guest'],
+      );
+    } finally {
+      await clusters.stop();
     }
   });
 });

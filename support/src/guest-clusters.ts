@@ -2,12 +2,14 @@
  * One session per guest cluster, opened and closed as the CAPI `<cluster>-kubeconfig` Secrets of the
  * management cluster come and go (or change): the drainer and the inplace-upgrader each keep one set of
  * informers per guest cluster this way. A changed kubeconfig (rotated credentials, moved endpoint) closes
- * the old session and opens a new one, so no informer keeps talking with stale credentials.
+ * the old session and opens a new one, so no informer keeps talking with stale credentials. Only the Secrets of
+ * the namespaces served are listed and watched: a kubeconfig Secret elsewhere opens no session.
  */
 import { createHash } from 'node:crypto';
 import * as k8s from '#k8s';
 import { kubeconfigSecretName, LABELS, SECRET_KEYS } from '../../api/src/keys.js';
-import { ResilientInformer } from './informer.js';
+import type { Namespaces } from './config.js';
+import { NamespacedInformer } from './namespaced-informer.js';
 import { kubeConfigOfSecret } from './guest-kubeconfigs.js';
 import type { Logger } from './logger.js';
 
@@ -22,6 +24,8 @@ export interface GuestCluster {
 
 export interface GuestClustersOptions<S> {
   kubeConfig: k8s.KubeConfig;
+  /** The namespaces whose `<cluster>-kubeconfig` Secrets are watched (--namespaces). */
+  namespaces: Namespaces;
   log: Logger;
   /** Builds the per-cluster informers (not started). */
   create: (cluster: GuestCluster) => S;
@@ -53,7 +57,7 @@ export function clusterOfSecret(secret: k8s.V1Secret): { namespace: string; name
 
 export class GuestClusters<S> {
   #opts: GuestClustersOptions<S>;
-  #informer: ResilientInformer<k8s.V1Secret>;
+  #informer: NamespacedInformer<k8s.V1Secret>;
   #entries = new Map<string, Entry<S>>();
   /** The digest of each cluster's refused kubeconfig: a resync of the same Secret is not parsed or logged again. */
   #refused = new Map<string, string>();
@@ -61,11 +65,16 @@ export class GuestClusters<S> {
   constructor(opts: GuestClustersOptions<S>) {
     this.#opts = opts;
     const core = opts.kubeConfig.makeApiClient(k8s.CoreV1Api);
-    this.#informer = new ResilientInformer<k8s.V1Secret>({
+    const labelSelector = LABELS.capiClusterName;
+    this.#informer = new NamespacedInformer<k8s.V1Secret>({
       kubeConfig: opts.kubeConfig,
+      namespaces: opts.namespaces,
       path: '/api/v1/secrets',
-      labelSelector: LABELS.capiClusterName,
-      list: () => core.listSecretForAllNamespaces({ labelSelector: LABELS.capiClusterName }),
+      labelSelector,
+      list: (namespace) =>
+        namespace === undefined
+          ? core.listSecretForAllNamespaces({ labelSelector })
+          : core.listNamespacedSecret({ namespace, labelSelector }),
       log: opts.log,
       onEvent: (secret, event) => (event === 'delete' ? this.#forget(secret) : this.#observe(secret)),
     });

@@ -318,6 +318,7 @@ export async function runClusterApiEngine(run: EngineRun, log: Logger): Promise<
     });
     parts.push(ignition);
     const ext = await runExtension({
+      namespaces: NS,
       kubeconfigPath: mgmt.kubeconfigPath,
       dir: join(dir, 'extension'),
       ignition,
@@ -335,6 +336,7 @@ export async function runClusterApiEngine(run: EngineRun, log: Logger): Promise<
 
     const controller = createNodePoolController({
       kubeConfig: mgmt.kubeConfig,
+      namespaces: [NS],
       log,
       workers: 4,
       registry: new Registry(),
@@ -434,6 +436,7 @@ export async function runClusterApiEngine(run: EngineRun, log: Logger): Promise<
 
     const drainer = new Drainer({
       kubeConfig: mgmt.kubeConfig,
+      namespaces: [NS],
       log,
       registry: new Registry(),
       defaultDrainTimeoutMs: 0,

@@ -105,13 +105,20 @@ async function runMachineSetEngine(run: EngineRun, log: Logger): Promise<Rollout
     );
     const upgrader = new InPlaceUpgrader({
       kubeConfig: mgmt.kubeConfig,
+      namespaces: [NS],
       log,
       payloads,
       agentImage: 'kindling:bench',
       registry,
       resyncMs: 2_000,
     });
-    const drainer = new Drainer({ kubeConfig: mgmt.kubeConfig, log, registry, defaultDrainTimeoutMs: 0 });
+    const drainer = new Drainer({
+      kubeConfig: mgmt.kubeConfig,
+      namespaces: [NS],
+      log,
+      registry,
+      defaultDrainTimeoutMs: 0,
+    });
     const agents = new SimulatedAgents(guest.kubeConfig, stepMs);
     const watcher = new AvailabilityWatcher(guest.kubeConfig, names);
     parts.push(upgrader, drainer, agents, watcher);

@@ -214,6 +214,7 @@ async function main(): Promise<void> {
     const registry = new Registry();
     const controller = createNodePoolController({
       kubeConfig: kc,
+      namespaces: [NS, REPLAY_NS],
       log,
       workers: IN_FLIGHT,
       registry,

@@ -4,7 +4,8 @@
  * cluster that audits every request and enforces owner-reference permissions as production clusters do. A
  * realistic scenario runs (the sample pools Ready through real Cluster API and Ignition, autoRepair switched
  * on, an in-place release upgrade under way, the sample pools deleted); then no component request may have been denied, and
- * every granted permission must have been used, bar the few listed below with their reason.
+ * every granted permission must have been used, bar the few listed below with their reason. And the other way
+ * round, as an attacker with a component's token would try: outside the tenant namespaces nothing is granted.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -17,6 +18,7 @@ import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
 import {
   componentKubeconfigs,
   componentOf,
+  ensureTenantNamespace,
   KINDLING_NAMESPACE,
   LOCAL_OVERLAY,
   renderKustomization,
@@ -73,6 +75,35 @@ const UNUSED_ON_PURPOSE: Record<string, Record<string, string>> = {
   },
 };
 
+/** What no component may do: writes outside the tenants, and reads of other namespaces or of every namespace at once. */
+const REFUSED: { verb: string; resource: string; group?: string; namespace: string }[] = [
+  ...['kube-system', KINDLING_NAMESPACE, 'default'].flatMap((namespace) => [
+    { verb: 'create', resource: 'secrets', namespace },
+    { verb: 'get', resource: 'secrets', namespace },
+    { verb: 'list', resource: 'secrets', namespace },
+  ]),
+  { verb: 'list', resource: 'secrets', namespace: '' },
+  { verb: 'watch', resource: 'secrets', namespace: '' },
+  { verb: 'create', resource: 'secrets', namespace: '' },
+  { verb: 'list', resource: 'configmaps', namespace: '' },
+  { verb: 'list', resource: 'nodepools', group: 'kindling.dev', namespace: '' },
+  { verb: 'list', resource: 'machines', group: 'cluster.x-k8s.io', namespace: '' },
+];
+
+/** Whether the apiserver would let a component's ServiceAccount do it (a SubjectAccessReview, as `kubectl auth can-i`). */
+async function allowed(mgmt: Cluster, component: string, attrs: (typeof REFUSED)[number]): Promise<boolean> {
+  const review = await mgmt.kubeConfig.makeApiClient(k8s.AuthorizationV1Api).createSubjectAccessReview({
+    body: {
+      spec: {
+        user: `system:serviceaccount:${KINDLING_NAMESPACE}:kindling-${component}`,
+        groups: ['system:serviceaccounts', `system:serviceaccounts:${KINDLING_NAMESPACE}`, 'system:authenticated'],
+        resourceAttributes: { ...attrs, group: attrs.group ?? '' },
+      },
+    },
+  });
+  return review.status?.allowed === true;
+}
+
 const pools = (mgmt: Cluster): k8s.CustomObjectsApi => mgmt.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
 const mergePatch = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
 
@@ -116,7 +147,7 @@ async function bringUp(env: Env): Promise<{ mgmt: Cluster; releases: Record<stri
   });
   env.mgmt = mgmt;
   await Promise.all([installKindlingCrds(mgmt), installCapiCrds(mgmt), installCrds(mgmt, LOCAL_CRD_DIR)]);
-  await mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api).createNamespace({ body: { metadata: { name: NS } } });
+  await ensureTenantNamespace(mgmt, NS);
   env.guest = await startCluster({ name: 'guest', dir: join(env.stateDir, 'guest'), kwok: true, nodeAuth: true });
   env.capi = await startCapiManager(mgmt);
   const ignition = await ignitionFiles(env.stateDir, mgmt);
@@ -230,6 +261,19 @@ describe('least privilege (deploy/ RBAC against what the components call)', () =
         `${c}: exceptions that were used`,
       );
     }
+  });
+
+  it("when a component's ServiceAccount asks for Secrets outside the tenant namespaces or across all of them, it should be refused", async () => {
+    const mgmt = env.mgmt as Cluster;
+    const granted: string[] = [];
+    for (const c of COMPONENTS)
+      for (const attrs of REFUSED)
+        if (await allowed(mgmt, c, attrs))
+          granted.push(`${c}: ${attrs.verb} ${attrs.resource} in ${attrs.namespace || 'every namespace'}`);
+    assert.deepEqual(granted, []);
+    // The refusals are the RBAC's, not a review that refuses everything: in the tenant namespace each may list them.
+    for (const c of COMPONENTS)
+      assert.equal(await allowed(mgmt, c, { verb: 'list', resource: 'secrets', namespace: NS }), true, c);
   });
 
   it('when credentials are made again, they should be fresh tokens of the ServiceAccounts, one kubeconfig per component', async () => {

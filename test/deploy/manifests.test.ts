@@ -16,7 +16,13 @@ import { extensionConfig } from '../../inplace-upgrader/src/preview.js';
 import { createApplier } from '../../support/src/apply.js';
 import { loadCommand } from '../../support/src/command.js';
 import { envName, parseConfig } from '../../support/src/config.js';
-import { DEPLOY_BASE, KINDLING_NAMESPACE, LOCAL_OVERLAY, renderKustomization } from '../../local/src/credentials.js';
+import {
+  DEPLOY_BASE,
+  KINDLING_NAMESPACE,
+  LOCAL_OVERLAY,
+  renderKustomization,
+  tenantsOf,
+} from '../../local/src/credentials.js';
 import { eventually, installCapiCrds, startCluster, type Cluster } from '../bed/src/index.js';
 import { admits, selecting, type NetworkPolicy, type PodRef, type Source, type Target } from './network-policy.js';
 
@@ -147,6 +153,41 @@ function assertReaches(objects: k8s.KubernetesObject[], where: string, component
   }
 }
 
+/** The rendered kindling-tenants ConfigMap (its name has kustomize's hash) and the namespaces it lists. */
+function tenantsList(objects: k8s.KubernetesObject[]): { name?: string; namespaces: string[] } {
+  const map = (ofKind(objects, 'ConfigMap') as k8s.V1ConfigMap[]).find((c) =>
+    c.metadata?.name?.startsWith('kindling-tenants-'),
+  );
+  const namespaces = (map?.data?.['namespaces'] ?? '').split(',').filter((n) => n !== '');
+  return { name: map?.metadata?.name, namespaces };
+}
+
+/** Kindling's rights are granted per tenant namespace, and every component serves the same tenants. */
+function assertTenancy(objects: k8s.KubernetesObject[], where: string): void {
+  const clusterWide = (ofKind(objects, 'ClusterRoleBinding') as k8s.V1ClusterRoleBinding[]).filter((b) =>
+    b.subjects?.some((s) => s.namespace === KINDLING_NAMESPACE),
+  );
+  assert.deepEqual(
+    clusterWide.map((b) => b.metadata?.name),
+    [],
+    `${where}: ClusterRoleBindings of Kindling ServiceAccounts`,
+  );
+  const tenants = tenantsList(objects);
+  assert.deepEqual(
+    tenantsOf(objects),
+    [...tenants.namespaces].sort(),
+    `${where}: kindling-tenants and the tenant layers`,
+  );
+  for (const d of ofKind(objects, 'Deployment') as k8s.V1Deployment[]) {
+    const from = containerOf(d).env?.find((e) => e.name === 'KINDLING_NAMESPACES')?.valueFrom;
+    assert.equal(
+      from?.configMapKeyRef?.name,
+      tenants.name,
+      `${where}/${d.metadata?.name}: --namespaces from kindling-tenants`,
+    );
+  }
+}
+
 describe('deploy/ manifests', () => {
   let mgmt: Cluster;
   const rendered: Record<string, k8s.KubernetesObject[]> = {};
@@ -230,10 +271,17 @@ describe('deploy/ manifests', () => {
       for (const component of COMPONENTS) assertReaches(objects, name, component);
   });
 
+  it('when rendered, no Kindling ServiceAccount should be bound cluster-wide, and the tenant Roles should be in exactly the namespaces of kindling-tenants', () => {
+    for (const [name, objects] of Object.entries(rendered)) assertTenancy(objects, name);
+    assert.deepEqual(tenantsOf(rendered['overlays/local'] ?? []), ['tenants'], 'npm start serves its namespace');
+  });
+
   it('when every rendered object is applied with a server-side dry run, the apiserver should accept each one, and each Pod the restricted Pod Security level', async () => {
     const applier = createApplier(mgmt.kubeConfig, 'kindling-deploy-test');
     // A dry run persists nothing: what the namespaced objects need must exist for real first.
     for (const prerequisite of ofKind(rendered.base ?? [], 'Namespace')) await applier.apply(prerequisite);
+    for (const tenant of tenantsOf(rendered['overlays/local'] ?? []))
+      await applier.apply({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: tenant } });
     const core = mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api);
     for (const [name, objects] of Object.entries(rendered)) {
       for (const obj of objects)

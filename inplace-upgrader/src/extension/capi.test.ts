@@ -170,7 +170,12 @@ describe('Kindling as the in-place Runtime Extension of the Cluster API manager'
       startProviders({ kubeConfig: mgmt.kubeConfig, stateDir: join(dir, 'state'), log }),
       runIgnitionServer({ kubeconfigPath: mgmt.kubeconfigPath, dir: join(dir, 'ignition-server'), namespace: NS }),
     ]);
-    ext = await runExtension({ kubeconfigPath: mgmt.kubeconfigPath, dir: join(dir, 'extension'), ignition });
+    ext = await runExtension({
+      kubeconfigPath: mgmt.kubeconfigPath,
+      namespaces: NS,
+      dir: join(dir, 'extension'),
+      ignition,
+    });
   });
 
   after(async () => {

@@ -1,6 +1,7 @@
 /** The Runtime Extension in `kindling inplace-upgrader`: its Machine and guest caches, and its HTTPS port. */
 import { Counter } from 'prom-client';
 import type { ComponentContext } from '../../../support/src/component.js';
+import type { Namespaces } from '../../../support/src/config.js';
 import { startHttpsServer } from '../../../support/src/https.js';
 import type { ReadinessCheck } from '../../../support/src/ops-server.js';
 import type { PayloadSource } from '../payload.js';
@@ -18,11 +19,12 @@ export interface ExtensionFlags {
 
 export async function startExtension(
   config: ExtensionFlags,
-  ctx: ComponentContext,
+  ctx: ComponentContext & { namespaces: Namespaces },
   payloads: PayloadSource,
 ): Promise<ReadinessCheck[]> {
   const log = ctx.log.child({ part: 'extension' });
-  const updater = new MachineUpdater({ kubeConfig: ctx.kubeConfig, log, payloads, agentImage: config.agentImage });
+  const { kubeConfig, namespaces } = ctx;
+  const updater = new MachineUpdater({ kubeConfig, namespaces, log, payloads, agentImage: config.agentImage });
   await updater.start();
   ctx.shutdown.add('extension caches', () => updater.stop());
   const requests = new Counter({

@@ -315,8 +315,19 @@ describe('a MachineHealthCheck while a node is updated in place', { timeout: 20 
     });
     fleet = new AgentFleet({ guest: guest.kubeConfig, rootsDir: join(dir, 'roots') });
     await fleet.start();
-    drainer = new Drainer({ kubeConfig: mgmt.kubeConfig, log, registry: new Registry(), defaultDrainTimeoutMs: 0 });
-    ext = await runExtension({ kubeconfigPath: mgmt.kubeconfigPath, dir: join(dir, 'extension'), ignition });
+    drainer = new Drainer({
+      kubeConfig: mgmt.kubeConfig,
+      namespaces: [NS],
+      log,
+      registry: new Registry(),
+      defaultDrainTimeoutMs: 0,
+    });
+    ext = await runExtension({
+      kubeconfigPath: mgmt.kubeconfigPath,
+      namespaces: NS,
+      dir: join(dir, 'extension'),
+      ignition,
+    });
   });
 
   after(async () => {

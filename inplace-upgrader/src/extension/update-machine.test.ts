@@ -262,9 +262,20 @@ describe('UpdateMachine through the Runtime Extension', () => {
     );
     fleet = new AgentFleet({ guest: guest.kubeConfig, rootsDir: join(dir, 'roots') });
     await fleet.start();
-    drainer = new Drainer({ kubeConfig: mgmt.kubeConfig, log, registry: new Registry(), defaultDrainTimeoutMs: 0 });
+    drainer = new Drainer({
+      kubeConfig: mgmt.kubeConfig,
+      namespaces: [NS],
+      log,
+      registry: new Registry(),
+      defaultDrainTimeoutMs: 0,
+    });
     await drainer.start();
-    ext = await runExtension({ kubeconfigPath: mgmt.kubeconfigPath, dir: join(dir, 'extension'), ignition });
+    ext = await runExtension({
+      kubeconfigPath: mgmt.kubeconfigPath,
+      namespaces: NS,
+      dir: join(dir, 'extension'),
+      ignition,
+    });
     // The first target: the forged requests below aim it at nodes it is not for.
     await publish('h1', payload('v1'));
   });

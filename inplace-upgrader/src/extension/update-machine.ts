@@ -15,7 +15,8 @@ import { ANNOTATIONS, DRAIN_PREFIX, LABELS, NODE_STATES } from '../../../api/src
 import { NODEPOOL_API_VERSION, NODEPOOL_PLURAL, type NodePool } from '../../../api/src/nodepool.js';
 import { NotReadyError } from '../../../support/src/errors.js';
 import { GuestClusters, clusterKey } from '../../../support/src/guest-clusters.js';
-import { ResilientInformer } from '../../../support/src/informer.js';
+import type { Namespaces } from '../../../support/src/config.js';
+import { customResource, NamespacedInformer, type Informer } from '../../../support/src/namespaced-informer.js';
 import type { Logger } from '../../../support/src/logger.js';
 import {
   agentObjectsMissing,
@@ -42,6 +43,8 @@ export interface MachineUpdates {
 
 export interface MachineUpdaterOptions {
   kubeConfig: k8s.KubeConfig;
+  /** The tenant namespaces whose Machines and guest kubeconfig Secrets are watched (--namespaces). */
+  namespaces: Namespaces;
   log: Logger;
   payloads: PayloadSource;
   agentImage: string;
@@ -78,10 +81,10 @@ const isPaused = (deployment: DeploymentObject | undefined): boolean =>
 export class MachineUpdater implements MachineUpdates, ExtensionCache {
   #opts: MachineUpdaterOptions;
   #custom: k8s.CustomObjectsApi;
-  #machines: ResilientInformer<MachineObject>;
-  #deployments: ResilientInformer<DeploymentObject>;
-  #configs: ResilientInformer<ConfigObject>;
-  #pools: ResilientInformer<PoolObject>;
+  #machines: Informer<MachineObject>;
+  #deployments: Informer<DeploymentObject>;
+  #configs: Informer<ConfigObject>;
+  #pools: Informer<PoolObject>;
   #clusters: GuestClusters<GuestSession>;
   /** The step under way per Machine: a second call joins it instead of racing it. */
   #inflight = new Map<string, Promise<UpdateOutcome>>();
@@ -90,13 +93,12 @@ export class MachineUpdater implements MachineUpdates, ExtensionCache {
     this.#opts = opts;
     const custom = opts.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
     this.#custom = custom;
-    const informer = <T extends k8s.KubernetesObject>(apiVersion: string, plural: string): ResilientInformer<T> => {
+    const informer = <T extends k8s.KubernetesObject>(apiVersion: string, plural: string): Informer<T> => {
       const [group = '', version = ''] = apiVersion.split('/');
-      return new ResilientInformer<T>({
+      return new NamespacedInformer<T>({
         kubeConfig: opts.kubeConfig,
-        path: `/apis/${apiVersion}/${plural}`,
-        list: async () =>
-          (await custom.listClusterCustomObject({ group, version, plural })) as k8s.KubernetesListObject<T>,
+        namespaces: opts.namespaces,
+        ...customResource<T>(custom, { group, version, plural }),
         log: opts.log,
         onEvent: () => undefined,
       });
@@ -107,6 +109,7 @@ export class MachineUpdater implements MachineUpdates, ExtensionCache {
     this.#pools = informer<PoolObject>(NODEPOOL_API_VERSION, NODEPOOL_PLURAL);
     this.#clusters = new GuestClusters<GuestSession>({
       kubeConfig: opts.kubeConfig,
+      namespaces: opts.namespaces,
       log: opts.log,
       // The hook is called again by Cluster API (retryAfterSeconds): nothing to wake on guest events.
       create: (cluster) => createGuestSession(cluster, () => undefined),
@@ -115,7 +118,7 @@ export class MachineUpdater implements MachineUpdates, ExtensionCache {
     });
   }
 
-  get #informers(): Pick<ResilientInformer<k8s.KubernetesObject>, 'synced' | 'start' | 'stop'>[] {
+  get #informers(): Pick<Informer<k8s.KubernetesObject>, 'synced' | 'start' | 'stop'>[] {
     return [this.#machines, this.#deployments, this.#configs, this.#pools];
   }
 

@@ -165,6 +165,8 @@ class ClusterAgents {
 export function startHostAgents(opts: HostAgentsOptions): GuestClusters<ClusterAgents> {
   return new GuestClusters<ClusterAgents>({
     kubeConfig: opts.kubeConfig,
+    // The hosts of every tenant: the local providers stand for the infrastructure provider, not for Kindling.
+    namespaces: 'all',
     log: opts.log,
     create: (cluster) => new ClusterAgents(cluster, opts),
     start: (agents) => agents.start(),

@@ -2,7 +2,7 @@
 import * as k8s from '#k8s';
 import { LABELS } from '../../../api/src/keys.js';
 import { createController, type Controller } from '../../../support/src/controller.js';
-import type { ResilientInformer } from '../../../support/src/informer.js';
+import { customResource, type Informer } from '../../../support/src/namespaced-informer.js';
 import type { Logger } from '../../../support/src/logger.js';
 import type { ProviderContext } from './common.js';
 import { LocalMachineReconciler, hostRootFor, type LocalMachine } from './local-machine.js';
@@ -25,7 +25,7 @@ function siblingsOf(all: LocalMachine[], lm: LocalMachine): LocalMachine[] {
 }
 
 interface Controlled<T extends k8s.KubernetesObject> {
-  informer: ResilientInformer<T>;
+  informer: Informer<T>;
   controller: Controller;
 }
 
@@ -48,15 +48,11 @@ function control<T extends k8s.KubernetesObject>(opts: {
       if (obj) await opts.reconcile(obj, opts.log.child({ [opts.plural]: key }));
     },
   });
-  const informer: ResilientInformer<T> = controller.watch<T>({
+  const informer: Informer<T> = controller.watch<T>({
     kubeConfig: opts.kc,
-    path: `/apis/${opts.group}/v1alpha1/${opts.plural}`,
-    list: async () =>
-      (await custom.listClusterCustomObject({
-        group: opts.group,
-        version: 'v1alpha1',
-        plural: opts.plural,
-      })) as k8s.KubernetesListObject<T>,
+    // The local providers stand for the infrastructure provider, which serves every namespace.
+    namespaces: 'all',
+    ...customResource<T>(custom, { group: opts.group, version: 'v1alpha1', plural: opts.plural }),
     toKeys: (o) => [keyOf(o)],
   });
   return { informer, controller };
