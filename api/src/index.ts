@@ -8,3 +8,4 @@ export * from './host-paths.js';
 export * from './bootstrap.js';
 export * from './progress.js';
 export * from './in-place.js';
+export * from './config-hash.js';

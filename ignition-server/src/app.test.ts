@@ -72,6 +72,7 @@ async function harness(): Promise<Harness> {
         hash: HASH,
         release: 'r',
         configSha256: 'c',
+        inputsHash: 'h',
         token,
         resourceVersion: '1',
         ...over,
@@ -290,6 +291,7 @@ describe('GET /ignition', () => {
           hash,
           release: 'r',
           configSha256: 'c',
+          inputsHash: 'h',
           token,
           resourceVersion: '1',
         }).payload = { state: 'ready', key: PAYLOAD.key };
@@ -298,6 +300,8 @@ describe('GET /ignition', () => {
       // The control: in a Secret of its own pool and hash, the same token is served.
       put(`own-${claims.hash}`, claims.pool, claims.hash);
       assert.equal((await get()).status, 200, `${what}, in its own Secret`);
+      // A second Secret holding a token never takes it over (token-index.ts): the first one goes first.
+      h.index.remove(`clusters/own-${claims.hash}`);
       put(`mismatch-${claims.hash}`, POOL, HASH);
       const res = await get();
       assert.equal(res.status, 401, `${what}, in a Secret of ${POOL} at ${HASH}`);
@@ -419,6 +423,7 @@ describe('fuzz', () => {
       hash: HASH,
       release: 'r',
       configSha256: 'c',
+      inputsHash: 'h',
       token: short,
       resourceVersion: '1',
     }).payload = { state: 'ready', key: PAYLOAD.key };

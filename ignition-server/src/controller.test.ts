@@ -8,9 +8,10 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as k8s from '#k8s';
-import { startCluster, eventually, type Cluster } from '../../test/bed/src/index.js';
+import { Registry } from 'prom-client';
+import { startCluster, eventually, installKindlingCrds, type Cluster } from '../../test/bed/src/index.js';
 import { createLogger } from '../../support/src/logger.js';
-import { LABELS, SECRET_KEYS, tokenSecretName } from '../../api/src/keys.js';
+import { SECRET_KEYS } from '../../api/src/keys.js';
 import { TokenSecretController } from './controller.js';
 import { PayloadStore } from './payload/store.js';
 import { readRelease, resolveRelease } from './release/open.js';
@@ -18,8 +19,14 @@ import { buildRelease, writeLayoutDir } from './release/build.js';
 import { TokenIndex } from './token-index.js';
 import { createTokenAuthority, type TokenAuthority } from './tokens.js';
 import { ecKeyPem, writeReleaseFolder } from '../testing/index.js';
+import { ensureNodePool, ownedTokenSecret } from '../testing/pools.js';
+import { createIgnitionMetrics } from './metrics.js';
+import type { GuestJoin } from './join.js';
+import type { NodePool } from '../../api/src/nodepool.js';
 
 const NS = 'clusters';
+/** Another tenant's namespace, not served by the controllers here. */
+const OTHER_NS = 'other-tenant';
 const MOTD = {
   apiVersion: 'machineconfiguration.openshift.io/v1',
   kind: 'MachineConfig',
@@ -31,6 +38,44 @@ const MOTD = {
     },
   },
 };
+
+/** A pool's token Secret as the controller writes it, then edited by hand. */
+function handWritten(
+  pool: NodePool,
+  release: string,
+  config: unknown[],
+  edit: (s: k8s.V1Secret) => void,
+): k8s.V1Secret {
+  const { secret } = ownedTokenSecret(pool, release, config);
+  edit(secret);
+  return secret;
+}
+
+/** An edit that points the Secret's owner reference at another UID. */
+const ownedBy =
+  (uid: string) =>
+  (s: k8s.V1Secret): void => {
+    for (const ref of s.metadata?.ownerReferences ?? []) ref.uid = uid;
+  };
+
+/** Join material without a guest: this test counts the bootstrap tokens asked for (server.test.ts has a guest). */
+function countingJoin(): { guestJoin: GuestJoin; minted: string[] } {
+  const minted: string[] = [];
+  const fake: Pick<GuestJoin, 'mint' | 'revoke'> = {
+    mint: (o) => {
+      minted.push(o.pool);
+      return Promise.resolve({ bootstrapToken: 'abcdef.0123456789abcdef', server: 'https://guest', caPem: 'ca' });
+    },
+    revoke: () => Promise.resolve(),
+  };
+  return { guestJoin: fake, minted };
+}
+
+/** The refusals counted, by reason. */
+async function refusalsOf(registry: Registry): Promise<Record<string, number>> {
+  const refused = await registry.getSingleMetric('kindling_ignition_token_secrets_refused_total')?.get();
+  return Object.fromEntries((refused?.values ?? []).map((v) => [String(v.labels.reason), v.value]));
+}
 
 describe('token-Secret controller on the test bed', { timeout: 180_000 }, () => {
   let cluster: Cluster;
@@ -44,6 +89,8 @@ describe('token-Secret controller on the test bed', { timeout: 180_000 }, () => 
     cluster = await startCluster({ name: 'mgmt', controllerManager: false });
     core = cluster.kubeConfig.makeApiClient(k8s.CoreV1Api);
     await core.createNamespace({ body: { metadata: { name: NS } } });
+    await core.createNamespace({ body: { metadata: { name: OTHER_NS } } });
+    await installKindlingCrds(cluster);
     authority = await createTokenAuthority(ecKeyPem());
     await writeLayoutDir(
       await buildRelease(await writeReleaseFolder(join(dir, 'release-src')), 'v1'),
@@ -57,27 +104,17 @@ describe('token-Secret controller on the test bed', { timeout: 180_000 }, () => 
     await rm(dir, { recursive: true, force: true });
   });
 
-  /** A token Secret holding a token already (as a leader would have written it) and 100 KiB of config. */
-  async function tokenSecret(pool: string, hash: string): Promise<{ name: string; token: string }> {
+  /**
+   * A token Secret of a pool (created if need be) as the nodepool-controller writes it, holding a token already
+   * (as a leader would have written it) and 100 KiB of config; `variant` makes another config, so another hash.
+   */
+  async function tokenSecret(pool: string, variant: string): Promise<{ name: string; token: string; hash: string }> {
+    const owner = await ensureNodePool(cluster.kubeConfig, { namespace: NS, name: pool, release });
+    const { hash, secret } = ownedTokenSecret(owner, release, [{ ...MOTD, metadata: { name: `99-motd-${variant}` } }]);
     const { token } = await authority.mint({ pool: `${NS}/${pool}`, hash, ttlMs: 3_600_000 });
-    const name = tokenSecretName(pool, hash);
-    await core.createNamespacedSecret({
-      namespace: NS,
-      body: {
-        metadata: {
-          name,
-          labels: { [LABELS.tokenSecret]: 'true', [LABELS.nodePool]: pool, [LABELS.configHash]: hash },
-          annotations: {},
-        },
-        stringData: {
-          [SECRET_KEYS.release]: release,
-          [SECRET_KEYS.config]: JSON.stringify([MOTD]),
-          [SECRET_KEYS.pool]: `${NS}/${pool}`,
-          [SECRET_KEYS.token]: token,
-        },
-      },
-    });
-    return { name, token };
+    secret.data = { ...secret.data, [SECRET_KEYS.token]: Buffer.from(token).toString('base64') };
+    await core.createNamespacedSecret({ namespace: NS, body: secret });
+    return { name: secret.metadata?.name as string, token, hash };
   }
 
   it('when it starts on existing Secrets, it should list their metadata only, read one on demand with its payload ready, then read the rest and follow changes from the watch', async () => {
@@ -114,7 +151,7 @@ describe('token-Secret controller on the test bed', { timeout: 180_000 }, () => 
         'listed without their data',
       );
       assert.equal(index.find(secrets[0]?.token as string, Date.now()), undefined);
-      await controller.load(`${NS}/workers`, 'h1');
+      await controller.load(`${NS}/workers`, secrets[0]?.hash as string);
       const entry = index.find(secrets[0]?.token as string, Date.now());
       assert.equal(entry?.secret.key, `${NS}/${secrets[0]?.name}`, 'read on demand: its token is known');
       assert.equal(entry?.payload.state, 'ready', 'and its payload is ready');
@@ -129,8 +166,8 @@ describe('token-Secret controller on the test bed', { timeout: 180_000 }, () => 
         60_000,
       );
       // A rotation written by someone else arrives whole through the watch: the new token is known, no read.
-      const { token: next } = await authority.mint({ pool: `${NS}/infra`, hash: 'h1', ttlMs: 3_600_000 });
-      const infra = secrets[2] as { name: string; token: string };
+      const infra = secrets[2] as { name: string; token: string; hash: string };
+      const { token: next } = await authority.mint({ pool: `${NS}/infra`, hash: infra.hash, ttlMs: 3_600_000 });
       await core.patchNamespacedSecret(
         {
           name: infra.name,
@@ -162,21 +199,10 @@ describe('token-Secret controller on the test bed', { timeout: 180_000 }, () => 
   });
 
   it('when it leads, it should read a Secret known by metadata only before minting its token', async () => {
-    const name = tokenSecretName('lazy', 'h1');
-    await core.createNamespacedSecret({
-      namespace: NS,
-      body: {
-        metadata: {
-          name,
-          labels: { [LABELS.tokenSecret]: 'true', [LABELS.nodePool]: 'lazy', [LABELS.configHash]: 'h1' },
-        },
-        stringData: {
-          [SECRET_KEYS.release]: release,
-          [SECRET_KEYS.config]: JSON.stringify([MOTD]),
-          [SECRET_KEYS.pool]: `${NS}/lazy`,
-        },
-      },
-    });
+    const lazy = await ensureNodePool(cluster.kubeConfig, { namespace: NS, name: 'lazy', release });
+    const { secret } = ownedTokenSecret(lazy, release, [MOTD]);
+    const name = secret.metadata?.name as string;
+    await core.createNamespacedSecret({ namespace: NS, body: secret });
     const index = new TokenIndex();
     const store = new PayloadStore({
       cacheDir: join(dir, 'cache-lead'),
@@ -213,6 +239,95 @@ describe('token-Secret controller on the test bed', { timeout: 180_000 }, () => 
         () => Promise.resolve(index.find(token, Date.now()) ? true : undefined),
         30_000,
       );
+    } finally {
+      await stop();
+      await controller.stop();
+    }
+  });
+
+  it('when hand-written token Secrets name a release the pool does not use, no owner, an owner of another namespace or a stale UID, it should mint nothing, generate nothing, serve none of their tokens, and say why in a Warning Event', async () => {
+    const pool = await ensureNodePool(cluster.kubeConfig, { namespace: NS, name: 'inplace', release });
+    const elsewhere = await ensureNodePool(cluster.kubeConfig, { namespace: OTHER_NS, name: 'inplace', release });
+    const broken = `${release}-broken-kubelet`;
+    const other = (name: string): unknown[] => [{ ...MOTD, metadata: { name } }];
+    const cases = [
+      { secret: handWritten(pool, broken, [MOTD], () => undefined), reason: 'ReleaseNotOfPool' },
+      {
+        secret: handWritten(pool, release, other('no-owner'), (s) => delete s.metadata?.ownerReferences),
+        reason: 'NoNodePoolOwner',
+      },
+      {
+        secret: handWritten(pool, release, other('foreign-owner'), ownedBy(elsewhere.metadata.uid ?? '')),
+        reason: 'NodePoolUidMismatch',
+      },
+      {
+        secret: handWritten(pool, release, other('stale-uid'), ownedBy('00000000-0000-0000-0000-000000000000')),
+        reason: 'NodePoolUidMismatch',
+      },
+    ];
+    // The apiserver's garbage collector is not running here: a dangling owner reference stays as written.
+    for (const c of cases) await core.createNamespacedSecret({ namespace: NS, body: c.secret });
+    const index = new TokenIndex();
+    const store = new PayloadStore({
+      cacheDir: join(dir, 'cache-refused'),
+      maxBytes: 64 * 1024 * 1024,
+      maxDirBytes: 64 * 1024 * 1024,
+      resolve: (ref) => resolveRelease(ref),
+      read: (ref, digest) => readRelease(ref, {}, digest),
+      log: createLogger({ name: 'test', level: 'silent' }),
+    });
+    await store.init();
+    const registry = new Registry();
+    const { guestJoin, minted } = countingJoin();
+    const controller = new TokenSecretController({
+      kubeConfig: cluster.kubeConfig,
+      log: createLogger({ name: 'test', level: 'silent' }),
+      authority,
+      index,
+      store,
+      ttlMs: 3_600_000,
+      namespaces: [NS],
+      metrics: createIgnitionMetrics(registry),
+      join: guestJoin,
+    });
+    await controller.start();
+    const stop = controller.lead();
+    try {
+      for (const c of cases) {
+        const name = c.secret.metadata?.name as string;
+        const event = await eventually(`the ${c.reason} Event of ${name}`, async () => {
+          const events = await core.listNamespacedEvent({
+            namespace: NS,
+            fieldSelector: `involvedObject.name=${name},reason=${c.reason}`,
+          });
+          return events.items[0];
+        });
+        assert.equal(event.type, 'Warning');
+      }
+      // The pool's own Secret, after them, is minted: by then the refused ones had every chance.
+      const own = ownedTokenSecret(pool, release, other('own'));
+      await core.createNamespacedSecret({ namespace: NS, body: own.secret });
+      await eventually(
+        'the own Secret minted',
+        async () =>
+          (await core.readNamespacedSecret({ name: own.secret.metadata?.name as string, namespace: NS })).data?.[
+            SECRET_KEYS.token
+          ],
+      );
+      for (const c of cases) {
+        const live = await core.readNamespacedSecret({ name: c.secret.metadata?.name as string, namespace: NS });
+        assert.equal(live.data?.[SECRET_KEYS.token], undefined, `no token minted for ${c.reason}`);
+        assert.equal(index.get(`${NS}/${live.metadata?.name}`), undefined, `${c.reason}: not served`);
+      }
+      assert.deepEqual(minted, ['inplace'], 'one bootstrap token, for the own Secret only');
+      const ownKey = `${NS}/${own.secret.metadata?.name}`;
+      await eventually('the own payload generated', () =>
+        Promise.resolve(index.get(ownKey)?.payload.state === 'ready' ? true : undefined),
+      );
+      // The earlier tests' Secrets of the namespace are served here too, each of its own config: one generation
+      // per Secret served, none for a refused one.
+      assert.equal(store.generations, [...index.entries()].length);
+      assert.deepEqual(await refusalsOf(registry), { ReleaseNotOfPool: 1, NoNodePoolOwner: 1, NodePoolUidMismatch: 2 });
     } finally {
       await stop();
       await controller.stop();

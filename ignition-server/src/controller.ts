@@ -1,7 +1,8 @@
 /**
- * The token-Secret controller. Every replica watches the token Secrets (label LABELS.tokenSecret) of the
- * namespaces it is told (writing one is enough to drive this server, so nothing else is watched), keeps the
- * TokenIndex the HTTP app authenticates against, and generates the payloads it serves. Only the leader
+ * The token-Secret controller. Every replica watches the token Secrets (label LABELS.tokenSecret) and the
+ * NodePools of the namespaces it is told, acts only on a Secret its NodePool owns and resolved
+ * (token-secret-decision.ts: anything else is refused, with a Warning Event, and costs no mint and no
+ * generation), keeps the TokenIndex the HTTP app authenticates against, and generates the payloads it serves. Only the leader
  * writes: it mints the first token, rotates at TTL/2 (the old token moves to the rotated slot and stays valid
  * until its own expiry), deletes a Secret once its expiry annotation has passed, and writes the generation
  * outcome. The first successful fetch is recorded by the replica that served it, off the request path (a
@@ -33,6 +34,15 @@ import { GenerationError, NotGeneratedYetError, type ConfigSource, type PayloadS
 import type { IgnitionMetrics } from './metrics.js';
 import { EVENT_REASONS, TokenSecretEvents } from './events.js';
 import type { GuestJoin } from './join.js';
+import { PoolInformers } from './pools.js';
+import { decideTokenSecret, type TokenSecretRefusal } from './token-secret-decision.js';
+
+/** A token Secret the server does not act on, and why. */
+interface Refused {
+  secret: TokenSecret;
+  reason: TokenSecretRefusal;
+  message: string;
+}
 
 export interface ControllerOptions {
   kubeConfig: k8s.KubeConfig;
@@ -86,6 +96,9 @@ export class TokenSecretController {
   readonly #reads: WorkQueue;
   /** Reads of one Secret's data in flight, shared by the background queue and requests waiting on them. */
   readonly #reading = new Map<string, Promise<void>>();
+  readonly #pools: PoolInformers;
+  /** Token Secrets read and refused, by key: looked at again when their pool changes. */
+  readonly #refused = new Map<string, Refused>();
   #writer: WorkQueue | undefined;
 
   constructor(opts: ControllerOptions) {
@@ -97,6 +110,12 @@ export class TokenSecretController {
       clock: this.#clock,
       log: opts.log,
       windowMs: opts.eventWindowMs,
+    });
+    this.#pools = new PoolInformers({
+      kubeConfig: opts.kubeConfig,
+      log: opts.log,
+      namespaces: opts.namespaces,
+      onChange: (namespace, name) => this.#onPool(namespace, name),
     });
     this.#informer = this.#tokenSecrets();
     this.#generate = this.#queue('ignition-payloads', (key) => this.#generatePayload(key));
@@ -139,7 +158,7 @@ export class TokenSecretController {
   }
 
   get synced(): boolean {
-    return this.#informer.synced;
+    return this.#pools.synced && this.#informer.synced;
   }
 
   /** One of the controller's queues; its failure lines name it (`queue`) and the token Secret (`secret`). */
@@ -160,11 +179,14 @@ export class TokenSecretController {
 
   async start(): Promise<void> {
     this.#opts.metrics?.watchLiveTokens(() => this.#opts.index.liveTokens);
+    // The pools first: a token Secret is judged against its pool, which must be known by then.
+    await this.#pools.start();
     await this.#informer.start();
   }
 
   async stop(): Promise<void> {
     await this.#informer.stop();
+    await this.#pools.stop();
     await Promise.all([
       this.#generate.stop(),
       this.#reached.stop(),
@@ -179,6 +201,7 @@ export class TokenSecretController {
     const writer = this.#queue('ignition-token-secrets', (key) => this.#reconcile(key), LEADER_WORKERS);
     this.#writer = writer;
     for (const entry of this.#opts.index.entries()) writer.add(entry.secret.key);
+    for (const key of this.#refused.keys()) writer.add(key);
     return async () => {
       this.#writer = undefined;
       await writer.stop();
@@ -220,14 +243,51 @@ export class TokenSecretController {
     if (event !== 'delete' && isMetadataOnly(secret)) return this.#onMetadata(key, secret);
     const parsed = event === 'delete' ? undefined : readTokenSecret(secret);
     if (!parsed) return this.#onGone(key, event === 'delete');
-    const entry = this.#opts.index.upsert(parsed);
-    if (entry.payload.state === 'pending') this.#generate.add(key);
+    this.#admit(parsed);
+  }
+
+  /** Indexes a token Secret its pool owns and resolved, with that pool's cluster; refuses any other. */
+  #admit(secret: TokenSecret): void {
+    const pool = secret.owner && this.#pools.get(secret.namespace, secret.owner.name);
+    const decision = decideTokenSecret(secret, pool);
+    if (!decision.accepted) return this.#refuse({ secret, reason: decision.reason, message: decision.message });
+    this.#refused.delete(secret.key);
+    const entry = this.#opts.index.upsert({ ...secret, pool: decision.pool, cluster: decision.cluster });
+    if (entry.payload.state === 'pending') this.#generate.add(secret.key);
+    this.#writer?.add(secret.key);
+  }
+
+  /** Its tokens stop working now; nothing is minted or generated for it; the leader says why in an Event. */
+  #refuse(refused: Refused): void {
+    const { key } = refused.secret;
+    const before = this.#refused.get(key);
+    this.#refused.set(key, refused);
+    this.#opts.index.remove(key);
+    if (before?.reason === refused.reason) return;
+    this.#opts.metrics?.refusal(refused.reason);
+    this.#opts.log.warn(
+      { secret: key, reason: refused.reason, message: refused.message },
+      'Refused a token Secret: no token is minted or served for it and no payload generated',
+    );
     this.#writer?.add(key);
+  }
+
+  /** A pool changed: the verdicts on the token Secrets it owns (or that name it) may change. */
+  #onPool(namespace: string, name: string): void {
+    const ofPool = (s: TokenSecret): boolean =>
+      s.namespace === namespace && (s.owner?.name === name || s.pool === `${namespace}/${name}`);
+    for (const { secret } of this.#opts.index.entries()) {
+      if (!ofPool(secret)) continue;
+      const decision = decideTokenSecret(secret, this.#pools.get(namespace, name));
+      if (!decision.accepted) this.#refuse({ secret, reason: decision.reason, message: decision.message });
+    }
+    for (const { secret } of [...this.#refused.values()]) if (ofPool(secret)) this.#admit(secret);
   }
 
   /** Deleted (or no longer a usable token Secret): its tokens stop working now, and so do its bootstrap tokens. */
   #onGone(key: string, deleted: boolean): void {
     if (deleted) this.#forgetBootstrap(key);
+    this.#refused.delete(key);
     this.#opts.index.remove(key);
     this.#writer?.forget(key);
     this.#reads.forget(key);
@@ -348,6 +408,8 @@ export class TokenSecretController {
 
   /** The leader's pass over one token Secret: expire, mint or rotate, report the payload; then wait. */
   async #reconcile(key: string): Promise<ReconcileResult | void> {
+    const refused = this.#refused.get(key);
+    if (refused) return this.#events.record(refused.secret, { type: 'Warning', ...refused });
     const secret = await this.#current(key);
     if (!secret) return;
     const now = this.#clock.now();

@@ -2,12 +2,15 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { StoreMetrics } from './payload/store.js';
 import type { SharedMetrics } from './payload/shared.js';
+import type { TokenSecretRefusal } from './token-secret-decision.js';
 
 export interface IgnitionMetrics extends StoreMetrics, SharedMetrics {
   request(code: number): void;
   /** Requests counted elsewhere (the serving threads): totals by status, read at scrape time. */
   watchRequests(read: () => Promise<Record<string, number>>): void;
   rotation(): void;
+  /** A token Secret refused (token-secret-decision.ts), once per change of its verdict. */
+  refusal(reason: TokenSecretRefusal): void;
   /** Sampled at scrape time. */
   watchLiveTokens(read: () => number): void;
 }
@@ -15,6 +18,8 @@ export interface IgnitionMetrics extends StoreMetrics, SharedMetrics {
 export function createIgnitionMetrics(registry: Registry): IgnitionMetrics {
   let counted: (() => Promise<Record<string, number>>) | undefined;
   const seen = new Map<string, number>();
+  const counter = (name: string, help: string, labelNames: string[] = []): Counter =>
+    new Counter({ name, help, labelNames, registers: [registry] });
   const requests = new Counter({
     name: 'kindling_ignition_requests_total',
     help: 'Requests to the serving port by HTTP status code.',
@@ -34,38 +39,32 @@ export function createIgnitionMetrics(registry: Registry): IgnitionMetrics {
     buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 15, 30, 60],
     registers: [registry],
   });
-  const shared = new Counter({
-    name: 'kindling_ignition_payload_shared_total',
-    help: 'Pins and payloads read from the shared payload store (read), pushed to it (pushed), or not pushed (push_failed).',
-    labelNames: ['event'],
-    registers: [registry],
-  });
-  const rejected = new Counter({
-    name: 'kindling_ignition_shared_payload_rejected_total',
-    help: "Pins and payloads of the shared payload store refused, neither served nor cached, by reason: unsigned, bad_signature (not by this server's signing key), other_entry (signed for another tag), other_bytes (signed for other bytes).",
-    labelNames: ['reason'],
-    registers: [registry],
-  });
-  const hits = new Counter({
-    name: 'kindling_ignition_payload_cache_hits_total',
-    help: 'Payload look-ups served from memory.',
-    registers: [registry],
-  });
-  const misses = new Counter({
-    name: 'kindling_ignition_payload_cache_misses_total',
-    help: 'Payload look-ups that went to disk or generation.',
-    registers: [registry],
-  });
+  const shared = counter(
+    'kindling_ignition_payload_shared_total',
+    'Pins and payloads read from the shared payload store (read), pushed to it (pushed), or not pushed (push_failed).',
+    ['event'],
+  );
+  const rejected = counter(
+    'kindling_ignition_shared_payload_rejected_total',
+    "Pins and payloads of the shared payload store refused, neither served nor cached, by reason: unsigned, bad_signature (not by this server's signing key), other_entry (signed for another tag), other_bytes (signed for other bytes).",
+    ['reason'],
+  );
+  const hits = counter('kindling_ignition_payload_cache_hits_total', 'Payload look-ups served from memory.');
+  const misses = counter(
+    'kindling_ignition_payload_cache_misses_total',
+    'Payload look-ups that went to disk or generation.',
+  );
   const bytes = new Gauge({
     name: 'kindling_ignition_payload_cache_bytes',
     help: 'Bytes of payloads held in memory.',
     registers: [registry],
   });
-  const rotations = new Counter({
-    name: 'kindling_ignition_token_rotations_total',
-    help: 'Tokens rotated at TTL/2.',
-    registers: [registry],
-  });
+  const rotations = counter('kindling_ignition_token_rotations_total', 'Tokens rotated at TTL/2.');
+  const refusals = counter(
+    'kindling_ignition_token_secrets_refused_total',
+    'Token Secrets refused (no mint, no generation, never served) by reason.',
+    ['reason'],
+  );
   let live: () => number = () => 0;
   new Gauge({
     name: 'kindling_ignition_tokens_live',
@@ -79,6 +78,7 @@ export function createIgnitionMetrics(registry: Registry): IgnitionMetrics {
     request: (code) => requests.inc({ code: String(code) }),
     watchRequests: (read) => void (counted = read),
     rotation: () => rotations.inc(),
+    refusal: (reason) => refusals.inc({ reason }),
     watchLiveTokens: (read) => void (live = read),
     generationSeconds: (s, outcome) => generation.observe({ outcome }, s),
     shared: (event) => shared.inc({ event }),

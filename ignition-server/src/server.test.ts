@@ -13,12 +13,21 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as k8s from '#k8s';
-import { childPids, startCluster, freePort, ManagedProcess, type Cluster } from '../../test/bed/src/index.js';
+import {
+  childPids,
+  startCluster,
+  freePort,
+  installKindlingCrds,
+  ManagedProcess,
+  writeKubeconfigSecret,
+  type Cluster,
+} from '../../test/bed/src/index.js';
 import { createCertificateAuthority, type CertificateAuthority } from '../../support/src/pki.js';
-import { ANNOTATIONS, IGNITION_HEADERS, LABELS, SECRET_KEYS, tokenSecretName } from '../../api/src/keys.js';
+import { ANNOTATIONS, IGNITION_HEADERS, LABELS, SECRET_KEYS } from '../../api/src/keys.js';
 import { buildRelease, writeLayoutDir } from './release/build.js';
 import { createValidator } from './payload/validate.js';
 import { ecKeyPem, opsMetrics, writeReleaseFolder } from '../testing/index.js';
+import { ensureNodePool, ownedTokenSecret } from '../testing/pools.js';
 import { parsePullSecret } from './release/registry.js';
 import { eventually } from '../../test/bed/src/eventually.js';
 import { bootHost } from '../../local/src/providers/boot.js';
@@ -60,9 +69,12 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
   let ca: CertificateAuthority;
   let core: k8s.CoreV1Api;
   let releaseRef: string;
+  let otherRef: string;
   let layoutRef: string;
   let registry: RegistryFixture;
   const replicas: Replica[] = [];
+  /** The token Secret of the first test, which the restart test serves again. */
+  let booted: { name: string; hash: string };
 
   /** The V8 heap of a replica (node --heapsnapshot-signal), as text: what the process holds, after a full GC. */
   async function heapSnapshot(replica: Replica): Promise<string> {
@@ -140,35 +152,26 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
    * A replica's answer once it knows the token: the leader's mint reaches each replica through its own watch,
    * so a replica that has not seen it yet answers 401 for a moment.
    */
-  const answerOnceKnown = (r: Replica, token: string, hash: string): Promise<number> =>
+  const answerOnceKnown = (r: Replica, token: string, hash: string, pool = POOL): Promise<number> =>
     eventually(`${r.name} to know the token`, async () => {
-      const { status } = await get(r.port, ca.certPem, headers(token, hash));
+      const { status } = await get(r.port, ca.certPem, headers(token, hash, pool));
       return status === 401 ? undefined : status;
     });
 
+  /**
+   * The token Secret of a pool (created on `release` if need be; its cluster is the guest) for a config, as the
+   * nodepool-controller writes it: named by the hash of its release and config, owned by the pool.
+   */
   async function createTokenSecret(
-    hash: string,
     config: unknown[],
-    opts: { namespace?: string; release?: string } = {},
-  ): Promise<string> {
-    const name = tokenSecretName(POOL, hash);
+    opts: { namespace?: string; pool?: string; release?: string } = {},
+  ): Promise<{ name: string; hash: string }> {
     const namespace = opts.namespace ?? NS;
-    await core.createNamespacedSecret({
-      namespace,
-      body: {
-        metadata: {
-          name,
-          namespace,
-          labels: { [LABELS.tokenSecret]: 'true', [LABELS.nodePool]: POOL, [LABELS.configHash]: hash },
-        },
-        stringData: {
-          [SECRET_KEYS.release]: opts.release ?? releaseRef,
-          [SECRET_KEYS.config]: JSON.stringify(config),
-          [SECRET_KEYS.pool]: `${namespace}/${POOL}`,
-        },
-      },
-    });
-    return name;
+    const release = opts.release ?? releaseRef;
+    const pool = await ensureNodePool(cluster.kubeConfig, { namespace, name: opts.pool ?? POOL, release });
+    const { hash, secret } = ownedTokenSecret(pool, release, config);
+    await core.createNamespacedSecret({ namespace, body: secret });
+    return { name: secret.metadata?.name as string, hash };
   }
 
   const readSecret = (name: string): Promise<k8s.V1Secret> => core.readNamespacedSecret({ name, namespace: NS });
@@ -176,9 +179,9 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     s.data?.[key] ? Buffer.from(s.data[key], 'base64').toString() : undefined;
   const tokenOf = async (name: string): Promise<string | undefined> =>
     dataOf(await readSecret(name), SECRET_KEYS.token);
-  const headers = (token: string, hash: string): Record<string, string> => ({
+  const headers = (token: string, hash: string, pool = POOL): Record<string, string> => ({
     authorization: `Bearer ${token}`,
-    [IGNITION_HEADERS.nodePool]: `${NS}/${POOL}`,
+    [IGNITION_HEADERS.nodePool]: `${NS}/${pool}`,
     [IGNITION_HEADERS.targetConfigVersionHash]: hash,
     accept: 'application/vnd.coreos.ignition+json;version=3.3.0, */*;q=0.1',
   });
@@ -233,7 +236,10 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     core = cluster.kubeConfig.makeApiClient(k8s.CoreV1Api);
     for (const name of [NS, NS2, OUTSIDE, 'kindling-system'])
       await core.createNamespace({ body: { metadata: { name } } });
+    await installKindlingCrds(cluster);
     guest = await startCluster({ name: 'guest', controllerManager: false, management: { cluster, namespace: NS } });
+    // The pools of the second namespace join the same guest.
+    await writeKubeconfigSecret(cluster, NS2, 'guest', guest.kubeconfigYaml);
     ca = await createCertificateAuthority('ignition serving CA');
     const serving = await ca.issue({
       commonName: 'ignition',
@@ -256,6 +262,13 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
       tag: 'v1',
     });
     releaseRef = `${registry.host}/public/release:v1`;
+    // The same image under another tag: a release a pool could use, but the pools here do not.
+    await pushRelease(image, registry.host, 'public/release', {
+      ca: registry.ca.certPem,
+      credentials: parsePullSecret(registry.pullSecret),
+      tag: 'v0',
+    });
+    otherRef = `${registry.host}/public/release:v0`;
     replicas.push(await startReplica('a'), await startReplica('b'));
   });
 
@@ -280,6 +293,8 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
       },
     },
   };
+  /** The same MachineConfig under another name: another config, so another hash, with the same files. */
+  const renamed = (name: string): object => ({ ...MACHINE_CONFIG, metadata: { name } });
   const KUBELET_CONFIG = {
     apiVersion: 'machineconfiguration.openshift.io/v1',
     kind: 'KubeletConfig',
@@ -288,8 +303,8 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
   };
 
   it('when a token Secret appears, it should mint its token, generate the payload once, and let a host boot with the real Ignition client', async () => {
-    const hash = 'boot0001';
-    const name = await createTokenSecret(hash, [KUBELET_CONFIG, MACHINE_CONFIG]);
+    booted = await createTokenSecret([KUBELET_CONFIG, MACHINE_CONFIG]);
+    const { name, hash } = booted;
     const token = await eventually('a minted token', () => tokenOf(name));
     const secret = await eventually('the payload result', async () => {
       const s = await readSecret(name);
@@ -332,39 +347,21 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     assert.match(logs, /"status":200,"nodePool":"clusters\/workers"/);
   });
 
-  it('when token Secrets name their cluster, it should mint each token a bootstrap token in that guest, boot hosts with join material of the guest only, generate once for two pools, and revoke with the Secret', async () => {
+  it("when token Secrets' pools name their cluster, it should mint each token a bootstrap token in that guest, boot hosts with join material of the guest only, generate once for two pools, and revoke with the Secret", async () => {
     const generatedBefore = replicas.map((r) => readFileSync(r.log, 'utf8').split('Generated a payload').length);
-    const hash = 'join0001';
     const pools = ['join-a', 'join-b'];
-    for (const pool of pools) {
-      await core.createNamespacedSecret({
-        namespace: NS,
-        body: {
-          metadata: {
-            name: tokenSecretName(pool, hash),
-            labels: {
-              [LABELS.tokenSecret]: 'true',
-              [LABELS.nodePool]: pool,
-              [LABELS.configHash]: hash,
-              [LABELS.capiClusterName]: 'guest',
-            },
-          },
-          stringData: {
-            [SECRET_KEYS.release]: releaseRef,
-            [SECRET_KEYS.config]: JSON.stringify([MACHINE_CONFIG]),
-            [SECRET_KEYS.pool]: `${NS}/${pool}`,
-          },
-        },
-      });
-    }
+    const secrets = await Promise.all(pools.map((pool) => createTokenSecret([MACHINE_CONFIG], { pool })));
+    // One release and config: one hash for both pools.
+    const [{ hash }] = secrets as [{ name: string; hash: string }];
     const guestCore = guest.kubeConfig.makeApiClient(k8s.CoreV1Api);
     const minted = await Promise.all(
-      pools.map((pool) =>
+      pools.map((pool, i) =>
         eventually(`${pool}'s token and bootstrap token`, async () => {
-          const s = await readSecret(tokenSecretName(pool, hash));
+          const name = secrets[i]?.name as string;
+          const s = await readSecret(name);
           const token = dataOf(s, SECRET_KEYS.token);
           const bootstrap = dataOf(s, SECRET_KEYS.bootstrapToken);
-          return token && bootstrap ? { pool, token, bootstrap } : undefined;
+          return token && bootstrap ? { pool, name, token, bootstrap } : undefined;
         }),
       ),
     );
@@ -386,7 +383,7 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
         'the bootstrap token expires with its Ignition token',
       );
     }
-    const [a] = minted as [{ pool: string; token: string; bootstrap: string }];
+    const [a] = minted as [{ pool: string; name: string; token: string; bootstrap: string }];
     const host = await eventually('a host of join-a booted', async () => {
       const stubFor = JSON.parse(stub(replicas[0] as Replica, a.token, hash)) as {
         ignition: { config: { merge: { httpHeaders: { name: string; value: string }[] }[] } };
@@ -431,7 +428,7 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
       (r, i) => readFileSync(r.log, 'utf8').split('Generated a payload').length - (generatedBefore[i] ?? 0),
     );
     assert.deepEqual(generated, [1, 1], 'two pools on one (release, config): one generation per replica');
-    await core.deleteNamespacedSecret({ name: tokenSecretName(a.pool, hash), namespace: NS });
+    await core.deleteNamespacedSecret({ name: a.name, namespace: NS });
     await eventually("the deleted Secret's bootstrap token gone from the guest", async () =>
       guestCore
         .readNamespacedSecret({ name: `bootstrap-token-${a.bootstrap.split('.')[0]}`, namespace: 'kube-system' })
@@ -442,9 +439,46 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     );
   });
 
+  it('when a token Secret owned by its pool names a release the pool does not use, it should mint no token nor bootstrap token in the guest, generate nothing, and say why in a Warning Event', async () => {
+    const pool = await ensureNodePool(cluster.kubeConfig, { namespace: NS, name: 'attacked', release: releaseRef });
+    // All a tenant can write: owned by the pool (its UID is readable), named and labelled by the hash of what it holds.
+    const forged = ownedTokenSecret(pool, otherRef, [renamed('99-forged')]);
+    const forgedName = forged.secret.metadata?.name as string;
+    await core.createNamespacedSecret({ namespace: NS, body: forged.secret });
+    const [event] = await eventually('the refusal Event', async () => {
+      const events = await eventsOf(forgedName, 'ReleaseNotOfPool');
+      return events.length > 0 ? events : undefined;
+    });
+    assert.equal(event?.type, 'Warning');
+    assert.match(event?.message ?? '', /NodePool attacked uses release .* the Secret names release .*:v0$/);
+    // The pool's own Secret, after it, gets its token and bootstrap token: by then the forged one had every chance.
+    const own = await createTokenSecret([renamed('99-own')], { pool: 'attacked' });
+    await eventually('the own bootstrap token', async () =>
+      dataOf(await readSecret(own.name), SECRET_KEYS.bootstrapToken),
+    );
+    const left = await readSecret(forgedName);
+    assert.equal(dataOf(left, SECRET_KEYS.token), undefined, 'no token minted for the forged Secret');
+    assert.equal(left.metadata?.annotations?.[ANNOTATIONS.payloadReason], undefined, 'no payload reported for it');
+    const inGuest = await guest.kubeConfig
+      .makeApiClient(k8s.CoreV1Api)
+      .listNamespacedSecret({ namespace: 'kube-system', labelSelector: `${LABELS.nodePool}=attacked` });
+    assert.equal(inGuest.items.length, 1, "one bootstrap token of the pool in the guest: its own Secret's");
+    for (const r of replicas)
+      await eventually(`${r.name} to count the refusal`, async () =>
+        /kindling_ignition_token_secrets_refused_total\{[^}]*reason="ReleaseNotOfPool"[^}]*\} [1-9]/.test(
+          await opsMetrics(r.opsPort),
+        )
+          ? true
+          : undefined,
+      );
+    const generated = replicas
+      .flatMap((r) => readFileSync(r.log, 'utf8').split('\n'))
+      .filter((l) => l.includes('Generated a payload') && l.includes(otherRef));
+    assert.deepEqual(generated, [], 'no payload generated from the release the pool does not use');
+  });
+
   it('when the token reaches TTL/2, it should rotate it, keep the old one valid until its own expiry, and boot with either', async () => {
-    const hash = 'rotate01';
-    const name = await createTokenSecret(hash, [MACHINE_CONFIG]);
+    const { name, hash } = await createTokenSecret([renamed('99-rotate')]);
     const first = await eventually('a minted token', () => tokenOf(name));
     const [replica] = replicas as [Replica];
     await eventually('payload', async () =>
@@ -490,8 +524,7 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
   });
 
   it('when the token Secret is deleted, it should refuse its token at once on every replica', async () => {
-    const hash = 'revoke01';
-    const name = await createTokenSecret(hash, []);
+    const { name, hash } = await createTokenSecret([renamed('99-revoke')]);
     const token = await eventually('a minted token', () => tokenOf(name));
     for (const r of replicas)
       await eventually('served', async () =>
@@ -509,8 +542,7 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
   });
 
   it('when the expiry annotation passes, it should refuse the token, delete the Secret, and a booting host should fail', async () => {
-    const hash = 'expire01';
-    const name = await createTokenSecret(hash, []);
+    const { name, hash } = await createTokenSecret([renamed('99-expire')]);
     const token = await eventually('a minted token', () => tokenOf(name));
     const [replica] = replicas as [Replica];
     await eventually('served', async () =>
@@ -541,9 +573,8 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
   });
 
   it('when the config cannot be merged, it should say why on the token Secret and answer 511', async () => {
-    const hash = 'invalid1';
     const bad = { ...MACHINE_CONFIG, metadata: { name: '50-bad' }, spec: { osImageURL: 'quay.io/os@sha256:0' } };
-    const name = await createTokenSecret(hash, [bad]);
+    const { name, hash } = await createTokenSecret([bad]);
     const secret = await eventually('the payload result', async () => {
       const s = await readSecret(name);
       return s.metadata?.annotations?.[ANNOTATIONS.payloadReason] ? s : undefined;
@@ -564,9 +595,8 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
   });
 
   it('when labelled Secrets appear in a namespace the servers are not told, it should leave them alone, and serve each listed namespace', async () => {
-    const hash = 'ns000001';
-    const outside = await createTokenSecret(hash, [], { namespace: OUTSIDE });
-    const listed = await createTokenSecret(hash, [], { namespace: NS2 });
+    const { name: outside } = await createTokenSecret([], { namespace: OUTSIDE });
+    const { name: listed } = await createTokenSecret([], { namespace: NS2 });
     await eventually('a token in the second listed namespace', async () =>
       dataOf(await core.readNamespacedSecret({ name: listed, namespace: NS2 }), SECRET_KEYS.token),
     );
@@ -585,30 +615,31 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
   });
 
   it('when a release names a local layout or a registry not allowed, it should refuse it with InvalidConfig on the token Secret, in an Event, and with 511', async () => {
+    // Each a pool of that release: a token Secret naming a release its pool does not use is refused earlier.
     const cases = [
-      { hash: 'local001', release: layoutRef, message: /names a file on the ignition server .*--allow-local-releases/ },
+      { pool: 'local', release: layoutRef, message: /names a file on the ignition server .*--allow-local-releases/ },
       {
-        hash: 'remote01',
+        pool: 'metadata-service',
         release: '169.254.169.254/latest/meta-data:v1',
         message: /registry 169\.254\.169\.254 is not in the ignition server's --allowed-registries/,
       },
       // The allowed registry under another name is another host.
       {
-        hash: 'remote02',
+        pool: 'registry-alias',
         release: releaseRef.replace('127.0.0.1', 'localhost'),
         message: /registry localhost:\d+ is not in/,
       },
     ];
     for (const c of cases) {
-      const name = await createTokenSecret(c.hash, [MACHINE_CONFIG], { release: c.release });
-      const secret = await eventually(`the payload result of ${c.hash}`, async () => {
+      const { name, hash } = await createTokenSecret([MACHINE_CONFIG], { pool: c.pool, release: c.release });
+      const secret = await eventually(`the payload result of ${c.pool}`, async () => {
         const s = await readSecret(name);
         return s.metadata?.annotations?.[ANNOTATIONS.payloadReason] ? s : undefined;
       });
-      assert.equal(secret.metadata?.annotations?.[ANNOTATIONS.payloadReason], 'InvalidConfig', c.hash);
+      assert.equal(secret.metadata?.annotations?.[ANNOTATIONS.payloadReason], 'InvalidConfig', c.pool);
       assert.match(secret.metadata?.annotations?.[ANNOTATIONS.payloadMessage] ?? '', c.message);
       const token = (await tokenOf(name)) as string;
-      for (const r of replicas) assert.equal(await answerOnceKnown(r, token, c.hash), 511);
+      for (const r of replicas) assert.equal(await answerOnceKnown(r, token, hash, c.pool), 511);
       const failed = await eventually('the failure Event', async () =>
         (await eventsOf(name, 'InvalidConfig')).length > 0 ? eventsOf(name, 'InvalidConfig') : undefined,
       );
@@ -617,9 +648,11 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
   });
 
   it("when the registry refuses the pull, it should report the registry and the status on the token Secret and in the Event, and nothing of the registry's answer", async () => {
-    const hash = 'denied01';
     // A private repository: the anonymous token the servers get grants nothing, so the registry answers 401 with its JSON errors.
-    const name = await createTokenSecret(hash, [MACHINE_CONFIG], { release: `${registry.host}/private/release:v1` });
+    const { name } = await createTokenSecret([MACHINE_CONFIG], {
+      pool: 'private',
+      release: `${registry.host}/private/release:v1`,
+    });
     const secret = await eventually('the payload result', async () => {
       const s = await readSecret(name);
       return s.metadata?.annotations?.[ANNOTATIONS.payloadReason] ? s : undefined;
@@ -644,7 +677,6 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
   });
 
   it('when token Secrets carry their config, it should hold no config bytes in memory and still generate the payload from it', async () => {
-    const hash = 'slim0001';
     const marker = `kindling-marker-${randomBytes(16).toString('hex')}`;
     // The marker sits in metadata, which no payload carries: after generation nothing in the process may hold it.
     const config = [
@@ -655,7 +687,7 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
         spec: MACHINE_CONFIG.spec,
       },
     ];
-    const name = await createTokenSecret(hash, config);
+    const { name, hash } = await createTokenSecret(config);
     // A replica of its own: writing a snapshot stops the process for seconds, which would cost a leader its Lease.
     const replica = await startReplica('c');
     // The current token on every try: with an 8 s TTL a slow start outlives the first one.
@@ -699,10 +731,9 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     const oldLength = readFileSync(b.log).length;
     const restarted = await startReplica('b');
     replicas[1] = restarted;
-    const name = tokenSecretName(POOL, 'boot0001');
-    const token = (await tokenOf(name)) as string;
+    const token = (await tokenOf(booted.name)) as string;
     await eventually('served after restart', async () =>
-      (await get(restarted.port, ca.certPem, headers(token, 'boot0001'))).status === 200 ? true : undefined,
+      (await get(restarted.port, ca.certPem, headers(token, booted.hash))).status === 200 ? true : undefined,
     );
     const sinceRestart = readFileSync(restarted.log).subarray(oldLength).toString('utf8');
     // Secrets it never served may be read and generated in the background (its warm-up); what it had is not.

@@ -11,6 +11,7 @@ const secret = (name: string, over: Partial<TokenSecret> = {}): TokenSecret => (
   hash: 'h1',
   release: 'r',
   configSha256: 'c',
+  inputsHash: 'h',
   token: `token-${name}`,
   resourceVersion: '1',
   ...over,
@@ -59,5 +60,24 @@ describe('token index', () => {
     assert.deepEqual(index.unloadedFor('ns/p', 'h1'), []);
     index.markUnloaded({ key: 'ns/a', pool: 'ns/p', hash: 'h1' });
     assert.equal(index.find('token-a', 0)?.secret.key, 'ns/a', 'a Secret known with its data stays so');
+  });
+
+  it('when a second Secret carries the same token, it should not take the token over, and removing it should leave the first working', () => {
+    const index = new TokenIndex();
+    index.upsert(secret('victim', { token: 'shared' }));
+    index.upsert(secret('planted', { namespace: 'other', key: 'other/planted', pool: 'other/p', token: 'shared' }));
+    assert.equal(index.find('shared', 0)?.secret.key, 'ns/victim', 'the first holder keeps it');
+    index.upsert(
+      secret('planted', {
+        namespace: 'other',
+        key: 'other/planted',
+        pool: 'other/p',
+        token: 'shared',
+        resourceVersion: '2',
+      }),
+    );
+    assert.equal(index.find('shared', 0)?.secret.key, 'ns/victim', 'an update of the copy does not take it either');
+    index.remove('other/planted');
+    assert.equal(index.find('shared', 0)?.secret.key, 'ns/victim', 'nor does its removal drop it');
   });
 });

@@ -7,6 +7,8 @@ import type * as k8s from '#k8s';
 import { ANNOTATIONS, LABELS, SECRET_KEYS } from '../../api/src/keys.js';
 import type { FailureReason } from './payload/store.js';
 import { configDigest } from './payload/digest.js';
+import { configHash } from '../../api/src/config-hash.js';
+import { nodePoolOwner } from './token-secret-decision.js';
 import { joinFileBytes } from './join-files.js';
 
 export type PayloadState =
@@ -24,6 +26,10 @@ export interface TokenSecret {
   release: string;
   /** configDigest of the Secret's `config`: the config itself is read from the apiserver only to generate. */
   configSha256: string;
+  /** configHash of the Secret's release and config: equal to `hash` unless they were edited. */
+  inputsHash: string;
+  /** The NodePool owner reference, if any: the pool the Secret must belong to. */
+  owner?: { name: string; uid: string };
   /** The pool's Cluster API cluster (LABELS.capiClusterName): where its bootstrap tokens go. */
   cluster?: string;
   token?: string;
@@ -69,7 +75,7 @@ export function joinFor(entry: TokenSecretEntry, token: string): Buffer | undefi
  * A token Secret as the informer keeps it: without its `config` (up to megabytes per Secret, and thousands of
  * Secrets), which only a generation needs, nor managedFields. `configSha256` stands in for the config.
  */
-export type CachedTokenSecret = k8s.V1Secret & { configSha256?: string };
+export type CachedTokenSecret = k8s.V1Secret & { configSha256?: string; inputsHash?: string };
 
 /** A Secret of a metadata-only list (PartialObjectMetadata): labels and annotations, no data. */
 export const isMetadataOnly = (secret: CachedTokenSecret): boolean => secret.kind === 'PartialObjectMetadata';
@@ -83,7 +89,13 @@ export function slimTokenSecret(secret: CachedTokenSecret): CachedTokenSecret {
   }
   const { [SECRET_KEYS.config]: config, ...data } = secret.data ?? {};
   const { managedFields: _, ...metadata } = secret.metadata ?? {};
-  return { ...secret, metadata, data, configSha256: configDigest(configText(config)) };
+  return {
+    ...secret,
+    metadata,
+    data,
+    configSha256: configDigest(configText(config)),
+    inputsHash: inputsHashOf(secret),
+  };
 }
 
 /** The config documents of a Secret's base64 `config` value ('[]' when it has none). */
@@ -125,6 +137,8 @@ export function readTokenSecret(secret: CachedTokenSecret): TokenSecret | undefi
     release,
     cluster,
     configSha256: configSha256Of(secret),
+    inputsHash: inputsHashOf(secret),
+    owner: nodePoolOwner(meta.ownerReferences),
     ...fromData(secret.data),
     ...fromAnnotations(meta.annotations ?? {}),
   };
@@ -133,6 +147,17 @@ export function readTokenSecret(secret: CachedTokenSecret): TokenSecret | undefi
 /** A cached Secret has its digest; one straight from the apiserver still has its config. */
 function configSha256Of(secret: CachedTokenSecret): string {
   return secret.configSha256 ?? configDigest(configText(secret.data?.[SECRET_KEYS.config]));
+}
+
+/** The config hash the Secret's release and config stand for (computed while the config is at hand). */
+function inputsHashOf(secret: CachedTokenSecret): string {
+  return (
+    secret.inputsHash ??
+    configHash({
+      release: decode(secret.data, SECRET_KEYS.release) ?? '',
+      config: configText(secret.data?.[SECRET_KEYS.config]),
+    })
+  );
 }
 
 /**
@@ -213,7 +238,7 @@ export class TokenIndex {
     const state = payload ?? (sameInputs ? previous.payload : { state: 'pending' });
     const entry: TokenSecretEntry = { secret, payload: state, served: previous?.served ?? false, join: new Map() };
     this.#bySecret.set(secret.key, entry);
-    for (const t of [secret.token, secret.rotatedToken]) if (t) this.#byToken.set(t, secret.key);
+    this.#takeTokens(secret);
     this.#observer?.({ type: 'upsert', secret, payload: entry.payload });
     return entry;
   }
@@ -277,6 +302,12 @@ export class TokenIndex {
   /** Tokens a host could present right now (current and rotated of every live Secret). */
   get liveTokens(): number {
     return this.#byToken.size;
+  }
+
+  /** The first Secret holding a token keeps it: a Secret that copies another's token cannot take it over. */
+  #takeTokens(secret: TokenSecret): void {
+    for (const t of [secret.token, secret.rotatedToken])
+      if (t && !this.#byToken.has(t)) this.#byToken.set(t, secret.key);
   }
 
   #dropTokens(entry: TokenSecretEntry | undefined): void {

@@ -67,8 +67,10 @@ describe('in-place rollouts that stop: pause, health gate', () => {
       .filter((n) => n.metadata?.annotations?.[ANNOTATIONS.currentConfig] === hash)
       .map((n) => n.metadata?.name ?? '')
       .sort();
-  const target = (hash: string, docs: object[], annotations: Record<string, string>): Promise<void> =>
-    bed.target(hash, docs, annotations);
+  /** The config hash a target name stands for (h0: the nodes' first). */
+  const h = (name: string): string => bed.hash(name);
+  const target = (name: string, docs: object[], annotations: Record<string, string>): Promise<void> =>
+    bed.target(name, docs, annotations);
   const completed = (hash: string): Promise<MachineSetLike> => bed.completed(hash, 180_000);
 
   /** Machines carrying skip-remediation (a MachineHealthCheck would leave them alone), by name. */
@@ -90,7 +92,7 @@ describe('in-place rollouts that stop: pause, health gate', () => {
     const ann = (await core.readNode({ name: failed })).metadata?.annotations ?? {};
     assert.equal(ann[ANNOTATIONS.state], 'Degraded');
     assert.equal(`${failed}: ${ann[ANNOTATIONS.reason]}`, failure);
-    assert.equal(ann[ANNOTATIONS.currentConfig], 'h1');
+    assert.equal(ann[ANNOTATIONS.currentConfig], h('h1'));
     assert.equal(await fileOn(failed, '/etc/kindling/version'), 'v1');
     assert.match(await fileOn(failed, '/etc/systemd/system/kindling-demo.service'), /echo v1/);
     assert.doesNotMatch(await fileOn(failed, '/etc/kubernetes/kubelet.conf'), /maxPods/);
@@ -122,7 +124,12 @@ describe('in-place rollouts that stop: pause, health gate', () => {
 
   it('when the pool is paused mid-rollout, it should hand out no further node, let those handed out finish, say where it stopped; once cleared, it should complete', async () => {
     await target('h1', [machineConfig('50-test', payload('v1'))], { [ANNOTATIONS.maxUnavailable]: '1' });
-    await eventually('a node at h1 while others are not yet', async () => (await at('h1')).length > 0, 120_000, 100);
+    await eventually(
+      `a node at ${h('h1')} while others are not yet`,
+      async () => (await at(h('h1'))).length > 0,
+      120_000,
+      100,
+    );
     await annotateSet({ [ANNOTATIONS.capiPaused]: 'true' });
     // Nodes handed out before the pause finish; then the progress says where the rollout stopped.
     const progress = await eventually(
@@ -138,19 +145,19 @@ describe('in-place rollouts that stop: pause, health gate', () => {
       120_000,
       200,
     );
-    const stopped = await withDesired('h1');
-    assert.deepEqual(await at('h1'), stopped, 'a node handed out before the pause did not finish');
+    const stopped = await withDesired(h('h1'));
+    assert.deepEqual(await at(h('h1')), stopped, 'a node handed out before the pause did not finish');
     assert.ok(stopped.length < NODES.length, 'the rollout completed before the pause');
     assert.equal(
       progress,
       `${stopped.length} of 4 updated; paused at ${stopped.length} of 4 by spec.pausedUntil: no node is handed out until it clears`,
     );
     await new Promise((r) => setTimeout(r, 4_000));
-    assert.deepEqual(await withDesired('h1'), stopped, 'a node was handed out while paused');
+    assert.deepEqual(await withDesired(h('h1')), stopped, 'a node was handed out while paused');
     assert.deepEqual(await sparedMachines(), [], "a finished node's Machine is still spared from remediation");
 
     await annotateSet({ [ANNOTATIONS.capiPaused]: null });
-    const ms = await completed('h1');
+    const ms = await completed(h('h1'));
     assert.equal(ms.metadata.annotations?.[ANNOTATIONS.inPlaceProgress], undefined);
     for (const n of NODES) assert.equal(await fileOn(n, '/etc/kindling/version'), 'v1');
     assert.ok(watcher.max <= 1, `${watcher.max} nodes were unavailable at once`);
@@ -178,13 +185,15 @@ describe('in-place rollouts that stop: pause, health gate', () => {
     );
     assert.match(
       failure,
-      /^n\d: health check failed: 5s after the reboot into h2, the Node is not Ready \(Ready=False, KubeletConfigInvalid: kubelet cannot start: invalid configuration: maxPods \(--max-pods\) -1 must not be a negative number\); restored the previous files and units and rebooted$/,
+      new RegExp(
+        `^n\\d: health check failed: 5s after the reboot into ${h('h2')}, the Node is not Ready \\(Ready=False, KubeletConfigInvalid: kubelet cannot start: invalid configuration: maxPods \\(--max-pods\\) -1 must not be a negative number\\); restored the previous files and units and rebooted$`,
+      ),
     );
     const failed = failure.split(':')[0] ?? '';
     await assertRolledBack(failed, failure, (fleet.starts.get(failed) ?? 0) - (startsBefore.get(failed) ?? 0));
     // Halted: nothing else was handed h2 or restarted, and it stays so.
     await new Promise((r) => setTimeout(r, 3_000));
-    assert.deepEqual(await withDesired('h2'), [failed]);
+    assert.deepEqual(await withDesired(h('h2')), [failed]);
     for (const n of NODES.filter((x) => x !== failed)) {
       assert.equal(fleet.starts.get(n) ?? 0, startsBefore.get(n), `${n} was touched`);
       assert.equal(await fileOn(n, '/etc/kindling/version'), 'v1');
@@ -196,7 +205,7 @@ describe('in-place rollouts that stop: pause, health gate', () => {
     );
     const ms = await machineSet();
     assert.equal(ms.metadata.annotations?.[ANNOTATIONS.inPlaceProgress], '0 of 4 updated');
-    assert.equal(ms.metadata.annotations?.[ANNOTATIONS.currentConfigHash], 'h1');
+    assert.equal(ms.metadata.annotations?.[ANNOTATIONS.currentConfigHash], h('h1'));
     assert.equal(
       (await core.readNode({ name: failed })).metadata?.annotations?.[ANNOTATIONS.state],
       'Degraded',
@@ -205,24 +214,24 @@ describe('in-place rollouts that stop: pause, health gate', () => {
   });
 
   it('when the pool is moved back to the config it came from after a failed update, it should retarget the Degraded node to it and give its Machine back to remediation', async () => {
-    const [failed] = await withDesired('h2');
+    const [failed] = await withDesired(h('h2'));
     assert.ok(failed, 'no node was left on the failed update');
     // The current hash is h1 already: only the failed node is off it.
-    await annotateSet({ [ANNOTATIONS.targetConfigHash]: 'h1' });
+    await annotateSet({ [ANNOTATIONS.targetConfigHash]: h('h1') });
     await eventually(
-      `${failed} back on h1 and Done`,
+      `${failed} back on ${h('h1')} and Done`,
       async () => {
         const ann = (await core.readNode({ name: failed })).metadata?.annotations ?? {};
         return (
-          ann[ANNOTATIONS.desiredConfig] === 'h1' &&
-          ann[ANNOTATIONS.currentConfig] === 'h1' &&
+          ann[ANNOTATIONS.desiredConfig] === h('h1') &&
+          ann[ANNOTATIONS.currentConfig] === h('h1') &&
           ann[ANNOTATIONS.state] === 'Done'
         );
       },
       120_000,
       200,
     );
-    assert.deepEqual(await withDesired('h1'), NODES);
+    assert.deepEqual(await withDesired(h('h1')), NODES);
     await eventually(
       'no Machine spared from remediation',
       async () => (await sparedMachines()).length === 0,

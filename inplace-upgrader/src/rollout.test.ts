@@ -75,10 +75,12 @@ describe('in-place rollout', () => {
   const nodes = (): Promise<k8s.V1Node[]> => bed.nodes();
   const fileOn = (node: string, path: string): Promise<string> => bed.fileOn(node, path);
 
-  /** The pool's new hash: its one MachineConfig holds `config`. */
-  const target = (hash: string, config: object, maxUnavailable?: string): Promise<void> =>
+  /** The config hash a target name stands for (h0: the nodes' first). */
+  const h = (name: string): string => bed.hash(name);
+  /** The pool's new config, `name` standing for its hash (h()): its one MachineConfig holds `config`. */
+  const target = (name: string, config: object, maxUnavailable?: string): Promise<void> =>
     bed.target(
-      hash,
+      name,
       [machineConfig('50-test', config)],
       maxUnavailable ? { [ANNOTATIONS.maxUnavailable]: maxUnavailable } : {},
     );
@@ -105,9 +107,11 @@ describe('in-place rollout', () => {
       'the file written before the failure was not restored',
     );
     await new Promise((r) => setTimeout(r, 3_000));
-    const handed = (await nodes()).filter((n) => n.metadata?.annotations?.[ANNOTATIONS.desiredConfig] === 'h4').length;
-    assert.ok(handed <= 3, `${handed} nodes were handed h4 although the rollout was halted`);
-    assert.notEqual((await machineSet()).metadata.annotations?.[ANNOTATIONS.currentConfigHash], 'h4');
+    const handed = (await nodes()).filter(
+      (n) => n.metadata?.annotations?.[ANNOTATIONS.desiredConfig] === h('h4'),
+    ).length;
+    assert.ok(handed <= 3, `${handed} nodes were handed ${h('h4')} although the rollout was halted`);
+    assert.notEqual((await machineSet()).metadata.annotations?.[ANNOTATIONS.currentConfigHash], h('h4'));
   }
 
   const patchSet = (body: object): Promise<unknown> => bed.patchSet(body);
@@ -157,10 +161,10 @@ describe('in-place rollout', () => {
     const ann = async (n: string): Promise<Record<string, string>> =>
       (await core.readNode({ name: n })).metadata?.annotations ?? {};
     const n11 = await ann('n11');
-    assert.equal(n11[ANNOTATIONS.desiredConfig], 'h6');
+    assert.equal(n11[ANNOTATIONS.desiredConfig], h('h6'));
     assert.equal(n11[ANNOTATIONS.desiredDrain], undefined, 'n11 was drained although its host held the target');
     assert.equal(fleet.starts.get('n11'), 1, 'n11 was rebooted although its host held the target');
-    assert.equal((await ann('n12'))[ANNOTATIONS.lastAppliedDrain], 'uncordon-h6');
+    assert.equal((await ann('n12'))[ANNOTATIONS.lastAppliedDrain], `uncordon-${h('h6')}`);
     assert.ok((fleet.starts.get('n12') ?? 0) >= 2, "n12's agent never rebooted");
     assert.equal((await ann('n13'))[ANNOTATIONS.desiredConfig], undefined, 'n13 was handed the target it was at');
     assert.equal(fleet.starts.get('n13'), undefined, 'n13 got an agent');
@@ -223,11 +227,11 @@ describe('in-place rollout', () => {
   it('when a 10-node MachineSet with maxUnavailable 3 gets a new target, it should update every node, never more than 3 unavailable, and clean up', async () => {
     const started = Date.now();
     await target('h1', payload('v1'));
-    const ms = await completed('h1');
+    const ms = await completed(h('h1'));
     const seconds = (Date.now() - started) / 1000;
     assert.ok(watcher.max <= 3, `${watcher.max} nodes were unavailable at once`);
     assert.ok(watcher.max >= 1, 'the watcher never saw a node unavailable: nothing was measured');
-    await assertAllAt('h1', 'v1');
+    await assertAllAt(h('h1'), 'v1');
     for (const node of NODES) {
       assert.match(await fileOn(node, '/etc/systemd/system/kindling-demo.service'), /echo v1/);
       assert.equal(await fileOn(node, '/home/core/.ssh/authorized_keys'), 'ssh-ed25519 AAAA v1\n');
@@ -253,21 +257,21 @@ describe('in-place rollout', () => {
     watcher.reset();
     await target('h2', payload('v2'), '20%');
     await eventually(
-      'some nodes to be at h2 and others still updating',
+      `some nodes to be at ${h('h2')} and others still updating`,
       async () => {
         const ns = await nodes();
         return (
-          ns.some((n) => n.metadata?.annotations?.[ANNOTATIONS.currentConfig] === 'h2') &&
-          ns.some((n) => n.metadata?.annotations?.[ANNOTATIONS.currentConfig] !== 'h2')
+          ns.some((n) => n.metadata?.annotations?.[ANNOTATIONS.currentConfig] === h('h2')) &&
+          ns.some((n) => n.metadata?.annotations?.[ANNOTATIONS.currentConfig] !== h('h2'))
         );
       },
       60_000,
       100,
     );
     await target('h3', payload('v3'));
-    await completed('h3');
+    await completed(h('h3'));
     assert.ok(watcher.max <= 2, `${watcher.max} nodes were unavailable at once with maxUnavailable 20% of 10`);
-    await assertAllAt('h3', 'v3');
+    await assertAllAt(h('h3'), 'v3');
   });
 
   it('when the agent cannot write a path, it should restore the files, mark the node Degraded and halt the rollout with the reason; once fixed, it should go on', async () => {
@@ -289,9 +293,9 @@ describe('in-place rollout', () => {
     for (const n of NODES) await rm(join(fleet.rootOf(n), 'etc', 'blocker'), { force: true });
     watcher.reset();
     await target('h5', payload('v5', [{ path: '/etc/blocker/x.conf', contents: { source: 'data:,x' } }]));
-    const ms = await completed('h5');
+    const ms = await completed(h('h5'));
     assert.equal(ms.metadata.annotations?.[ANNOTATIONS.inPlaceFailure], undefined);
-    await assertAllAt('h5', 'v5');
+    await assertAllAt(h('h5'), 'v5');
     assert.ok(watcher.max <= 3, `${watcher.max} nodes were unavailable at once`);
   });
 
@@ -299,10 +303,10 @@ describe('in-place rollout', () => {
     watcher.reset();
     await target('h6', payload('v6'), '3');
     const first = await eventually(
-      'a node at h6 while others are not yet',
+      `a node at ${h('h6')} while others are not yet`,
       async () => {
         const ns = await nodes();
-        const at = ns.filter((n) => n.metadata?.annotations?.[ANNOTATIONS.currentConfig] === 'h6');
+        const at = ns.filter((n) => n.metadata?.annotations?.[ANNOTATIONS.currentConfig] === h('h6'));
         return at.length > 0 && at.length < ns.length ? (at[0]?.metadata?.name ?? '') : undefined;
       },
       120_000,
@@ -317,7 +321,7 @@ describe('in-place rollout', () => {
         filter: (src) => !src.startsWith(join(fleet.rootOf(first), STATE_DIR)),
       });
     await joinNode('n11');
-    await joinNode('n13', { [ANNOTATIONS.currentConfig]: 'h6', [ANNOTATIONS.state]: 'Done' });
+    await joinNode('n13', { [ANNOTATIONS.currentConfig]: h('h6'), [ANNOTATIONS.state]: 'Done' });
     // n12's Machine is still provisioning: it may boot an older payload, so the rollout must wait for its node.
     await createTestMachine(mgmt.kubeConfig, {
       name: `${POOL}-n12`,
@@ -326,7 +330,7 @@ describe('in-place rollout', () => {
       machineSet: POOL,
     });
     const progress = await eventually(
-      'every node with a Machine at h6, the provisioning one pending',
+      `every node with a Machine at ${h('h6')}, the provisioning one pending`,
       async () => {
         const ann = (await machineSet()).metadata.annotations ?? {};
         return ann[ANNOTATIONS.inPlaceProgress] === '12 of 13 updated' ? ann : undefined;
@@ -334,13 +338,17 @@ describe('in-place rollout', () => {
       120_000,
       200,
     );
-    assert.notEqual(progress[ANNOTATIONS.currentConfigHash], 'h6', 'the rollout completed while a Machine had no node');
+    assert.notEqual(
+      progress[ANNOTATIONS.currentConfigHash],
+      h('h6'),
+      'the rollout completed while a Machine had no node',
+    );
     // n12 booted from an older payload (an empty root here): it needs the full update, drain and reboot.
     await joinNode('n12', {}, { machine: false });
     await setTestNodeRef(mgmt.kubeConfig, { name: `${POOL}-n12`, namespace: NS, node: 'n12' });
-    await completed('h6');
+    await completed(h('h6'));
     assert.ok(watcher.max <= 3, `${watcher.max} nodes were unavailable at once`);
-    await assertAllAt('h6', 'v6');
+    await assertAllAt(h('h6'), 'v6');
     await assertJoinedNodes();
     await scaleTo(NODES.length);
   });
@@ -394,15 +402,18 @@ describe('in-place rollout', () => {
       ),
       `no progress named the blocking budget: ${progress.join(' | ')}`,
     );
-    await assertDrainGivenUp('n01', 'h7');
+    await assertDrainGivenUp('n01', h('h7'));
     // Nodes handed out before the timeout (capacity freed by finished ones) finish; the halt starts no other.
     const handedH7 = async (): Promise<string[]> =>
       (await nodes())
-        .filter((n) => n.metadata?.annotations?.[ANNOTATIONS.desiredConfig] === 'h7')
+        .filter((n) => n.metadata?.annotations?.[ANNOTATIONS.desiredConfig] === h('h7'))
         .map((n) => n.metadata?.name ?? '')
         .sort();
     const atHalt = await handedH7();
-    assert.ok(atHalt.includes('n01') && atHalt.length >= 3, `nodes handed h7 by the halt: ${atHalt.join(', ')}`);
+    assert.ok(
+      atHalt.includes('n01') && atHalt.length >= 3,
+      `nodes handed ${h('h7')} by the halt: ${atHalt.join(', ')}`,
+    );
     await eventually(
       'the other nodes in flight to finish',
       async () =>
@@ -411,7 +422,7 @@ describe('in-place rollout', () => {
       120_000,
       200,
     );
-    assert.deepEqual(await handedH7(), atHalt, 'no node was handed h7 after the halt');
+    assert.deepEqual(await handedH7(), atHalt, `no node was handed ${h('h7')} after the halt`);
 
     // The operator's fix: the pod goes, the timeout is lifted, the failure is cleared; the drain is retried.
     await core.deleteNamespacedPod({ name: 'pinned', namespace: NS, gracePeriodSeconds: 0 });
@@ -421,9 +432,9 @@ describe('in-place rollout', () => {
       { name: 'n01', body: { metadata: { annotations: { [ANNOTATIONS.drainFailure]: null } } } },
       merge,
     );
-    const ms = await completed('h7');
+    const ms = await completed(h('h7'));
     assert.equal(ms.metadata.annotations?.[ANNOTATIONS.inPlaceFailure], undefined);
-    await assertAllAt('h7', 'v7');
+    await assertAllAt(h('h7'), 'v7');
     assert.ok(watcher.max <= 3, `${watcher.max} nodes were unavailable at once`);
   });
 
@@ -437,9 +448,9 @@ describe('in-place rollout', () => {
         const n = (await nodes()).find((x) => {
           const ann = x.metadata?.annotations ?? {};
           return (
-            ann[ANNOTATIONS.desiredConfig] === 'h7b' &&
+            ann[ANNOTATIONS.desiredConfig] === h('h7b') &&
             ann[ANNOTATIONS.state] === 'Working' &&
-            ann[ANNOTATIONS.lastAppliedDrain] !== 'drain-h7b'
+            ann[ANNOTATIONS.lastAppliedDrain] !== `drain-${h('h7b')}`
           );
         });
         return n?.metadata?.name;
@@ -449,9 +460,9 @@ describe('in-place rollout', () => {
     );
     await core.deleteNamespacedPod({ name: agentPodName(victim), namespace: GUEST_NAMESPACE, gracePeriodSeconds: 0 });
     const at = (await core.readNode({ name: victim })).metadata?.annotations?.[ANNOTATIONS.currentConfig];
-    assert.notEqual(at, 'h7b', `${victim} was done before its agent Pod went: nothing was tested`);
-    await completed('h7b');
-    await assertAllAt('h7b', 'v7b');
+    assert.notEqual(at, h('h7b'), `${victim} was done before its agent Pod went: nothing was tested`);
+    await completed(h('h7b'));
+    await assertAllAt(h('h7b'), 'v7b');
     assert.ok(watcher.max <= 3, `${watcher.max} nodes were unavailable at once`);
   });
 
@@ -492,7 +503,7 @@ describe('in-place rollout', () => {
     try {
       watcher.reset();
       await target('h8', payload('v8'), '3');
-      const done = completed('h8', 180_000);
+      const done = completed(h('h8'), 180_000);
       let finished = false;
       void done.then(
         () => (finished = true),
@@ -520,7 +531,7 @@ describe('in-place rollout', () => {
       `not every kind was killed: ${kills.join(', ')}`,
     );
     assert.ok(watcher.max <= 3, `${watcher.max} nodes were unavailable at once`);
-    await assertAllAt('h8', 'v8');
+    await assertAllAt(h('h8'), 'v8');
   });
 });
 

@@ -18,8 +18,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as k8s from '#k8s';
-import { ANNOTATIONS, LABELS, NODE_STATES, SECRET_KEYS, tokenSecretName } from '../../api/src/keys.js';
+import { ANNOTATIONS, LABELS, NODE_STATES } from '../../api/src/keys.js';
 import { KINDLING_BIN } from '../../ignition-server/testing/index.js';
+import { ensureNodePool, ownedTokenSecret } from '../../ignition-server/testing/pools.js';
 import { RestartingWatch } from '../../test/bed/src/index.js';
 import { tokenKubeconfig } from '../../local/src/credentials.js';
 import { HostFs } from '../../local/src/providers/host-fs.js';
@@ -33,26 +34,24 @@ export { KINDLING_BIN };
 export { extensionConfig } from '../src/extension/hooks.js';
 export * from './extension.js';
 
-/** The token Secret of a pool at a hash, as the nodepool-controller writes it: the server mints its token. */
-export function tokenSecret(opts: {
-  namespace: string;
-  pool: string;
-  hash: string;
-  release: string;
-  config: object[];
-}): k8s.V1Secret {
-  return {
-    metadata: {
-      name: tokenSecretName(opts.pool, opts.hash),
-      namespace: opts.namespace,
-      labels: { [LABELS.tokenSecret]: 'true', [LABELS.nodePool]: opts.pool, [LABELS.configHash]: opts.hash },
-    },
-    stringData: {
-      [SECRET_KEYS.release]: opts.release,
-      [SECRET_KEYS.config]: JSON.stringify(opts.config),
-      [SECRET_KEYS.pool]: `${opts.namespace}/${opts.pool}`,
-    },
-  };
+/**
+ * The token Secret of a pool for a config, as the nodepool-controller writes it: owned by the NodePool (created
+ * on that release and cluster if need be; the Kindling CRDs installed), named by the hash of its release and
+ * config, which it returns. The server mints its token, with a bootstrap token in the cluster's guest.
+ */
+export async function tokenSecret(
+  mgmt: k8s.KubeConfig,
+  opts: { namespace: string; pool: string; cluster: string; release: string; config: object[] },
+): Promise<{ hash: string; secret: k8s.V1Secret }> {
+  const pool = await ensureNodePool(mgmt, {
+    namespace: opts.namespace,
+    name: opts.pool,
+    release: opts.release,
+    clusterName: opts.cluster,
+    // The test writes the pool's children itself: a nodepool-controller running beside it leaves them alone.
+    paused: true,
+  });
+  return ownedTokenSecret(pool, opts.release, opts.config);
 }
 
 /** A MachineConfig document carrying an Ignition config: what a pool's config ConfigMap holds. */

@@ -16,7 +16,7 @@ import type { Logger } from '../../support/src/logger.js';
 import { Drainer } from '../../drainer/src/drainer.js';
 import { createTestMachine, createTestNode, eventually, testMachineSet } from '../../drainer/testing/index.js';
 import { runIgnitionServer, type IgnitionServer } from '../../ignition-server/testing/index.js';
-import { installCapiCrds, startCluster, type Cluster } from '../../test/bed/src/index.js';
+import { installCapiCrds, installKindlingCrds, startCluster, type Cluster } from '../../test/bed/src/index.js';
 import { CachedPayloadSource, IgnitionServerPayloadSource } from '../src/payload.js';
 import { isReady } from '../src/select.js';
 import { InPlaceUpgrader } from '../src/upgrader.js';
@@ -54,6 +54,7 @@ export class RolloutBed {
   readonly fleet: AgentFleet;
   readonly watcher: AvailabilityWatcher;
   readonly rootsDir: string;
+  readonly #hashes = new Map<string, string>();
 
   private constructor(p: Parts) {
     ({
@@ -80,6 +81,7 @@ export class RolloutBed {
         management: { cluster: mgmt, namespace: NS },
       }),
       installCapiCrds(mgmt),
+      installKindlingCrds(mgmt),
     ]);
     const core = guest.kubeConfig.makeApiClient(k8s.CoreV1Api);
     const rootsDir = await mkdtemp(join(tmpdir(), 'kindling-roots-'));
@@ -187,9 +189,24 @@ export class RolloutBed {
     return readFile(join(this.fleet.rootOf(node), path), 'utf8');
   }
 
-  /** What the nodepool-controller does for a new hash: the token Secret (the server mints and renders), the target. */
-  async target(hash: string, docs: object[], annotations: Record<string, string> = {}): Promise<void> {
-    const secret = tokenSecret({ namespace: NS, pool: POOL, hash, release: this.ignition.release, config: docs });
+  /** The config hash of a target by the name the test gave it (h0, the nodes' first, is never targeted). */
+  hash(name: string): string {
+    return this.#hashes.get(name) ?? name;
+  }
+
+  /**
+   * What the nodepool-controller does for a new config: the token Secret (the server mints and renders), the
+   * target; `name` stands for its config hash in the test (hash()).
+   */
+  async target(name: string, docs: object[], annotations: Record<string, string> = {}): Promise<void> {
+    const { hash, secret } = await tokenSecret(this.mgmt.kubeConfig, {
+      namespace: NS,
+      pool: POOL,
+      cluster: 'tenant',
+      release: this.ignition.release,
+      config: docs,
+    });
+    this.#hashes.set(name, hash);
     await this.mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api).createNamespacedSecret({ namespace: NS, body: secret });
     await this.annotateSet({ [ANNOTATIONS.targetConfigHash]: hash, ...annotations });
   }

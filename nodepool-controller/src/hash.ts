@@ -3,18 +3,13 @@
  * and the normalised config documents (SECRET_KEYS.config) and from nothing else, so a change to labels,
  * taints, timeouts, replicas or any management-side setting never rolls a node (HyperShift's #8698).
  */
-import { createHash } from 'node:crypto';
 import { parseAllDocuments } from 'yaml';
 import { TerminalError } from '../../support/src/errors.js';
 import { CONDITIONS } from '../../api/src/conditions.js';
+import type { HashInputs } from '../../api/src/config-hash.js';
 
-/** The only inputs of the hash, exactly as they are stored in the token Secret. */
-export interface HashInputs {
-  /** SECRET_KEYS.release: the release image reference. */
-  release: string;
-  /** SECRET_KEYS.config: the normalised documents, as a JSON array. */
-  config: string;
-}
+// The hash itself is shared with the ignition server, which checks a token Secret's inputs against it.
+export { configHash, type HashInputs } from '../../api/src/config-hash.js';
 
 export type HashInput = keyof HashInputs;
 
@@ -98,14 +93,6 @@ export function normaliseConfig(sources: readonly ConfigSource[]): string {
 
 function compare(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
-}
-
-/** 16 hex digits of SHA-256 over the two inputs (length-prefixed, so no two pairs collide by concatenation). */
-export function configHash(inputs: HashInputs): string {
-  return createHash('sha256')
-    .update(`${inputs.release.length}:${inputs.release}\n${inputs.config.length}:${inputs.config}`)
-    .digest('hex')
-    .slice(0, 16);
 }
 
 /** Which inputs differ between two hashes' inputs (empty when equal). */

@@ -6,15 +6,19 @@
  *  1. serving: warm `/ignition` with wrk (-t2 -c64) at ~1 KB and ~900 KB: requests/s, p50, p99 and CPU time
  *     per request of each (the CPU time per request holds still when other work shares the cores; req/s
  *     does not);
- *  2. boot storm: N (1,000) token Secrets of 10 pools, minted; N concurrent first fetches on fresh TLS
- *     connections, a 511 retried after 200 ms: every host must end with 200; time to first byte of each
- *     host's 200, from the storm's start, p50/p99, against the Go reference on the same storm;
+ *  2. boot storm: N (1,000) token Secrets, each of its own pool, over 10 configs (10 payloads), minted; N
+ *     concurrent first fetches on fresh TLS connections, a 511 retried after 200 ms: every host must end with
+ *     200; time to first byte of each host's 200, from the storm's start, p50/p99, against the Go reference on
+ *     the same storm;
  *  3. memory: RSS of the server with 1,000 live tokens over 100 distinct ~1 MB payloads (each fetched once),
  *     against 1.2 × the payload bytes it holds in memory + 100 MiB;
  *  4. restart: the server restarted on its cache directory with those 1,000 token Secrets (100 KiB of config
  *     each): time from spawn to the first 200 of a token.
  * Everything runs on loopback: a real test-bed apiserver, real `kindling ignition-server` processes (one per
- * phase, each watching its own namespace), the references, wrk. It ends with one table: figure, reference,
+ * phase, each watching its own namespace), the references, wrk. The server acts only on a token Secret its
+ * NodePool owns, and mints a bootstrap token in the pool's guest cluster with each token: every Secret here
+ * is owned by a NodePool of one guest (a second test-bed apiserver), and each payload carries its host's
+ * join files. It ends with one table: figure, reference,
  * ratio, target, pass/fail.
  *
  * A payload is the release's fragments merged with the pool's config. The ~1 MB of each payload of phase 3 is
@@ -22,7 +26,8 @@
  * (--config-kib), because every token Secret carries its config: 1,000 Secrets with 1 MB configs are 1 GB in
  * etcd, beyond the test bed's 1 GiB etcd quota.
  *
- *   npm run bench:ignition -- [--duration 10] [--rounds 1] [--storm 1000] [--configs 100]
+ *   npm run bench:ignition -- [--duration 10] [--rounds 1] [--storm 1000] [--storm-configs 10]
+ *     [--configs 100]
  *     [--secrets-per-config 10] [--config-kib 100] [--release-kib 900] [--cpu-prof <dir>] [--perf <dir>]
  *     [--only serving,storm,memory] [--payloads small,bulk]
  */
@@ -36,10 +41,20 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import * as k8s from '#k8s';
-import { startCluster, freePort, ManagedProcess, eventually, type Cluster } from '../bed/src/index.js';
+import {
+  startCluster,
+  freePort,
+  installKindlingCrds,
+  ManagedProcess,
+  eventually,
+  writeKubeconfigSecret,
+  type Cluster,
+} from '../bed/src/index.js';
 import { createCertificateAuthority } from '../../support/src/pki.js';
-import { IGNITION_HEADERS, LABELS, SECRET_KEYS, tokenSecretName } from '../../api/src/keys.js';
+import { IGNITION_HEADERS, LABELS, SECRET_KEYS } from '../../api/src/keys.js';
+import type { NodePool } from '../../api/src/nodepool.js';
 import { BASE_FRAGMENTS, ecKeyPem, opsMetrics, writeReleaseFolder } from '../../ignition-server/testing/index.js';
+import { ensureNodePool, ownedTokenSecret } from '../../ignition-server/testing/pools.js';
 import { reportRows, type Row } from './table.js';
 import { buildGoReference, childPid, startGo, startNginx, startNode, type Reference, type Site } from './references.js';
 import { withJemalloc } from '../../support/src/malloc.js';
@@ -50,6 +65,9 @@ const ACCEPT = 'application/vnd.coreos.ignition+json;version=3.3.0';
 const KiB = 1024;
 const MiB = 1024 * 1024;
 const CLK_TCK = 100;
+/** The Cluster API cluster of every pool: where each mint puts a bootstrap token. */
+const GUEST = 'guest';
+const NAMESPACES = ['serve', 'storm', 'memory'];
 const run = promisify(execFile);
 const out = (line: string): void => void process.stdout.write(`${line}\n`);
 
@@ -78,7 +96,7 @@ const OPTS = {
   rounds: Math.max(1, flag('rounds', 1)),
   connections: flag('connections', 64),
   storm: flag('storm', 1000),
-  stormPools: Math.max(1, flag('storm-pools', 10)),
+  stormConfigs: Math.max(1, flag('storm-configs', 10)),
   configs: Math.min(flag('configs', 100), 500),
   secretsPerConfig: Math.min(flag('secrets-per-config', 10), 20),
   configKib: flag('config-kib', 100),
@@ -261,6 +279,9 @@ async function wrk(
 interface Bench {
   dir: string;
   cluster: Cluster;
+  guest: Cluster;
+  /** The NodePools created so far, by namespace/name. */
+  pools: Map<string, Promise<NodePool>>;
   core: k8s.CoreV1Api;
   ca: string;
   releases: { small: string; bulk: string };
@@ -352,32 +373,24 @@ const metric = (text: string, name: string): number =>
 interface TokenSecretSpec {
   namespace: string;
   pool: string;
-  hash: string;
   config: unknown[];
   release: string;
 }
 
+/** A token Secret as the nodepool-controller writes it for the pool (created on first use): its name and hash. */
 async function createTokenSecret(
   b: Bench,
-  { namespace, pool, hash, config, release }: TokenSecretSpec,
-): Promise<string> {
-  const name = tokenSecretName(pool, hash);
-  await b.core.createNamespacedSecret({
-    namespace,
-    body: {
-      metadata: {
-        name,
-        namespace,
-        labels: { [LABELS.tokenSecret]: 'true', [LABELS.nodePool]: pool, [LABELS.configHash]: hash },
-      },
-      stringData: {
-        [SECRET_KEYS.release]: release,
-        [SECRET_KEYS.config]: JSON.stringify(config),
-        [SECRET_KEYS.pool]: `${namespace}/${pool}`,
-      },
-    },
-  });
-  return name;
+  { namespace, pool, config, release }: TokenSecretSpec,
+): Promise<{ name: string; hash: string }> {
+  const key = `${namespace}/${pool}`;
+  let owner = b.pools.get(key);
+  if (!owner) {
+    owner = ensureNodePool(b.cluster.kubeConfig, { namespace, name: pool, release, clusterName: GUEST });
+    b.pools.set(key, owner);
+  }
+  const { hash, secret } = ownedTokenSecret(await owner, release, config);
+  await b.core.createNamespacedSecret({ namespace, body: secret });
+  return { name: secret.metadata?.name ?? '', hash };
 }
 
 async function mintedToken(b: Bench, namespace: string, name: string): Promise<string> {
@@ -406,8 +419,10 @@ async function setUp(): Promise<Bench> {
   const goBin = await buildGoReference(dir);
   const cluster = await startCluster({ name: 'mgmt', controllerManager: false });
   const core = cluster.kubeConfig.makeApiClient(k8s.CoreV1Api);
-  for (const name of ['serve', 'storm', 'memory', 'kindling-system'])
-    await core.createNamespace({ body: { metadata: { name } } });
+  for (const name of [...NAMESPACES, 'kindling-system']) await core.createNamespace({ body: { metadata: { name } } });
+  await installKindlingCrds(cluster);
+  const guest = await startCluster({ name: GUEST, controllerManager: false });
+  for (const ns of NAMESPACES) await writeKubeconfigSecret(cluster, ns, GUEST, guest.kubeconfigYaml);
   const ca = await createCertificateAuthority('ignition serving CA');
   const serving = await ca.issue({
     commonName: 'ignition',
@@ -444,7 +459,7 @@ async function setUp(): Promise<Bench> {
     );
     releases[name] = `oci:${join(dir, `release-${name}`)}:v1`;
   }
-  return { dir, cluster, core, ca: ca.certPem, releases, goBin, processes: [] };
+  return { dir, cluster, guest, pools: new Map(), core, ca: ca.certPem, releases, goBin, processes: [] };
 }
 
 /** A 200 from the server for these headers (a payload may still be generating: 511 until it is). */
@@ -472,15 +487,14 @@ interface Case {
 /** A token Secret for the case, and the payload bytes the server answers once it is warm. */
 async function warmCase(b: Bench, server: Server, name: 'small' | 'bulk'): Promise<Case> {
   const pool = `bench-${name}`;
-  const hash = 'warm0001';
   const secret = await createTokenSecret(b, {
     namespace: server.namespace,
     pool,
-    hash,
     config: [machineConfig('99-bench-motd', '/etc/motd', 0)],
     release: b.releases[name],
   });
-  const token = await mintedToken(b, server.namespace, secret);
+  const token = await mintedToken(b, server.namespace, secret.name);
+  const hash = secret.hash;
   const headers = ignitionHeaders(token, `${server.namespace}/${pool}`, hash);
   const payload = (await fetched(b, server.port, headers)).body as Buffer;
   const file = join(b.dir, `payload-${name}`);
@@ -593,47 +607,54 @@ async function storm(b: Bench, port: number, hosts: Host[]): Promise<StormResult
   };
 }
 
-/** Phase 2: N token Secrets of 10 pools, minted, then N concurrent first fetches; the same storm against Go. */
+/**
+ * Phase 2: N token Secrets, one per pool (a pool has one token Secret per config) over 10 configs, minted, then
+ * N concurrent first fetches; the same storm against Go.
+ */
 async function bootStorm(b: Bench): Promise<{ kindling: StormResult; go: StormResult }> {
   const ns = 'storm';
   const server = await startServer(b, 'server-storm', ns);
   const specs = Array.from({ length: OPTS.storm }, (_, i) => {
-    const p = i % OPTS.stormPools;
+    const c = i % OPTS.stormConfigs;
     return {
       namespace: ns,
-      pool: `pool${p}`,
-      hash: `h${String(i).padStart(5, '0')}`,
-      config: [machineConfig(`50-storm-${p}`, `/etc/storm-${p}`, 0)],
+      pool: `pool${String(i).padStart(5, '0')}`,
+      config: [machineConfig(`50-storm-${c}`, `/etc/storm-${c}`, 0)],
       release: b.releases.small,
     };
   });
-  await inBatches(specs, 20, (s) => createTokenSecret(b, s));
+  const secrets: { name: string; hash: string }[] = [];
+  await inBatches(
+    specs.map((s, i) => ({ s, i })),
+    20,
+    async ({ s, i }) => (secrets[i] = await createTokenSecret(b, s)),
+  );
   // Minted by the leader; the storm starts once every Secret holds its token (payloads may still be generating).
   const tokens = await eventually(
     'every storm token minted',
     async () => {
       const list = await b.core.listNamespacedSecret({ namespace: ns, labelSelector: LABELS.tokenSecret });
       const byName = new Map(list.items.map((s) => [s.metadata?.name, s.data?.[SECRET_KEYS.token]]));
-      const all = specs.map((s) => byName.get(tokenSecretName(s.pool, s.hash)));
+      const all = secrets.map((s) => byName.get(s.name));
       return all.every((t) => t !== undefined) ? all.map((t) => Buffer.from(t, 'base64').toString()) : undefined;
     },
     600_000,
     1000,
   );
   const hosts = specs.map((s, i) => ({
-    headers: ignitionHeaders(tokens[i] as string, `${ns}/${s.pool}`, s.hash),
+    headers: ignitionHeaders(tokens[i] as string, `${ns}/${s.pool}`, secrets[i]?.hash ?? ''),
     pool: `${ns}/${s.pool}`,
     token: tokens[i] as string,
   }));
   const kindling = await storm(b, server.port, hosts);
-  // The Go reference answers the same tokens with the same bytes (one payload per pool, fetched from the server).
+  // The Go reference answers the same tokens with the same bytes: each host's payload carries its own join
+  // files, so each is fetched from the server.
   const files = new Map<string, string>();
-  for (const h of hosts) {
-    if (files.has(h.pool)) continue;
-    const file = join(b.dir, `storm-${files.size}`);
+  await inBatches(hosts, 20, async (h) => {
+    const file = join(b.dir, `storm-${h.pool.replace('/', '-')}`);
     await writeFile(file, (await fetched(b, server.port, h.headers)).body as Buffer);
     files.set(h.pool, file);
-  }
+  });
   const go = await startGo({
     bin: b.goBin,
     dir: b.dir,
@@ -691,14 +712,13 @@ async function memory(b: Bench): Promise<MemoryResult> {
   const jobs: { pool: string; hash: string; name: string }[] = [];
   let configSecretBytes = 0;
   for (let i = 0; i < OPTS.configs; i++) {
-    const hash = `c${String(i).padStart(4, '0')}`;
-    const config = [machineConfig(`50-bulk-${i}`, `/opt/bench/${hash}.bin`, OPTS.configKib)];
+    const config = [machineConfig(`50-bulk-${i}`, `/opt/bench/c${String(i).padStart(4, '0')}.bin`, OPTS.configKib)];
     configSecretBytes = JSON.stringify(config).length;
-    for (let j = 0; j < OPTS.secretsPerConfig; j++)
-      jobs.push({ pool: `p${j}`, hash, name: tokenSecretName(`p${j}`, hash) });
-    await inBatches(jobs.slice(-OPTS.secretsPerConfig), OPTS.secretsPerConfig, (job) =>
-      createTokenSecret(b, { namespace: ns, pool: job.pool, hash: job.hash, config, release: b.releases.bulk }),
-    );
+    const pools = Array.from({ length: OPTS.secretsPerConfig }, (_, j) => `p${j}`);
+    await inBatches(pools, OPTS.secretsPerConfig, async (pool) => {
+      const secret = await createTokenSecret(b, { namespace: ns, pool, config, release: b.releases.bulk });
+      jobs.push({ pool, ...secret });
+    });
   }
   let payloadBytes = 0;
   const seen = new Set<string>();
@@ -938,7 +958,7 @@ function reportStorm(r: { kindling: StormResult; go: StormResult }): void {
     `  ${name}: ${s.hosts} hosts, ${s.ttfbMs.length} answered 200, ${s.lost} lost; statuses over all attempts ${JSON.stringify(Object.fromEntries(s.statuses))}; time to first byte of the 200 from the storm's start: p50 ${fmt(pct(s.ttfbMs, 50))} ms, p99 ${fmt(pct(s.ttfbMs, 99))} ms, max ${fmt(s.ttfbMs.at(-1) ?? Number.NaN)} ms; all done in ${fmt(s.tookMs)} ms`;
   out('');
   out(
-    `boot storm: ${OPTS.storm} token Secrets of ${OPTS.stormPools} pools, every host's first fetch at once on a fresh TLS connection (one client process), 511 retried after 200 ms`,
+    `boot storm: ${OPTS.storm} token Secrets (a pool each) over ${OPTS.stormConfigs} configs, every host's first fetch at once on a fresh TLS connection (one client process), 511 retried after 200 ms`,
   );
   out(line('kindling', r.kindling));
   out(line('Go      ', r.go));
@@ -1026,6 +1046,7 @@ async function main(): Promise<void> {
     reportRows(rows);
   } finally {
     for (const p of b.processes.reverse()) await p.stop();
+    await b.guest.stop();
     await b.cluster.stop();
     if (process.env.KEEP_BENCH_DIR === undefined) await rm(b.dir, { recursive: true, force: true });
   }

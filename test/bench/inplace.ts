@@ -28,7 +28,7 @@ import { CachedPayloadSource, IgnitionServerPayloadSource } from '../../inplace-
 import { AvailabilityWatcher, tokenSecret } from '../../inplace-upgrader/testing/index.js';
 import { runIgnitionServer } from '../../ignition-server/testing/index.js';
 import { InPlaceUpgrader } from '../../inplace-upgrader/src/upgrader.js';
-import { installCapiCrds, startCluster } from '../bed/src/index.js';
+import { installCapiCrds, installKindlingCrds, startCluster } from '../bed/src/index.js';
 import { runClusterApiEngine } from './inplace-capi.js';
 import { agentBreakdown, now, SimulatedAgents, type EngineRun, type RolloutResult } from './simulated-agents.js';
 import { reportRows } from './table.js';
@@ -50,7 +50,7 @@ async function runMachineSetEngine(run: EngineRun, log: Logger): Promise<Rollout
   const dir = await mkdtemp(join(tmpdir(), 'kindling-bench-'));
   const parts: { stop(): Promise<void> | void }[] = [];
   try {
-    await installCapiCrds(mgmt);
+    await Promise.all([installCapiCrds(mgmt), installKindlingCrds(mgmt)]);
     const ignition = await runIgnitionServer({ kubeconfigPath: mgmt.kubeconfigPath, dir, namespace: NS });
     parts.push(ignition);
     const names = Array.from({ length: n }, (_, i) => `node-${String(i).padStart(3, '0')}`);
@@ -125,10 +125,14 @@ async function runMachineSetEngine(run: EngineRun, log: Logger): Promise<Rollout
     await Promise.all([upgrader.start(), drainer.start(), agents.start(), watcher.start()]);
 
     const mgmtCore = mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api);
-    const secret = await mgmtCore.createNamespacedSecret({
+    const target = await tokenSecret(mgmt.kubeConfig, {
       namespace: NS,
-      body: tokenSecret({ namespace: NS, pool: POOL, hash: 'new', release: ignition.release, config: [] }),
+      pool: POOL,
+      cluster: 'tenant',
+      release: ignition.release,
+      config: [],
     });
+    const secret = await mgmtCore.createNamespacedSecret({ namespace: NS, body: target.secret });
     await eventually(
       'the payload to be generated',
       async () => {
@@ -147,7 +151,7 @@ async function runMachineSetEngine(run: EngineRun, log: Logger): Promise<Rollout
         namespace: NS,
         plural: 'machinesets',
         name: POOL,
-        body: { metadata: { annotations: { [ANNOTATIONS.targetConfigHash]: 'new' } } },
+        body: { metadata: { annotations: { [ANNOTATIONS.targetConfigHash]: target.hash } } },
       },
       merge,
     );
@@ -161,7 +165,7 @@ async function runMachineSetEngine(run: EngineRun, log: Logger): Promise<Rollout
           plural: 'machinesets',
           name: POOL,
         })) as { metadata: { annotations?: Record<string, string> } };
-        return ms.metadata.annotations?.[ANNOTATIONS.currentConfigHash] === 'new';
+        return ms.metadata.annotations?.[ANNOTATIONS.currentConfigHash] === target.hash;
       },
       3_600_000,
       100,

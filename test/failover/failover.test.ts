@@ -52,6 +52,11 @@ const NS = 'default';
 const POOL = 'pool';
 const NODES = ['n1', 'n2', 'n3', 'n4'];
 const MAX_UNAVAILABLE = 1;
+/**
+ * The release of the pool, tagged with the guest's Kubernetes version: the nodepool-controller running here
+ * validates the (paused) pool's release, and the ignition server serves no token Secret of a refused one.
+ */
+const RELEASE_TAG = '1.36.3';
 const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
 /** Components with nothing in flight when paused (no work until the test gives some while they are paused). */
 const IDLE_WHEN_PAUSED = new Set(['nodepool-controller', 'ignition-server']);
@@ -175,7 +180,7 @@ describe('leader failover: two replicas of each elected component, the leader pa
       60_000,
     );
 
-    files = await writeIgnitionServerFiles(join(dir, 'ignition'));
+    files = await writeIgnitionServerFiles(join(dir, 'ignition'), [RELEASE_TAG]);
     const ports = { a: await freePort(), b: await freePort() };
     const opsPorts = { a: await freePort(), b: await freePort() };
     const ignition = `127.0.0.1:${ports.a}`;
@@ -235,11 +240,11 @@ describe('leader failover: two replicas of each elected component, the leader pa
   });
 
   it("when the upgrader's and the drainer's leaders are paused mid-rollout, their followers should take over and finish it, never more than maxUnavailable nodes unavailable", async () => {
-    const secret = tokenSecret({
+    const { hash: h1, secret } = await tokenSecret(mgmt.kubeConfig, {
       namespace: NS,
       pool: POOL,
-      hash: 'h1',
-      release: files.releases.v1 ?? '',
+      cluster: 'tenant',
+      release: files.releases[RELEASE_TAG] ?? '',
       config: [
         machineConfig('50-failover', {
           ignition: { version: '3.4.0' },
@@ -255,14 +260,14 @@ describe('leader failover: two replicas of each elected component, the leader pa
         namespace: NS,
         plural: 'machinesets',
         name: POOL,
-        body: { metadata: { annotations: { [ANNOTATIONS.targetConfigHash]: 'h1' } } },
+        body: { metadata: { annotations: { [ANNOTATIONS.targetConfigHash]: h1 } } },
       },
       merge,
     );
     await eventually(
       'the rollout to be under way',
       async () =>
-        (await core.listNode()).items.some((n) => n.metadata?.annotations?.[ANNOTATIONS.desiredConfig] === 'h1'),
+        (await core.listNode()).items.some((n) => n.metadata?.annotations?.[ANNOTATIONS.desiredConfig] === h1),
       120_000,
       200,
     );
@@ -271,15 +276,15 @@ describe('leader failover: two replicas of each elected component, the leader pa
 
     await eventually(
       'the rollout to complete',
-      async () => (await machineSetAnnotations())[ANNOTATIONS.currentConfigHash] === 'h1',
+      async () => (await machineSetAnnotations())[ANNOTATIONS.currentConfigHash] === h1,
       300_000,
       500,
     );
     const nodes = (await core.listNode()).items;
     assert.deepEqual(
-      nodes.filter((n) => n.metadata?.annotations?.[ANNOTATIONS.currentConfig] !== 'h1').map((n) => n.metadata?.name),
+      nodes.filter((n) => n.metadata?.annotations?.[ANNOTATIONS.currentConfig] !== h1).map((n) => n.metadata?.name),
       [],
-      'nodes not at h1',
+      `nodes not at ${h1}`,
     );
     assert.deepEqual(
       nodes.filter((n) => n.spec?.unschedulable === true).map((n) => n.metadata?.name),

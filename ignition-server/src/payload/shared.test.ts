@@ -11,16 +11,16 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as k8s from '#k8s';
-import { startCluster, eventually, type Cluster } from '../../../test/bed/src/index.js';
-import { IGNITION_HEADERS, LABELS, SECRET_KEYS, tokenSecretName } from '../../../api/src/keys.js';
+import { startCluster, eventually, installKindlingCrds, type Cluster } from '../../../test/bed/src/index.js';
+import { IGNITION_HEADERS, SECRET_KEYS } from '../../../api/src/keys.js';
 import { IgnitionServer, opsMetrics, writeIgnitionServerFiles, type IgnitionServerFiles } from '../../testing/index.js';
+import { ensureNodePool, ownedTokenSecret } from '../../testing/pools.js';
 import { startRegistry, type RegistryFixture } from '../../testing/registry-fixture.js';
 import { parsePullSecret, RegistryClient } from '../release/registry.js';
 import { sha256Digest } from '../release/image.js';
 import { MEDIA_TYPES } from '../release/types.js';
 
 const NS = 'clusters';
-const POOL = 'workers';
 
 function fetchIgnition(
   port: number,
@@ -52,18 +52,23 @@ const rejections = async (s: IgnitionServer, reason: string): Promise<number> =>
 describe('payloads shared between replicas through an OCI repository', { timeout: 300_000 }, () => {
   let dir: string;
   let cluster: Cluster;
+  /** The pools' cluster: each token is minted with a bootstrap token there. */
+  let guest: Cluster;
   let core: k8s.CoreV1Api;
   let registry: RegistryFixture;
   let files: IgnitionServerFiles;
   const replicas: IgnitionServer[] = [];
-  /** Four token Secrets over two configs: two payloads. */
+  /** Four token Secrets over two configs (two pools on each): two payloads. */
   const secrets = [
-    { hash: 'conf0001', config: 'a' },
-    { hash: 'conf0002', config: 'a' },
-    { hash: 'conf0003', config: 'b' },
-    { hash: 'conf0004', config: 'b' },
+    { pool: 'workers', config: 'a', hash: '' },
+    { pool: 'infra', config: 'a', hash: '' },
+    { pool: 'workers', config: 'b', hash: '' },
+    { pool: 'infra', config: 'b', hash: '' },
   ];
+  type Served = (typeof secrets)[number];
+  /** By pool and hash. */
   const tokens = new Map<string, string>();
+  const keyOf = (s: Served): string => `${s.pool}/${s.hash}`;
 
   const machineConfig = (text: string): unknown[] => [
     {
@@ -79,21 +84,21 @@ describe('payloads shared between replicas through an OCI repository', { timeout
     },
   ];
 
-  const headers = (hash: string): Record<string, string> => ({
-    authorization: `Bearer ${tokens.get(hash) ?? ''}`,
-    [IGNITION_HEADERS.nodePool]: `${NS}/${POOL}`,
-    [IGNITION_HEADERS.targetConfigVersionHash]: hash,
+  const headers = (s: Served): Record<string, string> => ({
+    authorization: `Bearer ${tokens.get(keyOf(s)) ?? ''}`,
+    [IGNITION_HEADERS.nodePool]: `${NS}/${s.pool}`,
+    [IGNITION_HEADERS.targetConfigVersionHash]: s.hash,
     accept: 'application/vnd.coreos.ignition+json;version=3.3.0',
   });
 
   /** The payload of a token from a replica, once it answers 200 (511 while the payload is on its way). */
-  const payloadFrom = (server: IgnitionServer, hash: string): Promise<Buffer> =>
+  const payloadFrom = (server: IgnitionServer, s: Served): Promise<Buffer> =>
     eventually(
-      `a 200 from ${server.name} for ${hash}`,
+      `a 200 from ${server.name} for ${keyOf(s)}`,
       async () => {
-        const r = await fetchIgnition(server.port, files.caPem, headers(hash));
+        const r = await fetchIgnition(server.port, files.caPem, headers(s));
         if (r.status !== 200 && r.status !== 511)
-          throw new Error(`${server.name} answered ${r.status} for ${hash}: ${r.body.toString()}`);
+          throw new Error(`${server.name} answered ${r.status} for ${keyOf(s)}: ${r.body.toString()}`);
         return r.status === 200 ? r.body : undefined;
       },
       120_000,
@@ -121,6 +126,8 @@ describe('payloads shared between replicas through an OCI repository', { timeout
     cluster = await startCluster({ name: 'mgmt', controllerManager: false });
     core = cluster.kubeConfig.makeApiClient(k8s.CoreV1Api);
     for (const name of [NS, 'kindling-system']) await core.createNamespace({ body: { metadata: { name } } });
+    await installKindlingCrds(cluster);
+    guest = await startCluster({ name: 'guest', controllerManager: false, management: { cluster, namespace: NS } });
     registry = await startRegistry();
     await writeFile(join(dir, 'registry-ca.pem'), registry.ca.certPem);
     // The repository is not public: pushing and pulling take the pull secret's credentials.
@@ -132,37 +139,30 @@ describe('payloads shared between replicas through an OCI repository', { timeout
   after(async () => {
     await Promise.all(replicas.map((r) => r.stop()));
     await registry?.stop();
+    await guest?.stop();
     await cluster?.stop();
     if (process.env.KEEP_TEST_DIR === undefined) await rm(dir, { recursive: true, force: true });
   });
 
   it('when two replicas serve token Secrets of two configs, it should generate each payload once between them and serve the same bytes from both', async () => {
+    const release = files.releases.v1 ?? '';
+    const names = new Map<Served, string>();
     for (const s of secrets) {
-      const name = tokenSecretName(POOL, s.hash);
-      await core.createNamespacedSecret({
-        namespace: NS,
-        body: {
-          metadata: {
-            name,
-            namespace: NS,
-            labels: { [LABELS.tokenSecret]: 'true', [LABELS.nodePool]: POOL, [LABELS.configHash]: s.hash },
-          },
-          stringData: {
-            [SECRET_KEYS.release]: files.releases.v1 ?? '',
-            [SECRET_KEYS.config]: JSON.stringify(machineConfig(s.config)),
-            [SECRET_KEYS.pool]: `${NS}/${POOL}`,
-          },
-        },
-      });
+      const pool = await ensureNodePool(cluster.kubeConfig, { namespace: NS, name: s.pool, release });
+      const owned = ownedTokenSecret(pool, release, machineConfig(s.config));
+      s.hash = owned.hash;
+      names.set(s, owned.secret.metadata?.name as string);
+      await core.createNamespacedSecret({ namespace: NS, body: owned.secret });
     }
     for (const s of secrets) {
       tokens.set(
-        s.hash,
+        keyOf(s),
         await eventually(
-          `the token of ${s.hash}`,
+          `the token of ${keyOf(s)}`,
           async () => {
-            const data = (await core.readNamespacedSecret({ name: tokenSecretName(POOL, s.hash), namespace: NS }))
-              .data?.[SECRET_KEYS.token];
+            const data = (await core.readNamespacedSecret({ name: names.get(s) as string, namespace: NS })).data?.[
+              SECRET_KEYS.token
+            ];
             return data === undefined ? undefined : Buffer.from(data, 'base64').toString();
           },
           60_000,
@@ -171,9 +171,9 @@ describe('payloads shared between replicas through an OCI repository', { timeout
       );
     }
     for (const s of secrets) {
-      const [a, b] = await Promise.all(replicas.map((r) => payloadFrom(r, s.hash)));
-      assert.ok(a?.equals(b as Buffer), `both replicas serve the same payload for ${s.hash}`);
-      assert.ok(a?.includes(`data:,${s.config}%0A`), `the payload of ${s.hash} holds its config`);
+      const [a, b] = await Promise.all(replicas.map((r) => payloadFrom(r, s)));
+      assert.ok(a?.equals(b as Buffer), `both replicas serve the same payload for ${keyOf(s)}`);
+      assert.ok(a?.includes(`data:,${s.config}%0A`), `the payload of ${keyOf(s)} holds its config`);
     }
     const counts = await Promise.all(replicas.map(generations));
     assert.equal(
@@ -204,10 +204,10 @@ describe('payloads shared between replicas through an OCI repository', { timeout
     // A third pod that never ran before joins them.
     replicas.push(await replica('c'));
     for (const s of secrets) {
-      const bodies = await Promise.all(replicas.map((r) => payloadFrom(r, s.hash)));
+      const bodies = await Promise.all(replicas.map((r) => payloadFrom(r, s)));
       assert.ok(
         bodies.every((b) => b.equals(bodies[0] as Buffer)),
-        `every replica serves the same payload for ${s.hash}`,
+        `every replica serves the same payload for ${keyOf(s)}`,
       );
     }
     assert.deepEqual(await Promise.all(replicas.map(generations)), [0, 0, 0], 'no generation after the restarts');
@@ -243,7 +243,7 @@ describe('payloads shared between replicas through an OCI repository', { timeout
       'both refusals counted by the new replica',
       async () => {
         for (const s of secrets) {
-          const r = await fetchIgnition(fresh.port, files.caPem, headers(s.hash));
+          const r = await fetchIgnition(fresh.port, files.caPem, headers(s));
           if (r.status === 200) served.push(`${s.hash}: ${r.body.toString().slice(0, 200)}`);
         }
         const counts = [await rejections(fresh, 'other_entry'), await rejections(fresh, 'other_bytes')];
@@ -254,7 +254,7 @@ describe('payloads shared between replicas through an OCI repository', { timeout
     );
     assert.deepEqual(served, [], 'the new replica served nothing of the repository as it now is');
     for (const s of secrets) {
-      const r = await fetchIgnition(fresh.port, files.caPem, headers(s.hash));
+      const r = await fetchIgnition(fresh.port, files.caPem, headers(s));
       assert.equal(r.status, 511, `the new replica waits for the leader rather than serve ${s.hash}`);
     }
     assert.equal(await generations(fresh), 0);

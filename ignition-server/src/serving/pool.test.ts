@@ -149,6 +149,7 @@ describe('serving threads', () => {
         hash: HASH,
         release: 'r',
         configSha256: 'c',
+        inputsHash: 'h',
         token,
         resourceVersion: '1',
         ...over,

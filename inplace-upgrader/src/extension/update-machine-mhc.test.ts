@@ -338,29 +338,27 @@ describe('a MachineHealthCheck while a node is updated in place', { timeout: 20 
   });
 
   it('when two Nodes stay NotReady past the timeout and one is being updated in place, it should remediate only the other; once the update is done, it should remediate that one too', async () => {
-    await mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api).createNamespacedSecret({
+    const { hash: h1, secret } = await tokenSecret(mgmt.kubeConfig, {
       namespace: NS,
-      body: tokenSecret({
-        namespace: NS,
-        pool: POOL,
-        hash: 'h1',
-        release: ignition.release,
-        config: [machineConfig('50-test', payload('v1'))],
-      }),
+      pool: POOL,
+      cluster: CLUSTER,
+      release: ignition.release,
+      config: [machineConfig('50-test', payload('v1'))],
     });
-    await beginInPlaceUpdate(mgmt.kubeConfig, { namespace: NS, machine: UPDATED, pool: POOL, hash: 'h1' });
+    await mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api).createNamespacedSecret({ namespace: NS, body: secret });
+    await beginInPlaceUpdate(mgmt.kubeConfig, { namespace: NS, machine: UPDATED, pool: POOL, hash: h1 });
     // Handed out, the update waits for its drain: the drainer starts only once the spell is over, so the update
     // is under way for the whole spell however fast the agent would be.
     await eventually(
-      `${UPDATED} handed h1`,
+      `${UPDATED} handed ${h1}`,
       async () => {
-        const a = await updateMachine(UPDATED, 'h1');
+        const a = await updateMachine(UPDATED, h1);
         assert.ok(
           a.status === 'Success' && a.retryAfterSeconds > 0,
           `the update did not stay in progress: ${JSON.stringify(a)}`,
         );
         return (
-          (await guestCore().readNode({ name: UPDATED })).metadata?.annotations?.[ANNOTATIONS.desiredConfig] === 'h1'
+          (await guestCore().readNode({ name: UPDATED })).metadata?.annotations?.[ANNOTATIONS.desiredConfig] === h1
         );
       },
       60_000,
@@ -392,7 +390,7 @@ describe('a MachineHealthCheck while a node is updated in place', { timeout: 20 
         `${UPDATED} was remediated while updated in place: ${describeMachine(now)}`,
       );
       assert.equal(await nodeReady(UPDATED), 'Unknown', 'the NotReady spell did not last');
-      const answer = await updateMachine(UPDATED, 'h1');
+      const answer = await updateMachine(UPDATED, h1);
       assert.ok(
         answer.status === 'Success' && answer.retryAfterSeconds > 0,
         `the update ended during the spell: ${JSON.stringify(answer)}`,
@@ -403,13 +401,13 @@ describe('a MachineHealthCheck while a node is updated in place', { timeout: 20 
     // The host comes back, the update finishes and the Machine is given back to the health check ...
     await setHostDown(UPDATED, false);
     await drainer.start();
-    const done = await driveMachine(UPDATED, 'h1', (a) => a.status === 'Failure' || a.retryAfterSeconds === 0);
+    const done = await driveMachine(UPDATED, h1, (a) => a.status === 'Failure' || a.retryAfterSeconds === 0);
     assert.deepEqual(done.at(-1), {
       apiVersion: HOOKS_API_VERSION,
       kind: 'UpdateMachineResponse',
       status: 'Success',
       retryAfterSeconds: 0,
-      message: `Node ${UPDATED} is at h1`,
+      message: `Node ${UPDATED} is at ${h1}`,
     });
     assert.equal(
       (await machine(UPDATED)).metadata.annotations?.[ANNOTATIONS.capiSkipRemediation],

@@ -146,18 +146,21 @@ describe('UpdateMachine through the Runtime Extension', () => {
     ).items.map((x) => x.metadata?.name),
   });
 
-  /** What the nodepool-controller does for a new hash: the token Secret, from which the server renders the payload. */
-  const publish = (hash: string, config: object): Promise<unknown> =>
-    mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api).createNamespacedSecret({
+  /** The config hash of each published target, by the name the test gives it (h0, the nodes' first, is never published). */
+  const hashes = new Map<string, string>();
+  const h = (name: string): string => hashes.get(name) ?? name;
+  /** What the nodepool-controller does for a new config: the token Secret, from which the server renders the payload. */
+  const publish = async (name: string, config: object): Promise<void> => {
+    const { hash, secret } = await tokenSecret(mgmt.kubeConfig, {
       namespace: NS,
-      body: tokenSecret({
-        namespace: NS,
-        pool: POOL,
-        hash,
-        release: ignition.release,
-        config: [machineConfig('50-test', config)],
-      }),
+      pool: POOL,
+      cluster: 'tenant',
+      release: ignition.release,
+      config: [machineConfig('50-test', config)],
     });
+    hashes.set(name, hash);
+    await mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api).createNamespacedSecret({ namespace: NS, body: secret });
+  };
 
   /**
    * The Machine controller's loop for one Machine: call, wait retryAfterSeconds (shortened), call again,
@@ -292,13 +295,13 @@ describe('UpdateMachine through the Runtime Extension', () => {
       namespace: NS,
       machine: REPLACE.machine,
       pool: REPLACE.pool,
-      hash: 'h1',
+      hash: h('h1'),
     });
     const before = await guestTraces(REPLACE.node);
     await eventually('the extension to see the Machine marked', async () =>
-      /^refused \(PoolMismatch\)/.test((await updateMachine(REPLACE.node, 'h1', REPLACE.machine)).message),
+      /^refused \(PoolMismatch\)/.test((await updateMachine(REPLACE.node, h('h1'), REPLACE.machine)).message),
     );
-    const answer = await updateMachine(REPLACE.node, 'h1', REPLACE.machine);
+    const answer = await updateMachine(REPLACE.node, h('h1'), REPLACE.machine);
     assert.deepEqual(answer, {
       apiVersion: HOOKS_API_VERSION,
       kind: 'UpdateMachineResponse',
@@ -313,7 +316,7 @@ describe('UpdateMachine through the Runtime Extension', () => {
 
   it('when an UpdateMachine names a Machine Cluster API is not updating, it should answer Failure and write nothing in the guest', async () => {
     const before = await guestTraces('n3');
-    const answer = await updateMachine('n3', 'h1');
+    const answer = await updateMachine('n3', h('h1'));
     assert.equal(answer.status, 'Failure');
     assert.match(
       answer.message,
@@ -331,7 +334,7 @@ describe('UpdateMachine through the Runtime Extension', () => {
         pool: POOL,
         cluster: 'tenant',
         machine: 'pool-n1',
-        hash: 'h1',
+        hash: h('h1'),
       }),
       pad: 'x'.repeat(MAX_BODY_BYTES),
     };
@@ -341,7 +344,7 @@ describe('UpdateMachine through the Runtime Extension', () => {
   });
 
   it('when Cluster API calls UpdateMachine for each Machine, it should update its Node through the agent and the drainer, answering in progress, then done, each answer made within 1 s', async () => {
-    const answers = await Promise.all(NODES.map((n) => driveMachine(n, 'h1')));
+    const answers = await Promise.all(NODES.map((n) => driveMachine(n, h('h1'))));
     for (const [i, list] of answers.entries()) {
       const node = NODES[i] ?? '';
       const last = list.at(-1);
@@ -350,7 +353,7 @@ describe('UpdateMachine through the Runtime Extension', () => {
         kind: 'UpdateMachineResponse',
         status: 'Success',
         retryAfterSeconds: 0,
-        message: `Node ${node} is at h1`,
+        message: `Node ${node} is at ${h('h1')}`,
       });
       assert.ok(
         list.some((a) => a.status === 'Success' && a.retryAfterSeconds === 1),
@@ -361,10 +364,10 @@ describe('UpdateMachine through the Runtime Extension', () => {
         `${node}: ${JSON.stringify(list.filter((a) => a.status !== 'Success'))}`,
       );
       const ann = await annotationsOf(node);
-      assert.equal(ann[ANNOTATIONS.currentConfig], 'h1');
+      assert.equal(ann[ANNOTATIONS.currentConfig], h('h1'));
       assert.equal(
         ann[ANNOTATIONS.lastAppliedDrain],
-        'uncordon-h1',
+        `uncordon-${h('h1')}`,
         `${node} was not drained and uncordoned by the drainer`,
       );
       assert.equal(await fileOn(node, '/etc/kindling/version'), 'v1');
@@ -408,12 +411,12 @@ describe('UpdateMachine through the Runtime Extension', () => {
   it('when UpdateMachine is called again for a Machine that is done, it should answer done and touch nothing', async () => {
     const before = await annotationsOf('n1');
     const starts = fleet.starts.get('n1');
-    assert.deepEqual(await updateMachine('n1', 'h1'), {
+    assert.deepEqual(await updateMachine('n1', h('h1')), {
       apiVersion: HOOKS_API_VERSION,
       kind: 'UpdateMachineResponse',
       status: 'Success',
       retryAfterSeconds: 0,
-      message: 'Node n1 is at h1',
+      message: `Node n1 is at ${h('h1')}`,
     });
     assert.deepEqual(await annotationsOf('n1'), before);
     assert.equal((await core.listNamespacedPod({ namespace: GUEST_NAMESPACE })).items.length, 0);
@@ -422,23 +425,23 @@ describe('UpdateMachine through the Runtime Extension', () => {
 
   it('when the extension is SIGKILLed mid-update, a new process should carry on from the Node and finish', async () => {
     await publish('h2', payload('v2'));
-    await driveMachine('n1', 'h2', (a) => /handed payload h2/.test(a.message));
+    await driveMachine('n1', h('h2'), (a) => new RegExp(`handed payload ${h('h2')}`).test(a.message));
     assert.equal(
       (await machineAnnotations('n1'))[ANNOTATIONS.capiSkipRemediation],
       SKIP_REMEDIATION_INPLACE,
       'the Machine was handed out without skip-remediation',
     );
     await ext.restart();
-    const answers = await driveMachine('n1', 'h2');
-    assert.equal(answers.at(-1)?.message, 'Node n1 is at h2');
+    const answers = await driveMachine('n1', h('h2'));
+    assert.equal(answers.at(-1)?.message, `Node n1 is at ${h('h2')}`);
     assert.equal(await fileOn('n1', '/etc/kindling/version'), 'v2');
-    assert.equal((await annotationsOf('n1'))[ANNOTATIONS.currentConfig], 'h2');
+    assert.equal((await annotationsOf('n1'))[ANNOTATIONS.currentConfig], h('h2'));
   });
 
   it('when the agent cannot apply the payload, it should answer Failure with the Degraded reason, every time it is asked', async () => {
     await writeFile(join(fleet.rootOf('n2'), 'etc', 'blocker'), 'a file where the payload wants a folder');
     await publish('h3', payload('v3', [{ path: '/etc/blocker/x.conf', contents: { source: 'data:,x' } }]));
-    const answers = await driveMachine('n2', 'h3');
+    const answers = await driveMachine('n2', h('h3'));
     const failed = answers.at(-1);
     assert.equal(failed?.status, 'Failure');
     assert.equal(failed?.retryAfterSeconds, 0);
@@ -447,7 +450,7 @@ describe('UpdateMachine through the Runtime Extension', () => {
       /^Node n2: failed to write \/etc\/blocker\/x\.conf: .*\(all changes rolled back\)$/,
     );
     assert.equal(await fileOn('n2', '/etc/kindling/version'), 'v1', 'the files were not restored');
-    assert.deepEqual(await updateMachine('n2', 'h3'), failed);
+    assert.deepEqual(await updateMachine('n2', h('h3')), failed);
     assert.equal(
       (await machineAnnotations('n2'))[ANNOTATIONS.capiSkipRemediation],
       SKIP_REMEDIATION_INPLACE,
@@ -457,25 +460,25 @@ describe('UpdateMachine through the Runtime Extension', () => {
 
   it('when the MachineDeployment is paused, it should hand no further node the target, let a node handed it before finish, and carry on once it clears', async () => {
     await publish('h4', payload('v4'));
-    await driveMachine('n1', 'h4', (a) => /handed payload h4/.test(a.message));
+    await driveMachine('n1', h('h4'), (a) => new RegExp(`handed payload ${h('h4')}`).test(a.message));
     await setPaused(true);
-    const paused = await driveMachine('n3', 'h4', (a) => /paused by spec\.pausedUntil/.test(a.message));
+    const paused = await driveMachine('n3', h('h4'), (a) => /paused by spec\.pausedUntil/.test(a.message));
     assert.deepEqual(paused.at(-1), {
       apiVersion: HOOKS_API_VERSION,
       kind: 'UpdateMachineResponse',
       status: 'Success',
       retryAfterSeconds: 1,
-      message: `Node n3 not handed h4: MachineDeployment ${POOL} is paused by spec.pausedUntil, no node is handed out until it clears`,
+      message: `Node n3 not handed ${h('h4')}: MachineDeployment ${POOL} is paused by spec.pausedUntil, no node is handed out until it clears`,
     });
     assert.equal(
-      (await driveMachine('n1', 'h4')).at(-1)?.message,
-      'Node n1 is at h4',
+      (await driveMachine('n1', h('h4'))).at(-1)?.message,
+      `Node n1 is at ${h('h4')}`,
       'the node handed out before the pause should finish',
     );
     assert.equal(await fileOn('n1', '/etc/kindling/version'), 'v4');
     const n3 = await annotationsOf('n3');
-    assert.equal((await updateMachine('n3', 'h4')).retryAfterSeconds, 1);
-    assert.notEqual(n3[ANNOTATIONS.desiredConfig], 'h4', 'n3 was handed the target while paused');
+    assert.equal((await updateMachine('n3', h('h4'))).retryAfterSeconds, 1);
+    assert.notEqual(n3[ANNOTATIONS.desiredConfig], h('h4'), 'n3 was handed the target while paused');
     assert.equal(await fileOn('n3', '/etc/kindling/version'), 'v1');
     assert.equal(
       (await machineAnnotations('n3'))[ANNOTATIONS.capiSkipRemediation],
@@ -483,20 +486,20 @@ describe('UpdateMachine through the Runtime Extension', () => {
       'a node not handed out needs no sparing',
     );
     await setPaused(false);
-    assert.equal((await driveMachine('n3', 'h4')).at(-1)?.message, 'Node n3 is at h4');
+    assert.equal((await driveMachine('n3', h('h4'))).at(-1)?.message, `Node n3 is at ${h('h4')}`);
     assert.equal(await fileOn('n3', '/etc/kindling/version'), 'v4');
   });
 
   it('when the agent Pod of a node handed the target is deleted mid-update, it should give the node a new one and the update should finish', async () => {
     await publish('h5', payload('v5'));
-    await driveMachine('n1', 'h5', (a) => /handed payload h5/.test(a.message));
+    await driveMachine('n1', h('h5'), (a) => new RegExp(`handed payload ${h('h5')}`).test(a.message));
     await core.deleteNamespacedPod({ name: agentPodName('n1'), namespace: GUEST_NAMESPACE, gracePeriodSeconds: 0 });
     assert.notEqual(
       (await annotationsOf('n1'))[ANNOTATIONS.currentConfig],
-      'h5',
+      h('h5'),
       'n1 was done before its agent Pod went: nothing was tested',
     );
-    assert.equal((await driveMachine('n1', 'h5')).at(-1)?.message, 'Node n1 is at h5');
+    assert.equal((await driveMachine('n1', h('h5'))).at(-1)?.message, `Node n1 is at ${h('h5')}`);
     assert.equal(await fileOn('n1', '/etc/kindling/version'), 'v5');
   });
 });
