@@ -113,8 +113,16 @@ export async function runExtension(opts: {
   };
 }
 
-/** A NodePool InPlace on the ClusterAPI engine: the only kind of pool whose Machines the extension updates. */
-export function clusterApiNodePool(opts: { namespace: string; pool: string; cluster: string }): NodePool {
+/**
+ * A NodePool InPlace on the ClusterAPI engine: the only kind of pool whose Machines the extension updates. Its
+ * release is the one its token Secrets name, or the ignition server refuses them (ReleaseNotOfPool).
+ */
+export function clusterApiNodePool(opts: {
+  namespace: string;
+  pool: string;
+  cluster: string;
+  release?: string;
+}): NodePool {
   return {
     apiVersion: NODEPOOL_API_VERSION,
     kind: NODEPOOL_KIND,
@@ -122,7 +130,7 @@ export function clusterApiNodePool(opts: { namespace: string; pool: string; clus
     spec: {
       clusterName: opts.cluster,
       replicas: 1,
-      release: { image: 'registry.local/release:test' },
+      release: { image: opts.release ?? 'registry.local/release:test' },
       management: { upgradeType: 'InPlace', inPlace: { engine: 'ClusterAPI', maxSurge: 0, maxUnavailable: 1 } },
       platform: {
         infrastructureTemplateRef: {

@@ -313,6 +313,8 @@ describe('a MachineHealthCheck while a node is updated in place', { timeout: 20 
       dir: join(dir, 'ignition-server'),
       namespace: NS,
     });
+    // The pool's release is the one its token Secrets name, known once the ignition server has built it.
+    await apply(clusterApiNodePool({ namespace: NS, pool: POOL, cluster: CLUSTER, release: ignition.release }));
     fleet = new AgentFleet({ guest: guest.kubeConfig, rootsDir: join(dir, 'roots') });
     await fleet.start();
     drainer = new Drainer({

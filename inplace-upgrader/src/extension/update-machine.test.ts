@@ -202,7 +202,6 @@ describe('UpdateMachine through the Runtime Extension', () => {
     custom = mgmt.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
     const objects = k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig);
     await objects.create(machineDeployment());
-    await objects.create(clusterApiNodePool({ namespace: NS, pool: POOL, cluster: 'tenant' }));
     const replacePool = clusterApiNodePool({ namespace: NS, pool: REPLACE.pool, cluster: 'tenant' });
     replacePool.spec.management = { upgradeType: 'Replace' };
     await objects.create(replacePool);
@@ -220,6 +219,9 @@ describe('UpdateMachine through the Runtime Extension', () => {
       dir: join(dir, 'ignition-server'),
       namespace: NS,
     });
+    await objects.create(
+      clusterApiNodePool({ namespace: NS, pool: POOL, cluster: 'tenant', release: ignition.release }),
+    );
     await Promise.all(
       NODES.map(async (name, i) => {
         await createTestNode(guest.kubeConfig, name, { [LABELS.zone]: `zone-${i}` });
