@@ -15,7 +15,10 @@ export function testMachineSet(opts: {
   replicas: number;
   drainTimeoutSeconds?: number;
   annotations?: Record<string, string>;
+  /** The NodePool it belongs to (LABELS.nodePool); its own name by default. */
+  pool?: string;
 }): MachineSet {
+  const pool = opts.pool ?? opts.name;
   return {
     apiVersion: CAPI_API_VERSION,
     kind: 'MachineSet',
@@ -23,14 +26,14 @@ export function testMachineSet(opts: {
       name: opts.name,
       namespace: opts.namespace,
       annotations: opts.annotations,
-      labels: { [LABELS.nodePool]: opts.name },
+      labels: { [LABELS.nodePool]: pool },
     },
     spec: {
       clusterName: opts.cluster,
       replicas: opts.replicas,
-      selector: { matchLabels: { [LABELS.nodePool]: opts.name } },
+      selector: { matchLabels: { [LABELS.nodePool]: pool } },
       template: {
-        metadata: { labels: { [LABELS.nodePool]: opts.name } },
+        metadata: { labels: { [LABELS.nodePool]: pool } },
         spec: {
           clusterName: opts.cluster,
           bootstrap: { dataSecretName: `user-data-${opts.name}` },
@@ -49,7 +52,7 @@ export function testMachineSet(opts: {
  */
 export async function createTestMachine(
   mgmt: k8s.KubeConfig,
-  opts: { name: string; namespace: string; cluster: string; machineSet: string; node?: string },
+  opts: { name: string; namespace: string; cluster: string; machineSet: string; node?: string; pool?: string },
 ): Promise<void> {
   const applier = createApplier(mgmt, 'kindling-test');
   const machine: Machine = {
@@ -58,7 +61,7 @@ export async function createTestMachine(
     metadata: {
       name: opts.name,
       namespace: opts.namespace,
-      labels: { [LABELS.capiSetName]: opts.machineSet, [LABELS.nodePool]: opts.machineSet },
+      labels: { [LABELS.capiSetName]: opts.machineSet, [LABELS.nodePool]: opts.pool ?? opts.machineSet },
     },
     spec: {
       clusterName: opts.cluster,

@@ -50,6 +50,11 @@ import { auditedRequests, ElectedComponent, LEASE_NAMESPACE, type AuditEvent, ty
 
 const NS = 'default';
 const POOL = 'pool';
+/**
+ * The pool's MachineSet, named apart from the pool: the test plays the nodepool-controller's part for it, and the
+ * real nodepool-controller running here, which pauses the children named as its (paused) NodePool, leaves it be.
+ */
+const MACHINE_SET = 'pool-set';
 const NODES = ['n1', 'n2', 'n3', 'n4'];
 const MAX_UNAVAILABLE = 1;
 /**
@@ -90,7 +95,7 @@ describe('leader failover: two replicas of each elected component, the leader pa
       version: 'v1beta2',
       namespace: NS,
       plural: 'machinesets',
-      name: POOL,
+      name: MACHINE_SET,
     })) as k8s.KubernetesObject;
     return ms.metadata?.annotations ?? {};
   };
@@ -143,7 +148,14 @@ describe('leader failover: two replicas of each elected component, the leader pa
       [ANNOTATIONS.maxUnavailable]: String(MAX_UNAVAILABLE),
     };
     await k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig).create(
-      testMachineSet({ name: POOL, namespace: NS, cluster: 'tenant', replicas: NODES.length, annotations: hashes }),
+      testMachineSet({
+        name: MACHINE_SET,
+        pool: POOL,
+        namespace: NS,
+        cluster: 'tenant',
+        replicas: NODES.length,
+        annotations: hashes,
+      }),
     );
     for (const [i, name] of NODES.entries()) {
       await createTestNode(guest.kubeConfig, name, { [LABELS.zone]: `zone-${i % 3}` });
@@ -159,7 +171,8 @@ describe('leader failover: two replicas of each elected component, the leader pa
         name: `${POOL}-${name}`,
         namespace: NS,
         cluster: 'tenant',
-        machineSet: POOL,
+        machineSet: MACHINE_SET,
+        pool: POOL,
         node: name,
       });
     }
@@ -259,7 +272,7 @@ describe('leader failover: two replicas of each elected component, the leader pa
         version: 'v1beta2',
         namespace: NS,
         plural: 'machinesets',
-        name: POOL,
+        name: MACHINE_SET,
         body: { metadata: { annotations: { [ANNOTATIONS.targetConfigHash]: h1 } } },
       },
       merge,
