@@ -23,12 +23,13 @@ export interface PoolInformersOptions {
 
 /** Only what the decision reads: a pool's spec and status may be large (conditions, rollout records). */
 function slimPool(pool: NodePool): NodePool {
-  const { name, namespace, uid, generation } = pool.metadata;
+  // The resourceVersion stays: the informer tells an update from a resync by it.
+  const { name, namespace, uid, generation, resourceVersion } = pool.metadata;
   const s = pool.status;
   return {
     apiVersion: pool.apiVersion,
     kind: pool.kind,
-    metadata: { name, namespace, uid, generation },
+    metadata: { name, namespace, uid, generation, resourceVersion },
     spec: { clusterName: pool.spec.clusterName, release: pool.spec.release } as NodePool['spec'],
     status: s && {
       configHash: s.configHash,
