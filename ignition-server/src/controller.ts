@@ -42,7 +42,16 @@ interface Refused {
   secret: TokenSecret;
   reason: TokenSecretRefusal;
   message: string;
+  /** When it was first refused (for this reason). */
+  sinceMs: number;
 }
+
+/**
+ * How long a refusal stands before the leader records it as a Warning Event. A token Secret the nodepool-controller
+ * has just written can reach this server before its pool's latest status does, and is refused until the pool's
+ * event admits it: that is no news for anyone. A hand-written Secret stays refused, and is reported.
+ */
+const REFUSAL_SETTLE_MS = 5_000;
 
 export interface ControllerOptions {
   kubeConfig: k8s.KubeConfig;
@@ -250,7 +259,7 @@ export class TokenSecretController {
   #admit(secret: TokenSecret): void {
     const pool = secret.owner && this.#pools.get(secret.namespace, secret.owner.name);
     const decision = decideTokenSecret(secret, pool);
-    if (!decision.accepted) return this.#refuse({ secret, reason: decision.reason, message: decision.message });
+    if (!decision.accepted) return this.#refuse(secret, decision);
     this.#refused.delete(secret.key);
     const entry = this.#opts.index.upsert({ ...secret, pool: decision.pool, cluster: decision.cluster });
     if (entry.payload.state === 'pending') this.#generate.add(secret.key);
@@ -258,12 +267,15 @@ export class TokenSecretController {
   }
 
   /** Its tokens stop working now; nothing is minted or generated for it; the leader says why in an Event. */
-  #refuse(refused: Refused): void {
-    const { key } = refused.secret;
+  #refuse(secret: TokenSecret, decision: { reason: TokenSecretRefusal; message: string }): void {
+    const { key } = secret;
     const before = this.#refused.get(key);
+    const same = before?.reason === decision.reason;
+    const { reason, message } = decision;
+    const refused = { secret, reason, message, sinceMs: same ? before.sinceMs : this.#clock.now() };
     this.#refused.set(key, refused);
     this.#opts.index.remove(key);
-    if (before?.reason === refused.reason) return;
+    if (same) return;
     this.#opts.metrics?.refusal(refused.reason);
     this.#opts.log.warn(
       { secret: key, reason: refused.reason, message: refused.message },
@@ -279,7 +291,7 @@ export class TokenSecretController {
     for (const { secret } of this.#opts.index.entries()) {
       if (!ofPool(secret)) continue;
       const decision = decideTokenSecret(secret, this.#pools.get(namespace, name));
-      if (!decision.accepted) this.#refuse({ secret, reason: decision.reason, message: decision.message });
+      if (!decision.accepted) this.#refuse(secret, decision);
     }
     for (const { secret } of [...this.#refused.values()]) if (ofPool(secret)) this.#admit(secret);
   }
@@ -409,7 +421,7 @@ export class TokenSecretController {
   /** The leader's pass over one token Secret: expire, mint or rotate, report the payload; then wait. */
   async #reconcile(key: string): Promise<ReconcileResult | void> {
     const refused = this.#refused.get(key);
-    if (refused) return this.#events.record(refused.secret, { type: 'Warning', ...refused });
+    if (refused) return this.#recordRefusal(refused);
     const secret = await this.#current(key);
     if (!secret) return;
     const now = this.#clock.now();
@@ -421,6 +433,14 @@ export class TokenSecretController {
     await this.#recordEvents(secret, patch);
     const waits = [rotateAt - now, (secret.expiresAtMs ?? Infinity) - now].filter((ms) => Number.isFinite(ms));
     return { requeueAfterMs: Math.max(50, Math.min(...waits) + 50) };
+  }
+
+  /** The Warning Event of a refusal that has stood its settling time (until then, a look again). */
+  async #recordRefusal(refused: Refused): Promise<ReconcileResult | void> {
+    const wait = refused.sinceMs + REFUSAL_SETTLE_MS - this.#clock.now();
+    if (wait > 0) return { requeueAfterMs: wait };
+    const { secret, reason, message } = refused;
+    await this.#events.record(secret, { type: 'Warning', reason, message });
   }
 
   /** The Secret as the informer last saw it, its data read first when only its metadata is known. */
