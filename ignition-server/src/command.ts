@@ -16,13 +16,13 @@ import { createIgnitionMetrics, type IgnitionMetrics } from './metrics.js';
 import type { Logger } from '../../support/src/logger.js';
 import { PayloadStore } from './payload/store.js';
 import { registryEntries, signedPayloads, type EntryRepository, type SharedPayloads } from './payload/shared.js';
-import { createEntrySeal, type EntrySeal } from './payload/signature.js';
 import { createValidator } from './payload/validate.js';
 import { readRelease, resolveRelease } from './release/open.js';
 import { parsePullSecret, type RegistryOptions } from './release/registry.js';
 import { admitRelease, parseAllowedRegistries, type ReleasePolicy } from './release/policy.js';
 import { TokenIndex, type TokenSecretEntry } from './token-index.js';
-import { createTokenAuthority, type TokenAuthority } from './tokens.js';
+import { loadSigningKey } from './tokens.js';
+import type { EntrySeal } from './payload/signature.js';
 import { createGuestJoin } from './join.js';
 import { createGuestKubeConfigs } from '../../support/src/guest-kubeconfigs.js';
 import * as k8s from '#k8s';
@@ -256,16 +256,6 @@ export async function startIgnitionServer(
     };
   };
   return { lead, port: serving.port, readiness: [{ name: 'token-secrets-synced', check: () => controller.synced }] };
-}
-
-/** The one signing key, read once: it mints the bearer tokens and seals the shared store's entries. */
-async function loadSigningKey(path: string): Promise<{ authority: TokenAuthority; seal: EntrySeal }> {
-  try {
-    const pem = await readFile(path, 'utf8');
-    return { authority: await createTokenAuthority(pem), seal: await createEntrySeal(pem) };
-  } catch (err) {
-    throw new Error(`failed to load the token signing key from ${path}`, { cause: err });
-  }
 }
 
 function registryEntriesOf(cfg: IgnitionServerConfig, registry: RegistryOptions): EntryRepository | undefined {

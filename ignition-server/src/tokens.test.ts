@@ -5,7 +5,7 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { decodeJwt, decodeProtectedHeader, SignJWT } from 'jose';
-import { createTokenAuthority, createTokenVerifier, loadTokenAuthority } from './tokens.js';
+import { createTokenAuthority, createTokenVerifier, loadSigningKey } from './tokens.js';
 import { ecKeyPem, manualClock } from '../testing/index.js';
 
 describe('tokens', () => {
@@ -105,9 +105,9 @@ describe('tokens', () => {
     await writeFile(join(dir, 'rsa.pem'), rsa);
     await writeFile(join(dir, 'p384.pem'), ecKeyPem('P-384'));
     await writeFile(join(dir, 'ok.pem'), ecKeyPem());
-    await assert.rejects(loadTokenAuthority(join(dir, 'rsa.pem')), /failed to load/);
-    await assert.rejects(loadTokenAuthority(join(dir, 'p384.pem')), /failed to load/);
-    assert.ok((await loadTokenAuthority(join(dir, 'ok.pem'))).keyId);
+    await assert.rejects(loadSigningKey(join(dir, 'rsa.pem')), /failed to load/);
+    await assert.rejects(loadSigningKey(join(dir, 'p384.pem')), /failed to load/);
+    assert.ok((await loadSigningKey(join(dir, 'ok.pem'))).authority.keyId);
   });
 
   it("when two replicas load the same key file, it should verify each other's tokens", async () => {

@@ -9,6 +9,7 @@ import { readFile } from 'node:fs/promises';
 import { calculateJwkThumbprint, exportJWK, jwtVerify, SignJWT } from 'jose';
 import { LRUCache } from 'lru-cache';
 import { realClock, type Clock } from '../../support/src/timers.js';
+import { createEntrySeal, type EntrySeal } from './payload/signature.js';
 
 const ISSUER = 'kindling-ignition-server';
 const AUDIENCE = 'kindling-ignition';
@@ -103,9 +104,14 @@ function rememberVerified(
   };
 }
 
-export async function loadTokenAuthority(path: string, clock: Clock = realClock): Promise<TokenAuthority> {
+/** The one signing key, read once: it mints the bearer tokens and seals the shared payload store's entries. */
+export async function loadSigningKey(
+  path: string,
+  clock: Clock = realClock,
+): Promise<{ authority: TokenAuthority; seal: EntrySeal }> {
   try {
-    return await createTokenAuthority(await readFile(path, 'utf8'), clock);
+    const pem = await readFile(path, 'utf8');
+    return { authority: await createTokenAuthority(pem, clock), seal: await createEntrySeal(pem) };
   } catch (err) {
     throw new Error(`failed to load the token signing key from ${path}`, { cause: err });
   }

@@ -11,7 +11,7 @@ import type { Clock } from '../../support/src/timers.js';
 import { createCertificateAuthority } from '../../support/src/pki.js';
 import { freePort, ManagedProcess, waitForPort } from '../../test/bed/src/index.js';
 import { buildRelease, writeLayoutDir } from '../src/release/build.js';
-import { loadTokenAuthority, type TokenAuthority, type TokenClaims } from '../src/tokens.js';
+import { loadSigningKey, type TokenAuthority, type TokenClaims } from '../src/tokens.js';
 import { withJemalloc } from '../../support/src/malloc.js';
 
 export const KINDLING_BIN = fileURLToPath(new URL('../../../bin/kindling.js', import.meta.url));
@@ -280,7 +280,7 @@ export class IgnitionServer {
 
   /** The claims of a token this server's key signed; undefined for any other string. */
   verify(token: string): Promise<TokenClaims | undefined> {
-    this.#authority ??= loadTokenAuthority(this.files.signingKeyFile);
+    this.#authority ??= loadSigningKey(this.files.signingKeyFile).then((key) => key.authority);
     return this.#authority.then((a) => a.verify(token));
   }
 }
