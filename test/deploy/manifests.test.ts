@@ -101,7 +101,7 @@ const podIn = (namespace: string, labels: Record<string, string> = {}, namespace
 });
 /** The Cluster API core manager's pod as Cluster API's own manifests deploy it. */
 const CAPI_MANAGER_LABELS = { 'cluster.x-k8s.io/provider': 'cluster-api', 'control-plane': 'controller-manager' };
-/** The label an operator puts on the namespace of the metrics scraper (README "Deploying"). */
+/** The label an operator puts on the namespace of the metrics scraper (docs/deploying.md). */
 const MONITORING_LABEL = { 'kindling.dev/monitoring': 'true' };
 const SOURCES = {
   'the Cluster API manager': podIn('capi-system', CAPI_MANAGER_LABELS),
