@@ -2,6 +2,10 @@
 // Runs every compiled test (dist/**/*.test.js) with node's test runner. Suites that start clusters run two at
 // a time: the machine has 2 cores, and each cluster is mostly waiting on its apiserver.
 //
+// `--tier unit|cluster|e2e` runs one tier: end to end is test/e2e, test/deploy and test/failover; cluster is every
+// other `*.cluster.test.js`; unit is the rest. The tier is passed on as KINDLING_TEST_TIER, and the test bed refuses
+// to start a cluster in the unit tier, so a test that needs one cannot hide there under a plain name.
+//
 // Before the run, compiled tests whose .ts source is gone are removed: tsc never deletes its old output, and
 // a stale test would keep running code nobody reads. The run fails when any test was skipped or todo, even if
 // everything else passed; the runner's own output goes through untouched.
@@ -32,8 +36,23 @@ if (!existsSync('dist')) {
 const { runtimeWarning } = await import('../dist/support/src/runtime.js');
 const runtime = runtimeWarning(process.version, new Date());
 console.error(`Testing on Node.js ${process.version}${runtime === undefined ? '' : `: ${runtime}`}`);
-const only = process.argv.slice(2);
+const E2E_DIRS = ['dist/test/e2e/', 'dist/test/deploy/', 'dist/test/failover/'];
+const TIERS = {
+  unit: (f) => !TIERS.cluster(f) && !TIERS.e2e(f),
+  cluster: (f) => f.endsWith('.cluster.test.js') && !TIERS.e2e(f),
+  e2e: (f) => E2E_DIRS.some((d) => f.startsWith(d)),
+};
+const args = process.argv.slice(2);
+const tierAt = args.indexOf('--tier');
+const tier = tierAt === -1 ? undefined : args.splice(tierAt, 2)[1];
+if (tier !== undefined && !(tier in TIERS)) {
+  console.error(`--tier ${tier}: not one of ${Object.keys(TIERS).join(', ')}`);
+  process.exit(2);
+}
+if (tier !== undefined) process.env.KINDLING_TEST_TIER = tier;
+const only = args;
 const files = pruneStale(globSync('dist/**/*.test.js'))
+  .filter((f) => tier === undefined || TIERS[tier](f))
   .filter((f) => only.length === 0 || only.some((o) => f.includes(o)))
   .sort();
 if (files.length === 0) {

@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generateKeyPairSync } from 'node:crypto';
 import * as k8s from '#k8s';
-import { createCertificateAuthority, type KeyPairPem } from '../../../support/src/pki.js';
+import { createCertificateAuthority, type KeyPairPem } from './pki.js';
 import { kubeconfigSecretName, LABELS, SECRET_KEYS } from '../../../api/src/keys.js';
 import { ManagedProcess } from './process.js';
 import { freePort, portFree } from './ports.js';
@@ -369,6 +369,10 @@ async function launch(dir: string, opts: ClusterOptions, pki: Pki, started: Mana
 }
 
 export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
+  // The unit tier is what a newcomer runs in a minute (scripts/run-tests.js --tier unit): a test that needs a
+  // cluster says so in its file name.
+  if (process.env['KINDLING_TEST_TIER'] === 'unit')
+    throw new Error(`cluster ${opts.name} started by a unit test: name its file x.cluster.test.ts`);
   const temporary = opts.dir === undefined;
   const dir = opts.dir ?? (await mkdtemp(join(tmpdir(), `kindling-${opts.name}-`)));
   await mkdir(dir, { recursive: true, mode: 0o700 });
