@@ -15,7 +15,6 @@ export const FIELD_MANAGERS = {
   inplaceUpgrader: 'kindling-inplace-upgrader',
   drainer: 'kindling-drainer',
   agent: 'kindling-agent',
-  local: 'kindling-local',
 } as const;
 
 export const LABELS = {
@@ -47,9 +46,6 @@ export const LABELS = {
   /** Guest Node: the zone used to spread in-place updates. Written by the host (kubelet / local provider);
    * read by the inplace-upgrader. */
   zone: 'topology.kubernetes.io/zone',
-  /** Guest Node of a host of the local environment ("local"). Written by the local providers' kubelet when it
-   * registers its Node; read by people and tests telling local hosts from other Nodes. */
-  localHost: 'kindling.dev/host',
   /** Marks an agent Pod ("true") in a guest cluster. Written by the inplace-upgrader on the Pods it creates;
    * read by the drainer (never evicts the agent that asked for the drain) and by the upgrader (clean-up). */
   agentPod: 'kindling.dev/agent',
@@ -143,12 +139,6 @@ export const ANNOTATIONS = {
    * read by the inplace-upgrader (rollout progress, so the NodePool's condition names the budget) and
    * `kindling status`. */
   drainBlocked: 'kindling.dev/drain-blocked',
-  /** On a Node whose host's kubelet is down, KWOK stops heartbeating it (stages of test/bed/kwok-stages.yaml
-   * select on it). "true": a host that died (written by tests), KWOK reports the Node Ready=Unknown.
-   * "kubelet-config-rejected": written by the local environment's simulated kubelet (and the tests' agent
-   * fleet) while the host's kubelet config is one the kubelet would refuse to start with; it reports Ready=False
-   * itself and removes the annotation once the config is valid again. Read by KWOK. */
-  hostDown: 'kindling.dev/host-down',
   /** JSON list of the `key:effect` taints the pool put on the Node. Node spec.taints is an atomic list, so
    * server-side apply cannot tell Kindling's taints from others'; this remembers which ones to remove when the
    * pool drops them. Written and read by the nodepool-controller only. */

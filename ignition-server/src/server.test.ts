@@ -22,7 +22,7 @@ import {
   writeKubeconfigSecret,
   type Cluster,
 } from '../../test/bed/src/index.js';
-import { createCertificateAuthority, type CertificateAuthority } from '../../support/src/pki.js';
+import { createCertificateAuthority, type CertificateAuthority } from '../../test/bed/src/pki.js';
 import { ANNOTATIONS, IGNITION_HEADERS, LABELS, SECRET_KEYS } from '../../api/src/keys.js';
 import { buildRelease, writeLayoutDir } from './release/build.js';
 import { createValidator } from './payload/validate.js';

@@ -8,7 +8,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Clock } from '../../support/src/timers.js';
-import { createCertificateAuthority } from '../../support/src/pki.js';
+import { createCertificateAuthority } from '../../test/bed/src/pki.js';
 import { freePort, ManagedProcess, waitForPort } from '../../test/bed/src/index.js';
 import { buildRelease, writeLayoutDir } from '../src/release/build.js';
 import { loadSigningKey, type TokenAuthority, type TokenClaims } from '../src/tokens.js';

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { SignJWT } from 'jose';
-import { createCertificateAuthority, type CertificateAuthority } from '../../support/src/pki.js';
+import { createCertificateAuthority, type CertificateAuthority } from '../../test/bed/src/pki.js';
 import { ManagedProcess } from '../../test/bed/src/process.js';
 import { freePort, waitForPort } from '../../test/bed/src/ports.js';
 

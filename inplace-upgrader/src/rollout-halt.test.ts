@@ -23,6 +23,7 @@ import { isReady } from './select.js';
 import { machineConfig, type AgentFleet, type AvailabilityWatcher } from '../testing/index.js';
 import { NS, POOL, RolloutBed, type MachineSetLike } from '../testing/rollout-bed.js';
 import type { InPlaceUpgrader } from './upgrader.js';
+import { SIMULATION } from '../../test/bed/src/keys.js';
 
 const NODES = ['n1', 'n2', 'n3', 'n4'];
 
@@ -102,7 +103,7 @@ describe('in-place rollouts that stop: pause, health gate', () => {
       `${failed} to be Ready on its old config`,
       async () => {
         const n = await core.readNode({ name: failed });
-        return isReady(n) && n.metadata?.annotations?.[ANNOTATIONS.hostDown] === undefined;
+        return isReady(n) && n.metadata?.annotations?.[SIMULATION.hostDown] === undefined;
       },
       30_000,
     );

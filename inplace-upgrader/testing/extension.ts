@@ -16,7 +16,7 @@ import { CAPI_API_VERSION, CAPI_GROUP } from '../../api/src/capi.js';
 import { ANNOTATIONS, LABELS, userDataSecretName } from '../../api/src/keys.js';
 import { NODEPOOL_API_VERSION, NODEPOOL_KIND, type NodePool } from '../../api/src/nodepool.js';
 import { createApplier } from '../../support/src/apply.js';
-import { createCertificateAuthority } from '../../support/src/pki.js';
+import { createCertificateAuthority } from '../../test/bed/src/pki.js';
 import { freePort, waitForPort } from '../../test/bed/src/index.js';
 import { KINDLING_BIN, type IgnitionServer } from '../../ignition-server/testing/index.js';
 import { HOOKS_API_VERSION } from '../src/extension/hooks.js';

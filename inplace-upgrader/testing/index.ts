@@ -28,6 +28,7 @@ import { hostStatusPatches, kubeletConfigProblem, parseReleaseInfo } from '../..
 import { HOST_PATHS } from '../../api/src/host-paths.js';
 import { AGENT_SERVICE_ACCOUNT, agentTokenRequest, GUEST_NAMESPACE } from '../src/desired.js';
 import { isReady } from '../src/select.js';
+import { SIMULATION } from '../../test/bed/src/keys.js';
 
 export { KINDLING_BIN };
 /** The ExtensionConfig that registers the extension with the Cluster API manager (benches outside this folder). */
@@ -214,7 +215,7 @@ export class AgentFleet {
     };
     const core = this.#opts.guest.makeApiClient(k8s.CoreV1Api);
     const current = await core.readNode({ name: node });
-    const patches = hostStatusPatches(status, current.metadata?.annotations?.[ANNOTATIONS.hostDown], new Date());
+    const patches = hostStatusPatches(status, current.metadata?.annotations?.[SIMULATION.hostDown], new Date());
     if (patches.metadata)
       await core.patchNode(
         { name: node, body: { metadata: patches.metadata } },

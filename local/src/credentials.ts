@@ -10,10 +10,11 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import * as k8s from '#k8s';
-import { FIELD_MANAGERS, LABELS } from '../../api/src/keys.js';
+import { LABELS } from '../../api/src/keys.js';
 import { createApplier } from '../../support/src/apply.js';
 import { parseManifests } from '../../support/src/manifests.js';
 import { testbedBinary, type Cluster } from '../../test/bed/src/index.js';
+import { SIMULATION } from '../../test/bed/src/keys.js';
 
 export const DEPLOY_BASE = fileURLToPath(new URL('../../../deploy/base', import.meta.url));
 export const LOCAL_OVERLAY = fileURLToPath(new URL('../../../deploy/overlays/local', import.meta.url));
@@ -66,7 +67,7 @@ export async function ensureTenantNamespace(mgmt: Cluster, namespace: string): P
     throw new Error(
       `the namespace "${namespace}" is not a tenant of deploy/overlays/local (${tenants.join(', ')}): add it as docs/tenants.md says`,
     );
-  await createApplier(mgmt.kubeConfig, FIELD_MANAGERS.local).apply({
+  await createApplier(mgmt.kubeConfig, SIMULATION.fieldManager).apply({
     apiVersion: 'v1',
     kind: 'Namespace',
     metadata: { name: namespace, labels: { [LABELS.tenant]: 'true' } },
@@ -80,7 +81,7 @@ export async function ensureTenantNamespace(mgmt: Cluster, namespace: string): P
  */
 export async function componentKubeconfigs(mgmt: Cluster, stateDir: string): Promise<Record<string, string>> {
   const rbac = (await renderKustomization(LOCAL_OVERLAY)).filter((o) => RBAC_KINDS.has(o.kind ?? ''));
-  const applier = createApplier(mgmt.kubeConfig, FIELD_MANAGERS.local);
+  const applier = createApplier(mgmt.kubeConfig, SIMULATION.fieldManager);
   // Namespace first, then the rest (bindings may name roles applied in the same round: RBAC resolves lazily).
   for (const ns of rbac.filter((o) => o.kind === 'Namespace')) await applier.apply(ns);
   await Promise.all(rbac.filter((o) => o.kind !== 'Namespace').map((o) => applier.apply(o)));

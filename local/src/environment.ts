@@ -9,12 +9,12 @@ import { generateKeyPairSync } from 'node:crypto';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as k8s from '#k8s';
-import { FIELD_MANAGERS } from '../../api/src/keys.js';
 import { createApplier } from '../../support/src/apply.js';
 import { parseManifests } from '../../support/src/manifests.js';
-import { loadCertificateAuthority } from '../../support/src/pki.js';
+import { loadCertificateAuthority } from '../../test/bed/src/pki.js';
 import { buildRelease, pushRelease } from '../../ignition-server/src/release/build.js';
 import { freePort, ManagedProcess, waitForPort, type Cluster } from '../../test/bed/src/index.js';
+import { SIMULATION } from '../../test/bed/src/keys.js';
 
 const LOCAL_DIR = fileURLToPath(new URL('../../../local/', import.meta.url));
 /** The last one is broken on purpose: its kubelet config has a value the kubelet refuses (maxPods -1), so a
@@ -160,7 +160,7 @@ export async function applySamples(
   guest: Cluster,
   opts: { namespace: string; release: string },
 ): Promise<void> {
-  const applier = createApplier(mgmt.kubeConfig, FIELD_MANAGERS.local);
+  const applier = createApplier(mgmt.kubeConfig, SIMULATION.fieldManager);
   const secret = {
     apiVersion: 'v1',
     kind: 'Secret',

@@ -6,12 +6,12 @@
  */
 import { access, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { FIELD_MANAGERS } from '../../api/src/keys.js';
 import { createApplier } from '../../support/src/apply.js';
-import { loadCertificateAuthority } from '../../support/src/pki.js';
+import { loadCertificateAuthority } from '../../test/bed/src/pki.js';
 import { eventually, type Cluster } from '../../test/bed/src/index.js';
 import { extensionConfig } from '../../inplace-upgrader/src/preview.js';
 import { keptPort } from './environment.js';
+import { SIMULATION } from '../../test/bed/src/keys.js';
 
 export interface ExtensionFiles {
   port: number;
@@ -49,7 +49,7 @@ export async function extensionFiles(stateDir: string, mgmt: Cluster): Promise<E
 
 /** The ExtensionConfig pointing the Cluster API manager at the extension (trusting the management CA). */
 export async function registerExtension(mgmt: Cluster, files: ExtensionFiles): Promise<void> {
-  const applier = createApplier(mgmt.kubeConfig, FIELD_MANAGERS.local);
+  const applier = createApplier(mgmt.kubeConfig, SIMULATION.fieldManager);
   // Right after the CRDs are installed their storage can still answer 429: apply until it is accepted.
   await eventually(
     'the ExtensionConfig to be accepted',

@@ -19,7 +19,7 @@ import {
   type Cluster,
 } from '../../test/bed/src/index.js';
 import { createLogger } from '../../support/src/logger.js';
-import { createCertificateRequest, type CertificateRequestOptions } from '../../support/src/pki.js';
+import { createCertificateRequest, type CertificateRequestOptions } from '../../test/bed/src/pki.js';
 import { ANNOTATIONS, BOOTSTRAP_GROUP, bootstrapPoolGroup, LABELS } from '../../api/src/keys.js';
 import type { Machine } from '../../api/src/capi.js';
 import { nodePoolFixture } from '../../api/testing/nodepool.js';

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import type * as k8s from '#k8s';
 import type { Machine } from '../../api/src/capi.js';
 import { ANNOTATIONS, BOOTSTRAP_GROUP, bootstrapPoolGroup, LABELS } from '../../api/src/keys.js';
-import { createCertificateRequest, type CertificateRequestOptions } from '../../support/src/pki.js';
+import { createCertificateRequest, type CertificateRequestOptions } from '../../test/bed/src/pki.js';
 import {
   canonicalIp,
   decideCsr,

@@ -19,7 +19,7 @@ import { SECRET_KEYS } from '../../api/src/keys.js';
 import { createGuestKubeConfigs, kubeConfigOfSecret } from './guest-kubeconfigs.js';
 import { GuestKubeconfigRefusedError } from './guest-kubeconfig-parse.js';
 import { makeApiClient } from './kubeconfig.js';
-import { createCertificateAuthority } from './pki.js';
+import { createCertificateAuthority } from '../../test/bed/src/pki.js';
 
 describe('guest kubeconfig Secrets written by an attacker', () => {
   let dir: string;

@@ -10,7 +10,7 @@ import { X509Certificate } from 'node:crypto';
 import { fstatSync } from 'node:fs';
 import { Agent, request as httpsRequest } from 'node:https';
 import { createLogger } from './logger.js';
-import { createCertificateAuthority, type CertificateAuthority } from './pki.js';
+import { createCertificateAuthority, type CertificateAuthority } from '../../test/bed/src/pki.js';
 import { startHttpsServer, type HttpsServer } from './https.js';
 
 function peerSerial(port: number, ca: string, opts: { maxVersion?: 'TLSv1.1' | 'TLSv1.3' } = {}): Promise<string> {

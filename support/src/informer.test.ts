@@ -11,7 +11,7 @@ import {
   type WatchFn,
   type WatchRequest,
 } from './informer.js';
-import { loadCertificateAuthority } from './pki.js';
+import { loadCertificateAuthority } from '../../test/bed/src/pki.js';
 import { createLogger } from './logger.js';
 import { flush, manualClock, type ManualClock } from '../testing/index.js';
 import { sleep } from './timers.js';

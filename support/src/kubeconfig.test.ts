@@ -5,7 +5,7 @@ import { createServer as createHttpsServer, type Server as HttpsServer } from 'n
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import * as k8s from '#k8s';
 import { ApiKubeConfig, makeApiClient, makeObjectApi, setRequestGate, withSignal } from './kubeconfig.js';
-import { createCertificateAuthority, type CertificateAuthority } from './pki.js';
+import { createCertificateAuthority, type CertificateAuthority } from '../../test/bed/src/pki.js';
 
 /** A server that accepts connections and never answers: an apiserver that hangs (paused, partitioned). */
 async function blackHole(): Promise<{ server: Server; port: number; sockets: Socket[] }> {

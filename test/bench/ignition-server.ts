@@ -50,7 +50,7 @@ import {
   writeKubeconfigSecret,
   type Cluster,
 } from '../bed/src/index.js';
-import { createCertificateAuthority } from '../../support/src/pki.js';
+import { createCertificateAuthority } from '../bed/src/pki.js';
 import { IGNITION_HEADERS, LABELS, SECRET_KEYS } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 import { BASE_FRAGMENTS, ecKeyPem, opsMetrics, writeReleaseFolder } from '../../ignition-server/testing/index.js';

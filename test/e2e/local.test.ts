@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import * as k8s from '#k8s';
 import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
 import { AvailabilityWatcher } from '../../inplace-upgrader/testing/index.js';
-import { eventually, HOST_DOWN_ANNOTATION } from '../bed/src/index.js';
+import { eventually, SIMULATION } from '../bed/src/index.js';
 import { LocalEnvironment, NS, TokenRecorder, WORKLOAD, WorkloadWatcher, type Machine } from './environment.js';
 import { describeFindings, scanLogs } from './logs.js';
 
@@ -350,7 +350,7 @@ describe('the local environment, end to end', { timeout: 40 * MINUTES }, () => {
     await env.guest
       .makeApiClient(k8s.CoreV1Api)
       .patchNode(
-        { name: victim, body: { metadata: { annotations: { [HOST_DOWN_ANNOTATION]: 'true' } } } },
+        { name: victim, body: { metadata: { annotations: { [SIMULATION.hostDown]: 'true' } } } },
         k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
       );
     await eventually(

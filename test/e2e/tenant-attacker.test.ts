@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import * as k8s from '#k8s';
 import { RUNTIME_API_VERSION, type ExtensionConfig } from '../../api/src/capi.js';
 import { ANNOTATIONS, LABELS, kubeconfigSecretName } from '../../api/src/keys.js';
-import { createCertificateAuthority } from '../../support/src/pki.js';
+import { createCertificateAuthority } from '../bed/src/pki.js';
 import { callHook, updateMachineRequest, type HookAnswer } from '../../inplace-upgrader/testing/index.js';
 import { eventually } from '../bed/src/index.js';
 import { LocalEnvironment, NS, type Machine } from './environment.js';

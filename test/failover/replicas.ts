@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as k8s from '#k8s';
-import { loadCertificateAuthority } from '../../support/src/pki.js';
+import { loadCertificateAuthority } from '../bed/src/pki.js';
 import { eventually, kubeconfigFor, ManagedProcess, type Cluster } from '../bed/src/index.js';
 
 export const LEASE_NAMESPACE = 'kindling-system';

@@ -7,7 +7,7 @@ import { gzipSync } from 'node:zlib';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { inspect } from 'node:util';
-import { createCertificateAuthority } from '../../../support/src/pki.js';
+import { createCertificateAuthority } from '../../../test/bed/src/pki.js';
 import { pack } from 'tar-stream';
 import { buildRelease, pushRelease, writeLayoutDir, writeLayoutTar } from './build.js';
 import { readRelease, resolveRelease } from './open.js';

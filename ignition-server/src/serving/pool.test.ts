@@ -8,7 +8,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLogger } from '../../../support/src/logger.js';
-import { createCertificateAuthority } from '../../../support/src/pki.js';
+import { createCertificateAuthority } from '../../../test/bed/src/pki.js';
 import { createTokenAuthority, type TokenAuthority } from '../tokens.js';
 import { TokenIndex, type TokenSecret } from '../token-index.js';
 import { payloadBytes, type Payload } from '../payload/payload.js';

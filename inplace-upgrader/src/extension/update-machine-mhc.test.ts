@@ -28,7 +28,7 @@ import { Drainer } from '../../../drainer/src/drainer.js';
 import { createTestMachine, eventually } from '../../../drainer/testing/index.js';
 import { LOCAL_CRD_DIR } from '../../../local/src/crds.js';
 import {
-  HOST_DOWN_ANNOTATION,
+  SIMULATION,
   installCapiCrds,
   installCrds,
   installKindlingCrds,
@@ -139,7 +139,7 @@ describe('a MachineHealthCheck while a node is updated in place', { timeout: 20 
     });
   const setHostDown = (node: string, down: boolean): Promise<unknown> =>
     guestCore().patchNode(
-      { name: node, body: { metadata: { annotations: { [HOST_DOWN_ANNOTATION]: down ? 'true' : null } } } },
+      { name: node, body: { metadata: { annotations: { [SIMULATION.hostDown]: down ? 'true' : null } } } },
       merge,
     );
   const nodeReady = async (node: string): Promise<string | undefined> =>

@@ -5,12 +5,13 @@
  * writes the `<cluster>-kubeconfig` Secret Cluster API and Kindling read.
  */
 import * as k8s from '#k8s';
-import { kubeconfigSecretName, LABELS, SECRET_KEYS, FIELD_MANAGERS } from '../../../api/src/keys.js';
+import { kubeconfigSecretName, LABELS, SECRET_KEYS } from '../../../api/src/keys.js';
 import { NotReadyError } from '../../../support/src/errors.js';
 import { createApplier } from '../../../support/src/apply.js';
 import { guestKubeConfig } from '../../../support/src/guest-kubeconfig-parse.js';
 import type { Logger } from '../../../support/src/logger.js';
 import type { ProviderContext } from './common.js';
+import { SIMULATION } from '../../../test/bed/src/keys.js';
 
 export interface LocalControlPlane extends k8s.KubernetesObject {
   metadata: k8s.V1ObjectMeta & { name: string; namespace: string };
@@ -33,7 +34,7 @@ export class LocalControlPlaneReconciler {
   readonly #applier;
 
   constructor(private readonly ctx: ProviderContext & { kubeConfig: k8s.KubeConfig }) {
-    this.#applier = createApplier(ctx.kubeConfig, FIELD_MANAGERS.local);
+    this.#applier = createApplier(ctx.kubeConfig, SIMULATION.fieldManager);
   }
 
   async reconcile(cp: LocalControlPlane, log: Logger): Promise<void> {

@@ -9,10 +9,10 @@ import type { ReleaseManifest } from '../../../ignition-server/src/release/types
 import { decodeDataUrl } from '../../../inplace-upgrader/src/agent/ignition.js';
 import * as k8s from '#k8s';
 import { HOST_PATHS } from '../../../api/src/host-paths.js';
-import { ANNOTATIONS, BOOTSTRAP_GROUP, bootstrapPoolGroup } from '../../../api/src/keys.js';
+import { BOOTSTRAP_GROUP, bootstrapPoolGroup } from '../../../api/src/keys.js';
 import { TerminalError } from '../../../support/src/errors.js';
 import { createLogger } from '../../../support/src/logger.js';
-import { verifyCertificate } from '../../../support/src/pki.js';
+import { verifyCertificate } from '../../../test/bed/src/pki.js';
 import { realClock } from '../../../support/src/timers.js';
 import {
   bindGroup,
@@ -46,6 +46,7 @@ import {
   type KubeletSpec,
 } from './kubelet.js';
 import { joinMaterialFiles, releaseJson, writeHostFiles } from './testing.js';
+import { SIMULATION } from '../../../test/bed/src/keys.js';
 
 const log = createLogger({ name: 'kubelet-test', level: process.env.TEST_LOG_LEVEL ?? 'silent' });
 const CA = '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n';
@@ -170,7 +171,7 @@ describe('kubelet: a config it refuses', () => {
       undefined,
       now,
     );
-    assert.deepEqual(patches.metadata, { annotations: { [ANNOTATIONS.hostDown]: KUBELET_CONFIG_REJECTED } });
+    assert.deepEqual(patches.metadata, { annotations: { [SIMULATION.hostDown]: KUBELET_CONFIG_REJECTED } });
     assert.deepEqual(patches.status, {
       nodeInfo: { bootID: 'b1', kubeletVersion: 'v1.36.3' },
       conditions: [
@@ -189,7 +190,7 @@ describe('kubelet: a config it refuses', () => {
   it('when the config is valid again, it should remove only its own annotation and leave Ready to the heartbeat', () => {
     const ok = { release: {}, bootId: 'b2' };
     assert.deepEqual(hostStatusPatches(ok, KUBELET_CONFIG_REJECTED, new Date()), {
-      metadata: { annotations: { [ANNOTATIONS.hostDown]: null } },
+      metadata: { annotations: { [SIMULATION.hostDown]: null } },
       status: { nodeInfo: { bootID: 'b2' } },
     });
     // "true" is a test's dead host: not the kubelet's to clear.
@@ -548,7 +549,7 @@ describe('kubelet against a hosted guest control plane (test bed)', () => {
       );
       assert.equal(readyOf(down)?.reason, KUBELET_CONFIG_INVALID);
       assert.match(readyOf(down)?.message ?? '', /maxPods \(--max-pods\) -1 must not be a negative number/);
-      assert.equal(down.metadata?.annotations?.[ANNOTATIONS.hostDown], KUBELET_CONFIG_REJECTED);
+      assert.equal(down.metadata?.annotations?.[SIMULATION.hostDown], KUBELET_CONFIG_REJECTED);
       // KWOK leaves it not Ready (no heartbeat stage selects it) for as long as the config is refused.
       await new Promise((r) => setTimeout(r, 2_000));
       assert.equal(readyOf(await core.readNode({ name: 'host-a' }))?.status, 'False');
@@ -563,7 +564,7 @@ describe('kubelet against a hosted guest control plane (test bed)', () => {
         },
         30_000,
       );
-      assert.equal(up.metadata?.annotations?.[ANNOTATIONS.hostDown], undefined);
+      assert.equal(up.metadata?.annotations?.[SIMULATION.hostDown], undefined);
     });
 
     it('when restarted, it should resume from the root with the same certificate and no new CSR', async () => {

@@ -14,13 +14,14 @@
 import { createHash } from 'node:crypto';
 import * as k8s from '#k8s';
 import { HOST_PATHS } from '../../../api/src/host-paths.js';
-import { ANNOTATIONS, LABELS } from '../../../api/src/keys.js';
+import { LABELS } from '../../../api/src/keys.js';
 import { makeApiClient } from '../../../support/src/kubeconfig.js';
 import { statusCode, TerminalError } from '../../../support/src/errors.js';
 import type { Logger } from '../../../support/src/logger.js';
-import { createCertificateRequest, verifyCertificate } from '../../../support/src/pki.js';
+import { createCertificateRequest, verifyCertificate } from '../../../test/bed/src/pki.js';
 import type { Clock } from '../../../support/src/timers.js';
 import { HostFs } from './host-fs.js';
+import { SIMULATION } from '../../../test/bed/src/keys.js';
 
 export const KUBELET_CLIENT_SIGNER = 'kubernetes.io/kube-apiserver-client-kubelet';
 export const KUBELET_SERVING_SIGNER = 'kubernetes.io/kubelet-serving';
@@ -193,7 +194,7 @@ const KUBELET_RULES: Record<string, (v: number) => string | undefined> = {
       : undefined,
 };
 
-/** Value of ANNOTATIONS.hostDown the kubelet writes while it rejects its config (tests write "true" for a
+/** Value of SIMULATION.hostDown the kubelet writes while it rejects its config (tests write "true" for a
  * dead host: the kubelet never removes that one). */
 export const KUBELET_CONFIG_REJECTED = 'kubelet-config-rejected';
 /** Reason of the Ready=False condition the kubelet reports while it rejects its config. */
@@ -212,7 +213,7 @@ export interface HostStatus {
  * The Node patches that report a host's status: the annotation first (so KWOK stops marking the Node Ready
  * before the status says it is not), then nodeInfo (boot ID, versions) and, while the config is refused,
  * Ready=False, in one status patch: no reader sees this boot's ID with a Ready left from before.
- * `annotation`: what ANNOTATIONS.hostDown is now.
+ * `annotation`: what SIMULATION.hostDown is now.
  */
 export function hostStatusPatches(
   status: HostStatus,
@@ -242,8 +243,8 @@ export function hostStatusPatches(
 
 /** Sets the annotation while the config is refused (unless a test put "true" there), removes only its own. */
 function hostDownPatch(rejected: boolean, annotation: string | undefined): object | undefined {
-  if (rejected && annotation === undefined) return { annotations: { [ANNOTATIONS.hostDown]: KUBELET_CONFIG_REJECTED } };
-  if (!rejected && annotation === KUBELET_CONFIG_REJECTED) return { annotations: { [ANNOTATIONS.hostDown]: null } };
+  if (rejected && annotation === undefined) return { annotations: { [SIMULATION.hostDown]: KUBELET_CONFIG_REJECTED } };
+  if (!rejected && annotation === KUBELET_CONFIG_REJECTED) return { annotations: { [SIMULATION.hostDown]: null } };
   return undefined;
 }
 
@@ -272,7 +273,7 @@ export function registrationNode(
   const labels: Record<string, string> = {
     'kubernetes.io/hostname': spec.nodeName,
     'kubernetes.io/os': 'linux',
-    [LABELS.localHost]: 'local',
+    [SIMULATION.hostLabel]: 'local',
   };
   if (spec.zone) labels[LABELS.zone] = spec.zone;
   const taints = new Map<string, k8s.V1Taint>();
@@ -706,7 +707,7 @@ export class Kubelet {
     const node = await core.readNode({ name });
     const patches = hostStatusPatches(
       status,
-      node.metadata?.annotations?.[ANNOTATIONS.hostDown],
+      node.metadata?.annotations?.[SIMULATION.hostDown],
       new Date(this.#deps.clock.now()),
     );
     if (patches.metadata)

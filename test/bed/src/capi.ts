@@ -6,7 +6,7 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as k8s from '#k8s';
-import { loadCertificateAuthority } from '../../../support/src/pki.js';
+import { loadCertificateAuthority } from './pki.js';
 import { createApplier } from '../../../support/src/apply.js';
 import { parseManifests } from '../../../support/src/manifests.js';
 import { ManagedProcess } from './process.js';

@@ -1,6 +1,6 @@
 export { startCluster, writeKubeconfigSecret, kubeconfigFor, type Cluster, type ClusterOptions } from './cluster.js';
 export { installCrds, installKindlingCrds, installCapiCrds } from './install.js';
-export { testbedBinDir, testbedBinary, type TestbedBinary, capiCrdDir, HOST_DOWN_ANNOTATION } from './testbed.js';
+export { testbedBinDir, testbedBinary, type TestbedBinary, capiCrdDir } from './testbed.js';
 export { freePort, portFree, waitForPort } from './ports.js';
 export {
   approveKubeletCsrsOf,
@@ -17,3 +17,4 @@ export { startCapiManager, loopbackWebhooks, CAPI_FEATURE_GATES, type CapiManage
 export { eventually } from './eventually.js';
 export { RestartingWatch } from './watch.js';
 export { FaultProxy, type FaultMode } from './fault-proxy.js';
+export { SIMULATION } from './keys.js';

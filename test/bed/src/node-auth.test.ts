@@ -8,12 +8,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import * as k8s from '#k8s';
-import {
-  createCertificateRequest,
-  loadCertificateAuthority,
-  verifyCertificate,
-  type KeyPairPem,
-} from '../../../support/src/pki.js';
+import { createCertificateRequest, loadCertificateAuthority, verifyCertificate, type KeyPairPem } from './pki.js';
 import { startCluster, kubeconfigFor, type Cluster } from './cluster.js';
 import { eventually } from './eventually.js';
 import { bindGroup, createBootstrapToken, decideCsr, tokenKubeconfigYaml } from './node-auth.js';

@@ -3,12 +3,10 @@ import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
-import { ANNOTATIONS } from '../../../api/src/keys.js';
 
 const BUILD_SCRIPT = fileURLToPath(new URL('../../../../test/bed/build.sh', import.meta.url));
 /** A Node annotated with this (value "true") stands for a host whose kubelet died: KWOK stops heartbeating it
  * and marks it Ready=Unknown (stage node-down in kwok-stages.yaml). Written by tests; read by KWOK. */
-export const HOST_DOWN_ANNOTATION = ANNOTATIONS.hostDown;
 export const KWOK_STAGES_FILE = fileURLToPath(new URL('../../../../test/bed/kwok-stages.yaml', import.meta.url));
 
 let binDir: string | undefined;
