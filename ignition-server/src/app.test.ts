@@ -49,8 +49,11 @@ async function harness(): Promise<Harness> {
     payloads: { peek: (k) => payloads.get(k), lookup: (k) => Promise.resolve(payloads.get(k)) },
     onServed: (e) => void served.push(e),
     onPayloadMissing: (e) => void missing.push(e),
+    load: () => Promise.resolve(),
     log: createLogger({ name: 'test', destination: dest }),
+    metrics: { request: () => undefined },
     now: () => clock.now(),
+    busy: () => false,
   };
   return {
     app: createApp(deps),

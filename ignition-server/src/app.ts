@@ -29,8 +29,8 @@ import {
 import { HttpError } from './errors.js';
 
 export interface AppDeps {
-  authority: Pick<TokenVerifier, 'verify'> & Partial<Pick<TokenVerifier, 'remembered'>>;
-  tokens: Pick<TokenIndex, 'find'> & Partial<Pick<TokenIndex, 'unloadedFor'>>;
+  authority: Pick<TokenVerifier, 'verify' | 'remembered'>;
+  tokens: Pick<TokenIndex, 'find' | 'unloadedFor'>;
   payloads: { peek(key: string): Payload | undefined; lookup(key: string): Promise<Payload | undefined> };
   /** Called after a payload was served (not awaited: a Kubernetes write never sits in a request). */
   onServed: (entry: TokenSecretEntry) => void;
@@ -40,12 +40,12 @@ export interface AppDeps {
    * Reads the token Secrets of a pool and hash known by their metadata only (tokens.unloadedFor), so a
    * token they hold is known: after a restart, Secrets are listed without their data and read on demand.
    */
-  load?: (pool: string, hash: string) => Promise<void>;
+  load: (pool: string, hash: string) => Promise<void>;
   log: Logger;
-  metrics?: { request(code: number): void };
-  now?: () => number;
+  metrics: { request(code: number): void };
+  now: () => number;
   /** The request came on a connection over the process's cap (serving/balance.ts): answered 503, then closed. */
-  busy?: (req: IncomingMessage) => boolean;
+  busy: (req: IncomingMessage) => boolean;
 }
 
 const BEARER = /^Bearer ([A-Za-z0-9._~+/-]+=*)$/;
@@ -105,7 +105,7 @@ type Step = void | Promise<void>;
 function serveIgnition(r: InFlight): Step {
   checkBody(r.req);
   const token = bearerToken(r.req);
-  const claims = r.deps.authority.remembered?.(token);
+  const claims = r.deps.authority.remembered(token);
   if (claims) return withClaims(r, token, claims);
   return r.deps.authority.verify(token).then((verified) => {
     if (!verified) throw new HttpError('IGN_TOKEN_INVALID');
@@ -116,13 +116,13 @@ function serveIgnition(r: InFlight): Step {
 function withClaims(r: InFlight, token: string, claims: TokenClaims): Step {
   r.outcome.nodePool = claims.pool;
   const { deps } = r;
-  const entry = deps.tokens.find(token, (deps.now ?? Date.now)());
+  const entry = deps.tokens.find(token, deps.now());
   // A token Secret known by its metadata only (after a restart) is read first, then asked again.
-  if (entry || !deps.load || !deps.tokens.unloadedFor?.(claims.pool, claims.hash).length)
+  if (entry || deps.tokens.unloadedFor(claims.pool, claims.hash).length === 0)
     return withEntry(r, token, claims, entry);
   return deps
     .load(claims.pool, claims.hash)
-    .then(() => withEntry(r, token, claims, deps.tokens.find(token, (deps.now ?? Date.now)())));
+    .then(() => withEntry(r, token, claims, deps.tokens.find(token, deps.now())));
 }
 
 function withEntry(r: InFlight, token: string, claims: TokenClaims, entry: TokenSecretEntry | undefined): Step {
@@ -238,7 +238,7 @@ function refuse(res: ServerResponse, err: unknown, log: Logger): void {
 /** A refusal, and the first payload served of each token Secret, are logged; every request is counted. */
 function finished(req: IncomingMessage, res: ServerResponse, deps: AppDeps, outcome: Outcome): void {
   const status = res.statusCode;
-  deps.metrics?.request(status);
+  deps.metrics.request(status);
   if (status < 400 && !outcome.firstServed) return;
   const path = (req.url ?? '/').split('?')[0];
   const line = {
@@ -299,14 +299,14 @@ function refuseBusy(res: ServerResponse, deps: AppDeps): void {
   res.shouldKeepAlive = false;
   res.setHeader('retry-after', '1');
   refuse(res, new HttpError('IGN_SERVER_BUSY'), deps.log);
-  deps.metrics?.request(res.statusCode);
+  deps.metrics.request(res.statusCode);
 }
 
 /** The handler of the serving port. */
 export function createApp(deps: AppDeps): RequestListener {
   let fallback: Promise<RequestListener> | undefined;
   return (req, res) => {
-    if (deps.busy?.(req)) return refuseBusy(res, deps);
+    if (deps.busy(req)) return refuseBusy(res, deps);
     if (req.url === '/ignition' && (req.method === 'GET' || req.method === 'HEAD')) {
       const outcome: Outcome = { started: performance.now() };
       answer({ req, res, deps, outcome }, () => finished(req, res, deps, outcome));

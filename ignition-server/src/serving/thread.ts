@@ -129,6 +129,7 @@ function run(port: MessagePort, data: ThreadData): void {
     load: (pool, hash) => questions.ask({ t: 'load', id: questions.nextId(), pool, hash }),
     log,
     metrics: { request: (code) => void (stats.requests[code] = (stats.requests[code] ?? 0) + 1) },
+    now: Date.now,
     busy: share.busy,
   });
   let server: HttpsServer | undefined;
