@@ -97,14 +97,26 @@ export const CONDITIONS = {
 } as const;
 
 export type ConditionType = keyof typeof CONDITIONS;
-export type ConditionReason<T extends ConditionType> = keyof (typeof CONDITIONS)[T]['reasons'];
+/** The reasons of a condition type (of each type, for a union of types). */
+export type ConditionReason<T extends ConditionType> = T extends ConditionType
+  ? keyof (typeof CONDITIONS)[T]['reasons']
+  : never;
+
+/** `value` when it is a reason of `type` in the table; undefined otherwise (a reason read from an object). */
+export function reasonOf<T extends ConditionType>(type: T, value: string): ConditionReason<T> | undefined {
+  return Object.hasOwn(CONDITIONS[type].reasons, value) ? (value as ConditionReason<T>) : undefined;
+}
 export const CONDITION_TYPES = Object.keys(CONDITIONS) as ConditionType[];
 
-export interface Condition {
-  type: ConditionType;
+/** A condition of one type, its reason one of that type's reasons in the table. */
+export interface TypedCondition<T extends ConditionType> {
+  type: T;
   status: 'True' | 'False' | 'Unknown';
-  reason: string;
+  reason: ConditionReason<T>;
   message: string;
   lastTransitionTime: string;
   observedGeneration?: number;
 }
+
+/** Any NodePool condition: a union over the types, so a reason of another type does not compile. */
+export type Condition = { [T in ConditionType]: TypedCondition<T> }[ConditionType];

@@ -1,19 +1,19 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { ANNOTATIONS } from '../../api/src/keys.js';
-import type { Condition } from '../../api/src/conditions.js';
+import type { Condition, ConditionReason, ConditionType, TypedCondition } from '../../api/src/conditions.js';
 import type { MachineSet } from '../../api/src/capi.js';
 import type * as k8s from '#k8s';
 import { formatStatus, isFine, type PoolObjects, nodeProgress, poolStatusView, progressBar } from './status-view.js';
 import { assertGoldenText, configMap, guestNode, KUBELET, world } from '../testing/index.js';
 
-const cond = (type: Condition['type'], status: Condition['status'], reason: string, message = ''): Condition => ({
-  type,
-  status,
-  reason,
-  message,
-  lastTransitionTime: '2026-11-23T10:00:00Z',
-});
+const cond = <T extends ConditionType>(
+  type: T,
+  status: Condition['status'],
+  reason: ConditionReason<T>,
+  message = '',
+): Condition =>
+  ({ type, status, reason, message, lastTransitionTime: '2026-11-23T10:00:00Z' }) as TypedCondition<T> as Condition;
 
 /** Progress as the upgrader writes it while a budget holds up pool-node-1's drain. */
 const PROGRESS = '1 of 4 updated; pool-node-1 draining, blocked by PodDisruptionBudget tenant-a/web';

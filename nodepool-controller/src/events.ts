@@ -34,8 +34,11 @@ export function conditionTransitions(previous: readonly Condition[], next: reado
     if (prev?.status === c.status) continue;
     const type = eventType(c);
     if (!prev && !(type === 'Warning' && CONDITIONS[c.type].kind === 'spec')) continue;
-    const reason = c.reason === '' ? c.type : c.reason;
-    out.push({ type, reason, message: `${c.type} is ${c.status}${prev ? ` (was ${prev.status})` : ''}: ${c.message}` });
+    out.push({
+      type,
+      reason: c.reason,
+      message: `${c.type} is ${c.status}${prev ? ` (was ${prev.status})` : ''}: ${c.message}`,
+    });
   }
   return out;
 }

@@ -4,8 +4,7 @@
  * taints, timeouts, replicas or any management-side setting never rolls a node (HyperShift's #8698).
  */
 import { parseAllDocuments } from 'yaml';
-import { TerminalError } from '../../support/src/errors.js';
-import { CONDITIONS } from '../../api/src/conditions.js';
+import { ConditionError } from './condition-error.js';
 import type { HashInputs } from '../../api/src/config-hash.js';
 
 // The hash itself is shared with the ignition server, which checks a token Secret's inputs against it.
@@ -21,8 +20,6 @@ export interface ConfigSource {
   name: string;
   data: Record<string, string>;
 }
-
-const reasons = CONDITIONS.ValidMachineConfig.reasons;
 
 /** JSON with every object's keys sorted, so two equal documents always serialise the same way. */
 export function canonicalJson(value: unknown): string {
@@ -47,7 +44,11 @@ function parseDocuments(source: ConfigSource): ConfigDocument[] {
     for (const doc of parseAllDocuments(source.data[key] ?? '')) {
       const where = `ConfigMap ${source.name}, key ${key}`;
       if (doc.errors.length > 0) {
-        throw new TerminalError(`${where}: not valid YAML: ${doc.errors[0]?.message ?? ''}`, reasons.InvalidConfig);
+        throw new ConditionError(
+          `${where}: not valid YAML: ${doc.errors[0]?.message ?? ''}`,
+          'ValidMachineConfig',
+          'InvalidConfig',
+        );
       }
       const value: unknown = doc.toJS();
       if (value === null || value === undefined) continue;
@@ -60,19 +61,21 @@ function parseDocuments(source: ConfigSource): ConfigDocument[] {
 function checkDocument(value: unknown, where: string): ConfigDocument {
   const doc = value as Partial<ConfigDocument> | null;
   if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) {
-    throw new TerminalError(
+    throw new ConditionError(
       `${where}: a document must be a MachineConfig or KubeletConfig object`,
-      reasons.InvalidConfig,
+      'ValidMachineConfig',
+      'InvalidConfig',
     );
   }
   if (typeof doc.kind !== 'string' || !CONFIG_KINDS.includes(doc.kind)) {
-    throw new TerminalError(
+    throw new ConditionError(
       `${where}: kind ${String(doc.kind)} is not one of ${CONFIG_KINDS.join(', ')}`,
-      reasons.InvalidConfig,
+      'ValidMachineConfig',
+      'InvalidConfig',
     );
   }
   if (typeof doc.metadata?.name !== 'string' || doc.metadata.name === '') {
-    throw new TerminalError(`${where}: a ${doc.kind} needs metadata.name`, reasons.InvalidConfig);
+    throw new ConditionError(`${where}: a ${doc.kind} needs metadata.name`, 'ValidMachineConfig', 'InvalidConfig');
   }
   return doc as ConfigDocument;
 }
@@ -80,7 +83,7 @@ function checkDocument(value: unknown, where: string): ConfigDocument {
 /**
  * SECRET_KEYS.config from the pool's ConfigMaps: every YAML document of every data value, parsed, sorted by
  * kind then metadata.name (then content, so duplicates are stable), keys sorted, as one JSON array.
- * Throws TerminalError(InvalidConfig) for what cannot be parsed.
+ * Throws ConditionError(ValidMachineConfig, InvalidConfig) for what cannot be parsed.
  */
 export function normaliseConfig(sources: readonly ConfigSource[]): string {
   const docs = sources.flatMap(parseDocuments).map((d) => ({ doc: d, json: canonicalJson(d) }));

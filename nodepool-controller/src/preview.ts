@@ -17,7 +17,7 @@ import { formatVersion, tagVersionResolver, type ReleaseVersionResolver, type Ve
 import { SKEW_POLICIES } from './skew.js';
 import type { ControlPlaneVersions } from './guest.js';
 import type { HashInputs } from './hash.js';
-import type { Verdict } from './status.js';
+import type { Observations, Verdict } from './status.js';
 import { pauseState } from './pause.js';
 import { deployedEffective, evaluateTarget, type Evaluation } from './phases/inputs.js';
 import { desiredToken, targetEffective } from './phases/secrets.js';
@@ -77,13 +77,13 @@ export interface SkewPreview {
   controlPlane: { version?: string; error?: string };
   /** Each skew policy, in the controller's order, with its verdict on the target (none without a target);
    * empty when the control plane's version is unknown. */
-  policies: { title: string; verdict?: Verdict }[];
+  policies: { title: string; verdict?: Verdict<'SupportedVersionSkew'> }[];
 }
 
 export interface NodePoolPreview {
   /** The pool previewed (with the override applied). */
   pool: NodePool;
-  verdicts: { release?: Verdict & { version?: string }; config?: Verdict; skew?: Verdict };
+  verdicts: Pick<Observations, 'release' | 'config' | 'skew'>;
   skew: SkewPreview;
   /** The hash the spec asks for; absent when the release or config is invalid. */
   target?: { hash: string; inputs: HashInputs; version: Version };
@@ -160,7 +160,7 @@ async function skewPreview(s: Scope, deps: PhaseDeps, e: Evaluation): Promise<Sk
     maxMinorsBehind: deps.config.maxSkewMinors,
     allowPrerelease: s.pool.spec.release.allowPrerelease ?? false,
   };
-  const policies = SKEW_POLICIES.map((p) => {
+  const policies = SKEW_POLICIES.map((p): SkewPreview['policies'][number] => {
     const v = p.check(input);
     return { title: p.title, verdict: { ok: v.ok, reason: v.ok ? 'AsExpected' : v.reason, message: v.message } };
   });

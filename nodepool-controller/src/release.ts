@@ -3,8 +3,7 @@
  * manifest inside the image; the controller needs it only for the version-skew policy, so it sits behind an
  * interface: the default reads the image reference's tag, and a resolver that opens the image can replace it.
  */
-import { TerminalError } from '../../support/src/errors.js';
-import { CONDITIONS } from '../../api/src/conditions.js';
+import { ConditionError } from './condition-error.js';
 
 export interface Version {
   major: number;
@@ -16,7 +15,7 @@ export interface Version {
 
 /** Resolves a release image reference to the Kubernetes version it holds. */
 export interface ReleaseVersionResolver {
-  /** Throws TerminalError with a ValidReleaseImage reason when the reference cannot be understood. */
+  /** Throws ConditionError with a ValidReleaseImage reason when the reference cannot be understood. */
   versionOf(image: string): Promise<Version>;
 }
 
@@ -50,21 +49,19 @@ export function referenceTag(image: string): string | undefined {
   return colon < 0 ? undefined : lastPart.slice(colon + 1);
 }
 
-const reasons = CONDITIONS.ValidReleaseImage.reasons;
-
 /** Reads the version from the reference's tag (`…:1.36.3` or `…:v1.36.3`). */
 export const tagVersionResolver: ReleaseVersionResolver = {
   versionOf(image: string): Promise<Version> {
     if (/\s/.test(image) || image === '') {
       return Promise.reject(
-        new TerminalError(`Release image "${image}" is not an image reference`, reasons.InvalidImage),
+        new ConditionError(`Release image "${image}" is not an image reference`, 'ValidReleaseImage', 'InvalidImage'),
       );
     }
     const tag = referenceTag(image);
     const version = tag === undefined ? undefined : parseVersion(tag);
     if (!version) {
       const why = `Release image "${image}" has no version tag (such as :1.36.3) to read its Kubernetes version from`;
-      return Promise.reject(new TerminalError(why, reasons.InvalidImage));
+      return Promise.reject(new ConditionError(why, 'ValidReleaseImage', 'InvalidImage'));
     }
     return Promise.resolve(version);
   },

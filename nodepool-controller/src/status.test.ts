@@ -52,7 +52,7 @@ describe('pool status during an in-place rollout', () => {
 
 // ---- the status computation as a table: observations → conditions ----
 
-const OK = { ok: true, reason: 'AsExpected', message: 'ok' };
+const OK = { ok: true, reason: 'AsExpected', message: 'ok' } as const;
 
 function machine(name: string, ready = 'True', healthy = 'True'): Machine {
   const conditions = [

@@ -2,16 +2,24 @@
  * The pool's status as a pure function of what a reconcile observed: every condition type of
  * api/src/conditions.ts, each from one small setter, with lastTransitionTime kept while a status holds.
  */
-import { CONDITION_TYPES, CONDITIONS, type Condition, type ConditionType } from '../../api/src/conditions.js';
+import {
+  CONDITION_TYPES,
+  type Condition,
+  reasonOf,
+  type ConditionReason,
+  type ConditionType,
+  type TypedCondition,
+} from '../../api/src/conditions.js';
 import type { NodePool, NodePoolStatus, RolloutRecord } from '../../api/src/nodepool.js';
 import type { Machine } from '../../api/src/capi.js';
 import type { HashInput } from './hash.js';
 import type { JoinStatus } from './joining.js';
 import type { Refusal } from '../../support/src/errors.js';
 
-export interface Verdict {
+/** A phase's verdict on one input, its reason one of its condition's reasons. */
+export interface Verdict<T extends ConditionType = ConditionType> {
   ok: boolean;
-  reason: string;
+  reason: ConditionReason<T>;
   message: string;
 }
 
@@ -27,9 +35,9 @@ export interface Rollout {
 
 export interface Observations {
   pool: NodePool;
-  release?: Verdict & { version?: string };
-  config?: Verdict;
-  skew?: Verdict;
+  release?: Verdict<'ValidReleaseImage'> & { version?: string };
+  config?: Verdict<'ValidMachineConfig'>;
+  skew?: Verdict<'SupportedVersionSkew'>;
   /** pausedUntil in effect: "true" or the date. */
   pausedUntil?: string;
   targetHash?: string;
@@ -54,13 +62,18 @@ export interface Observations {
 }
 
 type Status = Condition['status'];
-type Setter = (o: Observations) => [Status, string, string];
+/** What a setter decides: the condition without its type and times. */
+interface Decided<T extends ConditionType> {
+  status: Status;
+  /** Every type's reasons include AsExpected. */
+  reason: ConditionReason<T> | 'AsExpected';
+  message: string;
+}
+type Setter<T extends ConditionType> = (o: Observations) => Decided<T>;
 
-const R = <T extends ConditionType>(type: T): (typeof CONDITIONS)[T]['reasons'] => CONDITIONS[type].reasons;
-
-function fromVerdict(v: Verdict | undefined, what: string): [Status, string, string] {
-  if (!v) return ['Unknown', 'AsExpected', `${what} not checked yet`];
-  return [v.ok ? 'True' : 'False', v.reason, v.message];
+function fromVerdict<T extends ConditionType>(v: Verdict<T> | undefined, what: string): Decided<T> {
+  if (!v) return { status: 'Unknown', reason: 'AsExpected', message: `${what} not checked yet` };
+  return { status: v.ok ? 'True' : 'False', reason: v.reason, message: v.message };
 }
 
 function machineCondition(m: Machine, type: string): string | undefined {
@@ -68,115 +81,145 @@ function machineCondition(m: Machine, type: string): string | undefined {
   return conditions?.find((c) => c.type === type)?.status;
 }
 
-function machinesSetter(type: string, okReason: string, badReason: string, what: string): Setter {
+function machinesSetter<T extends ConditionType>(
+  machineType: string,
+  badReason: ConditionReason<T>,
+  what: string,
+): Setter<T> {
   return (o) => {
     const bad = o.machines
-      .filter((m) => machineCondition(m, type) !== 'True')
+      .filter((m) => machineCondition(m, machineType) !== 'True')
       .map((m) => m.metadata.name)
       .sort();
-    if (bad.length === 0) return ['True', okReason, `All ${o.machines.length} machines are ${what}`];
+    if (bad.length === 0)
+      return { status: 'True', reason: 'AsExpected', message: `All ${o.machines.length} machines are ${what}` };
     const names = bad.slice(0, 5).join(', ') + (bad.length > 5 ? `, and ${bad.length - 5} more` : '');
-    return ['False', badReason, `${bad.length} of ${o.machines.length} machines are not ${what}: ${names}`];
+    return {
+      status: 'False',
+      reason: badReason,
+      message: `${bad.length} of ${o.machines.length} machines are not ${what}: ${names}`,
+    };
   };
 }
 
-function updating(kind: HashInput, reasons: { AsExpected: string; InProgress: string; Failed: string }): Setter {
+function updating(kind: HashInput): Setter<'UpdatingConfig' | 'UpdatingVersion'> {
   return (o) => {
     const r = o.rollout;
     const affected = r && (r.changed.length === 0 ? kind === 'config' : r.changed.includes(kind));
     if (!r || !affected)
-      return ['False', reasons.AsExpected, `No ${kind === 'release' ? 'version' : 'config'} update in progress`];
+      return {
+        status: 'False',
+        reason: 'AsExpected',
+        message: `No ${kind === 'release' ? 'version' : 'config'} update in progress`,
+      };
     const what = kind === 'release' ? 'release' : 'config';
     if (r.failure)
-      return ['False', reasons.Failed, `Updating the ${what} (hash ${r.from} to ${r.to}) failed: ${r.failure}`];
-    return [
-      'True',
-      reasons.InProgress,
-      `Updating the ${what} (hash ${r.from} to ${r.to})${r.progress ? `: ${r.progress}` : ''}`,
-    ];
+      return {
+        status: 'False',
+        reason: 'Failed',
+        message: `Updating the ${what} (hash ${r.from} to ${r.to}) failed: ${r.failure}`,
+      };
+    return {
+      status: 'True',
+      reason: 'InProgress',
+      message: `Updating the ${what} (hash ${r.from} to ${r.to})${r.progress ? `: ${r.progress}` : ''}`,
+    };
   };
 }
 
 const minutes = (ms: number): string => (ms % 60_000 === 0 ? `${ms / 60_000}m` : `${Math.round(ms / 1000)}s`);
 
-function joined(o: Observations): [Status, string, string] {
+function joined(o: Observations): Decided<'AllNodesJoined'> {
   const j = o.joining;
   if (!j || j.late.length === 0) {
     const waiting = j?.waiting ?? 0;
-    return [
-      'True',
-      'AsExpected',
-      waiting === 0
-        ? 'Every booted host has joined the cluster'
-        : `${waiting} booted host(s) joining, within the ${minutes(j?.timeoutMs ?? 0)} timeout`,
-    ];
+    return {
+      status: 'True',
+      reason: 'AsExpected',
+      message:
+        waiting === 0
+          ? 'Every booted host has joined the cluster'
+          : `${waiting} booted host(s) joining, within the ${minutes(j?.timeoutMs ?? 0)} timeout`,
+    };
   }
   const first = j.late[0] as JoinStatus['late'][number];
   const more = j.late.length > 1 ? ` (and ${j.late.length - 1} more)` : '';
-  return [
-    'False',
-    R('AllNodesJoined').NodesNotJoined,
-    `${j.late.length} host(s) booted but did not join within ${minutes(j.timeoutMs)}: ${first.machine}${more}, booted at ${first.since}: ${first.reason}`,
-  ];
+  return {
+    status: 'False',
+    reason: 'NodesNotJoined',
+    message: `${j.late.length} host(s) booted but did not join within ${minutes(j.timeoutMs)}: ${first.machine}${more}, booted at ${first.since}: ${first.reason}`,
+  };
 }
 
-const SETTERS: Record<ConditionType, Setter> = {
+/** The ignition server's verdict, written on a Secret of the tenant's namespace: a reason outside the table is not taken. */
+function payloadVerdict(o: Observations): Decided<'ValidGeneratedPayload'> {
+  const written = o.payload?.reason;
+  if (written === undefined)
+    return { status: 'Unknown', reason: 'Pending', message: 'Waiting for the ignition server to generate the payload' };
+  const reason = reasonOf('ValidGeneratedPayload', written) ?? 'InvalidConfig';
+  return { status: reason === 'AsExpected' ? 'True' : 'False', reason, message: o.payload?.message ?? '' };
+}
+
+function autorepair(o: Observations): Decided<'AutorepairEnabled'> {
+  if (!o.pool.spec.management.autoRepair)
+    return { status: 'False', reason: 'Disabled', message: 'spec.management.autoRepair is off' };
+  if (!o.healthCheckExists)
+    return {
+      status: 'False',
+      reason: 'WaitingForIgnition',
+      message: 'The MachineHealthCheck is created once a host has reached the ignition endpoint',
+    };
+  return { status: 'True', reason: 'AsExpected', message: 'A MachineHealthCheck remediates unhealthy machines' };
+}
+
+const SETTERS: { [T in Exclude<ConditionType, 'Ready'>]: Setter<T> } = {
   ValidReleaseImage: (o) => fromVerdict(o.release, 'Release image'),
   ValidMachineConfig: (o) => fromVerdict(o.config, 'Config'),
   SupportedVersionSkew: (o) => fromVerdict(o.skew, 'Version skew'),
   ChildObjectsAccepted: (o) =>
     o.refusal
-      ? [
-          'False',
-          R('ChildObjectsAccepted').Refused,
-          `The apiserver refused ${o.refusal.kind} ${o.refusal.key} (${o.refusal.code}): ${o.refusal.message}`,
-        ]
-      : ['True', 'AsExpected', 'The apiserver accepted every object of the pool'],
-  ValidGeneratedPayload: (o) => {
-    const reason = o.payload?.reason;
-    if (reason === undefined)
-      return ['Unknown', R('ValidGeneratedPayload').Pending, 'Waiting for the ignition server to generate the payload'];
-    return [reason === 'AsExpected' ? 'True' : 'False', reason, o.payload?.message ?? ''];
-  },
+      ? {
+          status: 'False',
+          reason: 'Refused',
+          message: `The apiserver refused ${o.refusal.kind} ${o.refusal.key} (${o.refusal.code}): ${o.refusal.message}`,
+        }
+      : { status: 'True', reason: 'AsExpected', message: 'The apiserver accepted every object of the pool' },
+  ValidGeneratedPayload: payloadVerdict,
   ReachedIgnitionEndpoint: (o) =>
     o.reachedIgnitionAt
-      ? ['True', 'AsExpected', `A host fetched its payload at ${o.reachedIgnitionAt}`]
-      : [
-          'False',
-          R('ReachedIgnitionEndpoint').NotReached,
-          'No host has fetched its payload with the current token yet',
-        ],
-  UpdatingConfig: updating('config', R('UpdatingConfig')),
-  UpdatingVersion: updating('release', R('UpdatingVersion')),
+      ? { status: 'True', reason: 'AsExpected', message: `A host fetched its payload at ${o.reachedIgnitionAt}` }
+      : {
+          status: 'False',
+          reason: 'NotReached',
+          message: 'No host has fetched its payload with the current token yet',
+        },
+  UpdatingConfig: updating('config'),
+  UpdatingVersion: updating('release'),
   AutoscalingEnabled: (o) => {
     const s = o.pool.spec.autoScaling;
     return s
-      ? ['True', 'AsExpected', `The cluster autoscaler keeps between ${s.min} and ${s.max} nodes`]
-      : ['False', R('AutoscalingEnabled').Disabled, 'spec.autoScaling is not set'];
+      ? {
+          status: 'True',
+          reason: 'AsExpected',
+          message: `The cluster autoscaler keeps between ${s.min} and ${s.max} nodes`,
+        }
+      : { status: 'False', reason: 'Disabled', message: 'spec.autoScaling is not set' };
   },
-  AutorepairEnabled: (o) => {
-    if (!o.pool.spec.management.autoRepair)
-      return ['False', R('AutorepairEnabled').Disabled, 'spec.management.autoRepair is off'];
-    if (!o.healthCheckExists)
-      return [
-        'False',
-        R('AutorepairEnabled').WaitingForIgnition,
-        'The MachineHealthCheck is created once a host has reached the ignition endpoint',
-      ];
-    return ['True', 'AsExpected', 'A MachineHealthCheck remediates unhealthy machines'];
-  },
+  AutorepairEnabled: autorepair,
   ReconciliationActive: (o) =>
     o.pausedUntil === undefined
-      ? ['True', 'AsExpected', 'Reconciliation is active']
-      : [
-          'False',
-          R('ReconciliationActive').Paused,
-          o.pausedUntil === 'true' ? 'Paused by spec.pausedUntil' : `Paused by spec.pausedUntil until ${o.pausedUntil}`,
-        ],
-  AllMachinesReady: machinesSetter('Ready', 'AsExpected', R('AllMachinesReady').MachinesNotReady, 'ready'),
+      ? { status: 'True', reason: 'AsExpected', message: 'Reconciliation is active' }
+      : {
+          status: 'False',
+          reason: 'Paused',
+          message:
+            o.pausedUntil === 'true'
+              ? 'Paused by spec.pausedUntil'
+              : `Paused by spec.pausedUntil until ${o.pausedUntil}`,
+        },
+  AllMachinesReady: machinesSetter('Ready', 'MachinesNotReady', 'ready'),
   AllNodesJoined: joined,
-  AllNodesHealthy: machinesSetter('NodeHealthy', 'AsExpected', R('AllNodesHealthy').NodesNotHealthy, 'healthy'),
-  Ready: () => ['Unknown', '', ''], // summarised from the others below
+  AllNodesHealthy: machinesSetter('NodeHealthy', 'NodesNotHealthy', 'healthy'),
 };
 
 /** The first reason the pool is not ready, or undefined. */
@@ -201,17 +244,17 @@ function notReadyBecause(o: Observations, conds: Map<ConditionType, Condition>):
 export function computeConditions(o: Observations, previous: readonly Condition[], now: string): Condition[] {
   const generation = o.pool.metadata.generation;
   const byType = new Map<ConditionType, Condition>();
-  const make = (type: ConditionType, [status, reason, message]: [Status, string, string]): Condition => {
+  const make = <T extends ConditionType>(type: T, d: Decided<T>): Condition => {
     const prev = previous.find((c) => c.type === type);
-    const lastTransitionTime = prev && prev.status === status ? prev.lastTransitionTime : now;
-    return {
+    const lastTransitionTime = prev && prev.status === d.status ? prev.lastTransitionTime : now;
+    const condition: TypedCondition<T> = {
       type,
-      status,
-      reason,
-      message,
+      ...(d as Decided<T> & { reason: ConditionReason<T> }),
       lastTransitionTime,
       ...(generation === undefined ? {} : { observedGeneration: generation }),
     };
+    // One member of the Condition union; TypeScript cannot pick which for a generic T.
+    return condition as Condition;
   };
   for (const type of CONDITION_TYPES) if (type !== 'Ready') byType.set(type, make(type, SETTERS[type](o)));
   const why = notReadyBecause(o, byType);
@@ -220,8 +263,8 @@ export function computeConditions(o: Observations, previous: readonly Condition[
     make(
       'Ready',
       why === undefined
-        ? ['True', 'AsExpected', 'All machines are available at the desired config']
-        : ['False', R('Ready').NotReady, why],
+        ? { status: 'True', reason: 'AsExpected', message: 'All machines are available at the desired config' }
+        : { status: 'False', reason: 'NotReady', message: why },
     ),
   );
   return CONDITION_TYPES.map((t) => byType.get(t) as Condition);

@@ -16,6 +16,7 @@
  * of the config documents. The documents themselves are read (ConfigSource) only when a payload is in
  * neither place: a server holding thousands of token Secrets keeps one digest per Secret, not its config.
  */
+import type { ConditionReason } from '../../../api/src/conditions.js';
 import { randomBytes } from 'node:crypto';
 import { mkdir, open, readFile, rename, writeFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -41,7 +42,8 @@ const VALIDATE_AT: SpecVersion = '3.3.0';
 const JOIN_MARK = '@@KINDLING_JOIN_MATERIAL@@';
 const JOIN_SLOT = `,"${JOIN_MARK}"`;
 
-export type FailureReason = 'InvalidConfig' | 'ReleaseUnavailable';
+/** Why a payload could not be generated: the failures of the NodePool's ValidGeneratedPayload condition. */
+export type FailureReason = Exclude<ConditionReason<'ValidGeneratedPayload'>, 'AsExpected' | 'Pending'>;
 
 export class GenerationError extends Error {
   override readonly name = 'GenerationError';

@@ -3,7 +3,7 @@
  * guest control plane. No write: `kindling plan` runs these as they are. The target becomes what the children
  * point at only when it is not blocked (and, later, its token exists).
  */
-import { TerminalError } from '../../../support/src/errors.js';
+import { isConditionError } from '../condition-error.js';
 import { findKubeconfigRefusal } from '../../../support/src/guest-kubeconfig-parse.js';
 import { configHash, normaliseConfig, type ConfigSource } from '../hash.js';
 import { formatVersion, parseVersion, type Version } from '../release.js';
@@ -32,7 +32,8 @@ async function checkRelease(s: Scope, deps: PhaseDeps): Promise<Version | undefi
     };
     return version;
   } catch (err) {
-    if (!(err instanceof TerminalError)) throw new Error('failed to resolve the release version', { cause: err });
+    if (!isConditionError(err, 'ValidReleaseImage'))
+      throw new Error('failed to resolve the release version', { cause: err });
     s.obs.release = { ok: false, reason: err.reason, message: err.message };
     return undefined;
   }
@@ -57,7 +58,7 @@ function checkConfig(s: Scope, deps: PhaseDeps): string | undefined {
     s.obs.config = { ok: true, reason: 'AsExpected', message: `${sources.length} config ConfigMaps are valid` };
     return config;
   } catch (err) {
-    if (!(err instanceof TerminalError)) throw err;
+    if (!isConditionError(err, 'ValidMachineConfig')) throw err;
     s.obs.config = { ok: false, reason: err.reason, message: err.message };
     return undefined;
   }
@@ -86,7 +87,7 @@ function versionUnknown(s: Scope, err: unknown): { blockedBy: string; result: Ph
   const why = refused?.message ?? (err instanceof Error ? err.message : String(err));
   s.obs.skew = {
     ok: false,
-    reason: refused ? refused.reason : 'ControlPlaneUnreachable',
+    reason: refused ? 'GuestKubeconfigRefused' : 'ControlPlaneUnreachable',
     message: `Cannot read the version of cluster ${s.pool.spec.clusterName}'s control plane: ${why}`,
   };
   // Nothing watches the kubeconfig Secret: a fixed one is read again on this requeue.
