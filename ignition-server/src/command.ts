@@ -101,6 +101,11 @@ const FLAGS = {
     default: 4096,
     help: 'Connections this process serves at once, over all its serving threads, once their TLS handshake is done; one more is answered 503 (IGN_SERVER_BUSY)',
   },
+  generationsPerNamespace: {
+    type: 'int',
+    default: 2,
+    help: "Payload generations of one namespace in flight at once (of 4): one tenant's many token Secrets cannot hold every generation worker",
+  },
   favourMemory: {
     type: 'bool',
     default: true,
@@ -115,6 +120,7 @@ function required(cfg: IgnitionServerConfig): void {
     if (cfg[key] === '') throw new ConfigError(`--${flagName(key)} is required`);
   }
   if (cfg.maxConnections < 1) throw new ConfigError('--max-connections must be at least 1');
+  if (cfg.generationsPerNamespace < 1) throw new ConfigError('--generations-per-namespace must be at least 1');
   watchedNamespaces(cfg);
   releasePolicy(cfg);
   registryEntriesOf(cfg, {});
@@ -220,6 +226,7 @@ export async function startIgnitionServer(
     namespaces: watchedNamespaces(cfg),
     metrics,
     queueMetrics: ctx.queueMetrics,
+    generationsPerNamespace: cfg.generationsPerNamespace,
   });
   const serving = new ServingPool({
     threads: cfg.servingThreads > 0 ? cfg.servingThreads : availableParallelism(),

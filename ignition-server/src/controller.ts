@@ -71,6 +71,8 @@ export interface ControllerOptions {
   retryMs?: number;
   /** At most one Event per (token Secret, reason) in this window. */
   eventWindowMs?: number;
+  /** Payload generations of one namespace in flight at once (of GENERATE_WORKERS; default 2). */
+  generationsPerNamespace?: number;
 }
 
 /** A list of Secrets' metadata only: labels, annotations, resourceVersion; no data. */
@@ -81,6 +83,8 @@ const METADATA_LIST = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.
  * first token: four at a time made a thousand new pools wait in line for over a minute.
  */
 const LEADER_WORKERS = 32;
+/** Payloads generated at once. Every queue serves the namespaces in turn; generation also caps one namespace's share. */
+const GENERATE_WORKERS = 4;
 /** How long a request for a Secret read on demand waits for its payload (from the cache directory after a restart). */
 const LOAD_PAYLOAD_WAIT_MS = 2_000;
 
@@ -127,7 +131,9 @@ export class TokenSecretController {
       onChange: (namespace, name) => this.#onPool(namespace, name),
     });
     this.#informer = this.#tokenSecrets();
-    this.#generate = this.#queue('ignition-payloads', (key) => this.#generatePayload(key));
+    this.#generate = this.#queue('ignition-payloads', (key) => this.#generatePayload(key), GENERATE_WORKERS, {
+      maxInFlightPerGroup: opts.generationsPerNamespace ?? 2,
+    });
     this.#reached = this.#queue('ignition-reached', (key) => this.#recordReached(key));
     this.#revoke = this.#queue('ignition-bootstrap-revoke', (key) => this.#revokeBootstrap(key));
     // In the background, two at a time: a request waiting on a Secret reads it at once (load), not in this line.
@@ -170,8 +176,17 @@ export class TokenSecretController {
     return this.#pools.synced && this.#informer.synced;
   }
 
-  /** One of the controller's queues; its failure lines name it (`queue`) and the token Secret (`secret`). */
-  #queue(name: string, reconcile: (key: string) => Promise<ReconcileResult | void>, workers = 4): WorkQueue {
+  /**
+   * One of the controller's queues; its failure lines name it (`queue`) and the token Secret (`secret`). Its keys
+   * are `namespace/name`, served a namespace at a time in turn: one tenant's thousand Secrets wait behind each
+   * other, not in front of another tenant's one.
+   */
+  #queue(
+    name: string,
+    reconcile: (key: string) => Promise<ReconcileResult | void>,
+    workers = 4,
+    fairness: { maxInFlightPerGroup?: number } = {},
+  ): WorkQueue {
     const { log, queueMetrics } = this.#opts;
     const failureMessage = 'Reconcile failed; retrying with backoff';
     return createKeyQueue({
@@ -183,6 +198,8 @@ export class TokenSecretController {
       keyField: 'secret',
       failureMessage,
       reconcile,
+      groupOf: (key) => splitKey(key).namespace,
+      ...fairness,
     });
   }
 

@@ -37,6 +37,11 @@ export const NODEPOOL_CONTROLLER_FLAGS = {
     default: 120_000,
     help: "How long a kubelet's CSR waits for its Machine's addresses (or its Node) to show before it is denied",
   },
+  maxPendingCsrsPerGuest: {
+    type: 'int',
+    default: 100,
+    help: 'Undecided kubelet CSRs a guest cluster may have; beyond it none of its CSRs is approved until it has fewer',
+  },
 } as const;
 
 export const nodePoolControllerCommand: Command = defineCommand({
@@ -49,8 +54,8 @@ export const nodePoolControllerCommand: Command = defineCommand({
       io.err('nodepool-controller: --ignition-endpoint and --ignition-ca-file are required\n');
       return 2;
     }
-    if (cfg.maxSkewMinors < 0 || cfg.workers < 1) {
-      io.err('nodepool-controller: --max-skew-minors must be ≥ 0 and --workers ≥ 1\n');
+    if (cfg.maxSkewMinors < 0 || cfg.workers < 1 || cfg.maxPendingCsrsPerGuest < 1) {
+      io.err('nodepool-controller: --max-skew-minors must be ≥ 0, --workers and --max-pending-csrs-per-guest ≥ 1\n');
       return 2;
     }
     const namespaces = tenantNamespaces(cfg.namespaces);
@@ -74,6 +79,7 @@ export const nodePoolControllerCommand: Command = defineCommand({
           },
           workers: cfg.workers,
           csrGraceMs: cfg.csrGrace,
+          maxPendingCsrsPerGuest: cfg.maxPendingCsrsPerGuest,
           queueMetrics: ctx.queueMetrics,
           registry: ctx.registry,
         });

@@ -829,6 +829,16 @@ describe('nodepool-controller on the real test bed', () => {
     assert.ok(await tryRead('MachineDeployment', 'broken-cm'));
   });
 
+  it('when a ConfigMap is named by no pool, it should not hold it, and should hold one a pool names', async () => {
+    const big = { data: { blob: 'x'.repeat(512 * 1024) } };
+    await core.createNamespacedConfigMap({ namespace: NS, body: { metadata: { name: 'unreferenced-cm' }, ...big } });
+    await core.createNamespacedConfigMap({ namespace: NS, body: { metadata: { name: 'referenced-cm' }, ...big } });
+    await objects.create(pool('holds-cm', (p) => (p.spec.config = [{ name: 'referenced-cm' }])));
+    const held = (): string[] => controller.caches.configMaps.list(NS, () => true).map((c) => c.metadata?.name ?? '');
+    await eventually('the referenced ConfigMap held', () => Promise.resolve(held().includes('referenced-cm')));
+    assert.equal(held().includes('unreferenced-cm'), false);
+  });
+
   it("when a pool's ConfigMap is missing and then created, it should record a Warning Event naming ConfigMapMissing and then a Normal one", async () => {
     await objects.create(pool('events-a', (p) => (p.spec.config = [{ name: 'events-cm' }])));
     const poolEvents = async (): Promise<k8s.CoreV1Event[]> =>

@@ -1,8 +1,8 @@
 /**
- * Wiring: informers on the NodePools, ConfigMaps, pools' Secrets and Cluster API objects of the tenant
- * namespaces served (one per namespace; nothing elsewhere is seen) feed a
- * WorkQueue of `namespace/name` pool keys; the reconciler reads only the caches. A child's event maps to its
- * pool through LABELS.nodePool; a ConfigMap's to every pool of its namespace that references it. The CSR
+ * Wiring: informers on the NodePools, pools' Secrets and Cluster API objects of the tenant namespaces served
+ * (one per namespace; nothing elsewhere is seen) and on the ConfigMaps the pools reference, by name
+ * (config-maps.ts), feed a WorkQueue of `namespace/name` pool keys; the reconciler reads only the caches. A
+ * child's event maps to its pool through LABELS.nodePool; a ConfigMap's to every pool that references it. The CSR
  * approver (csr-approver.ts) runs beside it on the same caches and Event recorder.
  */
 import * as k8s from '#k8s';
@@ -13,7 +13,7 @@ import { NODEPOOL_PLURAL, type NodePool } from '../../api/src/nodepool.js';
 import { CAPI_GROUP } from '../../api/src/capi.js';
 import { BOOTSTRAP_GROUP_NAME } from '../../api/src/bootstrap.js';
 import { createApplier } from '../../support/src/apply.js';
-import { createController, type Source } from '../../support/src/controller.js';
+import { createController, type Part, type Source } from '../../support/src/controller.js';
 import type { Namespaces } from '../../support/src/config.js';
 import { customResource, type Informer } from '../../support/src/namespaced-informer.js';
 import type { Logger } from '../../support/src/logger.js';
@@ -30,6 +30,7 @@ import { tagVersionResolver, type ReleaseVersionResolver } from './release.js';
 import { createWriter, type Writer } from './store.js';
 import { createEventRecorder, type EventRecorder } from './events.js';
 import { CsrApprover } from './csr-approver.js';
+import { ReferencedConfigMaps } from './config-maps.js';
 
 export const QUEUE_NAME = 'nodepool';
 
@@ -50,6 +51,8 @@ export interface ControllerOptions {
   resyncMs?: number;
   /** How long a kubelet CSR may wait for its Machine's addresses (or its Node) before it is denied. */
   csrGraceMs?: number;
+  /** Undecided kubelet CSRs a guest may have before none of its CSRs is decided. */
+  maxPendingCsrsPerGuest?: number;
 }
 
 export interface NodePoolController {
@@ -74,6 +77,7 @@ function watchSources(
   controller: Controller,
   opts: ControllerOptions,
   onPoolAdded: (pool: NodePool) => void,
+  configMaps: ReferencedConfigMaps,
 ): CacheSources {
   const { kubeConfig: kc, namespaces } = opts;
   const core = kc.makeApiClient(k8s.CoreV1Api);
@@ -95,23 +99,10 @@ function watchSources(
     primary: true,
     toKeys: (p) => [`${p.metadata.namespace ?? ''}/${p.metadata.name}`],
     onEvent: (p, e) => {
+      configMaps.poolChanged(p.metadata.namespace ?? '');
       if (e === 'add') onPoolAdded(p);
     },
   });
-  const configMaps = informer<k8s.V1ConfigMap>(
-    {
-      path: '/api/v1/configmaps',
-      list: (namespace) =>
-        namespace === undefined ? core.listConfigMapForAllNamespaces() : core.listNamespacedConfigMap({ namespace }),
-    },
-    (cm) => {
-      const ns = cm.metadata?.namespace ?? '';
-      return pools
-        .list(ns)
-        .filter((p) => p.spec.config?.some((c) => c.name === cm.metadata?.name))
-        .map((p) => `${ns}/${p.metadata.name}`);
-    },
-  );
   const labelSelector = LABELS.nodePool;
   const secrets = informer<k8s.V1Secret>(
     {
@@ -150,18 +141,29 @@ function watchSources(
   } as unknown as CacheSources;
 }
 
-export function createNodePoolController(opts: ControllerOptions): NodePoolController {
-  const { kubeConfig: kc, log } = opts;
-  const core = kc.makeApiClient(k8s.CoreV1Api);
-  const counter = opts.registry
+/** The referenced ConfigMaps' watches open with their pools; stopped with the controller, synced in its `synced`. */
+const configMapsPart = (configMaps: () => ReferencedConfigMaps): Part => ({
+  start: () => Promise.resolve(),
+  stop: () => configMaps().stop(),
+  get synced() {
+    return configMaps().synced;
+  },
+});
+
+const writesCounter = (registry: Registry | undefined): Counter<'verb' | 'kind'> | undefined =>
+  registry
     ? new Counter({
         name: 'kindling_nodepool_writes_total',
         help: 'Writes by the NodePool controller, by verb and kind.',
         labelNames: ['verb', 'kind'] as const,
-        registers: [opts.registry],
+        registers: [registry],
       })
     : undefined;
-  const writer = createWriter(kc, createApplier(kc, FIELD_MANAGERS.nodepoolController), counter);
+
+export function createNodePoolController(opts: ControllerOptions): NodePoolController {
+  const { kubeConfig: kc, log } = opts;
+  const core = kc.makeApiClient(k8s.CoreV1Api);
+  const writer = createWriter(kc, createApplier(kc, FIELD_MANAGERS.nodepoolController), writesCounter(opts.registry));
   const clock = opts.clock ?? realClock;
   const controller = createController({
     name: QUEUE_NAME,
@@ -173,6 +175,7 @@ export function createNodePoolController(opts: ControllerOptions): NodePoolContr
     reconcile: (key) => reconciler.reconcile(key),
     // The approver decides from the Machine cache, so it starts once that is synced.
     parts: [
+      configMapsPart(() => configMaps),
       {
         start: () => approver.start(),
         stop: () => approver.stop(),
@@ -182,7 +185,16 @@ export function createNodePoolController(opts: ControllerOptions): NodePoolContr
       },
     ],
   });
-  const caches = new Caches(watchSources(controller, opts, (p) => approver.poolChanged(p)));
+  const configMaps = new ReferencedConfigMaps({
+    ...opts,
+    log: log.child({ cache: 'configmaps' }),
+    pools: (namespace) => pools().list(namespace),
+    wake: (key) => controller.queue.add(key),
+    watchdogMs: opts.resyncMs,
+  });
+  const sources = watchSources(controller, opts, (p) => approver.poolChanged(p), configMaps);
+  const pools = (): CacheSources['nodePools'] => sources.nodePools;
+  const caches = new Caches(sources);
   const kubeConfigs = createGuestKubeConfigs((namespace, name) => core.readNamespacedSecret({ namespace, name }));
   const versions = opts.versions ?? createGuestVersions({ kubeConfigs, clock: opts.clock });
   const nodes = createGuestNodes(kubeConfigs);
@@ -208,6 +220,7 @@ export function createNodePoolController(opts: ControllerOptions): NodePoolContr
     queueMetrics: opts.queueMetrics,
     clock: opts.clock,
     graceMs: opts.csrGraceMs,
+    maxPendingPerGuest: opts.maxPendingCsrsPerGuest,
   });
   return {
     queue: controller.queue,

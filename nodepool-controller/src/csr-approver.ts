@@ -6,10 +6,13 @@
  * Secrets, and it already records Events on the management cluster. Another deployable would have to watch
  * every pool Machine a second time and be granted the Machine patch it needs to record an approval.
  *
- * Per guest cluster (one GuestClusters session each, opened and closed with the kubeconfig Secret): an informer
- * on CertificateSigningRequests and one on Node names. Pending kubelet CSRs are queued by key
- * (`<namespace>/<cluster>/<csr>`), one reconcile per key at a time, decided from the caches by decideCsr, and
- * approved or denied through the `/approval` subresource. A client CSR's approval is first recorded on its
+ * Per guest cluster (one GuestClusters session each, opened and closed with the kubeconfig Secret): informers
+ * on the CertificateSigningRequests of Kindling's signers only, kept slim (csr-guest.ts), and one on Node names.
+ * Pending kubelet CSRs are queued by key (`<namespace>/<cluster>/<csr>`), one reconcile per key at a time, the
+ * guest clusters served in turn (one guest's flood waits behind itself, not in front of another guest's kubelet),
+ * decided from the caches by decideCsr, and approved or denied through the `/approval` subresource. A guest with
+ * more than maxPendingPerGuest undecided requests gets no decision at all until it has fewer (machine-approver's
+ * maxPending), and a rate-limited Warning Event on its NodePools says so. A client CSR's approval is first recorded on its
  * Machine (ANNOTATIONS.approvedClientCsr, written with the Machine's resourceVersion so two CSRs racing for one
  * Machine cannot both win): a Machine joins once, and of rival CSRs for it the decision picks the oldest, whatever
  * order they are queued in. A denied bootstrap client CSR about a Machine of the requester's own pool and cluster
@@ -29,15 +32,17 @@ import { API_REQUEST_TIMEOUT_MS, makeApiClient } from '../../support/src/kubecon
 import { isConflict, isNotFound, NotReadyError } from '../../support/src/errors.js';
 import { clusterKey, GuestClusters, type GuestCluster } from '../../support/src/guest-clusters.js';
 import { ResilientInformer } from '../../support/src/informer.js';
+import { EventRateLimiter } from '../../support/src/events.js';
 import type { Namespaces } from '../../support/src/config.js';
 import type { Logger } from '../../support/src/logger.js';
 import type { QueueMetrics } from '../../support/src/metrics.js';
 import type { ReconcileResult, WorkQueue } from '../../support/src/queue.js';
-import { createKeyQueue } from '../../support/src/controller.js';
+import { createKeyQueue, type KeyQueueOptions } from '../../support/src/controller.js';
 import { realClock, type Clock } from '../../support/src/timers.js';
 import type { Caches } from './caches.js';
 import { decideCsr, isDecided, KUBELET_CLIENT_SIGNER, KUBELET_SERVING_SIGNER, type Decision } from './csr-decision.js';
 import type { EventRecorder, EventSubject, Transition } from './events.js';
+import { GuestCsrs } from './csr-guest.js';
 import { desiredGuestSetup } from './guest-setup.js';
 
 export const CSR_QUEUE = 'csr-approver';
@@ -60,11 +65,17 @@ export interface CsrApproverOptions {
   setupResyncMs?: number;
   requestTimeoutMs?: number;
   workers?: number;
+  /** Undecided CSRs a guest may have before none of its CSRs is decided (--max-pending-csrs-per-guest). */
+  maxPendingPerGuest?: number;
+  /** At most one Event per subject and reason in this window. */
+  eventWindowMs?: number;
 }
 
 interface Session {
   cluster: GuestCluster;
-  csrs: ResilientInformer<k8s.V1CertificateSigningRequest>;
+  csrs: GuestCsrs;
+  /** Over its pending cap: its CSRs were dropped from the queue, to be queued again once it is under. */
+  parked: boolean;
   nodes: ResilientInformer<k8s.V1Node>;
   certificates: k8s.CertificatesV1Api;
   applier: Applier;
@@ -74,6 +85,9 @@ type Approved = Extract<Decision, { action: 'approve' }>;
 type Denied = Extract<Decision, { action: 'deny' }>;
 
 const KINDLING_SIGNERS = new Set([KUBELET_CLIENT_SIGNER, KUBELET_SERVING_SIGNER]);
+export const DEFAULT_MAX_PENDING_PER_GUEST = 100;
+/** Of the CSR queue's workers, what one guest cluster may hold at once. */
+const WORKERS_PER_GUEST = 2;
 const MERGE_PATCH = 'application/merge-patch+json';
 
 const isCandidate = (csr: k8s.V1CertificateSigningRequest): boolean =>
@@ -91,10 +105,6 @@ const nodeName = (n: k8s.V1Node): k8s.V1Node => ({
   metadata: { name: n.metadata?.name, resourceVersion: n.metadata?.resourceVersion, uid: n.metadata?.uid },
 });
 
-/** The issued certificate is not read here, and is the larger part of a decided CSR. */
-const withoutCertificate = (c: k8s.V1CertificateSigningRequest): k8s.V1CertificateSigningRequest =>
-  c.status?.certificate ? { ...c, status: { ...c.status, certificate: undefined } } : c;
-
 export class CsrApprover {
   readonly queue: WorkQueue;
   readonly setupQueue: WorkQueue;
@@ -104,6 +114,7 @@ export class CsrApprover {
   #timeoutMs: number;
   #clusters: GuestClusters<Session>;
   #machines: k8s.CustomObjectsApi;
+  #eventLimiter: EventRateLimiter;
 
   constructor(opts: CsrApproverOptions) {
     this.#opts = opts;
@@ -116,8 +127,17 @@ export class CsrApprover {
       labelNames: ['decision', 'reason'] as const,
       registers: opts.registry ? [opts.registry] : [],
     });
-    this.queue = this.#makeQueue(CSR_QUEUE, (key) => this.#reconcileCsr(key), opts.workers ?? 4);
-    this.setupQueue = this.#makeQueue(GUEST_SETUP_QUEUE, (key) => this.#reconcileSetup(key), 2);
+    this.#eventLimiter = new EventRateLimiter(this.#clock, opts.eventWindowMs ?? 60_000);
+    this.queue = createKeyQueue({
+      ...this.#queueOptions(CSR_QUEUE, opts.workers ?? 4),
+      reconcile: (key) => this.#reconcileCsr(key),
+      groupOf: (key) => splitKey(key).cluster,
+      maxInFlightPerGroup: WORKERS_PER_GUEST,
+    });
+    this.setupQueue = createKeyQueue({
+      ...this.#queueOptions(GUEST_SETUP_QUEUE, 2),
+      reconcile: (key) => this.#reconcileSetup(key),
+    });
     this.#clusters = new GuestClusters<Session>({
       kubeConfig: opts.kubeConfig,
       namespaces: opts.namespaces,
@@ -155,33 +175,25 @@ export class CsrApprover {
     this.setupQueue.add(clusterKey(pool.metadata.namespace ?? '', pool.spec.clusterName));
   }
 
-  /** One of the approver's two queues; its failure lines name it (`queue`). */
-  #makeQueue(name: string, reconcile: (key: string) => Promise<ReconcileResult | void>, workers: number): WorkQueue {
+  /** What the approver's two queues share; their failure lines name them (`queue`). */
+  #queueOptions(name: string, workers: number): Omit<KeyQueueOptions, 'reconcile'> {
     const { log, queueMetrics } = this.#opts;
-    return createKeyQueue({
-      name,
-      log: log.child({ queue: name }),
-      clock: this.#clock,
-      workers,
-      queueMetrics,
-      reconcile,
-    });
+    return { name, log: log.child({ queue: name }), clock: this.#clock, workers, queueMetrics };
   }
 
   #createSession(cluster: GuestCluster): Session {
     const certificates = makeApiClient(cluster.kubeConfig, k8s.CertificatesV1Api, this.#timeoutMs);
     const core = makeApiClient(cluster.kubeConfig, k8s.CoreV1Api, this.#timeoutMs);
-    const csrs = new ResilientInformer<k8s.V1CertificateSigningRequest>({
+    const csrs = new GuestCsrs({
       kubeConfig: cluster.kubeConfig,
-      path: '/apis/certificates.k8s.io/v1/certificatesigningrequests',
-      list: () => certificates.listCertificateSigningRequest(),
-      transform: withoutCertificate,
+      certificates,
       log: cluster.log,
-      onEvent: (csr, event) =>
-        event === 'delete'
-          ? this.queue.forget(`${cluster.key}/${csr.metadata?.name ?? ''}`)
-          : this.#enqueue(cluster.key, csr),
       clock: this.#opts.clock,
+      onEvent: (csr, event) => {
+        if (event === 'delete') this.queue.forget(`${cluster.key}/${csr.metadata?.name ?? ''}`);
+        else this.#enqueue(cluster.key, csr);
+        this.#unparkIfUnder(cluster.key);
+      },
     });
     const nodes = new ResilientInformer<k8s.V1Node>({
       kubeConfig: cluster.kubeConfig,
@@ -193,11 +205,54 @@ export class CsrApprover {
       clock: this.#opts.clock,
     });
     const applier = createApplier(cluster.kubeConfig, FIELD_MANAGERS.nodepoolController, this.#timeoutMs);
-    return { cluster, csrs, nodes, certificates, applier };
+    return { cluster, csrs, nodes, certificates, applier, parked: false };
   }
 
   #enqueue(cluster: string, csr: k8s.V1CertificateSigningRequest): void {
-    if (isCandidate(csr)) this.queue.add(`${cluster}/${csr.metadata?.name ?? ''}`);
+    if (isCandidate(csr) && !this.#clusters.get(cluster)?.parked)
+      this.queue.add(`${cluster}/${csr.metadata?.name ?? ''}`);
+  }
+
+  get #maxPending(): number {
+    return this.#opts.maxPendingPerGuest ?? DEFAULT_MAX_PENDING_PER_GUEST;
+  }
+
+  /** A parked guest back under its cap: its pending CSRs (at most the cap) are queued again. */
+  #unparkIfUnder(cluster: string): void {
+    const session = this.#clusters.get(cluster);
+    if (!session?.parked || session.csrs.pending > this.#maxPending) return;
+    session.parked = false;
+    for (const csr of session.csrs.list()) this.#enqueue(cluster, csr);
+  }
+
+  /** Over the cap: no decision for this guest; its CSRs leave the queue, and its pools hear why (rate-limited). */
+  async #park(session: Session): Promise<void> {
+    session.parked = true;
+    const { namespace, name, log } = session.cluster;
+    const pending = session.csrs.pending;
+    log.warn({ pending, max: this.#maxPending }, 'Too many pending kubelet CSRs: approving none until fewer');
+    const t: Transition = {
+      type: 'Warning',
+      reason: 'TooManyPendingCSRs',
+      message: `guest cluster ${name} has ${pending} pending kubelet certificate signing requests, more than the ${this.#maxPending} allowed: none is approved until it has at most ${this.#maxPending} (delete the ones no kubelet made)`,
+    };
+    for (const pool of this.#opts.caches.nodePools.list(namespace, (p) => p.spec.clusterName === name))
+      await this.#recordLimited(
+        {
+          apiVersion: pool.apiVersion ?? 'kindling.dev/v1beta1',
+          kind: pool.kind ?? 'NodePool',
+          metadata: pool.metadata,
+        },
+        t,
+        log,
+      );
+  }
+
+  /** Events of one subject and reason at most once per window: a guest's flood of denials is one Event. */
+  async #recordLimited(subject: EventSubject, t: Transition, log: Logger, why = ''): Promise<void> {
+    const { namespace = '', name = '' } = subject.metadata;
+    const key = `${subject.kind}/${namespace}/${name}/${t.reason}/${why}`;
+    if (this.#eventLimiter.allow(key)) await this.#opts.events.record(subject, [t], log);
   }
 
   /** Applies the guest set-up when a NodePool names the cluster, and again every setupResyncMs. */
@@ -223,6 +278,11 @@ export class CsrApprover {
     if (!session) return {};
     const csr = session.csrs.get(name);
     if (!csr || !isCandidate(csr)) return {};
+    if (session.parked) return {};
+    if (session.csrs.pending > this.#maxPending) {
+      await this.#park(session);
+      return {};
+    }
     const log = session.cluster.log.child({ csr: name });
     const { namespace } = session.cluster;
     const decision = decideCsr({
@@ -374,7 +434,7 @@ export class CsrApprover {
       reason: d.action === 'approve' ? 'CSRApproved' : 'CSRDenied',
       message: `${csr.spec.signerName} CSR ${csr.metadata?.name ?? ''} of guest cluster ${session.cluster.name} ${verb} (${d.reason}): ${d.message}`,
     };
-    await this.#opts.events.record(subject, [t], log);
+    await this.#recordLimited(subject, t, log, d.reason);
   }
 
   #subjectOf(d: Approved | Denied): EventSubject | undefined {

@@ -6,6 +6,7 @@
 import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
 import type * as k8s from '#k8s';
+import { BOOTSTRAP_GROUP } from '../../api/src/keys.js';
 
 export const NODE_PREFIX = 'system:node:';
 export const NODES_GROUP = 'system:nodes';
@@ -36,6 +37,11 @@ export type Checked =
   { ok: true; node: string; request: CertificateRequest } | { ok: false; reason: RequestProblem; message: string };
 
 const SAN_OID = '2.5.29.17';
+/**
+ * A kubelet's request is about 1 KiB (base64 of its PEM). One far larger is no kubelet's: it is neither parsed
+ * nor kept, so a guest's CSRs of 1 MiB cost the approver no more than small ones.
+ */
+export const MAX_REQUEST_BYTES = 16 * 1024;
 
 /** Parses `spec.request` (base64 of a PEM PKCS#10 request); throws on anything else. */
 export function parseCertificateRequest(request: string): CertificateRequest {
@@ -61,17 +67,57 @@ export function parseCertificateRequest(request: string): CertificateRequest {
  */
 const parsed = new WeakMap<k8s.V1CertificateSigningRequestSpec, CertificateRequest | Error>();
 
+function parseBounded(request: string): CertificateRequest | Error {
+  if (request.length > MAX_REQUEST_BYTES)
+    return new Error(`it is ${request.length} bytes, where a kubelet's is under ${MAX_REQUEST_BYTES}`);
+  try {
+    return parseCertificateRequest(request);
+  } catch (err) {
+    return err as Error;
+  }
+}
+
 function parseOnce(spec: k8s.V1CertificateSigningRequestSpec): CertificateRequest | Error {
   let result = parsed.get(spec);
   if (result === undefined) {
-    try {
-      result = parseCertificateRequest(spec.request);
-    } catch (err) {
-      result = err as Error;
-    }
+    result = parseBounded(spec.request);
     parsed.set(spec, result);
   }
   return result;
+}
+
+/** The groups a decision reads; of Kindling's pool groups, enough to tell one from several. */
+function decisiveGroups(groups: readonly string[]): string[] {
+  const kindling = groups.filter((g) => g.startsWith(`${BOOTSTRAP_GROUP}:`)).slice(0, 3);
+  const known = groups.filter((g) => g === BOOTSTRAP_GROUP || g === 'system:bootstrappers' || g === NODES_GROUP);
+  return [...known, ...kindling];
+}
+
+/**
+ * What the approver's cache keeps of a CSR: the request parsed at the watch (its bytes dropped) and only the
+ * fields a decision or an approval reads. A guest may create CSRs of 1 MiB each; the cache keeps a few hundred
+ * bytes of each. Idempotent: a CSR already slimmed is returned as it is.
+ */
+export function slimCsr(csr: k8s.V1CertificateSigningRequest): k8s.V1CertificateSigningRequest {
+  if (parsed.has(csr.spec)) return csr;
+  const { signerName, username, groups = [], usages } = csr.spec;
+  const spec: k8s.V1CertificateSigningRequestSpec = {
+    signerName,
+    username,
+    groups: decisiveGroups(groups),
+    usages,
+    // The apiserver keeps a CSR's spec through an approval: the request need not be sent back.
+    request: '',
+  };
+  parsed.set(spec, parseBounded(csr.spec.request));
+  const { name, uid, resourceVersion, creationTimestamp } = csr.metadata ?? {};
+  return {
+    apiVersion: csr.apiVersion,
+    kind: csr.kind,
+    metadata: { name, uid, resourceVersion, creationTimestamp },
+    spec,
+    status: { conditions: csr.status?.conditions },
+  };
 }
 
 /** Canonical text of an IP address (IPv6 compressed, lower case), so SANs and addresses compare equal. */

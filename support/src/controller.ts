@@ -24,6 +24,10 @@ export interface KeyQueueOptions {
   reconcile: (key: string) => Promise<ReconcileResult | void>;
   /** Reconciles in flight at once (different keys); default 1. */
   workers?: number;
+  /** The tenant of a key, served in turn with the others (WorkQueue's groupOf); default: one FIFO. */
+  groupOf?: (key: string) => string;
+  /** Workers one group may hold at once; default: all of them. */
+  maxInFlightPerGroup?: number;
   clock?: Clock;
   queueMetrics?: QueueMetrics;
   /** The field naming the key in the line a failed reconcile logs (default `key`): `nodePool`, `node`… */
@@ -42,6 +46,8 @@ export function createKeyQueue(opts: KeyQueueOptions): WorkQueue {
     reconcile: opts.reconcile,
     concurrency: opts.workers ?? 1,
     clock: opts.clock ?? realClock,
+    ...(opts.groupOf ? { groupOf: opts.groupOf } : {}),
+    ...(opts.maxInFlightPerGroup === undefined ? {} : { maxInFlightPerGroup: opts.maxInFlightPerGroup }),
     onDone: (key, outcome, ms, err) => {
       queueMetrics?.observe(name, outcome, ms);
       if (outcome === 'error') log.warn({ err, [keyField]: key }, message);

@@ -106,4 +106,52 @@ describe('WorkQueue', () => {
     await q.stop();
     assert.deepEqual(clock.pending(), []);
   });
+
+  it("when one group floods the queue, it should run another group's key next, not after the flood", async () => {
+    const seen: string[] = [];
+    const q = new WorkQueue({
+      name: 't',
+      groupOf: (k) => k.split('/')[0] ?? '',
+      reconcile: async (k) => void seen.push(k),
+    });
+    for (let i = 0; i < 1000; i++) q.add(`flood/${i}`);
+    q.add('quiet/kubelet');
+    await q.drained();
+    assert.equal(seen.indexOf('quiet/kubelet'), 1);
+    assert.equal(seen.length, 1001);
+  });
+
+  it('when one group has more keys than its cap, it should hold at most the cap of workers and leave the rest to others', async () => {
+    const running = new Map<string, number>();
+    let maxFlood = 0;
+    const releases: (() => void)[] = [];
+    const seen: string[] = [];
+    const q = new WorkQueue({
+      name: 't',
+      concurrency: 4,
+      maxInFlightPerGroup: 2,
+      groupOf: (k) => k.split('/')[0] ?? '',
+      reconcile: async (k) => {
+        const g = k.split('/')[0] ?? '';
+        running.set(g, (running.get(g) ?? 0) + 1);
+        if (g === 'flood') maxFlood = Math.max(maxFlood, running.get(g) ?? 0);
+        seen.push(k);
+        await new Promise<void>((r) => releases.push(r));
+        running.set(g, (running.get(g) ?? 0) - 1);
+      },
+    });
+    for (let i = 0; i < 10; i++) q.add(`flood/${i}`);
+    await tick();
+    assert.deepEqual(seen, ['flood/0', 'flood/1']);
+    q.add('other/a');
+    await tick();
+    assert.deepEqual(seen, ['flood/0', 'flood/1', 'other/a']);
+    while (seen.length < 11 || releases.length > 0) {
+      releases.splice(0).forEach((r) => r());
+      await tick();
+    }
+    await q.drained();
+    assert.equal(maxFlood, 2);
+    assert.equal(q.depth, 0);
+  });
 });

@@ -2,6 +2,10 @@
  * A work queue of keys (namespace/name), not events: a key queued twice runs once; one reconcile per key is in
  * flight at a time (a key added while it runs is run again afterwards); failures requeue with per-key
  * exponential backoff; `requeueAfterMs` and NotReadyError requeue quietly.
+ *
+ * Keys are fair across groups (`groupOf`: a tenant's namespace, a guest cluster): each group waits in its own
+ * FIFO and the workers take from the groups in turn, so one tenant's thousand keys wait behind each other, not
+ * in front of another tenant's one. `maxInFlightPerGroup` caps how many workers one group holds at once.
  */
 import { NotReadyError, TerminalError } from './errors.js';
 import { realClock, type Clock } from './timers.js';
@@ -20,6 +24,10 @@ export interface QueueOptions {
   baseBackoffMs?: number;
   maxBackoffMs?: number;
   clock?: Clock;
+  /** The tenant a key belongs to: the unit of fairness (default: one group, plain FIFO). */
+  groupOf?: (key: string) => string;
+  /** Reconciles of one group in flight at once (default: no cap beyond concurrency). */
+  maxInFlightPerGroup?: number;
   /** Called after each reconcile, for metrics and logs. */
   onDone?: (key: string, outcome: Outcome, durationMs: number, err?: unknown) => void;
 }
@@ -27,7 +35,10 @@ export interface QueueOptions {
 export class WorkQueue {
   readonly name: string;
   #opts: Required<Omit<QueueOptions, 'onDone'>> & Pick<QueueOptions, 'onDone'>;
-  #ready: string[] = [];
+  /** Ready keys by group; the Map's order is the turn order (a group served moves to the end). */
+  #ready = new Map<string, string[]>();
+  #readyCount = 0;
+  #groupInFlight = new Map<string, number>();
   #queued = new Set<string>();
   #inFlight = new Set<string>();
   #dirty = new Set<string>();
@@ -40,12 +51,20 @@ export class WorkQueue {
 
   constructor(opts: QueueOptions) {
     this.name = opts.name;
-    this.#opts = { concurrency: 1, baseBackoffMs: 200, maxBackoffMs: 60_000, clock: realClock, ...opts };
+    this.#opts = {
+      concurrency: 1,
+      baseBackoffMs: 200,
+      maxBackoffMs: 60_000,
+      clock: realClock,
+      groupOf: () => '',
+      maxInFlightPerGroup: Infinity,
+      ...opts,
+    };
   }
 
   /** Keys waiting to run (not counting delayed or in-flight ones). */
   get depth(): number {
-    return this.#ready.length;
+    return this.#readyCount;
   }
 
   add(key: string): void {
@@ -56,7 +75,11 @@ export class WorkQueue {
     }
     if (this.#queued.has(key)) return;
     this.#queued.add(key);
-    this.#ready.push(key);
+    const group = this.#opts.groupOf(key);
+    const keys = this.#ready.get(group);
+    if (keys) keys.push(key);
+    else this.#ready.set(group, [key]);
+    this.#readyCount++;
     this.#schedulePump();
   }
 
@@ -86,7 +109,8 @@ export class WorkQueue {
     this.#stopped = true;
     for (const { handle } of this.#delayed.values()) this.#opts.clock.clearTimeout(handle);
     this.#delayed.clear();
-    this.#ready = [];
+    this.#ready.clear();
+    this.#readyCount = 0;
     this.#queued.clear();
     if (this.#running > 0) await new Promise<void>((r) => this.#idle.push(r));
   }
@@ -94,7 +118,7 @@ export class WorkQueue {
   /** Resolves when nothing is queued or running (delayed keys aside): for tests and benchmarks. */
   async drained(): Promise<void> {
     await Promise.resolve();
-    if (this.#running === 0 && this.#ready.length === 0) return;
+    if (this.#running === 0 && this.#readyCount === 0) return;
     await new Promise<void>((r) => this.#idle.push(r));
   }
 
@@ -109,16 +133,38 @@ export class WorkQueue {
   }
 
   #pump(): void {
-    while (!this.#stopped && this.#running < this.#opts.concurrency && this.#ready.length > 0) {
-      const key = this.#ready.shift() as string;
+    while (!this.#stopped && this.#running < this.#opts.concurrency) {
+      const next = this.#next();
+      if (next === undefined) return;
+      const [group, key] = next;
       this.#queued.delete(key);
       this.#inFlight.add(key);
+      this.#groupInFlight.set(group, (this.#groupInFlight.get(group) ?? 0) + 1);
       this.#running++;
-      void this.#run(key);
+      void this.#run(key, group);
     }
   }
 
-  async #run(key: string): Promise<void> {
+  /** The first key of the first group in turn that is under its cap; that group's turn moves to the end. */
+  #next(): [string, string] | undefined {
+    for (const [group, keys] of this.#ready) {
+      if ((this.#groupInFlight.get(group) ?? 0) >= this.#opts.maxInFlightPerGroup) continue;
+      const key = keys.shift() as string;
+      this.#ready.delete(group);
+      if (keys.length > 0) this.#ready.set(group, keys);
+      this.#readyCount--;
+      return [group, key];
+    }
+    return undefined;
+  }
+
+  #finished(group: string): void {
+    const n = (this.#groupInFlight.get(group) ?? 1) - 1;
+    if (n > 0) this.#groupInFlight.set(group, n);
+    else this.#groupInFlight.delete(group);
+  }
+
+  async #run(key: string, group: string): Promise<void> {
     const started = this.#opts.clock.now();
     let outcome: Outcome = 'success';
     let error: unknown;
@@ -130,11 +176,12 @@ export class WorkQueue {
       outcome = this.#afterError(key, err);
     } finally {
       this.#inFlight.delete(key);
+      this.#finished(group);
       this.#running--;
       this.#opts.onDone?.(key, outcome, this.#opts.clock.now() - started, error);
       if (this.#dirty.delete(key)) this.add(key);
       this.#pump();
-      if (this.#running === 0 && this.#ready.length === 0) this.#idle.splice(0).forEach((r) => r());
+      if (this.#running === 0 && this.#readyCount === 0) this.#idle.splice(0).forEach((r) => r());
     }
   }
 
