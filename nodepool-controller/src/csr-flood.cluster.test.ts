@@ -18,7 +18,7 @@ import {
 } from '../../test/bed/src/index.js';
 import { createLogger } from '../../support/src/logger.js';
 import { forEachLimited } from '../../support/src/limited.js';
-import { createCertificateRequest } from '../../support/src/pki.js';
+import { createCertificateRequest } from '../../test/bed/src/pki.js';
 import { BOOTSTRAP_GROUP, bootstrapPoolGroup, LABELS } from '../../api/src/keys.js';
 import { nodePoolFixture } from '../../api/testing/nodepool.js';
 import { createNodePoolController, type NodePoolController } from './controller.js';
