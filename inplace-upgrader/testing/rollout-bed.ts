@@ -1,5 +1,5 @@
 /**
- * The test bed of the in-place rollout tests (rollout.test.ts, rollout-halt.test.ts): a management cluster with
+ * The test bed of the in-place rollout tests (rollout.cluster.test.ts, rollout-halt.cluster.test.ts): a management cluster with
  * the Cluster API CRDs (no Cluster API controller runs), a KWOK guest whose Nodes are the pool's, the real
  * ignition server, one MachineSet at config h0 with a Machine per Node, a real agent per node (AgentFleet) and
  * an independent AvailabilityWatcher. The upgrader and the drainer are the tests' own: `inProcess()` builds

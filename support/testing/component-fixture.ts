@@ -1,5 +1,5 @@
 /**
- * A component whose leader work fails to start, run as its own process by component.test.ts (a component exits
+ * A component whose leader work fails to start, run as its own process by component.cluster.test.ts (a component exits
  * the process on purpose, so it cannot run inside the test runner). Not used by any command.
  */
 import { COMPONENT_FLAGS, runComponent } from '../src/component.js';

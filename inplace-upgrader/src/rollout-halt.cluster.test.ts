@@ -1,5 +1,5 @@
 /**
- * In-place rollouts that stop, on the real test bed (as rollout.test.ts, with 4 nodes, in a file of its own so
+ * In-place rollouts that stop, on the real test bed (as rollout.cluster.test.ts, with 4 nodes, in a file of its own so
  * each stays within the per-file time budget): the real ignition server renders each payload, a real
  * `kindling agent` runs per node against its own root (AgentFleet, which also plays each host's kubelet at
  * boot: boot ID, versions, Ready=False while the root's kubelet config is one the kubelet refuses), the

@@ -58,7 +58,7 @@ const ownedBy =
     for (const ref of s.metadata?.ownerReferences ?? []) ref.uid = uid;
   };
 
-/** Join material without a guest: this test counts the bootstrap tokens asked for (server.test.ts has a guest). */
+/** Join material without a guest: this test counts the bootstrap tokens asked for (server.cluster.test.ts has a guest). */
 function countingJoin(): { guestJoin: GuestJoin; minted: string[] } {
   const minted: string[] = [];
   const fake: Pick<GuestJoin, 'mint' | 'revoke'> = {
