@@ -120,3 +120,8 @@ export interface TypedCondition<T extends ConditionType> {
 
 /** Any NodePool condition: a union over the types, so a reason of another type does not compile. */
 export type Condition = { [T in ConditionType]: TypedCondition<T> }[ConditionType];
+
+/** Fine: the condition says all is as expected (or a feature is simply off). Anything else is for people to see. */
+export function isFine(c: Pick<Condition, 'status' | 'reason'>): boolean {
+  return c.status !== 'Unknown' && (c.reason === 'AsExpected' || c.reason === 'Disabled');
+}

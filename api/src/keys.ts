@@ -108,7 +108,10 @@ export const ANNOTATIONS = {
    * blocked by PodDisruptionBudget ns/x"). Written by the inplace-upgrader; read by the nodepool-controller
    * (the UpdatingConfig/UpdatingVersion message, as is) and `kindling status` (the counts before any ";"). */
   inPlaceProgress: 'kindling.dev/inplace-progress',
-  /** Rollout halted: "<node>: <reason>". Written by the inplace-upgrader; read by the nodepool-controller. */
+  /** Rollout halted: "<node>: <reason>". On a MachineSet: written by the inplace-upgrader. On a ClusterAPI-engine
+   * Machine: written by the extension's UpdateMachine while the Machine's node is Degraded towards its target,
+   * removed once it is not. Read by the nodepool-controller (UpdatingConfig/UpdatingVersion Failed) and
+   * `kindling status` ("halted: …"). */
   inPlaceFailure: 'kindling.dev/inplace-failure',
 
   // ---- guest Node, machine-config-daemon protocol (so existing agents fit) ----

@@ -8,8 +8,9 @@ import type * as k8s from '#k8s';
 import { ANNOTATIONS, DRAIN_PREFIX } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 import type { Machine, MachineDeployment, MachineSet } from '../../api/src/capi.js';
-import type { Condition } from '../../api/src/conditions.js';
+import { isFine, type Condition } from '../../api/src/conditions.js';
 import { classifyNode, setMembers } from '../../inplace-upgrader/src/preview.js';
+import { clusterApiFailure, hashOfBootstrap } from '../../nodepool-controller/src/preview.js';
 import { table } from './plan-text.js';
 
 export type NodeState = 'waiting' | 'draining' | 'updating' | 'done' | 'degraded';
@@ -60,10 +61,7 @@ export interface PoolObjects {
   nodes?: (name: string) => k8s.V1Node | undefined;
 }
 
-/** Fine: the condition says all is as expected (or a feature is simply off). Anything else is shown. */
-export function isFine(c: Condition): boolean {
-  return c.status !== 'Unknown' && (c.reason === 'AsExpected' || c.reason === 'Disabled');
-}
+export { isFine };
 
 /** What a node is doing towards `target`, by the upgrader's classification; updating splits into draining. */
 export function nodeProgress(node: k8s.V1Node, target: string): NodeProgress {
@@ -113,16 +111,26 @@ function inPlaceRollout(o: PoolObjects, ms: MachineSet): Rollout | undefined {
   };
 }
 
-function replaceRollout(md: MachineDeployment): Rollout | undefined {
+/** Cluster API's own rollout of a MachineDeployment: by replacement, or in place on the ClusterAPI engine, where
+ * a node Degraded towards its target halts it (the extension's annotation on its Machine). */
+function deploymentRollout(o: PoolObjects, md: MachineDeployment): Rollout | undefined {
   const upToDate = md.status?.upToDateReplicas;
   const total = md.spec.replicas ?? 0;
   if (upToDate === undefined || upToDate >= total) return undefined;
-  return { to: md.spec.template.spec.bootstrap.dataSecretName ?? '', done: upToDate, total, nodes: [] };
+  const bootstrap = md.spec.template.spec.bootstrap;
+  const failure = clusterApiFailure(o.machines);
+  return {
+    to: hashOfBootstrap(o.pool.metadata.name, bootstrap) ?? bootstrap.dataSecretName ?? '',
+    done: upToDate,
+    total,
+    ...(failure ? { failure } : {}),
+    nodes: [],
+  };
 }
 
 function rolloutOf(o: PoolObjects): Rollout | undefined {
   if (!o.child) return undefined;
-  return o.child.kind === 'MachineSet' ? inPlaceRollout(o, o.child) : replaceRollout(o.child);
+  return o.child.kind === 'MachineSet' ? inPlaceRollout(o, o.child) : deploymentRollout(o, o.child);
 }
 
 /** Replica counts: the child's spec and status (Cluster API's), or the pool's spec before there is a child. */

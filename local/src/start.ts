@@ -92,6 +92,13 @@ async function step<T>(label: string, fn: () => Promise<T>): Promise<T> {
   return result;
 }
 
+/** Pools not Ready in time are reported, and the environment stays up: it is where a person sees why. */
+function reportNotReady(report: readonly string[], timeoutMs: number): void {
+  if (report.length === 0) return;
+  out(`  NodePools not Ready after ${timeoutMs / 1000} s (Kindling stays up; \`kindling status\` follows them):`);
+  for (const line of report) out(`    ${line}`);
+}
+
 interface Environment {
   mgmt: Cluster;
   guest: Cluster;
@@ -146,9 +153,10 @@ async function bringUp(cfg: Config): Promise<Environment> {
       await step('sample tenant (Cluster, LocalControlPlane, NodePools inplace ×3, replace ×2, capi ×2)', () =>
         applySamples(mgmt, env.guest, { namespace, release: releases[SAMPLE_RELEASES[0]] ?? '' }),
       );
-      await step('sample pools Ready (hosts booted through Ignition)', () =>
+      const notReady = await step('sample pools Ready (hosts booted through Ignition)', () =>
         waitForPools(mgmt, namespace, cfg.readyTimeout, out),
       );
+      reportNotReady(notReady, cfg.readyTimeout);
       await step('sample workload in the guest (shop/web ×4 on the inplace nodes, behind a PodDisruptionBudget)', () =>
         applyWorkload(env.guest, out),
       );

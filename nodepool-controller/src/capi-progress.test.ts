@@ -2,14 +2,17 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { CAPI_API_VERSION, type Machine } from '../../api/src/capi.js';
 import { ANNOTATIONS } from '../../api/src/keys.js';
-import { clusterApiProgress } from './capi-progress.js';
+import { clusterApiFailure, clusterApiProgress } from './capi-progress.js';
 
-const machine = (name: string, opts: { updating?: boolean; deleting?: boolean } = {}): Machine => ({
+const machine = (name: string, opts: { updating?: boolean; deleting?: boolean; failure?: string } = {}): Machine => ({
   apiVersion: CAPI_API_VERSION,
   kind: 'Machine',
   metadata: {
     name,
-    ...(opts.updating ? { annotations: { [ANNOTATIONS.capiUpdateInProgress]: '' } } : {}),
+    annotations: {
+      ...(opts.updating ? { [ANNOTATIONS.capiUpdateInProgress]: '' } : {}),
+      ...(opts.failure === undefined ? {} : { [ANNOTATIONS.inPlaceFailure]: opts.failure }),
+    },
     ...(opts.deleting ? { deletionTimestamp: new Date('2026-11-24T00:00:00Z') } : {}),
   },
   spec: {
@@ -45,5 +48,25 @@ describe('the progress of a rollout on the ClusterAPI engine', () => {
       clusterApiProgress({ machines, configHashOf: (c) => HASHES[c], target: 'new', paused: false }),
       '1 of 2 updated',
     );
+  });
+});
+
+describe('where a rollout on the ClusterAPI engine halted', () => {
+  it('when the extension found the nodes of two updating Machines Degraded, it should name the first by Machine name with its reason', () => {
+    const machines = [
+      machine('m3', { updating: true, failure: 'n3: health check failed: kubelet not Ready' }),
+      machine('m1'),
+      machine('m2', { updating: true, failure: 'n2: health check failed: kubelet not Ready after 30s' }),
+    ];
+    assert.equal(clusterApiFailure(machines), 'n2: health check failed: kubelet not Ready after 30s');
+  });
+
+  it('when no updating Machine carries a failure, it should say none (a failure left on a Machine no longer updating, or being deleted, is over)', () => {
+    const machines = [
+      machine('m1', { failure: 'n1: old' }),
+      machine('m2', { updating: true }),
+      machine('m3', { updating: true, deleting: true, failure: 'n3: gone' }),
+    ];
+    assert.equal(clusterApiFailure(machines), undefined);
   });
 });

@@ -4,7 +4,8 @@
  * count, so it is read from the pool's Machines: a Machine is at the target once its KindlingConfig names the
  * target's hash and no in-place update is under way on it (Cluster API rewrites the KindlingConfig when it
  * starts an update in place and keeps the update-in-progress annotation on the Machine until UpdateMachine
- * reports done; a Machine it created for a rollout boots the target).
+ * reports done; a Machine it created for a rollout boots the target). A rollout halts, as on the MachineSet
+ * engine, on a node Degraded towards its target: the extension's UpdateMachine says so on the node's Machine.
  */
 import type { Machine } from '../../api/src/capi.js';
 import { ANNOTATIONS } from '../../api/src/keys.js';
@@ -29,4 +30,16 @@ export function clusterApiProgress({ machines, configHashOf, target, paused }: C
   const done = alive.filter((m) => at(m) && !updating(m)).length;
   const pause = paused ? pausedProgress(done, alive.length, alive.filter(updating).length) : '';
   return `${done} of ${alive.length} updated${pause}`;
+}
+
+/**
+ * Where the rollout halted, "<node>: <reason>", as the MachineSet engine's upgrader writes it: the first Machine
+ * (by name) still under an in-place update whose node the extension found Degraded (ANNOTATIONS.inPlaceFailure).
+ */
+export function clusterApiFailure(machines: readonly Machine[]): string | undefined {
+  return machines
+    .filter((m) => !m.metadata.deletionTimestamp && updating(m))
+    .sort((a, b) => a.metadata.name.localeCompare(b.metadata.name))
+    .map((m) => m.metadata.annotations?.[ANNOTATIONS.inPlaceFailure])
+    .find((f) => f !== undefined && f !== '');
 }

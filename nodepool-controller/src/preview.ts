@@ -44,6 +44,7 @@ export { documentChanges as changedDocuments, documentSources, type DocumentChan
 export { desiredTokenSecret, hashOfUserData } from './secrets.js';
 export { desiredNode } from './nodes.js';
 export { hashOfBootstrap } from './phases/scope.js';
+export { clusterApiFailure } from './capi-progress.js';
 export { formatVersion, parseVersion, type ReleaseVersionResolver, type Version } from './release.js';
 export { createGuestVersions, type ControlPlaneVersions } from './guest.js';
 export { NODEPOOL_CONTROLLER_FLAGS } from './command.js';

@@ -161,7 +161,8 @@ async function bringUp(env: Env): Promise<{ mgmt: Cluster; releases: Record<stri
     registry: env.registry.host,
   });
   await applySamples(mgmt, env.guest, { namespace: NS, release: releases['1.36.2'] ?? '' });
-  await waitForPools(mgmt, NS, 300_000, () => undefined);
+  const notReady = await waitForPools(mgmt, NS, 300_000, () => undefined);
+  assert.deepEqual(notReady, [], 'the sample pools Ready');
   return { mgmt, releases };
 }
 

@@ -13,7 +13,7 @@ import { createApp, MAX_BODY_BYTES, payloadSummaries, type ExtensionDeps } from 
 import type { PayloadSummary } from './decide.js';
 import { HANDLERS, hookPath, type JsonObject, type JsonPatchOperation, type Patch } from './hooks.js';
 import type { ExtensionCache, UpdateTarget } from './update-check.js';
-import type { UpdateOutcome } from './update-machine.js';
+import type { UpdateOutcome } from './update-answer.js';
 
 const log = createLogger({ name: 'extension-test', level: 'silent' });
 const POOL = 'workers';
@@ -350,6 +350,7 @@ describe('Runtime Extension app', () => {
     [{ state: 'in-progress', message: 'Node n1: draining (drain-bbbb)' }, 'Success', 5],
     [{ state: 'done', message: 'Node n1 is at bbbb' }, 'Success', 0],
     [{ state: 'failed', message: 'Node n1: cannot be applied in place: kernelArguments' }, 'Failure', 0],
+    [{ state: 'halted', attempt: 2, message: 'Node n1: health check failed' }, 'Success', 20],
   ];
   for (const [outcome, status, retry] of outcomes) {
     it(`when the Machine's update is ${outcome.state}, it should answer ${status} with retryAfterSeconds ${retry}`, async () => {

@@ -35,7 +35,8 @@ import {
   type UpdateMachineResponse,
 } from './hooks.js';
 import { checkUpdateMachine, clusterApiPool, type ExtensionCache, type UpdateRequest } from './update-check.js';
-import type { MachineUpdates, UpdateOutcome } from './update-machine.js';
+import type { MachineUpdates } from './update-machine.js';
+import { answerFor, type UpdateOutcome } from './update-answer.js';
 
 /**
  * The largest request body read. The biggest request, CanUpdateMachineSet, holds two MachineSets and four
@@ -52,7 +53,7 @@ export interface ExtensionDeps {
   cache: ExtensionCache;
   /** Longest wait for work before answering (default 500 ms, so the answer leaves within 1 s on a loaded machine; the manager's own timeout is the handler's 5 s). */
   answerWithinMs?: number;
-  /** retryAfterSeconds while an update is in progress (default 5). */
+  /** retryAfterSeconds while an update is in progress (default 5); the first of a halted one's backoff (update-answer.ts). */
   retryAfterSeconds?: number;
   metrics?: { request(hook: HookName, status: string): void };
 }
@@ -198,11 +199,8 @@ async function updateMachine(body: unknown, deps: ExtensionDeps): Promise<Update
           message: `Machine ${check.target.namespace}/${check.target.machine}: still working towards ${check.target.hash}`,
         }
       : outcome;
-  const retryAfterSeconds = o.state === 'in-progress' ? (deps.retryAfterSeconds ?? 5) : 0;
-  return response<UpdateMachineResponse>('UpdateMachineResponse', o.state === 'failed' ? 'Failure' : 'Success', {
-    retryAfterSeconds,
-    message: o.message,
-  });
+  const { status, ...fields } = answerFor(o, deps.retryAfterSeconds ?? 5);
+  return response<UpdateMachineResponse>('UpdateMachineResponse', status, fields);
 }
 
 function discovery(): DiscoveryResponse {

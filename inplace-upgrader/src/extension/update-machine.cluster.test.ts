@@ -15,7 +15,14 @@ import { join } from 'node:path';
 import * as k8s from '#k8s';
 import { Registry } from 'prom-client';
 import { CAPI_API_VERSION } from '../../../api/src/capi.js';
-import { ANNOTATIONS, LABELS, SKIP_REMEDIATION_INPLACE, userDataSecretName } from '../../../api/src/keys.js';
+import {
+  ANNOTATIONS,
+  LABELS,
+  SKIP_REMEDIATION_INPLACE,
+  bootstrapTemplateName,
+  userDataSecretName,
+} from '../../../api/src/keys.js';
+import { BOOTSTRAP_GROUP_NAME } from '../../../api/src/bootstrap.js';
 import { createLogger } from '../../../support/src/logger.js';
 import { Drainer } from '../../../drainer/src/drainer.js';
 import { createTestMachine, createTestNode, eventually, testPodFor } from '../../../drainer/testing/index.js';
@@ -124,6 +131,38 @@ describe('UpdateMachine through the Runtime Extension', () => {
         plural: 'machinedeployments',
         name: POOL,
         body: { metadata: { annotations: { [ANNOTATIONS.capiPaused]: paused ? 'true' : null } } },
+      },
+      merge,
+    );
+  /** The MachineDeployment's template on the pool's KindlingConfigTemplate at `hash`, as the nodepool-controller
+   * writes a ClusterAPI-engine pool's; undefined: back to the data Secret the suite starts with. */
+  const setTemplateHash = (hash: string | undefined): Promise<unknown> =>
+    custom.patchNamespacedCustomObject(
+      {
+        group: 'cluster.x-k8s.io',
+        version: 'v1beta2',
+        namespace: NS,
+        plural: 'machinedeployments',
+        name: POOL,
+        body: {
+          spec: {
+            template: {
+              spec: {
+                bootstrap:
+                  hash === undefined
+                    ? { configRef: null, dataSecretName: userDataSecretName(POOL, 'h0') }
+                    : {
+                        dataSecretName: null,
+                        configRef: {
+                          apiGroup: BOOTSTRAP_GROUP_NAME,
+                          kind: 'KindlingConfigTemplate',
+                          name: bootstrapTemplateName(POOL, hash),
+                        },
+                      },
+              },
+            },
+          },
+        },
       },
       merge,
     );
@@ -440,24 +479,50 @@ describe('UpdateMachine through the Runtime Extension', () => {
     assert.equal((await annotationsOf('n1'))[ANNOTATIONS.currentConfig], h('h2'));
   });
 
-  it('when the agent cannot apply the payload, it should answer Failure with the Degraded reason, every time it is asked', async () => {
+  it('when the agent cannot apply the payload, it should answer Success with the Degraded reason and a retryAfterSeconds that grows on each call (Cluster API backs off), and the Machine should say where the update halted', async () => {
     await writeFile(join(fleet.rootOf('n2'), 'etc', 'blocker'), 'a file where the payload wants a folder');
     await publish('h3', payload('v3', [{ path: '/etc/blocker/x.conf', contents: { source: 'data:,x' } }]));
-    const answers = await driveMachine('n2', h('h3'));
-    const failed = answers.at(-1);
-    assert.equal(failed?.status, 'Failure');
-    assert.equal(failed?.retryAfterSeconds, 0);
-    assert.match(
-      failed?.message ?? '',
-      /^Node n2: failed to write \/etc\/blocker\/x\.conf: .*\(all changes rolled back\)$/,
-    );
+    const answers = await driveMachine('n2', h('h3'), (a) => a.status === 'Failure' || /update halted/.test(a.message));
+    const halted = answers.at(-1) as Answer;
+    assert.equal(halted.status, 'Success');
+    const reason =
+      /^Node (n2: failed to write \/etc\/blocker\/x\.conf: .*\(all changes rolled back\)) \(update halted/.exec(
+        halted.message,
+      )?.[1];
+    assert.ok(reason, halted.message);
     assert.equal(await fileOn('n2', '/etc/kindling/version'), 'v1', 'the files were not restored');
-    assert.deepEqual(await updateMachine('n2', h('h3')), failed);
+    const again = await updateMachine('n2', h('h3'));
+    assert.equal(again.message, halted.message);
+    assert.ok(halted.retryAfterSeconds >= 1, `retryAfterSeconds ${halted.retryAfterSeconds}`);
+    assert.equal(again.retryAfterSeconds, 2 * halted.retryAfterSeconds, 'retryAfterSeconds should double');
+    const machine = await machineAnnotations('n2');
+    assert.equal(machine[ANNOTATIONS.inPlaceFailure], reason);
     assert.equal(
-      (await machineAnnotations('n2'))[ANNOTATIONS.capiSkipRemediation],
+      machine[ANNOTATIONS.capiSkipRemediation],
       SKIP_REMEDIATION_INPLACE,
       'a Degraded node’s Machine should stay spared from remediation',
     );
+  });
+
+  it('when the MachineDeployment moves to another hash while the node is Degraded, it should end the superseded update without touching the node, and the update Cluster API asks for next should bring the same Machine there', async () => {
+    await publish('h6', payload('v6'));
+    const before = await annotationsOf('n2');
+    assert.equal(before[ANNOTATIONS.state], 'Degraded', 'n2 should still be Degraded from the test before');
+    await setTemplateHash(h('h6'));
+    try {
+      const ended = await eventually('the superseded update ended', async () => {
+        const a = await updateMachine('n2', h('h3'));
+        return a.retryAfterSeconds === 0 ? a : undefined;
+      });
+      assert.equal(ended.status, 'Success');
+      assert.match(ended.message, new RegExp(`^Node n2: ${h('h3')} is superseded by ${h('h6')}`));
+      assert.equal((await machineAnnotations('n2'))[ANNOTATIONS.inPlaceFailure], undefined);
+      assert.equal((await annotationsOf('n2'))[ANNOTATIONS.desiredConfig], before[ANNOTATIONS.desiredConfig]);
+      assert.equal((await driveMachine('n2', h('h6'))).at(-1)?.message, `Node n2 is at ${h('h6')}`);
+      assert.equal(await fileOn('n2', '/etc/kindling/version'), 'v6');
+    } finally {
+      await setTemplateHash(undefined);
+    }
   });
 
   it('when the MachineDeployment is paused, it should hand no further node the target, let a node handed it before finish, and carry on once it clears', async () => {

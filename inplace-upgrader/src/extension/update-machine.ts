@@ -10,10 +10,10 @@
  */
 import * as k8s from '#k8s';
 import { BOOTSTRAP_API_VERSION, type KindlingConfig } from '../../../api/src/bootstrap.js';
-import { CAPI_API_VERSION, type Machine, type MachineDeployment } from '../../../api/src/capi.js';
-import { ANNOTATIONS, DRAIN_PREFIX, LABELS, NODE_STATES } from '../../../api/src/keys.js';
+import { CAPI_API_VERSION, CAPI_GROUP, type Machine, type MachineDeployment } from '../../../api/src/capi.js';
+import { ANNOTATIONS, DRAIN_PREFIX, LABELS, NODE_STATES, hashOfBootstrapTemplate } from '../../../api/src/keys.js';
 import { NODEPOOL_API_VERSION, NODEPOOL_PLURAL, type NodePool } from '../../../api/src/nodepool.js';
-import { NotReadyError } from '../../../support/src/errors.js';
+import { isNotFound, NotReadyError } from '../../../support/src/errors.js';
 import { GuestClusters, clusterKey } from '../../../support/src/guest-clusters.js';
 import type { Namespaces } from '../../../support/src/config.js';
 import { customResource, NamespacedInformer, type Informer } from '../../../support/src/namespaced-informer.js';
@@ -31,10 +31,9 @@ import {
 } from '../guest.js';
 import type { PayloadSource } from '../payload.js';
 import { setSkipRemediation } from '../remediation.js';
-import { classifyNode } from '../select.js';
+import { classifyNode, type NodeView } from '../select.js';
+import { superseded, type UpdateOutcome } from './update-answer.js';
 import type { ExtensionCache, UpdateTarget } from './update-check.js';
-
-export type UpdateOutcome = { state: 'in-progress' | 'done' | 'failed'; message: string };
 
 /** What the hook handler needs: one step towards the target (checked against the caches: update-check.ts). */
 export interface MachineUpdates {
@@ -64,6 +63,7 @@ interface StepContext {
 }
 
 const progress = (message: string): UpdateOutcome => ({ state: 'in-progress', message });
+const haltKey = (t: UpdateTarget): string => `${t.namespace}/${t.machine}@${t.hash}`;
 
 /** What a node in flight is doing, from its annotations. */
 function describeNode(node: k8s.V1Node, hash: string): string {
@@ -78,6 +78,13 @@ function describeNode(node: k8s.V1Node, hash: string): string {
 const isPaused = (deployment: DeploymentObject | undefined): boolean =>
   deployment?.metadata.annotations?.[ANNOTATIONS.capiPaused] !== undefined;
 
+const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
+const CAPI_VERSION = CAPI_API_VERSION.split('/')[1] ?? '';
+
+/** The hash a MachineDeployment's template names (its KindlingConfigTemplate), if it names one. */
+const deploymentHash = (pool: string, d: DeploymentObject | undefined): string | undefined =>
+  hashOfBootstrapTemplate(pool, d?.spec.template.spec.bootstrap.configRef?.name);
+
 export class MachineUpdater implements MachineUpdates, ExtensionCache {
   #opts: MachineUpdaterOptions;
   #custom: k8s.CustomObjectsApi;
@@ -88,6 +95,8 @@ export class MachineUpdater implements MachineUpdates, ExtensionCache {
   #clusters: GuestClusters<GuestSession>;
   /** The step under way per Machine: a second call joins it instead of racing it. */
   #inflight = new Map<string, Promise<UpdateOutcome>>();
+  /** Per Machine and target, how many times it was answered halted in a row (its backoff: update-answer.ts). */
+  #halts = new Map<string, number>();
 
   constructor(opts: MachineUpdaterOptions) {
     this.#opts = opts;
@@ -166,21 +175,104 @@ export class MachineUpdater implements MachineUpdates, ExtensionCache {
   async #step(t: UpdateTarget): Promise<UpdateOutcome> {
     const ctx = this.#contextOf(t);
     const { session, node, machine } = ctx;
-    const name = node.metadata?.name ?? '';
     const view = classifyNode(node, t.hash, expectedDesired(session, node));
-    if (view.phase === 'done') {
-      await cleanUpNode(session, name);
-      await setSkipRemediation(this.#custom, machine, false);
-      return { state: 'done', message: `Node ${name} is at ${t.hash}` };
-    }
+    if (view.phase !== 'degraded') this.#halts.delete(haltKey(t));
+    if (view.phase === 'done') return this.#done(t, ctx);
+    const next = await this.#supersededBy(t, ctx, view);
+    if (next !== undefined) return this.#superseded(t, ctx, next);
     // Handed out (or Degraded, the rollback's reboot included): the MachineHealthCheck keeps off it.
     if (view.phase !== 'idle') await setSkipRemediation(this.#custom, machine, true);
-    if (view.phase === 'degraded') return { state: 'failed', message: `Node ${name}: ${view.reason ?? 'Degraded'}` };
+    if (view.phase === 'degraded') return this.#halted(t, machine, `${view.name}: ${view.reason ?? 'Degraded'}`);
+    await this.#setFailure(machine, undefined);
     if (view.phase === 'updating' && view.desiredConfig === t.hash) {
-      if (agentObjectsMissing(session, name, t.hash)) await this.#giveAgentBack(t, ctx);
-      return progress(`Node ${name}: ${describeNode(node, t.hash)}`);
+      if (agentObjectsMissing(session, view.name, t.hash)) await this.#giveAgentBack(t, ctx);
+      return progress(`Node ${view.name}: ${describeNode(node, t.hash)}`);
     }
     return this.#handOut(t, ctx);
+  }
+
+  async #done(t: UpdateTarget, { session, node, machine }: StepContext): Promise<UpdateOutcome> {
+    const name = node.metadata?.name ?? '';
+    await cleanUpNode(session, name);
+    await setSkipRemediation(this.#custom, machine, false);
+    await this.#setFailure(machine, undefined);
+    return { state: 'done', message: `Node ${name} is at ${t.hash}` };
+  }
+
+  /** The node is Degraded towards the target: the Machine says why (read by the NodePool's status), and the
+   * answer backs off (update-answer.ts). */
+  async #halted(t: UpdateTarget, machine: MachineObject, failure: string): Promise<UpdateOutcome> {
+    await this.#setFailure(machine, failure);
+    const attempt = this.#halts.get(haltKey(t)) ?? 0;
+    this.#halts.set(haltKey(t), attempt + 1);
+    return {
+      state: 'halted',
+      attempt,
+      message: `Node ${failure} (update halted; moving the pool to another release or config retargets it)`,
+    };
+  }
+
+  /**
+   * The hash the Machine's MachineDeployment names now, when it supersedes the target (update-answer.ts). A
+   * stale cache must not end an update that is not superseded (the Machine would be left claiming a config its
+   * node never reached): the MachineDeployment is read again from the apiserver before that is decided.
+   */
+  async #supersededBy(t: UpdateTarget, { deployment }: StepContext, view: NodeView): Promise<string | undefined> {
+    if (!deployment || !superseded(t.hash, deploymentHash(t.pool, deployment), view.phase)) return undefined;
+    const live = await this.#liveDeployment(deployment);
+    const hash = deploymentHash(t.pool, live);
+    return live && hash !== undefined && superseded(t.hash, hash, view.phase) ? hash : undefined;
+  }
+
+  async #liveDeployment(d: DeploymentObject): Promise<DeploymentObject | undefined> {
+    try {
+      return (await this.#custom.getNamespacedCustomObject({
+        group: CAPI_GROUP,
+        version: CAPI_VERSION,
+        namespace: d.metadata.namespace ?? '',
+        plural: 'machinedeployments',
+        name: d.metadata.name,
+      })) as DeploymentObject;
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
+  /** The update towards a superseded hash is over without touching the node: see update-answer.ts. */
+  async #superseded(t: UpdateTarget, { node, machine }: StepContext, next: string): Promise<UpdateOutcome> {
+    const name = node.metadata?.name ?? '';
+    await this.#setFailure(machine, undefined);
+    this.#opts.log.info(
+      { machine: `${t.namespace}/${t.machine}`, node: name, hash: t.hash, next },
+      'In-place update superseded: ended so that Cluster API moves the Machine to the hash its MachineDeployment names',
+    );
+    return {
+      state: 'done',
+      message: `Node ${name}: ${t.hash} is superseded by ${next}; the node is left as it is, and Cluster API updates it to ${next} next`,
+    };
+  }
+
+  /** Writes (or, undefined, removes) ANNOTATIONS.inPlaceFailure on the Machine, when the cache shows otherwise. */
+  async #setFailure(machine: MachineObject, failure: string | undefined): Promise<void> {
+    if (machine.metadata.annotations?.[ANNOTATIONS.inPlaceFailure] === failure) return;
+    const body = { metadata: { annotations: { [ANNOTATIONS.inPlaceFailure]: failure ?? null } } };
+    try {
+      await this.#custom.patchNamespacedCustomObject(
+        {
+          group: CAPI_GROUP,
+          version: CAPI_VERSION,
+          namespace: machine.metadata.namespace ?? '',
+          plural: 'machines',
+          name: machine.metadata.name,
+          body,
+        },
+        merge,
+      );
+    } catch (err) {
+      // A Machine deleted meanwhile needs nothing.
+      if (!isNotFound(err)) throw err;
+    }
   }
 
   /** Handed the target, but its payload Secret or agent Pod is gone (deleted mid-update): given them again. */

@@ -5,7 +5,7 @@ import { hasMachineDeployment, inPlaceEngine, type RolloutRecord } from '../../.
 import { changedInputs, type HashInput } from '../hash.js';
 import { hashOfUserData } from '../secrets.js';
 import { keepOrExplain } from '../why.js';
-import { clusterApiProgress } from '../capi-progress.js';
+import { clusterApiFailure, clusterApiProgress } from '../capi-progress.js';
 import {
   hashOfBootstrap,
   inputsOf,
@@ -54,7 +54,7 @@ function observeRollout(s: Scope, deps: PhaseDeps, d: Decision): void {
       to,
       changed: hashInputsChanged(s, deps, from, to),
       progress: progressOf(s, deps, to, annotations),
-      failure: annotations[ANNOTATIONS.inPlaceFailure],
+      failure: failureOf(s, deps, annotations),
     };
   } else if (template) {
     from = to;
@@ -74,6 +74,12 @@ function progressOf(s: Scope, deps: PhaseDeps, to: string, annotations: Record<s
     target: to,
     paused: s.obs.pausedUntil !== undefined,
   });
+}
+
+/** Where the rollout halted: the upgrader's annotation on the MachineSet engine, the Machines' on the ClusterAPI engine. */
+function failureOf(s: Scope, deps: PhaseDeps, annotations: Record<string, string>): string | undefined {
+  if (inPlaceEngine(s.pool) !== 'ClusterAPI') return annotations[ANNOTATIONS.inPlaceFailure];
+  return clusterApiFailure(deps.caches.poolMachines(s.ns, s.pool.metadata.name));
 }
 
 /** The infrastructure template of a MachineSet that still has Machines when the pool names another one: Cluster
