@@ -6,7 +6,7 @@
 import type * as k8s from '#k8s';
 import { NODEPOOL_FINALIZER } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
-import { findRefusal, TerminalError } from '../../support/src/errors.js';
+import { findRefusal, NotReadyError, TerminalError } from '../../support/src/errors.js';
 import type { ReconcileResult } from '../../support/src/queue.js';
 import type { Logger } from '../../support/src/logger.js';
 import { canonicalJson } from './hash.js';
@@ -49,13 +49,16 @@ export class NodePoolReconciler {
     const live = await this.#ensureFinalizer(pool);
     const scope = newScope(live, log, this.#deps.clock.now());
     let outcome: Outcome | undefined;
+    let notReady = false;
     try {
       outcome = await runPhases(scope, this.#deps);
     } catch (err) {
+      notReady = err instanceof NotReadyError;
       return failed(scope, err);
     } finally {
-      // Whatever happened, the status says what this reconcile saw (a refusal, a verdict, a pending change).
-      if (!firstStatusCanWait(scope, outcome)) await this.#writeStatus(scope);
+      // Whatever happened, the status says what this reconcile saw (a refusal, a verdict, a pending change);
+      // a cache not read yet (a quiet requeue) saw nothing, and its status would undo what the last one said.
+      if (!notReady && !firstStatusCanWait(scope, outcome)) await this.#writeStatus(scope);
     }
     if (outcome.notReady !== undefined) throw outcome.notReady;
     return outcome.requeueAfterMs === undefined ? {} : { requeueAfterMs: outcome.requeueAfterMs };
