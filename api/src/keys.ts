@@ -176,6 +176,22 @@ export const ANNOTATIONS = {
   autoscalerMaxSize: 'cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size',
 } as const;
 
+/**
+ * Taints on guest Nodes during an in-place rollout, so pods evicted from a node being updated land on nodes
+ * already updated rather than on nodes the rollout drains next. Node spec.taints is an atomic list: the
+ * writer changes only its own keys, under the Node's resourceVersion (guest.ts setRolloutTaint).
+ */
+export const TAINTS = {
+  /** PreferNoSchedule on a node of an InPlace MachineSet still to be updated while its rollout goes on; removed
+   * once the node is handed out, and from every node when the rollout completes or is paused. Written and
+   * removed by the inplace-upgrader; read by the guest's kube-scheduler (it places pods elsewhere when it can). */
+  updatePending: 'kindling.dev/update-pending',
+  /** NoSchedule on a node handed a target (both in-place engines) until its agent reports it Done (the health
+   * gate passed); removed by the upgrader, or by the extension's UpdateMachine once the node is done. Read by
+   * the guest's kube-scheduler; the agent Pod tolerates it. */
+  updating: 'kindling.dev/updating',
+} as const;
+
 /** Value of ANNOTATIONS.capiSkipRemediation Kindling writes: one someone else wrote is never removed. */
 export const SKIP_REMEDIATION_INPLACE = 'kindling-inplace-update';
 

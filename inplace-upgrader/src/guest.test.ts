@@ -1,13 +1,21 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type * as k8s from '#k8s';
-import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
+import { ANNOTATIONS, LABELS, TAINTS } from '../../api/src/keys.js';
 import type { Applier } from '../../support/src/apply.js';
 import { NotReadyError } from '../../support/src/errors.js';
 import type { GuestCluster } from '../../support/src/guest-clusters.js';
 import type { ResilientInformer } from '../../support/src/informer.js';
 import { agentPodName, GUEST_NAMESPACE, payloadSecretName } from './desired.js';
-import { agentObjectsMissing, cleanUpPool, handOutNode, settleAll, type GuestSession, type HandOut } from './guest.js';
+import {
+  agentObjectsMissing,
+  cleanUpPool,
+  handOutNode,
+  setRolloutTaint,
+  settleAll,
+  type GuestSession,
+  type HandOut,
+} from './guest.js';
 
 const NODE = 'n1';
 const POOL = 'pool';
@@ -263,5 +271,47 @@ describe('settleAll', () => {
     const slow = new Promise<void>((resolve) => setTimeout(() => resolve(void (slowDone = true)), 20));
     await assert.rejects(settleAll([Promise.reject(new Error('first')), slow, undefined]), /first/);
     assert.equal(slowDone, true);
+  });
+});
+
+describe('setRolloutTaint', () => {
+  const POOLS: k8s.V1Taint = { key: 'dedicated', value: 'shop', effect: 'NoSchedule' };
+  const UNSCHEDULABLE: k8s.V1Taint = { key: 'node.kubernetes.io/unschedulable', effect: 'NoSchedule' };
+  const node = (resourceVersion: string, taints: k8s.V1Taint[]): k8s.V1Node => ({
+    metadata: { name: NODE, resourceVersion },
+    spec: { taints },
+  });
+
+  /** A session whose Node cache shows `cached`; the apiserver holds `live` and refuses a stale resourceVersion. */
+  function taintSession(cached: k8s.V1Node, live: k8s.V1Node): { session: GuestSession; patches: object[] } {
+    const patches: object[] = [];
+    const core = {
+      patchNode: (req: { body: { metadata: { resourceVersion?: string } } }): Promise<unknown> => {
+        patches.push(req.body);
+        if (req.body.metadata.resourceVersion !== live.metadata?.resourceVersion)
+          return Promise.reject(Object.assign(new Error('Conflict'), { code: 409 }));
+        return Promise.resolve(live);
+      },
+      readNode: (): Promise<k8s.V1Node> => Promise.resolve(live),
+    } as unknown as k8s.CoreV1Api;
+    const session = { ...fake().session, core, nodes: cache([cached]) };
+    return { session, patches };
+  }
+
+  it('when another writer added a taint after the cache was read, it should patch again from the live Node and keep that taint', async () => {
+    const pending = { key: TAINTS.updatePending, effect: 'PreferNoSchedule' };
+    const { session, patches } = taintSession(node('1', [POOLS, pending]), node('2', [POOLS, pending, UNSCHEDULABLE]));
+    await setRolloutTaint(session, NODE, 'updating');
+    const updating = { key: TAINTS.updating, effect: 'NoSchedule' };
+    assert.deepEqual(patches, [
+      { metadata: { resourceVersion: '1' }, spec: { taints: [POOLS, updating] } },
+      { metadata: { resourceVersion: '2' }, spec: { taints: [POOLS, UNSCHEDULABLE, updating] } },
+    ]);
+  });
+
+  it('when the node carries no rollout taint and none is wanted, it should write nothing', async () => {
+    const { session, patches } = taintSession(node('1', [POOLS]), node('1', [POOLS]));
+    await setRolloutTaint(session, NODE, undefined);
+    assert.deepEqual(patches, []);
   });
 });

@@ -21,6 +21,7 @@ import {
   payloadSecret,
   payloadSecretName,
 } from './desired.js';
+import { withRolloutTaint, type RolloutTaint } from './taints.js';
 
 export interface GuestSession {
   cluster: GuestCluster;
@@ -184,13 +185,42 @@ export async function ensureAgentObjects(session: GuestSession, h: Omit<HandOut,
  */
 export async function handOutNode(session: GuestSession, h: HandOut, before?: () => Promise<unknown>): Promise<void> {
   await ensureBase(session);
-  await settleAll([before?.(), ensureAgentObjects(session, h)]);
+  await settleAll([before?.(), ensureAgentObjects(session, h), setRolloutTaint(session, h.node, 'updating')]);
   const annotations = {
     [ANNOTATIONS.desiredConfig]: h.hash,
     [ANNOTATIONS.healthCheckTimeout]: h.healthCheckTimeout ?? null,
   };
   await session.core.patchNode({ name: h.node, body: { metadata: { annotations } } }, merge);
   session.expected.set(h.node, h.hash);
+}
+
+/**
+ * Makes `want` the node's only rollout taint (taints.ts), its other taints kept. Node spec.taints is an atomic
+ * list (a server-side apply would own all of it), so this is a merge patch of the whole list under the
+ * resourceVersion it was computed from: a taint another writer added meanwhile makes a conflict, not a loss,
+ * and the patch is computed again once from the live Node. Nothing is written when the Node has it already,
+ * or is not in the cache (the node's next event brings the next pass).
+ */
+export async function setRolloutTaint(
+  session: GuestSession,
+  name: string,
+  want: RolloutTaint | undefined,
+): Promise<void> {
+  const patch = async (node: k8s.V1Node): Promise<void> => {
+    const taints = withRolloutTaint(node.spec?.taints ?? [], want);
+    if (!taints) return;
+    const resourceVersion = node.metadata?.resourceVersion;
+    await session.core.patchNode({ name, body: { metadata: { resourceVersion }, spec: { taints } } }, merge);
+  };
+  const cached = session.nodes.get(name);
+  if (!cached) return;
+  try {
+    await patch(cached);
+  } catch (err) {
+    if (isNotFound(err)) return;
+    if (!isConflict(err)) throw err;
+    await patch(await session.core.readNode({ name }));
+  }
 }
 
 /** Gone already (404), or the name now holds a newer object than the one deleted (409: the uid precondition). */
@@ -252,9 +282,12 @@ export async function cleanUpPool(session: GuestSession, pool: string): Promise<
   );
 }
 
-/** Removes one node's agent Pod and payload Secret (from what the caches show). */
+/** Removes one node's agent Pod, payload Secret (from what the caches show) and rollout taint: it is done. */
 export async function cleanUpNode(session: GuestSession, node: string): Promise<void> {
   const pod = session.pods.get(agentPodName(node), GUEST_NAMESPACE);
   const secret = session.secrets.get(payloadSecretName(node), GUEST_NAMESPACE);
-  await deleteAgentObjects(session, pod ? [pod] : [], secret ? [secret] : []);
+  await settleAll([
+    deleteAgentObjects(session, pod ? [pod] : [], secret ? [secret] : []),
+    setRolloutTaint(session, node, undefined),
+  ]);
 }

@@ -10,7 +10,7 @@ import { Counter, type Registry } from 'prom-client';
 import { CAPI_API_VERSION, CAPI_GROUP, type Machine, type MachineSet } from '../../api/src/capi.js';
 import { ANNOTATIONS, FIELD_MANAGERS, LABELS } from '../../api/src/keys.js';
 import { createApplier, type Applier } from '../../support/src/apply.js';
-import { NotReadyError } from '../../support/src/errors.js';
+import { isConflict, NotReadyError } from '../../support/src/errors.js';
 import type { Namespaces } from '../../support/src/config.js';
 import { customResource, type Informer } from '../../support/src/namespaced-informer.js';
 import type { Logger } from '../../support/src/logger.js';
@@ -26,6 +26,7 @@ import {
   ensureBase,
   expectedDesired,
   handOutNode,
+  setRolloutTaint,
   settleAll,
   startGuestSession,
   stopGuestSession,
@@ -34,6 +35,7 @@ import {
 import type { PayloadSource } from './payload.js';
 import { classifyNode, planRollout, setMembers, type NodeView, type RolloutPlan } from './select.js';
 import { setSkipRemediation } from './remediation.js';
+import { rolloutTaints, type RolloutPhase } from './taints.js';
 import { resolveMaxUnavailable } from '../../support/src/int-or-percent.js';
 
 export interface UpgraderOptions {
@@ -151,7 +153,7 @@ export class InPlaceUpgrader {
     const ctx = this.#contextOf(key);
     if (!ctx) return;
     if (ctx.ms.metadata.annotations?.[ANNOTATIONS.currentConfigHash] === ctx.target && (await this.#settled(ctx)))
-      return cleanUpPool(ctx.session, ctx.pool);
+      return settleAll([cleanUpPool(ctx.session, ctx.pool), this.#clearTaints(ctx)]);
     return this.#rollOut(ctx);
   }
 
@@ -201,7 +203,11 @@ export class InPlaceUpgrader {
       // pool): a later hand-out does not take a Pod deleted here for an agent (agentPodOf), and a failed
       // clean-up is done by the next pass (current = target, settled), which gives the Machines back to
       // remediation too, should that fail here.
-      await settleAll([this.#spareFromRemediation(views, machineOf), this.#writeStatus(ms, { current: target })]);
+      await settleAll([
+        this.#spareFromRemediation(views, machineOf),
+        this.#writeStatus(ms, { current: target }),
+        this.#setTaints(session, views, { active: false }),
+      ]);
       log.info({ nodes: plan.total }, 'Rollout complete');
       await cleanUpPool(session, ctx.pool);
       return;
@@ -217,6 +223,7 @@ export class InPlaceUpgrader {
       this.#handOut(ctx, handed, machineOf),
       this.#restoreAgents(ctx, agentless),
       this.#writeStatus(ms, statusOf(plan)),
+      this.#setTaints(session, views, { active: !paused }, handed),
       this.#spareFromRemediation(
         views.filter((v) => !handed.includes(v.name)),
         machineOf,
@@ -240,6 +247,33 @@ export class InPlaceUpgrader {
       pending,
       machineOf: new Map(members.map((m) => [m.node.metadata?.name ?? '', m.machine])),
     };
+  }
+
+  /**
+   * Each node's rollout taint as rolloutTaints decides. Left out: the nodes handed out in this pass (handOutNode
+   * taints them), and those whose cache does not show this upgrader's last hand-out yet (its taint neither).
+   * A Node that keeps changing under the write (conflict) holds up nothing else: its change wakes the next pass.
+   */
+  async #setTaints(
+    session: Session,
+    views: readonly NodeView[],
+    phase: RolloutPhase,
+    handed: readonly string[] = [],
+  ): Promise<void> {
+    const current = views.filter((v) => !handed.includes(v.name) && !session.expected.has(v.name));
+    await settleAll(
+      [...rolloutTaints(current, phase)].map(([node, taint]) =>
+        setRolloutTaint(session, node, taint).catch(unlessConflict),
+      ),
+    );
+  }
+
+  /** No node of the set keeps a rollout taint once its rollout is over (a killed upgrader's leftovers too). */
+  async #clearTaints(ctx: RolloutContext): Promise<void> {
+    const { nodes } = this.#nodesOf(ctx.ms, ctx.session);
+    await settleAll(
+      nodes.map((n) => setRolloutTaint(ctx.session, n.metadata?.name ?? '', undefined).catch(unlessConflict)),
+    );
   }
 
   /** skip-remediation (remediation.ts) on the Machines whose node is updating or Degraded, off the others. */
@@ -313,6 +347,11 @@ export class InPlaceUpgrader {
     });
   }
 }
+
+/** A rollout taint's write lost to another write of its Node: the Node's event brings the next pass. */
+const unlessConflict = (err: unknown): void => {
+  if (!isConflict(err)) throw err;
+};
 
 /** Handed this target and not done: the node's agent needs its Pod and payload Secret. */
 const isHandedOut = (v: NodeView, target: string): boolean =>
