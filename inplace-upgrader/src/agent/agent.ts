@@ -4,7 +4,8 @@
  * the journal in the host root and does the next thing, so a restart (a reboot, a kill at any line) resumes
  * where it was, and running it twice changes nothing.
  *
- *   desiredConfig ≠ currentConfig → state Working → compare payload with the host →
+ *   desiredConfig ≠ currentConfig → state Working → compare payload with the host, and with the record of
+ *   what the applied config wrote (record.ts: what the payload no longer declares is removed) →
  *   [drain-<hash>, wait lastAppliedDrain] → apply atomically (journal, backup, write, verify) →
  *   [reboot → health gate] → [uncordon-<hash>, wait lastAppliedDrain] → currentConfig = hash, state Done.
  *   Any failure: backup restored, state Degraded, reason. A health gate that fails (gate.ts): backup
@@ -13,8 +14,8 @@
  * Drain and reboot rule: a change that only touches users' SSH authorized keys needs neither (sshd reads the
  * keys at each login and nothing running depends on them). Any other change — a file, directory or link
  * anywhere (kubelet config and certificates under /etc/kubernetes included), a systemd unit, drop-in or
- * enablement — needs a drain and a reboot: the agent cannot know which running process reads it, and a
- * reboot is the one way every service, kubelet included, starts from the new config.
+ * enablement, written or removed — needs a drain and a reboot: the agent cannot know which running process
+ * reads it, and a reboot is the one way every service, kubelet included, starts from the new config.
  */
 import * as k8s from '#k8s';
 import { ANNOTATIONS, DRAIN_PREFIX, NODE_STATES, UNCORDON_PREFIX } from '../../../api/src/keys.js';
@@ -23,9 +24,10 @@ import { ResilientInformer } from '../../../support/src/informer.js';
 import type { Logger } from '../../../support/src/logger.js';
 import type { Clock } from '../../../support/src/timers.js';
 import { PAYLOAD_KEYS, payloadSecretName } from '../desired.js';
-import { gateAction, gateTimeoutMs, payloadKubeletVersion, type GateAction } from './gate.js';
-import { parseIgnition, UnsupportedConfigError, type Entry } from './ignition.js';
+import { gateAction, gateTimeoutMs, type GateAction } from './gate.js';
+import { parseIgnition, UnsupportedConfigError, type EntryOrigin } from './ignition.js';
 import type { Host, Journal } from './host.js';
+import { applyPlan, commitRecord, nextRecord, planOf, readRecord, recordOf, type Plan } from './record.js';
 import type { RebootAction } from './reboot.js';
 
 export interface AgentOptions {
@@ -45,8 +47,8 @@ export interface AgentOptions {
 export type StepOutcome = 'idle' | 'wait' | 'continue';
 type Annotations = Record<string, string>;
 
-/** See the rule at the top of this file. */
-export function disruptionOf(changes: readonly Entry[]): { drain: boolean; reboot: boolean } {
+/** See the rule at the top of this file; a removal (record.ts) is a change like a write. */
+export function disruptionOf(changes: readonly { origin: EntryOrigin }[]): { drain: boolean; reboot: boolean } {
   const disruptive = changes.some((c) => c.origin !== 'ssh');
   return { drain: disruptive, reboot: disruptive };
 }
@@ -69,6 +71,8 @@ export class Agent {
   #wake: () => void = () => undefined;
   /** The hash this process failed on: not retried until desiredConfig changes or the agent restarts. */
   #failedHash: string | undefined;
+  /** This process looked for the record of the applied config once (see #bootstrapRecord). */
+  #recordChecked = false;
 
   constructor(opts: AgentOptions) {
     this.#opts = opts;
@@ -114,14 +118,40 @@ export class Agent {
     const desired = ann[ANNOTATIONS.desiredConfig];
     if (!desired) return 'idle';
     if (finished(ann, desired)) {
-      if (journal) await this.#opts.host.clearJournal();
+      if (journal) await this.#settle(journal);
+      await this.#bootstrapRecord(desired);
       return 'idle';
     }
     if (ann[ANNOTATIONS.state] === NODE_STATES.degraded && this.#failedHash === desired) return 'idle';
     if (journal?.hash === desired) return this.#afterApply(node, ann, journal);
     // A journal for another hash: that config is on disk and the new one is compared against it.
-    if (journal) await this.#opts.host.clearJournal();
+    if (journal) await this.#settle(journal);
     return this.#update(ann, desired);
+  }
+
+  /** Ends a journal whose config stays on disk (applied) or was rolled back: the record says which. */
+  async #settle(journal: Journal): Promise<void> {
+    if (journal.phase === 'applied' && journal.record) await commitRecord(this.#opts.host, journal.record);
+    await this.#opts.host.clearJournal();
+  }
+
+  /**
+   * A host the agent never updated has no record: what is on it came from Ignition at first boot, so the
+   * config at the current hash is the record, while the payload Secret still holds it.
+   */
+  async #bootstrapRecord(hash: string): Promise<void> {
+    if (this.#recordChecked) return;
+    this.#recordChecked = true;
+    const host = this.#opts.host;
+    if (await readRecord(host)) return;
+    const payload = await this.#payload(hash);
+    if (!payload) return;
+    try {
+      await commitRecord(host, recordOf(hash, await host.entries(parseIgnition(payload))));
+    } catch (err) {
+      if (!(err instanceof UnsupportedConfigError)) throw err;
+      this.#opts.log.warn({ hash, reason: err.message }, 'No record of the applied config: it cannot be read');
+    }
   }
 
   /** Killed mid-write: put the host back as it was, then start over. */
@@ -136,32 +166,42 @@ export class Agent {
     const payload = await this.#payload(desired);
     if (!payload) return 'wait';
     const host = this.#opts.host;
-    let changes: Entry[];
-    let kubeletVersion: string | undefined;
-    try {
-      const entries = await host.entries(parseIgnition(payload));
-      kubeletVersion = payloadKubeletVersion(entries);
-      changes = await host.changes(entries);
-    } catch (err) {
-      if (err instanceof UnsupportedConfigError) return this.#degrade(desired, err.message);
-      throw err;
-    }
+    const plan = await this.#plan(payload);
+    if (typeof plan === 'string') return this.#degrade(desired, plan);
     await this.#annotate(ann, { [ANNOTATIONS.state]: NODE_STATES.working, [ANNOTATIONS.reason]: null });
-    if (changes.length === 0) return this.#finish(ann, desired);
-    const disruption = disruptionOf(changes);
+    if (plan.changes.length === 0) {
+      await commitRecord(host, nextRecord(desired, plan.entries, plan.previous, []));
+      return this.#finish(ann, desired);
+    }
+    const disruption = disruptionOf(plan.changes);
     if (disruption.drain && !(await this.#drained(ann, desired))) return 'wait';
     try {
-      await host.apply(changes, {
+      await applyPlan(host, plan, {
         hash: desired,
         reboot: disruption.reboot,
         bootId: await this.#opts.reboot.bootId(),
-        kubeletVersion,
       });
     } catch (err) {
       return this.#degrade(desired, `${(err as Error).message} (all changes rolled back)`);
     }
-    this.#opts.log.info({ hash: desired, changes: changes.length, ...disruption }, 'Applied the config');
+    const removals = plan.changes.length - plan.writes.length;
+    // Without a record (a host first updated while its first boot's payload was gone) nothing could be removed.
+    const recorded = plan.previous !== undefined;
+    this.#opts.log.info(
+      { hash: desired, changes: plan.writes.length, removals, recorded, ...disruption },
+      'Applied the config',
+    );
     return 'continue';
+  }
+
+  /** The plan for a payload, or why it cannot be applied in place. */
+  async #plan(payload: Buffer): Promise<Plan | string> {
+    try {
+      return await planOf(this.#opts.host, payload);
+    } catch (err) {
+      if (err instanceof UnsupportedConfigError) return err.message;
+      throw err;
+    }
   }
 
   /** Reboot, health gate, rollback (gate.ts decides; this carries it out and persists it in the journal). */
@@ -186,6 +226,7 @@ export class Agent {
       case 'degrade':
         return this.#degrade(journal.hash, action.reason, ann);
       case 'finish':
+        if (journal.record) await commitRecord(this.#opts.host, journal.record);
         return this.#finish(ann, journal.hash);
       default:
         return this.#record(action, journal, ann, now);

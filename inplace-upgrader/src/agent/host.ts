@@ -7,13 +7,24 @@
  * removed outside the host root. changes() resolves every path an entry involves, so a config that would
  * leave the root is refused before anything is written.
  */
-import { lstat, mkdir, readFile, readlink, rename, rm, symlink, link } from 'node:fs/promises';
+import { lstat, mkdir, readdir, readFile, readlink, rename, rm, rmdir, symlink, link } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { entriesOf, homeOf, UnsupportedConfigError, type Entry, type IgnitionConfig } from './ignition.js';
+import {
+  entriesOf,
+  homeOf,
+  UnsupportedConfigError,
+  type Entry,
+  type EntryOrigin,
+  type IgnitionConfig,
+} from './ignition.js';
+import type { AppliedRecord } from './record.js';
 import { chmodDir, createFile, readNoFollow, resolveInRoot, type Resolved } from './root.js';
 
 /** The agent's own state on the host (journal, backup, the list of paths it manages). */
 export const STATE_DIR = '/var/lib/kindling-agent';
+
+/** What the transaction does to one path: an entry of the config, or the removal of a folder Kindling created (record.ts). */
+export type Change = Entry | { kind: 'rmdir'; path: string; origin: EntryOrigin };
 
 export type Prior =
   | { kind: 'absent' }
@@ -40,6 +51,8 @@ export interface Journal {
   reason?: string;
   /** What each touched path was before, in the order it was touched; file data lives in backup/<i>. */
   records: { path: string; prior: Exclude<Prior, { kind: 'file' }> | { kind: 'file'; mode: number } }[];
+  /** What Kindling wrote once this hash is on the host (record.ts): committed when the update is finished. */
+  record?: AppliedRecord;
 }
 
 export class Host {
@@ -86,7 +99,14 @@ export class Host {
   }
 
   /** True when the host already holds what the entry asks for. */
-  async satisfied(entry: Entry): Promise<boolean> {
+  async satisfied(entry: Change): Promise<boolean> {
+    if (entry.kind !== 'rmdir') return this.#holds(entry);
+    // A folder something else was put in meanwhile stays: only an empty one is Kindling's to remove.
+    if ((await this.prior(entry.path)).kind !== 'dir') return true;
+    return (await readdir((await this.resolve(entry.path)).local)).length > 0;
+  }
+
+  async #holds(entry: Entry): Promise<boolean> {
     const now = await this.prior(entry.path);
     switch (entry.kind) {
       case 'file':
@@ -149,8 +169,8 @@ export class Host {
    * health gate passed and the update is finished, or restores the backup when the gate fails.
    */
   async apply(
-    changes: readonly Entry[],
-    meta: { hash: string; reboot: boolean; bootId: string; kubeletVersion?: string },
+    changes: readonly Change[],
+    meta: { hash: string; reboot: boolean; bootId: string; kubeletVersion?: string; record?: AppliedRecord },
   ): Promise<void> {
     const journal: Journal = { ...meta, phase: 'applying', records: [] };
     const backedUp = await this.#backup(changes, journal);
@@ -165,7 +185,17 @@ export class Host {
       await this.clearJournal();
       throw err;
     }
-    await this.writeJournal({ ...journal, phase: 'applied' });
+    const record = journal.record && { ...journal.record, createdDirs: await this.#createdDirs(journal) };
+    await this.writeJournal({ ...journal, record, phase: 'applied' });
+  }
+
+  /** The folders Kindling created that are there now: the record's, and those this transaction created. */
+  async #createdDirs(journal: Journal): Promise<string[]> {
+    const created = journal.records.filter((r) => r.prior.kind === 'absent').map((r) => r.path);
+    const dirs: string[] = [];
+    for (const dir of new Set([...(journal.record?.createdDirs ?? []), ...created]))
+      if ((await this.prior(dir)).kind === 'dir') dirs.push(dir);
+    return dirs;
   }
 
   /**
@@ -178,6 +208,8 @@ export class Host {
       const p = (await this.resolve(path)).local;
       await rmQuiet(`${p}.kindling-tmp`);
       if (prior.kind === 'dir') {
+        // A folder the transaction removed (an emptied one Kindling had created) comes back first.
+        await mkdir(p, { mode: prior.mode }).catch(() => undefined);
         await chmodDir(p, prior.mode).catch(() => undefined);
         continue;
       }
@@ -188,7 +220,7 @@ export class Host {
   }
 
   /** Records what each path (and each folder the write will create) was; the host path each change resolved to, in order. */
-  async #backup(changes: readonly Entry[], journal: Journal): Promise<string[]> {
+  async #backup(changes: readonly Change[], journal: Journal): Promise<string[]> {
     const backup = await this.statePath('backup');
     await rm(backup, { recursive: true, force: true });
     await mkdir(backup, { recursive: true, mode: 0o700 });
@@ -217,11 +249,12 @@ export class Host {
   }
 
   /** Writes one entry where it resolved at backup; a path that resolves elsewhere now (a link written meanwhile) fails the apply. */
-  async #write(entry: Entry, backedUp: string): Promise<void> {
+  async #write(entry: Change, backedUp: string): Promise<void> {
     try {
       const { host, local: p } = await this.resolve(entry.path);
       if (host !== backedUp) throw new Error(`it now leads to ${host}, not to ${backedUp} as when it was backed up`);
       if (entry.kind === 'absent') return void (await rm(p, { force: true }));
+      if (entry.kind === 'rmdir') return void (await rmdirIfEmpty(p));
       if (entry.kind === 'dir') {
         await mkdir(p, { recursive: true, mode: entry.mode });
         return void (await chmodDir(p, entry.mode));
@@ -241,11 +274,21 @@ export class Host {
 }
 
 /** Replaces a file of the agent's state whole (never through a link). */
-async function writeAtomic(local: string, text: string): Promise<void> {
+export async function writeAtomic(local: string, text: string): Promise<void> {
   await mkdir(dirname(local), { recursive: true, mode: 0o700 });
   await rm(`${local}.tmp`, { force: true });
   await createFile(`${local}.tmp`, text, 0o600);
   await rename(`${local}.tmp`, local);
+}
+
+/** Something put in the folder since the plan keeps it (and what is in it). */
+async function rmdirIfEmpty(path: string): Promise<void> {
+  try {
+    await rmdir(path);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== 'ENOTEMPTY' && code !== 'EEXIST' && code !== 'ENOENT') throw err;
+  }
 }
 
 /** rm -f that also shrugs at a path under a regular file (nothing can be there to remove). */

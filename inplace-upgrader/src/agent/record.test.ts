@@ -1,0 +1,170 @@
+import { after, describe, it, mock } from 'node:test';
+import assert from 'node:assert/strict';
+import fsp, { mkdir, mkdtemp, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
+import { syncBuiltinESMExports } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { disruptionOf } from './agent.js';
+import { Host } from './host.js';
+import { parseIgnition, type IgnitionConfig } from './ignition.js';
+import { applyPlan, commitRecord, planOf, readRecord, recordOf } from './record.js';
+import { tree } from '../../testing/agent.js';
+
+const roots: string[] = [];
+after(() => Promise.all(roots.map((r) => rm(r, { recursive: true, force: true }))));
+
+const cfg = (c: Omit<IgnitionConfig, 'ignition'>): Buffer =>
+  Buffer.from(JSON.stringify({ ignition: { version: '3.4.0' }, ...c }));
+
+const BASE = { path: '/etc/kindling/base.conf', contents: { source: 'data:,base' } };
+const BOOT_FILES = [BASE, { path: '/etc/kindling/boot-only.conf', contents: { source: 'data:,boot' } }];
+/** The first boot's payload, written by Ignition (not by the agent). */
+const BOOT = cfg({ storage: { files: BOOT_FILES } });
+/** The first boot's payload plus a MachineConfig: a file in a new folder, an OS file replaced, an enabled unit. */
+const WITH_EXTRA = cfg({
+  storage: {
+    files: [
+      ...BOOT_FILES,
+      { path: '/etc/extra/x.conf', contents: { source: 'data:,extra' }, mode: 0o600 },
+      { path: '/etc/os.conf', contents: { source: 'data:,kindling' }, overwrite: true },
+    ],
+  },
+  systemd: {
+    units: [
+      {
+        name: 'extra.service',
+        enabled: true,
+        contents: '[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n',
+      },
+    ],
+  },
+});
+const BACK = BOOT;
+
+/** A host root after its first boot: the OS's files, an unrelated file of the host's, the boot payload by Ignition. */
+async function bootedHost(): Promise<Host> {
+  const root = await mkdtemp(join(tmpdir(), 'kindling-record-'));
+  roots.push(root);
+  await mkdir(join(root, 'etc', 'kindling'), { recursive: true });
+  await mkdir(join(root, 'etc', 'systemd', 'system'), { recursive: true });
+  await writeFile(join(root, 'etc', 'os.conf'), 'from the OS\n', { mode: 0o640 });
+  await writeFile(join(root, 'etc', 'unrelated'), 'the host own\n', { mode: 0o600 });
+  await writeFile(join(root, 'etc', 'kindling', 'base.conf'), 'base');
+  await writeFile(join(root, 'etc', 'kindling', 'boot-only.conf'), 'boot');
+  const host = new Host(root);
+  await commitRecord(host, recordOf('h0', await host.entries(parseIgnition(BOOT))));
+  return host;
+}
+
+/** Plans, applies and finishes an update as the agent does (no reboot: the gate is not what these tests are about). */
+async function update(host: Host, hash: string, payload: Buffer): Promise<void> {
+  const plan = await planOf(host, payload);
+  await applyPlan(host, plan, { hash, reboot: false, bootId: 'b' });
+  const journal = await host.readJournal();
+  assert.ok(journal?.record);
+  await commitRecord(host, journal.record);
+  await host.clearJournal();
+}
+
+const etc = (host: Host): Promise<string[]> => tree(join(host.root, 'etc'));
+
+describe('Exact apply: what a config no longer declares is removed', () => {
+  it('when a target no longer declares a file, a unit and its enablement link an earlier update wrote, it should remove them and the folder it created, restore the OS file it had replaced (bytes and mode), and leave the host own file alone', async () => {
+    const host = await bootedHost();
+    const before = await etc(host);
+    await update(host, 'h1', WITH_EXTRA);
+    assert.equal(
+      await readlink(join(host.root, 'etc/systemd/system/multi-user.target.wants/extra.service')),
+      '/etc/systemd/system/extra.service',
+    );
+    assert.equal(await readFile(join(host.root, 'etc/os.conf'), 'utf8'), 'kindling');
+
+    await update(host, 'h2', BACK);
+    assert.deepEqual(await etc(host), before);
+    assert.equal((await stat(join(host.root, 'etc/os.conf'))).mode & 0o7777, 0o640);
+    assert.equal((await readRecord(host))?.hash, 'h2');
+    assert.deepEqual((await planOf(host, BACK)).changes, [], 'the host does not match the target exactly');
+  });
+
+  it('when the host has no record of its own, it should take the first boot payload as the record and remove what the next target drops of it', async () => {
+    const host = await bootedHost();
+    await update(host, 'h1', cfg({ storage: { files: [BASE] } }));
+    await assert.rejects(stat(join(host.root, 'etc/kindling/boot-only.conf')), { code: 'ENOENT' });
+    assert.equal(await readFile(join(host.root, 'etc/kindling/base.conf'), 'utf8'), 'base');
+    assert.equal(await readFile(join(host.root, 'etc/unrelated'), 'utf8'), 'the host own\n');
+  });
+
+  it('when a target only removes what an earlier one wrote, it should need a drain and a reboot like a write', async () => {
+    const host = await bootedHost();
+    await update(host, 'h1', WITH_EXTRA);
+    const plan = await planOf(host, BACK);
+    assert.deepEqual(plan.writes, [], 'the target asks for nothing the host lacks');
+    assert.ok(plan.changes.some((c) => c.kind === 'absent' && c.path === '/etc/systemd/system/extra.service'));
+    assert.deepEqual(disruptionOf(plan.changes), { drain: true, reboot: true });
+  });
+
+  it('when a folder Kindling created holds a file the host put there, it should remove Kindling own file and keep the folder and that file', async () => {
+    const host = await bootedHost();
+    await update(host, 'h1', WITH_EXTRA);
+    await writeFile(join(host.root, 'etc/extra/host-added'), 'not Kindling');
+    await update(host, 'h2', BACK);
+    await assert.rejects(stat(join(host.root, 'etc/extra/x.conf')), { code: 'ENOENT' });
+    assert.equal(await readFile(join(host.root, 'etc/extra/host-added'), 'utf8'), 'not Kindling');
+  });
+
+  it('when the agent is killed between two removals, a new Host on the same root should restore the earlier config from the journal, and the retried update should then remove everything', async () => {
+    const host = await bootedHost();
+    await update(host, 'h1', WITH_EXTRA);
+    const atH1 = await etc(host);
+    const removed = ['/etc/extra/x.conf', '/etc/systemd/system/extra.service'];
+    let removals = 0;
+    const realRm = fsp.rm;
+    // The process dies at the second removal: every later rm (the rollback's included) fails as a dead process would.
+    mock.method(fsp, 'rm', async (path: string, options?: Parameters<typeof realRm>[1]) => {
+      if (removed.some((r) => path.endsWith(r)) && removals++ >= 1) throw new Error('killed');
+      return realRm(path, options);
+    });
+    syncBuiltinESMExports();
+    try {
+      await assert.rejects(
+        applyPlan(host, await planOf(host, BACK), { hash: 'h2', reboot: false, bootId: 'b' }),
+        /killed/,
+      );
+    } finally {
+      mock.restoreAll();
+      syncBuiltinESMExports();
+    }
+    await assert.rejects(
+      stat(join(host.root, 'etc/extra/x.conf')),
+      { code: 'ENOENT' },
+      'the first removal was not made',
+    );
+
+    const restarted = new Host(host.root);
+    const journal = await restarted.readJournal();
+    assert.equal(journal?.phase, 'applying');
+    await restarted.restore(journal);
+    await restarted.clearJournal();
+    assert.deepEqual(await etc(restarted), atH1);
+
+    await update(restarted, 'h2', BACK);
+    await assert.rejects(stat(join(host.root, 'etc/extra')), { code: 'ENOENT' });
+    await assert.rejects(stat(join(host.root, 'etc/systemd/system/extra.service')), { code: 'ENOENT' });
+  });
+
+  it('when the health gate rolls back an update that removed entries, it should put every removed entry back and keep the earlier record', async () => {
+    const host = await bootedHost();
+    await update(host, 'h1', WITH_EXTRA);
+    const atH1 = await etc(host);
+    await applyPlan(host, await planOf(host, BACK), { hash: 'h2', reboot: true, bootId: 'b' });
+    const journal = await host.readJournal();
+    assert.ok(journal);
+    await assert.rejects(stat(join(host.root, 'etc/extra')), { code: 'ENOENT' });
+    // As the agent's rollBack: restore the journal, keep it as rolledBack.
+    await host.restore(journal);
+    await host.writeJournal({ ...journal, phase: 'rolledBack', reason: 'health check failed' });
+    assert.deepEqual(await etc(host), atH1);
+    assert.equal((await stat(join(host.root, 'etc/extra'))).mode & 0o7777, 0o755);
+    assert.equal((await readRecord(host))?.hash, 'h1');
+  });
+});
