@@ -8,10 +8,30 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { IgnitionConfig } from '../src/agent/ignition.js';
 
-/** `<base>/root` (with /etc/kindling) and `<base>/outside` (holding a file `secret`); the caller removes `base`. */
+/** The users of a CoreOS-like host (`core` is uid 1000), as the agent reads them from the host root. */
+export const HOST_USERS = { core: { uid: 1000, gid: 1000 }, 'core.admin': { uid: 1001, gid: 1001 } } as const;
+
+/** Writes the host's /etc/passwd and /etc/group (root and HOST_USERS) into a host root. */
+export async function layAccounts(root: string): Promise<void> {
+  const users = Object.entries(HOST_USERS);
+  await mkdir(join(root, 'etc'), { recursive: true });
+  await writeFile(
+    join(root, 'etc', 'passwd'),
+    ['root:x:0:0:root:/root:/bin/bash', ...users.map(([n, u]) => `${n}:x:${u.uid}:${u.gid}::/home/${n}:/bin/bash`)]
+      .map((l) => `${l}\n`)
+      .join(''),
+  );
+  await writeFile(
+    join(root, 'etc', 'group'),
+    ['root:x:0:', 'wheel:x:10:core', ...users.map(([n, u]) => `${n}:x:${u.gid}:`)].map((l) => `${l}\n`).join(''),
+  );
+}
+
+/** `<base>/root` (with /etc/kindling and the host's accounts) and `<base>/outside` (holding a file `secret`); the caller removes `base`. */
 export async function confinedRoot(): Promise<{ base: string; root: string; outside: string }> {
   const base = await mkdtemp(join(tmpdir(), 'kindling-confine-'));
   await mkdir(join(base, 'root', 'etc', 'kindling'), { recursive: true });
+  await layAccounts(join(base, 'root'));
   await mkdir(join(base, 'outside'));
   await writeFile(join(base, 'outside', 'secret'), 'not the host');
   return { base, root: join(base, 'root'), outside: join(base, 'outside') };

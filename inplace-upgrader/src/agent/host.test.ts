@@ -8,13 +8,14 @@ import { createHash } from 'node:crypto';
 import { disruptionOf } from './agent.js';
 import { Host } from './host.js';
 import { parseIgnition, UnsupportedConfigError, type Entry, type IgnitionConfig } from './ignition.js';
-import { confinedRoot, ESCAPES, tree } from '../../testing/agent.js';
+import { confinedRoot, ESCAPES, layAccounts, tree } from '../../testing/agent.js';
 
 const roots: string[] = [];
 after(() => Promise.all(roots.map((r) => rm(r, { recursive: true, force: true }))));
 async function scratch(): Promise<Host> {
   const root = await mkdtemp(join(tmpdir(), 'kindling-host-'));
   roots.push(root);
+  await layAccounts(root);
   return new Host(root);
 }
 const dataUrl = (b: Buffer): string => `data:;base64,${b.toString('base64')}`;

@@ -5,10 +5,13 @@
  *
  * Every host path goes through resolveInRoot (root.ts): nothing is read, written, backed up, restored or
  * removed outside the host root. changes() resolves every path an entry involves, so a config that would
- * leave the root is refused before anything is written.
+ * leave the root is refused before anything is written. Every write and removal then goes through the folder
+ * it happens in, held open by descriptor (held.ts): a folder a user owns swapped for a link meanwhile fails
+ * the apply (and the backup is put back the same way) instead of redirecting it.
  */
-import { lstat, mkdir, readdir, readFile, readlink, rename, rm, rmdir, symlink, link } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { lstat, mkdir, readdir, readFile, readlink, rename, rm } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
+import { HeldDir } from './held.js';
 import {
   entriesOf,
   homeOf,
@@ -17,8 +20,9 @@ import {
   type EntryOrigin,
   type IgnitionConfig,
 } from './ignition.js';
+import { parseAccounts, resolveOwner, type Owner } from './owners.js';
 import type { AppliedRecord } from './record.js';
-import { chmodDir, createFile, readNoFollow, resolveInRoot, type Resolved } from './root.js';
+import { createFile, readNoFollow, resolveInRoot, type Resolved } from './root.js';
 
 /** The agent's own state on the host (journal, backup, the list of paths it manages). */
 export const STATE_DIR = '/var/lib/kindling-agent';
@@ -26,11 +30,12 @@ export const STATE_DIR = '/var/lib/kindling-agent';
 /** What the transaction does to one path: an entry of the config, or the removal of a folder Kindling created (record.ts). */
 export type Change = Entry | { kind: 'rmdir'; path: string; origin: EntryOrigin };
 
+/** `owner`: absent in journals written before owners were recorded. */
 export type Prior =
   | { kind: 'absent' }
-  | { kind: 'file'; mode: number; data: Buffer }
-  | { kind: 'symlink'; target: string }
-  | { kind: 'dir'; mode: number }
+  | { kind: 'file'; mode: number; data: Buffer; owner?: Owner }
+  | { kind: 'symlink'; target: string; owner?: Owner }
+  | { kind: 'dir'; mode: number; owner?: Owner }
   | { kind: 'other' };
 
 export interface Journal {
@@ -50,7 +55,7 @@ export interface Journal {
   /** Why the update was rolled back (phase rolledBack). */
   reason?: string;
   /** What each touched path was before, in the order it was touched; file data lives in backup/<i>. */
-  records: { path: string; prior: Exclude<Prior, { kind: 'file' }> | { kind: 'file'; mode: number } }[];
+  records: { path: string; prior: Exclude<Prior, { kind: 'file' }> | { kind: 'file'; mode: number; owner?: Owner } }[];
   /** What Kindling wrote once this hash is on the host (record.ts): committed when the update is finished. */
   record?: AppliedRecord;
 }
@@ -80,16 +85,30 @@ export class Host {
       const home = homeOf(user.name);
       if ((await this.prior(`${home}/.ssh/authorized_keys.d`)).kind === 'dir') withKeysDir.add(home);
     }
-    return entriesOf(config, (home) => withKeysDir.has(home));
+    const accounts = await this.#accounts();
+    return entriesOf(config, {
+      hasKeysDir: (home) => withKeysDir.has(home),
+      owner: (want, where) => resolveOwner(accounts, want, where),
+    });
+  }
+
+  /** The host's own accounts (see owners.ts), read inside the host root. */
+  async #accounts(): Promise<ReturnType<typeof parseAccounts>> {
+    const text = async (paths: string[]): Promise<string> => {
+      const priors = await Promise.all(paths.map((p) => this.prior(p)));
+      return priors.map((p) => (p.kind === 'file' ? `${p.data.toString('utf8')}\n` : '')).join('');
+    };
+    return parseAccounts(await text(['/etc/passwd', '/usr/lib/passwd']), await text(['/etc/group', '/usr/lib/group']));
   }
 
   async prior(path: string): Promise<Prior> {
     const p = (await this.resolve(path)).local;
     try {
       const st = await lstat(p);
-      if (st.isSymbolicLink()) return { kind: 'symlink', target: await readlink(p) };
-      if (st.isDirectory()) return { kind: 'dir', mode: st.mode & 0o7777 };
-      if (st.isFile()) return { kind: 'file', mode: st.mode & 0o7777, data: await readNoFollow(p) };
+      const owner = { uid: st.uid, gid: st.gid };
+      if (st.isSymbolicLink()) return { kind: 'symlink', target: await readlink(p), owner };
+      if (st.isDirectory()) return { kind: 'dir', mode: st.mode & 0o7777, owner };
+      if (st.isFile()) return { kind: 'file', mode: st.mode & 0o7777, data: await readNoFollow(p), owner };
       return { kind: 'other' };
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT' || (err as NodeJS.ErrnoException).code === 'ENOTDIR')
@@ -98,16 +117,18 @@ export class Host {
     }
   }
 
-  /** True when the host already holds what the entry asks for. */
+  /** True when the host already holds what the change asks for (its owner too, when the entry names one). */
   async satisfied(entry: Change): Promise<boolean> {
-    if (entry.kind !== 'rmdir') return this.#holds(entry);
-    // A folder something else was put in meanwhile stays: only an empty one is Kindling's to remove.
-    if ((await this.prior(entry.path)).kind !== 'dir') return true;
-    return (await readdir((await this.resolve(entry.path)).local)).length > 0;
+    if (entry.kind === 'rmdir') {
+      // A folder something else was put in meanwhile stays: only an empty one is Kindling's to remove.
+      if ((await this.prior(entry.path)).kind !== 'dir') return true;
+      return (await readdir((await this.resolve(entry.path)).local)).length > 0;
+    }
+    const now = await this.prior(entry.path);
+    return ownerHolds(entry, now) && this.#holds(entry, now);
   }
 
-  async #holds(entry: Entry): Promise<boolean> {
-    const now = await this.prior(entry.path);
+  async #holds(entry: Entry, now: Prior): Promise<boolean> {
     switch (entry.kind) {
       case 'file':
         return now.kind === 'file' && now.mode === entry.mode && now.data.equals(entry.data);
@@ -205,17 +226,15 @@ export class Host {
   async restore(journal: Journal): Promise<void> {
     const backup = await this.statePath('backup');
     for (const [i, { path, prior }] of [...journal.records.entries()].reverse()) {
-      const p = (await this.resolve(path)).local;
-      await rmQuiet(`${p}.kindling-tmp`);
-      if (prior.kind === 'dir') {
-        // A folder the transaction removed (an emptied one Kindling had created) comes back first.
-        await mkdir(p, { mode: prior.mode }).catch(() => undefined);
-        await chmodDir(p, prior.mode).catch(() => undefined);
-        continue;
+      const { host } = await this.resolve(path);
+      // A folder on the way that is gone (or no folder now) holds nothing of this record to put back.
+      const dir = await HeldDir.open(this.root, dirname(host)).catch(() => undefined);
+      if (!dir) continue;
+      try {
+        await restoreOne(dir, basename(host), prior, () => readFile(join(backup, String(i))));
+      } finally {
+        await dir.close();
       }
-      await rmQuiet(p, prior.kind === 'absent');
-      if (prior.kind === 'file') await createFile(p, await readFile(join(backup, String(i))), prior.mode);
-      else if (prior.kind === 'symlink') await symlink(prior.target, p);
     }
   }
 
@@ -251,26 +270,62 @@ export class Host {
   /** Writes one entry where it resolved at backup; a path that resolves elsewhere now (a link written meanwhile) fails the apply. */
   async #write(entry: Change, backedUp: string): Promise<void> {
     try {
-      const { host, local: p } = await this.resolve(entry.path);
+      const { host } = await this.resolve(entry.path);
       if (host !== backedUp) throw new Error(`it now leads to ${host}, not to ${backedUp} as when it was backed up`);
-      if (entry.kind === 'absent') return void (await rm(p, { force: true }));
-      if (entry.kind === 'rmdir') return void (await rmdirIfEmpty(p));
       if (entry.kind === 'dir') {
-        await mkdir(p, { recursive: true, mode: entry.mode });
-        return void (await chmodDir(p, entry.mode));
+        // Folders on the way are created 0755, as mkdir -p would; the entry's own folder gets its mode and owner.
+        await HeldDir.with(this.root, host, (dir) => dir.set(entry.mode, entry.owner), 0o755);
+        return;
       }
-      await mkdir(dirname(p), { recursive: true, mode: 0o755 });
-      const tmp = `${p}.kindling-tmp`;
-      await rm(tmp, { force: true });
-      if (entry.kind === 'file') await createFile(tmp, entry.data, entry.mode);
-      else if (entry.hard) await link((await this.resolve(entry.target)).local, tmp);
-      else await symlink(entry.target, tmp);
-      // rename() replaces atomically: a reader sees the old or the new file, never half of one.
-      await rename(tmp, p);
+      const create = entry.kind === 'absent' || entry.kind === 'rmdir' ? undefined : 0o755;
+      await HeldDir.with(this.root, dirname(host), (dir) => this.#writeIn(dir, basename(host), entry), create);
     } catch (err) {
       throw new Error(`failed to write ${entry.path}: ${(err as Error).message}`, { cause: err });
     }
   }
+
+  /** Writes one entry (not a folder) as `name` in its held folder: to a temporary name, then renamed over. */
+  async #writeIn(dir: HeldDir, name: string, entry: Exclude<Change, { kind: 'dir' }>): Promise<void> {
+    // A folder is removed only when empty (HeldDir.remove): something put in it since the plan keeps it.
+    if (entry.kind === 'absent' || entry.kind === 'rmdir') return dir.remove(name);
+    const tmp = `${name}.kindling-tmp`;
+    await dir.remove(tmp);
+    if (entry.kind === 'file') await dir.createFile(tmp, entry.data, entry.mode, entry.owner);
+    else if (!entry.hard) await dir.symlink(entry.target, tmp, entry.owner);
+    else {
+      const target = (await this.resolve(entry.target)).host;
+      await HeldDir.with(this.root, dirname(target), (source) => dir.link(source, basename(target), tmp));
+    }
+    // rename() replaces atomically: a reader sees the old or the new file, never half of one.
+    await dir.rename(tmp, name);
+  }
+}
+
+/** Puts back one record's prior state as the entry `name` of its held folder. */
+async function restoreOne(
+  dir: HeldDir,
+  name: string,
+  prior: Journal['records'][number]['prior'],
+  data: () => Promise<Buffer>,
+): Promise<void> {
+  await dir.remove(`${name}.kindling-tmp`);
+  if (prior.kind === 'dir') {
+    // A folder the transaction removed (an emptied one Kindling had created) comes back.
+    const self = await dir.child(name, prior.mode).catch(() => undefined);
+    await self?.set(prior.mode, prior.owner).catch(() => undefined);
+    await self?.close();
+    return;
+  }
+  await dir.remove(name);
+  if (prior.kind === 'file') await dir.createFile(name, await data(), prior.mode, prior.owner);
+  else if (prior.kind === 'symlink') await dir.symlink(prior.target, name, prior.owner);
+}
+
+/** The host holds the owner an entry names (an entry that names none takes any). */
+function ownerHolds(entry: Entry, now: Prior): boolean {
+  if (entry.kind === 'absent' || !entry.owner) return true;
+  const have = 'owner' in now ? now.owner : undefined;
+  return have?.uid === entry.owner.uid && have.gid === entry.owner.gid;
 }
 
 /** Replaces a file of the agent's state whole (never through a link). */
@@ -279,25 +334,6 @@ export async function writeAtomic(local: string, text: string): Promise<void> {
   await rm(`${local}.tmp`, { force: true });
   await createFile(`${local}.tmp`, text, 0o600);
   await rename(`${local}.tmp`, local);
-}
-
-/** Something put in the folder since the plan keeps it (and what is in it). */
-async function rmdirIfEmpty(path: string): Promise<void> {
-  try {
-    await rmdir(path);
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code !== 'ENOTEMPTY' && code !== 'EEXIST' && code !== 'ENOENT') throw err;
-  }
-}
-
-/** rm -f that also shrugs at a path under a regular file (nothing can be there to remove). */
-async function rmQuiet(path: string, recursive = false): Promise<void> {
-  try {
-    await rm(path, { recursive, force: true });
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOTDIR') throw err;
-  }
 }
 
 /**

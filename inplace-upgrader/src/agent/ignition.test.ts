@@ -30,6 +30,36 @@ describe('in-place blockers of a payload', () => {
       config({ storage: { files: [{ path: '/etc/a', contents: { source: 'https://example.com/a' } }] } }),
       [/is not a data URL/],
     ],
+    [
+      'a setuid file',
+      config({ storage: { files: [{ path: '/usr/local/bin/x', contents: { source: 'data:,x' }, mode: 0o4755 }] } }),
+      [/^storage\.files\[\/usr\/local\/bin\/x\]: mode 0o4755 sets setuid or setgid/],
+    ],
+    [
+      'a setgid folder',
+      config({ storage: { directories: [{ path: '/srv/shared', mode: 0o2775 }] } }),
+      [/^storage\.directories\[\/srv\/shared\]: mode 0o2775 sets setuid or setgid/],
+    ],
+    [
+      'a sticky file',
+      config({ storage: { files: [{ path: '/etc/a', mode: 0o1644 }] } }),
+      [/^storage\.files\[\/etc\/a\]: mode 0o1644 sets the sticky bit on a file/],
+    ],
+    [
+      'a user named by both id and name',
+      config({ storage: { files: [{ path: '/etc/a', user: { id: 1000, name: 'core' } }] } }),
+      ['storage.files[/etc/a].user: both an id and a name are set (set one)'],
+    ],
+    [
+      'owners by name and id (looked up on the host by the agent)',
+      config({
+        storage: {
+          files: [{ path: '/etc/a', user: { name: 'core' }, group: { id: 10 } }],
+          links: [{ path: '/etc/b', target: 'a', user: { id: 1000 } }],
+        },
+      }),
+      [],
+    ],
     ['not JSON', '{', [/payload is not JSON/]],
   ];
   for (const [what, payload, want] of table) {

@@ -1,14 +1,18 @@
 /**
  * An Ignition 3.x config turned into the filesystem entries it asks for on a running host: files (data URLs,
  * gzip, modes, overwrite, appends, verification), directories, links, systemd units and drop-ins (with
- * enable/disable/mask as the symlinks `systemctl` would make), and users' SSH keys. What cannot be done in
- * place (disks, partitions, RAID, filesystems, LUKS, kernel arguments, user/group creation, remote
- * sources) is refused with a reason naming it, never skipped.
+ * enable/disable/mask as the symlinks `systemctl` would make), owners (`user`/`group`, by id or by name as
+ * the host's own account files know them), and users' SSH keys. What cannot be done in place (disks,
+ * partitions, RAID, filesystems, LUKS, kernel arguments, user/group creation, remote sources) is refused with
+ * a reason naming it, never skipped. So are setuid and setgid bits (and sticky files): a payload is a tenant's
+ * input, and a privileged program it plants on every host of the pool is a way to root on each of them; no
+ * pool setting reaches the agent to allow them.
  */
 import { createHash } from 'node:crypto';
 import { gunzipSync } from 'node:zlib';
 import { posix } from 'node:path';
 import { unsupportedInPlace } from '../../../api/src/in-place.js';
+import { checkMode, ownerOf, type HostFacts, type IgnPrincipal, type Owner } from './owners.js';
 
 export class UnsupportedConfigError extends Error {
   override readonly name = 'UnsupportedConfigError';
@@ -22,6 +26,8 @@ interface IgnResource {
 interface IgnNode {
   path: string;
   overwrite?: boolean | null;
+  user?: IgnPrincipal | null;
+  group?: IgnPrincipal | null;
 }
 interface IgnFile extends IgnNode {
   contents?: IgnResource | null;
@@ -67,10 +73,19 @@ export interface IgnitionConfig {
 /** Why an entry exists: SSH keys need no drain or reboot; everything else does (see disruption.ts). */
 export type EntryOrigin = 'storage' | 'unit' | 'ssh';
 
+/** `owner`: set on the entry exactly when the config names a user or group (else the agent's own, as before). */
 export type Entry =
-  | { kind: 'file'; path: string; data: Buffer; mode: number; overwrite: boolean; origin: EntryOrigin }
-  | { kind: 'dir'; path: string; mode: number; origin: EntryOrigin }
-  | { kind: 'link'; path: string; target: string; hard: boolean; overwrite: boolean; origin: EntryOrigin }
+  | { kind: 'file'; path: string; data: Buffer; mode: number; overwrite: boolean; origin: EntryOrigin; owner?: Owner }
+  | { kind: 'dir'; path: string; mode: number; origin: EntryOrigin; owner?: Owner }
+  | {
+      kind: 'link';
+      path: string;
+      target: string;
+      hard: boolean;
+      overwrite: boolean;
+      origin: EntryOrigin;
+      owner?: Owner;
+    }
   | { kind: 'absent'; path: string; origin: EntryOrigin };
 
 const SYSTEMD_DIR = '/etc/systemd/system';
@@ -95,6 +110,9 @@ export function parseIgnition(bytes: Buffer | string): IgnitionConfig {
   return config;
 }
 
+/** The in-place decision checks all a config says without a host: owners by name are looked up by the agent. */
+const NO_HOST: HostFacts = { hasKeysDir: () => false, owner: () => ({ uid: 0, gid: 0 }) };
+
 /**
  * Why the agent would refuse this payload, without applying it: the sections it cannot apply in place
  * (kernelArguments, storage.disks, …) by name, or the first other refusal (a remote source, a bad
@@ -106,7 +124,7 @@ export function inPlaceBlockers(bytes: Buffer | string): string[] {
     const config = readConfig(bytes);
     const sections = unsupportedInPlace(config);
     if (sections.length > 0) return sections;
-    entriesOf(config, () => false);
+    entriesOf(config, NO_HOST);
     return [];
   } catch (err) {
     if (err instanceof UnsupportedConfigError) return [err.message];
@@ -213,9 +231,10 @@ function climbsOut(path: string, target: string): boolean {
 }
 
 /** A hard link's target is a host path; a symbolic one may be relative (as ../usr/share/zoneinfo/UTC), but never climb out of the root. */
-function linkEntry(l: IgnLink): Entry {
+function linkEntry(l: IgnLink, facts: HostFacts): Entry {
   const path = checkPath(l.path);
   const where = `storage.links[${l.path}]`;
+  const owner = ownerOf(l, where, facts);
   const hard = l.hard === true;
   if (hard && !isNormal(l.target))
     throw new UnsupportedConfigError(`${where}: target "${l.target}" is not absolute and normal`);
@@ -223,12 +242,14 @@ function linkEntry(l: IgnLink): Entry {
     throw new UnsupportedConfigError(`${where}: target "${l.target}" is not a path`);
   if (climbsOut(path, l.target))
     throw new UnsupportedConfigError(`${where}: target "${l.target}" leads out of the host root`);
-  return { kind: 'link', path, target: l.target, hard, overwrite: l.overwrite === true, origin: 'storage' };
+  if (hard && owner) throw new UnsupportedConfigError(`${where}: a hard link has its target's owner, not its own`);
+  return { kind: 'link', path, target: l.target, hard, overwrite: l.overwrite === true, origin: 'storage', owner };
 }
 
-function fileEntries(files: readonly IgnFile[]): Entry[] {
+function fileEntries(files: readonly IgnFile[], facts: HostFacts): Entry[] {
   return files.map((f) => {
     const where = `storage.files[${f.path}]`;
+    const owner = ownerOf(f, where, facts);
     const parts = [
       f.contents ? readResource(f.contents, where) : Buffer.alloc(0),
       ...(f.append ?? []).map((a) => readResource(a, where)),
@@ -237,9 +258,10 @@ function fileEntries(files: readonly IgnFile[]): Entry[] {
       kind: 'file',
       path: checkPath(f.path),
       data: Buffer.concat(parts),
-      mode: f.mode ?? 0o644,
+      mode: checkMode(f.mode ?? 0o644, where, 'file'),
       overwrite: f.overwrite === true,
       origin: 'storage',
+      owner,
     };
   });
 }
@@ -300,30 +322,40 @@ export function homeOf(name: string): string {
 }
 
 /** Keys go to authorized_keys.d/ignition when the host uses that folder (as Ignition does), else authorized_keys. */
-function sshEntries(user: IgnUser, hasKeysDir: (home: string) => boolean): Entry[] {
+/**
+ * Keys go to authorized_keys.d/ignition when the host uses that folder (as Ignition does), else
+ * authorized_keys; owned by the user and its primary group, as Ignition leaves them (it writes them as the
+ * user). A user the host does not know is refused: the agent does not create users.
+ */
+function sshEntries(user: IgnUser, facts: HostFacts): Entry[] {
   if (!user.sshAuthorizedKeys || user.sshAuthorizedKeys.length === 0) return [];
   const home = homeOf(user.name);
+  const owner = facts.owner({ user: { name: user.name }, group: 'primary' }, `passwd.users[${user.name}]`);
   const data = Buffer.from(`${user.sshAuthorizedKeys.join('\n')}\n`);
-  const file = hasKeysDir(home) ? `${home}/.ssh/authorized_keys.d/ignition` : `${home}/.ssh/authorized_keys`;
+  const file = facts.hasKeysDir(home) ? `${home}/.ssh/authorized_keys.d/ignition` : `${home}/.ssh/authorized_keys`;
   return [
-    { kind: 'dir', path: `${home}/.ssh`, mode: 0o700, origin: 'ssh' },
-    { kind: 'file', path: file, data, mode: 0o600, overwrite: true, origin: 'ssh' },
+    { kind: 'dir', path: `${home}/.ssh`, mode: 0o700, origin: 'ssh', owner },
+    { kind: 'file', path: file, data, mode: 0o600, overwrite: true, origin: 'ssh', owner },
   ];
 }
 
 /** Every entry the config asks for, in the order Ignition's files stage writes them. */
-export function entriesOf(config: IgnitionConfig, hasKeysDir: (home: string) => boolean): Entry[] {
+export function entriesOf(config: IgnitionConfig, facts: HostFacts): Entry[] {
   const storage = config.storage ?? {};
   return [
-    ...(storage.directories ?? []).map((d): Entry => ({
-      kind: 'dir',
-      path: checkPath(d.path),
-      mode: d.mode ?? 0o755,
-      origin: 'storage',
-    })),
-    ...fileEntries(storage.files ?? []),
-    ...(storage.links ?? []).map(linkEntry),
+    ...(storage.directories ?? []).map((d): Entry => {
+      const where = `storage.directories[${d.path}]`;
+      return {
+        kind: 'dir',
+        path: checkPath(d.path),
+        mode: checkMode(d.mode ?? 0o755, where, 'dir'),
+        origin: 'storage',
+        owner: ownerOf(d, where, facts),
+      };
+    }),
+    ...fileEntries(storage.files ?? [], facts),
+    ...(storage.links ?? []).map((l) => linkEntry(l, facts)),
     ...(config.systemd?.units ?? []).flatMap(unitEntries),
-    ...(config.passwd?.users ?? []).flatMap((u) => sshEntries(u, hasKeysDir)),
+    ...(config.passwd?.users ?? []).flatMap((u) => sshEntries(u, facts)),
   ];
 }

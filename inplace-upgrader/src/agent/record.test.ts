@@ -116,13 +116,14 @@ describe('Exact apply: what a config no longer declares is removed', () => {
     const host = await bootedHost();
     await update(host, 'h1', WITH_EXTRA);
     const atH1 = await etc(host);
-    const removed = ['/etc/extra/x.conf', '/etc/systemd/system/extra.service'];
+    // Removals go through the held folder (held.ts): /proc/self/fd/<folder>/<name>.
+    const removed = ['/x.conf', '/extra.service'];
     let removals = 0;
-    const realRm = fsp.rm;
-    // The process dies at the second removal: every later rm (the rollback's included) fails as a dead process would.
-    mock.method(fsp, 'rm', async (path: string, options?: Parameters<typeof realRm>[1]) => {
+    const realUnlink = fsp.unlink;
+    // The process dies at the second removal: every later one (the rollback's included) fails as a dead process would.
+    mock.method(fsp, 'unlink', async (path: string) => {
       if (removed.some((r) => path.endsWith(r)) && removals++ >= 1) throw new Error('killed');
-      return realRm(path, options);
+      return realUnlink(path);
     });
     syncBuiltinESMExports();
     try {

@@ -7,9 +7,11 @@
  * out of the root. The last name of a path is not followed: it is the entry itself, read, written or removed
  * as it is.
  *
- * What is left is a race: a link put in place between the check and the write. Files are created with
- * O_NOFOLLOW|O_EXCL, so the last name can never be a link; a folder on the way swapped for a link meanwhile
- * would need a process on the host racing the agent, which already runs as root there.
+ * Only links root owns are followed (or links of the agent's own user, which is root on a host). A link a user
+ * owns is one that user put there and may point anywhere, `/home/core/.ssh -> /root/.ssh` or `-> /etc`: the path
+ * is refused, and the node's Degraded reason says which link. That settles the state the agent checks; the
+ * race between the check and the write (a folder a user owns swapped for a link meanwhile) is closed by writing
+ * through folders held open by descriptor (held.ts), never by path.
  */
 import { constants } from 'node:fs';
 import { lstat, open, readlink } from 'node:fs/promises';
@@ -35,16 +37,27 @@ export function namesOf(path: string): string[] {
   return names;
 }
 
-/** The target of the link at `local`, or undefined when there is no link there (nothing, or a file or folder). */
-async function linkAt(local: string): Promise<string | undefined> {
+/** Owners whose links are followed: root, and the agent's own user (the same on a host; not in tests). */
+const TRUSTED = new Set([0, process.getuid?.() ?? 0]);
+
+/** The link at `local`, or undefined when there is no link there (nothing, or a file or folder). */
+async function linkAt(local: string): Promise<{ target: string; uid: number } | undefined> {
   try {
-    return (await lstat(local)).isSymbolicLink() ? await readlink(local) : undefined;
+    const st = await lstat(local);
+    return st.isSymbolicLink() ? { target: await readlink(local), uid: st.uid } : undefined;
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     // Nothing there yet (or a file where a folder would be): the rest of the path is created, or fails, later.
     if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
     throw err;
   }
+}
+
+function refuseUntrusted(uid: number, link: string, path: string): void {
+  if (!TRUSTED.has(uid))
+    throw new UnsupportedConfigError(
+      `${path}: the host link ${link} is owned by uid ${uid}, and the agent never follows a link a user other than root controls`,
+    );
 }
 
 /** Resolves `path` inside `root`, following every link on the way to its last name (see the top of this file). */
@@ -64,16 +77,18 @@ export async function resolveInRoot(root: string, path: string): Promise<Resolve
       done.pop();
       continue;
     }
-    const target = await linkAt(join(root, ...done, name));
-    if (target === undefined) {
+    const found = await linkAt(join(root, ...done, name));
+    if (found === undefined) {
       done.push(name);
       continue;
     }
+    const { target, uid } = found;
+    link = `/${[...done, name].join('/')} -> ${target}`;
+    refuseUntrusted(uid, link, path);
     if (++links > MAX_LINKS)
       throw new UnsupportedConfigError(
         `${path}: more than ${MAX_LINKS} links on the way (a loop of links on the host)`,
       );
-    link = `/${[...done, name].join('/')} -> ${target}`;
     if (target.startsWith('/')) done.length = 0;
     todo.push(...target.split('/').reverse());
   }
@@ -101,16 +116,6 @@ export async function readNoFollow(local: string): Promise<Buffer> {
   const handle = await open(local, constants.O_RDONLY | constants.O_NOFOLLOW);
   try {
     return await handle.readFile();
-  } finally {
-    await handle.close();
-  }
-}
-
-/** chmod of a folder, never through a link (chmod(2) would follow one). */
-export async function chmodDir(local: string, mode: number): Promise<void> {
-  const handle = await open(local, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
-  try {
-    await handle.chmod(mode);
   } finally {
     await handle.close();
   }

@@ -5,8 +5,9 @@
  * with a token bound to its agent Pod, as a kubelet would, or the policy refuses every write of its agent.
  */
 import { after, before, describe, it } from 'node:test';
+import { layAccounts } from '../../../inplace-upgrader/testing/agent.js';
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as k8s from '#k8s';
@@ -106,7 +107,8 @@ describe('host agents (local environment)', () => {
     );
     stateDir = await mkdtemp(join(tmpdir(), 'kindling-host-agents-'));
     const hostRoot = (namespace: string, node: string): string => join(stateDir, 'hosts', namespace, node);
-    await mkdir(join(hostRoot(NS, NODE), 'etc'), { recursive: true });
+    // The host knows core, whose SSH keys the configs hand out (the agent creates no users).
+    await layAccounts(hostRoot(NS, NODE));
     agents = startHostAgents({
       kubeConfig: mgmt.kubeConfig,
       stateDir,
