@@ -7,7 +7,8 @@ import { gzipSync } from 'node:zlib';
 import { createHash } from 'node:crypto';
 import { disruptionOf } from './agent.js';
 import { Host } from './host.js';
-import { parseIgnition, UnsupportedConfigError, type Entry, type IgnitionConfig } from './ignition.js';
+import { parseIgnition, type Entry, type IgnitionConfig } from './ignition.js';
+import { UnsupportedConfigError } from './refusal.js';
 import { confinedRoot, ESCAPES, layAccounts, tree } from '../../testing/agent.js';
 
 const roots: string[] = [];

@@ -12,20 +12,27 @@
 import { lstat, mkdir, readdir, readFile, readlink, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { HeldDir } from './held.js';
-import {
-  entriesOf,
-  homeOf,
-  UnsupportedConfigError,
-  type Entry,
-  type EntryOrigin,
-  type IgnitionConfig,
-} from './ignition.js';
+import { entriesOf, homeOf, type Entry, type EntryOrigin, type IgnitionConfig } from './ignition.js';
+import { UnsupportedConfigError } from './refusal.js';
 import { parseAccounts, resolveOwner, type Owner } from './owners.js';
-import type { AppliedRecord } from './record.js';
 import { createFile, readNoFollow, resolveInRoot, type Resolved } from './root.js';
 
 /** The agent's own state on the host (journal, backup, the list of paths it manages). */
 export const STATE_DIR = '/var/lib/kindling-agent';
+
+/** An OS file or link Kindling replaced; a file's bytes live in the state folder (originalName). */
+export type Original = { path: string; kind: 'file'; mode: number } | { path: string; kind: 'symlink'; target: string };
+
+/** What Kindling wrote on the host at a hash (record.ts keeps it): the journal carries the target's. */
+export interface AppliedRecord {
+  hash: string;
+  /** Every file, link and folder the config at `hash` declares (by the config's path). */
+  written: { path: string; kind: 'file' | 'link' | 'dir'; origin: EntryOrigin }[];
+  /** Folders (host paths) that did not exist before Kindling wrote them or below them. */
+  createdDirs: string[];
+  /** What each path was before Kindling first replaced it, when it was not Kindling's. */
+  originals: Original[];
+}
 
 /** What the transaction does to one path: an entry of the config, or the removal of a folder Kindling created (record.ts). */
 export type Change = Entry | { kind: 'rmdir'; path: string; origin: EntryOrigin };

@@ -12,11 +12,8 @@ import { createHash } from 'node:crypto';
 import { gunzipSync } from 'node:zlib';
 import { posix } from 'node:path';
 import { unsupportedInPlace } from '../../../api/src/in-place.js';
+import { UnsupportedConfigError } from './refusal.js';
 import { checkMode, ownerOf, type HostFacts, type IgnPrincipal, type Owner } from './owners.js';
-
-export class UnsupportedConfigError extends Error {
-  override readonly name = 'UnsupportedConfigError';
-}
 
 interface IgnResource {
   source?: string | null;

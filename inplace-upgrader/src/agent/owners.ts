@@ -6,7 +6,7 @@
  * a bad id, a setuid mode) are the same for the in-place decision and the agent; a name the host does not
  * know is found by the agent only, and ends its node Degraded with that reason.
  */
-import { UnsupportedConfigError } from './ignition.js';
+import { UnsupportedConfigError } from './refusal.js';
 
 /** A user or group as a config names it: by id, or by name as the host knows it. */
 export type Principal = { id: number } | { name: string };

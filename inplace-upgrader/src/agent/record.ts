@@ -17,21 +17,8 @@ import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { createFile } from './root.js';
 import { payloadKubeletVersion } from './gate.js';
-import { writeAtomic, type Change, type Host } from './host.js';
+import { writeAtomic, type AppliedRecord, type Change, type Host, type Original } from './host.js';
 import { parseIgnition, type Entry, type EntryOrigin } from './ignition.js';
-
-/** An OS file or link Kindling replaced; a file's bytes live in the state folder (originalName). */
-export type Original = { path: string; kind: 'file'; mode: number } | { path: string; kind: 'symlink'; target: string };
-
-export interface AppliedRecord {
-  hash: string;
-  /** Every file, link and folder the config at `hash` declares (by the config's path). */
-  written: { path: string; kind: 'file' | 'link' | 'dir'; origin: EntryOrigin }[];
-  /** Folders (host paths) that did not exist before Kindling wrote them or below them. */
-  createdDirs: string[];
-  /** What each path was before Kindling first replaced it, when it was not Kindling's. */
-  originals: Original[];
-}
 
 export type Removal =
   { kind: 'remove'; path: string; origin: EntryOrigin } | { kind: 'restore'; original: Original; origin: EntryOrigin };

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdir, mkdtemp, readFile, rm, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { UnsupportedConfigError } from './ignition.js';
+import { UnsupportedConfigError } from './refusal.js';
 import { createFile, MAX_LINKS, resolveInRoot } from './root.js';
 import { confinedRoot, tree } from '../../testing/agent.js';
 
