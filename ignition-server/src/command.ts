@@ -18,6 +18,11 @@ import { PayloadStore } from './payload/store.js';
 import { registryEntries, signedPayloads, type EntryRepository, type SharedPayloads } from './payload/shared.js';
 import { createValidator } from './payload/validate.js';
 import { readRelease, resolveRelease } from './release/open.js';
+import {
+  DEFAULT_MAX_CONFIG_BYTES,
+  DEFAULT_MAX_RELEASE_BYTES,
+  DEFAULT_MAX_RELEASE_LAYERS,
+} from '../../api/src/limits.js';
 import { parsePullSecret, type RegistryOptions } from './release/registry.js';
 import { admitRelease, parseAllowedRegistries, type ReleasePolicy } from './release/policy.js';
 import { TokenIndex, type TokenSecretEntry } from './token-index.js';
@@ -106,6 +111,21 @@ const FLAGS = {
     default: 2,
     help: "Payload generations of one namespace in flight at once (of 4): one tenant's many token Secrets cannot hold every generation worker",
   },
+  maxConfigBytes: {
+    type: 'int',
+    default: DEFAULT_MAX_CONFIG_BYTES,
+    help: "Bytes the files of one pool's payload (release fragments and MachineConfigs) may take in all, data URLs decoded and inflated; past it the pool's ValidGeneratedPayload is False with the sizes",
+  },
+  maxReleaseBytes: {
+    type: 'int',
+    default: DEFAULT_MAX_RELEASE_BYTES,
+    help: "Bytes the layers of one release image may take in all once inflated; past it the pool's ValidGeneratedPayload is False with the sizes",
+  },
+  maxReleaseLayers: {
+    type: 'int',
+    default: DEFAULT_MAX_RELEASE_LAYERS,
+    help: 'Layers one release image may have',
+  },
   favourMemory: {
     type: 'bool',
     default: true,
@@ -119,8 +139,14 @@ function required(cfg: IgnitionServerConfig): void {
   for (const key of ['tlsCertFile', 'tlsKeyFile', 'signingKeyFile'] as const) {
     if (cfg[key] === '') throw new ConfigError(`--${flagName(key)} is required`);
   }
-  if (cfg.maxConnections < 1) throw new ConfigError('--max-connections must be at least 1');
-  if (cfg.generationsPerNamespace < 1) throw new ConfigError('--generations-per-namespace must be at least 1');
+  for (const key of [
+    'maxConnections',
+    'generationsPerNamespace',
+    'maxConfigBytes',
+    'maxReleaseBytes',
+    'maxReleaseLayers',
+  ] as const)
+    if (cfg[key] < 1) throw new ConfigError(`--${flagName(key)} must be at least 1`);
   watchedNamespaces(cfg);
   releasePolicy(cfg);
   registryEntriesOf(cfg, {});
@@ -178,7 +204,9 @@ function createStore(
     maxDirBytes: cfg.cacheDirMaxBytes,
     admit: (ref) => admitRelease(ref, policy),
     resolve: (ref) => resolveRelease(ref, registry),
-    read: (ref, digest) => readRelease(ref, registry, digest),
+    read: (ref, digest) =>
+      readRelease(ref, registry, digest, { maxLayers: cfg.maxReleaseLayers, maxBytes: cfg.maxReleaseBytes }),
+    maxConfigBytes: cfg.maxConfigBytes,
     validate: cfg.ignitionValidate === '' ? undefined : createValidator(cfg.ignitionValidate),
     shared: sharedPayloads(cfg, registry, { seal: deps.seal, metrics, log }),
     generates,

@@ -10,6 +10,7 @@ import { COMPONENT_FLAGS, runComponent, type ComponentContext } from '../../supp
 import type { ReadinessCheck } from '../../support/src/ops-server.js';
 import { CachedPayloadSource, IgnitionServerPayloadSource, type PayloadSource } from './payload.js';
 import { InPlaceUpgrader } from './upgrader.js';
+import { DEFAULT_MAX_CONFIG_BYTES } from '../../api/src/limits.js';
 
 export const FLAGS = {
   ...COMPONENT_FLAGS,
@@ -48,12 +49,18 @@ export const FLAGS = {
     default: 1_000,
     help: 'How soon Cluster API asks again about a Machine whose update is in progress (whole seconds)',
   },
+  maxConfigBytes: {
+    type: 'int',
+    default: DEFAULT_MAX_CONFIG_BYTES,
+    help: "Bytes a payload's files may take in all, decoded and inflated, for the in-place decision; past it the hooks answer Failure (nothing is rolled or applied). Keep it equal to the ignition server's",
+  },
 } as const;
 
 export type UpgraderConfig = ConfigOf<typeof FLAGS>;
 
 function check(config: UpgraderConfig): void {
   if (config.ignitionUrl === '') throw new ConfigError('--ignition-url is required');
+  if (config.maxConfigBytes < 1) throw new ConfigError('--max-config-bytes must be at least 1');
   if (config.extensionAddress === '') return;
   for (const key of ['extensionTlsCertFile', 'extensionTlsKeyFile'] as const) {
     if (config[key] === '') throw new ConfigError(`--${flagName(key)} is required with --extension-address`);

@@ -25,6 +25,8 @@ import type { Logger } from '../../../support/src/logger.js';
 import { NotReadyError } from '../../../support/src/errors.js';
 import { InvalidReleaseError, ReleaseUnavailableError, type Release } from '../release/types.js';
 import { InvalidConfigError, renderPayload, type RenderedPayload } from './render.js';
+import { checkConfigBytes } from './budget.js';
+import { DEFAULT_MAX_CONFIG_BYTES } from '../../../api/src/limits.js';
 import type { Validator } from './validate.js';
 import { DirBudget } from './dir-budget.js';
 import { SPEC_VERSIONS, versionIndex, type SpecVersion } from './versions.js';
@@ -94,6 +96,8 @@ export interface PayloadStoreOptions {
   resolve: (ref: string) => Promise<string>;
   read: (ref: string, digest: string) => Promise<Release>;
   validate?: Validator;
+  /** Bytes the files of one payload may take in all, decoded and inflated (default DEFAULT_MAX_CONFIG_BYTES; see budget.ts). */
+  maxConfigBytes?: number;
   /** Payloads and pins shared by every replica; without it, each replica generates its own. */
   shared?: SharedPayloads;
   /** With a shared store: whether this replica generates (and pins) now; the others wait for its results. */
@@ -347,6 +351,7 @@ export class PayloadStore {
     const release = await this.#opts.read(ref, digest);
     if (release.digest !== digest)
       throw new ReleaseUnavailableError(`release ${ref} resolved to ${release.digest}, expected the pinned ${digest}`);
+    await checkConfigBytes(release, docs, this.#opts.maxConfigBytes ?? DEFAULT_MAX_CONFIG_BYTES);
     const payload = toPayload(key, renderPayload(release, docs));
     await this.#validate(payload);
     this.#opts.log.info(

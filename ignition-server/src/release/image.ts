@@ -4,8 +4,9 @@
  * unpacks the layers in order and takes the release manifest and the base Ignition fragments from them.
  */
 import { createHash } from 'node:crypto';
-import { gunzipSync } from 'node:zlib';
 import { extract } from 'tar-stream';
+import { DEFAULT_MAX_RELEASE_BYTES, DEFAULT_MAX_RELEASE_LAYERS } from '../../../api/src/limits.js';
+import { InflateBudget, InflateLimitError } from '../../../support/src/inflate.js';
 import {
   FRAGMENT_DIR,
   InvalidReleaseError,
@@ -21,6 +22,17 @@ import {
 
 /** Release images hold text; anything near this is not one. */
 export const MAX_BLOB_BYTES = 64 * 1024 * 1024;
+
+/** What one release may take: its layers, and their bytes once inflated, summed (see api/src/limits.ts). */
+export interface ReleaseLimits {
+  maxLayers: number;
+  maxBytes: number;
+}
+
+export const DEFAULT_RELEASE_LIMITS: ReleaseLimits = Object.freeze({
+  maxLayers: DEFAULT_MAX_RELEASE_LAYERS,
+  maxBytes: DEFAULT_MAX_RELEASE_BYTES,
+});
 
 export interface ManifestBytes {
   bytes: Buffer;
@@ -124,17 +136,28 @@ function applyEntry(files: Map<string, Buffer>, rawName: string, type: string | 
   }
 }
 
-function unpackLayer(layer: Descriptor, bytes: Buffer): Buffer {
-  if (layer.mediaType === MEDIA_TYPES.ociLayerTar) return bytes;
-  if (layer.mediaType !== MEDIA_TYPES.ociLayerGzip && layer.mediaType !== MEDIA_TYPES.dockerLayerGzip) {
-    // Quoted only when it looks like a media type: the field comes from whatever the host answered.
-    const named = /^[\w.+-]{1,64}\/[\w.+-]{1,127}$/.test(String(layer.mediaType)) ? ` ${layer.mediaType}` : '';
-    throw new InvalidReleaseError(`layer media type${named} is not a (gzip'd) tar`);
-  }
+function checkMediaType(layer: Descriptor): void {
+  const known = [MEDIA_TYPES.ociLayerTar, MEDIA_TYPES.ociLayerGzip, MEDIA_TYPES.dockerLayerGzip] as string[];
+  if (known.includes(layer.mediaType)) return;
+  // Quoted only when it looks like a media type: the field comes from whatever the host answered.
+  const named = /^[\w.+-]{1,64}\/[\w.+-]{1,127}$/.test(String(layer.mediaType)) ? ` ${layer.mediaType}` : '';
+  throw new InvalidReleaseError(`layer media type${named} is not a (gzip'd) tar`);
+}
+
+/** The layer's tar, spent from the release's budget; a gzip layer is inflated in the thread pool, never past it. */
+async function unpackLayer(layer: Descriptor, bytes: Buffer, budget: InflateBudget): Promise<Buffer> {
+  checkMediaType(layer);
+  const what = `layer ${layer.digest}`;
   try {
-    return gunzipSync(bytes, { maxOutputLength: MAX_BLOB_BYTES });
+    if (layer.mediaType !== MEDIA_TYPES.ociLayerTar) return await budget.gunzip(bytes, what);
+    budget.spend(bytes.length, what);
+    return bytes;
   } catch (err) {
-    throw new InvalidReleaseError(`layer ${layer.digest} is not valid gzip`, { cause: err });
+    if (err instanceof InflateLimitError)
+      throw new InvalidReleaseError(`the release image's ${err.message}: its layers may take that much in all`, {
+        cause: err,
+      });
+    throw new InvalidReleaseError(`${what} is not valid gzip`, { cause: err });
   }
 }
 
@@ -163,13 +186,18 @@ function readFragments(files: Map<string, Buffer>): IgnitionFragment[] {
   });
 }
 
-/** Reads the whole release the source names. */
-export async function loadRelease(source: ImageSource): Promise<Release> {
+/** Reads the whole release the source names, within `limits` (InvalidReleaseError past them, with the sizes). */
+export async function loadRelease(source: ImageSource, limits = DEFAULT_RELEASE_LIMITS): Promise<Release> {
   const { digest, manifest } = await resolveManifest(source);
+  if (manifest.layers.length > limits.maxLayers)
+    throw new InvalidReleaseError(
+      `the release image has ${manifest.layers.length} layers, more than the limit of ${limits.maxLayers}`,
+    );
+  const budget = new InflateBudget(limits.maxBytes);
   const files = new Map<string, Buffer>();
   for (const layer of manifest.layers) {
     const bytes = verifyDigest(await source.blob(layer.digest), layer.digest);
-    await applyLayer(unpackLayer(layer, bytes), files);
+    await applyLayer(await unpackLayer(layer, bytes, budget), files);
   }
   return { digest, manifest: readReleaseManifest(files), fragments: readFragments(files) };
 }

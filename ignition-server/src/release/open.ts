@@ -1,5 +1,5 @@
 /** From a release reference to the release: pick the source its transport names, then read it. */
-import { loadRelease, resolveManifest, type ImageSource } from './image.js';
+import { DEFAULT_RELEASE_LIMITS, loadRelease, resolveManifest, type ImageSource, type ReleaseLimits } from './image.js';
 import { layoutDirSource, layoutTarSource } from './layout.js';
 import { parseReference, type ReleaseReference } from './reference.js';
 import { RegistryClient, registrySource, type RegistryOptions } from './registry.js';
@@ -22,9 +22,14 @@ export async function resolveRelease(ref: string, opts: RegistryOptions = {}): P
   return (await resolveManifest(sourceFor(parsed, opts))).digest;
 }
 
-/** Reads the release; `digest` pins it (the result's digest always matches it, or this throws). */
-export async function readRelease(ref: string, opts: RegistryOptions = {}, digest?: string): Promise<Release> {
+/** Reads the release within `limits`; `digest` pins it (the result's digest always matches it, or this throws). */
+export async function readRelease(
+  ref: string,
+  opts: RegistryOptions = {},
+  digest?: string,
+  limits: ReleaseLimits = DEFAULT_RELEASE_LIMITS,
+): Promise<Release> {
   const parsed = parseReference(ref);
   const pinned: ReleaseReference = digest ? { ...parsed, digest } : parsed;
-  return loadRelease(sourceFor(pinned, opts));
+  return loadRelease(sourceFor(pinned, opts), limits);
 }

@@ -9,11 +9,18 @@
  * pool setting reaches the agent to allow them.
  */
 import { createHash } from 'node:crypto';
-import { gunzipSync } from 'node:zlib';
 import { posix } from 'node:path';
 import { unsupportedInPlace } from '../../../api/src/in-place.js';
+import { DEFAULT_MAX_CONFIG_BYTES } from '../../../api/src/limits.js';
+import { InflateBudget, InflateLimitError, InvalidGzipError } from '../../../support/src/inflate.js';
 import { UnsupportedConfigError } from './refusal.js';
 import { checkMode, ownerOf, type HostFacts, type IgnPrincipal, type Owner } from './owners.js';
+
+/**
+ * The files inflate past the byte budget: refused like any config the agent cannot apply, but never a
+ * reason to roll instead (a roll would write the same files through Ignition at boot).
+ */
+export class ConfigTooLargeError extends UnsupportedConfigError {}
 
 interface IgnResource {
   source?: string | null;
@@ -116,15 +123,15 @@ const NO_HOST: HostFacts = { hasKeysDir: () => false, owner: () => ({ uid: 0, gi
  * verification hash) as its message. Empty: the agent can apply all of it. The same checks as the agent's,
  * so the in-place decision and the agent never disagree.
  */
-export function inPlaceBlockers(bytes: Buffer | string): string[] {
+export function inPlaceBlockers(bytes: Buffer | string, maxConfigBytes = DEFAULT_MAX_CONFIG_BYTES): string[] {
   try {
     const config = readConfig(bytes);
     const sections = unsupportedInPlace(config);
     if (sections.length > 0) return sections;
-    entriesOf(config, NO_HOST);
+    entriesOf(config, NO_HOST, maxConfigBytes);
     return [];
   } catch (err) {
-    if (err instanceof UnsupportedConfigError) return [err.message];
+    if (err instanceof UnsupportedConfigError && !(err instanceof ConfigTooLargeError)) return [err.message];
     throw err;
   }
 }
@@ -132,6 +139,20 @@ export function inPlaceBlockers(bytes: Buffer | string): string[] {
 function refuseUnsupported(config: IgnitionConfig): void {
   const found = unsupportedInPlace(config);
   if (found.length > 0) throw new UnsupportedConfigError(`cannot be applied in place: ${found.join(', ')}`);
+}
+
+/** Spends from the budget, turning its refusals into the agent's own. */
+function spending<T>(spend: () => T): T {
+  try {
+    return spend();
+  } catch (err) {
+    if (err instanceof InflateLimitError)
+      throw new ConfigTooLargeError(`${err.message} (the files of one config, decoded and inflated, summed)`, {
+        cause: err,
+      });
+    if (err instanceof InvalidGzipError) throw new UnsupportedConfigError(err.message, { cause: err });
+    throw err;
+  }
 }
 
 /** RFC 2397 data URL; other schemes would need the network at update time and are refused. */
@@ -147,7 +168,7 @@ export function decodeDataUrl(url: string): Buffer {
     : Buffer.from(decodeURIComponent(data), 'utf8');
 }
 
-function readResource(res: IgnResource, where: string): Buffer {
+function readResource(res: IgnResource, where: string, budget: InflateBudget): Buffer {
   if (!res.source) return Buffer.alloc(0);
   const raw = decodeDataUrl(res.source);
   const hash = res.verification?.hash;
@@ -156,10 +177,13 @@ function readResource(res: IgnResource, where: string): Buffer {
     const got = createHash(algo).update(raw).digest('hex');
     if (got !== want) throw new UnsupportedConfigError(`${where}: contents do not match verification hash ${hash}`);
   }
-  if (!res.compression) return raw;
+  if (!res.compression) {
+    spending(() => budget.spend(raw.length, where));
+    return raw;
+  }
   if (res.compression !== 'gzip')
     throw new UnsupportedConfigError(`${where}: compression "${res.compression}" is not supported`);
-  return gunzipSync(raw);
+  return spending(() => budget.gunzipSync(raw, where));
 }
 
 const isNormal = (path: string): boolean =>
@@ -243,13 +267,13 @@ function linkEntry(l: IgnLink, facts: HostFacts): Entry {
   return { kind: 'link', path, target: l.target, hard, overwrite: l.overwrite === true, origin: 'storage', owner };
 }
 
-function fileEntries(files: readonly IgnFile[], facts: HostFacts): Entry[] {
+function fileEntries(files: readonly IgnFile[], facts: HostFacts, budget: InflateBudget): Entry[] {
   return files.map((f) => {
     const where = `storage.files[${f.path}]`;
     const owner = ownerOf(f, where, facts);
     const parts = [
-      f.contents ? readResource(f.contents, where) : Buffer.alloc(0),
-      ...(f.append ?? []).map((a) => readResource(a, where)),
+      f.contents ? readResource(f.contents, where, budget) : Buffer.alloc(0),
+      ...(f.append ?? []).map((a) => readResource(a, where, budget)),
     ];
     return {
       kind: 'file',
@@ -336,8 +360,15 @@ function sshEntries(user: IgnUser, facts: HostFacts): Entry[] {
   ];
 }
 
-/** Every entry the config asks for, in the order Ignition's files stage writes them. */
-export function entriesOf(config: IgnitionConfig, facts: HostFacts): Entry[] {
+/**
+ * Every entry the config asks for, in the order Ignition's files stage writes them. The files' contents,
+ * decoded and inflated, may take `maxConfigBytes` in all (ConfigTooLargeError past it).
+ */
+export function entriesOf(
+  config: IgnitionConfig,
+  facts: HostFacts,
+  maxConfigBytes = DEFAULT_MAX_CONFIG_BYTES,
+): Entry[] {
   const storage = config.storage ?? {};
   return [
     ...(storage.directories ?? []).map((d): Entry => {
@@ -350,7 +381,7 @@ export function entriesOf(config: IgnitionConfig, facts: HostFacts): Entry[] {
         owner: ownerOf(d, where, facts),
       };
     }),
-    ...fileEntries(storage.files ?? [], facts),
+    ...fileEntries(storage.files ?? [], facts, new InflateBudget(maxConfigBytes)),
     ...(storage.links ?? []).map((l) => linkEntry(l, facts)),
     ...(config.systemd?.units ?? []).flatMap(unitEntries),
     ...(config.passwd?.users ?? []).flatMap((u) => sshEntries(u, facts)),

@@ -9,6 +9,7 @@ import { ANNOTATIONS, LABELS } from '../../../api/src/keys.js';
 import type { NodePool } from '../../../api/src/nodepool.js';
 import { NotReadyError } from '../../../support/src/errors.js';
 import { createLogger } from '../../../support/src/logger.js';
+import { inPlaceBlockers } from '../agent/ignition.js';
 import { createApp, MAX_BODY_BYTES, payloadSummaries, type ExtensionDeps } from './app.js';
 import type { PayloadSummary } from './decide.js';
 import { HANDLERS, hookPath, type JsonObject, type JsonPatchOperation, type Patch } from './hooks.js';
@@ -280,7 +281,7 @@ describe('Runtime Extension app', () => {
         pending.then(() => Buffer.from('{"ignition":{"version":"3.4.0"},"kernelArguments":{"shouldExist":["quiet"]}}'))
       ),
     };
-    const app = createApp(deps({ payloads: payloadSummaries(source) }));
+    const app = createApp(deps({ payloads: payloadSummaries(source, async (p) => inPlaceBlockers(p)) }));
     const started = Date.now();
     const first = await call(app, CAN_UPDATE_SET, upgradeRequest);
     assert.ok(Date.now() - started < 1000, `answered after ${Date.now() - started} ms`);

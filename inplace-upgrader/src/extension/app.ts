@@ -11,7 +11,6 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { NotReadyError } from '../../../support/src/errors.js';
 import type { Logger } from '../../../support/src/logger.js';
-import { inPlaceBlockers } from '../agent/ignition.js';
 import type { PayloadRequest, PayloadSource } from '../payload.js';
 import {
   changedUserData,
@@ -60,10 +59,14 @@ export interface ExtensionDeps {
 
 /**
  * Payload summaries from where the upgrader gets payloads (the ignition server, as a host asks it), checked
- * with the agent's own rules, so the decision and the agent never disagree.
+ * with the agent's own rules (`inspect`: inPlaceBlockers, on the thread of blockers.ts), so the decision and
+ * the agent never disagree.
  */
-export function payloadSummaries(source: PayloadSource): ExtensionDeps['payloads'] {
-  return async (req) => ({ pool: req.pool, hash: req.hash, blockers: inPlaceBlockers(await source.fetch(req)) });
+export function payloadSummaries(
+  source: PayloadSource,
+  inspect: (payload: Buffer) => Promise<string[]>,
+): ExtensionDeps['payloads'] {
+  return async (req) => ({ pool: req.pool, hash: req.hash, blockers: await inspect(await source.fetch(req)) });
 }
 
 /** A request that does not hold what the hook needs. */

@@ -6,6 +6,7 @@ import { startHttpsServer } from '../../../support/src/https.js';
 import type { ReadinessCheck } from '../../../support/src/ops-server.js';
 import type { PayloadSource } from '../payload.js';
 import { createApp, payloadSummaries } from './app.js';
+import { BlockersThread } from './blockers.js';
 import { MachineUpdater } from './update-machine.js';
 
 /** The upgrader flags the extension reads (a structural slice of the upgrader's config, which imports this module lazily). */
@@ -15,6 +16,7 @@ export interface ExtensionFlags {
   extensionTlsCertFile: string;
   extensionTlsKeyFile: string;
   extensionRetryAfter: number;
+  maxConfigBytes: number;
 }
 
 export async function startExtension(
@@ -33,9 +35,11 @@ export async function startExtension(
     labelNames: ['hook', 'status'],
     registers: [ctx.registry],
   });
+  const inspector = new BlockersThread(config.maxConfigBytes);
+  ctx.shutdown.add('payload inspection thread', () => inspector.stop());
   const app = createApp({
     log,
-    payloads: payloadSummaries(payloads),
+    payloads: payloadSummaries(payloads, (payload) => inspector.blockers(payload)),
     machines: updater,
     cache: updater,
     retryAfterSeconds: Math.round(config.extensionRetryAfter / 1000),
