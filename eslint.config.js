@@ -165,7 +165,7 @@ export default tseslint.config(
   },
   {
     // Over the file budget today, each waiting to be split by job.
-    files: ['local/src/providers/kubelet.ts', 'ignition-server/src/controller.ts'],
+    files: ['local/src/providers/kubelet.ts'],
     rules: { 'max-lines': ['error', { max: 650, skipBlankLines: true, skipComments: true }] },
   },
   {

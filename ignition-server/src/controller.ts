@@ -3,9 +3,7 @@
  * NodePools of the namespaces it is told, acts only on a Secret its NodePool owns and resolved
  * (token-secret-decision.ts: anything else is refused, with a Warning Event, and costs no mint and no
  * generation), keeps the TokenIndex the HTTP app authenticates against, and generates the payloads it serves. Only the leader
- * writes: it mints the first token, rotates at TTL/2 (the old token moves to the rotated slot and stays valid
- * until its own expiry), deletes a Secret once its expiry annotation has passed, and writes the generation
- * outcome. The first successful fetch is recorded by the replica that served it, off the request path (a
+ * writes (leader-writes.ts: mint, rotate, expire, the generation outcome). The first successful fetch is recorded by the replica that served it, off the request path (a
  * set-if-absent annotation only that replica can know about).
  */
 import * as k8s from '#k8s';
@@ -32,26 +30,11 @@ import {
 } from './token-index.js';
 import { GenerationError, NotGeneratedYetError, type ConfigSource, type PayloadStore } from './payload/store.js';
 import type { IgnitionMetrics } from './metrics.js';
-import { EVENT_REASONS, TokenSecretEvents } from './events.js';
+import { TokenSecretEvents } from './events.js';
+import { iso, LeaderWrites, type Refused } from './leader-writes.js';
 import type { GuestJoin } from './join.js';
 import { PoolInformers } from './pools.js';
 import { decideTokenSecret, type TokenSecretRefusal } from './token-secret-decision.js';
-
-/** A token Secret the server does not act on, and why. */
-interface Refused {
-  secret: TokenSecret;
-  reason: TokenSecretRefusal;
-  message: string;
-  /** When it was first refused (for this reason). */
-  sinceMs: number;
-}
-
-/**
- * How long a refusal stands before the leader records it as a Warning Event. A token Secret the nodepool-controller
- * has just written can reach this server before its pool's latest status does, and is refused until the pool's
- * event admits it: that is no news for anyone. A hand-written Secret stays refused, and is reported.
- */
-const REFUSAL_SETTLE_MS = 5_000;
 
 export interface ControllerOptions {
   kubeConfig: k8s.KubeConfig;
@@ -88,8 +71,6 @@ const GENERATE_WORKERS = 4;
 /** How long a request for a Secret read on demand waits for its payload (from the cache directory after a restart). */
 const LOAD_PAYLOAD_WAIT_MS = 2_000;
 
-const b64 = (s: string): string => Buffer.from(s).toString('base64');
-const iso = (ms: number): string => new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
 const splitKey = (key: string): { namespace: string; name: string } => {
   const i = key.indexOf('/');
   return { namespace: key.slice(0, i), name: key.slice(i + 1) };
@@ -224,7 +205,16 @@ export class TokenSecretController {
 
   /** Starts the leader's writes; returns how to stop them. */
   lead(): () => Promise<void> {
-    const writer = this.#queue('ignition-token-secrets', (key) => this.#reconcile(key), LEADER_WORKERS);
+    const writes = new LeaderWrites({
+      ...this.#opts,
+      core: this.#core,
+      events: this.#events,
+      clock: this.#clock,
+      current: (key) => this.#current(key),
+      refused: (key) => this.#refused.get(key),
+      forgetBootstrap: (key) => this.#forgetBootstrap(key),
+    });
+    const writer = this.#queue('ignition-token-secrets', (key) => writes.reconcile(key), LEADER_WORKERS);
     this.#writer = writer;
     for (const entry of this.#opts.index.entries()) writer.add(entry.secret.key);
     for (const key of this.#refused.keys()) writer.add(key);
@@ -435,31 +425,6 @@ export class TokenSecretController {
     };
   }
 
-  /** The leader's pass over one token Secret: expire, mint or rotate, report the payload; then wait. */
-  async #reconcile(key: string): Promise<ReconcileResult | void> {
-    const refused = this.#refused.get(key);
-    if (refused) return this.#recordRefusal(refused);
-    const secret = await this.#current(key);
-    if (!secret) return;
-    const now = this.#clock.now();
-    if (secret.expiresAtMs !== undefined && secret.expiresAtMs <= now) return this.#delete(secret);
-    const patch: { data: Record<string, string>; annotations: Record<string, string> } = { data: {}, annotations: {} };
-    const rotateAt = await this.#tokenPatch(secret, now, patch);
-    this.#payloadPatch(secret, patch);
-    if (Object.keys(patch.data).length + Object.keys(patch.annotations).length > 0) await this.#patch(secret, patch);
-    await this.#recordEvents(secret, patch);
-    const waits = [rotateAt - now, (secret.expiresAtMs ?? Infinity) - now].filter((ms) => Number.isFinite(ms));
-    return { requeueAfterMs: Math.max(50, Math.min(...waits) + 50) };
-  }
-
-  /** The Warning Event of a refusal that has stood its settling time (until then, a look again). */
-  async #recordRefusal(refused: Refused): Promise<ReconcileResult | void> {
-    const wait = refused.sinceMs + REFUSAL_SETTLE_MS - this.#clock.now();
-    if (wait > 0) return { requeueAfterMs: wait };
-    const { secret, reason, message } = refused;
-    await this.#events.record(secret, { type: 'Warning', reason, message });
-  }
-
   /** The Secret as the informer last saw it, its data read first when only its metadata is known. */
   async #current(key: string): Promise<TokenSecret | undefined> {
     const { namespace, name } = splitKey(key);
@@ -469,118 +434,6 @@ export class TokenSecretController {
       await this.#readOnce(key);
     const secret = this.#opts.index.get(key)?.secret;
     return secret?.resourceVersion === cached.metadata?.resourceVersion ? secret : undefined;
-  }
-
-  /** Mints or rotates into the patch when due; returns when the next rotation is due. */
-  async #tokenPatch(
-    secret: TokenSecret,
-    now: number,
-    patch: { data: Record<string, string>; annotations: Record<string, string> },
-  ): Promise<number> {
-    const half = this.#opts.ttlMs / 2;
-    if (secret.token && secret.issuedAtMs !== undefined && now < secret.issuedAtMs + half)
-      return secret.issuedAtMs + half;
-    const { token, claims } = await this.#opts.authority.mint({
-      pool: secret.pool,
-      hash: secret.hash,
-      ttlMs: this.#opts.ttlMs,
-    });
-    patch.data[SECRET_KEYS.token] = b64(token);
-    if (secret.token) {
-      patch.data[SECRET_KEYS.rotatedToken] = b64(secret.token);
-      this.#opts.metrics?.rotation();
-    }
-    patch.annotations[ANNOTATIONS.tokenIssuedAt] = iso(claims.issuedAtMs);
-    await this.#joinPatch(secret, claims.expiresAtMs, patch);
-    this.#opts.log.info(
-      { secret: secret.key, nodePool: secret.pool, rotated: secret.token !== undefined },
-      secret.token ? 'Rotated the token' : 'Minted the token',
-    );
-    return claims.issuedAtMs + half;
-  }
-
-  /**
-   * The bootstrap token paired with a freshly minted token: written to the guest first, so no host ever holds
-   * a token whose bootstrap token does not exist yet, and expiring with it. A guest that cannot be reached
-   * fails the whole mint (retried with backoff): a token without join material would boot a host that
-   * can never join.
-   */
-  async #joinPatch(secret: TokenSecret, expiresAtMs: number, patch: { data: Record<string, string> }): Promise<void> {
-    if (!secret.cluster || !this.#opts.join) return;
-    const pool = secret.pool.slice(secret.pool.indexOf('/') + 1);
-    const join = await this.#opts.join.mint({
-      namespace: secret.namespace,
-      cluster: secret.cluster,
-      pool,
-      expiresAtMs,
-    });
-    patch.data[SECRET_KEYS.bootstrapToken] = b64(join.bootstrapToken);
-    patch.data[SECRET_KEYS.joinServer] = b64(join.server);
-    patch.data[SECRET_KEYS.joinCa] = b64(join.caPem);
-    if (secret.bootstrapToken) patch.data[SECRET_KEYS.rotatedBootstrapToken] = b64(secret.bootstrapToken);
-  }
-
-  /** The leader's Events for what this pass did or found: a rotation, a failed generation. */
-  async #recordEvents(secret: TokenSecret, patch: { data: Record<string, string> }): Promise<void> {
-    if (patch.data[SECRET_KEYS.rotatedToken] !== undefined) {
-      await this.#events.record(secret, {
-        type: 'Normal',
-        reason: EVENT_REASONS.rotated,
-        message: 'Rotated the token; the previous one stays valid until its own expiry',
-      });
-    }
-    const state = this.#opts.index.get(secret.key)?.payload;
-    if (state?.state === 'failed')
-      await this.#events.record(secret, {
-        type: 'Warning',
-        reason: state.reason,
-        message: `Payload generation failed: ${state.message}`,
-      });
-  }
-
-  #payloadPatch(secret: TokenSecret, patch: { annotations: Record<string, string> }): void {
-    const state = this.#opts.index.get(secret.key)?.payload;
-    if (!state || state.state === 'pending') return;
-    const reason = state.state === 'ready' ? 'AsExpected' : state.reason;
-    const message =
-      state.state === 'ready'
-        ? `Payload ${state.key.slice(0, 12)} generated from ${secret.release}`
-        : state.message.slice(0, 1000);
-    if (secret.payloadReason === reason && secret.payloadMessage === message) return;
-    patch.annotations[ANNOTATIONS.payloadReason] = reason;
-    patch.annotations[ANNOTATIONS.payloadMessage] = message;
-  }
-
-  /** A merge patch guarded by the resourceVersion it was computed from: a stale cache cannot rotate twice. */
-  async #patch(
-    secret: TokenSecret,
-    patch: { data: Record<string, string>; annotations: Record<string, string> },
-  ): Promise<void> {
-    const body = {
-      metadata: { resourceVersion: secret.resourceVersion, annotations: patch.annotations },
-      data: patch.data,
-    };
-    await this.#core.patchNamespacedSecret(
-      { name: secret.name, namespace: secret.namespace, body, fieldManager: FIELD_MANAGERS.ignitionServer },
-      k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
-    );
-  }
-
-  async #delete(secret: TokenSecret): Promise<void> {
-    this.#forgetBootstrap(secret.key);
-    this.#opts.index.remove(secret.key);
-    try {
-      await this.#core.deleteNamespacedSecret({
-        name: secret.name,
-        namespace: secret.namespace,
-        body: { preconditions: { uid: secret.uid } },
-      });
-      this.#opts.log.info({ secret: secret.key, nodePool: secret.pool }, 'Deleted the expired token Secret');
-      const message = `Deleted the token Secret: its expiry (${iso(secret.expiresAtMs ?? 0)}) has passed, so its tokens are refused`;
-      await this.#events.record(secret, { type: 'Normal', reason: EVENT_REASONS.expired, message });
-    } catch (err) {
-      if (!isNotFound(err)) throw new Error('failed to delete the expired token Secret', { cause: err });
-    }
   }
 
   async #recordReached(key: string): Promise<void> {

@@ -1,0 +1,190 @@
+/**
+ * The leader's writes to the token Secrets (only the leader writes): it mints the first token and rotates it at
+ * TTL/2 (the old token moves to the rotated slot and stays valid until its own expiry) with the guest bootstrap
+ * token paired to it, writes the generation outcome, deletes a Secret once its expiry has passed, and reports
+ * refusals, rotations and failed generations as Events. Each pass is one merge patch guarded by the
+ * resourceVersion it was computed from.
+ */
+import * as k8s from '#k8s';
+import { ANNOTATIONS, FIELD_MANAGERS, SECRET_KEYS } from '../../api/src/keys.js';
+import type { ReconcileResult } from '../../support/src/queue.js';
+import type { Logger } from '../../support/src/logger.js';
+import { isNotFound } from '../../support/src/errors.js';
+import type { Clock } from '../../support/src/timers.js';
+import type { TokenAuthority } from './tokens.js';
+import type { TokenIndex, TokenSecret } from './token-index.js';
+import type { IgnitionMetrics } from './metrics.js';
+import { EVENT_REASONS, type TokenSecretEvents } from './events.js';
+import type { GuestJoin } from './join.js';
+import type { TokenSecretRefusal } from './token-secret-decision.js';
+
+/** A token Secret the server does not act on, and why. */
+export interface Refused {
+  secret: TokenSecret;
+  reason: TokenSecretRefusal;
+  message: string;
+  /** When it was first refused (for this reason). */
+  sinceMs: number;
+}
+
+/**
+ * How long a refusal stands before the leader records it as a Warning Event. A token Secret the nodepool-controller
+ * has just written can reach this server before its pool's latest status does, and is refused until the pool's
+ * event admits it: that is no news for anyone. A hand-written Secret stays refused, and is reported.
+ */
+const REFUSAL_SETTLE_MS = 5_000;
+
+export interface LeaderWritesDeps {
+  core: k8s.CoreV1Api;
+  authority: TokenAuthority;
+  index: TokenIndex;
+  ttlMs: number;
+  join?: GuestJoin;
+  metrics?: IgnitionMetrics;
+  events: TokenSecretEvents;
+  clock: Clock;
+  log: Logger;
+  /** The Secret as the informer last saw it, its data read first when only its metadata is known. */
+  current(key: string): Promise<TokenSecret | undefined>;
+  refused(key: string): Refused | undefined;
+  /** The Secret is going: its bootstrap tokens are to be deleted from the guest. */
+  forgetBootstrap(key: string): void;
+}
+
+type Patch = { data: Record<string, string>; annotations: Record<string, string> };
+
+export const b64 = (s: string): string => Buffer.from(s).toString('base64');
+export const iso = (ms: number): string => new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
+
+export class LeaderWrites {
+  readonly #deps: LeaderWritesDeps;
+
+  constructor(deps: LeaderWritesDeps) {
+    this.#deps = deps;
+  }
+
+  /** The leader's pass over one token Secret: expire, mint or rotate, report the payload; then wait. */
+  async reconcile(key: string): Promise<ReconcileResult | void> {
+    const refused = this.#deps.refused(key);
+    if (refused) return this.#recordRefusal(refused);
+    const secret = await this.#deps.current(key);
+    if (!secret) return;
+    const now = this.#deps.clock.now();
+    if (secret.expiresAtMs !== undefined && secret.expiresAtMs <= now) return this.#delete(secret);
+    const patch: Patch = { data: {}, annotations: {} };
+    const rotateAt = await this.#tokenPatch(secret, now, patch);
+    this.#payloadPatch(secret, patch);
+    if (Object.keys(patch.data).length + Object.keys(patch.annotations).length > 0) await this.#patch(secret, patch);
+    await this.#recordEvents(secret, patch);
+    const waits = [rotateAt - now, (secret.expiresAtMs ?? Infinity) - now].filter((ms) => Number.isFinite(ms));
+    return { requeueAfterMs: Math.max(50, Math.min(...waits) + 50) };
+  }
+
+  /** The Warning Event of a refusal that has stood its settling time (until then, a look again). */
+  async #recordRefusal(refused: Refused): Promise<ReconcileResult | void> {
+    const wait = refused.sinceMs + REFUSAL_SETTLE_MS - this.#deps.clock.now();
+    if (wait > 0) return { requeueAfterMs: wait };
+    const { secret, reason, message } = refused;
+    await this.#deps.events.record(secret, { type: 'Warning', reason, message });
+  }
+
+  /** Mints or rotates into the patch when due; returns when the next rotation is due. */
+  async #tokenPatch(secret: TokenSecret, now: number, patch: Patch): Promise<number> {
+    const { ttlMs, authority, metrics, log } = this.#deps;
+    const half = ttlMs / 2;
+    if (secret.token && secret.issuedAtMs !== undefined && now < secret.issuedAtMs + half)
+      return secret.issuedAtMs + half;
+    const { token, claims } = await authority.mint({ pool: secret.pool, hash: secret.hash, ttlMs });
+    patch.data[SECRET_KEYS.token] = b64(token);
+    if (secret.token) {
+      patch.data[SECRET_KEYS.rotatedToken] = b64(secret.token);
+      metrics?.rotation();
+    }
+    patch.annotations[ANNOTATIONS.tokenIssuedAt] = iso(claims.issuedAtMs);
+    await this.#joinPatch(secret, claims.expiresAtMs, patch);
+    log.info(
+      { secret: secret.key, nodePool: secret.pool, rotated: secret.token !== undefined },
+      secret.token ? 'Rotated the token' : 'Minted the token',
+    );
+    return claims.issuedAtMs + half;
+  }
+
+  /**
+   * The bootstrap token paired with a freshly minted token: written to the guest first, so no host ever holds
+   * a token whose bootstrap token does not exist yet, and expiring with it. A guest that cannot be reached
+   * fails the whole mint (retried with backoff): a token without join material would boot a host that
+   * can never join.
+   */
+  async #joinPatch(secret: TokenSecret, expiresAtMs: number, patch: Patch): Promise<void> {
+    const { join } = this.#deps;
+    if (!secret.cluster || !join) return;
+    const pool = secret.pool.slice(secret.pool.indexOf('/') + 1);
+    const minted = await join.mint({ namespace: secret.namespace, cluster: secret.cluster, pool, expiresAtMs });
+    patch.data[SECRET_KEYS.bootstrapToken] = b64(minted.bootstrapToken);
+    patch.data[SECRET_KEYS.joinServer] = b64(minted.server);
+    patch.data[SECRET_KEYS.joinCa] = b64(minted.caPem);
+    if (secret.bootstrapToken) patch.data[SECRET_KEYS.rotatedBootstrapToken] = b64(secret.bootstrapToken);
+  }
+
+  /** The leader's Events for what this pass did or found: a rotation, a failed generation. */
+  async #recordEvents(secret: TokenSecret, patch: Patch): Promise<void> {
+    const { events, index } = this.#deps;
+    if (patch.data[SECRET_KEYS.rotatedToken] !== undefined) {
+      await events.record(secret, {
+        type: 'Normal',
+        reason: EVENT_REASONS.rotated,
+        message: 'Rotated the token; the previous one stays valid until its own expiry',
+      });
+    }
+    const state = index.get(secret.key)?.payload;
+    if (state?.state === 'failed')
+      await events.record(secret, {
+        type: 'Warning',
+        reason: state.reason,
+        message: `Payload generation failed: ${state.message}`,
+      });
+  }
+
+  #payloadPatch(secret: TokenSecret, patch: Patch): void {
+    const state = this.#deps.index.get(secret.key)?.payload;
+    if (!state || state.state === 'pending') return;
+    const reason = state.state === 'ready' ? 'AsExpected' : state.reason;
+    const message =
+      state.state === 'ready'
+        ? `Payload ${state.key.slice(0, 12)} generated from ${secret.release}`
+        : state.message.slice(0, 1000);
+    if (secret.payloadReason === reason && secret.payloadMessage === message) return;
+    patch.annotations[ANNOTATIONS.payloadReason] = reason;
+    patch.annotations[ANNOTATIONS.payloadMessage] = message;
+  }
+
+  /** A merge patch guarded by the resourceVersion it was computed from: a stale cache cannot rotate twice. */
+  async #patch(secret: TokenSecret, patch: Patch): Promise<void> {
+    const body = {
+      metadata: { resourceVersion: secret.resourceVersion, annotations: patch.annotations },
+      data: patch.data,
+    };
+    await this.#deps.core.patchNamespacedSecret(
+      { name: secret.name, namespace: secret.namespace, body, fieldManager: FIELD_MANAGERS.ignitionServer },
+      k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+    );
+  }
+
+  async #delete(secret: TokenSecret): Promise<void> {
+    const { core, index, events, log } = this.#deps;
+    this.#deps.forgetBootstrap(secret.key);
+    index.remove(secret.key);
+    try {
+      await core.deleteNamespacedSecret({
+        name: secret.name,
+        namespace: secret.namespace,
+        body: { preconditions: { uid: secret.uid } },
+      });
+      log.info({ secret: secret.key, nodePool: secret.pool }, 'Deleted the expired token Secret');
+      const message = `Deleted the token Secret: its expiry (${iso(secret.expiresAtMs ?? 0)}) has passed, so its tokens are refused`;
+      await events.record(secret, { type: 'Normal', reason: EVENT_REASONS.expired, message });
+    } catch (err) {
+      if (!isNotFound(err)) throw new Error('failed to delete the expired token Secret', { cause: err });
+    }
+  }
+}
