@@ -18,31 +18,27 @@
  */
 import type { ConditionReason } from '../../../api/src/conditions.js';
 import { randomBytes } from 'node:crypto';
-import { mkdir, open, readFile, rename, writeFile, type FileHandle } from 'node:fs/promises';
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { LRUCache } from 'lru-cache';
 import type { Logger } from '../../../support/src/logger.js';
 import { NotReadyError } from '../../../support/src/errors.js';
 import { InvalidReleaseError, ReleaseUnavailableError, type Release } from '../release/types.js';
-import { InvalidConfigError, renderPayload, type RenderedPayload } from './render.js';
+import { InvalidConfigError, renderPayload } from './render.js';
 import { checkConfigBytes } from './budget.js';
 import { DEFAULT_MAX_CONFIG_BYTES } from '../../../api/src/limits.js';
 import type { Validator } from './validate.js';
 import { DirBudget } from './dir-budget.js';
-import { SPEC_VERSIONS, versionIndex, type SpecVersion } from './versions.js';
+import { versionIndex, type SpecVersion } from './versions.js';
 import { configDigest, sha } from './digest.js';
-import { HEAD, payloadChunks, type Payload } from './payload.js';
+import { payloadChunks, type Payload } from './payload.js';
+import { parsePayloadFile, payloadFileChunks, readShared, toPayload } from './format.js';
 import type { SharedPayloads } from './shared.js';
 
 export { payloadBytes, payloadChunks, type Payload } from './payload.js';
 
-const SLOT = '@@KINDLING_SPEC_VERSION@@';
 /** The newest version the local ignition-validate parses. */
 const VALIDATE_AT: SpecVersion = '3.3.0';
-
-/** Where a host's join files go: after the last entry of `storage.files` (see toPayload). */
-const JOIN_MARK = '@@KINDLING_JOIN_MATERIAL@@';
-const JOIN_SLOT = `,"${JOIN_MARK}"`;
 
 /** Why a payload could not be generated: the failures of the NodePool's ValidGeneratedPayload condition. */
 export type FailureReason = Exclude<ConditionReason<'ValidGeneratedPayload'>, 'AsExpected' | 'Pending'>;
@@ -109,77 +105,6 @@ export interface PayloadStoreOptions {
 }
 
 export { configDigest } from './digest.js';
-
-const objectOr = (v: unknown): Record<string, unknown> =>
-  typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
-
-/**
- * Serialises with two slots: the spec version (first, so it varies cheaply) and the join files (a marker
- * entry closing `storage.files`, cut out and remembered as an offset). A config that spells the marker
- * itself is refused: the offset must be unambiguous.
- */
-function toPayload(key: string, rendered: RenderedPayload): Payload {
-  const { ignition, ...rest } = rendered.config;
-  const storage = objectOr(rest.storage);
-  const files: unknown[] = Array.isArray(storage.files) ? (storage.files as unknown[]) : [];
-  if (files.length === 0) throw new Error('a payload always holds the release identity file');
-  const withSlot = { ...rest, storage: { ...storage, files: [...files, JOIN_MARK] } };
-  const json = JSON.stringify({ ignition: { ...objectOr(ignition), version: SLOT }, ...withSlot });
-  if (!json.startsWith(HEAD + SLOT)) throw new Error('payload serialization lost its version slot');
-  const tail = json.slice(HEAD.length + SLOT.length);
-  const joinAt = tail.indexOf(JOIN_SLOT);
-  if (joinAt < 0 || tail.indexOf(JOIN_MARK) !== joinAt + 2 || tail.includes(JOIN_MARK, joinAt + 3)) {
-    throw new InvalidConfigError(`the config contains the reserved text ${JOIN_MARK}`);
-  }
-  return {
-    key,
-    minVersion: rendered.minVersion,
-    tail: sharedText(tail.slice(0, joinAt) + tail.slice(joinAt + JOIN_SLOT.length)),
-    joinAt: Buffer.byteLength(tail.slice(0, joinAt)),
-  };
-}
-
-/**
- * Text encoded straight into shared memory. Payloads are megabytes and held for long: a transient copy of
- * each, freed only when the garbage collector gets to it, leaves holes between the ones kept that the
- * process's RSS does not give back.
- */
-function sharedText(text: string): Buffer {
-  const shared = Buffer.from(new SharedArrayBuffer(Buffer.byteLength(text)));
-  shared.write(text);
-  return shared;
-}
-
-/** A file read straight into shared memory (see sharedText); undefined when it cannot be read. */
-async function readShared(path: string): Promise<Buffer | undefined> {
-  let file: FileHandle | undefined;
-  try {
-    file = await open(path, 'r');
-    const { size } = await file.stat();
-    const bytes = Buffer.from(new SharedArrayBuffer(size));
-    let read = 0;
-    while (read < size) {
-      const { bytesRead } = await file.read(bytes, read, size - read, read);
-      if (bytesRead === 0) return undefined;
-      read += bytesRead;
-    }
-    return bytes;
-  } catch {
-    return undefined;
-  } finally {
-    await file?.close();
-  }
-}
-
-/**
- * A payload's bytes in shared memory: every serving thread sends the same bytes (serving/pool.ts), held once
- * in the process whatever the number of threads.
- */
-function sharedBytes(bytes: Buffer): Buffer {
-  const shared = Buffer.from(new SharedArrayBuffer(bytes.length));
-  bytes.copy(shared);
-  return shared;
-}
 
 function classify(err: unknown): GenerationError {
   if (err instanceof GenerationError) return err;
@@ -323,7 +248,7 @@ export class PayloadStore {
     try {
       const payload = await this.#generate(ref, digest, config, key);
       this.#opts.metrics?.generationSeconds((performance.now() - started) / 1000, 'success');
-      const chunks = [Buffer.from(`${payload.minVersion} ${payload.joinAt}\n`), payload.tail];
+      const chunks = payloadFileChunks(payload);
       await this.#toShared(`payload-${key}`, chunks);
       await this.#persist(key, chunks);
       this.#remember(payload);
@@ -417,7 +342,7 @@ export class PayloadStore {
 
   async #readShared(key: string): Promise<Payload | undefined> {
     const bytes = await this.#fromShared(`payload-${key}`);
-    const payload = bytes && this.#parse(key, bytes);
+    const payload = bytes && parsePayloadFile(key, bytes);
     if (!bytes || !payload) return undefined;
     await this.#persist(key, bytes);
     this.#remember(payload);
@@ -432,29 +357,11 @@ export class PayloadStore {
   async #readPayload(key: string): Promise<Payload | undefined> {
     if (!/^[a-f0-9]{64}$/.test(key)) return undefined;
     const bytes = await readShared(join(this.#opts.cacheDir, 'payloads', key));
-    const payload = bytes && this.#parse(key, bytes);
+    const payload = bytes && parsePayloadFile(key, bytes);
     if (!payload) return undefined;
     this.#dir.used(key);
     this.#remember(payload);
     return payload;
-  }
-
-  /** `<minVersion> <joinAt>\n<tail>`, the bytes of a payload file; undefined when they are not. */
-  #parse(key: string, bytes: Buffer): Payload | undefined {
-    // A file of an older format (no joinAt) is as good as absent.
-    const newline = bytes.indexOf(0x0a);
-    const [minVersion, joinText] = bytes.subarray(0, Math.max(0, newline)).toString('utf8').split(' ') as [
-      SpecVersion,
-      string | undefined,
-    ];
-    const joinAt = Number(joinText);
-    if (newline < 0 || !SPEC_VERSIONS.includes(minVersion) || !Number.isInteger(joinAt)) return undefined;
-    const tail =
-      bytes.buffer instanceof SharedArrayBuffer
-        ? bytes.subarray(newline + 1)
-        : sharedBytes(bytes.subarray(newline + 1));
-    if (joinAt < 0 || joinAt > tail.length) return undefined;
-    return { key, minVersion, tail, joinAt };
   }
 
   async #readFile(rel: string): Promise<Buffer | undefined> {
