@@ -74,7 +74,7 @@ function skewPolicies(p: NodePoolPreview): Policy[] {
 
 // ---- the config hash and what changed it ----
 
-/** The document changes between two configs, with the planned pool's ConfigMaps holding each (why.ts, as the
+/** The document changes between two configs, with the planned pool's ConfigMaps holding each (rollout-record.ts, as the
  * controller records them in status.rollout). */
 function documentChanges(input: PlanInput, before: string, after: string): DocumentChange[] {
   const configMaps = (input.pool.spec.config ?? []).flatMap((ref) => {

@@ -22,7 +22,7 @@ import {
 } from '../../api/src/capi.js';
 import { DEFAULT_HEALTH_CHECK_TIMEOUT, inPlaceEngine, type NodePool } from '../../api/src/nodepool.js';
 import { resolveMaxUnavailable } from '../../support/src/int-or-percent.js';
-import { ownerReference } from './secrets.js';
+import { ownerReference } from './desired-secrets.js';
 
 /** What the children point at: the config hash (its user-data) and the release's Kubernetes version. */
 export interface ChildOptions {

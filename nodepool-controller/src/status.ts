@@ -51,7 +51,7 @@ export interface Observations {
   reachedIgnitionAt?: string;
   healthCheckExists: boolean;
   rollout?: Rollout;
-  /** The record of the rollout under way (why.ts): stored in status.rollout while it lasts. */
+  /** The record of the rollout under way (rollout-record.ts): stored in status.rollout while it lasts. */
   why?: RolloutRecord;
   child?: { desired: number; available: number };
   machines: Machine[];

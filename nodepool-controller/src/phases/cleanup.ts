@@ -1,7 +1,7 @@
 /** Old Secrets and templates: expire tokens, delete user-data and bootstrap templates nothing references. */
 import type * as k8s from '#k8s';
 import { ANNOTATIONS, LABELS, userDataSecretName } from '../../../api/src/keys.js';
-import { desiredTokenSecret } from '../secrets.js';
+import { desiredTokenSecret } from '../desired-secrets.js';
 import { applyIfNeeded, withKind } from '../apply.js';
 import { CONTINUE, type PhaseResult } from './result.js';
 import {

@@ -3,8 +3,8 @@ import type * as k8s from '#k8s';
 import { ANNOTATIONS } from '../../../api/src/keys.js';
 import { hasMachineDeployment, inPlaceEngine, type RolloutRecord } from '../../../api/src/nodepool.js';
 import { changedInputs, type HashInput } from '../hash.js';
-import { hashOfUserData } from '../secrets.js';
-import { keepOrExplain } from '../why.js';
+import { hashOfUserData } from '../desired-secrets.js';
+import { keepOrExplain } from '../rollout-record.js';
 import { clusterApiFailure, clusterApiProgress } from '../capi-progress.js';
 import {
   hashOfBootstrap,

@@ -1,7 +1,7 @@
 /** spec.pausedUntil: the Cluster API paused annotation on the children, no other write, a look again when the
  * date passes. */
 import { ANNOTATIONS } from '../../../api/src/keys.js';
-import { pauseState } from '../pause.js';
+import { pauseState } from '../pause-state.js';
 import { CONTINUE, type PhaseResult } from './result.js';
 import type { PhaseDeps, Scope } from './scope.js';
 

@@ -6,7 +6,7 @@ import type * as k8s from '#k8s';
 import { ANNOTATIONS, SECRET_KEYS, userDataSecretName } from '../../../api/src/keys.js';
 import { NotReadyError } from '../../../support/src/errors.js';
 import { formatVersion } from '../release.js';
-import { desiredTokenSecret, desiredUserDataSecret } from '../secrets.js';
+import { desiredTokenSecret, desiredUserDataSecret } from '../desired-secrets.js';
 import { applyIfNeeded } from '../apply.js';
 import { CONTINUE, type PhaseResult } from './result.js';
 import { deployedEffective, type Evaluation } from './inputs.js';

@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { desiredTokenSecret, desiredUserDataSecret, hashOfUserData, ignitionStub } from './secrets.js';
+import { desiredTokenSecret, desiredUserDataSecret, hashOfUserData, ignitionStub } from './desired-secrets.js';
 import { goldenIn } from '../../support/testing/golden.js';
 import { samplePool } from '../../api/testing/nodepool.js';
 import { ignitionValidate } from '../testing/ignition-validate.js';

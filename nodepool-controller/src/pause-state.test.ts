@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { pauseState } from './pause.js';
+import { pauseState } from './pause-state.js';
 
 describe('pauseState', () => {
   const now = Date.parse('2026-11-23T10:00:00Z');

@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { RolloutChange, RolloutRecord } from '../../api/src/nodepool.js';
 import { normaliseConfig, type ConfigSource } from './hash.js';
-import { explainRollout, keepOrExplain, MAX_CHANGES, strategyOf, type WhyInput } from './why.js';
+import { explainRollout, keepOrExplain, MAX_CHANGES, strategyOf, type WhyInput } from './rollout-record.js';
 
 const mc = (name: string, file: string): string =>
   `apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata: {name: ${name}}\nspec: {config: {ignition: {version: 3.4.0}, storage: {files: [{path: ${file}}]}}}\n`;
