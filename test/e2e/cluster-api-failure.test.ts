@@ -6,14 +6,13 @@
  * why, `kindling status` says where the rollout halted, and Cluster API is told to come back later rather than
  * call again at once. Moved back, the pool converges with the same Machines.
  */
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { eventually } from '../bed/src/index.js';
 import { CapiPool, POOL } from './cluster-api.js';
-import { LocalEnvironment } from './environment.js';
+import { LocalEnvironment, useLocalEnvironment } from './environment.js';
 
 const MINUTES = 60_000;
 
@@ -26,27 +25,21 @@ interface HookLine {
 
 describe('a failed update on the ClusterAPI in-place engine', { timeout: 30 * MINUTES }, () => {
   let env: LocalEnvironment;
-  let stateDir: string;
   let pool: CapiPool;
+  useLocalEnvironment(
+    'capi-fail',
+    (e) => {
+      env = e;
+      pool = new CapiPool(e);
+    },
+    { timeoutMs: 15 * MINUTES },
+  );
 
   const updateMachineLines = async (): Promise<HookLine[]> =>
-    (await readFile(join(stateDir, 'logs', 'inplace-upgrader.log'), 'utf8'))
+    (await readFile(join(env.stateDir, 'logs', 'inplace-upgrader.log'), 'utf8'))
       .split('\n')
       .filter((l) => l.includes('"hook":"UpdateMachine"'))
       .map((l) => JSON.parse(l) as HookLine);
-
-  before(async () => {
-    stateDir = await mkdtemp(join(tmpdir(), 'kindling-e2e-capi-fail-'));
-    env = new LocalEnvironment(stateDir);
-    pool = new CapiPool(env);
-    await env.start({ timeoutMs: 15 * MINUTES });
-  });
-
-  after(async () => {
-    const code = await env.stop();
-    assert.equal(code, 0, env.output.slice(-3000));
-    await rm(stateDir, { recursive: true, force: true });
-  });
 
   it('when the capi pool moves to a release the kubelet refuses, the pool should name the node and the reason, status should say halted, Cluster API should back off; moved back, every Machine should be UpToDate again with the same UIDs', async () => {
     const uids = await pool.uids();

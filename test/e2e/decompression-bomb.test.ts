@@ -7,15 +7,13 @@
  * Now the ignition server refuses it while counting, each pool says why with the sizes, no host gets the file,
  * and every component's peak RSS (VmHWM, from /proc) stays under its Deployment's limit.
  */
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFile } from 'node:fs/promises';
 import { gzipSync } from 'node:zlib';
 import * as k8s from '#k8s';
 import { eventually } from '../bed/src/index.js';
-import { LocalEnvironment, NS } from './environment.js';
+import { useLocalEnvironment, LocalEnvironment, NS } from './environment.js';
 
 const MINUTES = 60_000;
 const MIB = 1024 * 1024;
@@ -49,19 +47,7 @@ async function peakMib(pid: number): Promise<number> {
 
 describe('a decompression bomb in a MachineConfig, end to end', { timeout: 30 * MINUTES }, () => {
   let env: LocalEnvironment;
-  let stateDir: string;
-
-  before(async () => {
-    stateDir = await mkdtemp(join(tmpdir(), 'kindling-e2e-bomb-'));
-    env = new LocalEnvironment(stateDir);
-    await env.start({ timeoutMs: 15 * MINUTES });
-  });
-
-  after(async () => {
-    const code = await env.stop();
-    assert.equal(code, 0, env.output.slice(-3000));
-    await rm(stateDir, { recursive: true, force: true });
-  });
+  useLocalEnvironment('bomb', (e) => (env = e), { timeoutMs: 15 * MINUTES });
 
   it('when a 700 MiB gzip of zeros is added to a pool of each engine, it should refuse it on both pools with the sizes, write nothing to any host, and keep every component under its memory limit', async (t) => {
     const data = bombConfig();

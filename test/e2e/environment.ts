@@ -7,8 +7,10 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { guardedPid, RestartingWatch, spawnGuarded } from '../bed/src/index.js';
-import { readFile, readdir } from 'node:fs/promises';
-import { hostname } from 'node:os';
+import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
+import { hostname, tmpdir } from 'node:os';
+import assert from 'node:assert/strict';
+import { after, before } from 'node:test';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as k8s from '#k8s';
@@ -401,4 +403,24 @@ export class WorkloadWatcher {
     this.#seenAll ||= now >= this.#workload.replicas;
     if (this.#seenAll) this.min = Math.min(this.min, now);
   }
+}
+
+/**
+ * A suite's own environment: started in a fresh state folder before its tests (`ready` then sees it), stopped
+ * after them, which must exit 0, and its folder removed.
+ */
+export function useLocalEnvironment(name: string, ready: (env: LocalEnvironment) => void, opts?: StartOptions): void {
+  let env: LocalEnvironment | undefined;
+  let stateDir: string | undefined;
+  before(async () => {
+    stateDir = await mkdtemp(join(tmpdir(), `kindling-e2e-${name}-`));
+    env = new LocalEnvironment(stateDir);
+    ready(env);
+    await env.start(opts);
+  });
+  after(async () => {
+    const code = await env?.stop();
+    assert.equal(code, 0, env?.output.slice(-3000));
+    if (stateDir) await rm(stateDir, { recursive: true, force: true });
+  });
 }

@@ -4,16 +4,15 @@
  * the InPlace pool and is then removed from it. Every host must end as it was before: the file, its folder,
  * the unit and its enablement link gone, the host's own files untouched.
  */
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { lstat, mkdtemp, readlink, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { lstat, readlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as k8s from '#k8s';
 import { ANNOTATIONS, NODE_STATES } from '../../api/src/keys.js';
 import { tree } from '../../inplace-upgrader/testing/agent.js';
 import { eventually } from '../bed/src/index.js';
-import { LocalEnvironment, NS } from './environment.js';
+import { useLocalEnvironment, LocalEnvironment, NS } from './environment.js';
 
 const MINUTES = 60_000;
 const CONFIG_MAP = 'exact';
@@ -38,19 +37,7 @@ const MACHINE_CONFIG = [
 
 describe('exact apply on the local environment', { timeout: 35 * MINUTES }, () => {
   let env: LocalEnvironment;
-  let stateDir: string;
-
-  before(async () => {
-    stateDir = await mkdtemp(join(tmpdir(), 'kindling-e2e-exact-'));
-    env = new LocalEnvironment(stateDir);
-    await env.start();
-  });
-
-  after(async () => {
-    const code = await env.stop();
-    assert.equal(code, 0, env.output.slice(-3000));
-    await rm(stateDir, { recursive: true, force: true });
-  });
+  useLocalEnvironment('exact', (e) => (env = e));
 
   it('when a MachineConfig that added a file and an enabled unit is removed from the InPlace pool, it should be gone from every host, the host own files untouched', async () => {
     const hosts = await env.hosts('inplace');

@@ -5,34 +5,19 @@
  * gate, restores the host root's old files and reboots, and the rollout halts there. Moved back to the release
  * it came from, the pool recovers.
  */
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import * as k8s from '#k8s';
 import { ANNOTATIONS, NODE_STATES } from '../../api/src/keys.js';
 import { isReady } from '../../inplace-upgrader/src/preview.js';
 import { eventually } from '../bed/src/index.js';
-import { LocalEnvironment, NS } from './environment.js';
+import { useLocalEnvironment, LocalEnvironment, NS } from './environment.js';
 
 const MINUTES = 60_000;
 
 describe('the health gate on the local environment', { timeout: 20 * MINUTES }, () => {
   let env: LocalEnvironment;
-  let stateDir: string;
-
-  before(async () => {
-    stateDir = await mkdtemp(join(tmpdir(), 'kindling-e2e-gate-'));
-    env = new LocalEnvironment(stateDir);
-    await env.start();
-  });
-
-  after(async () => {
-    const code = await env.stop();
-    assert.equal(code, 0, env.output.slice(-3000));
-    await rm(stateDir, { recursive: true, force: true });
-  });
+  useLocalEnvironment('gate', (e) => (env = e));
 
   it('when the InPlace pool moves to a release whose kubelet config the kubelet refuses, the first node should fail the health gate, be rolled back to its old files and stay Degraded with the reason, no other node touched; moved back, the pool should recover', async () => {
     const pool = await env.pool('inplace');

@@ -5,15 +5,12 @@
  * still to drain, which carries `kindling.dev/update-pending` (PreferNoSchedule) until its turn, and
  * `kindling.dev/updating` (NoSchedule) from its hand-out until it is done. After the rollout no node keeps one.
  */
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type * as k8s from '#k8s';
 import { ANNOTATIONS, NODE_STATES, TAINTS } from '../../api/src/keys.js';
 import { eventually, RestartingWatch } from '../bed/src/index.js';
-import { LocalEnvironment, NS, WORKLOAD } from './environment.js';
+import { useLocalEnvironment, LocalEnvironment, NS, WORKLOAD } from './environment.js';
 
 const MINUTES = 60_000;
 
@@ -99,19 +96,7 @@ class PlacementRecorder {
 
 describe('rollout taints on the local environment', { timeout: 25 * MINUTES }, () => {
   let env: LocalEnvironment;
-  let stateDir: string;
-
-  before(async () => {
-    stateDir = await mkdtemp(join(tmpdir(), 'kindling-e2e-taints-'));
-    env = new LocalEnvironment(stateDir);
-    await env.start();
-  });
-
-  after(async () => {
-    const code = await env.stop();
-    assert.equal(code, 0, env.output.slice(-3000));
-    await rm(stateDir, { recursive: true, force: true });
-  });
+  useLocalEnvironment('taints', (e) => (env = e));
 
   it('when the InPlace pool rolls its three nodes under the workload budget, it should place every pod evicted after the first node is updated on an updated node, never on a node still to be updated, and leave no rollout taint behind', async () => {
     await eventually('shop/web whole on the inplace nodes', () => env.workloadWhole(), 3 * MINUTES, 1000);
