@@ -29,23 +29,25 @@ export async function setSkipRemediation(
 ): Promise<boolean> {
   const value = skipRemediationChange(machine, want);
   if (value === undefined) return false;
+  await annotateMachine(custom, machine, { [ANNOTATIONS.capiSkipRemediation]: value });
+  return true;
+}
+
+/** Merge-patches a Machine's annotations (null removes one); a Machine deleted meanwhile needs nothing. */
+export async function annotateMachine(
+  custom: k8s.CustomObjectsApi,
+  machine: MachineLike,
+  annotations: Record<string, string | null>,
+): Promise<void> {
+  const { namespace = '', name } = machine.metadata;
   const version = CAPI_API_VERSION.split('/')[1] ?? '';
-  const body = { metadata: { annotations: { [ANNOTATIONS.capiSkipRemediation]: value } } };
+  const body = { metadata: { annotations } };
   try {
     await custom.patchNamespacedCustomObject(
-      {
-        group: CAPI_GROUP,
-        version,
-        namespace: machine.metadata.namespace ?? '',
-        plural: 'machines',
-        name: machine.metadata.name,
-        body,
-      },
+      { group: CAPI_GROUP, version, namespace, plural: 'machines', name, body },
       merge,
     );
   } catch (err) {
-    // A Machine deleted meanwhile needs nothing.
     if (!isNotFound(err)) throw err;
   }
-  return true;
 }

@@ -30,7 +30,7 @@ import {
   type GuestSession,
 } from '../guest.js';
 import type { PayloadSource } from '../payload.js';
-import { setSkipRemediation } from '../remediation.js';
+import { annotateMachine, setSkipRemediation } from '../remediation.js';
 import { classifyNode, type NodeView } from '../select.js';
 import { superseded, type UpdateOutcome } from './update-answer.js';
 import type { ExtensionCache, UpdateTarget } from './update-check.js';
@@ -78,7 +78,6 @@ function describeNode(node: k8s.V1Node, hash: string): string {
 const isPaused = (deployment: DeploymentObject | undefined): boolean =>
   deployment?.metadata.annotations?.[ANNOTATIONS.capiPaused] !== undefined;
 
-const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
 const CAPI_VERSION = CAPI_API_VERSION.split('/')[1] ?? '';
 
 /** The hash a MachineDeployment's template names (its KindlingConfigTemplate), if it names one. */
@@ -256,23 +255,7 @@ export class MachineUpdater implements MachineUpdates, ExtensionCache {
   /** Writes (or, undefined, removes) ANNOTATIONS.inPlaceFailure on the Machine, when the cache shows otherwise. */
   async #setFailure(machine: MachineObject, failure: string | undefined): Promise<void> {
     if (machine.metadata.annotations?.[ANNOTATIONS.inPlaceFailure] === failure) return;
-    const body = { metadata: { annotations: { [ANNOTATIONS.inPlaceFailure]: failure ?? null } } };
-    try {
-      await this.#custom.patchNamespacedCustomObject(
-        {
-          group: CAPI_GROUP,
-          version: CAPI_VERSION,
-          namespace: machine.metadata.namespace ?? '',
-          plural: 'machines',
-          name: machine.metadata.name,
-          body,
-        },
-        merge,
-      );
-    } catch (err) {
-      // A Machine deleted meanwhile needs nothing.
-      if (!isNotFound(err)) throw err;
-    }
+    await annotateMachine(this.#custom, machine, { [ANNOTATIONS.inPlaceFailure]: failure ?? null });
   }
 
   /** Handed the target, but its payload Secret or agent Pod is gone (deleted mid-update): given them again. */
