@@ -5,7 +5,8 @@
 import type { IntOrPercent, ObjectMeta, ObjectRef } from './nodepool.js';
 
 export const CAPI_GROUP = 'cluster.x-k8s.io';
-export const CAPI_API_VERSION = 'cluster.x-k8s.io/v1beta2';
+export const CAPI_VERSION = 'v1beta2';
+export const CAPI_API_VERSION = `${CAPI_GROUP}/${CAPI_VERSION}`;
 
 export interface LabelSelector {
   matchLabels?: Record<string, string>;

@@ -1,7 +1,9 @@
 import type { V1ObjectMeta } from '#k8s';
 import type { Condition } from './conditions.js';
 
-export const NODEPOOL_API_VERSION = 'kindling.dev/v1beta1';
+export const NODEPOOL_GROUP = 'kindling.dev';
+export const NODEPOOL_VERSION = 'v1beta1';
+export const NODEPOOL_API_VERSION = `${NODEPOOL_GROUP}/${NODEPOOL_VERSION}`;
 export const NODEPOOL_KIND = 'NodePool';
 export const NODEPOOL_PLURAL = 'nodepools';
 

@@ -1,21 +1,13 @@
 /** One-shot reads for the operator commands: a pool's objects in the management cluster and its guest Nodes. */
 import * as k8s from '#k8s';
 import { LABELS } from '../../api/src/keys.js';
-import { NODEPOOL_API_VERSION, NODEPOOL_KIND, NODEPOOL_PLURAL, type NodePool } from '../../api/src/nodepool.js';
-import {
-  CAPI_API_VERSION,
-  CAPI_GROUP,
-  type Machine,
-  type MachineDeployment,
-  type MachineSet,
-} from '../../api/src/capi.js';
+import { NODEPOOL_KIND, type NodePool } from '../../api/src/nodepool.js';
+import { type Machine, type MachineDeployment, type MachineSet } from '../../api/src/capi.js';
 import { isNotFound } from '../../support/src/errors.js';
 import { parseManifests } from '../../support/src/manifests.js';
 import { createGuestKubeConfigs, type GuestKubeConfigs } from '../../support/src/guest-kubeconfigs.js';
 import type { PoolState } from './plan-model.js';
-
-const CAPI_VERSION = CAPI_API_VERSION.split('/')[1] ?? '';
-const [KINDLING_GROUP = '', KINDLING_VERSION = ''] = NODEPOOL_API_VERSION.split('/');
+import { RESOURCES, type ResourceType } from '../../api/src/resources.js';
 
 /** `namespace/name`, or `name` in the default namespace. */
 export function parsePoolRef(ref: string, defaultNamespace = 'default'): { namespace: string; name: string } {
@@ -47,10 +39,8 @@ export async function readNodePool(kc: k8s.KubeConfig, namespace: string, name: 
   const custom = kc.makeApiClient(k8s.CustomObjectsApi);
   return (await orUndefined(
     custom.getNamespacedCustomObject({
-      group: KINDLING_GROUP,
-      version: KINDLING_VERSION,
+      ...RESOURCES.nodePools,
       namespace,
-      plural: NODEPOOL_PLURAL,
       name,
     }),
   )) as NodePool | undefined;
@@ -84,13 +74,11 @@ export async function readPoolState(kc: k8s.KubeConfig, guests: GuestKubeConfigs
   const core = kc.makeApiClient(k8s.CoreV1Api);
   const custom = kc.makeApiClient(k8s.CustomObjectsApi);
   const labelSelector = `${LABELS.nodePool}=${pool.metadata.name}`;
-  const capi = async <T>(plural: string): Promise<T[]> =>
+  const capi = async <T>(resource: ResourceType): Promise<T[]> =>
     (
       (await custom.listNamespacedCustomObject({
-        group: CAPI_GROUP,
-        version: CAPI_VERSION,
+        ...resource,
         namespace,
-        plural,
         labelSelector,
       })) as { items: T[] }
     ).items;
@@ -99,9 +87,9 @@ export async function readPoolState(kc: k8s.KubeConfig, guests: GuestKubeConfigs
       (pool.spec.config ?? []).map((c) => orUndefined(core.readNamespacedConfigMap({ namespace, name: c.name }))),
     ),
     core.listNamespacedSecret({ namespace, labelSelector }),
-    capi<MachineSet>('machinesets'),
-    capi<MachineDeployment>('machinedeployments'),
-    capi<Machine>('machines'),
+    capi<MachineSet>(RESOURCES.machineSets),
+    capi<MachineDeployment>(RESOURCES.machineDeployments),
+    capi<Machine>(RESOURCES.machines),
   ]);
   return {
     configMaps: configMaps.filter((c): c is k8s.V1ConfigMap => c !== undefined),

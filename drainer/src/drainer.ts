@@ -7,7 +7,7 @@
  */
 import * as k8s from '#k8s';
 import { Gauge, Histogram, type Registry } from 'prom-client';
-import { CAPI_API_VERSION, CAPI_GROUP, type Machine, type MachineSet } from '../../api/src/capi.js';
+import { type Machine, type MachineSet } from '../../api/src/capi.js';
 import { ANNOTATIONS, FIELD_MANAGERS, LABELS } from '../../api/src/keys.js';
 import { ResilientInformer } from '../../support/src/informer.js';
 import type { Logger } from '../../support/src/logger.js';
@@ -31,6 +31,7 @@ import {
   podList,
   uncordonPatch,
 } from './plan.js';
+import { RESOURCES, type ResourceType } from '../../api/src/resources.js';
 
 export interface DrainerOptions {
   kubeConfig: k8s.KubeConfig;
@@ -75,13 +76,12 @@ function parseKey(key: string): { clusterKey: string; node: string } {
 }
 
 /** A Cluster API informer the drain reads (its timeout) and is not woken by. */
-function capiSource<T extends k8s.KubernetesObject>(opts: DrainerOptions, plural: string): Source<T> {
+function capiSource<T extends k8s.KubernetesObject>(opts: DrainerOptions, resource: ResourceType): Source<T> {
   const api = opts.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
-  const [, version] = CAPI_API_VERSION.split('/') as [string, string];
   return {
     kubeConfig: opts.kubeConfig,
     namespaces: opts.namespaces,
-    ...customResource<T>(api, { group: CAPI_GROUP, version, plural }),
+    ...customResource<T>(api, resource),
   };
 }
 
@@ -134,8 +134,10 @@ export class Drainer {
       parts: [this.#clusters],
     });
     this.queue = this.#controller.queue;
-    this.#machines = this.#controller.watch(capiSource<Machine & k8s.KubernetesObject>(opts, 'machines'));
-    this.#machineSets = this.#controller.watch(capiSource<MachineSet & k8s.KubernetesObject>(opts, 'machinesets'));
+    this.#machines = this.#controller.watch(capiSource<Machine & k8s.KubernetesObject>(opts, RESOURCES.machines));
+    this.#machineSets = this.#controller.watch(
+      capiSource<MachineSet & k8s.KubernetesObject>(opts, RESOURCES.machineSets),
+    );
   }
 
   async start(): Promise<void> {

@@ -7,10 +7,9 @@ import * as k8s from '#k8s';
 import { customResource, NamespacedInformer } from '../../support/src/namespaced-informer.js';
 import type { Namespaces } from '../../support/src/config.js';
 import type { Logger } from '../../support/src/logger.js';
-import { NODEPOOL_API_VERSION, NODEPOOL_PLURAL, type NodePool } from '../../api/src/nodepool.js';
+import { type NodePool } from '../../api/src/nodepool.js';
 import type { PoolFacts } from './token-secret-decision.js';
-
-const [GROUP = '', VERSION = ''] = NODEPOOL_API_VERSION.split('/');
+import { RESOURCES } from '../../api/src/resources.js';
 
 export interface PoolInformersOptions {
   kubeConfig: k8s.KubeConfig;
@@ -47,11 +46,7 @@ export class PoolInformers {
     this.#informer = new NamespacedInformer<NodePool>({
       kubeConfig: opts.kubeConfig,
       namespaces: opts.namespaces,
-      ...customResource<NodePool>(opts.kubeConfig.makeApiClient(k8s.CustomObjectsApi), {
-        group: GROUP,
-        version: VERSION,
-        plural: NODEPOOL_PLURAL,
-      }),
+      ...customResource<NodePool>(opts.kubeConfig.makeApiClient(k8s.CustomObjectsApi), RESOURCES.nodePools),
       transform: slimPool,
       log: opts.log.child({ informer: 'nodepools' }),
       onEvent: (pool) => opts.onChange(pool.metadata.namespace ?? '', pool.metadata.name),

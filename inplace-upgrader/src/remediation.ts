@@ -6,9 +6,10 @@
  * only the value Kindling writes is ever removed.
  */
 import * as k8s from '#k8s';
-import { CAPI_API_VERSION, CAPI_GROUP, type Machine } from '../../api/src/capi.js';
+import { type Machine } from '../../api/src/capi.js';
 import { ANNOTATIONS, SKIP_REMEDIATION_INPLACE } from '../../api/src/keys.js';
 import { isNotFound } from '../../support/src/errors.js';
+import { RESOURCES } from '../../api/src/resources.js';
 
 const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
 
@@ -40,13 +41,9 @@ export async function annotateMachine(
   annotations: Record<string, string | null>,
 ): Promise<void> {
   const { namespace = '', name } = machine.metadata;
-  const version = CAPI_API_VERSION.split('/')[1] ?? '';
   const body = { metadata: { annotations } };
   try {
-    await custom.patchNamespacedCustomObject(
-      { group: CAPI_GROUP, version, namespace, plural: 'machines', name, body },
-      merge,
-    );
+    await custom.patchNamespacedCustomObject({ ...RESOURCES.machines, namespace, name, body }, merge);
   } catch (err) {
     if (!isNotFound(err)) throw err;
   }

@@ -7,7 +7,7 @@
  */
 import * as k8s from '#k8s';
 import { Counter, type Registry } from 'prom-client';
-import { CAPI_API_VERSION, CAPI_GROUP, type Machine, type MachineSet } from '../../api/src/capi.js';
+import { CAPI_API_VERSION, type Machine, type MachineSet } from '../../api/src/capi.js';
 import { ANNOTATIONS, FIELD_MANAGERS, LABELS } from '../../api/src/keys.js';
 import { createApplier, type Applier } from '../../support/src/apply.js';
 import { isConflict, NotReadyError } from '../../support/src/errors.js';
@@ -37,6 +37,7 @@ import { classifyNode, planRollout, setMembers, type NodeView, type RolloutPlan 
 import { setSkipRemediation } from './remediation.js';
 import { rolloutTaints, type RolloutPhase } from './taints.js';
 import { resolveMaxUnavailable } from '../../support/src/int-or-percent.js';
+import { RESOURCES } from '../../api/src/resources.js';
 
 export interface UpgraderOptions {
   kubeConfig: k8s.KubeConfig;
@@ -108,18 +109,17 @@ export class InPlaceUpgrader {
     this.queue = this.#controller.queue;
     const custom = opts.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
     this.#custom = custom;
-    const version = CAPI_API_VERSION.split('/')[1] ?? '';
     const { kubeConfig, namespaces } = opts;
     this.#machineSets = this.#controller.watch<MS>({
       kubeConfig,
       namespaces,
-      ...customResource<MS>(custom, { group: CAPI_GROUP, version, plural: 'machinesets' }),
+      ...customResource<MS>(custom, RESOURCES.machineSets),
       toKeys: (ms) => this.#keysOf(ms),
     });
     this.#machines = this.#controller.watch<MachineObject>({
       kubeConfig,
       namespaces,
-      ...customResource<MachineObject>(custom, { group: CAPI_GROUP, version, plural: 'machines' }),
+      ...customResource<MachineObject>(custom, RESOURCES.machines),
       toKeys: (m) => this.#keysOfSet(m.metadata.namespace ?? '', m.metadata.labels?.[LABELS.capiSetName]),
     });
   }

@@ -9,9 +9,7 @@ import * as k8s from '#k8s';
 import type { Registry } from 'prom-client';
 import { Counter } from 'prom-client';
 import { FIELD_MANAGERS, LABELS } from '../../api/src/keys.js';
-import { NODEPOOL_PLURAL, type NodePool } from '../../api/src/nodepool.js';
-import { CAPI_GROUP } from '../../api/src/capi.js';
-import { BOOTSTRAP_GROUP_NAME } from '../../api/src/bootstrap.js';
+import { type NodePool } from '../../api/src/nodepool.js';
 import { createApplier } from '../../support/src/apply.js';
 import { createController, type Part, type Source } from '../../support/src/controller.js';
 import type { Namespaces } from '../../support/src/config.js';
@@ -31,6 +29,7 @@ import { createWriter, type Writer } from './store.js';
 import { createEventRecorder, type EventRecorder } from './events.js';
 import { CsrApprover } from './csr-approver.js';
 import { ReferencedConfigMaps } from './config-maps.js';
+import { RESOURCES, type ResourceType } from '../../api/src/resources.js';
 
 export const QUEUE_NAME = 'nodepool';
 
@@ -94,7 +93,7 @@ function watchSources(
   const pools = controller.watch<NodePool>({
     kubeConfig: kc,
     namespaces,
-    ...customResource<NodePool>(custom, { group: 'kindling.dev', version: 'v1beta1', plural: NODEPOOL_PLURAL }),
+    ...customResource<NodePool>(custom, RESOURCES.nodePools),
     watchdogMs: opts.resyncMs,
     primary: true,
     toKeys: (p) => [`${p.metadata.namespace ?? ''}/${p.metadata.name}`],
@@ -117,17 +116,16 @@ function watchSources(
   );
   // Cluster API's objects and Kindling's own bootstrap provider's: a KindlingConfig's event (Cluster API cloned or
   // rewrote it) wakes its pool.
-  const labelled = (group: string, version: string) => (plural: string) =>
-    informer(customResource(custom, { group, version, plural, labelSelector }), byLabel);
-  const [machineSets, machineDeployments, healthChecks, machines] = [
-    'machinesets',
-    'machinedeployments',
-    'machinehealthchecks',
-    'machines',
-  ].map(labelled(CAPI_GROUP, 'v1beta2'));
-  const [kindlingConfigs, kindlingConfigTemplates] = ['kindlingconfigs', 'kindlingconfigtemplates'].map(
-    labelled(BOOTSTRAP_GROUP_NAME, 'v1beta1'),
-  );
+  const labelled = (resource: ResourceType): Informer<k8s.KubernetesObject> =>
+    informer(customResource(custom, { ...resource, labelSelector }), byLabel);
+  const [machineSets, machineDeployments, healthChecks, machines, kindlingConfigs, kindlingConfigTemplates] = [
+    RESOURCES.machineSets,
+    RESOURCES.machineDeployments,
+    RESOURCES.machineHealthChecks,
+    RESOURCES.machines,
+    RESOURCES.kindlingConfigs,
+    RESOURCES.kindlingConfigTemplates,
+  ].map(labelled);
   return {
     nodePools: pools,
     configMaps,

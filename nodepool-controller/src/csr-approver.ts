@@ -24,7 +24,7 @@
  */
 import * as k8s from '#k8s';
 import { Counter, type Registry } from 'prom-client';
-import { CAPI_API_VERSION, CAPI_GROUP, type Machine } from '../../api/src/capi.js';
+import { CAPI_API_VERSION, type Machine } from '../../api/src/capi.js';
 import { ANNOTATIONS, FIELD_MANAGERS } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 import { createApplier, toModel, type Applier } from '../../support/src/apply.js';
@@ -44,6 +44,7 @@ import { decideCsr, isDecided, KUBELET_CLIENT_SIGNER, KUBELET_SERVING_SIGNER, ty
 import type { EventRecorder, EventSubject, Transition } from './events.js';
 import { GuestCsrs } from './csr-guest.js';
 import { desiredGuestSetup } from './guest-setup.js';
+import { RESOURCES } from '../../api/src/resources.js';
 
 export const CSR_QUEUE = 'csr-approver';
 export const GUEST_SETUP_QUEUE = 'guest-setup';
@@ -364,10 +365,8 @@ export class CsrApprover {
   ): Promise<void> {
     const body = { metadata: { ...(resourceVersion === undefined ? {} : { resourceVersion }), annotations } };
     const params = {
-      group: CAPI_GROUP,
-      version: CAPI_API_VERSION.split('/')[1] ?? '',
+      ...RESOURCES.machines,
       namespace: machine.metadata.namespace ?? '',
-      plural: 'machines',
       name: machine.metadata.name,
       body,
       fieldManager: FIELD_MANAGERS.nodepoolController,

@@ -9,10 +9,10 @@
  * and the Machine is spared from remediation (remediation.ts) from hand-out until its node is done.
  */
 import * as k8s from '#k8s';
-import { BOOTSTRAP_API_VERSION, type KindlingConfig } from '../../../api/src/bootstrap.js';
-import { CAPI_API_VERSION, CAPI_GROUP, type Machine, type MachineDeployment } from '../../../api/src/capi.js';
+import { type KindlingConfig } from '../../../api/src/bootstrap.js';
+import { type Machine, type MachineDeployment } from '../../../api/src/capi.js';
 import { ANNOTATIONS, DRAIN_PREFIX, LABELS, NODE_STATES, hashOfBootstrapTemplate } from '../../../api/src/keys.js';
-import { NODEPOOL_API_VERSION, NODEPOOL_PLURAL, type NodePool } from '../../../api/src/nodepool.js';
+import { type NodePool } from '../../../api/src/nodepool.js';
 import { isNotFound, NotReadyError } from '../../../support/src/errors.js';
 import { GuestClusters, clusterKey } from '../../../support/src/guest-clusters.js';
 import type { Namespaces } from '../../../support/src/config.js';
@@ -34,6 +34,7 @@ import { annotateMachine, setSkipRemediation } from '../remediation.js';
 import { classifyNode, type NodeView } from '../select.js';
 import { superseded, type UpdateOutcome } from './update-answer.js';
 import type { ExtensionCache, UpdateTarget } from './update-check.js';
+import { RESOURCES, type ResourceType } from '../../../api/src/resources.js';
 
 /** What the hook handler needs: one step towards the target (checked against the caches: update-check.ts). */
 export interface MachineUpdates {
@@ -78,8 +79,6 @@ function describeNode(node: k8s.V1Node, hash: string): string {
 const isPaused = (deployment: DeploymentObject | undefined): boolean =>
   deployment?.metadata.annotations?.[ANNOTATIONS.capiPaused] !== undefined;
 
-const CAPI_VERSION = CAPI_API_VERSION.split('/')[1] ?? '';
-
 /** The hash a MachineDeployment's template names (its KindlingConfigTemplate), if it names one. */
 const deploymentHash = (pool: string, d: DeploymentObject | undefined): string | undefined =>
   hashOfBootstrapTemplate(pool, d?.spec.template.spec.bootstrap.configRef?.name);
@@ -101,20 +100,18 @@ export class MachineUpdater implements MachineUpdates, ExtensionCache {
     this.#opts = opts;
     const custom = opts.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
     this.#custom = custom;
-    const informer = <T extends k8s.KubernetesObject>(apiVersion: string, plural: string): Informer<T> => {
-      const [group = '', version = ''] = apiVersion.split('/');
-      return new NamespacedInformer<T>({
+    const informer = <T extends k8s.KubernetesObject>(resource: ResourceType): Informer<T> =>
+      new NamespacedInformer<T>({
         kubeConfig: opts.kubeConfig,
         namespaces: opts.namespaces,
-        ...customResource<T>(custom, { group, version, plural }),
+        ...customResource<T>(custom, resource),
         log: opts.log,
         onEvent: () => undefined,
       });
-    };
-    this.#machines = informer<MachineObject>(CAPI_API_VERSION, 'machines');
-    this.#deployments = informer<DeploymentObject>(CAPI_API_VERSION, 'machinedeployments');
-    this.#configs = informer<ConfigObject>(BOOTSTRAP_API_VERSION, 'kindlingconfigs');
-    this.#pools = informer<PoolObject>(NODEPOOL_API_VERSION, NODEPOOL_PLURAL);
+    this.#machines = informer<MachineObject>(RESOURCES.machines);
+    this.#deployments = informer<DeploymentObject>(RESOURCES.machineDeployments);
+    this.#configs = informer<ConfigObject>(RESOURCES.kindlingConfigs);
+    this.#pools = informer<PoolObject>(RESOURCES.nodePools);
     this.#clusters = new GuestClusters<GuestSession>({
       kubeConfig: opts.kubeConfig,
       namespaces: opts.namespaces,
@@ -226,10 +223,8 @@ export class MachineUpdater implements MachineUpdates, ExtensionCache {
   async #liveDeployment(d: DeploymentObject): Promise<DeploymentObject | undefined> {
     try {
       return (await this.#custom.getNamespacedCustomObject({
-        group: CAPI_GROUP,
-        version: CAPI_VERSION,
+        ...RESOURCES.machineDeployments,
         namespace: d.metadata.namespace ?? '',
-        plural: 'machinedeployments',
         name: d.metadata.name,
       })) as DeploymentObject;
     } catch (err) {
