@@ -35,6 +35,7 @@ import { iso, LeaderWrites, type Refused } from './leader-writes.js';
 import type { GuestJoin } from './join.js';
 import { PoolInformers } from './pools.js';
 import { decideTokenSecret, type TokenSecretRefusal } from './token-secret-decision.js';
+import { keyOf, keyString, parseKey } from '../../support/src/object-key.js';
 
 export interface ControllerOptions {
   kubeConfig: k8s.KubeConfig;
@@ -71,10 +72,6 @@ const GENERATE_WORKERS = 4;
 /** How long a request for a Secret read on demand waits for its payload (from the cache directory after a restart). */
 const LOAD_PAYLOAD_WAIT_MS = 2_000;
 
-const splitKey = (key: string): { namespace: string; name: string } => {
-  const i = key.indexOf('/');
-  return { namespace: key.slice(0, i), name: key.slice(i + 1) };
-};
 
 export class TokenSecretController {
   readonly #opts: ControllerOptions;
@@ -179,7 +176,7 @@ export class TokenSecretController {
       keyField: 'secret',
       failureMessage,
       reconcile,
-      groupOf: (key) => splitKey(key).namespace,
+      groupOf: (key) => parseKey(key).namespace,
       ...fairness,
     });
   }
@@ -254,8 +251,7 @@ export class TokenSecretController {
   }
 
   #onEvent(secret: CachedTokenSecret, event: string): void {
-    const meta = secret.metadata ?? {};
-    const key = `${meta.namespace}/${meta.name}`;
+    const key = keyString(keyOf(secret));
     if (event !== 'delete' && isMetadataOnly(secret)) return this.#onMetadata(key, secret);
     const parsed = event === 'delete' ? undefined : readTokenSecret(secret);
     if (!parsed) return this.#onGone(key, event === 'delete');
@@ -338,7 +334,7 @@ export class TokenSecretController {
   }
 
   async #read(key: string): Promise<void> {
-    const { namespace, name } = splitKey(key);
+    const { namespace, name } = parseKey(key);
     const cached = this.#cached(namespace, name);
     const known = this.#opts.index.get(key);
     if (!cached || (known && known.secret.resourceVersion === cached.metadata?.resourceVersion)) return;
@@ -356,7 +352,7 @@ export class TokenSecretController {
   }
 
   async #readSecret(key: string): Promise<void> {
-    const { namespace, name } = splitKey(key);
+    const { namespace, name } = parseKey(key);
     const before = this.#opts.index.get(key)?.secret.resourceVersion;
     let secret: k8s.V1Secret;
     try {
@@ -427,7 +423,7 @@ export class TokenSecretController {
 
   /** The Secret as the informer last saw it, its data read first when only its metadata is known. */
   async #current(key: string): Promise<TokenSecret | undefined> {
-    const { namespace, name } = splitKey(key);
+    const { namespace, name } = parseKey(key);
     const cached = this.#cached(namespace, name);
     if (!cached) return undefined;
     if (this.#opts.index.get(key)?.secret.resourceVersion !== cached.metadata?.resourceVersion)

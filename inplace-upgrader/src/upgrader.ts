@@ -38,6 +38,7 @@ import { setSkipRemediation } from './remediation.js';
 import { rolloutTaints, type RolloutPhase } from './taints.js';
 import { resolveMaxUnavailable } from '../../support/src/int-or-percent.js';
 import { RESOURCES } from '../../api/src/resources.js';
+import { keyOf, keyString, parseKey } from '../../support/src/object-key.js';
 
 export interface UpgraderOptions {
   kubeConfig: k8s.KubeConfig;
@@ -135,7 +136,7 @@ export class InPlaceUpgrader {
   /** An InPlace MachineSet (one with a target hash) is reconciled; any other is none of the upgrader's business. */
   #keysOf(ms: MS): string[] {
     return ms.metadata.annotations?.[ANNOTATIONS.targetConfigHash]
-      ? [`${ms.metadata.namespace}/${ms.metadata.name}`]
+      ? [keyString(keyOf(ms))]
       : [];
   }
 
@@ -172,7 +173,7 @@ export class InPlaceUpgrader {
 
   /** The MachineSet, if it is InPlace, and its guest cluster's session (NotReadyError while there is none). */
   #contextOf(key: string): RolloutContext | undefined {
-    const [namespace = '', name = ''] = key.split('/');
+    const { namespace, name } = parseKey(key);
     const ms = this.#machineSets.get(name, namespace);
     const target = ms?.metadata.annotations?.[ANNOTATIONS.targetConfigHash];
     if (!ms || !target) return undefined;

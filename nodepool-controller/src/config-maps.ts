@@ -14,6 +14,7 @@ import { ResilientInformer } from '../../support/src/informer.js';
 import type { Logger } from '../../support/src/logger.js';
 import type { Clock } from '../../support/src/timers.js';
 import type { CacheSource } from './store.js';
+import { keyString } from '../../support/src/object-key.js';
 
 type ConfigMap = k8s.V1ConfigMap;
 
@@ -30,8 +31,6 @@ export interface ReferencedConfigMapsOptions {
 }
 
 const NOT_LISTED_RETRY_MS = 250;
-
-const keyOf = (namespace: string, name: string): string => `${namespace}/${name}`;
 
 export class ReferencedConfigMaps implements CacheSource<ConfigMap> {
   readonly #opts: ReferencedConfigMapsOptions;
@@ -59,7 +58,9 @@ export class ReferencedConfigMaps implements CacheSource<ConfigMap> {
   poolChanged(namespace: string): void {
     if (this.#stopped) return;
     const wanted = new Set(
-      this.#opts.pools(namespace).flatMap((p) => (p.spec.config ?? []).map((c) => keyOf(namespace, c.name))),
+      this.#opts
+        .pools(namespace)
+        .flatMap((p) => (p.spec.config ?? []).map((c) => keyString({ namespace, name: c.name }))),
     );
     for (const key of wanted) if (!this.#watches.has(key)) this.#open(namespace, key);
     for (const [key, watch] of this.#watches)
@@ -77,7 +78,7 @@ export class ReferencedConfigMaps implements CacheSource<ConfigMap> {
   }
 
   get(name: string, namespace?: string): ConfigMap | undefined {
-    const key = keyOf(namespace ?? '', name);
+    const key = keyString({ namespace: namespace ?? '', name });
     const watch = this.#watches.get(key);
     if (!watch?.synced) throw new NotReadyError(`ConfigMap ${key} is being read`, NOT_LISTED_RETRY_MS);
     return watch.get(name, namespace);
@@ -100,7 +101,8 @@ export class ReferencedConfigMaps implements CacheSource<ConfigMap> {
       watchdogMs: this.#opts.watchdogMs,
       onEvent: () => {
         for (const pool of this.#opts.pools(namespace))
-          if (pool.spec.config?.some((c) => c.name === name)) this.#opts.wake(keyOf(namespace, pool.metadata.name));
+          if (pool.spec.config?.some((c) => c.name === name))
+            this.#opts.wake(keyString({ namespace, name: pool.metadata.name }));
       },
     });
     this.#watches.set(key, watch);

@@ -319,7 +319,7 @@ describe('nodepool-controller on the real test bed', () => {
       metadata: { name: 'intruder', namespace: outside },
     });
     assert.deepEqual([seen.metadata.finalizers, seen.status], [undefined, undefined]);
-    assert.equal(controller.caches.nodePools.get('intruder', outside), undefined);
+    assert.equal(controller.caches.nodePools.get({ namespace: outside, name: 'intruder' }), undefined);
     const secrets = await core.listNamespacedSecret({ namespace: outside, labelSelector: LABELS.nodePool });
     assert.deepEqual(secrets.items, []);
     const sets = await objects.list(CAPI, 'MachineSet', outside);

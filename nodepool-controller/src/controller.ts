@@ -30,6 +30,7 @@ import { createEventRecorder, type EventRecorder } from './events.js';
 import { CsrApprover } from './csr-approver.js';
 import { ReferencedConfigMaps } from './config-maps.js';
 import { RESOURCES, type ResourceType } from '../../api/src/resources.js';
+import { keyOf, keyString } from '../../support/src/object-key.js';
 
 export const QUEUE_NAME = 'nodepool';
 
@@ -87,7 +88,7 @@ function watchSources(
   ): Informer<T> => controller.watch<T>({ kubeConfig: kc, namespaces, ...source, toKeys, watchdogMs: opts.resyncMs });
   const byLabel = (o: k8s.KubernetesObject): string[] => {
     const pool = o.metadata?.labels?.[LABELS.nodePool];
-    return pool === undefined ? [] : [`${o.metadata?.namespace ?? ''}/${pool}`];
+    return pool === undefined ? [] : [keyString({ namespace: o.metadata?.namespace ?? '', name: pool })];
   };
   // The primary informer: children and Secrets start first, so the first reconciles see complete caches.
   const pools = controller.watch<NodePool>({
@@ -96,7 +97,7 @@ function watchSources(
     ...customResource<NodePool>(custom, RESOURCES.nodePools),
     watchdogMs: opts.resyncMs,
     primary: true,
-    toKeys: (p) => [`${p.metadata.namespace ?? ''}/${p.metadata.name}`],
+    toKeys: (p) => [keyString(keyOf(p))],
     onEvent: (p, e) => {
       configMaps.poolChanged(p.metadata.namespace ?? '');
       if (e === 'add') onPoolAdded(p);

@@ -439,7 +439,7 @@ export class CsrApprover {
   #subjectOf(d: Approved | Denied): EventSubject | undefined {
     if (d.machine) return { apiVersion: CAPI_API_VERSION, kind: 'Machine', metadata: d.machine.metadata };
     const ref = d.action === 'deny' ? d.pool : undefined;
-    const pool = ref ? this.#opts.caches.nodePools.get(ref.namespace, ref.name) : undefined;
+    const pool = ref ? this.#opts.caches.nodePools.get(ref) : undefined;
     return pool
       ? {
           apiVersion: pool.apiVersion ?? 'kindling.dev/v1beta1',

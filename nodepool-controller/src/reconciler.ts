@@ -14,6 +14,7 @@ import { computeStatus } from './status.js';
 import { conditionTransitions, type EventRecorder } from './events.js';
 import { withKind } from './apply.js';
 import { newScope, runPhases, type Outcome, type PhaseDeps, type Scope } from './phases.js';
+import { parseKey } from '../../support/src/object-key.js';
 
 export type ReconcilerDeps = PhaseDeps & { log: Logger; events?: EventRecorder };
 
@@ -41,8 +42,7 @@ export class NodePoolReconciler {
   }
 
   async reconcile(key: string): Promise<ReconcileResult> {
-    const [namespace = '', name = ''] = key.split('/');
-    const pool = this.#deps.caches.nodePools.get(namespace, name);
+    const pool = this.#deps.caches.nodePools.get(parseKey(key));
     if (!pool) return {};
     const log = this.#deps.log.child({ nodePool: key });
     if (pool.metadata.deletionTimestamp) return this.#reconcileDelete(pool, log);
@@ -99,7 +99,9 @@ export class NodePoolReconciler {
     if (!pool.metadata.finalizers?.includes(NODEPOOL_FINALIZER)) return {};
     const { caches, writer } = this.#deps;
     const ns = pool.metadata.namespace ?? '';
-    const children = caches.children().map((c) => ({ ...c, obj: c.cache.get(ns, pool.metadata.name) }));
+    const children = caches
+      .children()
+      .map((c) => ({ ...c, obj: c.cache.get({ namespace: ns, name: pool.metadata.name }) }));
     const present = children.filter((c) => c.obj !== undefined);
     for (const c of present) {
       if (!c.obj?.metadata?.deletionTimestamp)

@@ -36,9 +36,13 @@ describe('OverlayCache', () => {
     cache.remember(secret('s3', 7));
     cache.remember({ ...secret('s1', 8), data: { k: 'new' } });
     assert.deepEqual(names(cache.list('ns', ofPool('a'))), ['s1', 's3']);
-    assert.deepEqual(cache.get('ns', 's1')?.data, { k: 'new' });
+    assert.deepEqual(cache.get({ namespace: 'ns', name: 's1' })?.data, { k: 'new' });
     src.set(secret('s1', 9));
-    assert.equal(cache.get('ns', 's1')?.metadata?.resourceVersion, '9', 'the informer caught up: its object wins');
+    assert.equal(
+      cache.get({ namespace: 'ns', name: 's1' })?.metadata?.resourceVersion,
+      '9',
+      'the informer caught up: its object wins',
+    );
   });
 
   it("when a written object no longer passes the filter, it should leave it out although the informer's copy passes", () => {
@@ -53,7 +57,7 @@ describe('OverlayCache', () => {
     const cache = new OverlayCache(src);
     cache.rememberDeleted(secret('s1', 5));
     assert.deepEqual(names(cache.list('ns', ofPool('a'))), ['s2']);
-    assert.equal(cache.get('ns', 's1'), undefined);
+    assert.equal(cache.get({ namespace: 'ns', name: 's1' }), undefined);
     src.drop('s1');
     src.set(secret('s1', 9));
     assert.deepEqual(names(cache.list('ns', ofPool('a'))), ['s1', 's2'], 'recreated later: the newer object shows');

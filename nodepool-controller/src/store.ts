@@ -7,6 +7,7 @@ import * as k8s from '#k8s';
 import type { Counter } from 'prom-client';
 import type { Applier } from '../../support/src/apply.js';
 import { asRefusal, isNotFound } from '../../support/src/errors.js';
+import type { ObjectKey } from '../../support/src/object-key.js';
 
 /** A minimal informer view (ResilientInformer fits). */
 export interface CacheSource<T extends k8s.KubernetesObject> {
@@ -36,7 +37,7 @@ export class OverlayCache<T extends k8s.KubernetesObject> {
     this.#remember(obj, null);
   }
 
-  get(namespace: string, name: string): T | undefined {
+  get({ namespace, name }: ObjectKey): T | undefined {
     return this.#pick(namespace, name, this.#source.get(name, namespace));
   }
 

@@ -12,6 +12,7 @@ import type { Namespaces } from './config.js';
 import { NamespacedInformer } from './namespaced-informer.js';
 import { kubeConfigOfSecret } from './guest-kubeconfigs.js';
 import type { Logger } from './logger.js';
+import { keyString } from './object-key.js';
 
 export interface GuestCluster {
   /** `<namespace>/<cluster>`: the namespace is the management namespace holding the Cluster. */
@@ -45,7 +46,7 @@ interface Entry<S> {
   closed: boolean;
 }
 
-export const clusterKey = (namespace: string, name: string): string => `${namespace}/${name}`;
+export const clusterKey = (namespace: string, name: string): string => keyString({ namespace, name });
 
 /** The cluster a kubeconfig Secret belongs to, when it follows the CAPI naming convention. */
 export function clusterOfSecret(secret: k8s.V1Secret): { namespace: string; name: string } | undefined {

@@ -33,6 +33,7 @@ import {
   type Effective,
   type PhaseDeps,
   type Scope,
+  inPool,
 } from './scope.js';
 
 /** The child as the reconcile applies it at the effective hash, with the bootstrap template it names (ClusterAPI engine). */
@@ -60,7 +61,7 @@ export async function phaseChildren(s: Scope, deps: PhaseDeps, d: Decision): Pro
     if (template)
       await applyIfNeeded(
         deps,
-        deps.caches.kindlingConfigTemplates.get(s.ns, template.metadata.name),
+        deps.caches.kindlingConfigTemplates.get(inPool(s, template.metadata.name)),
         template,
         deps.caches.kindlingConfigTemplates,
       );
@@ -76,7 +77,8 @@ export async function phaseBootstrapConfigs(s: Scope, deps: PhaseDeps): Promise<
   for (const config of deps.caches.poolKindlingConfigs(s.ns, s.pool.metadata.name)) {
     if (config.metadata.deletionTimestamp) continue;
     const exists =
-      deps.caches.secrets.get(s.ns, userDataSecretName(config.spec.nodePool, config.spec.configHash)) !== undefined;
+      deps.caches.secrets.get(inPool(s, userDataSecretName(config.spec.nodePool, config.spec.configHash))) !==
+      undefined;
     const status = kindlingConfigStatus(config, exists, now);
     if (sameStatus(config.status, status)) continue;
     await deps.writer.applyStatus(
@@ -93,7 +95,7 @@ export async function phaseBootstrapConfigs(s: Scope, deps: PhaseDeps): Promise<
 }
 
 export async function phaseHealthCheck(s: Scope, deps: PhaseDeps, d: Decision): Promise<PhaseResult> {
-  const live = deps.caches.healthChecks.get(s.ns, s.pool.metadata.name);
+  const live = deps.caches.healthChecks.get(inPool(s, s.pool.metadata.name));
   const reached = deps.caches
     .poolSecrets(s.ns, s.pool.metadata.name)
     .some((x) => x.metadata?.annotations?.[ANNOTATIONS.ignitionReachedAt]);
@@ -120,7 +122,7 @@ export async function phaseMachines(s: Scope, deps: PhaseDeps, d: Decision): Pro
   const desired = (m: (typeof alive)[number]): ReturnType<typeof desiredMachinePropagation> => {
     const want = desiredMachinePropagation(s.pool, m.metadata);
     const config = m.spec.bootstrap.configRef
-      ? deps.caches.kindlingConfigs.get(s.ns, m.spec.bootstrap.configRef.name)
+      ? deps.caches.kindlingConfigs.get(inPool(s, m.spec.bootstrap.configRef.name))
       : undefined;
     const secret = clusterApi ? machineDataSecret(m, config) : undefined;
     return secret === undefined ? want : { ...want, spec: { ...want.spec, bootstrap: { dataSecretName: secret } } };

@@ -9,7 +9,7 @@ import { configHash, normaliseConfig, type ConfigSource } from '../hash.js';
 import { formatVersion, parseVersion, type Version } from '../release.js';
 import { checkVersionSkew } from '../skew.js';
 import { CONTINUE, requeueAfter, type PhaseResult } from './result.js';
-import { hashOfBootstrap, liveChild, type Deployed, type PhaseDeps, type Scope, type Target } from './scope.js';
+import { hashOfBootstrap, liveChild, type Deployed, type PhaseDeps, type Scope, type Target, inPool } from './scope.js';
 
 /** The target hash and the verdicts on it. */
 export interface Evaluation {
@@ -42,7 +42,7 @@ async function checkRelease(s: Scope, deps: PhaseDeps): Promise<Version | undefi
 function checkConfig(s: Scope, deps: PhaseDeps): string | undefined {
   const sources: ConfigSource[] = [];
   for (const ref of s.pool.spec.config ?? []) {
-    const cm = deps.caches.configMaps.get(s.ns, ref.name);
+    const cm = deps.caches.configMaps.get(inPool(s, ref.name));
     if (!cm) {
       s.obs.config = {
         ok: false,

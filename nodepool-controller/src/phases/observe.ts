@@ -15,6 +15,7 @@ import {
   type Decision,
   type PhaseDeps,
   type Scope,
+  inPool,
 } from './scope.js';
 
 function hashInputsChanged(s: Scope, deps: PhaseDeps, from: string, to: string): HashInput[] {
@@ -30,7 +31,7 @@ function observeRollout(s: Scope, deps: PhaseDeps, d: Decision): void {
   let from: string | undefined;
   let annotations: Record<string, string> = {};
   if (!hasMachineDeployment(s.pool)) {
-    annotations = deps.caches.machineSets.get(s.ns, name)?.metadata.annotations ?? {};
+    annotations = deps.caches.machineSets.get(inPool(s, name))?.metadata.annotations ?? {};
     from = annotations[ANNOTATIONS.currentConfigHash];
   } else {
     // ClusterAPI engine: a Machine updated in place keeps its first data Secret name; its KindlingConfig says where it is.
@@ -67,7 +68,7 @@ function observeRollout(s: Scope, deps: PhaseDeps, d: Decision): void {
 function progressOf(s: Scope, deps: PhaseDeps, to: string, annotations: Record<string, string>): string | undefined {
   if (inPlaceEngine(s.pool) !== 'ClusterAPI') return annotations[ANNOTATIONS.inPlaceProgress];
   const configHashOf = (name: string): string | undefined =>
-    deps.caches.kindlingConfigs.get(s.ns, name)?.spec.configHash;
+    deps.caches.kindlingConfigs.get(inPool(s, name))?.spec.configHash;
   return clusterApiProgress({
     machines: deps.caches.poolMachines(s.ns, s.pool.metadata.name),
     configHashOf,
@@ -107,7 +108,7 @@ function explainObserved(
     before: inputsOf(tokenSecret(s, deps, r.from)),
     after: inputsOf(tokenSecret(s, deps, r.to)),
     configMaps: (s.pool.spec.config ?? []).flatMap((ref) => {
-      const cm = deps.caches.configMaps.get(s.ns, ref.name);
+      const cm = deps.caches.configMaps.get(inPool(s, ref.name));
       return cm ? [{ name: ref.name, data: cm.data ?? {} }] : [];
     }),
     now: isoSeconds(s.now),
@@ -135,7 +136,7 @@ function observeChildren(s: Scope, deps: PhaseDeps): void {
   if (child && !s.obs.child)
     s.obs.child = { desired: child.spec.replicas ?? 0, available: child.status?.availableReplicas ?? 0 };
   const autoRepair = s.pool.spec.management.autoRepair === true;
-  s.obs.healthCheckExists ||= autoRepair && deps.caches.healthChecks.get(s.ns, s.pool.metadata.name) !== undefined;
+  s.obs.healthCheckExists ||= autoRepair && deps.caches.healthChecks.get(inPool(s, s.pool.metadata.name)) !== undefined;
 }
 
 /** The observations for the status that no phase made: read from the caches after the writes. */

@@ -3,13 +3,13 @@
 import { ANNOTATIONS } from '../../../api/src/keys.js';
 import { pauseState } from '../pause-state.js';
 import { CONTINUE, type PhaseResult } from './result.js';
-import type { PhaseDeps, Scope } from './scope.js';
+import { inPool, type PhaseDeps, type Scope } from './scope.js';
 
 export async function phasePause(s: Scope, deps: PhaseDeps): Promise<PhaseResult> {
   const state = pauseState(s.pool.spec.pausedUntil, s.now);
   if (state.paused) s.obs.pausedUntil = state.until;
   const name = s.pool.metadata.name;
-  const children = [deps.caches.machineSets.get(s.ns, name), deps.caches.machineDeployments.get(s.ns, name)];
+  const children = [deps.caches.machineSets.get(inPool(s, name)), deps.caches.machineDeployments.get(inPool(s, name))];
   for (const child of children) {
     if (!child) continue;
     const has = child.metadata.annotations?.[ANNOTATIONS.capiPaused] !== undefined;

@@ -19,6 +19,7 @@ import { hashOfUserData } from '../desired-secrets.js';
 import type { Observations } from '../status.js';
 import type { Caches } from '../caches.js';
 import type { Writer } from '../store.js';
+import type { ObjectKey } from '../../../support/src/object-key.js';
 
 export interface ControllerConfig {
   ignition: IgnitionEndpoint;
@@ -50,6 +51,9 @@ export interface Scope {
   readonly now: number;
   readonly obs: Observations;
 }
+
+/** The key of the pool's object named `name`: its children and Secrets live in its namespace. */
+export const inPool = (s: Pick<Scope, 'ns'>, name: string): ObjectKey => ({ namespace: s.ns, name });
 
 export function newScope(pool: NodePool, log: Logger, now: number): Scope {
   return { pool, ns: pool.metadata.namespace ?? '', log, now, obs: { pool, machines: [], healthCheckExists: false } };
@@ -93,14 +97,14 @@ export function inputsOf(secret: k8s.V1Secret | undefined): HashInputs | undefin
 }
 
 export function tokenSecret(s: Scope, deps: PhaseDeps, hash: string): k8s.V1Secret | undefined {
-  return deps.caches.secrets.get(s.ns, tokenSecretName(s.pool.metadata.name, hash));
+  return deps.caches.secrets.get(inPool(s, tokenSecretName(s.pool.metadata.name, hash)));
 }
 
 export function liveChild(s: Scope, deps: PhaseDeps): MachineSet | MachineDeployment | undefined {
   const name = s.pool.metadata.name;
   return hasMachineDeployment(s.pool)
-    ? deps.caches.machineDeployments.get(s.ns, name)
-    : deps.caches.machineSets.get(s.ns, name);
+    ? deps.caches.machineDeployments.get(inPool(s, name))
+    : deps.caches.machineSets.get(inPool(s, name));
 }
 
 /** The config hash a Machine template boots: its user-data Secret's, or (ClusterAPI engine) its bootstrap template's. */

@@ -18,6 +18,7 @@ import {
   type PhaseDeps,
   type Scope,
   type Target,
+  inPool,
 } from './scope.js';
 
 /** How soon a pool waiting for its token is looked at again (and how long a fresh token may stay unminted). */
@@ -87,7 +88,7 @@ export async function phaseUserData(s: Scope, deps: PhaseDeps, d: Decision): Pro
   const token = secretText(tokenSecret(s, deps, hash), SECRET_KEYS.token);
   if (token === undefined) return CONTINUE;
   const desired = desiredUserDataSecret({ pool: s.pool, hash, token, ...deps.config.ignition });
-  const live = deps.caches.secrets.get(s.ns, userDataSecretName(s.pool.metadata.name, hash));
+  const live = deps.caches.secrets.get(inPool(s, userDataSecretName(s.pool.metadata.name, hash)));
   await applyIfNeeded(deps, live, desired, deps.caches.secrets);
   return CONTINUE;
 }
