@@ -13,12 +13,12 @@ export const KINDLING_CONFIG_KIND = 'KindlingConfig';
 export const KINDLING_CONFIG_TEMPLATE_KIND = 'KindlingConfigTemplate';
 
 /** What a Machine boots from: the payload of one pool at one config hash. */
-export interface KindlingConfigSpec {
+interface KindlingConfigSpec {
   nodePool: string;
   configHash: string;
 }
 
-export interface KindlingConfigCondition {
+interface KindlingConfigCondition {
   type: string;
   status: 'True' | 'False' | 'Unknown';
   reason: string;

@@ -8,7 +8,7 @@ export const CAPI_GROUP = 'cluster.x-k8s.io';
 export const CAPI_VERSION = 'v1beta2';
 export const CAPI_API_VERSION = `${CAPI_GROUP}/${CAPI_VERSION}`;
 
-export interface LabelSelector {
+interface LabelSelector {
   matchLabels?: Record<string, string>;
 }
 
@@ -20,7 +20,7 @@ export interface MachineTaint {
   propagation: 'Always' | 'OnInitialization';
 }
 
-export interface MachineDeletion {
+interface MachineDeletion {
   nodeDrainTimeoutSeconds?: number;
   nodeVolumeDetachTimeoutSeconds?: number;
   nodeDeletionTimeoutSeconds?: number;
@@ -70,7 +70,7 @@ export interface MachineDeployment {
   status?: { replicas?: number; readyReplicas?: number; availableReplicas?: number; upToDateReplicas?: number };
 }
 
-export interface UnhealthyCondition {
+interface UnhealthyCondition {
   type: string;
   status: 'True' | 'False' | 'Unknown';
   timeoutSeconds: number;
@@ -102,7 +102,7 @@ export interface Machine {
 }
 
 /** A Cluster API v1beta2 condition as Machines carry them. */
-export interface MachineCondition {
+interface MachineCondition {
   type: string;
   status: 'True' | 'False' | 'Unknown';
   reason?: string;

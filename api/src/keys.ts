@@ -3,8 +3,6 @@
  * Each comment says who writes the key and who reads it: that is the contract between the deployables.
  */
 
-export const GROUP = 'kindling.dev';
-
 /** Finalizer on NodePools. Written and removed by the nodepool-controller, so children and tokens go first. */
 export const NODEPOOL_FINALIZER = 'kindling.dev/nodepool';
 
@@ -197,7 +195,6 @@ export const SKIP_REMEDIATION_INPLACE = 'kindling-inplace-update';
 
 /** Values of ANNOTATIONS.state, as the machine-config-daemon writes them. */
 export const NODE_STATES = { working: 'Working', done: 'Done', degraded: 'Degraded' } as const;
-export type NodeState = (typeof NODE_STATES)[keyof typeof NODE_STATES];
 
 /** Prefixes of ANNOTATIONS.desiredDrain / lastAppliedDrain values: `drain-<hash>`, `uncordon-<hash>`. */
 export const DRAIN_PREFIX = 'drain-';

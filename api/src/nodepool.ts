@@ -8,7 +8,7 @@ export const NODEPOOL_KIND = 'NodePool';
 export const NODEPOOL_PLURAL = 'nodepools';
 
 export type UpgradeType = 'Replace' | 'InPlace';
-export type ReplaceStrategy = 'RollingUpdate' | 'OnDelete';
+type ReplaceStrategy = 'RollingUpdate' | 'OnDelete';
 /**
  * Who updates an InPlace pool's nodes. MachineSet: the pool is a bare MachineSet and Kindling's upgrader
  * picks the nodes. ClusterAPI: the pool is a MachineDeployment whose Machines boot from Kindling's bootstrap
@@ -25,7 +25,7 @@ export interface ObjectRef {
   name: string;
 }
 
-export interface Taint {
+interface Taint {
   key: string;
   value?: string;
   effect: 'NoSchedule' | 'PreferNoSchedule' | 'NoExecute';

@@ -36,5 +36,3 @@ export const RESOURCES = {
   kindlingConfigs: bootstrap('kindlingconfigs', KINDLING_CONFIG_KIND),
   kindlingConfigTemplates: bootstrap('kindlingconfigtemplates', KINDLING_CONFIG_TEMPLATE_KIND),
 } as const satisfies Record<string, ResourceType>;
-
-export const apiVersionOf = (r: ResourceType): string => `${r.group}/${r.version}`;

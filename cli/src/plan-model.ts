@@ -47,8 +47,6 @@ export interface Policy {
   message: string;
 }
 
-export type { DocumentChange };
-
 export interface FieldChange {
   field: string;
   what: string;

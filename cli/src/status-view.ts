@@ -13,7 +13,7 @@ import { classifyNode, setMembers } from '../../inplace-upgrader/src/preview.js'
 import { clusterApiFailure, hashOfBootstrap } from '../../nodepool-controller/src/preview.js';
 import { table } from './plan-text.js';
 
-export type NodeState = 'waiting' | 'draining' | 'updating' | 'done' | 'degraded';
+type NodeState = 'waiting' | 'draining' | 'updating' | 'done' | 'degraded';
 
 export interface NodeProgress {
   name: string;
@@ -21,7 +21,7 @@ export interface NodeProgress {
   reason?: string;
 }
 
-export interface Rollout {
+interface Rollout {
   from?: string;
   to: string;
   done: number;
@@ -31,7 +31,7 @@ export interface Rollout {
 }
 
 /** A host of the pool on its way to a Node: booted (Ignition ran, infrastructure provisioned), then joined. */
-export interface HostJoin {
+interface HostJoin {
   machine: string;
   booted: boolean;
   joined: boolean;
@@ -143,7 +143,7 @@ function counts(o: PoolObjects): Pick<PoolStatusView, 'desired' | 'current' | 'r
   };
 }
 
-export function hostJoins(machines: readonly Machine[]): HostJoin[] {
+function hostJoins(machines: readonly Machine[]): HostJoin[] {
   return machines
     .filter((m) => !m.metadata.deletionTimestamp)
     .map((m) => {

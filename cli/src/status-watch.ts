@@ -21,7 +21,7 @@ export interface StatusScope {
 }
 
 /** The management objects of the pools in scope and the Nodes of their guest clusters, kept by informers. */
-export class StatusWatch {
+class StatusWatch {
   readonly #pools: Informer<NodePool>;
   readonly #machineSets: Informer<MachineSet>;
   readonly #machineDeployments: Informer<MachineDeployment>;

@@ -21,7 +21,7 @@ import {
 } from '../../nodepool-controller/src/preview.js';
 import type { PoolState } from '../src/plan.js';
 
-export const NS = 'tenant-a';
+const NS = 'tenant-a';
 export const IMAGE = (v: string): string => `registry.local:5000/kindling/release:${v}`;
 
 export const KUBELET = (maxPods: number): string => `kind: KubeletConfig
@@ -52,7 +52,7 @@ function isObject(v: unknown): v is Record<string, unknown> {
 }
 
 /** The fieldsV1 tree an apply of `obj` leaves (lists as atomic), so diff.ts sees what the controller owns. */
-export function fieldsV1Of(obj: Record<string, unknown>): Record<string, unknown> {
+function fieldsV1Of(obj: Record<string, unknown>): Record<string, unknown> {
   return Object.fromEntries(Object.entries(obj).map(([k, v]) => [`f:${k}`, isObject(v) ? fieldsV1Of(v) : {}]));
 }
 

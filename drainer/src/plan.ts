@@ -7,7 +7,7 @@ import type { Machine, MachineSet } from '../../api/src/capi.js';
 import { ANNOTATIONS, DRAIN_PREFIX, LABELS, UNCORDON_PREFIX } from '../../api/src/keys.js';
 
 /** Annotation kubelet puts on a mirror pod (a static pod's API shadow): evicting it does nothing. */
-export const MIRROR_POD_ANNOTATION = 'kubernetes.io/config.mirror';
+const MIRROR_POD_ANNOTATION = 'kubernetes.io/config.mirror';
 
 export type DrainRequest =
   | { kind: 'none' }

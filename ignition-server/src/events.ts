@@ -12,7 +12,7 @@ import type { Logger } from '../../support/src/logger.js';
 import type { Clock } from '../../support/src/timers.js';
 import type { TokenSecret } from './token-index.js';
 
-export const EVENT_COMPONENT = FIELD_MANAGERS.ignitionServer;
+const EVENT_COMPONENT = FIELD_MANAGERS.ignitionServer;
 
 export const EVENT_REASONS = {
   rotated: 'TokenRotated',

@@ -13,7 +13,7 @@ import { isNotFound } from '../../support/src/errors.js';
 import { guestEndpoint, type GuestKubeConfigs } from '../../support/src/guest-kubeconfigs.js';
 import type { JoinMaterial } from './join-files.js';
 
-export { bootstrapKubeconfig, joinFileBytes, type JoinMaterial } from './join-files.js';
+export { bootstrapKubeconfig, joinFileBytes } from './join-files.js';
 
 const TOKEN_ALPHABET = 'abcdefghijklmnopqrstuvwxyz0123456789';
 const randomString = (length: number): string =>
@@ -57,7 +57,7 @@ export function desiredBootstrapSecret(opts: BootstrapSecretOptions): k8s.V1Secr
   };
 }
 
-export interface MintRequest {
+interface MintRequest {
   namespace: string;
   cluster: string;
   pool: string;

@@ -53,7 +53,7 @@ export interface LeaderWritesDeps {
 
 type Patch = { data: Record<string, string>; annotations: Record<string, string> };
 
-export const b64 = (s: string): string => Buffer.from(s).toString('base64');
+const b64 = (s: string): string => Buffer.from(s).toString('base64');
 export const iso = (ms: number): string => new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
 
 export class LeaderWrites {

@@ -15,7 +15,7 @@ const ISSUER = 'kindling-ignition-server';
 const AUDIENCE = 'kindling-ignition';
 const ALG = 'ES256';
 /** The longest token we are willing to parse: a real one is ~400 bytes; anything bigger is not ours. */
-export const MAX_TOKEN_LENGTH = 2048;
+const MAX_TOKEN_LENGTH = 2048;
 /** Verified tokens remembered: every host of a booting fleet retries with the same token until it gets 200. */
 const VERIFIED_TOKENS = 4096;
 
@@ -31,7 +31,7 @@ export interface TokenClaims {
   id: string;
 }
 
-export interface MintOptions {
+interface MintOptions {
   pool: string;
   hash: string;
   ttlMs: number;

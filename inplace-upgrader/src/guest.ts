@@ -138,13 +138,13 @@ function usable(o: k8s.KubernetesObject, deleted: Map<string, string>): boolean 
  * The node's agent Pod as the cache shows it, if it can be the agent of a hand-out: a Pod that is terminating,
  * or that this process deleted (an earlier rollout's clean-up, not in the cache yet), is no agent.
  */
-export function agentPodOf(session: GuestSession, node: string): k8s.V1Pod | undefined {
+function agentPodOf(session: GuestSession, node: string): k8s.V1Pod | undefined {
   const pod = session.pods.get(agentPodName(node), GUEST_NAMESPACE);
   return pod && usable(pod, session.deleted.pods) ? pod : undefined;
 }
 
 /** The node's payload Secret at `hash` as the cache shows it, if usable (see agentPodOf). */
-export function payloadSecretOf(session: GuestSession, node: string, hash: string): k8s.V1Secret | undefined {
+function payloadSecretOf(session: GuestSession, node: string, hash: string): k8s.V1Secret | undefined {
   const secret = session.secrets.get(payloadSecretName(node), GUEST_NAMESPACE);
   return secret && usable(secret, session.deleted.secrets) && secret.metadata?.labels?.[LABELS.configHash] === hash
     ? secret

@@ -21,7 +21,7 @@ export interface PayloadSource {
 }
 
 /** What the Ignition client announces it accepts; the server answers in that spec version. */
-export const IGNITION_ACCEPT = 'application/vnd.coreos.ignition+json;version=3.4.0, */*;q=0.1';
+const IGNITION_ACCEPT = 'application/vnd.coreos.ignition+json;version=3.4.0, */*;q=0.1';
 
 /** The ignition server's code for a well-signed token it holds no Secret for (its error registry). */
 const TOKEN_UNKNOWN = 'IGN_TOKEN_REVOKED';

@@ -4,16 +4,7 @@
  * would answer for a change of a ClusterAPI-engine pool (previewClusterApiUpdate). Nothing outside this folder
  * imports the upgrader's other modules (the fence in eslint.config.js).
  */
-export { classifyNode, isReady, setMembers, type NodeView, type NodePhase } from './select.js';
-export {
-  previewRollout,
-  simulateRollout,
-  type NodeAction,
-  type PlannedNodeUpdate,
-  type RolloutPreview,
-  type RolloutState,
-  type SimulatedRollout,
-} from './rollout-plan.js';
-export { previewClusterApiUpdate, type ClusterApiPlan, type ClusterApiUpdateState } from './extension/update-plan.js';
-export type { Verdict } from './extension/decide.js';
+export { classifyNode, isReady, setMembers, type NodeView } from './select.js';
+export { previewRollout, simulateRollout } from './rollout-plan.js';
+export { previewClusterApiUpdate, type ClusterApiPlan } from './extension/update-plan.js';
 export { extensionConfig, type JsonObject } from './extension/hooks.js';

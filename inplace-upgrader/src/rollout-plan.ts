@@ -30,9 +30,9 @@ export interface RolloutState {
 }
 
 /** What the upgrader's rollout does to a node: drain, apply and reboot; apply only; or nothing. */
-export type NodeAction = 'drain-reboot' | 'apply' | 'none';
+type NodeAction = 'drain-reboot' | 'apply' | 'none';
 
-export interface PlannedNodeUpdate {
+interface PlannedNodeUpdate {
   name: string;
   zone: string;
   phase: NodePhase;

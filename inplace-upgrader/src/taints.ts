@@ -27,7 +27,7 @@ export interface RolloutPhase {
  * Still to be updated (idle, or Degraded: its update was rolled back) while the rollout is active:
  * `updatePending`. Otherwise none: done, or the rollout is over or paused.
  */
-export function rolloutTaintOf(view: Pick<NodeView, 'phase'>, phase: RolloutPhase): RolloutTaint | undefined {
+function rolloutTaintOf(view: Pick<NodeView, 'phase'>, phase: RolloutPhase): RolloutTaint | undefined {
   if (view.phase === 'updating') return 'updating';
   if (view.phase === 'done' || !phase.active) return undefined;
   return 'updatePending';

@@ -15,7 +15,7 @@
  * - the Runtime Extension as its own process, and what tests playing Cluster API's part need: extension.ts.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as k8s from '#k8s';
 import { ANNOTATIONS, LABELS, NODE_STATES } from '../../api/src/keys.js';
@@ -29,6 +29,7 @@ import { HOST_PATHS } from '../../api/src/host-paths.js';
 import { AGENT_SERVICE_ACCOUNT, agentTokenRequest, GUEST_NAMESPACE } from '../src/desired.js';
 import { isReady } from '../src/select.js';
 import { SIMULATION } from '../../test/bed/src/keys.js';
+import { layAccounts } from './agent.js';
 
 export { KINDLING_BIN };
 /** The ExtensionConfig that registers the extension with the Cluster API manager (benches outside this folder). */
@@ -161,7 +162,8 @@ export class AgentFleet {
     if (!this.#wanted.has(node) || this.#procs.has(node) || this.#spawning.has(node)) return;
     this.#spawning.add(node);
     try {
-      await mkdir(this.rootOf(node), { recursive: true });
+      // A host's own accounts, as its OS image has them: SSH keys go to a user the host knows.
+      await layAccounts(this.rootOf(node));
       const kubeconfig = await this.#kubeconfigOf(node);
       if (!this.#wanted.has(node)) return;
       await this.#boot(node);
@@ -240,7 +242,7 @@ export class AgentFleet {
 }
 
 /** Unavailable, as the invariant counts it: cordoned, not Ready, or the agent working on it. */
-export const unavailable = (node: k8s.V1Node): boolean =>
+const unavailable = (node: k8s.V1Node): boolean =>
   node.spec?.unschedulable === true ||
   !isReady(node) ||
   node.metadata?.annotations?.[ANNOTATIONS.state] === NODE_STATES.working;

@@ -44,7 +44,7 @@ export function durationSeconds(text: string | undefined): number | undefined {
 }
 
 /** Labels that identify a pool's objects: the selector of its children, always in their template. */
-export function selectorLabels(pool: NodePool): Record<string, string> {
+function selectorLabels(pool: NodePool): Record<string, string> {
   return { [LABELS.nodePool]: pool.metadata.name, [LABELS.capiClusterName]: pool.spec.clusterName };
 }
 
@@ -61,7 +61,7 @@ function autoscalerAnnotations(pool: NodePool): Record<string, string> {
   return { [ANNOTATIONS.autoscalerMinSize]: String(scaling.min), [ANNOTATIONS.autoscalerMaxSize]: String(scaling.max) };
 }
 
-export function machineTaints(pool: NodePool): MachineTaint[] {
+function machineTaints(pool: NodePool): MachineTaint[] {
   return (pool.spec.taints ?? []).map((t) => ({
     key: t.key,
     ...(t.value === undefined ? {} : { value: t.value }),
@@ -204,7 +204,7 @@ export function desiredMachineSet(pool: NodePool, opts: ChildOptions): MachineSe
 
 /** Defaults after HyperShift's: a Node NotReady/Unknown for 8 minutes, or not started in 20, is remediated;
  * at most 2 machines at once, so a wider outage (e.g. the network) does not delete the whole pool. */
-export const HEALTH_CHECK_DEFAULTS = {
+const HEALTH_CHECK_DEFAULTS = {
   unhealthyAfterSeconds: 480,
   nodeStartupTimeoutSeconds: 1200,
   maxUnhealthy: 2,

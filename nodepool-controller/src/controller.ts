@@ -32,7 +32,7 @@ import { ReferencedConfigMaps } from './config-maps.js';
 import { RESOURCES, type ResourceType } from '../../api/src/resources.js';
 import { keyOf, keyString } from '../../support/src/object-key.js';
 
-export const QUEUE_NAME = 'nodepool';
+const QUEUE_NAME = 'nodepool';
 
 export interface ControllerOptions {
   kubeConfig: k8s.KubeConfig;

@@ -46,8 +46,8 @@ import { GuestCsrs } from './csr-guest.js';
 import { desiredGuestSetup } from './guest-setup.js';
 import { RESOURCES } from '../../api/src/resources.js';
 
-export const CSR_QUEUE = 'csr-approver';
-export const GUEST_SETUP_QUEUE = 'guest-setup';
+const CSR_QUEUE = 'csr-approver';
+const GUEST_SETUP_QUEUE = 'guest-setup';
 
 export interface CsrApproverOptions {
   /** The management cluster. */
@@ -86,7 +86,7 @@ type Approved = Extract<Decision, { action: 'approve' }>;
 type Denied = Extract<Decision, { action: 'deny' }>;
 
 const KINDLING_SIGNERS = new Set([KUBELET_CLIENT_SIGNER, KUBELET_SERVING_SIGNER]);
-export const DEFAULT_MAX_PENDING_PER_GUEST = 100;
+const DEFAULT_MAX_PENDING_PER_GUEST = 100;
 /** Of the CSR queue's workers, what one guest cluster may hold at once. */
 const WORKERS_PER_GUEST = 2;
 const MERGE_PATCH = 'application/merge-patch+json';

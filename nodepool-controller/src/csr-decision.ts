@@ -36,16 +36,8 @@ import {
   type PoolRef,
 } from './csr-rules.js';
 
-export { canonicalIp, parseCertificateRequest, type CertificateRequest } from './csr-request.js';
-export {
-  isDecided,
-  type ApproveReason,
-  type Decision,
-  type DecisionInput,
-  type DenyReason,
-  type PoolRef,
-  type WaitReason,
-} from './csr-rules.js';
+export { canonicalIp } from './csr-request.js';
+export { isDecided, type Decision, type DecisionInput } from './csr-rules.js';
 
 export const KUBELET_CLIENT_SIGNER = 'kubernetes.io/kube-apiserver-client-kubelet';
 export const KUBELET_SERVING_SIGNER = 'kubernetes.io/kubelet-serving';

@@ -41,10 +41,10 @@ const SAN_OID = '2.5.29.17';
  * A kubelet's request is about 1 KiB (base64 of its PEM). One far larger is no kubelet's: it is neither parsed
  * nor kept, so a guest's CSRs of 1 MiB cost the approver no more than small ones.
  */
-export const MAX_REQUEST_BYTES = 16 * 1024;
+const MAX_REQUEST_BYTES = 16 * 1024;
 
 /** Parses `spec.request` (base64 of a PEM PKCS#10 request); throws on anything else. */
-export function parseCertificateRequest(request: string): CertificateRequest {
+function parseCertificateRequest(request: string): CertificateRequest {
   const pem = Buffer.from(request, 'base64').toString('utf8');
   if (!pem.includes('-----BEGIN CERTIFICATE REQUEST-----'))
     throw new Error('spec.request is not a PEM certificate request');

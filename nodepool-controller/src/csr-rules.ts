@@ -17,7 +17,7 @@ export const CLOCK_SKEW_MS = 10_000;
 export const JOIN_WINDOW_MS = 2 * 3600_000;
 
 /** Why a CSR was approved (a label of kindling_csr_decisions_total and the Approved condition's reason). */
-export type ApproveReason = 'KubeletClientForMachine' | 'KubeletClientRenewal' | 'KubeletServingForMachine';
+type ApproveReason = 'KubeletClientForMachine' | 'KubeletClientRenewal' | 'KubeletServingForMachine';
 
 /** Why a CSR was denied (a label of the metric and the Denied condition's reason). */
 export type DenyReason =

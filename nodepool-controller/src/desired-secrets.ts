@@ -16,11 +16,11 @@ import type { NodePool } from '../../api/src/nodepool.js';
 import type { HashInputs } from './hash.js';
 
 /** The Ignition spec version of the stub (accepted by every Ignition 2.x client in the field). */
-export const STUB_IGNITION_VERSION = '3.2.0';
+const STUB_IGNITION_VERSION = '3.2.0';
 
 const b64 = (text: string): string => Buffer.from(text, 'utf8').toString('base64');
 
-export function poolKey(pool: NodePool): string {
+function poolKey(pool: NodePool): string {
   return `${pool.metadata.namespace ?? ''}/${pool.metadata.name}`;
 }
 

@@ -13,7 +13,7 @@ export { configHash, type HashInputs } from '../../api/src/config-hash.js';
 export type HashInput = keyof HashInputs;
 
 /** The document kinds a config ConfigMap may hold (what the ignition server knows how to render). */
-export const CONFIG_KINDS: readonly string[] = ['MachineConfig', 'KubeletConfig'];
+const CONFIG_KINDS: readonly string[] = ['MachineConfig', 'KubeletConfig'];
 
 /** A config ConfigMap as far as the hash cares: its name and its data. */
 export interface ConfigSource {

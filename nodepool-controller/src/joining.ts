@@ -6,7 +6,7 @@
 import { ANNOTATIONS } from '../../api/src/keys.js';
 import type { Machine } from '../../api/src/capi.js';
 
-export interface LateJoin {
+interface LateJoin {
   machine: string;
   /** When the host booted (RFC3339). */
   since: string;

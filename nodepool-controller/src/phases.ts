@@ -20,13 +20,7 @@ import { observe } from './phases/observe.js';
 import { combine, NO_OUTCOME, type Outcome, type PhaseResult } from './phases/result.js';
 import type { Decision, PhaseDeps, Scope } from './phases/scope.js';
 
-export {
-  DEFAULT_JOIN_TIMEOUT_MS,
-  newScope,
-  type ControllerConfig,
-  type PhaseDeps,
-  type Scope,
-} from './phases/scope.js';
+export { newScope, type ControllerConfig, type PhaseDeps, type Scope } from './phases/scope.js';
 export type { Outcome } from './phases/result.js';
 
 type WritingPhase = (s: Scope, deps: PhaseDeps, d: Decision) => Promise<PhaseResult>;

@@ -73,7 +73,7 @@ export interface PreviewOverride {
   config?: readonly string[];
 }
 
-export interface SkewPreview {
+interface SkewPreview {
   /** The control plane's version, or why it could not be read. */
   controlPlane: { version?: string; error?: string };
   /** Each skew policy, in the controller's order, with its verdict on the target (none without a target);

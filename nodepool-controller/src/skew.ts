@@ -7,7 +7,7 @@
 import type { CONDITIONS } from '../../api/src/conditions.js';
 import { compareVersions, formatVersion, type Version } from './release.js';
 
-export type SkewReason = Exclude<
+type SkewReason = Exclude<
   keyof (typeof CONDITIONS.SupportedVersionSkew)['reasons'],
   'AsExpected' | 'ControlPlaneUnreachable' | 'GuestKubeconfigRefused'
 >;

@@ -24,7 +24,7 @@ export interface Verdict<T extends ConditionType = ConditionType> {
 }
 
 /** An in-progress or failed move of the nodes from one hash to another. */
-export interface Rollout {
+interface Rollout {
   from: string;
   to: string;
   /** Which inputs differ; empty when the old inputs are gone (both are then reported). */

@@ -6,7 +6,7 @@
 import * as k8s from '#k8s';
 import { makeApiClient, makeObjectApi } from './kubeconfig.js';
 
-export interface ApplyOptions {
+interface ApplyOptions {
   /** Validate and admit without persisting (server-side dry run). */
   dryRun?: boolean;
 }

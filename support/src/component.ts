@@ -59,7 +59,7 @@ export const COMPONENT_FLAGS = {
   },
 } satisfies Record<string, FlagSpec>;
 
-export interface ComponentConfig {
+interface ComponentConfig {
   kubeconfig: string;
   namespaces: readonly string[];
   logLevel: string;

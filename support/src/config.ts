@@ -2,7 +2,7 @@
  * Flags and environment, parsed once into a frozen, typed config. Each flag has one default, one
  * environment variable (KINDLING_<FLAG>), and help text; the command line wins over the environment.
  */
-export type FlagType = 'string' | 'int' | 'duration' | 'bool' | 'list';
+type FlagType = 'string' | 'int' | 'duration' | 'bool' | 'list';
 
 interface FlagValue {
   string: string;

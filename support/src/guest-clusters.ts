@@ -49,7 +49,7 @@ interface Entry<S> {
 export const clusterKey = (namespace: string, name: string): string => keyString({ namespace, name });
 
 /** The cluster a kubeconfig Secret belongs to, when it follows the CAPI naming convention. */
-export function clusterOfSecret(secret: k8s.V1Secret): { namespace: string; name: string } | undefined {
+function clusterOfSecret(secret: k8s.V1Secret): { namespace: string; name: string } | undefined {
   const name = secret.metadata?.labels?.[LABELS.capiClusterName];
   const namespace = secret.metadata?.namespace;
   if (!name || !namespace || secret.metadata?.name !== kubeconfigSecretName(name)) return undefined;

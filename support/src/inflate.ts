@@ -12,7 +12,7 @@ const gunzipAsync = promisify<Buffer, ZlibOptions, Buffer>(gunzip);
 const MIB = 1024 * 1024;
 
 /** "64 MiB", "240.0 MiB" from a MiB up, else the bytes. */
-export const formatBytes = (n: number): string =>
+const formatBytes = (n: number): string =>
   n < MIB ? `${n} bytes` : `${n % MIB === 0 ? n / MIB : (n / MIB).toFixed(1)} MiB`;
 
 /** The budget ran out while reading `what`: past `limit` bytes in all (sizes in the message). */

@@ -55,7 +55,7 @@ export type WatchFn = (req: WatchRequest) => Promise<void>;
  * 30 s (with bookmarks asked for, a healthy watch is rarely silent that long). It cannot abort a connect in
  * progress, so an abort resolves at once and the connection is closed as soon as it is made.
  */
-export function clientNodeWatch(kubeConfig: k8s.KubeConfig, path: string): WatchFn {
+function clientNodeWatch(kubeConfig: k8s.KubeConfig, path: string): WatchFn {
   const watch = new k8s.Watch(kubeConfig);
   return ({ query, signal, onConnected, onEvent }) =>
     new Promise<void>((resolve, reject) => {

@@ -96,7 +96,7 @@ export class ApiKubeConfig extends k8s.KubeConfig {
 }
 
 /** What a request that ran out of time fails with (fetch rejects with the abort reason). */
-export class RequestTimeoutError extends Error {
+class RequestTimeoutError extends Error {
   override readonly name = 'TimeoutError';
 }
 

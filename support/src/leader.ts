@@ -27,7 +27,7 @@ export interface LeaseStore {
   replace(lease: k8s.V1Lease, signal: AbortSignal): Promise<void>;
 }
 
-export function apiLeaseStore(kubeConfig: k8s.KubeConfig, namespace: string, name: string): LeaseStore {
+function apiLeaseStore(kubeConfig: k8s.KubeConfig, namespace: string, name: string): LeaseStore {
   const api = kubeConfig.makeApiClient(k8s.CoordinationV1Api);
   return {
     async read(signal) {
@@ -278,11 +278,7 @@ export class LeaderElector {
  * Whether another holder's lease has run out: its record has not changed for its lease duration, counted
  * from when this replica saw it change (`unchangedForMs`), not from the holder's own clock.
  */
-export function heldExpired(
-  spec: k8s.V1LeaseSpec | undefined,
-  unchangedForMs: number,
-  defaultDurationMs: number,
-): boolean {
+function heldExpired(spec: k8s.V1LeaseSpec | undefined, unchangedForMs: number, defaultDurationMs: number): boolean {
   const durationMs = spec?.leaseDurationSeconds ? spec.leaseDurationSeconds * 1000 : defaultDurationMs;
   return unchangedForMs > durationMs;
 }

@@ -20,7 +20,7 @@ export const MALLOC_CONF = 'narenas:2,dirty_decay_ms:1000,muzzy_decay_ms:0,backg
 /** Where Debian puts the library, for deciding whether to preload it at all (a missing one is an ld.so error line). */
 const LIBRARY_DIRS = ['/usr/lib/x86_64-linux-gnu', '/usr/lib/aarch64-linux-gnu', '/usr/lib64', '/usr/lib'];
 
-export function jemallocInstalled(exists: (path: string) => boolean = existsSync): boolean {
+function jemallocInstalled(exists: (path: string) => boolean = existsSync): boolean {
   return LIBRARY_DIRS.some((d) => exists(`${d}/${JEMALLOC_LIBRARY}`));
 }
 

@@ -48,7 +48,7 @@ export async function startOpsServer(opts: {
 }
 
 /** Listens on an address of splitAddress's forms; rejects when the port cannot be bound. */
-export async function listen(server: Server | NetServer, address: string): Promise<void> {
+async function listen(server: Server | NetServer, address: string): Promise<void> {
   const [host, port] = splitAddress(address);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

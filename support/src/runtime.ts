@@ -5,7 +5,7 @@
  */
 
 /** The last day of security releases of each release line (the project's published schedule). */
-export const END_OF_LIFE: Readonly<Record<number, string>> = Object.freeze({
+const END_OF_LIFE: Readonly<Record<number, string>> = Object.freeze({
   18: '2025-04-30',
   19: '2023-06-01',
   20: '2026-04-30',
@@ -18,7 +18,7 @@ export const END_OF_LIFE: Readonly<Record<number, string>> = Object.freeze({
 });
 
 /** How long before its end of life a runtime is reported as ending. */
-export const WARN_BEFORE_DAYS = 91;
+const WARN_BEFORE_DAYS = 91;
 const DAY_MS = 86_400_000;
 
 export type RuntimeSupport =

@@ -46,7 +46,7 @@ function walk(dir: string): string[] {
 }
 
 /** Every .ts source under the top-level folders, relative to the root. */
-export function sourceFiles(root = ROOT): string[] {
+function sourceFiles(root = ROOT): string[] {
   return FOLDERS.flatMap((f) => walk(join(root, f)))
     .map((p) => relative(root, p).split(sep).join('/'))
     .sort();

@@ -47,7 +47,7 @@ export interface Target extends PodRef {
   ports: k8s.V1ContainerPort[];
 }
 
-export function selects(selector: Selector, labels: Labels): boolean {
+function selects(selector: Selector, labels: Labels): boolean {
   const matched = Object.entries(selector.matchLabels ?? {}).every(([k, v]) => labels[k] === v);
   return (
     matched &&

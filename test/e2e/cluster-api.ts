@@ -15,7 +15,7 @@ import { NS, WorkloadWatcher, type LocalEnvironment, type Machine, type Workload
 const MINUTES = 60_000;
 export const POOL = 'capi';
 /** The test's own workload on the pool's two nodes: a drain evicts its pods one at a time, as the budget allows. */
-export const WEB: Workload = {
+const WEB: Workload = {
   namespace: 'default',
   name: 'capi-web',
   labelSelector: 'app=capi-web',
@@ -23,7 +23,7 @@ export const WEB: Workload = {
   maxUnavailable: 1,
 };
 /** A file of the pool's own config document (ConfigMap EXTRA): a new value is a new payload, done in place. */
-export const EXTRA = { configMap: 'capi-extra', path: 'etc/kindling/capi-extra' } as const;
+const EXTRA = { configMap: 'capi-extra', path: 'etc/kindling/capi-extra' } as const;
 
 export interface CapiMachine extends Machine {
   spec?: { bootstrap?: { configRef?: { name: string }; dataSecretName?: string } };

@@ -13,7 +13,7 @@ import { eventually, kubeconfigFor, ManagedProcess, type Cluster } from '../bed/
 
 export const LEASE_NAMESPACE = 'kindling-system';
 /** Short enough for a test, long enough for a loaded 2-core machine to renew in time. */
-export const LEADER_FLAGS = [
+const LEADER_FLAGS = [
   '--leader-elect-lease-duration=12s',
   '--leader-elect-renew-deadline=8s',
   '--leader-elect-retry-period=1s',

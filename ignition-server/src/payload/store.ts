@@ -35,7 +35,7 @@ import { payloadChunks, type Payload } from './payload.js';
 import { parsePayloadFile, payloadFileChunks, readShared, toPayload } from './format.js';
 import type { SharedPayloads } from './shared.js';
 
-export { payloadBytes, payloadChunks, type Payload } from './payload.js';
+export { payloadBytes, type Payload } from './payload.js';
 
 /** The newest version the local ignition-validate parses. */
 const VALIDATE_AT: SpecVersion = '3.3.0';

@@ -6,7 +6,7 @@
 
 export const SPEC_VERSIONS = ['3.0.0', '3.1.0', '3.2.0', '3.3.0', '3.4.0'] as const;
 export type SpecVersion = (typeof SPEC_VERSIONS)[number];
-export const MAX_SPEC_VERSION: SpecVersion = '3.4.0';
+const MAX_SPEC_VERSION: SpecVersion = '3.4.0';
 export const IGNITION_MEDIA_TYPE = 'application/vnd.coreos.ignition+json';
 
 /**

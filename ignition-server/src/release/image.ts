@@ -52,7 +52,7 @@ export function sha256Digest(bytes: Buffer | string): string {
 }
 
 /** Throws unless the bytes hash to the digest. */
-export function verifyDigest(bytes: Buffer, digest: string): Buffer {
+function verifyDigest(bytes: Buffer, digest: string): Buffer {
   if (sha256Digest(bytes) !== digest) throw new InvalidReleaseError(`content does not match its digest ${digest}`);
   return bytes;
 }

@@ -5,7 +5,7 @@ import { parseReference, type ReleaseReference } from './reference.js';
 import { RegistryClient, registrySource, type RegistryOptions } from './registry.js';
 import type { Release } from './types.js';
 
-export function sourceFor(ref: ReleaseReference, opts: RegistryOptions = {}): ImageSource {
+function sourceFor(ref: ReleaseReference, opts: RegistryOptions = {}): ImageSource {
   switch (ref.kind) {
     case 'layout-dir':
       return layoutDirSource(ref.path, ref.tag, ref.digest);

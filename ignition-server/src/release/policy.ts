@@ -36,7 +36,7 @@ export function parseAllowedRegistries(entries: readonly string[]): ReleasePolic
 }
 
 /** Throws ReleaseRefusedError unless the policy allows the parsed reference. */
-export function checkReference(ref: ReleaseReference, policy: ReleasePolicy): void {
+function checkReference(ref: ReleaseReference, policy: ReleasePolicy): void {
   if (ref.kind !== 'registry') {
     if (policy.allowLocal) return;
     throw new ReleaseRefusedError(

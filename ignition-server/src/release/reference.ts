@@ -66,9 +66,3 @@ export function parseReference(ref: string): ReleaseReference {
   }
   return parseRegistry(text.startsWith('docker://') ? text.slice('docker://'.length) : text);
 }
-
-/** The reference pinned to a digest, in the same spelling. */
-export function withDigest(ref: ReleaseReference, digest: string): string {
-  if (ref.kind === 'registry') return `${ref.host}/${ref.repository}@${digest}`;
-  return `${ref.kind === 'layout-dir' ? 'oci' : 'oci-archive'}:${ref.path}@${digest}`;
-}

@@ -23,7 +23,7 @@ export interface ThreadData {
 }
 
 /** A payload held in memory, its bytes in shared memory (one copy for every thread). */
-export interface SharedPayload {
+interface SharedPayload {
   key: string;
   minVersion: SpecVersion;
   joinAt: number;

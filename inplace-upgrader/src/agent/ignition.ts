@@ -288,7 +288,7 @@ function fileEntries(files: readonly IgnFile[], facts: HostFacts, budget: Inflat
 }
 
 /** `WantedBy=`/`RequiredBy=` targets of a unit's [Install] section (default: multi-user.target). */
-export function installTargets(contents: string): string[] {
+function installTargets(contents: string): string[] {
   const targets = [...contents.matchAll(/^\s*(?:WantedBy|RequiredBy)\s*=\s*(.+)$/gm)].flatMap((m) =>
     (m[1] ?? '').trim().split(/\s+/),
   );

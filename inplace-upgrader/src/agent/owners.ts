@@ -9,7 +9,7 @@
 import { UnsupportedConfigError } from './refusal.js';
 
 /** A user or group as a config names it: by id, or by name as the host knows it. */
-export type Principal = { id: number } | { name: string };
+type Principal = { id: number } | { name: string };
 /** Who is to own an entry; `primary`: the user's own group (SSH keys are written as the user, as Ignition does). */
 export interface Ownership {
   user: Principal;

@@ -20,7 +20,7 @@ import { payloadKubeletVersion } from './gate.js';
 import { writeAtomic, type AppliedRecord, type Change, type Host, type Original } from './host.js';
 import { parseIgnition, type Entry, type EntryOrigin } from './ignition.js';
 
-export type Removal =
+type Removal =
   { kind: 'remove'; path: string; origin: EntryOrigin } | { kind: 'restore'; original: Original; origin: EntryOrigin };
 
 /** What a target asks of a host: the entries it declares, the writes, and the removals of what it no longer declares. */
@@ -61,7 +61,7 @@ export function nextRecord(
 }
 
 /** The files and links the previous record has and the target does not declare. */
-export function removalsOf(previous: AppliedRecord, target: readonly Entry[]): Removal[] {
+function removalsOf(previous: AppliedRecord, target: readonly Entry[]): Removal[] {
   const declared = new Set(target.map((e) => e.path));
   return previous.written
     .filter((w) => w.kind !== 'dir' && !declared.has(w.path))

@@ -36,9 +36,9 @@ import type { JsonObject, JsonPatchOperation } from './hooks.js';
 export type Verdict = 'in-place' | 'propagated' | 'rollout';
 
 /** Which object of the request a change is in. */
-export type ObjectRole = 'machine' | 'infrastructure' | 'bootstrap';
+type ObjectRole = 'machine' | 'infrastructure' | 'bootstrap';
 
-export interface FieldDecision {
+interface FieldDecision {
   role: ObjectRole;
   /** JSON pointer into that object. */
   path: string;
@@ -135,7 +135,7 @@ const nameOf = (obj: JsonObject | undefined): string =>
   typeof at(obj, ['metadata', 'name']) === 'string' ? String(at(obj, ['metadata', 'name'])) : '';
 
 /** Is the object one of Kindling's bootstrap kinds (KindlingConfigTemplate, KindlingConfig)? */
-export function isKindlingBootstrap(obj: JsonObject | undefined): boolean {
+function isKindlingBootstrap(obj: JsonObject | undefined): boolean {
   return typeof obj?.apiVersion === 'string' && obj.apiVersion.startsWith(`${BOOTSTRAP_GROUP_NAME}/`);
 }
 

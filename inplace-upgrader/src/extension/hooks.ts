@@ -8,8 +8,8 @@
 import { RUNTIME_API_VERSION, type ExtensionConfig } from '../../../api/src/capi.js';
 import { LABELS } from '../../../api/src/keys.js';
 
-export const HOOKS_GROUP = 'hooks.runtime.cluster.x-k8s.io';
-export const HOOKS_VERSION = 'v1alpha1';
+const HOOKS_GROUP = 'hooks.runtime.cluster.x-k8s.io';
+const HOOKS_VERSION = 'v1alpha1';
 export const HOOKS_API_VERSION = `${HOOKS_GROUP}/${HOOKS_VERSION}`;
 
 export type HookName = 'Discovery' | 'CanUpdateMachineSet' | 'CanUpdateMachine' | 'UpdateMachine';
@@ -69,35 +69,6 @@ export interface DiscoveryResponse extends CommonResponse {
   handlers?: ExtensionHandler[];
 }
 
-export interface CanUpdateMachineSetObjects {
-  machineSet: JsonObject;
-  infrastructureMachineTemplate: JsonObject;
-  bootstrapConfigTemplate?: JsonObject;
-}
-
-export interface CanUpdateMachineObjects {
-  machine: JsonObject;
-  infrastructureMachine: JsonObject;
-  bootstrapConfig?: JsonObject;
-}
-
-export interface CanUpdateMachineSetRequest {
-  settings?: Record<string, string>;
-  current: CanUpdateMachineSetObjects;
-  desired: CanUpdateMachineSetObjects;
-}
-
-export interface CanUpdateMachineRequest {
-  settings?: Record<string, string>;
-  current: CanUpdateMachineObjects;
-  desired: CanUpdateMachineObjects;
-}
-
-export interface UpdateMachineRequest {
-  settings?: Record<string, string>;
-  desired: CanUpdateMachineObjects;
-}
-
 export interface CanUpdateMachineSetResponse extends CommonResponse {
   machineSetPatch?: Patch;
   infrastructureMachineTemplatePatch?: Patch;
@@ -136,7 +107,7 @@ export const EXTENSION_CONFIG_NAME = 'kindling-inplace';
  * Where the Cluster API manager calls the extension: tenant namespaces only, so no other namespace's
  * rollouts wait on it (failurePolicy Fail) and nothing outside them reaches it through Cluster API.
  */
-export const TENANT_NAMESPACE_SELECTOR = { matchLabels: { [LABELS.tenant]: 'true' } } as const;
+const TENANT_NAMESPACE_SELECTOR = { matchLabels: { [LABELS.tenant]: 'true' } } as const;
 
 /**
  * The ExtensionConfig registering Kindling's extension with the Cluster API manager: at a URL or a Service,

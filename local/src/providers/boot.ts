@@ -10,9 +10,9 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 
 const run = promisify(execFile);
-export const IGNITION_CLIENT = '/usr/lib/dracut/modules.d/30ignition/ignition';
+const IGNITION_CLIENT = '/usr/lib/dracut/modules.d/30ignition/ignition';
 
-export class BootError extends Error {
+class BootError extends Error {
   override readonly name = 'BootError';
 }
 

@@ -24,7 +24,7 @@ export interface LocalControlPlane extends k8s.KubernetesObject {
 }
 
 /** The Cluster this control plane belongs to: Cluster API labels it, and owns it once the Cluster exists. */
-export function clusterOf(cp: LocalControlPlane): string | undefined {
+function clusterOf(cp: LocalControlPlane): string | undefined {
   return (
     cp.metadata.labels?.[LABELS.capiClusterName] ?? cp.metadata.ownerReferences?.find((o) => o.kind === 'Cluster')?.name
   );

@@ -6,7 +6,7 @@
 import { mkdir, readFile, realpath, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join, relative, isAbsolute, sep } from 'node:path';
 
-export class HostPathError extends Error {
+class HostPathError extends Error {
   override readonly name = 'HostPathError';
 }
 

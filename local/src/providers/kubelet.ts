@@ -29,7 +29,7 @@ const CLIENT_USAGES = ['digital signature', 'client auth'];
 const SERVING_USAGES = ['digital signature', 'server auth'];
 
 /** Condition types the kubelet reports on its host's LocalMachine. */
-export const KUBELET_CONDITIONS = {
+const KUBELET_CONDITIONS = {
   /** Whether the host joined the guest cluster as a Node of its own. */
   joined: 'Joined',
   /** Whether the kubelet holds a serving certificate (never holds up Joined). */
@@ -71,7 +71,7 @@ export interface KubeletTiming {
   statusSyncMs: number;
 }
 
-export const KUBELET_TIMING: Readonly<KubeletTiming> = Object.freeze({
+const KUBELET_TIMING: Readonly<KubeletTiming> = Object.freeze({
   requestTimeoutMs: 15_000,
   pollMs: 500,
   approvalTimeoutMs: 10 * 60_000,
@@ -103,7 +103,7 @@ export interface KubeletDeps {
 }
 
 /** A refusal the kubelet keeps retrying (the token may arrive, RBAC may be applied, an approval may come). */
-export class RetryableJoinError extends Error {
+class RetryableJoinError extends Error {
   override readonly name = 'RetryableJoinError';
   constructor(
     message: string,

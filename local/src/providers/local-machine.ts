@@ -17,8 +17,7 @@ import { bootHost } from './boot.js';
 import { type LocalMachine, type ObjectCondition, type ProviderContext, setCondition } from './common.js';
 import { Kubelet, type KubeletCondition, type KubeletTiming } from './kubelet.js';
 
-export const LOCAL_MACHINE_FINALIZER = 'infrastructure.kindling.dev/local-machine';
-export const INFRA_API_VERSION = 'infrastructure.kindling.dev/v1alpha1';
+const LOCAL_MACHINE_FINALIZER = 'infrastructure.kindling.dev/local-machine';
 
 export type { LocalMachine } from './common.js';
 
@@ -27,12 +26,11 @@ interface MachineView {
   spec?: { bootstrap?: { dataSecretName?: string }; taints?: { key: string; value?: string; effect: string }[] };
 }
 
-export const providerIDOf = (lm: LocalMachine): string =>
-  `kindling-local://${lm.metadata.namespace}/${lm.metadata.name}`;
+const providerIDOf = (lm: LocalMachine): string => `kindling-local://${lm.metadata.namespace}/${lm.metadata.name}`;
 /** A host's root folder: <state>/hosts/<management namespace>/<LocalMachine name> (the Node has its name). */
 export const hostRootFor = (stateDir: string, namespace: string, name: string): string =>
   join(stateDir, 'hosts', namespace, name);
-export const hostRootOf = (stateDir: string, lm: LocalMachine): string =>
+const hostRootOf = (stateDir: string, lm: LocalMachine): string =>
   hostRootFor(stateDir, lm.metadata.namespace, lm.metadata.name);
 
 /**
@@ -67,7 +65,7 @@ function bootstrapDataOf(machine: MachineView): string {
 }
 
 /** The addresses of a local host, as its infrastructure reports them (Cluster API copies them to the Machine). */
-export const hostAddresses = (lm: LocalMachine): { type: string; address: string }[] => [
+const hostAddresses = (lm: LocalMachine): { type: string; address: string }[] => [
   { type: 'InternalIP', address: '127.0.0.1' },
   { type: 'Hostname', address: lm.metadata.name },
 ];

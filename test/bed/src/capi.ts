@@ -19,7 +19,7 @@ import type { Cluster } from './cluster.js';
  * Kindling's Runtime Extension can be registered and called), and taint propagation (without it the
  * webhooks refuse any taint in a Machine template).
  */
-export const CAPI_FEATURE_GATES: readonly string[] = ['RuntimeSDK', 'InPlaceUpdates', 'MachineTaintPropagation'];
+const CAPI_FEATURE_GATES: readonly string[] = ['RuntimeSDK', 'InPlaceUpdates', 'MachineTaintPropagation'];
 
 export interface CapiManager {
   readonly process: ManagedProcess;
@@ -32,7 +32,7 @@ interface WebhookEntry {
 }
 
 /** Cluster API's webhook manifests with each service reference rewritten to https://127.0.0.1:<port><path>. */
-export async function loopbackWebhooks(port: number, caPem: string): Promise<k8s.KubernetesObject[]> {
+async function loopbackWebhooks(port: number, caPem: string): Promise<k8s.KubernetesObject[]> {
   const text = await readFile(join(capiCrdDir(), '..', 'cluster-api-webhooks.yaml'), 'utf8');
   return parseManifests(text, 'cluster-api-webhooks.yaml').map((config) => {
     const webhooks = (config as unknown as { webhooks: WebhookEntry[] }).webhooks.map((w) => {

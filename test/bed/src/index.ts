@@ -1,7 +1,7 @@
-export { startCluster, writeKubeconfigSecret, kubeconfigFor, type Cluster, type ClusterOptions } from './cluster.js';
+export { startCluster, writeKubeconfigSecret, kubeconfigFor, type Cluster } from './cluster.js';
 export { installCrds, installKindlingCrds, installCapiCrds } from './install.js';
-export { testbedBinDir, testbedBinary, type TestbedBinary, capiCrdDir } from './testbed.js';
-export { freePort, portFree, waitForPort } from './ports.js';
+export { testbedBinDir, testbedBinary } from './testbed.js';
+export { freePort, waitForPort } from './ports.js';
 export {
   approveKubeletCsrsOf,
   bindGroup,
@@ -9,12 +9,11 @@ export {
   newBootstrapToken,
   decideCsr,
   tokenKubeconfigYaml,
-  type BootstrapToken,
 } from './node-auth.js';
 export { treeRssBytes } from './memory.js';
 export { ManagedProcess, spawnGuarded, guardedPid, childPids } from './process.js';
-export { startCapiManager, loopbackWebhooks, CAPI_FEATURE_GATES, type CapiManager } from './capi.js';
+export { startCapiManager, type CapiManager } from './capi.js';
 export { eventually } from './eventually.js';
 export { RestartingWatch } from './watch.js';
-export { FaultProxy, type FaultMode } from './fault-proxy.js';
+export { FaultProxy } from './fault-proxy.js';
 export { SIMULATION } from './keys.js';

@@ -31,7 +31,7 @@ export interface CertificateAuthority extends KeyPairPem {
   issue(opts: IssueOptions): Promise<KeyPairPem>;
 }
 
-export interface IssueOptions {
+interface IssueOptions {
   commonName: string;
   /** Organisations: Kubernetes reads them as the groups of a client certificate. */
   organizations?: string[];
