@@ -12,7 +12,7 @@ import { createLogger } from '../../../support/src/logger.js';
 import { inPlaceBlockers } from '../agent/ignition.js';
 import { createApp, MAX_BODY_BYTES, payloadSummaries, type ExtensionDeps } from './app.js';
 import type { PayloadSummary } from './decide.js';
-import { HANDLERS, hookPath, type JsonObject, type JsonPatchOperation, type Patch } from './hooks.js';
+import { handlerPath, HANDLERS, type JsonObject, type JsonPatchOperation, type Patch } from './hooks.js';
 import type { ExtensionCache, UpdateTarget } from './update-check.js';
 import type { UpdateOutcome } from './update-answer.js';
 
@@ -199,8 +199,8 @@ async function post(
 
 const decodePatch = (p: Patch | undefined): JsonPatchOperation[] =>
   p ? (JSON.parse(Buffer.from(p.patch, 'base64').toString()) as JsonPatchOperation[]) : [];
-const CAN_UPDATE_SET = hookPath('CanUpdateMachineSet', HANDLERS[0]?.name);
-const UPDATE = hookPath('UpdateMachine', HANDLERS[2]?.name);
+const CAN_UPDATE_SET = handlerPath('CanUpdateMachineSet');
+const UPDATE = handlerPath('UpdateMachine');
 const TARGET: UpdateTarget = {
   namespace: 'tenants',
   machine: 'workers-b-x1',

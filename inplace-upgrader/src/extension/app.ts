@@ -22,6 +22,7 @@ import {
 } from './decide.js';
 import {
   HANDLERS,
+  handlerPath,
   hookPath,
   jsonPatch,
   response,
@@ -222,17 +223,17 @@ interface Route {
 
 const ROUTES: Record<string, Route> = {
   [hookPath('Discovery')]: { hook: 'Discovery', kind: 'DiscoveryResponse', handle: discovery },
-  [hookPath('CanUpdateMachineSet', HANDLERS[0]?.name)]: {
+  [handlerPath('CanUpdateMachineSet')]: {
     hook: 'CanUpdateMachineSet',
     kind: 'CanUpdateMachineSetResponse',
     handle: canUpdateMachineSet,
   },
-  [hookPath('CanUpdateMachine', HANDLERS[1]?.name)]: {
+  [handlerPath('CanUpdateMachine')]: {
     hook: 'CanUpdateMachine',
     kind: 'CanUpdateMachineResponse',
     handle: canUpdateMachine,
   },
-  [hookPath('UpdateMachine', HANDLERS[2]?.name)]: {
+  [handlerPath('UpdateMachine')]: {
     hook: 'UpdateMachine',
     kind: 'UpdateMachineResponse',
     handle: updateMachine,

@@ -20,6 +20,12 @@ export function hookPath(hook: HookName, handler?: string): string {
   return handler === undefined ? base : `${base}/${handler.toLowerCase()}`;
 }
 
+/** The name of Kindling's handler of a hook: the hook in kebab case (can-update-machine-set). */
+const handlerName = (hook: HookName): string => hook.replace(/(?<=[a-z])(?=[A-Z])/g, '-').toLowerCase();
+
+/** Where the manager sends the requests of Kindling's handler of a hook. */
+export const handlerPath = (hook: Exclude<HookName, 'Discovery'>): string => hookPath(hook, handlerName(hook));
+
 export interface ExtensionHandler {
   /** A DNS-1123 label; the manager registers it as `<name>.<ExtensionConfig name>`. */
   name: string;
@@ -36,7 +42,7 @@ export interface ExtensionHandler {
 export const HANDLERS: readonly ExtensionHandler[] = (
   ['CanUpdateMachineSet', 'CanUpdateMachine', 'UpdateMachine'] as const
 ).map((hook) => ({
-  name: hook.replace(/(?<=[a-z])(?=[A-Z])/g, '-').toLowerCase(),
+  name: handlerName(hook),
   requestHook: { apiVersion: HOOKS_API_VERSION, hook },
   timeoutSeconds: 5,
   failurePolicy: 'Fail',

@@ -50,7 +50,7 @@ import {
   type HookAnswer,
 } from '../../testing/index.js';
 import { runIgnitionServer, type IgnitionServer } from '../../../ignition-server/testing/index.js';
-import { HANDLERS, HOOKS_API_VERSION, hookPath } from './hooks.js';
+import { handlerPath, HOOKS_API_VERSION } from './hooks.js';
 
 const NS = 'default';
 const CLUSTER = 'tenant';
@@ -148,7 +148,7 @@ describe('a MachineHealthCheck while a node is updated in place', { timeout: 20 
     (
       await callHook(
         ext,
-        hookPath('UpdateMachine', HANDLERS[2]?.name),
+        handlerPath('UpdateMachine'),
         updateMachineRequest({ namespace: NS, pool: POOL, cluster: CLUSTER, machine: name, hash }),
       )
     ).answer;
