@@ -5,7 +5,7 @@ import { COMMANDS } from './commands.js';
 import { main } from './main.js';
 
 describe('kindling commands', () => {
-  it('when a command is listed before its module is imported, it should have the name and summary its module defines', async () => {
+  it('when a command is listed before its module is imported, it should load the command of its name, with the summary written where it is listed', async () => {
     for (const listed of COMMANDS) {
       const loaded = await loadCommand(listed);
       assert.equal(loaded.summary, listed.summary, `summary of ${listed.name}`);

@@ -376,8 +376,6 @@ async function plannedPool(
 
 export const planCommand: Command = defineCommand({
   name: 'plan',
-  summary:
-    'Show what a NodePool change would do (policies, config hash, in place or replace, node batches); changes nothing. Exit 3 when a policy blocks it.',
   args: '<namespace/pool>',
   short: { f: 'file', o: 'output' },
   flags: PLAN_FLAGS,

@@ -28,8 +28,6 @@ export function statusScope(
 
 export const statusCommand: Command = defineCommand({
   name: 'status',
-  summary:
-    'Show NodePools: desired/current/ready, version, config hash, conditions that are not fine, rollout progress per node.',
   args: '[namespace/pool]',
   short: { w: 'watch', n: 'namespace', A: 'allNamespaces' },
   flags: STATUS_FLAGS,

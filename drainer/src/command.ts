@@ -6,7 +6,6 @@ import { Drainer } from './drainer.js';
 
 export const drainerCommand: Command = defineCommand({
   name: 'drainer',
-  summary: 'Cordon, drain (Eviction API) and uncordon guest Nodes on request (desiredDrain/lastAppliedDrain).',
   flags: {
     ...COMPONENT_FLAGS,
     defaultDrainTimeout: {

@@ -318,7 +318,6 @@ function whenIndexed(index: TokenIndex, key: string, fn: (entry: TokenSecretEntr
 
 export const ignitionServerCommand: Command = defineCommand({
   name: 'ignition-server',
-  summary: 'Serve Ignition payloads over HTTPS to booting hosts and manage their tokens.',
   flags: FLAGS,
   async run(cfg) {
     required(cfg);
@@ -339,8 +338,6 @@ export const ignitionServerCommand: Command = defineCommand({
 
 export const releaseCommand: Command = defineCommand({
   name: 'release',
-  summary:
-    'Build a release image from a folder: release build <folder> --output <layout dir|file.tar> [--push <registry ref>].',
   args: 'build <folder>',
   flags: {
     output: {

@@ -70,8 +70,6 @@ function check(config: UpgraderConfig): void {
 
 export const inplaceUpgraderCommand: Command = defineCommand({
   name: 'inplace-upgrader',
-  summary:
-    "Update InPlace MachineSets' nodes in place, never more than maxUnavailable at once; optionally serve Cluster API's in-place update hooks.",
   flags: FLAGS,
   async run(config) {
     check(config);

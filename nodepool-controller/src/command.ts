@@ -46,8 +46,6 @@ export const NODEPOOL_CONTROLLER_FLAGS = {
 
 export const nodePoolControllerCommand: Command = defineCommand({
   name: 'nodepool-controller',
-  summary:
-    'Run the NodePool controller (NodePools become token/user-data Secrets and Cluster API objects) and the kubelet CSR approver.',
   flags: NODEPOOL_CONTROLLER_FLAGS,
   async run(cfg, io) {
     if (cfg.ignitionEndpoint === '' || cfg.ignitionCaFile === '') {

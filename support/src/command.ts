@@ -26,8 +26,11 @@ export interface Command<S extends FlagSpecs = FlagSpecs> {
   load?: () => Promise<Command>;
 }
 
-export function defineCommand<S extends FlagSpecs>(command: Command<S>): Command {
-  return command;
+/** A deployable's command as its module defines it: its summary is written once, where it is listed (lazyCommand). */
+export function defineCommand<S extends FlagSpecs>(
+  command: Omit<Command<S>, 'summary'> & { summary?: string },
+): Command {
+  return { summary: '', ...command };
 }
 
 /**
@@ -45,10 +48,10 @@ export function lazyCommand(name: string, summary: string, load: () => Promise<C
   };
 }
 
-/** The command in full: loaded when it is lazy, checked to be the one it was listed as. */
+/** The command in full: loaded when it is lazy, checked to be the one it was listed as, with the listing's summary. */
 export async function loadCommand(command: Command): Promise<Command> {
   if (!command.load) return command;
   const loaded = await command.load();
   if (loaded.name !== command.name) throw new Error(`kindling ${command.name}: its module defines ${loaded.name}`);
-  return loaded;
+  return { ...loaded, summary: command.summary };
 }

@@ -11,7 +11,6 @@ import { SimulatedReboot, SystemdReboot, type RebootAction } from './reboot.js';
 
 export const agentCommand: Command = defineCommand({
   name: 'agent',
-  summary: "Apply this node's payload Secret to the host root in place (machine-config-daemon protocol).",
   flags: {
     node: { type: 'string', default: '', help: 'Name of this Node (required)' },
     root: { type: 'string', default: HOST_ROOT_MOUNT, help: "Where the host's root filesystem is mounted" },
