@@ -13,7 +13,7 @@ import { type KindlingConfig } from '../../../api/src/bootstrap.js';
 import { type Machine, type MachineDeployment } from '../../../api/src/capi.js';
 import { ANNOTATIONS, DRAIN_PREFIX, LABELS, NODE_STATES, hashOfBootstrapTemplate } from '../../../api/src/keys.js';
 import { type NodePool } from '../../../api/src/nodepool.js';
-import { isNotFound, NotReadyError } from '../../../support/src/errors.js';
+import { NotReadyError } from '../../../support/src/errors.js';
 import { GuestClusters, clusterKey } from '../../../support/src/guest-clusters.js';
 import type { Namespaces } from '../../../support/src/config.js';
 import { customResource, NamespacedInformer, type Informer } from '../../../support/src/namespaced-informer.js';
@@ -220,17 +220,14 @@ export class MachineUpdater implements MachineUpdates, ExtensionCache {
     return live && hash !== undefined && superseded(t.hash, hash, view.phase) ? hash : undefined;
   }
 
+  /** The MachineDeployment as the apiserver has it now: a list by name is a quorum read the Role already allows. */
   async #liveDeployment(d: DeploymentObject): Promise<DeploymentObject | undefined> {
-    try {
-      return (await this.#custom.getNamespacedCustomObject({
-        ...RESOURCES.machineDeployments,
-        namespace: d.metadata.namespace ?? '',
-        name: d.metadata.name,
-      })) as DeploymentObject;
-    } catch (err) {
-      if (isNotFound(err)) return undefined;
-      throw err;
-    }
+    const list = (await this.#custom.listNamespacedCustomObject({
+      ...RESOURCES.machineDeployments,
+      namespace: d.metadata.namespace ?? '',
+      fieldSelector: `metadata.name=${d.metadata.name}`,
+    })) as { items: DeploymentObject[] };
+    return list.items[0];
   }
 
   /** The update towards a superseded hash is over without touching the node: see update-answer.ts. */
