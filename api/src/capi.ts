@@ -35,6 +35,7 @@ export interface MachineSpec {
   providerID?: string;
   deletion?: MachineDeletion;
   taints?: MachineTaint[];
+  minReadySeconds?: number;
 }
 
 export interface MachineTemplate {

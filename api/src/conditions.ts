@@ -14,13 +14,16 @@ export const CONDITIONS = {
     reasons: { AsExpected: 'AsExpected', ConfigMapMissing: 'ConfigMapMissing', InvalidConfig: 'InvalidConfig' },
   },
   /** spec: the release breaks the version-skew policy against the guest control plane, or the guest's
-   * kubeconfig Secret cannot be used to read its version (GuestKubeconfigRefused names the field refused). */
+   * kubeconfig Secret cannot be used to read its version (GuestKubeconfigRefused names the field refused).
+   * True with Overridden: a skippable rule refused and spec.release.allowSkips overrides it. */
   SupportedVersionSkew: {
     kind: 'spec',
     reasons: {
       AsExpected: 'AsExpected',
+      Overridden: 'Overridden',
       NodeNewerThanControlPlane: 'NodeNewerThanControlPlane',
       TooFarBehindControlPlane: 'TooFarBehindControlPlane',
+      Downgrade: 'Downgrade',
       UpgradeSkipsMinor: 'UpgradeSkipsMinor',
       PrereleaseNotAllowed: 'PrereleaseNotAllowed',
       ControlPlaneUnreachable: 'ControlPlaneUnreachable',
@@ -58,10 +61,12 @@ export const CONDITIONS = {
     kind: 'progress',
     reasons: { AsExpected: 'AsExpected', InProgress: 'InProgress', Failed: 'Failed' },
   },
-  /** progress: the cluster autoscaler owns the replica count. */
+  /** progress: the cluster autoscaler owns the replica count; with autoScaling.min 0, the message says where the
+   * capacity for scaling from zero came from, and CapacityUnknown that neither the infrastructure template nor
+   * spec.autoScaling.capacity says. */
   AutoscalingEnabled: {
     kind: 'progress',
-    reasons: { AsExpected: 'AsExpected', Disabled: 'Disabled' },
+    reasons: { AsExpected: 'AsExpected', Disabled: 'Disabled', CapacityUnknown: 'CapacityUnknown' },
   },
   /** progress: a MachineHealthCheck remediates unhealthy machines. */
   AutorepairEnabled: {

@@ -172,6 +172,17 @@ export const ANNOTATIONS = {
    * by the cluster-autoscaler's Cluster API provider. */
   autoscalerMinSize: 'cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size',
   autoscalerMaxSize: 'cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size',
+  /** What one node of a pool with autoScaling.min 0 offers, so the autoscaler can scale it up from zero: CPU
+   * and memory quantities, the GPU count and resource name, the node labels ("k=v,k2=v2") and taints
+   * ("k=v:NoSchedule,..."). Written by the nodepool-controller on the MachineSet/MachineDeployment from the
+   * infrastructure template's status.capacity or spec.autoScaling.capacity; read by the cluster-autoscaler's
+   * Cluster API provider. */
+  autoscalerCapacityCpu: 'capacity.cluster-autoscaler.kubernetes.io/cpu',
+  autoscalerCapacityMemory: 'capacity.cluster-autoscaler.kubernetes.io/memory',
+  autoscalerCapacityGpuCount: 'capacity.cluster-autoscaler.kubernetes.io/gpu-count',
+  autoscalerCapacityGpuType: 'capacity.cluster-autoscaler.kubernetes.io/gpu-type',
+  autoscalerCapacityLabels: 'capacity.cluster-autoscaler.kubernetes.io/labels',
+  autoscalerCapacityTaints: 'capacity.cluster-autoscaler.kubernetes.io/taints',
 } as const;
 
 /**

@@ -35,11 +35,31 @@ interface Taint {
  * kubelet to post a Ready status, short enough that a broken update is rolled back while someone watches. */
 export const DEFAULT_HEALTH_CHECK_TIMEOUT = '5m';
 
+/** The skippable rules of the version policy (the others are mandatory): spec.release.allowSkips lists those
+ * a pool overrides, as kubeadm's --ignore-preflight-errors does for its skippable checks. */
+export type VersionSkip = 'Downgrade' | 'MinorSkip';
+
+interface NodePoolRelease {
+  image: string;
+  allowPrerelease?: boolean;
+  /** Skippable version rules this pool overrides (a downgrade, an upgrade that skips a minor version). */
+  allowSkips?: VersionSkip[];
+}
+
+/** What one node of the pool offers, for the cluster autoscaler to scale the pool up from zero when the
+ * infrastructure template does not report it (memory as a Kubernetes quantity such as "16Gi"). */
+export interface NodeCapacity {
+  cpu?: string;
+  memory?: string;
+  gpuCount?: number;
+  gpuType?: string;
+}
+
 export interface NodePoolSpec {
   clusterName: string;
-  release: { image: string; allowPrerelease?: boolean };
+  release: NodePoolRelease;
   replicas?: number;
-  autoScaling?: { min: number; max: number };
+  autoScaling?: { min: number; max: number; capacity?: NodeCapacity };
   management: {
     upgradeType: UpgradeType;
     replace?: {
@@ -59,7 +79,15 @@ export interface NodePoolSpec {
   config?: { name: string }[];
   nodeDrainTimeout?: string;
   nodeVolumeDetachTimeout?: string;
+  /** How long Cluster API tries to delete a Machine's Node before it gives up (a Go duration). */
+  nodeDeletionTimeout?: string;
+  /** How long a new Machine is Ready before it counts as available. */
+  minReadySeconds?: number;
   nodeLabels?: Record<string, string>;
+  /** Annotations put on the pool's guest Nodes, propagated in place without a rollout. */
+  nodeAnnotations?: Record<string, string>;
+  /** Annotations put on the pool's Machines, propagated in place without a rollout. */
+  machineAnnotations?: Record<string, string>;
   taints?: Taint[];
   platform: { infrastructureTemplateRef: ObjectRef };
   /** "true", "false", or an RFC3339 date until which reconciliation of the children is paused. */

@@ -7,6 +7,7 @@ import type { ClusterApiPlan } from '../../inplace-upgrader/src/preview.js';
 import type {
   ControlPlaneVersions,
   DocumentChange,
+  InfrastructureTemplates,
   ReleaseVersionResolver,
 } from '../../nodepool-controller/src/preview.js';
 
@@ -32,17 +33,22 @@ export interface PlanInput {
   state: PoolState;
   versions: ControlPlaneVersions;
   releases?: ReleaseVersionResolver;
+  templates?: InfrastructureTemplates;
+  /** Lists the release repository's tags for the upgrade targets; absent: none are listed. */
+  tags?: (image: string) => Promise<string[]>;
   maxSkewMinors: number;
   now: number;
 }
 
-export type PolicyStatus = 'pass' | 'fail' | 'skipped';
+export type PolicyStatus = 'pass' | 'overridden' | 'fail' | 'skipped';
 export type Effect = 'propagate' | 'update-in-place' | 'replace' | 'new-machines';
 export type Action = 'none' | 'create' | 'propagate' | 'update-in-place' | 'replace' | 'blocked';
 
 export interface Policy {
   name: string;
   status: PolicyStatus;
+  /** A skew rule spec.release.allowSkips may override, by the name it takes there; absent: mandatory. */
+  skippable?: string;
   reason: string;
   message: string;
 }
@@ -87,6 +93,27 @@ export interface ReplacePlan {
   waves: number;
 }
 
+export interface UpgradeTarget {
+  tag: string;
+  version: string;
+  /** available: every rule passes; overridden: only with spec.release.allowSkips; refused: a rule refuses it. */
+  status: 'available' | 'overridden' | 'refused';
+  /** The refusing rule's SupportedVersionSkew reason. */
+  reason?: string;
+  message: string;
+}
+
+export interface UpgradeTargets {
+  /** host/repository of the pool's release image. */
+  repository: string;
+  /** The version the nodes run (the pool's release when none is deployed yet). */
+  current?: string;
+  /** Tags above the current version, newest first. */
+  targets: UpgradeTarget[];
+  /** Why the tags could not be listed or judged. */
+  error?: string;
+}
+
 export interface Plan {
   pool: { namespace: string; name: string; cluster: string; upgradeType: 'Replace' | 'InPlace'; exists: boolean };
   release: { image: string; version?: string; currentVersion?: string };
@@ -109,6 +136,7 @@ export interface Plan {
   replace?: ReplacePlan;
   /** ClusterAPI in-place engine: the extension's decision on the change (in place, or rolled out). */
   clusterApi?: ClusterApiPlan;
+  upgradeTargets?: UpgradeTargets;
 }
 
 /** Never called: phases that only read must not write, and this makes sure of it. */

@@ -54,7 +54,11 @@ function header(p: Plan): string[] {
 }
 
 function policies(p: Plan): string[] {
-  const rows = p.policies.map((x) => [`[${x.status.toUpperCase()}]`, x.name, x.message]);
+  const rows = p.policies.map((x) => [
+    `[${x.status.toUpperCase()}]`,
+    x.skippable ? `${x.name} (skippable: ${x.skippable})` : x.name,
+    x.message,
+  ]);
   return ['', 'Policies:', ...table(rows)];
 }
 
@@ -161,10 +165,21 @@ const ACTIONS: Record<Action, (p: Plan) => string> = {
   blocked: (p) => `BLOCKED: ${p.blockedReason ?? 'a policy refuses the change'}.`,
 };
 
+function upgradeTargets(p: Plan): string[] {
+  const u = p.upgradeTargets;
+  if (!u) return [];
+  const title = `Upgrade targets in ${u.repository}${u.current ? ` above ${u.current}` : ''}`;
+  if (u.error !== undefined) return ['', `${title}: not listed (${u.error})`];
+  if (u.targets.length === 0) return ['', `${title}: none`];
+  const rows = u.targets.map((t) => [`[${t.status.toUpperCase()}]`, t.tag, t.reason ?? '', t.message]);
+  return ['', `${title}:`, ...table(rows)];
+}
+
 export function formatPlan(p: Plan): string {
   const lines = [
     ...header(p),
     ...policies(p),
+    ...upgradeTargets(p),
     ...hash(p),
     ...changes(p),
     ...clusterApi(p),

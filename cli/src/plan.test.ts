@@ -27,7 +27,7 @@ const NOW = Date.parse('2026-11-23T10:00:00Z');
 async function plan(
   w: World,
   change: (p: NodePool) => void = () => {},
-  opts: { cp?: string | Error; state?: Partial<PoolState> } = {},
+  opts: { cp?: string | Error; state?: Partial<PoolState>; tags?: string[] } = {},
 ): Promise<Plan> {
   const pool = structuredClone(w.pool);
   change(pool);
@@ -38,8 +38,12 @@ async function plan(
     versions: controlPlaneAt(opts.cp ?? '1.36.3'),
     maxSkewMinors: 3,
     now: NOW,
+    ...(opts.tags ? { tags: (): Promise<string[]> => Promise.resolve(opts.tags ?? []) } : {}),
   });
 }
+
+/** The local registry's tags (local/releases) and one a minor behind, for the upgrade targets. */
+const REGISTRY_TAGS = ['1.35.4', '1.36.2', '1.36.3', '1.36.3-broken-kubelet', '1.37.0', 'latest'];
 
 const inPlaceWorld = (): World =>
   world({
@@ -106,6 +110,15 @@ const SCENARIOS: Record<string, () => Promise<Plan>> = {
       state: { configMaps: [...w.state.configMaps, configMap('kargs', KARGS)] },
     });
   },
+  'upgrade-targets': () => plan(inPlaceWorld(), () => {}, { tags: REGISTRY_TAGS }),
+  'downgrade-overridden': () =>
+    plan(
+      replaceWorld(),
+      (p) => {
+        p.spec.release = { image: IMAGE('1.35.4'), allowSkips: ['Downgrade'] };
+      },
+      { tags: REGISTRY_TAGS },
+    ),
   'control-plane-unreachable': () =>
     plan(replaceWorld(), (p) => (p.spec.release.image = IMAGE('1.36.3')), {
       cp: new Error('connect ECONNREFUSED 127.0.0.1:6443'),
@@ -123,6 +136,50 @@ describe('kindling plan (golden output)', () => {
 });
 
 describe('computePlan', () => {
+  it('when the registry offers tags, it should list those above the nodes, newest first, with why a rule refuses one', async () => {
+    const targets = (await SCENARIOS['upgrade-targets']?.())?.upgradeTargets;
+    assert.deepEqual(
+      targets?.targets.map((t) => [t.tag, t.status, t.reason]),
+      [
+        ['1.37.0', 'refused', 'NodeNewerThanControlPlane'],
+        ['1.36.3', 'available', undefined],
+        ['1.36.3-broken-kubelet', 'refused', 'PrereleaseNotAllowed'],
+      ],
+    );
+    assert.equal(targets?.current, 'v1.36.2');
+  });
+
+  it('when a downgrade is refused, it should block with reason Downgrade; with allowSkips it should pass as overridden', async () => {
+    const refused = await plan(replaceWorld(), (p) => (p.spec.release.image = IMAGE('1.35.4')));
+    assert.equal(refused.action, 'blocked');
+    assert.deepEqual(
+      refused.policies.filter((x) => x.status === 'fail').map((x) => [x.reason, x.skippable]),
+      [['Downgrade', 'Downgrade']],
+    );
+    const allowed = await SCENARIOS['downgrade-overridden']?.();
+    assert.equal(allowed?.blocked, false);
+    assert.deepEqual(
+      allowed?.policies.filter((x) => x.status === 'overridden').map((x) => x.reason),
+      ['Overridden'],
+    );
+  });
+
+  it('when the registry cannot be read, it should say so in the upgrade targets and still plan', async () => {
+    const pool = structuredClone(inPlaceWorld().pool);
+    const w = inPlaceWorld();
+    const p = await computePlan({
+      pool,
+      exists: true,
+      state: w.state,
+      versions: controlPlaneAt('1.36.3'),
+      maxSkewMinors: 3,
+      now: NOW,
+      tags: () => Promise.reject(new Error('listing the tags of kindling/release on registry r failed: HTTP 403')),
+    });
+    assert.match(p.upgradeTargets?.error ?? '', /HTTP 403/);
+    assert.equal(p.action, 'none');
+  });
+
   it('when a skew policy refuses the release, it should block, name the failing policy and plan no batches', async () => {
     const p = await SCENARIOS['skew-refusal']?.();
     assert.equal(p?.action, 'blocked');

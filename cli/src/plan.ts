@@ -26,10 +26,17 @@ import {
 } from '../../nodepool-controller/src/preview.js';
 import { ConfigError, type ConfigOf, type FlagSpecs } from '../../support/src/config.js';
 import { COMPONENT_FLAGS, loadKubeConfig } from '../../support/src/component.js';
-import { createGuestVersions, NODEPOOL_CONTROLLER_FLAGS } from '../../nodepool-controller/src/preview.js';
+import {
+  createGuestVersions,
+  createInfrastructureTemplates,
+  NODEPOOL_CONTROLLER_FLAGS,
+} from '../../nodepool-controller/src/preview.js';
 import { defineCommand, type Command } from '../../support/src/command.js';
+import { parsePullSecret } from '../../support/src/registry-auth.js';
+import { listImageTags } from '../../support/src/registry-tags.js';
 import { guestKubeConfigs, parsePoolRef, poolFromYaml, readNodePool, readPoolState } from './cluster.js';
 import { formatPlan } from './plan-text.js';
+import { upgradeTargets } from './plan-targets.js';
 import { clusterApiPlan, inPlacePlan, replacePlan } from './plan-engine.js';
 import type { PlanInput, Effect, Action, Policy, FieldChange, Plan } from './plan-model.js';
 
@@ -57,9 +64,11 @@ export const PLAN_SCHEMA_PATH = 'cli/plan.schema.json';
 
 // ---- policies ----
 
+const passOrOverridden = (v: Verdict): Policy['status'] => (v.reason === 'Overridden' ? 'overridden' : 'pass');
+
 function verdictPolicy(name: string, v: Verdict | undefined): Policy {
   return v
-    ? { name, status: v.ok ? 'pass' : 'fail', reason: v.reason, message: v.message }
+    ? { name, status: v.ok ? passOrOverridden(v) : 'fail', reason: v.reason, message: v.message }
     : { name, status: 'skipped', reason: '', message: 'Not checked' };
 }
 
@@ -67,9 +76,10 @@ function skewPolicies(p: NodePoolPreview): Policy[] {
   if (p.skew.controlPlane.error !== undefined)
     return [verdictPolicy('Control plane version is known', p.verdicts.skew)];
   const skipped = { status: 'skipped' as const, reason: '', message: 'Not checked: the release or config is invalid' };
-  return p.skew.policies.map(({ title, verdict }) =>
-    verdict ? verdictPolicy(title, verdict) : { name: title, ...skipped },
-  );
+  return p.skew.policies.map(({ title, skippable, verdict }) => ({
+    ...(verdict ? verdictPolicy(title, verdict) : { name: title, ...skipped }),
+    ...(skippable ? { skippable } : {}),
+  }));
 }
 
 // ---- the config hash and what changed it ----
@@ -123,11 +133,16 @@ const CHILD_FIELDS: Field[] = [
   { path: ['spec', 'template', 'spec', 'version'], what: 'Kubernetes version', rolls: 'config' },
   { path: ['spec', 'template', 'spec', 'infrastructureRef'], what: 'infrastructure template', rolls: 'infrastructure' },
   { path: ['spec', 'template', 'metadata', 'labels'], what: 'node labels' },
+  { path: ['spec', 'template', 'metadata', 'annotations'], what: 'Machine annotations' },
   { path: ['spec', 'template', 'spec', 'taints'], what: 'taints' },
-  { path: ['spec', 'template', 'spec', 'deletion'], what: 'drain and volume-detach timeouts' },
+  { path: ['spec', 'template', 'spec', 'deletion'], what: 'drain, volume-detach and node-deletion timeouts' },
+  { path: ['spec', 'template', 'spec', 'minReadySeconds'], what: 'minReadySeconds' },
   { path: ['spec', 'replicas'], what: 'replicas' },
   { path: ['spec', 'rollout'], what: 'rollout strategy' },
-  { path: ['metadata', 'annotations'], what: 'annotations (target hash, maxUnavailable, autoscaler bounds)' },
+  {
+    path: ['metadata', 'annotations'],
+    what: 'annotations (target hash, maxUnavailable, autoscaler bounds and capacity)',
+  },
 ];
 
 function at(value: unknown, path: readonly string[]): unknown {
@@ -290,6 +305,7 @@ export async function computePlan(input: PlanInput): Promise<Plan> {
     pool,
     versions: input.versions,
     releases: input.releases,
+    templates: input.templates,
     maxSkewMinors: input.maxSkewMinors,
     now: input.now,
   });
@@ -323,7 +339,12 @@ export async function computePlan(input: PlanInput): Promise<Plan> {
     desired,
     hash: effective?.hash,
   });
-  return { ...result, ...rolloutOf(input, result, { live, desired, effectiveHash: effective?.hash }) };
+  const targets = await upgradeTargets(input, p, input.tags);
+  return {
+    ...result,
+    ...rolloutOf(input, result, { live, desired, effectiveHash: effective?.hash }),
+    ...(targets ? { upgradeTargets: targets } : {}),
+  };
 }
 
 // ---- the command ----
@@ -343,7 +364,23 @@ export const PLAN_FLAGS = {
   },
   output: { type: 'string', default: 'text', help: `Output: text, or json (schema: ${PLAN_SCHEMA_PATH}) (-o)` },
   maxSkewMinors: NODEPOOL_CONTROLLER_FLAGS.maxSkewMinors,
+  upgradeTargets: {
+    type: 'bool',
+    default: true,
+    help: "List the release tags of the pool's registry above the nodes' version, with the version policy's verdict on each",
+  },
+  registryCaFile: { type: 'string', default: '', help: 'Extra CA bundle (PEM) trusted for the release registry' },
+  pullSecretFile: { type: 'string', default: '', help: 'dockerconfigjson credentials for the release registry' },
 } satisfies FlagSpecs;
+
+/** The tag lister of --upgrade-targets, with the registry's CA and credentials. */
+async function tagLister(cfg: ConfigOf<typeof PLAN_FLAGS>): Promise<PlanInput['tags']> {
+  if (!cfg.upgradeTargets) return undefined;
+  const ca = cfg.registryCaFile === '' ? undefined : await readFile(cfg.registryCaFile, 'utf8');
+  const secret = cfg.pullSecretFile === '' ? undefined : await readFile(cfg.pullSecretFile, 'utf8');
+  const opts = { ...(ca ? { ca } : {}), ...(secret ? { credentials: parsePullSecret(secret) } : {}) };
+  return (image) => listImageTags(image, opts);
+}
 
 /** The pool to plan: the file's or the live one, with --release and --config applied. */
 function poolRef(arg: string | undefined, fromFile: NodePool | undefined): { namespace: string; name: string } {
@@ -391,6 +428,8 @@ export const planCommand: Command = defineCommand({
       exists,
       state,
       versions: createGuestVersions({ kubeConfigs: guests }),
+      templates: createInfrastructureTemplates(kc),
+      tags: await tagLister(cfg),
       maxSkewMinors: cfg.maxSkewMinors,
       now: Date.now(),
     });

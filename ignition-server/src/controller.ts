@@ -72,7 +72,6 @@ const GENERATE_WORKERS = 4;
 /** How long a request for a Secret read on demand waits for its payload (from the cache directory after a restart). */
 const LOAD_PAYLOAD_WAIT_MS = 2_000;
 
-
 export class TokenSecretController {
   readonly #opts: ControllerOptions;
   readonly #clock: Clock;

@@ -135,9 +135,7 @@ export class InPlaceUpgrader {
 
   /** An InPlace MachineSet (one with a target hash) is reconciled; any other is none of the upgrader's business. */
   #keysOf(ms: MS): string[] {
-    return ms.metadata.annotations?.[ANNOTATIONS.targetConfigHash]
-      ? [keyString(keyOf(ms))]
-      : [];
+    return ms.metadata.annotations?.[ANNOTATIONS.targetConfigHash] ? [keyString(keyOf(ms))] : [];
   }
 
   #keysOfSet(namespace: string, name: string | undefined): string[] {

@@ -17,10 +17,11 @@ import { freePort, ManagedProcess, waitForPort, type Cluster } from '../../test/
 import { SIMULATION } from '../../test/bed/src/keys.js';
 
 const LOCAL_DIR = fileURLToPath(new URL('../../../local/', import.meta.url));
-/** The last one is broken on purpose: its kubelet config has a value the kubelet refuses (maxPods -1), so a
- * host updated to it stops being Ready and the agent's health gate rolls it back. A pre-release tag: a pool
- * takes it only with spec.release.allowPrerelease. */
-export const SAMPLE_RELEASES = ['1.36.2', '1.36.3', '1.36.3-broken-kubelet'] as const;
+/** 1.36.3-broken-kubelet is broken on purpose: its kubelet config has a value the kubelet refuses (maxPods -1),
+ * so a host updated to it stops being Ready and the agent's health gate rolls it back. A pre-release tag: a pool
+ * takes it only with spec.release.allowPrerelease. 1.37.0 is newer than the guest's control plane (1.36.3), so
+ * `kindling plan` lists it as an upgrade target the skew policy refuses. */
+export const SAMPLE_RELEASES = ['1.36.2', '1.36.3', '1.36.3-broken-kubelet', '1.37.0'] as const;
 
 const exists = (p: string): Promise<boolean> =>
   access(p).then(
@@ -145,13 +146,15 @@ export async function startRegistry(stateDir: string, mgmt: Cluster): Promise<Lo
  * same digests and regenerates nothing.
  */
 export async function sampleReleases(registry: LocalRegistry, caPem: string): Promise<Record<string, string>> {
-  const refs: Record<string, string> = {};
-  for (const version of SAMPLE_RELEASES) {
-    const image = await buildRelease(join(LOCAL_DIR, 'releases', version), version);
-    await pushRelease(image, registry.host, 'kindling/release', { ca: caPem, tag: version });
-    refs[version] = `${registry.host}/kindling/release:${version}`;
-  }
-  return refs;
+  // At once: each is a small build and a few uploads, so the start waits for the slowest, not the sum.
+  const pushed = await Promise.all(
+    SAMPLE_RELEASES.map(async (version) => {
+      const image = await buildRelease(join(LOCAL_DIR, 'releases', version), version);
+      await pushRelease(image, registry.host, 'kindling/release', { ca: caPem, tag: version });
+      return [version, `${registry.host}/kindling/release:${version}`] as const;
+    }),
+  );
+  return Object.fromEntries(pushed);
 }
 
 /** Applies the sample tenant (server-side apply, so a restart changes nothing the user has not changed). */

@@ -11,7 +11,9 @@ import {
 } from './capi.js';
 import { goldenIn } from '../../support/testing/golden.js';
 import { ANNOTATIONS } from '../../api/src/keys.js';
-import { DEFAULT_HEALTH_CHECK_TIMEOUT } from '../../api/src/nodepool.js';
+import { DEFAULT_HEALTH_CHECK_TIMEOUT, type NodePool } from '../../api/src/nodepool.js';
+import { scaleFromZero } from './capacity.js';
+import { configHash, normaliseConfig } from './hash.js';
 import { sampleInPlacePool, samplePool } from '../../api/testing/nodepool.js';
 
 const assertGolden = goldenIn('nodepool-controller/src/testdata');
@@ -195,5 +197,86 @@ describe('the ClusterAPI in-place engine', () => {
       desiredBootstrapTemplate(clusterApiPool, 'ffff').metadata.name,
       desiredBootstrapTemplate(clusterApiPool, opts.hash).metadata.name,
     );
+  });
+});
+
+describe('metadata and timeouts in place', () => {
+  const withMetadata = (p: NodePool): void => {
+    p.spec.machineAnnotations = { 'example.com/owner': 'team-a' };
+    p.spec.nodeDeletionTimeout = '45s';
+    p.spec.minReadySeconds = 20;
+  };
+
+  it('when the pool sets Machine annotations, nodeDeletionTimeout and minReadySeconds, it should put them in the template and on existing Machines', () => {
+    for (const child of [
+      desiredMachineSet(sampleInPlacePool(withMetadata), opts),
+      desiredMachineDeployment(samplePool(withMetadata), opts),
+    ]) {
+      assert.deepEqual(child.spec.template.metadata?.annotations, { 'example.com/owner': 'team-a' });
+      assert.equal(child.spec.template.spec.deletion?.nodeDeletionTimeoutSeconds, 45);
+      assert.equal(child.spec.template.spec.minReadySeconds, 20);
+    }
+    assertGolden(
+      'machine-propagation-metadata.json',
+      desiredMachinePropagation(samplePool(withMetadata), { name: 'workers-abcde', namespace: 'tenant-a' }),
+    );
+  });
+
+  it('when they change or are removed, it should keep the bootstrap data, version and config hash', () => {
+    const hashOf = (p: NodePool): string => configHash({ release: p.spec.release.image, config: normaliseConfig([]) });
+    const [before, after] = [samplePool(withMetadata), samplePool()];
+    assert.equal(hashOf(after), hashOf(before));
+    const [a, b] = [desiredMachineDeployment(before, opts), desiredMachineDeployment(after, opts)];
+    assert.deepEqual(b.spec.template.spec.bootstrap, a.spec.template.spec.bootstrap);
+    assert.equal(b.spec.template.spec.version, a.spec.template.spec.version);
+    assert.equal(b.spec.template.metadata?.annotations, undefined);
+    assert.equal(b.spec.template.spec.minReadySeconds, undefined);
+    assert.equal(desiredMachinePropagation(after, { name: 'm' }).metadata['annotations'], undefined);
+  });
+});
+
+describe('scale from zero', () => {
+  const fromZero = (patch: (p: NodePool) => void = () => {}): NodePool =>
+    samplePool((p) => {
+      delete p.spec.replicas;
+      p.spec.autoScaling = { min: 0, max: 4 };
+      patch(p);
+    });
+  const capacityOf = (pool: NodePool, template?: Record<string, string>): Record<string, string> | undefined =>
+    desiredMachineDeployment(pool, { ...opts, capacity: scaleFromZero(pool, template)?.annotations }).metadata
+      .annotations;
+
+  it('when min is 0 and the template reports capacity, it should carry the autoscaler capacity annotations from it (golden)', () => {
+    const pool = fromZero((p) => (p.spec.autoScaling = { min: 0, max: 4, capacity: { cpu: '1', memory: '1Gi' } }));
+    const template = { cpu: '4', memory: '16Gi', 'nvidia.com/gpu': '2', pods: '110' };
+    assert.equal(scaleFromZero(pool, template)?.source, 'InfrastructureTemplate');
+    assertGolden('machinedeployment-scale-from-zero.json', capacityOf(pool, template));
+  });
+
+  it('when the template reports none, it should take spec.autoScaling.capacity and say so', () => {
+    const pool = fromZero(
+      (p) =>
+        (p.spec.autoScaling = {
+          min: 0,
+          max: 4,
+          capacity: { cpu: '2', memory: '8Gi', gpuCount: 1, gpuType: 'nvidia.com/gpu' },
+        }),
+    );
+    const decided = scaleFromZero(pool, undefined);
+    assert.equal(decided?.source, 'Spec');
+    assert.match(decided?.message ?? '', /from spec\.autoScaling\.capacity \(cpu 2, memory 8Gi, 1 nvidia\.com\/gpu\)/);
+    assert.equal(capacityOf(pool)?.[ANNOTATIONS.autoscalerCapacityGpuCount], '1');
+  });
+
+  it('when neither reports capacity, it should write none and say the autoscaler cannot scale from zero', () => {
+    const decided = scaleFromZero(fromZero(), {});
+    assert.equal(decided?.source, undefined);
+    assert.match(decided?.message ?? '', /cannot scale the pool up from zero/);
+  });
+
+  it('when min is above 0, it should carry no capacity annotations even with a spec capacity', () => {
+    const pool = fromZero((p) => (p.spec.autoScaling = { min: 1, max: 4, capacity: { cpu: '2' } }));
+    assert.equal(scaleFromZero(pool, { cpu: '4' }), undefined);
+    assert.equal(capacityOf(pool, { cpu: '4' })?.[ANNOTATIONS.autoscalerCapacityCpu], undefined);
   });
 });

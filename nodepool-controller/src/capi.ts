@@ -31,6 +31,8 @@ export interface ChildOptions {
   version: string;
   /** spec.replicas of the live child, if any: with autoscaling, the autoscaler owns it (kept when in range). */
   liveReplicas?: number;
+  /** The autoscaler's capacity annotations of a pool that may scale to zero (capacity.ts). */
+  capacity?: Record<string, string>;
 }
 
 const GO_UNITS: Record<string, number> = { ns: 1e-9, us: 1e-6, µs: 1e-6, ms: 1e-3, s: 1, m: 60, h: 3600 };
@@ -55,10 +57,14 @@ export function desiredReplicas(pool: NodePool, liveReplicas: number | undefined
   return Math.min(scaling.max, Math.max(scaling.min, liveReplicas ?? scaling.min));
 }
 
-function autoscalerAnnotations(pool: NodePool): Record<string, string> {
+function autoscalerAnnotations(pool: NodePool, opts: ChildOptions): Record<string, string> {
   const scaling = pool.spec.autoScaling;
   if (!scaling) return {};
-  return { [ANNOTATIONS.autoscalerMinSize]: String(scaling.min), [ANNOTATIONS.autoscalerMaxSize]: String(scaling.max) };
+  return {
+    [ANNOTATIONS.autoscalerMinSize]: String(scaling.min),
+    [ANNOTATIONS.autoscalerMaxSize]: String(scaling.max),
+    ...(scaling.min === 0 ? opts.capacity : {}),
+  };
 }
 
 function machineTaints(pool: NodePool): MachineTaint[] {
@@ -70,16 +76,33 @@ function machineTaints(pool: NodePool): MachineTaint[] {
   }));
 }
 
-/** The fields of a Machine that propagate in place (no rollout): deletion timeouts and taints. */
-function inPlaceSpec(pool: NodePool): Pick<MachineSpec, 'deletion' | 'taints'> {
+/** The fields of a Machine that propagate in place (no rollout, Cluster API's in-place propagation list):
+ * deletion timeouts, minReadySeconds and taints. */
+function inPlaceSpec(pool: NodePool): Pick<MachineSpec, 'deletion' | 'taints' | 'minReadySeconds'> {
   const drain = durationSeconds(pool.spec.nodeDrainTimeout);
   const detach = durationSeconds(pool.spec.nodeVolumeDetachTimeout);
+  const deleteNode = durationSeconds(pool.spec.nodeDeletionTimeout);
   const deletion = {
     ...(drain === undefined ? {} : { nodeDrainTimeoutSeconds: drain }),
     ...(detach === undefined ? {} : { nodeVolumeDetachTimeoutSeconds: detach }),
+    ...(deleteNode === undefined ? {} : { nodeDeletionTimeoutSeconds: deleteNode }),
   };
   const taints = machineTaints(pool);
-  return { ...(Object.keys(deletion).length > 0 ? { deletion } : {}), ...(taints.length > 0 ? { taints } : {}) };
+  const minReady = pool.spec.minReadySeconds;
+  return {
+    ...(Object.keys(deletion).length > 0 ? { deletion } : {}),
+    ...(taints.length > 0 ? { taints } : {}),
+    ...(minReady === undefined ? {} : { minReadySeconds: minReady }),
+  };
+}
+
+/** The Machine metadata that propagates in place: the pool's node labels and Machine annotations. */
+function inPlaceMetadata(pool: NodePool): { labels: Record<string, string>; annotations?: Record<string, string> } {
+  const annotations = pool.spec.machineAnnotations ?? {};
+  return {
+    labels: { ...(pool.spec.nodeLabels ?? {}) },
+    ...(Object.keys(annotations).length > 0 ? { annotations: { ...annotations } } : {}),
+  };
 }
 
 /** Where a Machine's user-data comes from: the pool's Secret itself, or (ClusterAPI engine) its bootstrap template. */
@@ -96,8 +119,9 @@ function bootstrapOf(pool: NodePool, hash: string): MachineSpec['bootstrap'] {
 }
 
 function machineTemplate(pool: NodePool, opts: ChildOptions): MachineTemplate {
+  const metadata = inPlaceMetadata(pool);
   return {
-    metadata: { labels: { ...(pool.spec.nodeLabels ?? {}), ...selectorLabels(pool) } },
+    metadata: { ...metadata, labels: { ...metadata.labels, ...selectorLabels(pool) } },
     spec: {
       clusterName: pool.spec.clusterName,
       bootstrap: bootstrapOf(pool, opts.hash),
@@ -153,7 +177,7 @@ export function desiredMachineDeployment(pool: NodePool, opts: ChildOptions): Ma
   return {
     apiVersion: CAPI_API_VERSION,
     kind: 'MachineDeployment',
-    metadata: childMetadata(pool, { ...autoscalerAnnotations(pool), ...gate }),
+    metadata: childMetadata(pool, { ...autoscalerAnnotations(pool, opts), ...gate }),
     spec: {
       clusterName: pool.spec.clusterName,
       replicas: desiredReplicas(pool, opts.liveReplicas),
@@ -184,7 +208,7 @@ export function desiredBootstrapTemplate(pool: NodePool, hash: string): Kindling
 export function desiredMachineSet(pool: NodePool, opts: ChildOptions): MachineSet {
   const replicas = desiredReplicas(pool, opts.liveReplicas);
   const annotations = {
-    ...autoscalerAnnotations(pool),
+    ...autoscalerAnnotations(pool, opts),
     [ANNOTATIONS.targetConfigHash]: opts.hash,
     [ANNOTATIONS.maxUnavailable]: String(resolveMaxUnavailable(pool.spec.management.inPlace?.maxUnavailable, replicas)),
     [ANNOTATIONS.healthCheckTimeout]: healthCheckTimeout(pool),
@@ -243,7 +267,7 @@ export function desiredMachineHealthCheck(pool: NodePool): MachineHealthCheck {
 }
 
 /** What the pool applies onto an existing Machine (server-side apply, its own field manager): node labels,
- * taints and deletion timeouts. A key the pool drops is removed; keys others wrote are not touched. */
+ * Machine annotations, taints, deletion timeouts and minReadySeconds. A key the pool drops is removed; keys others wrote are not touched. */
 export function desiredMachinePropagation(
   pool: NodePool,
   machine: { name: string; namespace?: string },
@@ -251,7 +275,7 @@ export function desiredMachinePropagation(
   return {
     apiVersion: CAPI_API_VERSION,
     kind: 'Machine',
-    metadata: { name: machine.name, namespace: machine.namespace, labels: { ...(pool.spec.nodeLabels ?? {}) } },
+    metadata: { name: machine.name, namespace: machine.namespace, ...inPlaceMetadata(pool) },
     spec: inPlaceSpec(pool),
   };
 }

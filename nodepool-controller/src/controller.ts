@@ -22,6 +22,7 @@ import { Caches, type CacheSources } from './caches.js';
 import { createGuestVersions, type ControlPlaneVersions } from './guest.js';
 import { createGuestKubeConfigs } from '../../support/src/guest-kubeconfigs.js';
 import { createGuestNodes, type GuestNodes } from './nodes.js';
+import { createInfrastructureTemplates } from './templates.js';
 import type { ControllerConfig } from './phases.js';
 import { NodePoolReconciler } from './reconciler.js';
 import { tagVersionResolver, type ReleaseVersionResolver } from './release.js';
@@ -197,12 +198,14 @@ export function createNodePoolController(opts: ControllerOptions): NodePoolContr
   const kubeConfigs = createGuestKubeConfigs((namespace, name) => core.readNamespacedSecret({ namespace, name }));
   const versions = opts.versions ?? createGuestVersions({ kubeConfigs, clock: opts.clock });
   const nodes = createGuestNodes(kubeConfigs);
+  const templates = createInfrastructureTemplates(kc);
   const events = createEventRecorder(kc, () => clock.now());
   const reconciler = new NodePoolReconciler({
     caches,
     writer,
     events,
     nodes,
+    templates,
     versions,
     releases: opts.releases ?? tagVersionResolver,
     clock,

@@ -1,5 +1,5 @@
 /**
- * The pool's nodeLabels and taints on its guest Nodes (the Nodes its Machines' status.nodeRef names), by
+ * The pool's nodeLabels, nodeAnnotations and taints on its guest Nodes (the Nodes its Machines' status.nodeRef names), by
  * server-side apply under the controller's field manager: labels it dropped are removed, labels others wrote
  * stay. Node spec.taints is an atomic list, so the applied list is the Node's other taints plus the pool's, the
  * pool's own are remembered in ANNOTATIONS.poolTaints (to remove them later), and the apply carries the Node's
@@ -92,7 +92,10 @@ export function desiredNode(pool: NodePool, live: k8s.V1Node): NodeApply | undef
     metadata: {
       name: live.metadata?.name ?? '',
       labels: { ...(pool.spec.nodeLabels ?? {}) },
-      annotations: ids.length > 0 ? { [ANNOTATIONS.poolTaints]: JSON.stringify(ids) } : {},
+      annotations: {
+        ...(pool.spec.nodeAnnotations ?? {}),
+        ...(ids.length > 0 ? { [ANNOTATIONS.poolTaints]: JSON.stringify(ids) } : {}),
+      },
     },
     spec: { taints },
   };

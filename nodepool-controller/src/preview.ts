@@ -6,7 +6,7 @@
  * eslint.config.js), so its internals can change behind this list.
  */
 import type * as k8s from '#k8s';
-import type { NodePool } from '../../api/src/nodepool.js';
+import type { NodePool, VersionSkip } from '../../api/src/nodepool.js';
 import type { Machine, MachineDeployment, MachineSet } from '../../api/src/capi.js';
 import type { KindlingConfigTemplate } from '../../api/src/bootstrap.js';
 import { createLogger } from '../../support/src/logger.js';
@@ -14,14 +14,15 @@ import { realClock } from '../../support/src/timers.js';
 import { Caches } from './caches.js';
 import type { CacheSource, Writer } from './store.js';
 import { formatVersion, tagVersionResolver, type ReleaseVersionResolver, type Version } from './release.js';
-import { SKEW_POLICIES } from './skew.js';
+import { SKEW_POLICIES, checkPolicy, skewCondition } from './skew.js';
 import type { ControlPlaneVersions } from './guest.js';
 import type { HashInputs } from './hash.js';
 import type { Observations, Verdict } from './status.js';
 import { pauseState } from './pause-state.js';
 import { deployedEffective, evaluateTarget, type Evaluation } from './phases/inputs.js';
 import { desiredToken, targetEffective } from './phases/secrets.js';
-import { desiredChild } from './phases/children.js';
+import { desiredChild, observeCapacity } from './phases/children.js';
+import type { InfrastructureTemplates } from './templates.js';
 import {
   inputsOf,
   newScope,
@@ -47,6 +48,8 @@ export { hashOfBootstrap } from './phases/scope.js';
 export { clusterApiFailure } from './capi-progress.js';
 export { formatVersion, parseVersion, type ReleaseVersionResolver, type Version } from './release.js';
 export { createGuestVersions, type ControlPlaneVersions } from './guest.js';
+export { createInfrastructureTemplates, type InfrastructureTemplates } from './templates.js';
+export { SKEW_POLICIES, checkPolicy, type SkewInput } from './skew.js';
 export { NODEPOOL_CONTROLLER_FLAGS } from './command.js';
 export type { Verdict } from './status.js';
 
@@ -62,6 +65,8 @@ export interface PreviewState {
   versions: ControlPlaneVersions;
   /** Absent: the release version is read from the image's tag, as the controller's default resolver does. */
   releases?: ReleaseVersionResolver;
+  /** Absent: no template reports capacity (a pool that may scale to zero uses its spec's). */
+  templates?: InfrastructureTemplates;
   maxSkewMinors: number;
   now: number;
 }
@@ -78,7 +83,7 @@ interface SkewPreview {
   controlPlane: { version?: string; error?: string };
   /** Each skew policy, in the controller's order, with its verdict on the target (none without a target);
    * empty when the control plane's version is unknown. */
-  policies: { title: string; verdict?: Verdict<'SupportedVersionSkew'> }[];
+  policies: { title: string; skippable?: VersionSkip; verdict?: Verdict<'SupportedVersionSkew'> }[];
 }
 
 export interface NodePoolPreview {
@@ -134,6 +139,7 @@ function readOnlyDeps(state: PreviewState, pool: NodePool): PhaseDeps {
     releases: state.releases ?? tagVersionResolver,
     clock: realClock,
     config,
+    ...(state.templates ? { templates: state.templates } : {}),
   };
 }
 
@@ -151,7 +157,11 @@ async function skewPreview(s: Scope, deps: PhaseDeps, e: Evaluation): Promise<Sk
   const reason = s.obs.skew?.reason;
   if (reason === 'ControlPlaneUnreachable' || reason === 'GuestKubeconfigRefused')
     return { controlPlane: { error: s.obs.skew?.message ?? '' }, policies: [] };
-  if (!e.target) return { controlPlane: {}, policies: SKEW_POLICIES.map((p) => ({ title: p.title })) };
+  if (!e.target)
+    return {
+      controlPlane: {},
+      policies: SKEW_POLICIES.map((p) => ({ title: p.title, ...(p.skippable ? { skippable: p.skippable } : {}) })),
+    };
   // The skew phase asked the same source a moment ago; the guest version cache answers this one.
   const controlPlane = await deps.versions.versionOf(s.ns, s.pool.spec.clusterName);
   const input = {
@@ -160,11 +170,13 @@ async function skewPreview(s: Scope, deps: PhaseDeps, e: Evaluation): Promise<Sk
     current: e.deployed?.version,
     maxMinorsBehind: deps.config.maxSkewMinors,
     allowPrerelease: s.pool.spec.release.allowPrerelease ?? false,
+    allowSkips: s.pool.spec.release.allowSkips ?? [],
   };
-  const policies = SKEW_POLICIES.map((p): SkewPreview['policies'][number] => {
-    const v = p.check(input);
-    return { title: p.title, verdict: { ok: v.ok, reason: v.ok ? 'AsExpected' : v.reason, message: v.message } };
-  });
+  const policies = SKEW_POLICIES.map((p): SkewPreview['policies'][number] => ({
+    title: p.title,
+    ...(p.skippable ? { skippable: p.skippable } : {}),
+    verdict: skewCondition(checkPolicy(p, input)),
+  }));
   return { controlPlane: { version: formatVersion(controlPlane) }, policies };
 }
 
@@ -197,6 +209,7 @@ export async function previewNodePool(state: PreviewState, override?: PreviewOve
   // What the reconcile applies once the target's token is minted (until then it keeps the deployed hash).
   const rolling = e.blocked === undefined ? e.target : undefined;
   const effective = rolling ? targetEffective(rolling) : deployedEffective(e.deployed);
+  if (effective) await observeCapacity(s, deps);
   const pause = pauseState(pool.spec.pausedUntil, state.now);
   const deployed = deployedOf(s, deps, e);
   return {

@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { TerminalError } from '../../support/src/errors.js';
-import { checkVersionSkew, type SkewInput } from './skew.js';
+import { checkVersionSkew, skewCondition, SKEW_POLICIES, type SkewInput } from './skew.js';
 import { compareVersions, parseVersion, referenceTag, tagVersionResolver, type Version } from './release.js';
 
 const v = (text: string): Version => parseVersion(text) ?? assert.fail(`bad version ${text}`);
@@ -71,6 +71,20 @@ describe('checkVersionSkew', () => {
     ['the node is a major behind', { node: v('0.36.0') }, 'TooFarBehindControlPlane'],
     ['an upgrade skips a minor', { node: v('1.36.0'), current: v('1.34.5') }, 'UpgradeSkipsMinor'],
     ['a pre-release is not opted in', { node: v('1.36.0-rc.1') }, 'PrereleaseNotAllowed'],
+    ['the release is older than the nodes run', { node: v('1.36.2'), current: v('1.36.3') }, 'Downgrade'],
+    ['a downgrade crosses a minor', { node: v('1.35.9'), current: v('1.36.3') }, 'Downgrade'],
+    ['the pool allows a downgrade', { node: v('1.36.2'), current: v('1.36.3'), allowSkips: ['Downgrade'] }, true],
+    [
+      'the pool allows only a minor skip and the release is a downgrade',
+      { node: v('1.36.2'), current: v('1.36.3'), allowSkips: ['MinorSkip'] },
+      'Downgrade',
+    ],
+    ['the pool allows a minor skip', { node: v('1.36.0'), current: v('1.34.5'), allowSkips: ['MinorSkip'] }, true],
+    [
+      'the pool allows every skip and the node is newer than the control plane',
+      { node: v('1.37.0'), current: v('1.36.3'), allowSkips: ['Downgrade', 'MinorSkip'] },
+      'NodeNewerThanControlPlane',
+    ],
   ];
   for (const [condition, patch, expected] of cases) {
     it(`when ${condition}, it should ${expected === true ? 'pass' : `fail with ${expected}`}`, () => {
@@ -93,6 +107,27 @@ describe('checkVersionSkew', () => {
     assert.match(
       checkVersionSkew(base({ node: v('1.36.0'), current: v('1.34.0') })).message,
       /upgrade to a 1.35 release first/,
+    );
+  });
+
+  it('when a skippable rule is overridden, it should pass and say so, and the condition should be True with reason Overridden', () => {
+    const verdict = checkVersionSkew(base({ node: v('1.36.2'), current: v('1.36.3'), allowSkips: ['Downgrade'] }));
+    assert.deepEqual(verdict.ok && verdict.overridden, ['Downgrade']);
+    assert.match(verdict.message, /Overridden by spec\.release\.allowSkips \(Downgrade\): Release v1\.36\.2 is older/);
+    assert.equal(skewCondition(verdict).reason, 'Overridden');
+    assert.equal(skewCondition(checkVersionSkew(base({}))).reason, 'AsExpected');
+  });
+
+  it('when listing the rules, it should make only the downgrade and the minor skip skippable', () => {
+    assert.deepEqual(
+      SKEW_POLICIES.map((p) => [p.reason, p.skippable]),
+      [
+        ['PrereleaseNotAllowed', undefined],
+        ['NodeNewerThanControlPlane', undefined],
+        ['TooFarBehindControlPlane', undefined],
+        ['Downgrade', 'Downgrade'],
+        ['UpgradeSkipsMinor', 'MinorSkip'],
+      ],
     );
   });
 });

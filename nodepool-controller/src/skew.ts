@@ -1,18 +1,23 @@
 /**
  * The version-skew policy (kubeadm's): a node is never newer than its control plane, at most N minors behind
- * it, an upgrade moves at most one minor, and a pre-release needs the pool's explicit opt-in. Each rule is one
- * entry of SKEW_POLICIES, so `kindling plan` can show every rule's verdict; the controller takes the first
- * refusal.
+ * it, never downgraded, an upgrade moves at most one minor, and a pre-release needs the pool's explicit opt-in.
+ * Each rule is one entry of SKEW_POLICIES, so `kindling plan` can show every rule's verdict; the controller
+ * takes the first refusal. As kubeadm splits its checks, a rule is mandatory or skippable: a pool overrides a
+ * skippable one by naming it in spec.release.allowSkips, and the verdict then says it was overridden.
  */
 import type { CONDITIONS } from '../../api/src/conditions.js';
+import type { VersionSkip } from '../../api/src/nodepool.js';
 import { compareVersions, formatVersion, type Version } from './release.js';
+import type { Verdict } from './status.js';
 
 type SkewReason = Exclude<
   keyof (typeof CONDITIONS.SupportedVersionSkew)['reasons'],
-  'AsExpected' | 'ControlPlaneUnreachable' | 'GuestKubeconfigRefused'
+  'AsExpected' | 'Overridden' | 'ControlPlaneUnreachable' | 'GuestKubeconfigRefused'
 >;
 
-export type SkewVerdict = { ok: true; message: string } | { ok: false; reason: SkewReason; message: string };
+/** A pass names the skippable rules it passed only because the pool overrides them. */
+export type SkewVerdict =
+  { ok: true; message: string; overridden?: VersionSkip[] } | { ok: false; reason: SkewReason; message: string };
 
 export interface SkewInput {
   /** The version of the pool's release. */
@@ -23,6 +28,8 @@ export interface SkewInput {
   current?: Version;
   maxMinorsBehind: number;
   allowPrerelease: boolean;
+  /** spec.release.allowSkips. */
+  allowSkips?: readonly VersionSkip[];
 }
 
 export interface SkewPolicy {
@@ -30,6 +37,8 @@ export interface SkewPolicy {
   reason: SkewReason;
   /** What the rule says, for `kindling plan`. */
   title: string;
+  /** The name spec.release.allowSkips overrides it with; absent: mandatory. */
+  skippable?: VersionSkip;
   check(input: SkewInput): SkewVerdict;
 }
 
@@ -90,8 +99,25 @@ export const SKEW_POLICIES: readonly SkewPolicy[] = [
     },
   },
   {
+    reason: 'Downgrade',
+    title: 'Nodes are never downgraded',
+    skippable: 'Downgrade',
+    check(input: SkewInput): SkewVerdict {
+      const node = formatVersion(input.node);
+      if (!input.current) return pass('No nodes run a release yet');
+      const current = formatVersion(input.current);
+      if (compareVersions(input.node, input.current) >= 0) return pass(`From ${current} to ${node} is no downgrade`);
+      return {
+        ok: false,
+        reason: 'Downgrade',
+        message: `Release ${node} is older than the ${current} the nodes run: add Downgrade to spec.release.allowSkips to downgrade them`,
+      };
+    },
+  },
+  {
     reason: 'UpgradeSkipsMinor',
     title: 'An upgrade moves at most one minor version',
+    skippable: 'MinorSkip',
     check(input: SkewInput): SkewVerdict {
       const node = formatVersion(input.node);
       if (!input.current) return pass('No nodes run a release yet');
@@ -102,19 +128,42 @@ export const SKEW_POLICIES: readonly SkewPolicy[] = [
       return {
         ok: false,
         reason: 'UpgradeSkipsMinor',
-        message: `Upgrading the nodes from ${current} to ${node} skips a minor version: upgrade to a ${next} release first`,
+        message: `Upgrading the nodes from ${current} to ${node} skips a minor version: upgrade to a ${next} release first, or add MinorSkip to spec.release.allowSkips`,
       };
     },
   },
 ];
 
-/** The first refusal of SKEW_POLICIES, or a pass. */
+/** A policy's verdict with the pool's overrides: a refusal of a rule the pool skips becomes an overridden pass. */
+export function checkPolicy(policy: SkewPolicy, input: SkewInput): SkewVerdict {
+  const verdict = policy.check(input);
+  if (verdict.ok || policy.skippable === undefined || !input.allowSkips?.includes(policy.skippable)) return verdict;
+  return {
+    ok: true,
+    message: `Overridden by spec.release.allowSkips (${policy.skippable}): ${verdict.message}`,
+    overridden: [policy.skippable],
+  };
+}
+
+/** The first refusal of SKEW_POLICIES, or a pass that names the overrides it needed. */
 export function checkVersionSkew(input: SkewInput): SkewVerdict {
+  const overrides: string[] = [];
+  const overridden: VersionSkip[] = [];
   for (const policy of SKEW_POLICIES) {
-    const verdict = policy.check(input);
+    const verdict = checkPolicy(policy, input);
     if (!verdict.ok) return verdict;
+    if (verdict.overridden) {
+      overridden.push(...verdict.overridden);
+      overrides.push(verdict.message);
+    }
   }
-  return pass(
-    `Release ${formatVersion(input.node)} is supported with control plane ${formatVersion(input.controlPlane)}`,
-  );
+  const supported = `Release ${formatVersion(input.node)} is supported with control plane ${formatVersion(input.controlPlane)}`;
+  if (overridden.length === 0) return pass(supported);
+  return { ok: true, message: `${supported}. ${overrides.join('. ')}`, overridden };
+}
+
+/** The condition's verdict: an overridden pass is True with reason Overridden, so the status shows it. */
+export function skewCondition(v: SkewVerdict): Verdict<'SupportedVersionSkew'> {
+  if (!v.ok) return { ok: false, reason: v.reason, message: v.message };
+  return { ok: true, reason: v.overridden ? 'Overridden' : 'AsExpected', message: v.message };
 }

@@ -14,6 +14,7 @@ import type { NodePool, NodePoolStatus, RolloutRecord } from '../../api/src/node
 import type { Machine } from '../../api/src/capi.js';
 import type { HashInput } from './hash.js';
 import type { JoinStatus } from './joining.js';
+import type { ScaleFromZero } from './capacity.js';
 import type { Refusal } from '../../support/src/errors.js';
 
 /** A phase's verdict on one input, its reason one of its condition's reasons. */
@@ -57,6 +58,8 @@ export interface Observations {
   machines: Machine[];
   /** The apiserver's refusal of an object this reconcile wrote, if any. */
   refusal?: Refusal;
+  /** A pool that may scale to zero: the capacity it tells the autoscaler, and where it came from. */
+  capacity?: ScaleFromZero;
   /** Booted hosts without a Node, and the timeout that makes them late. */
   joining?: JoinStatus & { timeoutMs: number };
 }
@@ -195,16 +198,7 @@ const SETTERS: { [T in Exclude<ConditionType, 'Ready'>]: Setter<T> } = {
         },
   UpdatingConfig: updating('config'),
   UpdatingVersion: updating('release'),
-  AutoscalingEnabled: (o) => {
-    const s = o.pool.spec.autoScaling;
-    return s
-      ? {
-          status: 'True',
-          reason: 'AsExpected',
-          message: `The cluster autoscaler keeps between ${s.min} and ${s.max} nodes`,
-        }
-      : { status: 'False', reason: 'Disabled', message: 'spec.autoScaling is not set' };
-  },
+  AutoscalingEnabled: autoscaling,
   AutorepairEnabled: autorepair,
   ReconciliationActive: (o) =>
     o.pausedUntil === undefined
@@ -221,6 +215,17 @@ const SETTERS: { [T in Exclude<ConditionType, 'Ready'>]: Setter<T> } = {
   AllNodesJoined: joined,
   AllNodesHealthy: machinesSetter('NodeHealthy', 'NodesNotHealthy', 'healthy'),
 };
+
+function autoscaling(o: Observations): Decided<'AutoscalingEnabled'> {
+  const s = o.pool.spec.autoScaling;
+  if (!s) return { status: 'False', reason: 'Disabled', message: 'spec.autoScaling is not set' };
+  const bounds = `The cluster autoscaler keeps between ${s.min} and ${s.max} nodes`;
+  if (!o.capacity) return { status: 'True', reason: 'AsExpected', message: bounds };
+  const message = `${bounds}; ${o.capacity.message}`;
+  return o.capacity.source
+    ? { status: 'True', reason: 'AsExpected', message }
+    : { status: 'False', reason: 'CapacityUnknown', message };
+}
 
 /** The first reason the pool is not ready, or undefined. */
 function notReadyBecause(o: Observations, conds: Map<ConditionType, Condition>): string | undefined {

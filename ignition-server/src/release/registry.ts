@@ -9,11 +9,13 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { MAX_BLOB_BYTES, type ImageSource, type ManifestBytes } from './image.js';
 import { isDigest } from './reference.js';
 import { InvalidReleaseError, MEDIA_TYPES, ReleaseUnavailableError } from './types.js';
+import {
+  basicAuthorization as basic,
+  parseChallenge,
+  type RegistryCredentials,
+} from '../../../support/src/registry-auth.js';
 
-export interface RegistryCredentials {
-  username: string;
-  password: string;
-}
+export { parseChallenge, parsePullSecret, type RegistryCredentials } from '../../../support/src/registry-auth.js';
 
 export interface RegistryOptions {
   /** Extra CA certificates (PEM) trusted for registries, besides the system ones. */
@@ -43,25 +45,6 @@ const MANIFEST_ACCEPT = [
   MEDIA_TYPES.dockerList,
   MEDIA_TYPES.dockerManifest,
 ].join(', ');
-
-/** Reads `{"auths": {"host": {"auth": b64(user:pass)} | {"username","password"}}}`. */
-export function parsePullSecret(json: string): (host: string) => RegistryCredentials | undefined {
-  const parsed = JSON.parse(json) as {
-    auths?: Record<string, { auth?: string; username?: string; password?: string }>;
-  };
-  const byHost = new Map<string, RegistryCredentials>();
-  for (const [key, entry] of Object.entries(parsed.auths ?? {})) {
-    const host = key.replace(/^https?:\/\//, '').replace(/\/.*$/, '');
-    const decoded = entry.auth
-      ? Buffer.from(entry.auth, 'base64').toString('utf8')
-      : `${entry.username ?? ''}:${entry.password ?? ''}`;
-    const colon = decoded.indexOf(':');
-    if (colon > 0) byHost.set(host, { username: decoded.slice(0, colon), password: decoded.slice(colon + 1) });
-  }
-  return (host) =>
-    byHost.get(host) ??
-    (host === 'registry-1.docker.io' ? (byHost.get('docker.io') ?? byHost.get('index.docker.io')) : undefined);
-}
 
 function send(req: HttpRequest, opts: RegistryOptions): Promise<HttpResponse> {
   const maxBytes = req.maxBytes ?? MAX_BLOB_BYTES;
@@ -100,21 +83,6 @@ function send(req: HttpRequest, opts: RegistryOptions): Promise<HttpResponse> {
     r.end(req.body);
   });
 }
-
-/** `Bearer realm="…",service="…"` → { scheme, params }. */
-export function parseChallenge(
-  header: string | undefined,
-): { scheme: string; params: Record<string, string> } | undefined {
-  if (!header) return undefined;
-  const m = /^(\w+)\s*(.*)$/.exec(header.trim());
-  if (!m) return undefined;
-  const params: Record<string, string> = {};
-  for (const p of (m[2] ?? '').matchAll(/(\w+)="([^"]*)"/g)) params[(p[1] ?? '').toLowerCase()] = p[2] ?? '';
-  return { scheme: (m[1] ?? '').toLowerCase(), params };
-}
-
-const basic = (c: RegistryCredentials): string =>
-  `Basic ${Buffer.from(`${c.username}:${c.password}`).toString('base64')}`;
 
 export class RegistryClient {
   readonly #host: string;

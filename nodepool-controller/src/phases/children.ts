@@ -23,6 +23,7 @@ import {
   desiredMachineSet,
 } from '../capi.js';
 import { joinStatus } from '../joining.js';
+import { scaleFromZero, type TemplateCapacity } from '../capacity.js';
 import { applyIfNeeded, withKind } from '../apply.js';
 import { CONTINUE, requeueAfter, type PhaseResult } from './result.js';
 import {
@@ -36,13 +37,30 @@ import {
   inPool,
 } from './scope.js';
 
+/** A pool that may scale to zero: what its infrastructure template reports of a node, else its spec's capacity. */
+export async function observeCapacity(s: Scope, deps: PhaseDeps): Promise<void> {
+  if (s.pool.spec.autoScaling?.min !== 0) return;
+  let reported: TemplateCapacity | undefined;
+  try {
+    reported = await deps.templates?.capacityOf(s.ns, s.pool.spec.platform.infrastructureTemplateRef);
+  } catch (err) {
+    // The spec's capacity (or the condition saying there is none) stands in for a template that cannot be read.
+    s.log.info({ err: err instanceof Error ? err.message : String(err) }, 'Cannot read the infrastructure template');
+  }
+  s.obs.capacity = scaleFromZero(s.pool, reported);
+}
+
 /** The child as the reconcile applies it at the effective hash, with the bootstrap template it names (ClusterAPI engine). */
 export function desiredChild(
   s: Scope,
   deps: PhaseDeps,
   effective: Effective,
 ): { child: MachineSet | MachineDeployment; template?: KindlingConfigTemplate } {
-  const opts = { ...effective, liveReplicas: liveChild(s, deps)?.spec.replicas };
+  const opts = {
+    ...effective,
+    liveReplicas: liveChild(s, deps)?.spec.replicas,
+    ...(s.obs.capacity ? { capacity: s.obs.capacity.annotations } : {}),
+  };
   if (!hasMachineDeployment(s.pool)) return { child: desiredMachineSet(s.pool, opts) };
   const template =
     inPlaceEngine(s.pool) === 'ClusterAPI' ? desiredBootstrapTemplate(s.pool, effective.hash) : undefined;
@@ -51,6 +69,7 @@ export function desiredChild(
 
 export async function phaseChildren(s: Scope, deps: PhaseDeps, d: Decision): Promise<PhaseResult> {
   if (!d.effective) return CONTINUE;
+  await observeCapacity(s, deps);
   const live = liveChild(s, deps);
   const { child, template } = desiredChild(s, deps, d.effective);
   let applied: MachineSet | MachineDeployment;

@@ -7,7 +7,7 @@ import { isConditionError } from '../condition-error.js';
 import { findKubeconfigRefusal } from '../../../support/src/guest-kubeconfig-parse.js';
 import { configHash, normaliseConfig, type ConfigSource } from '../hash.js';
 import { formatVersion, parseVersion, type Version } from '../release.js';
-import { checkVersionSkew } from '../skew.js';
+import { checkVersionSkew, skewCondition } from '../skew.js';
 import { CONTINUE, requeueAfter, type PhaseResult } from './result.js';
 import { hashOfBootstrap, liveChild, type Deployed, type PhaseDeps, type Scope, type Target, inPool } from './scope.js';
 
@@ -113,8 +113,9 @@ async function phaseSkew(
     current: deployed?.version,
     maxMinorsBehind: deps.config.maxSkewMinors,
     allowPrerelease: s.pool.spec.release.allowPrerelease ?? false,
+    allowSkips: s.pool.spec.release.allowSkips ?? [],
   });
-  s.obs.skew = { ok: verdict.ok, reason: verdict.ok ? 'AsExpected' : verdict.reason, message: verdict.message };
+  s.obs.skew = skewCondition(verdict);
   return verdict.ok ? { result: CONTINUE } : { blockedBy: verdict.message, result: CONTINUE };
 }
 

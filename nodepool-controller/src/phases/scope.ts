@@ -14,6 +14,7 @@ import type { HashInputs } from '../hash.js';
 import type { ReleaseVersionResolver, Version } from '../release.js';
 import type { ControlPlaneVersions } from '../guest.js';
 import type { GuestNodes } from '../nodes.js';
+import type { InfrastructureTemplates } from '../templates.js';
 import type { IgnitionEndpoint } from '../desired-secrets.js';
 import { hashOfUserData } from '../desired-secrets.js';
 import type { Observations } from '../status.js';
@@ -41,6 +42,8 @@ export interface PhaseDeps {
   config: ControllerConfig;
   /** Labels and taints onto the pool's guest Nodes; absent: the Nodes are left alone. */
   nodes?: GuestNodes;
+  /** What infrastructure templates report of a node's capacity (scale from zero); absent: nothing. */
+  templates?: InfrastructureTemplates;
 }
 
 /** One reconcile of one pool. Only `obs` changes while the phases run. */
