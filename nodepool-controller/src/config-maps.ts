@@ -49,11 +49,6 @@ export class ReferencedConfigMaps implements CacheSource<ConfigMap> {
     return [...this.#watches.values()].every((w) => w.synced);
   }
 
-  /** The names watched, as `namespace/name`: for tests and metrics. */
-  get watched(): string[] {
-    return [...this.#watches.keys()];
-  }
-
   /** A pool of the namespace changed: opens the watches of names newly referenced, closes the ones no longer. */
   poolChanged(namespace: string): void {
     if (this.#stopped) return;

@@ -11,6 +11,7 @@ import { InflateBudget, InflateLimitError, InvalidGzipError } from '../../../sup
 import type { Release } from '../release/types.js';
 import { isObject, type Json } from './merge.js';
 import { InvalidConfigError } from './render.js';
+import { dataUrlBytes, InvalidDataUrlError } from '../../../support/src/data-url.js';
 
 interface Part {
   what: string;
@@ -46,21 +47,8 @@ function resources(config: Json | undefined): { path: string; source: string; gz
   );
 }
 
-/** A data URL's bytes; undefined for another scheme (the host fetches it, nothing here holds it). */
-function decoded(source: string): Buffer | undefined {
-  const m = /^data:([^,]*),(.*)$/s.exec(source);
-  if (!m) return undefined;
-  const [, meta = '', data = ''] = m;
-  if (meta.split(';').includes('base64')) return Buffer.from(data, 'base64');
-  try {
-    return Buffer.from(decodeURIComponent(data), 'utf8');
-  } catch {
-    return Buffer.from(data, 'utf8');
-  }
-}
-
 async function spend(budget: InflateBudget, what: string, res: ReturnType<typeof resources>[number]): Promise<void> {
-  const bytes = decoded(res.source);
+  const bytes = dataUrlBytes(res.source);
   if (!bytes) return;
   const where = `${what} (storage.files[${res.path}])`;
   if (res.gzip) await budget.count(bytes, where);
@@ -79,7 +67,8 @@ export async function checkConfigBytes(release: Release, docs: unknown, maxBytes
         `${err.message}: the files of one payload, decoded and inflated, may take ${err.limit} bytes in all (the ignition server's --max-config-bytes)`,
         { cause: err },
       );
-    if (err instanceof InvalidGzipError) throw new InvalidConfigError(err.message, { cause: err });
+    if (err instanceof InvalidGzipError || err instanceof InvalidDataUrlError)
+      throw new InvalidConfigError(err.message, { cause: err });
     throw err;
   }
 }

@@ -5,6 +5,7 @@ import { minimumVersion, negotiateVersion, SPEC_VERSIONS, type SpecVersion } fro
 import { createValidator } from './validate.js';
 import { BASE_FRAGMENTS, RELEASE_MANIFEST } from '../../testing/index.js';
 import type { Release } from '../release/types.js';
+import { dataUrlBytes } from '../../../support/src/data-url.js';
 
 const validate = createValidator();
 const release: Release = {
@@ -37,10 +38,7 @@ function files(config: Record<string, unknown>): Files {
   return (config.storage as { files?: Files } | undefined)?.files ?? [];
 }
 function text(config: Record<string, unknown>, path: string): string | undefined {
-  const source = files(config).find((f) => f.path === path)?.contents.source ?? '';
-  const m = /^data:[^,]*?(;base64)?,(.*)$/s.exec(source);
-  if (!m) return undefined;
-  return m[1] ? Buffer.from(m[2] ?? '', 'base64').toString() : decodeURIComponent(m[2] ?? '');
+  return dataUrlBytes(files(config).find((f) => f.path === path)?.contents.source ?? '')?.toString();
 }
 
 describe('payload rendering', () => {

@@ -8,6 +8,7 @@ import { HOST_PATHS } from '../../../api/src/host-paths.js';
 import type { Release } from '../release/types.js';
 import { isObject, mergeObjects, type Json, type JsonObject } from './merge.js';
 import { minimumVersion, type SpecVersion } from './versions.js';
+import { dataUrlBytes } from '../../../support/src/data-url.js';
 
 export const KUBELET_CONFIG_PATH = HOST_PATHS.kubeletConfig;
 export const RELEASE_INFO_PATH = HOST_PATHS.releaseInfo;
@@ -127,10 +128,7 @@ function inlineText(config: JsonObject, path: string): string | undefined {
   const files = isObject(config.storage) && Array.isArray(config.storage.files) ? config.storage.files : [];
   const entry = files.find((f) => isObject(f) && f.path === path);
   const source = isObject(entry) && isObject(entry.contents) ? entry.contents.source : undefined;
-  if (typeof source !== 'string') return undefined;
-  const m = /^data:[^,]*?(;base64)?,(.*)$/s.exec(source);
-  if (!m) return undefined;
-  return m[1] ? Buffer.from(m[2] ?? '', 'base64').toString('utf8') : decodeURIComponent(m[2] ?? '');
+  return typeof source === 'string' ? dataUrlBytes(source)?.toString('utf8') : undefined;
 }
 
 /**

@@ -15,12 +15,13 @@ import { DEFAULT_MAX_CONFIG_BYTES } from '../../../api/src/limits.js';
 import { InflateBudget, InflateLimitError, InvalidGzipError } from '../../../support/src/inflate.js';
 import { UnsupportedConfigError } from './refusal.js';
 import { checkMode, ownerOf, type HostFacts, type IgnPrincipal, type Owner } from './owners.js';
+import { dataUrlBytes } from '../../../support/src/data-url.js';
 
 /**
  * The files inflate past the byte budget: refused like any config the agent cannot apply, but never a
  * reason to roll instead (a roll would write the same files through Ignition at boot).
  */
-export class ConfigTooLargeError extends UnsupportedConfigError {}
+class ConfigTooLargeError extends UnsupportedConfigError {}
 
 interface IgnResource {
   source?: string | null;
@@ -156,16 +157,18 @@ function spending<T>(spend: () => T): T {
 }
 
 /** RFC 2397 data URL; other schemes would need the network at update time and are refused. */
-export function decodeDataUrl(url: string): Buffer {
-  const match = /^data:([^,]*),(.*)$/s.exec(url);
-  if (!match)
+function decodeDataUrl(url: string): Buffer {
+  let bytes: Buffer | undefined;
+  try {
+    bytes = dataUrlBytes(url);
+  } catch (err) {
+    throw new UnsupportedConfigError((err as Error).message, { cause: err });
+  }
+  if (bytes === undefined)
     throw new UnsupportedConfigError(
       `source "${url.slice(0, 40)}" is not a data URL (only data URLs are applied in place)`,
     );
-  const [, meta = '', data = ''] = match;
-  return meta.split(';').includes('base64')
-    ? Buffer.from(data, 'base64')
-    : Buffer.from(decodeURIComponent(data), 'utf8');
+  return bytes;
 }
 
 function readResource(res: IgnResource, where: string, budget: InflateBudget): Buffer {

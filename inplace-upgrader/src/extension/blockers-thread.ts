@@ -4,14 +4,14 @@
  * renews the upgrader's Lease and answers the hooks.
  */
 import { parentPort } from 'node:worker_threads';
-import { ConfigTooLargeError, inPlaceBlockers } from '../agent/ignition.js';
+import { inPlaceBlockers } from '../agent/ignition.js';
 import type { BlockersReply, BlockersRequest } from './blockers.js';
 
 function answer(req: BlockersRequest): BlockersReply {
   try {
     return { id: req.id, blockers: inPlaceBlockers(Buffer.from(req.payload), req.maxConfigBytes) };
   } catch (err) {
-    return { id: req.id, error: (err as Error).message, tooLarge: err instanceof ConfigTooLargeError };
+    return { id: req.id, error: (err as Error).message };
   }
 }
 

@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { gzipSync } from 'node:zlib';
-import { BlockersThread, PayloadTooLargeError } from './blockers.js';
+import { BlockersThread } from './blockers.js';
 
 const MIB = 1024 * 1024;
 const payload = (source: string): string =>
@@ -24,8 +24,7 @@ describe('BlockersThread', () => {
       last = performance.now();
     }, 10);
     try {
-      await assert.rejects(inspector.blockers(payload(`data:;base64,${bomb}`)), (err) => {
-        assert.ok(err instanceof PayloadTooLargeError);
+      await assert.rejects(inspector.blockers(payload(`data:;base64,${bomb}`)), (err: Error) => {
         assert.match(err.message, /storage\.files\[\/etc\/a\] inflates past the limit of 64 MiB/);
         return true;
       });

@@ -13,12 +13,7 @@ export interface BlockersRequest {
   maxConfigBytes: number;
 }
 
-export type BlockersReply = { id: number; blockers: string[] } | { id: number; error: string; tooLarge: boolean };
-
-/** The payload's files inflate past the budget: the decision refuses it rather than rolling. */
-export class PayloadTooLargeError extends Error {
-  override readonly name = 'PayloadTooLargeError';
-}
+export type BlockersReply = { id: number; blockers: string[] } | { id: number; error: string };
 
 const THREAD_MODULE = new URL('./blockers-thread.js', import.meta.url);
 
@@ -37,11 +32,11 @@ export class BlockersThread {
     this.#maxConfigBytes = maxConfigBytes;
   }
 
-  /** What the agent would refuse in this payload (see inPlaceBlockers); PayloadTooLargeError past the budget. */
+  /** What the agent would refuse in this payload (see inPlaceBlockers); rejects past the budget, with the sizes. */
   blockers(payload: Buffer | string): Promise<string[]> {
     const id = this.#nextId++;
-    const bytes = Buffer.from(payload);
-    const copy = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength);
+    // One copy, in an ArrayBuffer of its own that moves to the thread (a Buffer may share a pool with others).
+    const copy = (typeof payload === 'string' ? new TextEncoder().encode(payload) : new Uint8Array(payload)).buffer;
     const req: BlockersRequest = { id, payload: copy, maxConfigBytes: this.#maxConfigBytes };
     return new Promise((resolve, reject) => {
       this.#pending.set(id, { resolve, reject });
@@ -75,7 +70,7 @@ export class BlockersThread {
     this.#pending.delete(reply.id);
     if (!pending) return;
     if ('blockers' in reply) pending.resolve(reply.blockers);
-    else pending.reject(reply.tooLarge ? new PayloadTooLargeError(reply.error) : new Error(reply.error));
+    else pending.reject(new Error(reply.error));
   }
 
   #failAll(err: Error): void {

@@ -175,7 +175,11 @@ export class MachineUpdater implements MachineUpdates, ExtensionCache {
     if (view.phase !== 'degraded') this.#halts.delete(haltKey(t));
     if (view.phase === 'done') return this.#done(t, ctx);
     const next = await this.#supersededBy(t, ctx, view);
-    if (next !== undefined) return this.#superseded(t, ctx, next);
+    if (next !== undefined) {
+      // The update towards this hash is over: no backoff is kept for it.
+      this.#halts.delete(haltKey(t));
+      return this.#superseded(t, ctx, next);
+    }
     // Handed out (or Degraded, the rollback's reboot included): the MachineHealthCheck keeps off it.
     if (view.phase !== 'idle') await setSkipRemediation(this.#custom, machine, true);
     if (view.phase === 'degraded') return this.#halted(t, machine, `${view.name}: ${view.reason ?? 'Degraded'}`);

@@ -6,7 +6,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { renderPayload } from '../../../ignition-server/src/payload/render.js';
 import type { ReleaseManifest } from '../../../ignition-server/src/release/types.js';
-import { decodeDataUrl } from '../../../inplace-upgrader/src/agent/ignition.js';
+import { dataUrlBytes } from '../../../support/src/data-url.js';
 import * as k8s from '#k8s';
 import { HOST_PATHS } from '../../../api/src/host-paths.js';
 import { BOOTSTRAP_GROUP, bootstrapPoolGroup } from '../../../api/src/keys.js';
@@ -213,7 +213,7 @@ describe('kubelet: the sample releases', () => {
       (renderPayload(release, []).config.storage as { files?: { path: string; contents: { source: string } }[] })
         .files ?? [];
     const source = files.find((f) => f.path === HOST_PATHS.kubeletConfig)?.contents.source;
-    return source === undefined ? undefined : decodeDataUrl(source).toString('utf8');
+    return source === undefined ? undefined : dataUrlBytes(source)?.toString('utf8');
   };
 
   it('when 1.36.3-broken-kubelet is rendered, its kubelet config should be one the kubelet refuses; 1.36.3 one it takes', async () => {
