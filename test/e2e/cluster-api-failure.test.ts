@@ -41,7 +41,7 @@ describe('a failed update on the ClusterAPI in-place engine', { timeout: 30 * MI
       .filter((l) => l.includes('"hook":"UpdateMachine"'))
       .map((l) => JSON.parse(l) as HookLine);
 
-  it('when the capi pool moves to a release the kubelet refuses, the pool should name the node and the reason, status should say halted, Cluster API should back off; moved back, every Machine should be UpToDate again with the same UIDs', async () => {
+  it('when the capi pool moves to a release the kubelet refuses, it should name the node and the reason on the pool, say halted in status and have Cluster API back off; moved back, it should bring every Machine back to UpToDate with the same UIDs', async () => {
     const uids = await pool.uids();
     const good = (await env.pool(POOL)).spec.release.image;
     const broken = good.replace(/:1\.36\.2$/, ':1.36.3-broken-kubelet');

@@ -76,7 +76,7 @@ describe('Paths a user controls', { skip }, () => {
     await assert.rejects(HeldDir.open(host.root, '/home/core/.ssh'), /"\.ssh" on the way is not a folder now/);
   });
 
-  it('when keys are written for core, the file and the .ssh folder the agent creates should be core’s (uid and primary group from the host’s /etc/passwd), as Ignition leaves them', async () => {
+  it('when keys are written for core, it should give core the file and the .ssh folder it creates (uid and primary group from the host’s /etc/passwd), as Ignition leaves them', async () => {
     const { host } = await coreHost();
     await rm(join(host.root, 'home', 'core', '.ssh'), { recursive: true });
     await host.apply(await host.changes(await host.entries(keys('k'))), { hash: 'h', reboot: false, bootId: 'b' });

@@ -112,7 +112,7 @@ describe('Exact apply: what a config no longer declares is removed', () => {
     assert.equal(await readFile(join(host.root, 'etc/extra/host-added'), 'utf8'), 'not Kindling');
   });
 
-  it('when the agent is killed between two removals, a new Host on the same root should restore the earlier config from the journal, and the retried update should then remove everything', async () => {
+  it('when the agent is killed between two removals, it should let a new Host on the same root restore the earlier config from the journal, and the retried update should then remove everything', async () => {
     const host = await bootedHost();
     await update(host, 'h1', WITH_EXTRA);
     const atH1 = await etc(host);

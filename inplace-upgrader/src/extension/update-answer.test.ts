@@ -47,7 +47,7 @@ describe('when an update Cluster API asks for is superseded', () => {
     assert.equal(superseded('broken', 'good', 'idle'), true);
   });
 
-  it('when the node is still working towards the target, is done, or the MachineDeployment names the target or nothing, it should not be', () => {
+  it('when the node is still working towards the target, is done, or the MachineDeployment names the target or nothing, it should not count the update as superseded', () => {
     assert.equal(superseded('broken', 'good', 'updating'), false);
     assert.equal(superseded('broken', 'good', 'done'), false);
     assert.equal(superseded('broken', 'broken', 'degraded'), false);
