@@ -141,6 +141,52 @@ describe('NodePool CRD on a real apiserver', () => {
       /Unsupported value: "Kured": supported values: "MachineSet", "ClusterAPI"/,
     ],
     ['the cluster name is not a DNS label', (p) => (p.spec.clusterName = 'Guest_1'), /clusterName must be a DNS label/],
+    [
+      'allowSkips names a rule that cannot be skipped',
+      (p) => (p.spec.release.allowSkips = ['NodeNewerThanControlPlane' as 'Downgrade']),
+      /Unsupported value: "NodeNewerThanControlPlane": supported values: "Downgrade", "MinorSkip"/,
+    ],
+    [
+      'allowSkips names a rule twice',
+      (p) => (p.spec.release.allowSkips = ['Downgrade', 'Downgrade']),
+      /spec.release.allowSkips\[1\]: Duplicate value: "Downgrade"/,
+    ],
+    [
+      'nodeDeletionTimeout is prose',
+      (p) => (p.spec.nodeDeletionTimeout = 'a while'),
+      /spec.nodeDeletionTimeout: Invalid value: "a while": must be a duration such as 30s, 10m or 1h30m/,
+    ],
+    [
+      'minReadySeconds is negative',
+      (p) => (p.spec.minReadySeconds = -1),
+      /spec.minReadySeconds: Invalid value: -1: spec.minReadySeconds in body should be greater than or equal to 0/,
+    ],
+    [
+      'a Machine annotation key has a space',
+      (p) => (p.spec.machineAnnotations = { 'my owner': 'x' }),
+      /spec.machineAnnotations: Invalid value: annotation keys must be keys such as 'example.com\/owner' or 'owner'/,
+    ],
+    [
+      'a node annotation key has two slashes',
+      (p) => (p.spec.nodeAnnotations = { 'a/b/c': 'x' }),
+      /spec.nodeAnnotations: Invalid value: annotation keys must be keys such as/,
+    ],
+    [
+      'the scale-from-zero memory is prose',
+      (p) => {
+        delete p.spec.replicas;
+        p.spec.autoScaling = { min: 0, max: 3, capacity: { cpu: '4', memory: 'sixteen gigs' } };
+      },
+      /spec.autoScaling.capacity.memory: Invalid value: "sixteen gigs": must be a quantity such as 4, 500m or 16Gi/,
+    ],
+    [
+      'the scale-from-zero GPU count is negative',
+      (p) => {
+        delete p.spec.replicas;
+        p.spec.autoScaling = { min: 0, max: 3, capacity: { gpuCount: -2 } };
+      },
+      /autoScaling.capacity.gpuCount: Invalid value: -2/,
+    ],
   ];
 
   for (const [condition, mistake, message] of invalid) {
@@ -158,6 +204,32 @@ describe('NodePool CRD on a real apiserver', () => {
       autoRepair: false,
     });
     assert.equal(created.spec.release.allowPrerelease, false);
+  });
+
+  it('when a pool sets the version overrides, the in-place metadata and a scale-from-zero capacity, it should be accepted as written', async () => {
+    const spec = {
+      allowSkips: ['Downgrade', 'MinorSkip'] as ('Downgrade' | 'MinorSkip')[],
+      capacity: { cpu: '500m', memory: '16Gi', gpuCount: 1, gpuType: 'nvidia.com/gpu' },
+      machineAnnotations: { 'example.com/owner': 'team-a', owner: 'b' },
+      nodeAnnotations: { 'example.com/rack': 'r1' },
+    };
+    const created = await objects.create(
+      pool('everything', (p) => {
+        p.spec.release.allowSkips = spec.allowSkips;
+        delete p.spec.replicas;
+        p.spec.autoScaling = { min: 0, max: 3, capacity: spec.capacity };
+        p.spec.machineAnnotations = spec.machineAnnotations;
+        p.spec.nodeAnnotations = spec.nodeAnnotations;
+        p.spec.nodeDeletionTimeout = '1m30s';
+        p.spec.minReadySeconds = 20;
+      }),
+    );
+    assert.deepEqual(created.spec.release.allowSkips, spec.allowSkips);
+    assert.deepEqual(created.spec.autoScaling, { min: 0, max: 3, capacity: spec.capacity });
+    assert.deepEqual(created.spec.machineAnnotations, spec.machineAnnotations);
+    assert.deepEqual(created.spec.nodeAnnotations, spec.nodeAnnotations);
+    assert.equal(created.spec.nodeDeletionTimeout, '1m30s');
+    assert.equal(created.spec.minReadySeconds, 20);
   });
 
   it('when an InPlace pool gives an empty inPlace, it should default maxUnavailable to 1', async () => {

@@ -109,6 +109,8 @@ interface Environment {
   ignitionPort?: number;
   /** Each ignition-server replica's port; replica 0's is the endpoint. */
   ignitionPorts?: number[];
+  /** The CA of the registry's certificate (the management cluster's, as the ignition server's). */
+  registryCaFile?: string;
 }
 
 type Config = { stateDir: string; namespace: string; samples: boolean; readyTimeout: number; replicas: number };
@@ -134,6 +136,7 @@ async function bringUp(cfg: Config): Promise<Environment> {
     );
     env.ignitionPort = ignition.port;
     env.ignitionPorts = ignition.replicas.map((r) => r.port);
+    env.registryCaFile = ignition.caFile;
     env.registry = await step('OCI registry (docker-registry, TLS)', () => startRegistry(stateDir, mgmt));
     const registry = env.registry;
     const releases = await step(`release images ${SAMPLE_RELEASES.join(', ')} (kindling release build, pushed)`, () =>
@@ -200,6 +203,8 @@ function summary(env: Environment, stateDir: string, namespace: string): void {
   out(`  ${kubectl} --kubeconfig ${env.mgmt.kubeconfigPath} get nodepools -A`);
   out(`  ${kindling} status --watch`);
   out(`  ${kindling} plan ${namespace}/inplace --release ${next}`);
+  // The registry's certificate is issued by the management cluster's CA: plan trusts it to list upgrade targets.
+  out(`  ${kindling} plan ${namespace}/inplace --registry-ca-file ${env.registryCaFile ?? '<CA file>'}`);
   out(
     `  ${kubectl} --kubeconfig ${env.mgmt.kubeconfigPath} -n ${namespace} patch np inplace --type merge -p '{"spec":{"release":{"image":"${next}"}}}'`,
   );

@@ -60,10 +60,16 @@ const describe = (c: NodeCapacity): string =>
     .filter(Boolean)
     .join(', ');
 
-/** The capacity annotations of a pool that may scale to zero, and where they came from; none otherwise. */
-export function scaleFromZero(pool: NodePool, template: TemplateCapacity | undefined): ScaleFromZero | undefined {
+/** The capacity annotations of a pool that may scale to zero, and where they came from; none otherwise.
+ * `unreadable`: why the template could not be read, which the message then gives instead of "reports none". */
+export function scaleFromZero(
+  pool: NodePool,
+  template: TemplateCapacity | undefined,
+  unreadable?: string,
+): ScaleFromZero | undefined {
   if (pool.spec.autoScaling?.min !== 0) return undefined;
   const ref = pool.spec.platform.infrastructureTemplateRef;
+  const absent = `${ref.kind} ${ref.name} ${unreadable === undefined ? 'reports no capacity' : `cannot be read (${unreadable})`}`;
   const fromRef = template ? fromTemplate(template) : undefined;
   if (reports(fromRef))
     return {
@@ -76,10 +82,10 @@ export function scaleFromZero(pool: NodePool, template: TemplateCapacity | undef
     return {
       source: 'Spec',
       annotations: capacityAnnotations(pool, spec),
-      message: `capacity for scaling from zero from spec.autoScaling.capacity (${describe(spec)}), as ${ref.kind} ${ref.name} reports none`,
+      message: `capacity for scaling from zero from spec.autoScaling.capacity (${describe(spec)}), as ${absent}`,
     };
   return {
     annotations: {},
-    message: `${ref.kind} ${ref.name} reports no capacity and spec.autoScaling.capacity is not set: the cluster autoscaler cannot scale the pool up from zero`,
+    message: `${absent} and spec.autoScaling.capacity is not set: the cluster autoscaler cannot scale the pool up from zero`,
   };
 }

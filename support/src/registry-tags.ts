@@ -1,10 +1,9 @@
 /**
  * The tags of an image's repository (`GET /v2/<repository>/tags/list`), for `kindling plan`'s upgrade targets:
- * one read-only call, answering the registry's challenge once (a Bearer token from its realm, anonymously or with
- * the pull secret's credentials; or Basic). Messages name the registry and the status, never a body or a token.
+ * one read-only call, answering the registry's challenge once (registry-auth.ts). Messages name the registry and the status, never a body or a token.
  */
 import { request } from 'node:https';
-import { basicAuthorization, parseChallenge, type RegistryCredentials } from './registry-auth.js';
+import { answerChallenge, type RegistryCredentials } from './registry-auth.js';
 
 export interface TagListOptions {
   /** Extra CA certificates (PEM) trusted for the registry. */
@@ -57,57 +56,16 @@ function get(
   });
 }
 
-/** The Basic header a Basic challenge asks for. */
-function basicAnswer(host: string, creds: RegistryCredentials | undefined): string {
-  if (!creds) throw new Error(`registry ${host} needs credentials and the pull secret has none for it`);
-  return basicAuthorization(creds);
-}
-
-/** The token's body: the token, never quoted in a message. */
-function tokenOf(host: string, body: string): string {
-  let token: string | undefined;
-  try {
-    const parsed = JSON.parse(body) as { token?: string; access_token?: string };
-    token = parsed.token ?? parsed.access_token;
-  } catch {
-    // No cause: the parser's message would quote the body.
-    throw new Error(`the token service of ${host} answered 200 with a body that is not JSON`);
-  }
-  if (!token) throw new Error(`the token service of ${host} gave no token`);
-  return token;
-}
-
-const anonymousOr = (creds: RegistryCredentials | undefined): Record<string, string> =>
-  creds ? { authorization: basicAuthorization(creds) } : {};
-
-async function authorize(
-  host: string,
-  repository: string,
-  challenge: string | undefined,
-  opts: TagListOptions,
-): Promise<string> {
-  const parsed = parseChallenge(challenge);
-  const creds = opts.credentials?.(host);
-  if (parsed?.scheme === 'basic') return basicAnswer(host, creds);
-  const realm = parsed?.params['realm'];
-  if (parsed?.scheme !== 'bearer' || !realm)
-    throw new Error(`registry ${host} refused access without a usable challenge`);
-  const url = new URL(realm);
-  const service = parsed.params['service'];
-  if (service) url.searchParams.set('service', service);
-  url.searchParams.set('scope', `repository:${repository}:pull`);
-  const res = await get(url.toString(), anonymousOr(creds), opts);
-  if (res.status !== 200) throw new Error(`the token service of ${host} answered ${res.status}`);
-  return `Bearer ${tokenOf(host, res.body)}`;
-}
-
 /** The tags of the image's repository (the registry's first page). */
 export async function listImageTags(image: string, opts: TagListOptions = {}): Promise<string[]> {
   const { host, repository } = imageRepository(image);
   const url = `https://${host}/v2/${repository}/tags/list`;
   let res = await get(url, {}, opts);
-  if (res.status === 401)
-    res = await get(url, { authorization: await authorize(host, repository, res.auth, opts) }, opts);
+  if (res.status === 401) {
+    const scope = { host, repository, actions: 'pull' };
+    const authorization = await answerChallenge(res.auth, scope, opts.credentials?.(host), (u, h) => get(u, h, opts));
+    res = await get(url, { authorization }, opts);
+  }
   if (res.status !== 200)
     throw new Error(`listing the tags of ${repository} on registry ${host} failed: HTTP ${res.status}`);
   try {

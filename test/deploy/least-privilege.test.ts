@@ -3,7 +3,7 @@
  * their own ServiceAccounts (local/src/credentials.ts, RBAC of deploy/overlays/local) against a management
  * cluster that audits every request and enforces owner-reference permissions as production clusters do. A
  * realistic scenario runs (the sample pools Ready through real Cluster API and Ignition, autoRepair switched
- * on, an in-place release upgrade under way, the sample pools deleted); then no component request may have been denied, and
+ * on, a pool that may scale to zero, an in-place release upgrade under way, the sample pools deleted); then no component request may have been denied, and
  * every granted permission must have been used, bar the few listed below with their reason. And the other way
  * round, as an attacker with a component's token would try: outside the tenant namespaces nothing is granted.
  */
@@ -166,13 +166,36 @@ async function bringUp(env: Env): Promise<{ mgmt: Cluster; releases: Record<stri
   return { mgmt, releases };
 }
 
+/** The replace pool may scale to zero: the controller reads its infrastructure template's capacity (a get). */
+async function scaleFromZero(mgmt: Cluster): Promise<void> {
+  await patchPool(mgmt, 'replace', { replicas: null, autoScaling: { min: 0, max: 2 } });
+  await eventually(
+    'the capacity for scaling from zero in the AutoscalingEnabled condition',
+    async () => {
+      const pool = (await pools(mgmt).getNamespacedCustomObject({
+        group: 'kindling.dev',
+        version: 'v1beta1',
+        namespace: NS,
+        plural: 'nodepools',
+        name: 'replace',
+      })) as { status?: { conditions?: { type: string; message: string }[] } };
+      const autoscaling = pool.status?.conditions?.find((c) => c.type === 'AutoscalingEnabled');
+      return autoscaling?.message.includes('scale the pool up from zero') === true;
+    },
+    60_000,
+    500,
+  );
+}
+
 /**
- * autoRepair on (a MachineHealthCheck), an in-place upgrade under way, then the sample pools deleted. The rollout's
+ * autoRepair on (a MachineHealthCheck), a pool that may scale to zero, an in-place upgrade under way, then the
+ * sample pools deleted. The rollout's
  * management-cluster calls are made by the time the upgrader reports progress on the MachineSet (the rest of
  * the rollout happens in the guest cluster, with the guest's credentials).
  */
 async function scenario(mgmt: Cluster, releases: Record<string, string>): Promise<void> {
   await patchPool(mgmt, 'replace', { management: { autoRepair: true } });
+  await scaleFromZero(mgmt);
   await patchPool(mgmt, 'inplace', { release: { image: releases['1.36.3'] } });
   const objects = k8s.KubernetesObjectApi.makeApiClient(mgmt.kubeConfig);
   await eventually(

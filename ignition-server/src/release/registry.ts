@@ -9,13 +9,9 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { MAX_BLOB_BYTES, type ImageSource, type ManifestBytes } from './image.js';
 import { isDigest } from './reference.js';
 import { InvalidReleaseError, MEDIA_TYPES, ReleaseUnavailableError } from './types.js';
-import {
-  basicAuthorization as basic,
-  parseChallenge,
-  type RegistryCredentials,
-} from '../../../support/src/registry-auth.js';
+import { answerChallenge, type RegistryCredentials, type TokenGet } from '../../../support/src/registry-auth.js';
 
-export { parseChallenge, parsePullSecret, type RegistryCredentials } from '../../../support/src/registry-auth.js';
+export { parseChallenge, parsePullSecret } from '../../../support/src/registry-auth.js';
 
 export interface RegistryOptions {
   /** Extra CA certificates (PEM) trusted for registries, besides the system ones. */
@@ -106,8 +102,7 @@ export class RegistryClient {
     const auth = this.#auth.get(actions);
     const first = await this.#follow({ ...req, headers: { ...req.headers, ...(auth ? { authorization: auth } : {}) } });
     if (first.status !== 401) return first;
-    const challenge = parseChallenge(first.headers['www-authenticate']);
-    const authorization = await this.#answer(challenge, actions);
+    const authorization = await this.#answer(first.headers['www-authenticate'], actions);
     this.#auth.set(actions, authorization);
     return this.#follow({ ...req, headers: { ...req.headers, authorization } });
   }
@@ -128,49 +123,19 @@ export class RegistryClient {
     throw new ReleaseUnavailableError(`too many redirects from ${req.url}`);
   }
 
-  async #answer(challenge: ReturnType<typeof parseChallenge>, actions: string): Promise<string> {
-    const creds = this.#opts.credentials?.(this.#host);
-    if (challenge?.scheme === 'basic') {
-      if (!creds)
-        throw new ReleaseUnavailableError(
-          `registry ${this.#host} needs credentials and the pull secret has none for it`,
-        );
-      return basic(creds);
-    }
-    const realm = challenge?.params.realm;
-    if (challenge?.scheme !== 'bearer' || !realm)
-      throw new ReleaseUnavailableError(`registry ${this.#host} refused access without a usable challenge`);
-    return `Bearer ${await this.#fetchToken(realm, challenge.params.service, actions, creds)}`;
-  }
-
-  /** The distribution token flow: GET realm?service&scope, anonymously or with Basic credentials. */
-  async #fetchToken(
-    realm: string,
-    service: string | undefined,
-    actions: string,
-    creds: RegistryCredentials | undefined,
-  ): Promise<string> {
-    const url = new URL(realm);
-    if (service) url.searchParams.set('service', service);
-    url.searchParams.set('scope', `repository:${this.#repository}:${actions}`);
-    const res = await this.#follow({
-      method: 'GET',
-      url: url.toString(),
-      headers: creds ? { authorization: basic(creds) } : {},
-      maxBytes: 1024 * 1024,
-    });
-    if (res.status !== 200)
-      throw new ReleaseUnavailableError(`the token service of ${this.#host} answered ${res.status}`);
-    let body: { token?: string; access_token?: string };
+  /** The challenge's answer (support/src/registry-auth.ts), its token request sent through #follow. */
+  async #answer(challenge: string | undefined, actions: string): Promise<string> {
+    const scope = { host: this.#host, repository: this.#repository, actions };
+    const get: TokenGet = async (url, headers) => {
+      const res = await this.#follow({ method: 'GET', url, headers, maxBytes: 1024 * 1024 });
+      return { status: res.status, body: res.body.toString('utf8') };
+    };
     try {
-      body = JSON.parse(res.body.toString('utf8')) as typeof body;
-    } catch {
-      // No cause: the parser's message quotes the body, which must not reach the token Secret or a log.
-      throw new ReleaseUnavailableError(`the token service of ${this.#host} answered 200 with a body that is not JSON`);
+      return await answerChallenge(challenge, scope, this.#opts.credentials?.(this.#host), get);
+    } catch (err) {
+      if (err instanceof ReleaseUnavailableError) throw err;
+      throw new ReleaseUnavailableError(err instanceof Error ? err.message : String(err), { cause: err });
     }
-    const token = body.token ?? body.access_token;
-    if (!token) throw new ReleaseUnavailableError(`the token service of ${this.#host} gave no token`);
-    return token;
   }
 
   /**

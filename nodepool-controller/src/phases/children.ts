@@ -41,13 +41,15 @@ import {
 export async function observeCapacity(s: Scope, deps: PhaseDeps): Promise<void> {
   if (s.pool.spec.autoScaling?.min !== 0) return;
   let reported: TemplateCapacity | undefined;
+  let unreadable: string | undefined;
   try {
     reported = await deps.templates?.capacityOf(s.ns, s.pool.spec.platform.infrastructureTemplateRef);
   } catch (err) {
-    // The spec's capacity (or the condition saying there is none) stands in for a template that cannot be read.
-    s.log.info({ err: err instanceof Error ? err.message : String(err) }, 'Cannot read the infrastructure template');
+    // The spec's capacity stands in for a template that cannot be read; the condition says why it was not read.
+    unreadable = err instanceof Error ? err.message : String(err);
+    s.log.info({ err: unreadable }, 'Cannot read the infrastructure template');
   }
-  s.obs.capacity = scaleFromZero(s.pool, reported);
+  s.obs.capacity = scaleFromZero(s.pool, reported, unreadable);
 }
 
 /** The child as the reconcile applies it at the effective hash, with the bootstrap template it names (ClusterAPI engine). */
