@@ -89,3 +89,25 @@ export function scaleFromZero(
     message: `${absent} and spec.autoScaling.capacity is not set: the cluster autoscaler cannot scale the pool up from zero`,
   };
 }
+
+const CAPACITY_KEYS: readonly string[] = [
+  ANNOTATIONS.autoscalerCapacityCpu,
+  ANNOTATIONS.autoscalerCapacityMemory,
+  ANNOTATIONS.autoscalerCapacityGpuCount,
+  ANNOTATIONS.autoscalerCapacityGpuType,
+  ANNOTATIONS.autoscalerCapacityLabels,
+  ANNOTATIONS.autoscalerCapacityTaints,
+];
+
+/**
+ * A template that could not be read this time keeps the capacity the live child already carries: one failed
+ * read must not take from the autoscaler what it scales the pool from zero with (the message still says why).
+ */
+export function keepLiveCapacity(
+  computed: ScaleFromZero | undefined,
+  live: Record<string, string> | undefined,
+): ScaleFromZero | undefined {
+  const kept = Object.fromEntries(Object.entries(live ?? {}).filter(([k]) => CAPACITY_KEYS.includes(k)));
+  if (!computed || Object.keys(kept).length === 0) return computed;
+  return { ...computed, annotations: kept };
+}

@@ -23,7 +23,7 @@ import {
   desiredMachineSet,
 } from '../capi.js';
 import { joinStatus } from '../joining.js';
-import { scaleFromZero, type TemplateCapacity } from '../capacity.js';
+import { keepLiveCapacity, scaleFromZero, type TemplateCapacity } from '../capacity.js';
 import { applyIfNeeded, withKind } from '../apply.js';
 import { CONTINUE, requeueAfter, type PhaseResult } from './result.js';
 import {
@@ -49,7 +49,9 @@ export async function observeCapacity(s: Scope, deps: PhaseDeps): Promise<void> 
     unreadable = err instanceof Error ? err.message : String(err);
     s.log.info({ err: unreadable }, 'Cannot read the infrastructure template');
   }
-  s.obs.capacity = scaleFromZero(s.pool, reported, unreadable);
+  const computed = scaleFromZero(s.pool, reported, unreadable);
+  s.obs.capacity =
+    unreadable === undefined ? computed : keepLiveCapacity(computed, liveChild(s, deps)?.metadata.annotations);
 }
 
 /** The child as the reconcile applies it at the effective hash, with the bootstrap template it names (ClusterAPI engine). */
