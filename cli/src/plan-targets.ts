@@ -58,6 +58,16 @@ function above(tags: readonly string[], current: Version | undefined): { tag: st
     .sort((a, b) => compare(b.version, a.version));
 }
 
+/** `host/repository` of a registry image; the reference as written otherwise (listing its tags then says why not). */
+function repositoryName(image: string): string {
+  try {
+    const { host, repository } = imageRepository(image);
+    return `${host}/${repository}`;
+  } catch {
+    return image;
+  }
+}
+
 /** The upgrade targets of the planned pool; undefined without a tag lister. */
 export async function upgradeTargets(
   input: PlanInput,
@@ -66,9 +76,8 @@ export async function upgradeTargets(
 ): Promise<UpgradeTargets | undefined> {
   if (!tags) return undefined;
   const image = input.pool.spec.release.image;
-  const { host, repository } = imageRepository(image);
   const current = p.deployed?.version ?? p.target?.version;
-  const base = { repository: `${host}/${repository}`, ...(current ? { current: formatVersion(current) } : {}) };
+  const base = { repository: repositoryName(image), ...(current ? { current: formatVersion(current) } : {}) };
   const controlPlane = parseVersion(p.skew.controlPlane.version ?? '');
   if (!controlPlane) return { ...base, targets: [], error: 'the control plane version is unknown' };
   let offered: string[];

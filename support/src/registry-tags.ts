@@ -12,13 +12,16 @@ export interface TagListOptions {
   timeoutMs?: number;
 }
 
-/** `registry.local:5000/kindling/release:1.36.3@sha256:…` → host and repository (Docker Hub's when no host). */
+/**
+ * `[docker://]registry.local:5000/kindling/release:1.36.3[@sha256:…]` → host and repository, read as the ignition
+ * server reads a release: the host is written out (no registry is implied), and an OCI layout has no tags to list.
+ */
 export function imageRepository(image: string): { host: string; repository: string } {
-  const name = (image.split('@')[0] ?? '').replace(/:[^/:]*$/, '');
+  if (/^oci(-archive)?:/.test(image)) throw new Error(`"${image}" is an OCI layout, not a registry: no tags to list`);
+  const name = (image.replace(/^docker:\/\//, '').split('@')[0] ?? '').replace(/:[^/:]*$/, '');
   const slash = name.indexOf('/');
-  const first = slash < 0 ? '' : name.slice(0, slash);
-  if (/[.:]/.test(first) || first === 'localhost') return { host: first, repository: name.slice(slash + 1) };
-  return { host: 'registry-1.docker.io', repository: name.includes('/') ? name : `library/${name}` };
+  if (slash <= 0) throw new Error(`"${image}" names no registry host (expected host[:port]/repository[:tag])`);
+  return { host: name.slice(0, slash), repository: name.slice(slash + 1) };
 }
 
 const MAX_BYTES = 4 * 1024 * 1024;
