@@ -14,7 +14,7 @@ import { realClock } from '../../support/src/timers.js';
 import { Caches } from './caches.js';
 import type { CacheSource, Writer } from './store.js';
 import { formatVersion, tagVersionResolver, type ReleaseVersionResolver, type Version } from './release.js';
-import { SKEW_POLICIES, checkPolicy, skewCondition } from './skew.js';
+import { SKEW_POLICIES, checkPolicy, poolSkewInput, skewCondition } from './skew.js';
 import type { ControlPlaneVersions } from './guest.js';
 import type { HashInputs } from './hash.js';
 import type { Observations, Verdict } from './status.js';
@@ -164,14 +164,8 @@ async function skewPreview(s: Scope, deps: PhaseDeps, e: Evaluation): Promise<Sk
     };
   // The skew phase asked the same source a moment ago; the guest version cache answers this one.
   const controlPlane = await deps.versions.versionOf(s.ns, s.pool.spec.clusterName);
-  const input = {
-    node: e.target.version,
-    controlPlane,
-    current: e.deployed?.version,
-    maxMinorsBehind: deps.config.maxSkewMinors,
-    allowPrerelease: s.pool.spec.release.allowPrerelease ?? false,
-    allowSkips: s.pool.spec.release.allowSkips ?? [],
-  };
+  const versions = { node: e.target.version, controlPlane, current: e.deployed?.version };
+  const input = poolSkewInput(s.pool, versions, deps.config.maxSkewMinors);
   const policies = SKEW_POLICIES.map((p): SkewPreview['policies'][number] => ({
     title: p.title,
     ...(p.skippable ? { skippable: p.skippable } : {}),

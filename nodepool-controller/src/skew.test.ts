@@ -75,6 +75,16 @@ describe('checkVersionSkew', () => {
     ['a downgrade crosses a minor', { node: v('1.35.9'), current: v('1.36.3') }, 'Downgrade'],
     ['the pool allows a downgrade', { node: v('1.36.2'), current: v('1.36.3'), allowSkips: ['Downgrade'] }, true],
     [
+      'a rollout that did not finish is moved back to the release every node ran',
+      { node: v('1.36.2'), current: v('1.36.3'), completed: v('1.36.2') },
+      true,
+    ],
+    [
+      'a pool moves below the release every node ran',
+      { node: v('1.36.1'), current: v('1.36.3'), completed: v('1.36.2') },
+      'Downgrade',
+    ],
+    [
       'the pool allows only a minor skip and the release is a downgrade',
       { node: v('1.36.2'), current: v('1.36.3'), allowSkips: ['MinorSkip'] },
       'Downgrade',

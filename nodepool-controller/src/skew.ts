@@ -6,8 +6,8 @@
  * skippable one by naming it in spec.release.allowSkips, and the verdict then says it was overridden.
  */
 import type { CONDITIONS } from '../../api/src/conditions.js';
-import type { VersionSkip } from '../../api/src/nodepool.js';
-import { compareVersions, formatVersion, type Version } from './release.js';
+import type { NodePool, VersionSkip } from '../../api/src/nodepool.js';
+import { compareVersions, formatVersion, parseVersion, type Version } from './release.js';
 import type { Verdict } from './status.js';
 
 type SkewReason = Exclude<
@@ -26,10 +26,27 @@ export interface SkewInput {
   controlPlane: Version;
   /** The version the pool's nodes run now (the deployed release), if any. */
   current?: Version;
+  /** The version the pool last brought every node to (status.version): going back to it is no downgrade. */
+  completed?: Version;
   maxMinorsBehind: number;
   allowPrerelease: boolean;
   /** spec.release.allowSkips. */
   allowSkips?: readonly VersionSkip[];
+}
+
+/** The skew input of a pool moving its nodes to `versions.node`: the pool's own rules, and where its nodes were. */
+export function poolSkewInput(
+  pool: Pick<NodePool, 'spec' | 'status'>,
+  versions: { node: Version; controlPlane: Version; current: Version | undefined },
+  maxMinorsBehind: number,
+): SkewInput {
+  return {
+    ...versions,
+    completed: parseVersion(pool.status?.version ?? ''),
+    maxMinorsBehind,
+    allowPrerelease: pool.spec.release.allowPrerelease ?? false,
+    allowSkips: pool.spec.release.allowSkips ?? [],
+  };
 }
 
 export interface SkewPolicy {
@@ -107,6 +124,10 @@ export const SKEW_POLICIES: readonly SkewPolicy[] = [
       if (!input.current) return pass('No nodes run a release yet');
       const current = formatVersion(input.current);
       if (compareVersions(input.node, input.current) >= 0) return pass(`From ${current} to ${node} is no downgrade`);
+      // A rollout that did not finish (a release the kubelet refuses, say) is undone by moving back to where every
+      // node was: no node goes below the release it ran.
+      if (input.completed && compareVersions(input.node, input.completed) >= 0)
+        return pass(`Back from ${current} to ${node}, which every node ran before the rollout: no downgrade`);
       return {
         ok: false,
         reason: 'Downgrade',

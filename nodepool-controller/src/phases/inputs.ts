@@ -7,7 +7,7 @@ import { isConditionError } from '../condition-error.js';
 import { findKubeconfigRefusal } from '../../../support/src/guest-kubeconfig-parse.js';
 import { configHash, normaliseConfig, type ConfigSource } from '../hash.js';
 import { formatVersion, parseVersion, type Version } from '../release.js';
-import { checkVersionSkew, skewCondition } from '../skew.js';
+import { checkVersionSkew, poolSkewInput, skewCondition } from '../skew.js';
 import { CONTINUE, requeueAfter, type PhaseResult } from './result.js';
 import { hashOfBootstrap, liveChild, type Deployed, type PhaseDeps, type Scope, type Target, inPool } from './scope.js';
 
@@ -107,14 +107,8 @@ async function phaseSkew(
   } catch (err) {
     return versionUnknown(s, err);
   }
-  const verdict = checkVersionSkew({
-    node: target.version,
-    controlPlane,
-    current: deployed?.version,
-    maxMinorsBehind: deps.config.maxSkewMinors,
-    allowPrerelease: s.pool.spec.release.allowPrerelease ?? false,
-    allowSkips: s.pool.spec.release.allowSkips ?? [],
-  });
+  const versions = { node: target.version, controlPlane, current: deployed?.version };
+  const verdict = checkVersionSkew(poolSkewInput(s.pool, versions, deps.config.maxSkewMinors));
   s.obs.skew = skewCondition(verdict);
   return verdict.ok ? { result: CONTINUE } : { blockedBy: verdict.message, result: CONTINUE };
 }
