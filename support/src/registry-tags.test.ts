@@ -9,8 +9,9 @@ describe('the repository of a release image', () => {
     assert.deepEqual(imageRepository(`docker://registry.local:5000/kindling/release@sha256:${'a'.repeat(64)}`), want);
   });
 
-  it('when the reference is an OCI layout or names no registry, it should refuse it as the ignition server does', () => {
+  it('when the reference is an OCI layout or names no registry, it should refuse it, and read its first name as the host, as the ignition server does', () => {
     assert.throws(() => imageRepository('oci:/releases/layout:1.36.3'), /an OCI layout, not a registry/);
-    assert.throws(() => imageRepository('kindling/release:1.36'), /names no registry host/);
+    assert.throws(() => imageRepository('release:1.36'), /names no registry host/);
+    assert.deepEqual(imageRepository('kindling/release:1.36'), { host: 'kindling', repository: 'release' });
   });
 });
