@@ -73,6 +73,30 @@ export const CONDITIONS = {
     kind: 'progress',
     reasons: { AsExpected: 'AsExpected', Disabled: 'Disabled', WaitingForIgnition: 'WaitingForIgnition' },
   },
+  /** spec: spec.management.maintenanceWindow can be read (its schedule, duration and time zone). */
+  ValidMaintenanceWindow: {
+    kind: 'spec',
+    reasons: {
+      AsExpected: 'AsExpected',
+      InvalidSchedule: 'InvalidSchedule',
+      InvalidDuration: 'InvalidDuration',
+      InvalidTimeZone: 'InvalidTimeZone',
+    },
+  },
+  /** transient: disruptive work (a rollout to a new config hash, or the next node of one under way) may start:
+   * False while the maintenance window is closed or the health gate fails, the reason saying which;
+   * HealthGateOverridden (True) when the override annotation let it start past a failing gate. */
+  RolloutAllowed: {
+    kind: 'transient',
+    reasons: {
+      AsExpected: 'AsExpected',
+      WaitingForMaintenanceWindow: 'WaitingForMaintenanceWindow',
+      TooManyNodesUnavailable: 'TooManyNodesUnavailable',
+      NodeDegraded: 'NodeDegraded',
+      ControlPlaneUnreachable: 'ControlPlaneUnreachable',
+      HealthGateOverridden: 'HealthGateOverridden',
+    },
+  },
   /** spec: reconciliation is paused by spec.pausedUntil. */
   ReconciliationActive: {
     kind: 'spec',

@@ -140,6 +140,21 @@ describe('NodePool CRD on a real apiserver', () => {
       (p) => (p.spec.management = { upgradeType: 'InPlace', inPlace: { engine: 'Kured' as 'ClusterAPI' } }),
       /Unsupported value: "Kured": supported values: "MachineSet", "ClusterAPI"/,
     ],
+    [
+      'the maintenance window schedule has 4 fields',
+      (p) => (p.spec.management.maintenanceWindow = { schedule: '0 2 * *', duration: '1h' }),
+      /maintenanceWindow.schedule must be a 5-field cron expression/,
+    ],
+    [
+      'the maintenance window duration is prose',
+      (p) => (p.spec.management.maintenanceWindow = { schedule: '0 2 * * *', duration: 'an hour' }),
+      /maintenanceWindow.duration must be a duration such as 4h or 90m/,
+    ],
+    [
+      'the maintenance window time zone is not an IANA name',
+      (p) => (p.spec.management.maintenanceWindow = { schedule: '0 2 * * *', duration: '1h', timeZone: 'UTC+2 hours' }),
+      /maintenanceWindow.timeZone must be an IANA time zone name/,
+    ],
     ['the cluster name is not a DNS label', (p) => (p.spec.clusterName = 'Guest_1'), /clusterName must be a DNS label/],
     [
       'allowSkips names a rule that cannot be skipped',

@@ -27,6 +27,7 @@ const VALUES = new Set([
   'DRAIN_PREFIX',
   'UNCORDON_PREFIX',
   'SKIP_REMEDIATION_INPLACE',
+  'HEALTH_GATE_CONSUMED',
 ]);
 
 /** Every string an export holds, with where it comes from (`ANNOTATIONS.state`). */

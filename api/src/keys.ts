@@ -62,6 +62,12 @@ export const ANNOTATIONS = {
    * duration, e.g. "2m"; default 8m), as HyperShift's machine-health-check-timeout annotation. Written by the
    * service provider; read by the nodepool-controller. */
   machineHealthCheckTimeout: 'kindling.dev/machine-health-check-timeout',
+  /** Lets one rollout start (or a held one resume) past a failing health gate (nodes unavailable beyond
+   * maxUnavailable, a Degraded node, the guest's control plane unreachable): any value, such as why. Written by
+   * the service provider (never the tenant: it needs patch on NodePools); read by the nodepool-controller, which
+   * rewrites it to HEALTH_GATE_CONSUMED followed by the config hash the rollout moves to when it uses it, so it
+   * covers that rollout to its end and none after. The maintenance window is never overridden. */
+  overrideHealthGate: 'kindling.dev/override-health-gate',
 
   // ---- token Secret (management cluster) ----
   /** When the token Secret stops being valid (RFC3339): set when the pool's hash moved on, after a grace so
@@ -95,6 +101,11 @@ export const ANNOTATIONS = {
   currentConfigHash: 'kindling.dev/current-config-hash',
   /** Resolved maxUnavailable (an integer ≥ 1). Written by the nodepool-controller; read by the upgrader. */
   maxUnavailable: 'kindling.dev/max-unavailable',
+  /** Why no node may be handed out now ("waiting for the maintenance window (opens 2026-12-01T02:00Z)", a
+   * failing health gate); absent when nodes may be handed out. On a MachineSet: written by the
+   * nodepool-controller, read by the inplace-upgrader. On a ClusterAPI-engine pool's MachineDeployment: the same,
+   * read by the extension's UpdateMachine. Nodes handed out before it appeared finish. */
+  rolloutHold: 'kindling.dev/rollout-hold',
   /** How long a node has after the reboot of an in-place update to pass the health gate (Ready, its kubelet at
    * the payload's version, reported since this boot), as a Go duration ("5m"). On a MachineSet: written by the
    * nodepool-controller (spec.management.inPlace.healthCheckTimeout, defaulted), read by the inplace-upgrader.
@@ -203,6 +214,9 @@ export const TAINTS = {
 
 /** Value of ANNOTATIONS.capiSkipRemediation Kindling writes: one someone else wrote is never removed. */
 export const SKIP_REMEDIATION_INPLACE = 'kindling-inplace-update';
+
+/** Prefix of ANNOTATIONS.overrideHealthGate once the nodepool-controller used it: `consumed:<hash>`. */
+export const HEALTH_GATE_CONSUMED = 'consumed:';
 
 /** Values of ANNOTATIONS.state, as the machine-config-daemon writes them. */
 export const NODE_STATES = { working: 'Working', done: 'Done', degraded: 'Degraded' } as const;

@@ -55,6 +55,18 @@ export interface NodeCapacity {
   gpuType?: string;
 }
 
+/** spec.management.maintenanceWindow: when disruptive work may start (nodes handed out for an in-place update,
+ * a Replace pool's new Machines). Each window opens at a time the schedule names, read in the time zone, and
+ * stays open for the duration. */
+export interface MaintenanceWindow {
+  /** A 5-field cron expression ("0 2 * * 6": Saturdays at 02:00). */
+  schedule: string;
+  /** How long each window stays open (a Go duration such as 4h or 90m). */
+  duration: string;
+  /** An IANA time zone such as Europe/Berlin (default UTC). */
+  timeZone?: string;
+}
+
 export interface NodePoolSpec {
   clusterName: string;
   release: NodePoolRelease;
@@ -75,6 +87,8 @@ export interface NodePoolSpec {
       healthCheckTimeout?: string;
     };
     autoRepair?: boolean;
+    /** Unset: disruptive work starts whenever there is some. */
+    maintenanceWindow?: MaintenanceWindow;
   };
   config?: { name: string }[];
   nodeDrainTimeout?: string;

@@ -9,3 +9,10 @@ export function pausedProgress(done: number, total: number, finishing: number): 
   const rest = finishing > 0 ? `, ${finishing} node(s) handed out before the pause still finishing` : '';
   return `; paused at ${done} of ${total} by spec.pausedUntil: no node is handed out until it clears${rest}`;
 }
+
+/** What a rollout held by the rollout gate (ANNOTATIONS.rolloutHold: the maintenance window, the health gate) adds
+ * to "N of M updated": why, and how many nodes under way still finish. */
+export function heldProgress(done: number, total: number, finishing: number, why: string): string {
+  const rest = finishing > 0 ? `, ${finishing} node(s) handed out before still finishing` : '';
+  return `; held at ${done} of ${total}: ${why}${rest}`;
+}

@@ -20,7 +20,8 @@ import {
   type ClusterApiPlan,
   type JsonObject,
 } from '../../inplace-upgrader/src/preview.js';
-import type { InPlacePlan, PlanInput, ReplacePlan } from './plan-model.js';
+import type { NodePoolPreview } from '../../nodepool-controller/src/preview.js';
+import type { InPlacePlan, Plan, PlanInput, ReplacePlan } from './plan-model.js';
 
 const alive = (machines: readonly Machine[]): Machine[] => machines.filter((m) => !m.metadata.deletionTimestamp);
 
@@ -114,4 +115,14 @@ export function replacePlan(input: PlanInput, desired: MachineDeployment): Repla
     minAvailable: Math.max(0, replicas - maxUnavailable),
     waves: onDelete ? 0 : Math.ceil(stale.length / (maxSurge + maxUnavailable)),
   };
+}
+
+/** When the change would start, from the controller's rollout gate: now, when the maintenance window opens, or
+ * once the health gate passes (or is overridden). Said only when there is a window or the gate has a say. */
+export function startsOf(p: NodePoolPreview, now: number): Pick<Plan, 'starts'> {
+  const gate = p.gate;
+  if (!gate || (gate.reason === 'AsExpected' && !p.pool.spec.management.maintenanceWindow)) return {};
+  const waitsForWindow = gate.reason === 'WaitingForMaintenanceWindow' && gate.recheckInMs !== undefined;
+  const at = waitsForWindow ? { at: new Date(now + (gate.recheckInMs ?? 0)).toISOString() } : {};
+  return { starts: { now: gate.allowed, ...at, reason: gate.reason, message: gate.message } };
 }

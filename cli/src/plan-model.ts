@@ -119,6 +119,9 @@ export interface Plan {
   release: { image: string; version?: string; currentVersion?: string };
   controlPlane: { version?: string; error?: string };
   paused?: string;
+  /** When the change would start (the rollout gate: maintenance window, health gate); absent when the config hash
+   * does not change. at: when the window opens, if that is what it waits for. */
+  starts?: { now: boolean; at?: string; reason: string; message: string };
   policies: Policy[];
   blocked: boolean;
   blockedReason?: string;

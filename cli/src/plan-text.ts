@@ -24,6 +24,9 @@ const EFFECTS: Record<Effect, string> = {
 const child = (p: Plan): string =>
   p.pool.upgradeType === 'InPlace' && !p.clusterApi ? 'MachineSet' : 'MachineDeployment';
 
+const startsNow = (s: NonNullable<Plan['starts']>): string =>
+  s.reason === 'HealthGateOverridden' ? `now (${s.message})` : 'now';
+
 function header(p: Plan): string[] {
   const release = [
     p.release.version,
@@ -44,6 +47,7 @@ function header(p: Plan): string[] {
           ],
         ]
       : []),
+    ...(p.starts ? [['Starts:', p.starts.now ? startsNow(p.starts) : `not yet: ${p.starts.message}`]] : []),
   ];
   const exists = p.pool.exists ? '' : ', not created yet';
   return [

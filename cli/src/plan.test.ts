@@ -211,6 +211,31 @@ describe('computePlan', () => {
     ]);
   });
 
+  it('when the release changes outside the maintenance window, it should plan the update and say it starts when the window opens', async () => {
+    const p = await plan(inPlaceWorld(), (pool) => {
+      pool.spec.release.image = IMAGE('1.36.3');
+      pool.spec.management.maintenanceWindow = { schedule: '0 2 * * *', duration: '3h', timeZone: 'Europe/Berlin' };
+    });
+    assert.deepEqual([p.action, p.blocked], ['update-in-place', false]);
+    assert.deepEqual(p.starts, {
+      now: false,
+      at: '2026-11-24T01:00:00.000Z',
+      reason: 'WaitingForMaintenanceWindow',
+      message: 'waiting for the maintenance window (opens 2026-11-24T01:00Z)',
+    });
+    assert.match(formatPlan(p), /Starts: +not yet: waiting for the maintenance window \(opens 2026-11-24T01:00Z\)/);
+    assert.deepEqual(validate(SCHEMA, JSON.parse(JSON.stringify(p))), []);
+  });
+
+  it('when the release changes inside the maintenance window, it should say it starts now', async () => {
+    const p = await plan(inPlaceWorld(), (pool) => {
+      pool.spec.release.image = IMAGE('1.36.3');
+      pool.spec.management.maintenanceWindow = { schedule: '0 9 * * *', duration: '2h' };
+    });
+    assert.equal(p.starts?.now, p.starts?.reason === 'AsExpected' || p.starts?.reason === 'HealthGateOverridden');
+    assert.notEqual(p.starts?.reason, 'WaitingForMaintenanceWindow');
+  });
+
   it('when only labels, taints and timeouts change, it should propagate in place with the hash unchanged', async () => {
     const p = await SCENARIOS['propagation-only']?.();
     assert.equal(p?.action, 'propagate');

@@ -37,7 +37,7 @@ import { listImageTags } from '../../support/src/registry-tags.js';
 import { guestKubeConfigs, parsePoolRef, poolFromYaml, readNodePool, readPoolState } from './cluster.js';
 import { formatPlan } from './plan-text.js';
 import { upgradeTargets } from './plan-targets.js';
-import { clusterApiPlan, inPlacePlan, replacePlan } from './plan-engine.js';
+import { clusterApiPlan, inPlacePlan, replacePlan, startsOf } from './plan-engine.js';
 import type { PlanInput, Effect, Action, Policy, FieldChange, Plan } from './plan-model.js';
 
 // The upgrader's batches and Cluster API's bounds, as plan computes them (plan.test.ts checks them here).
@@ -323,6 +323,7 @@ export async function computePlan(input: PlanInput): Promise<Plan> {
     release: releaseOf(p),
     controlPlane: p.skew.controlPlane,
     ...(p.paused === undefined ? {} : { paused: p.paused }),
+    ...startsOf(p, input.now),
     policies: [
       verdictPolicy('Release image is valid', p.verdicts.release),
       verdictPolicy('Config ConfigMaps are valid', p.verdicts.config),

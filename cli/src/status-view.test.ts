@@ -113,6 +113,25 @@ describe('kindling status view', () => {
     assert.equal(view.rollout?.nodes.length, 4);
   });
 
+  it('when a change waits for the maintenance window, it should say so with when the window opens', () => {
+    const w = world({
+      name: 'held',
+      upgradeType: 'Replace',
+      version: '1.36.3',
+      configMaps: [],
+      nodes: [{ zone: 'a' }],
+    });
+    const message = 'waiting for the maintenance window (opens 2026-12-01T02:00Z)';
+    w.pool.status = { conditions: [cond('RolloutAllowed', 'False', 'WaitingForMaintenanceWindow', message)] };
+    const text = formatStatus([
+      poolStatusView({ pool: w.pool, child: w.state.machineDeployments[0], machines: w.state.machines }),
+    ]);
+    assert.match(
+      text,
+      /! RolloutAllowed False WaitingForMaintenanceWindow: waiting for the maintenance window \(opens 2026-12-01T02:00Z\)/,
+    );
+  });
+
   it('when a pool is converged, it should print one line and no rollout', () => {
     const w = world({
       name: 'calm',

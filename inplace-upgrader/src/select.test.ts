@@ -295,4 +295,14 @@ describe('planRollout', () => {
     );
     assert.deepEqual(plan.start, []);
   });
+
+  it('when the maintenance window closes mid-rollout, it should hand out no node, let the node under way finish, and say why', () => {
+    const nodes = [view('a', 'done'), view('b', 'updating', { desiredConfig: T }), view('c', 'idle')];
+    const why = 'waiting for the maintenance window (opens 2026-12-01T02:00Z)';
+    const plan = planRollout(nodes, T, 2, { held: why });
+    assert.deepEqual([plan.start, plan.retarget, plan.complete], [[], [], false]);
+    assert.equal(plan.progress, `1 of 3 updated; held at 1 of 3: ${why}, 1 node(s) handed out before still finishing`);
+    // The window open again, the same nodes: the rollout resumes where it stopped.
+    assert.deepEqual(planRollout(nodes, T, 2).start, ['c']);
+  });
 });

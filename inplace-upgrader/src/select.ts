@@ -5,7 +5,7 @@
 import type * as k8s from '#k8s';
 import type { Machine, MachineSet } from '../../api/src/capi.js';
 import { parseDrainBlocked } from '../../api/src/drain-blocked.js';
-import { pausedProgress } from '../../api/src/progress.js';
+import { heldProgress, pausedProgress } from '../../api/src/progress.js';
 import { ANNOTATIONS, DRAIN_PREFIX, LABELS, NODE_STATES } from '../../api/src/keys.js';
 
 export type NodePhase = 'done' | 'updating' | 'degraded' | 'idle';
@@ -206,21 +206,27 @@ const retargets = (nodes: readonly NodeView[], target: string): string[] =>
  * is a claim about every node of the set. They take no capacity: they never were available.
  * `paused` (the pool's spec.pausedUntil): no node is handed out, neither started nor retargeted; nodes
  * handed out before finish (the agent needs nothing more from the upgrader), and the progress says where
- * the rollout stopped.
+ * the rollout stopped. `held` (the child's ANNOTATIONS.rolloutHold: the maintenance window is closed or the
+ * health gate fails): the same, the progress saying why.
  */
 export function planRollout(
   nodes: readonly NodeView[],
   target: string,
   maxUnavailable: number,
-  opts: { pending?: number; paused?: boolean } = {},
+  opts: { pending?: number; paused?: boolean; held?: string } = {},
 ): RolloutPlan {
-  const { pending = 0, paused = false } = opts;
+  const { pending = 0, held } = opts;
+  const paused = opts.paused === true || held !== undefined;
   const done = nodes.filter((n) => n.phase === 'done').length;
   const total = nodes.length + pending;
   const halted = haltedOn(nodes);
   const busy = nodes.filter((n) => n.phase === 'updating' || n.phase === 'degraded' || n.unavailable).length;
   const handOut = !halted && !paused;
-  const pause = paused ? pausedProgress(done, total, inFlightCount(nodes)) : '';
+  const pause = opts.paused
+    ? pausedProgress(done, total, inFlightCount(nodes))
+    : held === undefined
+      ? ''
+      : heldProgress(done, total, inFlightCount(nodes), held);
   return {
     total,
     done,

@@ -191,11 +191,13 @@ export class InPlaceUpgrader {
     const { nodes, pending, machineOf } = this.#nodesOf(ms, session);
     const views = nodes.map((n) => classifyNode(n, target, expectedDesired(session, n)));
     const paused = ms.metadata.annotations?.[ANNOTATIONS.capiPaused] !== undefined;
+    // Held by the window or the health gate, for hours perhaps: like a pause, no pending taint meanwhile.
+    const held = ms.metadata.annotations?.[ANNOTATIONS.rolloutHold];
     const plan = planRollout(
       views,
       target,
       resolveMaxUnavailable(ms.metadata.annotations?.[ANNOTATIONS.maxUnavailable], views.length),
-      { pending, paused },
+      { pending, paused, held },
     );
     if (plan.complete) {
       // Recorded complete before the agent Pods and payload Secrets go (a delete each, seconds for a large
@@ -222,7 +224,7 @@ export class InPlaceUpgrader {
       this.#handOut(ctx, handed, machineOf),
       this.#restoreAgents(ctx, agentless),
       this.#writeStatus(ms, statusOf(plan)),
-      this.#setTaints(session, views, { active: !paused }, handed),
+      this.#setTaints(session, views, { active: !paused && held === undefined }, handed),
       this.#spareFromRemediation(
         views.filter((v) => !handed.includes(v.name)),
         machineOf,

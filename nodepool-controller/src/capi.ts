@@ -33,7 +33,12 @@ export interface ChildOptions {
   liveReplicas?: number;
   /** The autoscaler's capacity annotations of a pool that may scale to zero (capacity.ts). */
   capacity?: Record<string, string>;
+  /** Why no node may be handed out now (rollout-gate.ts): the in-place engines read it from the child. */
+  hold?: string;
 }
+
+const holdAnnotation = (opts: ChildOptions): Record<string, string> =>
+  opts.hold === undefined ? {} : { [ANNOTATIONS.rolloutHold]: opts.hold };
 
 const GO_UNITS: Record<string, number> = { ns: 1e-9, us: 1e-6, µs: 1e-6, ms: 1e-3, s: 1, m: 60, h: 3600 };
 
@@ -177,7 +182,7 @@ export function desiredMachineDeployment(pool: NodePool, opts: ChildOptions): Ma
   return {
     apiVersion: CAPI_API_VERSION,
     kind: 'MachineDeployment',
-    metadata: childMetadata(pool, { ...autoscalerAnnotations(pool, opts), ...gate }),
+    metadata: childMetadata(pool, { ...autoscalerAnnotations(pool, opts), ...gate, ...holdAnnotation(opts) }),
     spec: {
       clusterName: pool.spec.clusterName,
       replicas: desiredReplicas(pool, opts.liveReplicas),
@@ -212,6 +217,7 @@ export function desiredMachineSet(pool: NodePool, opts: ChildOptions): MachineSe
     [ANNOTATIONS.targetConfigHash]: opts.hash,
     [ANNOTATIONS.maxUnavailable]: String(resolveMaxUnavailable(pool.spec.management.inPlace?.maxUnavailable, replicas)),
     [ANNOTATIONS.healthCheckTimeout]: healthCheckTimeout(pool),
+    ...holdAnnotation(opts),
   };
   return {
     apiVersion: CAPI_API_VERSION,

@@ -3,7 +3,9 @@
  * one kind of object, records what it saw in the observations for the status, and returns a PhaseResult; the
  * runner folds those into one Outcome. The target hash (from the spec) becomes the effective hash (what the
  * children point at) only when its inputs are valid, the version-skew policy passes and its token exists;
- * until then everything else (replicas, labels, taints, timeouts) keeps reconciling at the deployed hash.
+ * until then everything else (replicas, labels, taints, timeouts) keeps reconciling at the deployed hash. The
+ * rollout gate (maintenance window, health gate) holds a target from starting, and a rollout under way from
+ * handing out its next node.
  */
 import { phasePause } from './phases/pause.js';
 import { deployedEffective, evaluateTarget } from './phases/inputs.js';
@@ -16,6 +18,7 @@ import {
   phaseNodes,
 } from './phases/children.js';
 import { phaseCleanup } from './phases/cleanup.js';
+import { phaseGate } from './phases/gate.js';
 import { observe } from './phases/observe.js';
 import { combine, NO_OUTCOME, type Outcome, type PhaseResult } from './phases/result.js';
 import type { Decision, PhaseDeps, Scope } from './phases/scope.js';
@@ -38,8 +41,10 @@ const WRITING_PHASES: WritingPhase[] = [
 
 export async function runPhases(s: Scope, deps: PhaseDeps): Promise<Outcome> {
   let outcome = combine(NO_OUTCOME, await phasePause(s, deps));
-  const evaluation = await evaluateTarget(s, deps);
-  outcome = combine(outcome, evaluation.result);
+  const evaluated = await evaluateTarget(s, deps);
+  const gate = await phaseGate(s, deps, evaluated);
+  const evaluation = gate.blocked === undefined ? evaluated : { ...evaluated, blocked: gate.blocked };
+  outcome = combine(combine(outcome, evaluation.result), gate.result);
   let decision: Decision;
   if (outcome.stopped) {
     decision = {
@@ -50,7 +55,7 @@ export async function runPhases(s: Scope, deps: PhaseDeps): Promise<Outcome> {
   } else {
     const token = await phaseToken(s, deps, evaluation);
     outcome = combine(outcome, token.result);
-    decision = token.decision;
+    decision = { ...token.decision, ...(gate.hold === undefined ? {} : { hold: gate.hold }) };
   }
   // Recorded before the writes: a status written after a failed write still names the version the children run.
   s.obs.effectiveVersion = decision.effective?.version;

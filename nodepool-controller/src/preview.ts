@@ -23,6 +23,8 @@ import { deployedEffective, evaluateTarget, type Evaluation } from './phases/inp
 import { desiredToken, targetEffective } from './phases/secrets.js';
 import { desiredChild, observeCapacity } from './phases/children.js';
 import type { InfrastructureTemplates } from './templates.js';
+import { evaluateGate } from './phases/gate.js';
+import type { GateVerdict } from './rollout-gate.js';
 import {
   inputsOf,
   newScope,
@@ -99,6 +101,8 @@ export interface NodePoolPreview {
   blocked?: string;
   /** spec.pausedUntil in effect ("true" or the date). */
   paused?: string;
+  /** The rollout gate's verdict on the change (the maintenance window, the health gate), when the hash changes. */
+  gate?: GateVerdict;
   /** The hash and version the children are written with once the target's token exists. */
   effective?: Effective;
   /** What the reconcile would apply: the target's token Secret (before the ignition server adds the token),
@@ -200,6 +204,7 @@ export async function previewNodePool(state: PreviewState, override?: PreviewOve
   const s = newScope(pool, createLogger({ name: 'nodepool-preview', level: 'silent' }), state.now);
   const deps = readOnlyDeps(state, pool);
   const e = await evaluateTarget(s, deps);
+  const { verdict } = evaluateGate(s, deps, e);
   // What the reconcile applies once the target's token is minted (until then it keeps the deployed hash).
   const rolling = e.blocked === undefined ? e.target : undefined;
   const effective = rolling ? targetEffective(rolling) : deployedEffective(e.deployed);
@@ -214,6 +219,7 @@ export async function previewNodePool(state: PreviewState, override?: PreviewOve
     ...(deployed ? { deployed } : {}),
     ...(e.blocked === undefined ? {} : { blocked: e.blocked }),
     ...(pause.paused ? { paused: pause.until } : {}),
+    ...(verdict ? { gate: verdict } : {}),
     ...(effective ? { effective } : {}),
     desiredChildren: desiredChildren(s, deps, rolling, effective),
   };

@@ -183,3 +183,106 @@ describe('NodePoolReconciler: when the status is written', () => {
     );
   });
 });
+
+describe('NodePoolReconciler: the maintenance window', () => {
+  /** A pool at release 1.36.2 whose children exist and token is minted; its window (02:00Z for 1h) is closed. */
+  async function deployed(upgradeType: 'Replace' | 'InPlace'): Promise<ReturnType<typeof world> & { pool: NodePool }> {
+    const pool = nodePoolFixture('workers', 'tenant-a', (p) => {
+      p.spec.release.image = 'registry.local:5000/kindling/release:1.36.2';
+      p.spec.management = { upgradeType, maintenanceWindow: { schedule: '0 2 * * *', duration: '1h' } };
+    });
+    const w = world(pool);
+    await assert.rejects(w.reconciler.reconcile(key(pool)), NotReadyError);
+    mint(w.secrets, { verdict: true });
+    w.clock.at += 300;
+    await w.reconciler.reconcile(key(pool));
+    return { ...w, pool: w.store('NodePool').get('workers') as NodePool };
+  }
+  const childOf = (w: ReturnType<typeof world>, kind: string): Record<string, unknown> & k8s.KubernetesObject =>
+    w.store(kind).get('workers') as Record<string, unknown> & k8s.KubernetesObject;
+  const bootstrapOf = (child: object): string =>
+    JSON.stringify((child as { spec: { template: { spec: { bootstrap: unknown } } } }).spec.template.spec.bootstrap);
+
+  it('when the release of a Replace pool changes outside the window, it should keep the MachineDeployment at the deployed hash, apply the labels at once, say when the window opens and look again then; inside it, it should roll', async () => {
+    const w = await deployed('Replace');
+    const before = bootstrapOf(childOf(w, 'MachineDeployment'));
+    w.pool.spec.release.image = 'registry.local:5000/kindling/release:1.36.3';
+    w.pool.spec.nodeLabels = { team: 'blue' };
+    const result = await w.reconciler.reconcile(key(w.pool));
+    const md = childOf(w, 'MachineDeployment') as {
+      spec: { template: { metadata: { labels: Record<string, string> } } };
+    };
+    assert.equal(bootstrapOf(md), before, 'the template is held');
+    assert.equal(md.spec.template.metadata.labels.team, 'blue', 'labels are not held');
+    assert.equal([...w.secrets.keys()].filter((n) => n.startsWith('token-')).length, 1, 'no token for the held hash');
+    const allowed = cond(w.statuses.at(-1), 'RolloutAllowed');
+    assert.deepEqual(
+      [allowed?.status, allowed?.reason, allowed?.message],
+      ['False', 'WaitingForMaintenanceWindow', 'waiting for the maintenance window (opens 2026-11-24T02:00Z)'],
+    );
+    assert.ok(Math.abs((result.requeueAfterMs ?? 0) - (Date.parse('2026-11-24T02:00:00Z') - w.clock.at)) < 1000);
+
+    w.clock.at = Date.parse('2026-11-24T02:00:30Z');
+    await assert.rejects(w.reconciler.reconcile(key(w.pool)), NotReadyError);
+    mint(w.secrets, { verdict: true });
+    w.clock.at += 300;
+    await w.reconciler.reconcile(key(w.pool));
+    assert.notEqual(bootstrapOf(childOf(w, 'MachineDeployment')), before, 'the rollout starts in the window');
+  });
+
+  it('when the window closes while an InPlace rollout is under way, it should hold the MachineSet (no node handed out) and release it when the window opens', async () => {
+    const w = await deployed('InPlace');
+    w.clock.at = Date.parse('2026-11-24T02:10:00Z');
+    w.pool.spec.release.image = 'registry.local:5000/kindling/release:1.36.3';
+    const annotation = (k: string): string | undefined => childOf(w, 'MachineSet').metadata?.annotations?.[k];
+    const from = annotation(ANNOTATIONS.targetConfigHash) ?? '';
+    await assert.rejects(w.reconciler.reconcile(key(w.pool)), NotReadyError);
+    mint(w.secrets, { verdict: true });
+    w.clock.at += 300;
+    await w.reconciler.reconcile(key(w.pool));
+    const to = annotation(ANNOTATIONS.targetConfigHash) ?? '';
+    assert.notEqual(to, from, 'the rollout started in the window');
+    assert.equal(annotation(ANNOTATIONS.rolloutHold), undefined);
+    // The nodes still at the old hash: the status records the rollout under way, as the upgrader's annotations show it.
+    const underWay = (): void => {
+      const stored = w.store('NodePool').get('workers') as NodePool;
+      stored.status = { ...stored.status, rollout: { from, to, since: '2026-11-24T02:10:00Z', changes: [] } };
+    };
+
+    underWay();
+    w.clock.at = Date.parse('2026-11-24T03:00:00Z');
+    await w.reconciler.reconcile(key(w.pool));
+    assert.equal(annotation(ANNOTATIONS.rolloutHold), 'waiting for the maintenance window (opens 2026-11-25T02:00Z)');
+    assert.equal(annotation(ANNOTATIONS.targetConfigHash), to, 'the target is not taken back');
+    underWay();
+    w.clock.at = Date.parse('2026-11-25T02:00:00Z');
+    await w.reconciler.reconcile(key(w.pool));
+    assert.equal(annotation(ANNOTATIONS.rolloutHold), undefined);
+  });
+
+  it('when a node is Degraded, it should hold a rollout from a settled pool, but not a new target that supersedes the halted rollout (the fix)', async () => {
+    const w = await deployed('InPlace');
+    w.clock.at = Date.parse('2026-11-24T02:10:00Z');
+    const ms = childOf(w, 'MachineSet');
+    const hash = ms.metadata?.annotations?.[ANNOTATIONS.targetConfigHash] ?? '';
+    ms.metadata = {
+      ...ms.metadata,
+      annotations: { ...ms.metadata?.annotations, [ANNOTATIONS.inPlaceFailure]: 'n1: broken' },
+    };
+    w.pool.spec.release.image = 'registry.local:5000/kindling/release:1.36.3';
+    await w.reconciler.reconcile(key(w.pool));
+    const held = cond(w.statuses.at(-1), 'RolloutAllowed');
+    assert.deepEqual(
+      [held?.reason, held?.message],
+      ['NodeDegraded', 'the health gate holds the rollout: a node is Degraded: n1: broken'],
+    );
+
+    const stored = w.store('NodePool').get('workers') as NodePool;
+    stored.status = {
+      ...stored.status,
+      rollout: { from: 'older', to: hash, since: '2026-11-24T02:00:00Z', changes: [] },
+    };
+    await assert.rejects(w.reconciler.reconcile(key(w.pool)), NotReadyError, 'the new target goes on to its token');
+    assert.equal(cond(w.statuses.at(-1), 'RolloutAllowed')?.reason, 'AsExpected');
+  });
+});

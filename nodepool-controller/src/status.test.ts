@@ -328,3 +328,44 @@ describe('the status computation (observations → conditions)', () => {
     assert.equal(computeStatus({ observations: o, now: NOW }).version, '1.36.3');
   });
 });
+
+describe('pool status of the rollout gate', () => {
+  const fine = { ok: true, reason: 'AsExpected', message: 'fine' } as const;
+  const checked = (): Observations => ({ ...observed(undefined), release: fine, config: fine, skew: fine });
+
+  it('when the maintenance window holds a change, RolloutAllowed should be False with when it opens, and Ready should say so', () => {
+    const message = 'waiting for the maintenance window (opens 2026-12-01T02:00Z)';
+    const o: Observations = {
+      ...checked(),
+      gate: { allowed: false, reason: 'WaitingForMaintenanceWindow', message },
+      pending: `The change to config hash h3 is held: ${message}`,
+    };
+    assert.deepEqual(condition(o, 'RolloutAllowed'), {
+      ...condition(o, 'RolloutAllowed'),
+      status: 'False',
+      reason: 'WaitingForMaintenanceWindow',
+      message,
+    });
+    assert.match(condition(o, 'Ready')?.message ?? '', /held: waiting for the maintenance window \(opens/);
+  });
+
+  it('when the window cannot be read, ValidMaintenanceWindow should be False with the reason and Ready should name it', () => {
+    const o: Observations = {
+      ...checked(),
+      window: { ok: false, reason: 'InvalidTimeZone', message: 'timeZone "Mars/Olympus" is not a time zone' },
+    };
+    assert.deepEqual(
+      [condition(o, 'ValidMaintenanceWindow')?.status, condition(o, 'ValidMaintenanceWindow')?.reason],
+      ['False', 'InvalidTimeZone'],
+    );
+    assert.match(condition(o, 'Ready')?.message ?? '', /^ValidMaintenanceWindow: timeZone/);
+  });
+
+  it('when there is no window and no rollout waits, both conditions should be fine', () => {
+    const o = observed(undefined);
+    assert.deepEqual(
+      ['ValidMaintenanceWindow', 'RolloutAllowed'].map((t) => condition(o, t)?.reason),
+      ['AsExpected', 'AsExpected'],
+    );
+  });
+});

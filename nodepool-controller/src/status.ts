@@ -16,6 +16,7 @@ import type { HashInput } from './hash.js';
 import type { JoinStatus } from './joining.js';
 import type { ScaleFromZero } from './capacity.js';
 import type { Refusal } from '../../support/src/errors.js';
+import type { GateVerdict } from './rollout-gate.js';
 
 /** A phase's verdict on one input, its reason one of its condition's reasons. */
 export interface Verdict<T extends ConditionType = ConditionType> {
@@ -39,6 +40,10 @@ export interface Observations {
   release?: Verdict<'ValidReleaseImage'> & { version?: string };
   config?: Verdict<'ValidMachineConfig'>;
   skew?: Verdict<'SupportedVersionSkew'>;
+  /** spec.management.maintenanceWindow, when set. */
+  window?: Verdict<'ValidMaintenanceWindow'>;
+  /** The rollout gate's verdict, when a rollout would start or is under way. */
+  gate?: GateVerdict;
   /** pausedUntil in effect: "true" or the date. */
   pausedUntil?: string;
   targetHash?: string;
@@ -200,6 +205,14 @@ const SETTERS: { [T in Exclude<ConditionType, 'Ready'>]: Setter<T> } = {
   UpdatingVersion: updating('release'),
   AutoscalingEnabled: autoscaling,
   AutorepairEnabled: autorepair,
+  ValidMaintenanceWindow: (o) =>
+    o.window
+      ? fromVerdict(o.window, 'Maintenance window')
+      : { status: 'True', reason: 'AsExpected', message: 'No maintenance window: disruptive work starts at once' },
+  RolloutAllowed: (o) =>
+    o.gate
+      ? { status: o.gate.allowed ? 'True' : 'False', reason: o.gate.reason, message: o.gate.message }
+      : { status: 'True', reason: 'AsExpected', message: 'No rollout is waiting to start' },
   ReconciliationActive: (o) =>
     o.pausedUntil === undefined
       ? { status: 'True', reason: 'AsExpected', message: 'Reconciliation is active' }
@@ -234,6 +247,7 @@ function notReadyBecause(o: Observations, conds: Map<ConditionType, Condition>):
     'ValidMachineConfig',
     'SupportedVersionSkew',
     'ChildObjectsAccepted',
+    'ValidMaintenanceWindow',
     'ReconciliationActive',
   ] as const) {
     const c = conds.get(type);

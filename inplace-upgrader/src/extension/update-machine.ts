@@ -76,8 +76,15 @@ function describeNode(node: k8s.V1Node, hash: string): string {
   return `waiting for the agent to pick up ${hash}`;
 }
 
-const isPaused = (deployment: DeploymentObject | undefined): boolean =>
-  deployment?.metadata.annotations?.[ANNOTATIONS.capiPaused] !== undefined;
+/** Why no node may be handed out: paused by spec.pausedUntil, or held by the nodepool-controller's rollout gate
+ * (the maintenance window is closed, the health gate fails). */
+function holdOf(deployment: DeploymentObject | undefined): string | undefined {
+  const ann = deployment?.metadata.annotations ?? {};
+  if (ann[ANNOTATIONS.capiPaused] !== undefined)
+    return `MachineDeployment ${deployment?.metadata.name} is paused by spec.pausedUntil, no node is handed out until it clears`;
+  const held = ann[ANNOTATIONS.rolloutHold];
+  return held === undefined ? undefined : `the rollout is held, ${held}`;
+}
 
 /** The hash a MachineDeployment's template names (its KindlingConfigTemplate), if it names one. */
 const deploymentHash = (pool: string, d: DeploymentObject | undefined): string | undefined =>
@@ -273,14 +280,13 @@ export class MachineUpdater implements MachineUpdates, ExtensionCache {
 
   /**
    * Idle, or in flight towards an older target: hand it this one (the agent starts over from its host).
-   * Paused (spec.pausedUntil): no node is handed this target; one handed it before the pause finishes (#step).
+   * Paused (spec.pausedUntil) or held (the rollout gate): no node is handed this target; one handed it before
+   * finishes (#step).
    */
   async #handOut(t: UpdateTarget, { session, node, machine, deployment }: StepContext): Promise<UpdateOutcome> {
     const name = node.metadata?.name ?? '';
-    if (isPaused(deployment))
-      return progress(
-        `Node ${name} not handed ${t.hash}: MachineDeployment ${deployment?.metadata.name} is paused by spec.pausedUntil, no node is handed out until it clears`,
-      );
+    const hold = holdOf(deployment);
+    if (hold !== undefined) return progress(`Node ${name} not handed ${t.hash}: ${hold}`);
     const config = await this.#opts.payloads.fetch({ namespace: t.namespace, pool: t.pool, hash: t.hash });
     await setSkipRemediation(this.#custom, machine, true);
     const healthCheckTimeout = deployment?.metadata.annotations?.[ANNOTATIONS.healthCheckTimeout];

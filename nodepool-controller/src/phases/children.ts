@@ -59,11 +59,13 @@ export function desiredChild(
   s: Scope,
   deps: PhaseDeps,
   effective: Effective,
+  hold?: string,
 ): { child: MachineSet | MachineDeployment; template?: KindlingConfigTemplate } {
   const opts = {
     ...effective,
     liveReplicas: liveChild(s, deps)?.spec.replicas,
     ...(s.obs.capacity ? { capacity: s.obs.capacity.annotations } : {}),
+    hold,
   };
   if (!hasMachineDeployment(s.pool)) return { child: desiredMachineSet(s.pool, opts) };
   const template =
@@ -75,7 +77,7 @@ export async function phaseChildren(s: Scope, deps: PhaseDeps, d: Decision): Pro
   if (!d.effective) return CONTINUE;
   await observeCapacity(s, deps);
   const live = liveChild(s, deps);
-  const { child, template } = desiredChild(s, deps, d.effective);
+  const { child, template } = desiredChild(s, deps, d.effective, d.hold);
   let applied: MachineSet | MachineDeployment;
   if (child.kind === 'MachineSet') {
     applied = await applyIfNeeded(deps, live as MachineSet | undefined, child, deps.caches.machineSets);

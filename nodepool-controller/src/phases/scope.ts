@@ -86,6 +86,8 @@ export interface Effective {
 export interface Decision {
   effective?: Effective;
   rolling?: Target;
+  /** Why no node may be handed out now (the rollout gate), written on the child. */
+  hold?: string;
 }
 
 export function secretText(secret: k8s.V1Secret | undefined, key: string): string | undefined {

@@ -1,0 +1,119 @@
+/**
+ * May disruptive work start now (a rollout to a new config hash, or the next node of one under way)? A pure
+ * decision with a typed reason, as csr-decision.ts is: first the maintenance window, which nothing overrides;
+ * then the health gate, kubeadm's pre-upgrade checks (the guest's control plane reachable, no node Degraded, no
+ * more nodes unavailable than maxUnavailable), which ANNOTATIONS.overrideHealthGate lets one rollout pass.
+ */
+import type { ConditionReason } from '../../api/src/conditions.js';
+import { HEALTH_GATE_CONSUMED } from '../../api/src/keys.js';
+import { isoMinutes, windowAt, type ParsedWindow } from './maintenance-window.js';
+
+type GateReason = ConditionReason<'RolloutAllowed'>;
+
+/** What the health gate looks at, as the reconcile observed it. */
+export interface PoolHealth {
+  /** Why the guest's control plane cannot be reached, when it cannot. */
+  controlPlaneUnreachable?: string;
+  /** "<node>: <reason>" of a Degraded node, if any. */
+  degraded?: string;
+  /** Machines whose node is not healthy, by name. */
+  unavailable: readonly string[];
+  maxUnavailable: number;
+}
+
+export interface GateInput {
+  now: number;
+  /** The pool's window: absent when it has none; an Error when it cannot be read (nothing disruptive starts). */
+  window?: ParsedWindow | Error;
+  health: PoolHealth;
+  /** Whether the health gate applies: to a rollout that starts from a settled pool or resumes after a hold, not
+   * to one under way (its own engine halts on a Degraded node), nor to a new target that supersedes one (it may
+   * be the fix of a halted rollout). */
+  healthGated: boolean;
+  /** ANNOTATIONS.overrideHealthGate as the pool has it. */
+  override?: string;
+  /** The config hash the rollout moves to. */
+  target: string;
+}
+
+export interface GateVerdict {
+  allowed: boolean;
+  reason: GateReason;
+  message: string;
+  /** When the verdict may change by itself (the window opens or closes). */
+  recheckInMs?: number;
+  /** The override annotation's new value: it was used for this target. */
+  consumeOverride?: string;
+}
+
+/** The override applies: set and not used yet, or used for this very rollout. */
+export function overrideApplies(value: string | undefined, target: string): boolean {
+  if (value === undefined) return false;
+  return !value.startsWith(HEALTH_GATE_CONSUMED) || value === `${HEALTH_GATE_CONSUMED}${target}`;
+}
+
+function windowVerdict(input: GateInput): GateVerdict | { open: true; recheckInMs?: number } {
+  const w = input.window;
+  if (w === undefined) return { open: true };
+  if (w instanceof Error)
+    return {
+      allowed: false,
+      reason: 'WaitingForMaintenanceWindow',
+      message: `waiting for the maintenance window, which cannot be read: ${w.message}`,
+    };
+  const state = windowAt(w, input.now);
+  if (state.open) return { open: true, recheckInMs: state.closesAt - input.now };
+  if (state.opensAt === undefined)
+    return {
+      allowed: false,
+      reason: 'WaitingForMaintenanceWindow',
+      message: 'waiting for the maintenance window, whose schedule never opens again',
+    };
+  return {
+    allowed: false,
+    reason: 'WaitingForMaintenanceWindow',
+    message: `waiting for the maintenance window (opens ${isoMinutes(state.opensAt)})`,
+    recheckInMs: state.opensAt - input.now,
+  };
+}
+
+/** The first failing health check, if any. */
+function healthProblem(h: PoolHealth): { reason: GateReason; message: string } | undefined {
+  if (h.controlPlaneUnreachable !== undefined)
+    return {
+      reason: 'ControlPlaneUnreachable',
+      message: `the guest's control plane is unreachable: ${h.controlPlaneUnreachable}`,
+    };
+  if (h.degraded !== undefined) return { reason: 'NodeDegraded', message: `a node is Degraded: ${h.degraded}` };
+  if (h.unavailable.length > h.maxUnavailable) {
+    const names = h.unavailable.slice(0, 5).join(', ') + (h.unavailable.length > 5 ? ', …' : '');
+    return {
+      reason: 'TooManyNodesUnavailable',
+      message: `${h.unavailable.length} node(s) are unavailable, more than maxUnavailable ${h.maxUnavailable}: ${names}`,
+    };
+  }
+  return undefined;
+}
+
+export function decideRolloutGate(input: GateInput): GateVerdict {
+  const window = windowVerdict(input);
+  if ('allowed' in window) return window;
+  const recheck = window.recheckInMs === undefined ? {} : { recheckInMs: window.recheckInMs };
+  const problem = input.healthGated ? healthProblem(input.health) : undefined;
+  if (!problem) return { allowed: true, reason: 'AsExpected', message: 'Disruptive work may start', ...recheck };
+  if (!overrideApplies(input.override, input.target))
+    return {
+      allowed: false,
+      reason: problem.reason,
+      message: `the health gate holds the rollout: ${problem.message}`,
+      ...recheck,
+    };
+  const consumed = `${HEALTH_GATE_CONSUMED}${input.target}`;
+  return {
+    allowed: true,
+    reason: 'HealthGateOverridden',
+    message: `The health gate failed (${problem.message}) and was overridden for config hash ${input.target}`,
+    ...recheck,
+    ...(input.override === consumed ? {} : { consumeOverride: consumed }),
+  };
+}

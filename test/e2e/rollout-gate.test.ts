@@ -1,0 +1,268 @@
+/**
+ * Maintenance windows and the health gate end to end on the local environment (`npm start`), in a file of its
+ * own (each e2e file keeps within the per-file time budget). The tests move the window, never the clock: a
+ * window that opens in twelve hours is closed now, one that opens every minute for an hour is open now.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as k8s from '#k8s';
+import { ANNOTATIONS, HEALTH_GATE_CONSUMED } from '../../api/src/keys.js';
+import type { MaintenanceWindow } from '../../api/src/nodepool.js';
+import { eventually, SIMULATION } from '../bed/src/index.js';
+import { LocalEnvironment, NS } from './environment.js';
+
+const MINUTES = 60_000;
+const CLOSED: MaintenanceWindow = { schedule: `0 ${(new Date().getUTCHours() + 12) % 24} * * *`, duration: '1h' };
+const OPEN: MaintenanceWindow = { schedule: '* * * * *', duration: '1h' };
+const osRelease = (version: string): string => `Kindling Linux ${version}\n`;
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+describe('maintenance windows and the health gate on the local environment', { timeout: 40 * MINUTES }, () => {
+  let env: LocalEnvironment;
+  let stateDir: string;
+
+  before(async () => {
+    stateDir = await mkdtemp(join(tmpdir(), 'kindling-e2e-windows-'));
+    env = new LocalEnvironment(stateDir);
+    await env.start();
+  });
+
+  after(async () => {
+    const code = await env.stop();
+    assert.equal(code, 0, env.output.slice(-3000));
+    await rm(stateDir, { recursive: true, force: true });
+  });
+
+  const machineSet = async (): Promise<{ metadata: k8s.V1ObjectMeta }> =>
+    (await env.custom.getNamespacedCustomObject({
+      group: 'cluster.x-k8s.io',
+      version: 'v1beta2',
+      namespace: NS,
+      plural: 'machinesets',
+      name: 'inplace',
+    })) as { metadata: k8s.V1ObjectMeta };
+  const target = async (): Promise<string | undefined> =>
+    (await machineSet()).metadata.annotations?.[ANNOTATIONS.targetConfigHash];
+  /** The inplace nodes handed `hash` (desiredConfig), by name. */
+  const handedOut = async (hash: string): Promise<string[]> =>
+    (await env.nodes('inplace'))
+      .filter((n) => n.metadata?.annotations?.[ANNOTATIONS.desiredConfig] === hash)
+      .map((n) => n.metadata?.name ?? '')
+      .sort();
+  const rolloutAllowed = async (): Promise<{ status: string; reason: string; message: string } | undefined> =>
+    (await env.pool('inplace')).status?.conditions?.find((c) => c.type === 'RolloutAllowed');
+  /** `check` holds on every look for `ms` (a few seconds apart): nothing moved. */
+  const holdsFor = async (ms: number, check: () => Promise<void>): Promise<void> => {
+    for (const end = Date.now() + ms; Date.now() < end; await sleep(3000)) await check();
+  };
+  const setHostDown = async (node: string, down: boolean): Promise<void> => {
+    await env.guest
+      .makeApiClient(k8s.CoreV1Api)
+      .patchNode(
+        { name: node, body: { metadata: { annotations: { [SIMULATION.hostDown]: down ? 'true' : null } } } },
+        k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+      );
+  };
+  const unhealthyMachines = async (): Promise<number> =>
+    (await env.machines('inplace')).filter((m) =>
+      (m.status as { conditions?: { type: string; status: string }[] } | undefined)?.conditions?.some(
+        (c) => c.type === 'NodeHealthy' && c.status !== 'True',
+      ),
+    ).length;
+  /** Every node of the MachineSet at its target, as the upgrader records it. */
+  const complete = async (): Promise<boolean> => {
+    const ann = (await machineSet()).metadata.annotations ?? {};
+    return ann[ANNOTATIONS.currentConfigHash] === ann[ANNOTATIONS.targetConfigHash];
+  };
+  const setMotd = async (text: string): Promise<void> => {
+    const core = env.mgmt.makeApiClient(k8s.CoreV1Api);
+    const cm = await core.readNamespacedConfigMap({ name: 'motd', namespace: NS });
+    const config = (cm.data?.config ?? '').replace(/data:,[^"]*/, `data:,${encodeURIComponent(text)}`);
+    assert.notEqual(config, cm.data?.config);
+    await core.patchNamespacedConfigMap(
+      { name: 'motd', namespace: NS, body: { data: { config } } },
+      k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+    );
+  };
+
+  it('when a release upgrade is patched outside the window, it should hand out no node while labels change at once; the window opened, it should start; closed mid-rollout, it should finish the node under way and hand out no other; opened again, it should complete', async () => {
+    const before = await target();
+    assert.ok(before);
+    const image = (await env.pool('inplace')).spec.release.image.replace(/:1\.36\.2$/, ':1.36.3');
+    await env.patchPool('inplace', {
+      spec: {
+        release: { image },
+        management: { maintenanceWindow: CLOSED },
+        nodeLabels: { 'kindling.dev/pool': 'inplace', 'kindling.dev/window-test': 'labelled' },
+      },
+    });
+    await eventually(
+      'the new label on every inplace node, outside the window',
+      async () =>
+        (await env.nodes('inplace')).every((n) => n.metadata?.labels?.['kindling.dev/window-test'] === 'labelled'),
+      2 * MINUTES,
+      1000,
+    );
+    const held = await eventually(
+      'RolloutAllowed False: waiting for the maintenance window',
+      async () => {
+        const c = await rolloutAllowed();
+        return c?.reason === 'WaitingForMaintenanceWindow' && c.status === 'False' ? c : undefined;
+      },
+      2 * MINUTES,
+      1000,
+    );
+    assert.match(held.message, /^waiting for the maintenance window \(opens \d{4}-\d\d-\d\dT\d\d:00Z\)$/);
+    await holdsFor(60_000, async () => {
+      assert.equal(await target(), before, 'the MachineSet moved to the new hash outside the window');
+      const nodes = await env.nodes('inplace');
+      const moving = nodes.filter(
+        (n) =>
+          n.metadata?.annotations?.[ANNOTATIONS.desiredConfig] !== n.metadata?.annotations?.[ANNOTATIONS.currentConfig],
+      );
+      assert.deepEqual(moving, [], 'a node was handed out outside the window');
+    });
+
+    await env.patchPool('inplace', { spec: { management: { maintenanceWindow: OPEN } } });
+    const next = await eventually(
+      'the rollout started in the window',
+      async () => {
+        const t = await target();
+        return t !== before && t !== undefined && (await handedOut(t)).length > 0 ? t : undefined;
+      },
+      3 * MINUTES,
+      1000,
+    );
+    await env.patchPool('inplace', { spec: { management: { maintenanceWindow: CLOSED } } });
+    await eventually(
+      'the MachineSet held',
+      async () => (await machineSet()).metadata.annotations?.[ANNOTATIONS.rolloutHold] !== undefined,
+      MINUTES,
+      1000,
+    );
+    const underWay = await handedOut(next);
+    assert.ok(underWay.length < 3, 'the window closed before every node was handed out');
+    await eventually(
+      'the node under way finished with the window closed',
+      async () => {
+        const nodes = await env.nodes('inplace');
+        return underWay.every((name) =>
+          nodes.some(
+            (n) =>
+              n.metadata?.name === name &&
+              n.metadata.annotations?.[ANNOTATIONS.currentConfig] === next &&
+              n.metadata.annotations[ANNOTATIONS.state] === 'Done',
+          ),
+        );
+      },
+      6 * MINUTES,
+      2000,
+    );
+    await holdsFor(45_000, async () =>
+      assert.deepEqual(await handedOut(next), underWay, 'a node handed out after the window closed'),
+    );
+
+    await env.patchPool('inplace', { spec: { management: { maintenanceWindow: OPEN } } });
+    await eventually(
+      'every inplace host at 1.36.3 once the window opened again',
+      async () => {
+        const hosts = await env.hosts('inplace');
+        const files = await Promise.all(hosts.map((h) => env.hostFile(h, 'etc/kindling/os-release')));
+        return hosts.length === 3 && files.every((f) => f === osRelease('1.36.3'));
+      },
+      12 * MINUTES,
+      2000,
+    );
+  });
+
+  it('when more nodes are NotReady than maxUnavailable, a config change should not start until they recover; the override should start one past the gate once', async () => {
+    await env.patchPool('inplace', { spec: { management: { maintenanceWindow: null } } });
+    await eventually('the previous rollout complete', complete, 5 * MINUTES, 2000);
+    const nodes = (await env.nodes('inplace')).map((n) => n.metadata?.name ?? '').sort();
+    const down = nodes.slice(0, 2);
+    await Promise.all(down.map((n) => setHostDown(n, true)));
+    try {
+      await eventually(
+        'two inplace Machines with an unhealthy node',
+        async () => (await unhealthyMachines()) === 2,
+        4 * MINUTES,
+        2000,
+      );
+      const before = await target();
+      await setMotd('Held by the health gate\n');
+      const gate = await eventually(
+        'RolloutAllowed False: too many nodes unavailable',
+        async () => {
+          const c = await rolloutAllowed();
+          return c?.reason === 'TooManyNodesUnavailable' ? c : undefined;
+        },
+        2 * MINUTES,
+        1000,
+      );
+      assert.match(gate.message, /2 node\(s\) are unavailable, more than maxUnavailable 1/);
+      await holdsFor(30_000, async () => assert.equal(await target(), before, 'the rollout started past the gate'));
+
+      await Promise.all(down.map((n) => setHostDown(n, false)));
+      await eventually(
+        'the rollout started once the nodes recovered',
+        async () => (await target()) !== before,
+        4 * MINUTES,
+        2000,
+      );
+      await eventually(
+        'the config rollout complete, every Machine healthy',
+        async () => (await complete()) && (await unhealthyMachines()) === 0,
+        10 * MINUTES,
+        2000,
+      );
+
+      await Promise.all(down.map((n) => setHostDown(n, true)));
+      await eventually(
+        'two inplace Machines unhealthy again',
+        async () => (await unhealthyMachines()) === 2,
+        4 * MINUTES,
+        2000,
+      );
+      const held = await target();
+      await setMotd('Started past the health gate\n');
+      await eventually(
+        'held by the health gate',
+        async () => (await rolloutAllowed())?.reason === 'TooManyNodesUnavailable',
+        2 * MINUTES,
+        1000,
+      );
+      assert.equal(await target(), held);
+      await env.mgmt.makeApiClient(k8s.CustomObjectsApi).patchNamespacedCustomObject(
+        {
+          group: 'kindling.dev',
+          version: 'v1beta1',
+          namespace: NS,
+          plural: 'nodepools',
+          name: 'inplace',
+          body: {
+            metadata: { annotations: { [ANNOTATIONS.overrideHealthGate]: 'e2e: two hosts are being repaired' } },
+          },
+        },
+        k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+      );
+      const started = await eventually(
+        'the rollout started past the gate',
+        async () => {
+          const t = await target();
+          return t !== held ? t : undefined;
+        },
+        2 * MINUTES,
+        1000,
+      );
+      const pool = await env.pool('inplace');
+      assert.equal(pool.metadata.annotations?.[ANNOTATIONS.overrideHealthGate], `${HEALTH_GATE_CONSUMED}${started}`);
+      // Once it runs, a rollout is not gated again: the override covered its start, the nodes still down.
+      assert.notEqual((await rolloutAllowed())?.reason, 'TooManyNodesUnavailable');
+    } finally {
+      await Promise.all(down.map((n) => setHostDown(n, false)));
+    }
+  });
+});
