@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import * as k8s from '#k8s';
 import { execFileSync } from 'node:child_process';
 import { startCluster, installKindlingCrds, testbedBinary, type Cluster } from '../../test/bed/src/index.js';
+import type { DisruptionPolicy } from './disruption.js';
 import type { NodePool } from './nodepool.js';
 import { nodePoolFixture } from '../testing/nodepool.js';
 
@@ -19,6 +20,12 @@ function statusMessage(err: unknown): string {
 }
 
 const pool = (name: string, patch?: (p: NodePool) => void): NodePool => nodePoolFixture(name, NS, patch);
+
+/** An InPlace pool's management with this disruption policy (loosely typed: the tests send what a person might). */
+const inPlacePolicy = (disruptionPolicy: unknown): NodePool['spec']['management'] => ({
+  upgradeType: 'InPlace',
+  inPlace: { disruptionPolicy: disruptionPolicy as DisruptionPolicy },
+});
 
 describe('NodePool CRD on a real apiserver', () => {
   let cluster: Cluster;
@@ -202,6 +209,26 @@ describe('NodePool CRD on a real apiserver', () => {
       },
       /autoScaling.capacity.gpuCount: Invalid value: -2/,
     ],
+    [
+      'a disruption policy Restart names no unit',
+      (p) => (p.spec.management = inPlacePolicy({ files: [{ path: '/etc/motd', actions: [{ type: 'Restart' }] }] })),
+      /a Reload or Restart action names its unit/,
+    ],
+    [
+      'a disruption policy combines None with another action',
+      (p) => (p.spec.management = inPlacePolicy({ sshKeys: { actions: [{ type: 'None' }, { type: 'Drain' }] } })),
+      /the action None cannot be combined with other actions/,
+    ],
+    [
+      'a disruption policy path is relative',
+      (p) => (p.spec.management = inPlacePolicy({ files: [{ path: 'etc/motd', actions: [{ type: 'None' }] }] })),
+      /a disruption policy path must be absolute/,
+    ],
+    [
+      'a disruption policy names a unit that is no systemd unit',
+      (p) => (p.spec.management = inPlacePolicy({ units: [{ name: 'kubelet', actions: [{ type: 'None' }] }] })),
+      /must be a systemd unit name such as kubelet.service/,
+    ],
   ];
 
   for (const [condition, mistake, message] of invalid) {
@@ -252,6 +279,21 @@ describe('NodePool CRD on a real apiserver', () => {
       pool('inplace', (p) => (p.spec.management = { upgradeType: 'InPlace', inPlace: {} })),
     );
     assert.deepEqual(created.spec.management.inPlace, { engine: 'MachineSet', maxUnavailable: 1 });
+  });
+
+  it('when a disruption policy is valid, it should be accepted with Exact as the default match', async () => {
+    const policy: DisruptionPolicy = {
+      files: [
+        { path: '/etc/motd', actions: [{ type: 'None' }] },
+        { path: '/etc/app/', match: 'Prefix', actions: [{ type: 'Restart', unit: 'app@one.service' }] },
+      ],
+      units: [
+        { name: 'chronyd.service', actions: [{ type: 'DaemonReload' }, { type: 'Restart', unit: 'chronyd.service' }] },
+      ],
+    };
+    const created = await objects.create(pool('policy', (p) => (p.spec.management = inPlacePolicy(policy))));
+    assert.equal(created.spec.management.inPlace?.disruptionPolicy?.files?.[0]?.match, 'Exact');
+    assert.deepEqual(created.spec.management.inPlace?.disruptionPolicy?.units, policy.units);
   });
 
   it('when the in-place engine of an existing pool changes, it should be refused with why and what to do instead', async () => {

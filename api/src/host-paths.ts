@@ -36,8 +36,12 @@ export const HOST_PATHS = {
    * payload rendering (and by the in-place agent when it applies a new one); read by the kubelet (the version
    * and OS image it reports in its Node's status.nodeInfo) and operators. */
   releaseInfo: '/etc/kindling/release.json',
-  /** This boot's ID, new at every boot. Written by the kernel (on a simulated host, by the agent's simulated
-   * reboot); read by the kubelet (status.nodeInfo.bootID) and the agent, whose health gate after an in-place
-   * reboot counts a Node's status only once its bootID is this boot's. */
+  /** This boot's ID, new at every boot. Written by the kernel (on a simulated host, by its first boot and the
+   * agent's simulated reboots); read by the kubelet (status.nodeInfo.bootID) and the agent, whose health gate
+   * after an in-place reboot counts a Node's status only once its bootID is this boot's. */
   bootId: '/proc/sys/kernel/random/boot_id',
+  /** Simulated hosts only: every `systemctl` command the in-place agent ran (a unit action of the disruption
+   * policy), one a line. Written by the agent's simulated host control (reboot.ts); read by the local
+   * environment's kubelet (a restart of kubelet.service restarts it) and the tests. */
+  simulatedSystemctl: '/var/log/kindling/systemctl.log',
 } as const;

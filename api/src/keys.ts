@@ -113,6 +113,11 @@ export const ANNOTATIONS = {
    * the Machine's deployment-name label). On a guest Node: written by whoever hands the node its target (guest.ts handOutNode, both in-place
    * engines), in the same patch as desiredConfig; read by the agent, which rolls the update back once it passes. */
   healthCheckTimeout: 'kindling.dev/health-check-timeout',
+  /** The pool's effective node disruption policy (spec.management.inPlace.disruptionPolicy over the defaults,
+   * api/src/disruption.ts) as JSON. On a MachineSet or a ClusterAPI-engine pool's MachineDeployment: written by
+   * the nodepool-controller, read by the inplace-upgrader or the extension's UpdateMachine, which put it in each
+   * node's payload Secret (PAYLOAD_KEYS.disruptionPolicy) for the agent. */
+  disruptionPolicy: 'kindling.dev/disruption-policy',
   /** Rollout progress, "N of M updated", then each drain a PodDisruptionBudget holds up ("; n03 draining,
    * blocked by PodDisruptionBudget ns/x"). Written by the inplace-upgrader; read by the nodepool-controller
    * (the UpdatingConfig/UpdatingVersion message, as is) and `kindling status` (the counts before any ";"). */

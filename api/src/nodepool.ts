@@ -1,5 +1,7 @@
 import type { V1ObjectMeta } from '#k8s';
 import type { Condition } from './conditions.js';
+import type { DisruptionPolicy } from './disruption.js';
+import type { TargetDisruption } from './disruption-config.js';
 
 export const NODEPOOL_GROUP = 'kindling.dev';
 export const NODEPOOL_VERSION = 'v1beta1';
@@ -85,6 +87,8 @@ export interface NodePoolSpec {
       /** How long a node has, after the reboot of an in-place update, to be Ready at the payload's kubelet
        * version before its agent rolls the update back (a Go duration; default DEFAULT_HEALTH_CHECK_TIMEOUT). */
       healthCheckTimeout?: string;
+      /** Which action each change needs (disruption.ts); laid over DEFAULT_DISRUPTION_POLICY. */
+      disruptionPolicy?: DisruptionPolicy;
     };
     autoRepair?: boolean;
     /** Unset: disruptive work starts whenever there is some. */
@@ -129,6 +133,16 @@ export interface RolloutRecord {
   /** When the controller first saw it (RFC3339). */
   since: string;
   changes: RolloutChange[];
+  /** An in-place payload change: what the disruption policy gives each changed path, unit and user's SSH keys,
+   * and the least action each node takes ("none", "restart kubelet.service", "drain, reboot"). */
+  disruption?: RolloutDisruption;
+}
+
+export interface RolloutDisruption {
+  action: string;
+  drain: boolean;
+  reboot: boolean;
+  changes: TargetDisruption[];
 }
 
 export interface NodePoolStatus {

@@ -5,6 +5,9 @@
  * (a MachineDeployment's, resolved the Deployment way) and the Machines whose template is older.
  */
 import type { Machine, MachineDeployment, MachineSet } from '../../api/src/capi.js';
+import type { HashInputs } from '../../api/src/config-hash.js';
+import { configDisruption, type ConfigDisruption } from '../../api/src/disruption-config.js';
+import { effectiveDisruptionPolicy } from '../../api/src/disruption.js';
 import { ANNOTATIONS } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 import { resolveFenceposts } from '../../support/src/int-or-percent.js';
@@ -22,6 +25,21 @@ import {
 } from '../../inplace-upgrader/src/preview.js';
 import type { NodePoolPreview } from '../../nodepool-controller/src/preview.js';
 import type { InPlacePlan, Plan, PlanInput, ReplacePlan } from './plan-model.js';
+
+/**
+ * What each node of an in-place payload change does, by the pool's disruption policy (the same judgement the
+ * controller records in status.rollout); none for a Replace pool, a change the engine rolls, or unknown inputs.
+ */
+export function disruptionPlan(
+  pool: NodePool,
+  action: string,
+  inputs: { before?: HashInputs; after?: HashInputs },
+): ConfigDisruption | undefined {
+  if (pool.spec.management.upgradeType !== 'InPlace' || action !== 'update-in-place') return undefined;
+  if (!inputs.before || !inputs.after) return undefined;
+  const policy = effectiveDisruptionPolicy(pool.spec.management.inPlace?.disruptionPolicy);
+  return configDisruption(policy, inputs.before, inputs.after);
+}
 
 const alive = (machines: readonly Machine[]): Machine[] => machines.filter((m) => !m.metadata.deletionTimestamp);
 

@@ -2,6 +2,7 @@
  * reads (cluster.ts), the computation (plan.ts, plan-engine.ts) and the text form (plan-text.ts). */
 import type * as k8s from '#k8s';
 import type { NodePool } from '../../api/src/nodepool.js';
+import type { ConfigDisruption } from '../../api/src/disruption-config.js';
 import type { Machine, MachineDeployment, MachineSet } from '../../api/src/capi.js';
 import type { ClusterApiPlan } from '../../inplace-upgrader/src/preview.js';
 import type {
@@ -140,6 +141,8 @@ export interface Plan {
   /** ClusterAPI in-place engine: the extension's decision on the change (in place, or rolled out). */
   clusterApi?: ClusterApiPlan;
   upgradeTargets?: UpgradeTargets;
+  /** An in-place payload change: each changed path, unit and SSH keys with its actions, and each node's least action. */
+  disruption?: ConfigDisruption;
 }
 
 /** Never called: phases that only read must not write, and this makes sure of it. */

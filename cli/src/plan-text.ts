@@ -1,5 +1,6 @@
 /** The text form of a plan, laid out like `kubeadm upgrade plan`: verdicts first, then what changes and how. */
 import type { Action, Effect, Plan } from './plan-model.js';
+import { describeDisruption } from '../../api/src/disruption.js';
 
 /** Columns padded to their widest cell; the last column is not padded. */
 export function table(rows: readonly string[][], indent = '  '): string[] {
@@ -123,6 +124,15 @@ function inPlace(p: Plan): string[] {
   return out;
 }
 
+function disruption(p: Plan): string[] {
+  const d = p.disruption;
+  if (!d) return [];
+  const rows = [['CHANGED', 'ACTIONS (disruption policy)'], ...d.changes.map((c) => [c.target, c.actions])];
+  const each = describeDisruption(d.disruption);
+  const quiet = d.disruption.drain ? '' : d.disruption.reboot ? '' : ' (no cordon, no drain, no reboot)';
+  return ['', 'Disruption of each node:', ...table(rows), `  Each node: ${each}${quiet}.`];
+}
+
 function clusterApi(p: Plan): string[] {
   const c = p.clusterApi;
   if (!c) return [];
@@ -187,6 +197,7 @@ export function formatPlan(p: Plan): string {
     ...hash(p),
     ...changes(p),
     ...clusterApi(p),
+    ...disruption(p),
     ...inPlace(p),
     ...replace(p),
     '',

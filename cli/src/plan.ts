@@ -37,7 +37,7 @@ import { listImageTags } from '../../support/src/registry-tags.js';
 import { guestKubeConfigs, parsePoolRef, poolFromYaml, readNodePool, readPoolState } from './cluster.js';
 import { formatPlan } from './plan-text.js';
 import { upgradeTargets } from './plan-targets.js';
-import { clusterApiPlan, inPlacePlan, replacePlan, startsOf } from './plan-engine.js';
+import { clusterApiPlan, disruptionPlan, inPlacePlan, replacePlan, startsOf } from './plan-engine.js';
 import type { PlanInput, Effect, Action, Policy, FieldChange, Plan } from './plan-model.js';
 
 // The upgrader's batches and Cluster API's bounds, as plan computes them (plan.test.ts checks them here).
@@ -298,6 +298,12 @@ function withEngine(plan: Plan, p: NodePoolPreview, child: { live?: Child; desir
   return { ...plan, changes, action: engine.inPlace ? 'update-in-place' : 'replace', clusterApi: engine };
 }
 
+/** The disruption each node of an in-place payload change takes (plan-engine.ts), when there is one. */
+function disruptionOf(plan: Plan, p: NodePoolPreview): Pick<Plan, 'disruption'> {
+  const disruption = disruptionPlan(p.pool, plan.action, { before: p.deployed?.inputs, after: p.target?.inputs });
+  return disruption ? { disruption } : {};
+}
+
 export async function computePlan(input: PlanInput): Promise<Plan> {
   const { pool, state } = input;
   const p = await previewNodePool({
@@ -345,6 +351,7 @@ export async function computePlan(input: PlanInput): Promise<Plan> {
     ...result,
     ...rolloutOf(input, result, { live, desired, effectiveHash: effective?.hash }),
     ...(targets ? { upgradeTargets: targets } : {}),
+    ...disruptionOf(result, p),
   };
 }
 

@@ -10,8 +10,9 @@ import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
 /** Guest namespace of agent Pods and payload Secrets. */
 export const GUEST_NAMESPACE = 'kindling-system';
 export const AGENT_SERVICE_ACCOUNT = 'kindling-agent';
-/** Payload Secret keys, written by the upgrader and read by the agent. */
-export const PAYLOAD_KEYS = { config: 'config', hash: 'hash' } as const;
+/** Payload Secret keys, written by the upgrader and read by the agent. disruptionPolicy: the pool's effective
+ * disruption policy as JSON (api/src/disruption.ts); absent, the agent uses the defaults. */
+export const PAYLOAD_KEYS = { config: 'config', hash: 'hash', disruptionPolicy: 'disruptionPolicy' } as const;
 /** Where the agent container sees the host's root. */
 export const HOST_ROOT_MOUNT = '/host';
 
@@ -174,7 +175,14 @@ export function agentTokenRequest(pod: k8s.V1Pod, expirationSeconds: number): k8
   return { spec: { audiences: [], expirationSeconds, boundObjectRef } };
 }
 
-export function payloadSecret(opts: { node: string; pool: string; hash: string; config: Buffer }): k8s.V1Secret {
+export function payloadSecret(opts: {
+  node: string;
+  pool: string;
+  hash: string;
+  config: Buffer;
+  disruptionPolicy?: string;
+}): k8s.V1Secret {
+  const policy = opts.disruptionPolicy;
   return {
     apiVersion: 'v1',
     kind: 'Secret',
@@ -187,6 +195,7 @@ export function payloadSecret(opts: { node: string; pool: string; hash: string; 
     data: {
       [PAYLOAD_KEYS.config]: opts.config.toString('base64'),
       [PAYLOAD_KEYS.hash]: Buffer.from(opts.hash).toString('base64'),
+      ...(policy === undefined ? {} : { [PAYLOAD_KEYS.disruptionPolicy]: Buffer.from(policy).toString('base64') }),
     },
   };
 }

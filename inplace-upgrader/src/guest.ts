@@ -127,6 +127,8 @@ export interface HandOut {
   agentImage: string;
   /** The pool's health gate timeout (a Go duration) for the agent; unset: the agent's default. */
   healthCheckTimeout?: string;
+  /** The pool's effective disruption policy (JSON, ANNOTATIONS.disruptionPolicy) for the payload Secret; unset: the defaults. */
+  disruptionPolicy?: string;
 }
 
 /** Neither terminating nor deleted by this process: an object the cache shows that is still there to be used. */
@@ -165,7 +167,15 @@ export async function ensureAgentObjects(session: GuestSession, h: Omit<HandOut,
   const [, pod] = await Promise.all([
     payloadSecretOf(session, h.node, h.hash)
       ? undefined
-      : session.applier.apply(payloadSecret({ node: h.node, pool: h.pool, hash: h.hash, config: h.config })),
+      : session.applier.apply(
+          payloadSecret({
+            node: h.node,
+            pool: h.pool,
+            hash: h.hash,
+            config: h.config,
+            disruptionPolicy: h.disruptionPolicy,
+          }),
+        ),
     agentPodOf(session, h.node)
       ? undefined
       : session.applier.apply(agentPod({ node: h.node, pool: h.pool, image: h.agentImage })),

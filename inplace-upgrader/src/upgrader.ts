@@ -295,11 +295,15 @@ export class InPlaceUpgrader {
     await settleAll(
       nodes.map(async (node) => {
         const machine = machineOf.get(node);
-        const healthCheckTimeout = ctx.ms.metadata.annotations?.[ANNOTATIONS.healthCheckTimeout];
+        const {
+          [ANNOTATIONS.healthCheckTimeout]: healthCheckTimeout,
+          [ANNOTATIONS.disruptionPolicy]: disruptionPolicy,
+        } = ctx.ms.metadata.annotations ?? {};
         const spare = machine ? (): Promise<boolean> => setSkipRemediation(this.#custom, machine, true) : undefined;
+        const agentImage = this.#opts.agentImage;
         await handOutNode(
           session,
-          { node, pool, hash: target, config, agentImage: this.#opts.agentImage, healthCheckTimeout },
+          { node, pool, hash: target, config, agentImage, healthCheckTimeout, disruptionPolicy },
           spare,
         );
         this.#started.inc();

@@ -21,6 +21,7 @@ import {
   type MachineTemplate,
 } from '../../api/src/capi.js';
 import { DEFAULT_HEALTH_CHECK_TIMEOUT, inPlaceEngine, type NodePool } from '../../api/src/nodepool.js';
+import { effectiveDisruptionPolicy } from '../../api/src/disruption.js';
 import { resolveMaxUnavailable } from '../../support/src/int-or-percent.js';
 import { ownerReference } from './desired-secrets.js';
 
@@ -173,12 +174,20 @@ function rolloutStrategy(pool: NodePool): Strategy {
 const healthCheckTimeout = (pool: NodePool): string =>
   pool.spec.management.inPlace?.healthCheckTimeout ?? DEFAULT_HEALTH_CHECK_TIMEOUT;
 
+/** What an in-place pool's child carries for the agents: the health gate's timeout and the effective
+ * disruption policy (both engines). */
+const inPlaceAnnotations = (pool: NodePool): Record<string, string> => ({
+  [ANNOTATIONS.healthCheckTimeout]: healthCheckTimeout(pool),
+  [ANNOTATIONS.disruptionPolicy]: JSON.stringify(
+    effectiveDisruptionPolicy(pool.spec.management.inPlace?.disruptionPolicy),
+  ),
+});
+
 /** Replace pools: CAPI rolls the machines when the template (user-data, version) changes. ClusterAPI-engine
  * pools: a new hash is a new bootstrap template, which CAPI updates in place where Kindling's extension can
  * (its UpdateMachine reads the health gate's timeout from the MachineDeployment). */
 export function desiredMachineDeployment(pool: NodePool, opts: ChildOptions): MachineDeployment {
-  const gate: Record<string, string> =
-    inPlaceEngine(pool) === 'ClusterAPI' ? { [ANNOTATIONS.healthCheckTimeout]: healthCheckTimeout(pool) } : {};
+  const gate: Record<string, string> = inPlaceEngine(pool) === 'ClusterAPI' ? inPlaceAnnotations(pool) : {};
   return {
     apiVersion: CAPI_API_VERSION,
     kind: 'MachineDeployment',
@@ -216,7 +225,7 @@ export function desiredMachineSet(pool: NodePool, opts: ChildOptions): MachineSe
     ...autoscalerAnnotations(pool, opts),
     [ANNOTATIONS.targetConfigHash]: opts.hash,
     [ANNOTATIONS.maxUnavailable]: String(resolveMaxUnavailable(pool.spec.management.inPlace?.maxUnavailable, replicas)),
-    [ANNOTATIONS.healthCheckTimeout]: healthCheckTimeout(pool),
+    ...inPlaceAnnotations(pool),
     ...holdAnnotation(opts),
   };
   return {

@@ -1,6 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { RolloutChange, RolloutRecord } from '../../api/src/nodepool.js';
+import { DEFAULT_DISRUPTION_POLICY, effectiveDisruptionPolicy } from '../../api/src/disruption.js';
 import { normaliseConfig, type ConfigSource } from './hash.js';
 import { explainRollout, keepOrExplain, MAX_CHANGES, strategyOf, type WhyInput } from './rollout-record.js';
 
@@ -183,6 +184,46 @@ describe('status.rollout: which inputs changed and the strategy of each', () => 
     );
     assert.equal(record.changes.length, MAX_CHANGES);
     assert.deepEqual(record.changes.at(-1), { input: 'config', detail: 'and 7 more changes', strategy: 'InPlace' });
+  });
+});
+
+describe('status.rollout: the disruption of an in-place change', () => {
+  const policy = effectiveDisruptionPolicy({ files: [{ path: '/etc/a2', actions: [{ type: 'None' }] }] });
+
+  it('when a MachineConfig moves a file to a None path and a new one adds an unlisted path, it should record each path and drain and reboot', () => {
+    const record = explainRollout(
+      base({ before: inputs(R1, before), after: inputs(R1, after), disruptionPolicy: policy }),
+    );
+    assert.deepEqual(record.disruption, {
+      action: 'drain, reboot',
+      drain: true,
+      reboot: true,
+      changes: [
+        { target: '/etc/a', actions: 'Reboot' },
+        { target: '/etc/a2', actions: 'None' },
+        { target: '/etc/c', actions: 'Reboot' },
+      ],
+    });
+  });
+
+  it('when only the KubeletConfig changes, it should record a restart of the kubelet and no drain', () => {
+    const kubelet: ConfigSource[] = [{ name: 'base', data: { a: mc('50-a', '/etc/a'), b: kc('60-kubelet', 250) } }];
+    const record = explainRollout(
+      base({ before: inputs(R1, before), after: inputs(R1, kubelet), disruptionPolicy: DEFAULT_DISRUPTION_POLICY }),
+    );
+    assert.deepEqual(record.disruption, {
+      action: 'restart kubelet.service',
+      drain: false,
+      reboot: false,
+      changes: [{ target: '/etc/kubernetes/kubelet.conf (KubeletConfig)', actions: 'Restart kubelet.service' }],
+    });
+  });
+
+  it('when the pool is a Replace pool, it should record no disruption (its Machines are replaced)', () => {
+    const record = explainRollout(
+      base({ upgradeType: 'Replace', before: inputs(R1, before), after: inputs(R2, before), disruptionPolicy: policy }),
+    );
+    assert.equal(record.disruption, undefined);
   });
 });
 

@@ -6,8 +6,11 @@
  * rollout is under way: the token Secret expires, the record does not. `kindling plan` shows the document
  * changes from the same functions.
  */
+import { configDisruption } from '../../api/src/disruption-config.js';
+import { describeDisruption, type EffectiveDisruptionPolicy } from '../../api/src/disruption.js';
 import type {
   InPlaceEngine,
+  RolloutDisruption,
   RolloutChange,
   RolloutRecord,
   RolloutStrategy,
@@ -93,6 +96,8 @@ export interface WhyInput {
   template?: { from: string; to: string };
   /** When the rollout was first seen (RFC3339). */
   now: string;
+  /** The pool's effective disruption policy (InPlace pools). */
+  disruptionPolicy?: EffectiveDisruptionPolicy;
 }
 
 /**
@@ -140,6 +145,19 @@ function payloadChanges(i: WhyInput): RolloutChange[] {
   return changes;
 }
 
+/** What each node of an in-place payload change does (disruption-config.ts), capped as the CRD caps it. */
+function rolloutDisruption(i: WhyInput): RolloutDisruption | undefined {
+  if (!i.disruptionPolicy || !i.before || !i.after || i.from === i.to || payloadStrategy(i) !== 'InPlace')
+    return undefined;
+  const { changes, disruption } = configDisruption(i.disruptionPolicy, i.before, i.after);
+  return {
+    action: describeDisruption(disruption),
+    drain: disruption.drain,
+    reboot: disruption.reboot,
+    changes: changes.slice(0, MAX_CHANGES),
+  };
+}
+
 /** The record of a rollout: every input that changed, with its strategy. */
 export function explainRollout(i: WhyInput): RolloutRecord {
   const changes = payloadChanges(i);
@@ -155,7 +173,8 @@ export function explainRollout(i: WhyInput): RolloutRecord {
       detail: `and ${changes.length - MAX_CHANGES + 1} more changes`,
       strategy: payloadStrategy(i),
     });
-  return { from: i.from, to: i.to, since: i.now, changes };
+  const disruption = rolloutDisruption(i);
+  return { from: i.from, to: i.to, since: i.now, changes, ...(disruption ? { disruption } : {}) };
 }
 
 const templateOf = (r: RolloutRecord): string | undefined => r.changes.find((c) => c.input === 'template')?.detail;

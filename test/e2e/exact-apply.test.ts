@@ -9,10 +9,10 @@ import assert from 'node:assert/strict';
 import { lstat, readlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as k8s from '#k8s';
-import { ANNOTATIONS, NODE_STATES } from '../../api/src/keys.js';
 import { tree } from '../../inplace-upgrader/testing/agent.js';
 import { eventually } from '../bed/src/index.js';
 import { useLocalEnvironment, LocalEnvironment, NS } from './environment.js';
+import { everyHost, settled } from './in-place.js';
 
 const MINUTES = 60_000;
 const CONFIG_MAP = 'exact';
@@ -76,10 +76,6 @@ async function etcOf(env: LocalEnvironment, host: string): Promise<string[]> {
   return etc.filter((e) => !e.startsWith('systemd/system/multi-user.target.wants/'));
 }
 
-async function everyHost(hosts: readonly string[], test: (host: string) => Promise<boolean>): Promise<boolean> {
-  return (await Promise.all(hosts.map(test))).every(Boolean);
-}
-
 async function added(env: LocalEnvironment, host: string): Promise<boolean> {
   const root = env.hostRoot(host);
   return (
@@ -101,25 +97,4 @@ async function anyLeft(env: LocalEnvironment, host: string): Promise<boolean> {
     ),
   );
   return left.some(Boolean);
-}
-
-/** Every inplace node at its desired config, Done, schedulable; the pool Ready with no update under way. */
-async function settled(env: LocalEnvironment): Promise<boolean> {
-  const nodes = await env.nodes('inplace');
-  const done = nodes.every((n) => {
-    const a = n.metadata?.annotations ?? {};
-    return (
-      a[ANNOTATIONS.currentConfig] === a[ANNOTATIONS.desiredConfig] &&
-      a[ANNOTATIONS.state] === NODE_STATES.done &&
-      n.spec?.unschedulable !== true
-    );
-  });
-  const conditions = (await env.pool('inplace')).status?.conditions ?? [];
-  const updating = conditions.find((c) => c.type === 'UpdatingConfig');
-  return (
-    nodes.length === 3 &&
-    done &&
-    conditions.some((c) => c.type === 'Ready' && c.status === 'True') &&
-    updating?.status === 'False'
-  );
 }

@@ -11,11 +11,12 @@
  *   Any failure: backup restored, state Degraded, reason. A health gate that fails (gate.ts): backup
  *   restored, reboot, state Degraded with the reason; the node stays cordoned, as a failed apply leaves it.
  *
- * Drain and reboot rule: a change that only touches users' SSH authorized keys needs neither (sshd reads the
- * keys at each login and nothing running depends on them). Any other change — a file, directory or link
- * anywhere (kubelet config and certificates under /etc/kubernetes included), a systemd unit, drop-in or
- * enablement, written or removed — needs a drain and a reboot: the agent cannot know which running process
- * reads it, and a reboot is the one way every service, kubelet included, starts from the new config.
+ * Drain and reboot rule: the pool's disruption policy (in the payload Secret, api/src/disruption.ts) says
+ * which action each change needs, written or removed; the agent runs the least action covering them all
+ * (disruption.ts). It asks for a drain only for Drain or Reboot; without a reboot it runs the unit actions
+ * (daemon-reload, reload, restart) once the files are written, and a restart is gated like a reboot (gate.ts).
+ * What the policy does not name needs a drain and a reboot: the agent cannot know which running process reads
+ * it, and a reboot is the one way every service, kubelet included, starts from the new config.
  */
 import * as k8s from '#k8s';
 import { ANNOTATIONS, DRAIN_PREFIX, NODE_STATES, UNCORDON_PREFIX } from '../../../api/src/keys.js';
@@ -25,7 +26,9 @@ import type { Logger } from '../../../support/src/logger.js';
 import type { Clock } from '../../../support/src/timers.js';
 import { PAYLOAD_KEYS, payloadSecretName } from '../desired.js';
 import { gateAction, gateTimeoutMs, type GateAction } from './gate.js';
-import { parseIgnition, type EntryOrigin } from './ignition.js';
+import { describeDisruption, parseEffectivePolicy, type Disruption } from '../../../api/src/disruption.js';
+import { disruptionOf, systemctlCommands, unitActionsOf } from './disruption.js';
+import { parseIgnition } from './ignition.js';
 import { UnsupportedConfigError } from './refusal.js';
 import type { Host, Journal } from './host.js';
 import { applyPlan, commitRecord, nextRecord, planOf, readRecord, recordOf, type Plan } from './record.js';
@@ -48,10 +51,10 @@ export interface AgentOptions {
 export type StepOutcome = 'idle' | 'wait' | 'continue';
 type Annotations = Record<string, string>;
 
-/** See the rule at the top of this file; a removal (record.ts) is a change like a write. */
-export function disruptionOf(changes: readonly { origin: EntryOrigin }[]): { drain: boolean; reboot: boolean } {
-  const disruptive = changes.some((c) => c.origin !== 'ssh');
-  return { drain: disruptive, reboot: disruptive };
+/** The payload Secret at a hash: the config, and the pool's effective disruption policy (JSON) when it has one. */
+interface Payload {
+  config: Buffer;
+  policy: string | undefined;
 }
 
 const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
@@ -148,7 +151,7 @@ export class Agent {
     const payload = await this.#payload(hash);
     if (!payload) return;
     try {
-      await commitRecord(host, recordOf(hash, await host.entries(parseIgnition(payload))));
+      await commitRecord(host, recordOf(hash, await host.entries(parseIgnition(payload.config))));
     } catch (err) {
       if (!(err instanceof UnsupportedConfigError)) throw err;
       this.#opts.log.warn({ hash, reason: err.message }, 'No record of the applied config: it cannot be read');
@@ -167,19 +170,21 @@ export class Agent {
     const payload = await this.#payload(desired);
     if (!payload) return 'wait';
     const host = this.#opts.host;
-    const plan = await this.#plan(payload);
+    const plan = await this.#plan(payload.config);
     if (typeof plan === 'string') return this.#degrade(desired, plan);
+    const disruption = this.#disruption(payload, plan);
+    if (typeof disruption === 'string') return this.#degrade(desired, disruption);
     await this.#annotate(ann, { [ANNOTATIONS.state]: NODE_STATES.working, [ANNOTATIONS.reason]: null });
     if (plan.changes.length === 0) {
       await commitRecord(host, nextRecord(desired, plan.entries, plan.previous, []));
       return this.#finish(ann, desired);
     }
-    const disruption = disruptionOf(plan.changes);
     if (disruption.drain && !(await this.#drained(ann, desired))) return 'wait';
     try {
       await applyPlan(host, plan, {
         hash: desired,
         reboot: disruption.reboot,
+        units: unitActionsOf(disruption),
         bootId: await this.#opts.reboot.bootId(),
       });
     } catch (err) {
@@ -189,10 +194,19 @@ export class Agent {
     // Without a record (a host first updated while its first boot's payload was gone) nothing could be removed.
     const recorded = plan.previous !== undefined;
     this.#opts.log.info(
-      { hash: desired, changes: plan.writes.length, removals, recorded, ...disruption },
+      { hash: desired, changes: plan.writes.length, removals, recorded, action: describeDisruption(disruption) },
       'Applied the config',
     );
     return 'continue';
+  }
+
+  /** The least action the pool's policy gives the plan's changes, or why the policy cannot be read. */
+  #disruption(payload: Payload, plan: Plan): Disruption | string {
+    try {
+      return disruptionOf(parseEffectivePolicy(payload.policy), plan.changes);
+    } catch (err) {
+      return `${(err as Error).message} (nothing applied)`;
+    }
   }
 
   /** The plan for a payload, or why it cannot be applied in place. */
@@ -242,13 +256,17 @@ export class Agent {
         await host.writeJournal({ ...journal, gateStartedAt: now });
         log.info(
           { hash: journal.hash, timeout: ann[ANNOTATIONS.healthCheckTimeout] },
-          'Rebooted: waiting for the node to be healthy',
+          journal.reboot
+            ? 'Rebooted: waiting for the node to be healthy'
+            : 'Restarted: waiting for the node to be healthy',
         );
         return 'continue';
       case 'pass':
         await host.writeJournal({ ...journal, healthy: true });
         log.info({ hash: journal.hash, afterMs: now - (journal.gateStartedAt ?? now) }, 'Health check passed');
         return 'continue';
+      case 'runUnits':
+        return this.#runUnits(journal);
       case 'rollBack':
         // Restored before the journal says so: killed in between, the next run restores again (idempotent).
         await host.restore(journal);
@@ -257,12 +275,26 @@ export class Agent {
           phase: 'rolledBack',
           reason: action.reason,
           bootId: await reboot.bootId(),
+          unitsRun: false,
         });
         log.error({ hash: journal.hash, reason: action.reason }, 'Health check failed: restored the backup');
         return 'continue';
       default:
         return 'wait';
     }
+  }
+
+  /**
+   * The unit actions of an update without a reboot, after its files (or, after a rollback, the restored ones)
+   * are on the host. Run again when killed before the journal says they ran: each is idempotent on systemd.
+   */
+  async #runUnits(journal: Journal): Promise<StepOutcome> {
+    const { host, reboot, log } = this.#opts;
+    for (const args of systemctlCommands(journal.units ?? { daemonReload: false, reload: [], restart: [] }))
+      await reboot.systemctl(args);
+    await host.writeJournal({ ...journal, unitsRun: true });
+    log.info({ hash: journal.hash, phase: journal.phase, units: journal.units }, 'Ran the unit actions');
+    return 'continue';
   }
 
   /** Asks for a drain for this hash; true once the drainer says it is done. */
@@ -302,16 +334,21 @@ export class Agent {
     return 'idle';
   }
 
-  /** The payload for this hash, or nothing while the upgrader has not written it (yet). */
-  async #payload(hash: string): Promise<Buffer | undefined> {
+  /** The payload Secret for this hash, or nothing while the upgrader has not written it (yet). */
+  async #payload(hash: string): Promise<Payload | undefined> {
     try {
       const secret = await this.#core.readNamespacedSecret({
         name: payloadSecretName(this.#opts.node),
         namespace: this.#opts.namespace,
       });
       const data = secret.data ?? {};
-      if (Buffer.from(data[PAYLOAD_KEYS.hash] ?? '', 'base64').toString() !== hash) return undefined;
-      return Buffer.from(data[PAYLOAD_KEYS.config] ?? '', 'base64');
+      const read = (key: string): string | undefined =>
+        data[key] === undefined ? undefined : Buffer.from(data[key], 'base64').toString();
+      if (read(PAYLOAD_KEYS.hash) !== hash) return undefined;
+      return {
+        config: Buffer.from(data[PAYLOAD_KEYS.config] ?? '', 'base64'),
+        policy: read(PAYLOAD_KEYS.disruptionPolicy),
+      };
     } catch (err) {
       if (isNotFound(err)) return undefined;
       throw err;

@@ -172,6 +172,7 @@ class FakeHost {
   journal: Journal;
   bootId = 'boot-0';
   restored = 0;
+  unitRuns = 0;
   degraded: string | undefined;
   finished = false;
   now = 0;
@@ -195,9 +196,19 @@ class FakeHost {
       case 'finish':
         this.finished = true;
         break;
+      case 'runUnits':
+        this.unitRuns++;
+        this.journal = { ...this.journal, unitsRun: true };
+        break;
       case 'rollBack':
         this.restored++;
-        this.journal = { ...this.journal, phase: 'rolledBack', reason: action.reason, bootId: this.bootId };
+        this.journal = {
+          ...this.journal,
+          phase: 'rolledBack',
+          reason: action.reason,
+          bootId: this.bootId,
+          unitsRun: false,
+        };
         break;
       case 'degrade':
         this.degraded = action.reason;
@@ -253,6 +264,45 @@ describe('health gate: the sequence of steps (fake clock)', () => {
     host.now = 30_000;
     assert.equal(host.step(node({ bootId: 'boot-1', ready: 'False' }), gateTimeoutMs('30s')), 'rollBack');
     assert.match(host.journal.reason ?? '', /^health check failed: 30s after the reboot/);
+  });
+});
+
+describe('health gate after a restart without a reboot', () => {
+  const restart = (extra: Partial<Journal> = {}): Journal =>
+    applied({ reboot: false, units: { daemonReload: false, reload: [], restart: ['kubelet.service'] }, ...extra });
+  const sameBoot = (ready: 'True' | 'False', version = 'v1.36.3'): k8s.V1Node =>
+    node({ bootId: 'boot-0', ready, version });
+
+  it('when the kubelet is restarted and comes back Ready at the payload version, it should run the units once, gate, pass and finish without a reboot', () => {
+    const host = new FakeHost(restart());
+    assert.equal(host.step(sameBoot('True')), 'runUnits');
+    assert.equal(host.step(sameBoot('True')), 'startGate');
+    assert.equal(host.step(sameBoot('True')), 'pass');
+    assert.equal(host.step(sameBoot('True')), 'finish');
+    assert.deepEqual([host.bootId, host.unitRuns, host.restored], ['boot-0', 1, 0]);
+  });
+
+  it('when the restarted kubelet stays not Ready past the timeout, it should restore, restart it again and end Degraded without a reboot', () => {
+    const host = new FakeHost(restart());
+    assert.equal(host.step(sameBoot('False')), 'runUnits');
+    assert.equal(host.step(sameBoot('False')), 'startGate');
+    host.now = 5 * MIN;
+    assert.equal(host.step(sameBoot('False')), 'rollBack');
+    assert.equal(host.step(sameBoot('True', 'v1.36.2')), 'runUnits');
+    assert.equal(host.step(sameBoot('True', 'v1.36.2')), 'degrade');
+    assert.match(
+      host.degraded ?? '',
+      /^health check failed: 5m after restarting kubelet.service for h1, .*restarted kubelet.service again$/,
+    );
+    assert.deepEqual([host.bootId, host.unitRuns, host.restored], ['boot-0', 2, 1]);
+  });
+
+  it('when only a reload runs, it should finish right after it with no gate', () => {
+    const host = new FakeHost(
+      applied({ reboot: false, units: { daemonReload: false, reload: ['crio.service'], restart: [] } }),
+    );
+    assert.equal(host.step(sameBoot('False')), 'runUnits');
+    assert.equal(host.step(sameBoot('False')), 'finish');
   });
 });
 

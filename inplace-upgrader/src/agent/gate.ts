@@ -13,8 +13,12 @@
  *
  * Healthy means the Node's status comes from this boot (status.nodeInfo.bootID is the host's boot ID: a
  * Ready written before the reboot proves nothing), its Ready condition is True, and its kubelet reports the
- * payload's kubelet version (from the payload's release file, when it has one). A change that needs no
- * reboot (SSH keys only) restarts nothing, so it has no gate.
+ * payload's kubelet version (from the payload's release file, when it has one).
+ *
+ * Without a reboot (the disruption policy's least action, disruption.ts): the unit actions run once the files
+ * are written (runUnits), and a restart of any unit is gated like a reboot (the boot is the same, so the Node
+ * must be Ready with the payload's kubelet version); a rollback restores the files and runs the same unit
+ * actions again, so the units start from the previous files. A change that restarts nothing has no gate.
  */
 import type * as k8s from '#k8s';
 import { HOST_PATHS } from '../../../api/src/host-paths.js';
@@ -27,6 +31,7 @@ export const DEFAULT_HEALTH_CHECK_TIMEOUT_MS = parseDuration(DEFAULT_HEALTH_CHEC
 
 export type GateAction =
   | { kind: 'reboot' }
+  | { kind: 'runUnits' }
   | { kind: 'startGate' }
   | { kind: 'pass' }
   | { kind: 'finish' }
@@ -65,11 +70,27 @@ function otherVersion(reported: string | undefined, want: string | undefined): s
   return `the kubelet reports ${reported || 'no version'}, not the payload's ${want}`;
 }
 
-/** After the rollback: its reboot, then Degraded for good (until desiredConfig changes). */
+/** Unit actions (no reboot) that have not run yet in this phase. */
+const unitsPending = (journal: Journal): boolean => !journal.reboot && journal.units !== undefined && !journal.unitsRun;
+
+/** A reboot or a restart of a unit: what the gate waits on. */
+const gated = (journal: Journal): boolean => journal.reboot || (journal.units?.restart.length ?? 0) > 0;
+
+/** After the rollback: its reboot (or its unit actions again), then Degraded for good (until desiredConfig changes). */
 function afterRollback(journal: Journal, sameBoot: boolean): GateAction {
-  return sameBoot
-    ? { kind: 'reboot' }
-    : { kind: 'degrade', reason: journal.reason ?? 'health check failed (rolled back)' };
+  if (sameBoot) return { kind: 'reboot' };
+  if (unitsPending(journal)) return { kind: 'runUnits' };
+  return { kind: 'degrade', reason: journal.reason ?? 'health check failed (rolled back)' };
+}
+
+function failed(journal: Journal, timeoutMs: number, why: string): GateAction {
+  const restarts = journal.units?.restart.join(', ') ?? '';
+  const after = journal.reboot ? `the reboot into ${journal.hash}` : `restarting ${restarts} for ${journal.hash}`;
+  const undo = journal.reboot ? 'rebooted' : `restarted ${restarts} again`;
+  return {
+    kind: 'rollBack',
+    reason: `health check failed: ${formatDuration(timeoutMs)} after ${after}, ${why}; restored the previous files and units and ${undo}`,
+  };
 }
 
 export function gateAction(input: GateInput): GateAction {
@@ -77,13 +98,13 @@ export function gateAction(input: GateInput): GateAction {
   const sameBoot = journal.reboot && journal.bootId === bootId;
   if (journal.phase === 'rolledBack') return afterRollback(journal, sameBoot);
   if (sameBoot) return { kind: 'reboot' };
-  if (!journal.reboot || journal.healthy) return { kind: 'finish' };
+  if (unitsPending(journal)) return { kind: 'runUnits' };
+  if (!gated(journal) || journal.healthy) return { kind: 'finish' };
   if (journal.gateStartedAt === undefined) return { kind: 'startGate' };
   const why = unhealthy(input.node, bootId, journal.kubeletVersion);
   if (why === undefined) return { kind: 'pass' };
   if (input.now - journal.gateStartedAt < input.timeoutMs) return { kind: 'wait', why };
-  const reason = `health check failed: ${formatDuration(input.timeoutMs)} after the reboot into ${journal.hash}, ${why}; restored the previous files and units and rebooted`;
-  return { kind: 'rollBack', reason };
+  return failed(journal, input.timeoutMs, why);
 }
 
 /** The timeout a Node's annotation gives (a Go duration); the default when it is missing or unreadable. */

@@ -5,7 +5,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { createHash } from 'node:crypto';
-import { disruptionOf } from './agent.js';
 import { Host } from './host.js';
 import { parseIgnition, type Entry, type IgnitionConfig } from './ignition.js';
 import { UnsupportedConfigError } from './refusal.js';
@@ -168,25 +167,6 @@ describe('Ignition in place', () => {
         /storage\.filesystems/.test(err.message) &&
         /passwd\.users\[new\]\.passwordHash/.test(err.message),
     );
-  });
-
-  it('when only SSH keys change, it should need neither drain nor reboot; when a file or unit changes, both', async () => {
-    const host = await scratch();
-    const ssh = await entries(host, cfg({ passwd: { users: [{ name: 'core', sshAuthorizedKeys: ['k'] }] } }));
-    assert.deepEqual(disruptionOf(ssh), { drain: false, reboot: false });
-    const unit = await entries(
-      host,
-      cfg({
-        systemd: { units: [{ name: 'a.service', contents: 'x' }] },
-        passwd: { users: [{ name: 'core', sshAuthorizedKeys: ['k'] }] },
-      }),
-    );
-    assert.deepEqual(disruptionOf(unit), { drain: true, reboot: true });
-    const file = await entries(
-      host,
-      cfg({ storage: { files: [{ path: '/etc/kubernetes/kubelet.conf', contents: { source: 'data:,x' } }] } }),
-    );
-    assert.deepEqual(disruptionOf(file), { drain: true, reboot: true });
   });
 });
 

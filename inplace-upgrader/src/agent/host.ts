@@ -11,6 +11,7 @@
  */
 import { lstat, mkdir, readdir, readFile, readlink, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
+import type { Disruption } from '../../../api/src/disruption.js';
 import { HeldDir } from './held.js';
 import { entriesOf, homeOf, type Entry, type EntryOrigin, type IgnitionConfig } from './ignition.js';
 import { UnsupportedConfigError } from './refusal.js';
@@ -22,6 +23,9 @@ export const STATE_DIR = '/var/lib/kindling-agent';
 
 /** An OS file or link Kindling replaced; a file's bytes live in the state folder (originalName). */
 export type Original = { path: string; kind: 'file'; mode: number } | { path: string; kind: 'symlink'; target: string };
+
+/** What runs on the host after an apply that needs no reboot. */
+export type UnitActions = Pick<Disruption, 'daemonReload' | 'reload' | 'restart'>;
 
 /** What Kindling wrote on the host at a hash (record.ts keeps it): the journal carries the target's. */
 export interface AppliedRecord {
@@ -51,6 +55,10 @@ export interface Journal {
    * rolledBack: the gate failed and the backup was put back (kept so the update is not tried again). */
   phase: 'applying' | 'applied' | 'rolledBack';
   reboot: boolean;
+  /** Without a reboot: the units to daemon-reload, reload or restart once the files are written (disruption.ts). */
+  units?: UnitActions;
+  /** The unit actions ran for this phase (set back to false by a rollback, which runs them again). */
+  unitsRun?: boolean;
   /** The boot the journal was written in: another one means the host rebooted since. */
   bootId: string;
   /** The kubelet version the payload's release file names: the health gate expects the Node to report it. */
@@ -198,7 +206,14 @@ export class Host {
    */
   async apply(
     changes: readonly Change[],
-    meta: { hash: string; reboot: boolean; bootId: string; kubeletVersion?: string; record?: AppliedRecord },
+    meta: {
+      hash: string;
+      reboot: boolean;
+      units?: UnitActions;
+      bootId: string;
+      kubeletVersion?: string;
+      record?: AppliedRecord;
+    },
   ): Promise<void> {
     const journal: Journal = { ...meta, phase: 'applying', records: [] };
     const backedUp = await this.#backup(changes, journal);

@@ -75,7 +75,7 @@ export interface IgnitionConfig {
   kernelArguments?: { shouldExist?: unknown[]; shouldNotExist?: unknown[] };
 }
 
-/** Why an entry exists: SSH keys need no drain or reboot; everything else does (see disruption.ts). */
+/** Why an entry exists: the disruption policy names SSH keys, units and paths apart (see disruption.ts). */
 export type EntryOrigin = 'storage' | 'unit' | 'ssh';
 
 /** `owner`: set on the entry exactly when the config names a user or group (else the agent's own, as before). */

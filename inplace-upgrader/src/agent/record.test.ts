@@ -4,7 +4,8 @@ import fsp, { mkdir, mkdtemp, readFile, readlink, rm, stat, writeFile } from 'no
 import { syncBuiltinESMExports } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { disruptionOf } from './agent.js';
+import { DEFAULT_DISRUPTION_POLICY, NO_DISRUPTION } from '../../../api/src/disruption.js';
+import { disruptionOf } from './disruption.js';
 import { Host } from './host.js';
 import { parseIgnition, type IgnitionConfig } from './ignition.js';
 import { applyPlan, commitRecord, planOf, readRecord, recordOf } from './record.js';
@@ -100,7 +101,11 @@ describe('Exact apply: what a config no longer declares is removed', () => {
     const plan = await planOf(host, BACK);
     assert.deepEqual(plan.writes, [], 'the target asks for nothing the host lacks');
     assert.ok(plan.changes.some((c) => c.kind === 'absent' && c.path === '/etc/systemd/system/extra.service'));
-    assert.deepEqual(disruptionOf(plan.changes), { drain: true, reboot: true });
+    assert.deepEqual(disruptionOf(DEFAULT_DISRUPTION_POLICY, plan.changes), {
+      ...NO_DISRUPTION,
+      drain: true,
+      reboot: true,
+    });
   });
 
   it('when a folder Kindling created holds a file the host put there, it should remove Kindling own file and keep the folder and that file', async () => {

@@ -17,7 +17,7 @@ import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { createFile } from './root.js';
 import { payloadKubeletVersion } from './gate.js';
-import { writeAtomic, type AppliedRecord, type Change, type Host, type Original } from './host.js';
+import { writeAtomic, type AppliedRecord, type Change, type Host, type Original, type UnitActions } from './host.js';
 import { parseIgnition, type Entry, type EntryOrigin } from './ignition.js';
 
 type Removal =
@@ -203,7 +203,7 @@ export async function planOf(host: Host, payload: Buffer): Promise<Plan> {
 export async function applyPlan(
   host: Host,
   plan: Plan,
-  meta: { hash: string; reboot: boolean; bootId: string },
+  meta: { hash: string; reboot: boolean; units?: UnitActions; bootId: string },
 ): Promise<void> {
   const saved = await keepOriginals(host, plan.writes, plan.previous);
   await host.apply(plan.changes, {

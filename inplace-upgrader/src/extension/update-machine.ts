@@ -297,6 +297,7 @@ export class MachineUpdater implements MachineUpdates, ExtensionCache {
       config,
       agentImage: this.#opts.agentImage,
       healthCheckTimeout,
+      disruptionPolicy: deployment?.metadata.annotations?.[ANNOTATIONS.disruptionPolicy],
     });
     this.#opts.log.info(
       { machine: `${t.namespace}/${t.machine}`, node: name, hash: t.hash, healthCheckTimeout },

@@ -3,11 +3,13 @@
  * would: the fetch stage reads the user-data stub and fetches the payload over HTTPS with the bearer token,
  * then the files stage writes it under the host root. Ignition's own state stays in <root>/run/ignition.
  */
+import { randomUUID } from 'node:crypto';
 import { execFile } from 'node:child_process';
 import { mkdir, writeFile, access, rm } from 'node:fs/promises';
 import { STATUS_CODES } from 'node:http';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
+import { HOST_PATHS } from '../../../api/src/host-paths.js';
 
 const run = promisify(execFile);
 const IGNITION_CLIENT = '/usr/lib/dracut/modules.d/30ignition/ignition';
@@ -111,5 +113,9 @@ export async function bootHost(input: BootOptions): Promise<void> {
       );
     }
   }
+  // The kernel writes this boot's ID at every boot; later ones are the agent's simulated reboots (reboot.ts).
+  const bootId = join(opts.root, HOST_PATHS.bootId);
+  await mkdir(dirname(bootId), { recursive: true });
+  await writeFile(bootId, randomUUID());
   await writeFile(booted, new Date().toISOString());
 }

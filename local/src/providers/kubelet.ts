@@ -8,6 +8,10 @@
  * from the release file and keeps it current after an in-place upgrade. It also asks for a serving
  * certificate, without holding up the join.
  *
+ * A `systemctl restart kubelet.service` of the in-place agent (HOST_PATHS.simulatedSystemctl) restarts it as far
+ * as anyone can see: it reads its config and release file again and reports its status anew (Ready again only
+ * if its config is valid).
+ *
  * Resumable from the root alone: a restarted kubelet reuses a valid client certificate, or waits for the CSR
  * its pending key names (the CSR's name is a digest of key and request, as the kubelet's own is).
  */
@@ -691,17 +695,19 @@ export class Kubelet {
   }
 
   async #reportStatus(core: k8s.CoreV1Api): Promise<void> {
-    const [release, bootId, config] = await Promise.all([
+    const [release, bootId, config, systemctl] = await Promise.all([
       this.#release(),
       this.#fs.read(HOST_PATHS.bootId),
       this.#fs.read(HOST_PATHS.kubeletConfig),
+      this.#fs.read(HOST_PATHS.simulatedSystemctl),
     ]);
     const status: HostStatus = {
       release,
       bootId: bootId?.trim() || undefined,
       configProblem: kubeletConfigProblem(config),
     };
-    const key = JSON.stringify(status);
+    // A unit action of the agent (a restart of kubelet.service among them) makes a new report, as a restart would.
+    const key = JSON.stringify([status, systemctl]);
     if (this.#reportedStatus === key) return;
     const name = this.#spec.nodeName;
     const node = await core.readNode({ name });

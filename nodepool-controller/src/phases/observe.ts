@@ -1,6 +1,7 @@
 /** What the status reports beyond the phases' own verdicts: tokens, children, and the rollout under way. */
 import type * as k8s from '#k8s';
 import { ANNOTATIONS } from '../../../api/src/keys.js';
+import { effectiveDisruptionPolicy } from '../../../api/src/disruption.js';
 import { hasMachineDeployment, inPlaceEngine, type RolloutRecord } from '../../../api/src/nodepool.js';
 import { changedInputs, type HashInput } from '../hash.js';
 import { hashOfUserData } from '../desired-secrets.js';
@@ -112,6 +113,7 @@ function explainObserved(
       return cm ? [{ name: ref.name, data: cm.data ?? {} }] : [];
     }),
     now: isoSeconds(s.now),
+    disruptionPolicy: effectiveDisruptionPolicy(s.pool.spec.management.inPlace?.disruptionPolicy),
   });
 }
 
