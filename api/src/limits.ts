@@ -1,7 +1,9 @@
 /**
  * How many bytes a pool's inputs may inflate to, shared by every component that reads them, so the
  * ignition server, the in-place decision and the host agent refuse the same configs. A MachineConfig's
- * file fits in a ConfigMap as gzip, and a few KiB of gzip can stand for gigabytes.
+ * file fits in a ConfigMap as gzip, and a few KiB of gzip can stand for gigabytes. The servers take
+ * `--max-config-bytes`; the agent has no flag and applies the default, so a server's limit above it would
+ * let through a payload every host then refuses.
  */
 
 const MIB = 1024 * 1024;
