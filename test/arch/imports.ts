@@ -73,17 +73,23 @@ export function importEdges(root = ROOT): Edge[] {
   });
 }
 
-/** The top-level folder of a file ('cli/src/plan.ts' → 'cli'). */
+/** The top-level folder of a file ('cli/src/plan.ts' → 'cli').
+ * @public scripts/import-graph.js loads it from dist/, where knip does not follow.
+ */
 export function folderOf(file: string): string {
   return file.split('/')[0] ?? file;
 }
 
-/** Test and dev-only code: tests, testing/ helpers, and the local/ and test/ folders (the fence's own split). */
+/** Test and dev-only code: tests, testing/ helpers, and the local/ and test/ folders (the fence's own split).
+ * @public scripts/import-graph.js loads it from dist/, where knip does not follow.
+ */
 export function isTestCode(file: string): boolean {
   return file.endsWith('.test.ts') || file.includes('/testing/') || ['local', 'test'].includes(folderOf(file));
 }
 
-/** Counts of file→file imports between different top-level folders, as "from -> to: n" lines. */
+/** Counts of file→file imports between different top-level folders, as "from -> to: n" lines.
+ * @public scripts/import-graph.js loads it from dist/, where knip does not follow.
+ */
 export function folderGraph(edges: readonly Edge[]): string[] {
   const counts = new Map<string, number>();
   for (const { from, to } of edges) {
