@@ -164,7 +164,8 @@ describe('kindling plan and status on the real test bed', () => {
       'plan',
       `${NS}/${POOL}`,
       '--release',
-      IMAGE('1.36.2'),
+      // The same version under another tag: a new release image, and no downgrade for the version policy.
+      IMAGE('v1.36.3'),
       '--kubeconfig',
       mgmt.kubeconfigPath,
     ]);
@@ -175,7 +176,7 @@ describe('kindling plan and status on the real test bed', () => {
       'plan',
       `${NS}/${POOL}`,
       '--release',
-      IMAGE('1.36.2'),
+      IMAGE('v1.36.3'),
       '-o',
       'json',
       '--kubeconfig',
