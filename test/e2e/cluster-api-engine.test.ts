@@ -197,7 +197,9 @@ describe('a NodePool on the ClusterAPI in-place engine, end to end', { timeout: 
     const previous = (await env.pool(POOL)).spec.release.image.replace(/:1\.36\.3$/, ':1.36.2');
     await env.patchPool(POOL, {
       spec: {
-        release: { image: previous },
+        // Back to the release before: a downgrade of nodes that ran 1.36.3, which the version policy lets through
+        // only when the pool says so.
+        release: { image: previous, allowSkips: ['Downgrade'] },
         platform: {
           infrastructureTemplateRef: {
             apiGroup: 'infrastructure.kindling.dev',
