@@ -20,7 +20,7 @@ COPY inplace-upgrader/src/ inplace-upgrader/src/
 COPY drainer/src/ drainer/src/
 COPY scripts/vendor.js scripts/
 # vendor.js: the Kubernetes client as one minified module (dist/vendor/, loaded through package.json's "imports").
-RUN npx tsc -p tsconfig.build.json && node scripts/vendor.js && npm prune --omit=dev --ignore-scripts
+RUN npx --no-install tsc -p tsconfig.build.json && node scripts/vendor.js && npm prune --omit=dev --ignore-scripts
 
 # Runtime: the compiled JavaScript, production node_modules, the CRDs (`kindling crds`), and ignition-validate,
 # which the ignition server runs on every payload it generates.

@@ -8,6 +8,7 @@ import { ConfigError, type ConfigOf, type FlagSpecs } from '../../support/src/co
 import { defineCommand, type Command } from '../../support/src/command.js';
 import { parsePoolRef } from './cluster.js';
 import { runStatus, type StatusScope } from './status-watch.js';
+import { statusPreflight, StatusPreflightError } from './status-preflight.js';
 
 export const STATUS_FLAGS = {
   kubeconfig: COMPONENT_FLAGS.kubeconfig,
@@ -33,12 +34,20 @@ export const statusCommand: Command = defineCommand({
   flags: STATUS_FLAGS,
   async run(cfg, io, args) {
     const scope = statusScope(cfg, args);
+    const kubeConfig = loadKubeConfig(cfg.kubeconfig);
+    try {
+      await statusPreflight(kubeConfig);
+    } catch (err) {
+      if (!(err instanceof StatusPreflightError)) throw err;
+      io.err(`kindling status: ${err.message}\n`);
+      return 1;
+    }
     const stop = new AbortController();
     const abort = (): void => stop.abort();
     process.once('SIGINT', abort).once('SIGTERM', abort);
     try {
       await runStatus({
-        kubeConfig: loadKubeConfig(cfg.kubeconfig),
+        kubeConfig,
         scope,
         watch: cfg.watch,
         io: { ...io, tty: io.tty ?? process.stdout.isTTY === true },

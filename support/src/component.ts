@@ -15,6 +15,7 @@ import { checkLeaderTimings, LeaderElector, LEADER_DEFAULTS, type LeaderTimings 
 import { ConfigError, type FlagSpec } from './config.js';
 import { loadKubeConfig, setRequestGate } from './kubeconfig.js';
 import { runtimeWarning } from './runtime.js';
+import { awaitFirstContact } from './first-contact.js';
 
 export { loadKubeConfig } from './kubeconfig.js';
 
@@ -103,6 +104,8 @@ export async function runComponent(spec: ComponentSpec): Promise<void> {
     kubeConfig: loadKubeConfig(spec.config.kubeconfig),
     shutdown,
   };
+  // Says where it is going and why it cannot get there, instead of retrying silently inside the informers.
+  if (!(await awaitFirstContact({ kubeConfig: ctx.kubeConfig, log, stopped: shutdown.begun }))) return;
   const readiness = await spec.start(ctx);
   const ops = await startOpsServer({ address: spec.config.opsAddress, registry, readiness });
   shutdown.add('ops server', () => ops.close());

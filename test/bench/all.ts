@@ -6,6 +6,7 @@
  *   npm run bench -- [--only ignition,controller,rollout,rollout-30,rollout-capi]
  */
 import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -34,6 +35,22 @@ const BENCHES: Record<string, { script: string; args: string[] }> = {
   },
 };
 
+/** The programs a benchmark runs besides the test bed, by the Debian package that brings each (scripts/debian.js). */
+const TOOLS: Record<string, Record<string, string>> = {
+  ignition: { '/usr/sbin/nginx': 'nginx-light', '/usr/bin/wrk': 'wrk' },
+};
+
+/**
+ * What to tell a person whose machine lacks a tool the chosen benchmarks run, or undefined when nothing is
+ * missing: without it, the first missing program showed up minutes later as a timeout's stack trace.
+ */
+export function missingTools(names: readonly string[], exists: (path: string) => boolean): string | undefined {
+  const missing = names.flatMap((n) => Object.entries(TOOLS[n] ?? {})).filter(([path]) => !exists(path));
+  if (missing.length === 0) return undefined;
+  const packages = [...new Set(missing.map(([, pkg]) => pkg))].join(' ');
+  return `the benchmarks need ${missing.map(([path, pkg]) => `${path} (Debian ${pkg})`).join(', ')}: run \`npm run setup -- --bench\` (or \`sudo apt-get install ${packages}\`), then npm run bench again`;
+}
+
 const out = (line: string): void => void process.stdout.write(`${line}\n`);
 
 function runBench(name: string, rowsFile: string): Promise<number> {
@@ -48,9 +65,22 @@ function runBench(name: string, rowsFile: string): Promise<number> {
   return new Promise((resolve) => child.on('exit', (code) => resolve(code ?? 1)));
 }
 
-async function main(): Promise<void> {
+/** The benchmarks --only names, or undefined (said why) when this machine lacks a tool one of them runs. */
+function chosenBenches(): string[] | undefined {
   const { values } = parseArgs({ options: { only: { type: 'string', default: Object.keys(BENCHES).join(',') } } });
   const names = (values.only ?? '').split(',').filter((n) => n !== '');
+  const missing = missingTools(names, existsSync);
+  if (missing === undefined) return names;
+  process.stderr.write(`npm run bench: ${missing}\n`);
+  return undefined;
+}
+
+async function main(): Promise<void> {
+  const names = chosenBenches();
+  if (names === undefined) {
+    process.exitCode = 1;
+    return;
+  }
   const dir = await mkdtemp(join(tmpdir(), 'bench-all-'));
   const rowsFile = join(dir, 'rows.jsonl');
   const header = `machine: ${availableParallelism()} cores (${cpus()[0]?.model ?? '?'}), load average at start ${loadavg()
@@ -75,4 +105,5 @@ async function main(): Promise<void> {
   }
 }
 
-await main();
+// Imported by its test for missingTools: only run as the script.
+if (import.meta.main) await main();
