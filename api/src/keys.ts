@@ -104,7 +104,8 @@ export const ANNOTATIONS = {
   /** Why no node may be handed out now ("waiting for the maintenance window (opens 2026-12-01T02:00Z)", a
    * failing health gate); absent when nodes may be handed out. On a MachineSet: written by the
    * nodepool-controller, read by the inplace-upgrader. On a ClusterAPI-engine pool's MachineDeployment: the same,
-   * read by the extension's UpdateMachine. Nodes handed out before it appeared finish. */
+   * read by the extension's UpdateMachine. On a Replace pool's MachineDeployment it comes with spec.paused, which
+   * Cluster API reads. Nodes handed out (Machines created or deleted) before it appeared finish. */
   rolloutHold: 'kindling.dev/rollout-hold',
   /** How long a node has after the reboot of an in-place update to pass the health gate (Ready, its kubelet at
    * the payload's version, reported since this boot), as a Go duration ("5m"). On a MachineSet: written by the

@@ -183,6 +183,12 @@ const inPlaceAnnotations = (pool: NodePool): Record<string, string> => ({
   ),
 });
 
+/** A held Replace rollout pauses its MachineDeployment: Cluster API then only scales it (its MachineSets
+ * keep their replicas, so the Machine being created or deleted finishes and no other starts) until the pause
+ * is lifted. The ClusterAPI engine's extension reads the hold itself (ANNOTATIONS.rolloutHold). */
+const pausedRollout = (pool: NodePool, opts: ChildOptions): { paused?: true } =>
+  opts.hold !== undefined && pool.spec.management.upgradeType === 'Replace' ? { paused: true } : {};
+
 /** Replace pools: CAPI rolls the machines when the template (user-data, version) changes. ClusterAPI-engine
  * pools: a new hash is a new bootstrap template, which CAPI updates in place where Kindling's extension can
  * (its UpdateMachine reads the health gate's timeout from the MachineDeployment). */
@@ -198,6 +204,7 @@ export function desiredMachineDeployment(pool: NodePool, opts: ChildOptions): Ma
       selector: { matchLabels: selectorLabels(pool) },
       template: machineTemplate(pool, opts),
       rollout: { strategy: rolloutStrategy(pool) },
+      ...pausedRollout(pool, opts),
     },
   };
 }

@@ -18,11 +18,12 @@ import type { Logger } from '../../support/src/logger.js';
 import type { QueueMetrics } from '../../support/src/metrics.js';
 import type { WorkQueue } from '../../support/src/queue.js';
 import { realClock, type Clock } from '../../support/src/timers.js';
+import type { InformerEvent } from '../../support/src/informer.js';
 import { Caches, type CacheSources } from './caches.js';
 import { createGuestVersions, type ControlPlaneVersions } from './guest.js';
 import { createGuestKubeConfigs } from '../../support/src/guest-kubeconfigs.js';
 import { createGuestNodes, type GuestNodes } from './nodes.js';
-import { createInfrastructureTemplates } from './templates.js';
+import { TemplateCache } from './template-cache.js';
 import type { ControllerConfig } from './phases.js';
 import { NodePoolReconciler } from './reconciler.js';
 import { tagVersionResolver, type ReleaseVersionResolver } from './release.js';
@@ -77,7 +78,7 @@ type Controller = ReturnType<typeof createController>;
 function watchSources(
   controller: Controller,
   opts: ControllerOptions,
-  onPoolAdded: (pool: NodePool) => void,
+  onPool: (pool: NodePool, event: InformerEvent) => void,
   configMaps: ReferencedConfigMaps,
 ): CacheSources {
   const { kubeConfig: kc, namespaces } = opts;
@@ -99,10 +100,7 @@ function watchSources(
     watchdogMs: opts.resyncMs,
     primary: true,
     toKeys: (p) => [keyString(keyOf(p))],
-    onEvent: (p, e) => {
-      configMaps.poolChanged(p.metadata.namespace ?? '');
-      if (e === 'add') onPoolAdded(p);
-    },
+    onEvent: onPool,
   });
   const labelSelector = LABELS.nodePool;
   const secrets = informer<k8s.V1Secret>(
@@ -150,6 +148,13 @@ const configMapsPart = (configMaps: () => ReferencedConfigMaps): Part => ({
   },
 });
 
+/** The templates' watches open with the reconciles that read them (a GET stands in until they list): stopped
+ * with the controller, not counted in its `synced`. */
+const templatesPart = (templates: () => TemplateCache): Part => ({
+  start: () => Promise.resolve(),
+  stop: () => templates().stop(),
+});
+
 const writesCounter = (registry: Registry | undefined): Counter<'verb' | 'kind'> | undefined =>
   registry
     ? new Counter({
@@ -159,6 +164,25 @@ const writesCounter = (registry: Registry | undefined): Counter<'verb' | 'kind'>
         registers: [registry],
       })
     : undefined;
+
+/** What pools name beside their children, each watched while a pool names it: the config ConfigMaps and (pools
+ * that may scale to zero) the infrastructure templates. A change wakes the pools naming it. */
+function referencedInputs(
+  opts: ControllerOptions,
+  controller: Controller,
+  pools: () => CacheSources['nodePools'],
+): { configMaps: ReferencedConfigMaps; templates: TemplateCache } {
+  const shared = {
+    ...opts,
+    pools: (namespace: string) => pools().list(namespace),
+    wake: (key: string) => controller.queue.add(key),
+    watchdogMs: opts.resyncMs,
+  };
+  return {
+    configMaps: new ReferencedConfigMaps({ ...shared, log: opts.log.child({ cache: 'configmaps' }) }),
+    templates: new TemplateCache({ ...shared, log: opts.log.child({ cache: 'templates' }) }),
+  };
+}
 
 export function createNodePoolController(opts: ControllerOptions): NodePoolController {
   const { kubeConfig: kc, log } = opts;
@@ -176,6 +200,7 @@ export function createNodePoolController(opts: ControllerOptions): NodePoolContr
     // The approver decides from the Machine cache, so it starts once that is synced.
     parts: [
       configMapsPart(() => configMaps),
+      templatesPart(() => templates),
       {
         start: () => approver.start(),
         stop: () => approver.stop(),
@@ -185,20 +210,18 @@ export function createNodePoolController(opts: ControllerOptions): NodePoolContr
       },
     ],
   });
-  const configMaps = new ReferencedConfigMaps({
-    ...opts,
-    log: log.child({ cache: 'configmaps' }),
-    pools: (namespace) => pools().list(namespace),
-    wake: (key) => controller.queue.add(key),
-    watchdogMs: opts.resyncMs,
-  });
-  const sources = watchSources(controller, opts, (p) => approver.poolChanged(p), configMaps);
+  const { configMaps, templates } = referencedInputs(opts, controller, () => pools());
+  const onPool = (p: NodePool, e: InformerEvent): void => {
+    configMaps.poolChanged(p.metadata.namespace ?? '');
+    templates.poolChanged(p.metadata.namespace ?? '');
+    if (e === 'add') approver.poolChanged(p);
+  };
+  const sources = watchSources(controller, opts, onPool, configMaps);
   const pools = (): CacheSources['nodePools'] => sources.nodePools;
   const caches = new Caches(sources);
   const kubeConfigs = createGuestKubeConfigs((namespace, name) => core.readNamespacedSecret({ namespace, name }));
   const versions = opts.versions ?? createGuestVersions({ kubeConfigs, clock: opts.clock });
   const nodes = createGuestNodes(kubeConfigs);
-  const templates = createInfrastructureTemplates(kc);
   const events = createEventRecorder(kc, () => clock.now());
   const reconciler = new NodePoolReconciler({
     caches,

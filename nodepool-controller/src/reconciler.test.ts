@@ -184,14 +184,37 @@ describe('NodePoolReconciler: when the status is written', () => {
   });
 });
 
+/** A config ConfigMap whose one MachineConfig writes /etc/motd. */
+const motd = (text: string): k8s.V1ConfigMap => ({
+  apiVersion: 'v1',
+  kind: 'ConfigMap',
+  metadata: { name: 'motd', namespace: 'tenant-a' },
+  data: {
+    config: [
+      'apiVersion: machineconfiguration.openshift.io/v1',
+      'kind: MachineConfig',
+      'metadata: { name: 99-motd }',
+      'spec:',
+      '  config:',
+      '    ignition: { version: 3.2.0 }',
+      `    storage: { files: [{ path: /etc/motd, mode: 420, contents: { source: "data:,${text}" } }] }`,
+    ].join('\n'),
+  },
+});
+
 describe('NodePoolReconciler: the maintenance window', () => {
   /** A pool at release 1.36.2 whose children exist and token is minted; its window (02:00Z for 1h) is closed. */
-  async function deployed(upgradeType: 'Replace' | 'InPlace'): Promise<ReturnType<typeof world> & { pool: NodePool }> {
+  async function deployed(
+    upgradeType: 'Replace' | 'InPlace',
+    setup: (p: NodePool) => void = () => undefined,
+  ): Promise<ReturnType<typeof world> & { pool: NodePool }> {
     const pool = nodePoolFixture('workers', 'tenant-a', (p) => {
       p.spec.release.image = 'registry.local:5000/kindling/release:1.36.2';
       p.spec.management = { upgradeType, maintenanceWindow: { schedule: '0 2 * * *', duration: '1h' } };
+      setup(p);
     });
     const w = world(pool);
+    w.store('ConfigMap').set('motd', motd('Welcome'));
     await assert.rejects(w.reconciler.reconcile(key(pool)), NotReadyError);
     mint(w.secrets, { verdict: true });
     w.clock.at += 300;
@@ -258,6 +281,76 @@ describe('NodePoolReconciler: the maintenance window', () => {
     w.clock.at = Date.parse('2026-11-25T02:00:00Z');
     await w.reconciler.reconcile(key(w.pool));
     assert.equal(annotation(ANNOTATIONS.rolloutHold), undefined);
+  });
+
+  it('when a config change the disruption policy applies without a drain or a reboot comes outside the window, it should roll it out at once; one that reboots should wait', async () => {
+    const w = await deployed('InPlace', (p) => {
+      p.spec.config = [{ name: 'motd' }];
+      p.spec.management.inPlace = { disruptionPolicy: { files: [{ path: '/etc/motd', actions: [{ type: 'None' }] }] } };
+    });
+    const target = (): string | undefined =>
+      childOf(w, 'MachineSet').metadata?.annotations?.[ANNOTATIONS.targetConfigHash];
+    const from = target();
+    w.store('ConfigMap').set('motd', motd('Quiet'));
+    await assert.rejects(w.reconciler.reconcile(key(w.pool)), NotReadyError, 'the quiet change goes on to its token');
+    mint(w.secrets, { verdict: true });
+    w.clock.at += 300;
+    await w.reconciler.reconcile(key(w.pool));
+    assert.notEqual(target(), from, 'the quiet change rolls out with the window closed');
+    assert.equal(childOf(w, 'MachineSet').metadata?.annotations?.[ANNOTATIONS.rolloutHold], undefined);
+    const allowed = cond(w.statuses.at(-1), 'RolloutAllowed');
+    assert.deepEqual(
+      [allowed?.status, allowed?.message],
+      [
+        'True',
+        'The change neither drains nor reboots a node (each node: none): the maintenance window does not hold it',
+      ],
+    );
+
+    const quiet = target();
+    w.pool.spec.management.inPlace = {};
+    w.store('ConfigMap').set('motd', motd('Loud'));
+    w.clock.at += 300;
+    await w.reconciler.reconcile(key(w.pool));
+    assert.equal(target(), quiet, 'a change that reboots waits for the window');
+    assert.equal(cond(w.statuses.at(-1), 'RolloutAllowed')?.reason, 'WaitingForMaintenanceWindow');
+  });
+
+  it('when the window closes while a Replace rollout is under way, it should pause the MachineDeployment at its new template and lift the pause when the window opens', async () => {
+    const w = await deployed('Replace');
+    const from = w.statuses.at(-1)?.configHash ?? '';
+    w.clock.at = Date.parse('2026-11-24T02:10:00Z');
+    w.pool.spec.release.image = 'registry.local:5000/kindling/release:1.36.3';
+    await assert.rejects(w.reconciler.reconcile(key(w.pool)), NotReadyError);
+    mint(w.secrets, { verdict: true });
+    w.clock.at += 300;
+    await w.reconciler.reconcile(key(w.pool));
+    const to = w.statuses.at(-1)?.configHash ?? '';
+    assert.notEqual(to, from, 'the rollout started in the window');
+    const md = (): { metadata?: k8s.V1ObjectMeta; spec: { paused?: boolean } } =>
+      childOf(w, 'MachineDeployment') as unknown as { metadata?: k8s.V1ObjectMeta; spec: { paused?: boolean } };
+    assert.equal(md().spec.paused, undefined);
+    const rolling = bootstrapOf(md());
+    // Cluster API's MachineSets of both hashes have Machines: the status records the rollout under way.
+    const underWay = (): void => {
+      const stored = w.store('NodePool').get('workers') as NodePool;
+      stored.status = { ...stored.status, rollout: { from, to, since: '2026-11-24T02:10:00Z', changes: [] } };
+    };
+
+    underWay();
+    w.clock.at = Date.parse('2026-11-24T03:00:00Z');
+    await w.reconciler.reconcile(key(w.pool));
+    assert.equal(md().spec.paused, true, 'Cluster API creates and deletes no further Machine');
+    assert.equal(bootstrapOf(md()), rolling, 'the template is not taken back (that would roll back)');
+    assert.equal(
+      md().metadata?.annotations?.[ANNOTATIONS.rolloutHold],
+      'waiting for the maintenance window (opens 2026-11-25T02:00Z)',
+    );
+    assert.equal(cond(w.statuses.at(-1), 'RolloutAllowed')?.reason, 'WaitingForMaintenanceWindow');
+    underWay();
+    w.clock.at = Date.parse('2026-11-25T02:00:00Z');
+    await w.reconciler.reconcile(key(w.pool));
+    assert.equal(md().spec.paused, undefined, 'the rollout resumes in the window');
   });
 
   it('when a node is Degraded, it should hold a rollout from a settled pool, but not a new target that supersedes the halted rollout (the fix)', async () => {

@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { HEALTH_GATE_CONSUMED } from '../../api/src/keys.js';
 import { parseWindow } from './maintenance-window.js';
-import { decideRolloutGate, overrideApplies, type GateInput } from './rollout-gate.js';
+import { decideRolloutGate, overrideApplies, quietAction, type GateInput } from './rollout-gate.js';
 
 const now = Date.parse('2026-11-30T12:00:00Z');
 const healthy = { unavailable: [], maxUnavailable: 1 };
@@ -90,5 +90,35 @@ describe('decideRolloutGate', () => {
 
   it('when the override is unset, it should not apply', () => {
     assert.equal(overrideApplies(undefined, 'h2'), false);
+  });
+
+  it('when the window is closed and the change neither drains nor reboots, it should allow it and say the window does not hold it', () => {
+    assert.deepEqual(decideRolloutGate({ ...base, window: nightly, quiet: 'restart kubelet.service' }), {
+      allowed: true,
+      reason: 'AsExpected',
+      message:
+        'The change neither drains nor reboots a node (each node: restart kubelet.service): the maintenance window does not hold it',
+    });
+  });
+
+  it('when the window is closed and a quiet change finds the pool unhealthy, it should still apply the health gate', () => {
+    const sick = { unavailable: ['m1', 'm2'], maxUnavailable: 1 };
+    const v = decideRolloutGate({ ...base, window: nightly, quiet: 'none', health: sick });
+    assert.deepEqual([v.allowed, v.reason], [false, 'TooManyNodesUnavailable']);
+  });
+});
+
+describe('quietAction', () => {
+  const disruption = { action: 'none', drain: false, reboot: false, changes: [] };
+
+  it('when the disruption policy gives the change neither a drain nor a reboot, it should name its action', () => {
+    assert.equal(quietAction(disruption), 'none');
+    assert.equal(quietAction({ ...disruption, action: 'reload crio.service' }), 'reload crio.service');
+  });
+
+  it('when the change drains, reboots, or its disruption is not known (a Replace rollout, inputs gone), it should be disruptive', () => {
+    assert.equal(quietAction({ ...disruption, action: 'drain', drain: true }), undefined);
+    assert.equal(quietAction({ ...disruption, action: 'drain, reboot', drain: true, reboot: true }), undefined);
+    assert.equal(quietAction(undefined), undefined);
   });
 });

@@ -1,11 +1,12 @@
 /**
  * May disruptive work start now (a rollout to a new config hash, or the next node of one under way)? A pure
- * decision with a typed reason, as csr-decision.ts is: first the maintenance window, which nothing overrides;
- * then the health gate, kubeadm's pre-upgrade checks (the guest's control plane reachable, no node Degraded, no
+ * decision with a typed reason, as csr-decision.ts is: first the maintenance window, which nothing overrides
+ * and which holds only a change that drains or reboots (the disruption policy's verdict); then the health gate, kubeadm's pre-upgrade checks (the guest's control plane reachable, no node Degraded, no
  * more nodes unavailable than maxUnavailable), which ANNOTATIONS.overrideHealthGate lets one rollout pass.
  */
 import type { ConditionReason } from '../../api/src/conditions.js';
 import { HEALTH_GATE_CONSUMED } from '../../api/src/keys.js';
+import type { RolloutDisruption } from '../../api/src/nodepool.js';
 import { isoMinutes, windowAt, type ParsedWindow } from './maintenance-window.js';
 
 type GateReason = ConditionReason<'RolloutAllowed'>;
@@ -34,6 +35,8 @@ export interface GateInput {
   override?: string;
   /** The config hash the rollout moves to. */
   target: string;
+  /** What each node does, when the change neither drains nor reboots (quietAction): the window does not hold it. */
+  quiet?: string;
 }
 
 export interface GateVerdict {
@@ -52,9 +55,18 @@ export function overrideApplies(value: string | undefined, target: string): bool
   return !value.startsWith(HEALTH_GATE_CONSUMED) || value === `${HEALTH_GATE_CONSUMED}${target}`;
 }
 
+/**
+ * The action of a change the disruption policy lets through with neither a drain nor a reboot ("none",
+ * "restart kubelet.service"); undefined when it drains, reboots, replaces the Machines or is not known: only
+ * that is disruptive work the maintenance window holds.
+ */
+export function quietAction(d: RolloutDisruption | undefined): string | undefined {
+  return d && !d.drain && !d.reboot ? d.action : undefined;
+}
+
 function windowVerdict(input: GateInput): GateVerdict | { open: true; recheckInMs?: number } {
   const w = input.window;
-  if (w === undefined) return { open: true };
+  if (w === undefined || input.quiet !== undefined) return { open: true };
   if (w instanceof Error)
     return {
       allowed: false,
@@ -95,12 +107,17 @@ function healthProblem(h: PoolHealth): { reason: GateReason; message: string } |
   return undefined;
 }
 
+function allowedMessage(input: GateInput): string {
+  if (input.quiet === undefined || input.window === undefined) return 'Disruptive work may start';
+  return `The change neither drains nor reboots a node (each node: ${input.quiet}): the maintenance window does not hold it`;
+}
+
 export function decideRolloutGate(input: GateInput): GateVerdict {
   const window = windowVerdict(input);
   if ('allowed' in window) return window;
   const recheck = window.recheckInMs === undefined ? {} : { recheckInMs: window.recheckInMs };
   const problem = input.healthGated ? healthProblem(input.health) : undefined;
-  if (!problem) return { allowed: true, reason: 'AsExpected', message: 'Disruptive work may start', ...recheck };
+  if (!problem) return { allowed: true, reason: 'AsExpected', message: allowedMessage(input), ...recheck };
   if (!overrideApplies(input.override, input.target))
     return {
       allowed: false,

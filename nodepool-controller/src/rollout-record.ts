@@ -107,14 +107,14 @@ export interface WhyInput {
  * pool's config documents with the agent's own rules (api/src/in-place.ts), as `kindling plan` does; the
  * release's own payload is not read here.
  */
-function payloadBlockers(i: WhyInput): string[] {
+function payloadBlockers(i: DisruptionInput): string[] {
   return i.upgradeType === 'InPlace' && i.engine === 'ClusterAPI' && i.after
     ? documentsUnsupportedInPlace(i.after.config)
     : [];
 }
 
 /** The strategy of every payload change (release, config): one payload, so one way. */
-const payloadStrategy = (i: WhyInput): RolloutStrategy =>
+const payloadStrategy = (i: DisruptionInput): RolloutStrategy =>
   payloadBlockers(i).length > 0 ? 'Rollout' : strategyOf('config', i.upgradeType);
 
 function payloadChanges(i: WhyInput): RolloutChange[] {
@@ -145,8 +145,16 @@ function payloadChanges(i: WhyInput): RolloutChange[] {
   return changes;
 }
 
-/** What each node of an in-place payload change does (disruption-config.ts), capped as the CRD caps it. */
-function rolloutDisruption(i: WhyInput): RolloutDisruption | undefined {
+/** What the disruption of a payload change is judged on. */
+export type DisruptionInput = Pick<
+  WhyInput,
+  'upgradeType' | 'engine' | 'from' | 'to' | 'before' | 'after' | 'disruptionPolicy'
+>;
+
+/** What each node of an in-place payload change does (disruption-config.ts), capped as the CRD caps it; none
+ * when the engine replaces the Machines or the inputs are no longer known. The rollout gate reads it too: a
+ * change that neither drains nor reboots is not held by the maintenance window. */
+export function rolloutDisruption(i: DisruptionInput): RolloutDisruption | undefined {
   if (!i.disruptionPolicy || !i.before || !i.after || i.from === i.to || payloadStrategy(i) !== 'InPlace')
     return undefined;
   const { changes, disruption } = configDisruption(i.disruptionPolicy, i.before, i.after);

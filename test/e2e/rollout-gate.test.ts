@@ -265,4 +265,32 @@ describe('maintenance windows and the health gate on the local environment', { t
       await Promise.all(down.map((n) => setHostDown(n, false)));
     }
   });
+
+  it('when a config change the disruption policy applies with neither a drain nor a reboot comes outside the window, it should complete at once', async () => {
+    await eventually('the previous rollout complete', complete, 10 * MINUTES, 2000);
+    const quiet = { files: [{ path: '/etc/motd', actions: [{ type: 'None' }] }] };
+    await env.patchPool('inplace', {
+      spec: { management: { maintenanceWindow: CLOSED, inPlace: { disruptionPolicy: quiet } } },
+    });
+    try {
+      const before = await target();
+      await setMotd('A quiet change\n');
+      await eventually(
+        'the quiet change on every inplace host, the window closed',
+        async () => {
+          const hosts = await env.hosts('inplace');
+          const files = await Promise.all(hosts.map((h) => env.hostFile(h, 'etc/motd')));
+          const moved = (await target()) !== before;
+          return moved && (await complete()) && files.every((f) => f === 'A quiet change\n');
+        },
+        6 * MINUTES,
+        2000,
+      );
+      assert.notEqual((await rolloutAllowed())?.reason, 'WaitingForMaintenanceWindow');
+    } finally {
+      await env.patchPool('inplace', {
+        spec: { management: { maintenanceWindow: null, inPlace: { disruptionPolicy: null } } },
+      });
+    }
+  });
 });

@@ -3,19 +3,22 @@
  * observations and the caches, hold a rollout that would start (the target stays undeployed) or one under way
  * (the child carries ANNOTATIONS.rolloutHold for the in-place engines), mark a used override consumed, and
  * look at the pool again when the window opens or closes. Scaling, labels, taints and timeouts are not held:
- * they reconcile at the deployed hash.
+ * they reconcile at the deployed hash; nor is a config change the disruption policy applies with neither a
+ * drain nor a reboot (rollout-record.ts judges it as status.rollout records it).
  */
 import type { Machine } from '../../../api/src/capi.js';
 import { ANNOTATIONS } from '../../../api/src/keys.js';
-import { inPlaceEngine, type NodePool } from '../../../api/src/nodepool.js';
+import { effectiveDisruptionPolicy } from '../../../api/src/disruption.js';
+import { inPlaceEngine, type NodePool, type RolloutDisruption } from '../../../api/src/nodepool.js';
 import { resolveFenceposts, resolveMaxUnavailable } from '../../../support/src/int-or-percent.js';
 import { isConditionError } from '../condition-error.js';
 import { parseWindow, type ParsedWindow } from '../maintenance-window.js';
-import { decideRolloutGate, type GateVerdict, type PoolHealth } from '../rollout-gate.js';
+import { decideRolloutGate, quietAction, type GateVerdict, type PoolHealth } from '../rollout-gate.js';
+import { rolloutDisruption } from '../rollout-record.js';
 import { desiredReplicas } from '../capi.js';
 import { CONTINUE, requeueAfter, type PhaseResult } from './result.js';
 import type { Evaluation } from './inputs.js';
-import { inPool, liveChild, type PhaseDeps, type Scope } from './scope.js';
+import { inPool, inputsOf, liveChild, tokenSecret, type PhaseDeps, type Scope } from './scope.js';
 
 /** The pool's window as the status reports it; an Error (nothing disruptive starts) when it cannot be read. */
 function readWindow(s: Scope): ParsedWindow | Error | undefined {
@@ -80,14 +83,36 @@ function healthOf(s: Scope, deps: PhaseDeps): PoolHealth {
 /** The hash a rollout moves to (one that would start, or one under way) and whether the health gate applies:
  * to a start from a settled pool, and to a rollout under way only while it is held (it may not resume until
  * the pool is healthy); not to a new target that supersedes a rollout under way, which may be its fix. */
-function rolloutTo(s: Scope, deps: PhaseDeps, e: Evaluation): { to: string; healthGated: boolean } | undefined {
+interface Rollout {
+  to: string;
+  healthGated: boolean;
+  /** What each node of it does by the disruption policy, when known and in place. */
+  disruption?: RolloutDisruption;
+}
+
+function rolloutTo(s: Scope, deps: PhaseDeps, e: Evaluation): Rollout | undefined {
   const deployed = e.deployed?.hash;
   const underWay = s.pool.status?.rollout;
   const starting = startingTarget(e);
-  if (starting !== undefined) return { to: starting, healthGated: underWay === undefined };
+  if (starting !== undefined)
+    return { to: starting, healthGated: underWay === undefined, disruption: startingDisruption(s, deps, e) };
   if (deployed === undefined || underWay?.to !== deployed) return undefined;
   const held = liveChild(s, deps)?.metadata.annotations?.[ANNOTATIONS.rolloutHold] !== undefined;
-  return { to: deployed, healthGated: held };
+  return { to: deployed, healthGated: held, disruption: underWay.disruption };
+}
+
+/** The disruption of the change from the deployed inputs (its token Secret's) to the target's. */
+function startingDisruption(s: Scope, deps: PhaseDeps, e: Evaluation): RolloutDisruption | undefined {
+  if (e.deployed === undefined || e.target === undefined) return undefined;
+  return rolloutDisruption({
+    upgradeType: s.pool.spec.management.upgradeType,
+    engine: inPlaceEngine(s.pool),
+    from: e.deployed.hash,
+    to: e.target.hash,
+    before: inputsOf(tokenSecret(s, deps, e.deployed.hash)),
+    after: e.target.inputs,
+    disruptionPolicy: effectiveDisruptionPolicy(s.pool.spec.management.inPlace?.disruptionPolicy),
+  });
 }
 
 /** The target, when it may roll out and differs from what a live child boots (a new pool starts no rollout). */
@@ -117,6 +142,7 @@ export function evaluateGate(s: Scope, deps: PhaseDeps, e: Evaluation): { verdic
     healthGated: rollout.healthGated,
     override: s.pool.metadata.annotations?.[ANNOTATIONS.overrideHealthGate],
     target: rollout.to,
+    quiet: quietAction(rollout.disruption),
   });
   s.obs.gate = verdict;
   return { verdict, to: rollout.to };

@@ -1,0 +1,156 @@
+/**
+ * The infrastructure templates of the pools that may scale to zero, read from watches: one list-and-watch per
+ * referenced template (a `metadata.name` field selector in the pool's namespace, as config-maps.ts does for
+ * ConfigMaps), opened the first time a reconcile asks for it and closed when no such pool of the namespace names
+ * it any more. A reconcile then makes no read call, and a template whose capacity changes wakes its pools.
+ *
+ * Until a template's watch has listed (or while the apiserver refuses it), each ask falls back to one GET, so
+ * a template that cannot be read still says why in the pool's condition.
+ */
+import * as k8s from '#k8s';
+import type { NodePool, ObjectRef } from '../../api/src/nodepool.js';
+import { ResilientInformer, type WatchFn } from '../../support/src/informer.js';
+import type { Logger } from '../../support/src/logger.js';
+import type { Clock } from '../../support/src/timers.js';
+import { keyString } from '../../support/src/object-key.js';
+import type { TemplateCapacity } from './capacity.js';
+import {
+  createInfrastructureTemplates,
+  pluralOf,
+  preferredVersions,
+  reportedCapacity,
+  type InfrastructureTemplate,
+  type InfrastructureTemplates,
+} from './templates.js';
+
+/** What the cache asks of the apiserver; unit tests pass a fake that counts. */
+export interface TemplateApi {
+  /** The served version of the template's group. */
+  versionOf(ref: ObjectRef): Promise<string>;
+  /** The one template, listed by name. */
+  list(at: WatchedTemplate): Promise<k8s.KubernetesListObject<InfrastructureTemplate>>;
+  /** One read, while the watch has not listed. */
+  fallback: InfrastructureTemplates;
+  /** The watch requests (default: client-node's Watch). */
+  watch?: (path: string) => WatchFn;
+}
+
+/** A template as one watch sees it. */
+export interface WatchedTemplate {
+  namespace: string;
+  ref: ObjectRef;
+  version: string;
+}
+
+export interface TemplateCacheOptions {
+  kubeConfig: k8s.KubeConfig;
+  log: Logger;
+  /** The NodePools of a namespace, from their informer. */
+  pools: (namespace: string) => readonly NodePool[];
+  /** A watched template changed: the key of every pool naming it is woken. */
+  wake: (poolKey: string) => void;
+  clock?: Clock;
+  /** Relist period of each watch. */
+  watchdogMs?: number;
+  api?: TemplateApi;
+}
+
+/** `namespace/group/kind/name`: one watch per template. */
+const templateKey = (namespace: string, ref: ObjectRef): string =>
+  `${namespace}/${ref.apiGroup}/${ref.kind}/${ref.name}`;
+
+const readsTemplate = (p: NodePool): boolean => p.spec.autoScaling?.min === 0;
+
+function defaultApi(kc: k8s.KubeConfig): TemplateApi {
+  const custom = kc.makeApiClient(k8s.CustomObjectsApi);
+  const versionOf = preferredVersions(kc);
+  return {
+    versionOf,
+    fallback: createInfrastructureTemplates(kc, versionOf),
+    list: ({ namespace, ref, version }) =>
+      custom.listNamespacedCustomObject({
+        group: ref.apiGroup,
+        version,
+        namespace,
+        plural: pluralOf(ref),
+        fieldSelector: `metadata.name=${ref.name}`,
+      }) as Promise<k8s.KubernetesListObject<InfrastructureTemplate>>,
+  };
+}
+
+export class TemplateCache implements InfrastructureTemplates {
+  readonly #opts: TemplateCacheOptions;
+  readonly #api: TemplateApi;
+  readonly #watches = new Map<string, ResilientInformer<InfrastructureTemplate>>();
+  #stopped = false;
+
+  constructor(opts: TemplateCacheOptions) {
+    this.#opts = opts;
+    this.#api = opts.api ?? defaultApi(opts.kubeConfig);
+  }
+
+  /** Every watch has listed at least once. */
+  get synced(): boolean {
+    return [...this.#watches.values()].every((w) => w.synced);
+  }
+
+  async capacityOf(namespace: string, ref: ObjectRef): Promise<TemplateCapacity | undefined> {
+    const key = templateKey(namespace, ref);
+    let watch = this.#watches.get(key);
+    if (!watch && !this.#stopped) {
+      const version = await this.#api.versionOf(ref);
+      // Another reconcile may have opened it meanwhile.
+      watch = this.#watches.get(key) ?? (this.#stopped ? undefined : this.#open({ namespace, ref, version }));
+    }
+    if (!watch?.synced) return this.#api.fallback.capacityOf(namespace, ref);
+    const template = watch.get(ref.name, namespace);
+    if (!template) throw new Error(`${ref.kind} ${namespace}/${ref.name} does not exist`);
+    return reportedCapacity(template);
+  }
+
+  /** A pool of the namespace changed: closes the watches of templates no pool that may scale to zero names. */
+  poolChanged(namespace: string): void {
+    const wanted = new Set(
+      this.#opts
+        .pools(namespace)
+        .filter(readsTemplate)
+        .map((p) => templateKey(namespace, p.spec.platform.infrastructureTemplateRef)),
+    );
+    for (const [key, watch] of this.#watches)
+      if (key.startsWith(`${namespace}/`) && !wanted.has(key)) {
+        this.#watches.delete(key);
+        void watch.stop();
+      }
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    const watches = [...this.#watches.values()];
+    this.#watches.clear();
+    await Promise.all(watches.map((w) => w.stop()));
+  }
+
+  #open(at: WatchedTemplate): ResilientInformer<InfrastructureTemplate> {
+    const { namespace, ref, version } = at;
+    const key = templateKey(namespace, ref);
+    const path = `/apis/${ref.apiGroup}/${version}/namespaces/${namespace}/${pluralOf(ref)}`;
+    const watch = new ResilientInformer<InfrastructureTemplate>({
+      kubeConfig: this.#opts.kubeConfig,
+      path,
+      fieldSelector: `metadata.name=${ref.name}`,
+      list: () => this.#api.list(at),
+      ...(this.#api.watch ? { watch: this.#api.watch(path) } : {}),
+      log: this.#opts.log.child({ template: key }),
+      clock: this.#opts.clock,
+      watchdogMs: this.#opts.watchdogMs,
+      onEvent: () => {
+        for (const pool of this.#opts.pools(namespace))
+          if (readsTemplate(pool) && templateKey(namespace, pool.spec.platform.infrastructureTemplateRef) === key)
+            this.#opts.wake(keyString({ namespace, name: pool.metadata.name }));
+      },
+    });
+    this.#watches.set(key, watch);
+    void watch.start();
+    return watch;
+  }
+}
