@@ -313,6 +313,17 @@ export function userDataSecretName(pool: string, hash: string): string {
 }
 
 /**
+ * The hash a user-data Secret name stands for (`user-data-<pool>-<hash>`), if it is one of the pool's. A
+ * ClusterAPI-engine Machine's bootstrap.dataSecretName names the payload its host booted with until its update is
+ * over: read by the nodepool-controller (which hash a pool's Machines are at) and the extension (the payload a
+ * node never updated in place runs).
+ */
+export function hashOfUserData(poolName: string, secretName: string | undefined): string | undefined {
+  const prefix = userDataSecretName(poolName, '');
+  return secretName?.startsWith(prefix) ? secretName.slice(prefix.length) : undefined;
+}
+
+/**
  * Name of the KindlingConfigTemplate of a pool at a config hash (ClusterAPI engine): one per hash, so a new
  * hash is a new bootstrap template for Cluster API, which is what makes it ask CanUpdateMachineSet.
  * Written by the nodepool-controller; read by Cluster API (cloned per Machine) and by the nodepool-controller.

@@ -16,3 +16,10 @@ export const DEFAULT_MAX_RELEASE_BYTES = 256 * MIB;
 
 /** Layers of one release image (a release holds a manifest and a few Ignition fragments). */
 export const DEFAULT_MAX_RELEASE_LAYERS = 16;
+
+/**
+ * What a node's payload Secret may hold (the apiserver refuses a Secret whose data passes 1 MiB): the target
+ * config, and beside it, when it fits, the config the node booted with (gzip). The agent inflates that one
+ * to no more than this either: a payload that could not have been handed over as a Secret is no payload.
+ */
+export const MAX_PAYLOAD_SECRET_BYTES = MIB;

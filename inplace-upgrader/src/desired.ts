@@ -4,15 +4,28 @@
  * one agent Pod per node being updated.
  */
 import { createHash } from 'node:crypto';
+import { gzipSync } from 'node:zlib';
 import type * as k8s from '#k8s';
 import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
+import { MAX_PAYLOAD_SECRET_BYTES } from '../../api/src/limits.js';
 
 /** Guest namespace of agent Pods and payload Secrets. */
 export const GUEST_NAMESPACE = 'kindling-system';
 export const AGENT_SERVICE_ACCOUNT = 'kindling-agent';
-/** Payload Secret keys, written by the upgrader and read by the agent. disruptionPolicy: the pool's effective
- * disruption policy as JSON (api/src/disruption.ts); absent, the agent uses the defaults. */
-export const PAYLOAD_KEYS = { config: 'config', hash: 'hash', disruptionPolicy: 'disruptionPolicy' } as const;
+/**
+ * Payload Secret keys, written by the upgrader and read by the agent. disruptionPolicy: the pool's effective
+ * disruption policy as JSON (api/src/disruption.ts); absent, the agent uses the defaults. bootedHash and
+ * bootedConfig (gzip): for a node the agent never updated, the hash and config its host booted with (Ignition
+ * wrote it, so the agent has no record of it): the first update removes what that config has and the target
+ * does not, and is weighed against it (record.ts).
+ */
+export const PAYLOAD_KEYS = {
+  config: 'config',
+  hash: 'hash',
+  disruptionPolicy: 'disruptionPolicy',
+  bootedHash: 'bootedHash',
+  bootedConfig: 'bootedConfig',
+} as const;
 /** Where the agent container sees the host's root. */
 export const HOST_ROOT_MOUNT = '/host';
 
@@ -175,12 +188,37 @@ export function agentTokenRequest(pod: k8s.V1Pod, expirationSeconds: number): k8
   return { spec: { audiences: [], expirationSeconds, boundObjectRef } };
 }
 
+/** A config a node runs, by its hash: the one its host booted with, for the payload Secret. */
+export interface BootedPayload {
+  hash: string;
+  config: Buffer;
+}
+
+/**
+ * The booted config's keys, gzip, when the Secret still fits (MAX_PAYLOAD_SECRET_BYTES) beside the target's
+ * `config`; nothing when it does not (the agent then plans the first update against the host alone).
+ */
+function bootedData(config: Buffer, booted: BootedPayload | undefined): Record<string, string> {
+  if (!booted) return {};
+  const gz = gzipSync(booted.config);
+  // base64 grows each by a third; the apiserver counts the decoded bytes, as this does.
+  if (config.length + gz.length + booted.hash.length > MAX_PAYLOAD_SECRET_BYTES - PAYLOAD_SECRET_SLACK) return {};
+  return {
+    [PAYLOAD_KEYS.bootedHash]: Buffer.from(booted.hash).toString('base64'),
+    [PAYLOAD_KEYS.bootedConfig]: gz.toString('base64'),
+  };
+}
+
+/** Room left in a payload Secret for its other keys (hash, disruption policy). */
+const PAYLOAD_SECRET_SLACK = 64 * 1024;
+
 export function payloadSecret(opts: {
   node: string;
   pool: string;
   hash: string;
   config: Buffer;
   disruptionPolicy?: string;
+  booted?: BootedPayload;
 }): k8s.V1Secret {
   const policy = opts.disruptionPolicy;
   return {
@@ -196,6 +234,7 @@ export function payloadSecret(opts: {
       [PAYLOAD_KEYS.config]: opts.config.toString('base64'),
       [PAYLOAD_KEYS.hash]: Buffer.from(opts.hash).toString('base64'),
       ...(policy === undefined ? {} : { [PAYLOAD_KEYS.disruptionPolicy]: Buffer.from(policy).toString('base64') }),
+      ...bootedData(opts.config, opts.booted),
     },
   };
 }

@@ -20,6 +20,7 @@ import {
   guestNamespace,
   payloadSecret,
   payloadSecretName,
+  type BootedPayload,
 } from './desired.js';
 import { withRolloutTaint, type RolloutTaint } from './taints.js';
 
@@ -129,6 +130,8 @@ export interface HandOut {
   healthCheckTimeout?: string;
   /** The pool's effective disruption policy (JSON, ANNOTATIONS.disruptionPolicy) for the payload Secret; unset: the defaults. */
   disruptionPolicy?: string;
+  /** The config the node booted with, for a node never updated in place (payload.ts bootedPayload). */
+  booted?: BootedPayload;
 }
 
 /** Neither terminating nor deleted by this process: an object the cache shows that is still there to be used. */
@@ -174,6 +177,7 @@ export async function ensureAgentObjects(session: GuestSession, h: Omit<HandOut,
             hash: h.hash,
             config: h.config,
             disruptionPolicy: h.disruptionPolicy,
+            booted: h.booted,
           }),
         ),
     agentPodOf(session, h.node)

@@ -3,9 +3,14 @@ import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as k8s from '#k8s';
-import { IGNITION_ERROR_HEADER, SECRET_KEYS, tokenSecretName } from '../../api/src/keys.js';
+import { Writable } from 'node:stream';
+import { gunzipSync } from 'node:zlib';
+import { ANNOTATIONS, IGNITION_ERROR_HEADER, SECRET_KEYS, tokenSecretName } from '../../api/src/keys.js';
+import { MAX_PAYLOAD_SECRET_BYTES } from '../../api/src/limits.js';
 import { NotReadyError } from '../../support/src/errors.js';
-import { IgnitionServerPayloadSource } from './payload.js';
+import { createLogger } from '../../support/src/logger.js';
+import { PAYLOAD_KEYS, payloadSecret } from './desired.js';
+import { bootedPayload, IgnitionServerPayloadSource, type PayloadRequest, type PayloadSource } from './payload.js';
 
 const REQ = { namespace: 'clusters', pool: 'pool', hash: 'h1' };
 
@@ -88,5 +93,75 @@ describe('IgnitionServerPayloadSource', () => {
         (e: unknown) => e,
       )) instanceof NotReadyError,
     );
+  });
+});
+
+describe('The config a node booted with, beside its target', () => {
+  const fetched: PayloadRequest[] = [];
+  const payloads: PayloadSource = {
+    fetch: (req) => {
+      fetched.push(req);
+      return req.hash === 'gone'
+        ? Promise.reject(new NotReadyError('token Secret clusters/token-pool-gone does not exist yet'))
+        : Promise.resolve(Buffer.from(`config at ${req.hash}`));
+    },
+  };
+  const lines: string[] = [];
+  const log = createLogger({
+    name: 'booted-test',
+    level: 'warn',
+    destination: new Writable({ write: (chunk: Buffer, _e, done) => (lines.push(chunk.toString()), done()) }),
+  });
+  const node = (annotations: Record<string, string> = {}): k8s.V1Node => ({ metadata: { name: 'n1', annotations } });
+  const at = (n: k8s.V1Node, booted: string | undefined): Parameters<typeof bootedPayload>[1] => ({
+    namespace: 'clusters',
+    pool: 'pool',
+    target: 'h2',
+    node: n,
+    booted,
+  });
+
+  it('when a node was never updated in place, it should fetch the payload at the hash it booted with', async () => {
+    assert.deepEqual(await bootedPayload(payloads, at(node(), 'h0'), log), {
+      hash: 'h0',
+      config: Buffer.from('config at h0'),
+    });
+    assert.deepEqual(fetched.at(-1), { namespace: 'clusters', pool: 'pool', hash: 'h0' });
+  });
+
+  it('when the agent updated the node before, or the node booted at the target, it should hand over nothing', async () => {
+    fetched.length = 0;
+    assert.equal(await bootedPayload(payloads, at(node({ [ANNOTATIONS.currentConfig]: 'h1' }), 'h0'), log), undefined);
+    assert.equal(await bootedPayload(payloads, at(node(), 'h2'), log), undefined);
+    assert.equal(await bootedPayload(payloads, at(node(), undefined), log), undefined);
+    assert.deepEqual(fetched, []);
+  });
+
+  it('when the booted payload cannot be had, it should hand over nothing and say why without holding up the rollout', async () => {
+    assert.equal(await bootedPayload(payloads, at(node(), 'gone'), log), undefined);
+    const [line] = lines.map((l) => JSON.parse(l) as { msg: string; reason: string });
+    assert.match(line?.msg ?? '', /^No payload the node booted with/);
+    assert.match(line?.reason ?? '', /does not exist yet/);
+  });
+
+  it('when the booted config fits beside the target, it should be in the payload Secret as gzip; when it does not, it should be left out', () => {
+    const booted = { hash: 'h0', config: Buffer.from('{"ignition":{"version":"3.4.0"}}') };
+    const secret = payloadSecret({ node: 'n1', pool: 'pool', hash: 'h2', config: Buffer.from('{}'), booted });
+    const data = secret.data ?? {};
+    assert.equal(Buffer.from(data[PAYLOAD_KEYS.bootedHash] ?? '', 'base64').toString(), 'h0');
+    assert.deepEqual(gunzipSync(Buffer.from(data[PAYLOAD_KEYS.bootedConfig] ?? '', 'base64')), booted.config);
+
+    // Random bytes do not compress: the two would pass what the apiserver takes in one Secret.
+    const big = Buffer.from(
+      Array.from({ length: MAX_PAYLOAD_SECRET_BYTES / 2 }, () => Math.floor(Math.random() * 256)),
+    );
+    const full = payloadSecret({
+      node: 'n1',
+      pool: 'pool',
+      hash: 'h2',
+      config: big,
+      booted: { hash: 'h0', config: big },
+    });
+    assert.deepEqual(Object.keys(full.data ?? {}).sort(), [PAYLOAD_KEYS.config, PAYLOAD_KEYS.hash].sort());
   });
 });

@@ -5,8 +5,16 @@
 import { request as httpsRequest } from 'node:https';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import * as k8s from '#k8s';
-import { IGNITION_ERROR_HEADER, IGNITION_HEADERS, SECRET_KEYS, tokenSecretName } from '../../api/src/keys.js';
+import {
+  ANNOTATIONS,
+  IGNITION_ERROR_HEADER,
+  IGNITION_HEADERS,
+  SECRET_KEYS,
+  tokenSecretName,
+} from '../../api/src/keys.js';
 import { isNotFound, NotReadyError } from '../../support/src/errors.js';
+import type { Logger } from '../../support/src/logger.js';
+import type { BootedPayload } from './desired.js';
 
 export interface PayloadRequest {
   /** Management namespace of the pool (and of its token Secret). */
@@ -117,6 +125,33 @@ export class IgnitionServerPayloadSource implements PayloadSource {
         throw new NotReadyError(`token Secret ${req.namespace}/${name} does not exist yet`, 5_000, { cause: err });
       throw err;
     }
+  }
+}
+
+/**
+ * The config a node booted with, for its payload Secret (desired.ts PAYLOAD_KEYS.bootedConfig): only for a node
+ * the agent never updated in place (no currentConfig: after its first update the agent keeps its own record),
+ * at `booted`, the hash its engine says its host booted with. Nothing when that is the target or unknown, or
+ * when it cannot be had (its token Secret expired, long after the pool moved on): the agent then plans against
+ * the host alone and says so, and a rollout is never held up for it. The agent checks the host holds that
+ * config's files before it goes by it (record.ts).
+ */
+export async function bootedPayload(
+  payloads: PayloadSource,
+  at: { namespace: string; pool: string; target: string; node: k8s.V1Node; booted: string | undefined },
+  log: Logger,
+): Promise<BootedPayload | undefined> {
+  const hash = at.booted;
+  if (at.node.metadata?.annotations?.[ANNOTATIONS.currentConfig] !== undefined) return undefined;
+  if (hash === undefined || hash === at.target) return undefined;
+  try {
+    return { hash, config: await payloads.fetch({ namespace: at.namespace, pool: at.pool, hash }) };
+  } catch (err) {
+    log.warn(
+      { node: at.node.metadata?.name, bootedHash: hash, reason: (err as Error).message },
+      'No payload the node booted with: its first update is planned against the host alone',
+    );
+    return undefined;
   }
 }
 

@@ -32,7 +32,8 @@ import {
   stopGuestSession,
   type GuestSession,
 } from './guest.js';
-import type { PayloadSource } from './payload.js';
+import { bootedPayload, type PayloadSource } from './payload.js';
+import type { BootedPayload } from './desired.js';
 import { classifyNode, planRollout, setMembers, type NodeView, type RolloutPlan } from './select.js';
 import { setSkipRemediation } from './remediation.js';
 import { rolloutTaints, type RolloutPhase } from './taints.js';
@@ -295,6 +296,7 @@ export class InPlaceUpgrader {
     await settleAll(
       nodes.map(async (node) => {
         const machine = machineOf.get(node);
+        const booted = await this.#booted(ctx, node);
         const {
           [ANNOTATIONS.healthCheckTimeout]: healthCheckTimeout,
           [ANNOTATIONS.disruptionPolicy]: disruptionPolicy,
@@ -303,7 +305,7 @@ export class InPlaceUpgrader {
         const agentImage = this.#opts.agentImage;
         await handOutNode(
           session,
-          { node, pool, hash: target, config, agentImage, healthCheckTimeout, disruptionPolicy },
+          { node, pool, hash: target, config, agentImage, healthCheckTimeout, disruptionPolicy, booted },
           spare,
         );
         this.#started.inc();
@@ -326,6 +328,19 @@ export class InPlaceUpgrader {
       ),
     );
     ctx.log.info({ nodes }, 'Agent Pods or payload Secrets given again to nodes handed the target');
+  }
+
+  /**
+   * The config a node booted with, when the agent never updated it (payload.ts bootedPayload): the set's
+   * current hash, which its nodes are at until a rollout completes. Not its Machine's data Secret name:
+   * Cluster API's MachineSet copies its template's onto every Machine, so that names the target.
+   */
+  async #booted(ctx: RolloutContext, node: string): Promise<BootedPayload | undefined> {
+    const view = ctx.session.nodes.get(node);
+    if (!view) return undefined;
+    const booted = ctx.ms.metadata.annotations?.[ANNOTATIONS.currentConfigHash];
+    const at = { namespace: ctx.ms.metadata.namespace ?? '', pool: ctx.pool, target: ctx.target, node: view, booted };
+    return bootedPayload(this.#opts.payloads, at, ctx.log);
   }
 
   #payload(ctx: RolloutContext): Promise<Buffer> {

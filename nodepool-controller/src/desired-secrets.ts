@@ -122,8 +122,4 @@ export function desiredUserDataSecret(opts: StubOptions): V1Secret {
   };
 }
 
-/** The hash a user-data Secret name stands for (`user-data-<pool>-<hash>`), if it is one of the pool's. */
-export function hashOfUserData(poolName: string, secretName: string | undefined): string | undefined {
-  const prefix = userDataSecretName(poolName, '');
-  return secretName?.startsWith(prefix) ? secretName.slice(prefix.length) : undefined;
-}
+export { hashOfUserData } from '../../api/src/keys.js';

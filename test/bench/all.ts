@@ -3,7 +3,7 @@
  * their output passed through, then one table of every figure: value, reference, ratio, target, pass/fail.
  * Not part of `npm test`.
  *
- *   npm run bench -- [--only ignition,controller,rollout,rollout-30,rollout-capi]
+ *   npm run bench -- [--only ignition,controller,rollout,rollout-30,rollout-capi,rollout-disruption]
  */
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -32,6 +32,12 @@ const BENCHES: Record<string, { script: string; args: string[] }> = {
   'rollout-capi': {
     script: 'inplace.js',
     args: ['--engine', 'ClusterAPI', '--nodes', '30', '--max-unavailable', '3', '--step', '5'],
+  },
+  // Issue 22: a config change of a None-policy path against the same change with Drain+Reboot, 30 nodes,
+  // maxUnavailable 3, two pods per node: a row pair each for time and evictions, the None one as a ratio.
+  'rollout-disruption': {
+    script: 'inplace.js',
+    args: ['--change', 'both', '--nodes', '30', '--max-unavailable', '3', '--step', '5', '--pods-per-node', '2'],
   },
 };
 

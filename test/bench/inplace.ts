@@ -11,7 +11,12 @@
  * Kindling's Runtime Extension (inplace-capi.ts says what is real there).
  * Simulated on both: the agent (simulated-agents.ts).
  *
+ * --change none-policy|reboot|both (MachineSet engine): a config change whose path the pool's disruption policy
+ * says needs nothing, against the same change of a path that needs Drain+Reboot (the agents drain or not as
+ * the real rule decides for the path), with --pods-per-node bare pods on every node: time and pods evicted.
+ *
  *   node dist/test/bench/inplace.js [--engine MachineSet|ClusterAPI] [--nodes 100] [--max-unavailable 10] [--step 5] [--retry-after 1s] [--target 1.1]
+ *   node dist/test/bench/inplace.js --change both --nodes 30 --max-unavailable 3 [--step 5] [--pods-per-node 2]
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -21,24 +26,67 @@ import * as k8s from '#k8s';
 import { Registry } from 'prom-client';
 import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
 import { CAPI_GROUP } from '../../api/src/capi.js';
+import { effectiveDisruptionPolicy, leastDisruption } from '../../api/src/disruption.js';
 import { createLogger, type Logger } from '../../support/src/logger.js';
 import { Drainer } from '../../drainer/src/drainer.js';
 import { createTestMachine, createTestNode, eventually, testMachineSet } from '../../drainer/testing/index.js';
 import { CachedPayloadSource, IgnitionServerPayloadSource } from '../../inplace-upgrader/src/payload.js';
-import { AvailabilityWatcher, tokenSecret } from '../../inplace-upgrader/testing/index.js';
+import { AvailabilityWatcher, machineConfig, tokenSecret } from '../../inplace-upgrader/testing/index.js';
 import { runIgnitionServer } from '../../ignition-server/testing/index.js';
 import { InPlaceUpgrader } from '../../inplace-upgrader/src/upgrader.js';
 import { installCapiCrds, installKindlingCrds, startCluster } from '../bed/src/index.js';
 import { runClusterApiEngine } from './inplace-capi.js';
 import { agentBreakdown, now, SimulatedAgents, type EngineRun, type RolloutResult } from './simulated-agents.js';
-import { reportRows } from './table.js';
+import { reportRows, type Row } from './table.js';
 
 const NS = 'default';
 const POOL = 'bench';
 const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
 const ENGINES = ['MachineSet', 'ClusterAPI'] as const;
 
-async function runMachineSetEngine(run: EngineRun, log: Logger): Promise<RolloutResult> {
+/**
+ * The change each rollout of a --change run makes, and the pool's disruption policy: /etc/quiet/ needs nothing;
+ * any other path needs a drain and a reboot (the defaults). The simulated agents drain or not as the real
+ * agent's rule (api/src/disruption.ts) decides for the changed path.
+ */
+const CHANGES = {
+  reboot: '/etc/bench/reboot.conf',
+  'none-policy': '/etc/quiet/bench.conf',
+} as const;
+type Change = keyof typeof CHANGES;
+const POLICY = effectiveDisruptionPolicy({
+  files: [{ path: '/etc/quiet/', match: 'Prefix', actions: [{ type: 'None' }] }],
+});
+
+/** What one rollout of the MachineSet engine measured: the rollout, and the pods the drainer evicted. */
+interface ChangeResult extends RolloutResult {
+  change: Change;
+  evictions: number;
+}
+
+/** The drainer's evictions so far (its kindling_drainer_evictions_total, result evicted). */
+async function evicted(registry: Registry): Promise<number> {
+  const metric = await registry.getSingleMetric('kindling_drainer_evictions_total')?.get();
+  return metric?.values.find((v) => v.labels.result === 'evicted')?.value ?? 0;
+}
+
+/** `perNode` bare pods on each node (KWOK runs them): what a drain evicts. */
+async function placePods(core: k8s.CoreV1Api, names: readonly string[], perNode: number, round: number): Promise<void> {
+  for (const node of names)
+    await Promise.all(
+      Array.from({ length: perNode }, (_, i) =>
+        core.createNamespacedPod({
+          namespace: NS,
+          body: {
+            metadata: { name: `work-${round}-${node}-${i}` },
+            spec: { nodeName: node, containers: [{ name: 'work', image: 'bench' }] },
+          },
+        }),
+      ),
+    );
+}
+
+async function runMachineSetEngine(run: EngineRun, changes: readonly Change[], log: Logger): Promise<ChangeResult[]> {
   const { n, k, stepMs } = run;
   const mgmt = await startCluster({ name: 'mgmt', controllerManager: false });
   const guest = await startCluster({
@@ -65,6 +113,7 @@ async function runMachineSetEngine(run: EngineRun, log: Logger): Promise<Rollout
           [ANNOTATIONS.currentConfigHash]: 'old',
           [ANNOTATIONS.targetConfigHash]: 'old',
           [ANNOTATIONS.maxUnavailable]: String(k),
+          [ANNOTATIONS.disruptionPolicy]: JSON.stringify(POLICY),
         },
       }),
     );
@@ -120,72 +169,85 @@ async function runMachineSetEngine(run: EngineRun, log: Logger): Promise<Rollout
       defaultDrainTimeoutMs: 0,
     });
     const agents = new SimulatedAgents(guest.kubeConfig, stepMs);
-    const watcher = new AvailabilityWatcher(guest.kubeConfig, names);
-    parts.push(upgrader, drainer, agents, watcher);
-    await Promise.all([upgrader.start(), drainer.start(), agents.start(), watcher.start()]);
+    parts.push(upgrader, drainer, agents);
+    await Promise.all([upgrader.start(), drainer.start(), agents.start()]);
 
-    const mgmtCore = mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api);
-    const target = await tokenSecret(mgmt.kubeConfig, {
-      namespace: NS,
-      pool: POOL,
-      cluster: 'tenant',
-      release: ignition.release,
-      config: [],
-    });
-    const secret = await mgmtCore.createNamespacedSecret({ namespace: NS, body: target.secret });
-    await eventually(
-      'the payload to be generated',
-      async () => {
-        const s = await mgmtCore.readNamespacedSecret({ name: secret.metadata?.name ?? '', namespace: NS });
-        return s.metadata?.annotations?.[ANNOTATIONS.payloadReason] === 'AsExpected' || undefined;
-      },
-      120_000,
-      200,
-    );
-    const custom = mgmt.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
-    const started = now();
-    await custom.patchNamespacedCustomObject(
-      {
-        group: CAPI_GROUP,
-        version: 'v1beta2',
-        namespace: NS,
-        plural: 'machinesets',
-        name: POOL,
-        body: { metadata: { annotations: { [ANNOTATIONS.targetConfigHash]: target.hash } } },
-      },
-      merge,
-    );
-    await eventually(
-      'the rollout to complete',
-      async () => {
-        const ms = (await custom.getNamespacedCustomObject({
-          group: CAPI_GROUP,
-          version: 'v1beta2',
-          namespace: NS,
-          plural: 'machinesets',
-          name: POOL,
-        })) as { metadata: { annotations?: Record<string, string> } };
-        return ms.metadata.annotations?.[ANNOTATIONS.currentConfigHash] === target.hash;
-      },
-      3_600_000,
-      100,
-    );
-    const ended = now();
-    return {
-      totalSeconds: (ended - started) / 1000,
-      started,
-      ended,
-      durations: agents.durations,
-      spans: agents.spans,
-      maxUnavailable: watcher.max,
-      events: watcher.events,
-      notes: [],
-    };
+    const results: ChangeResult[] = [];
+    for (const [round, change] of changes.entries()) {
+      agents.drain = leastDisruption(POLICY, [{ kind: 'file', path: CHANGES[change] }]).drain;
+      await placePods(core, names, run.podsPerNode, round);
+      const before = await evicted(registry);
+      const watcher = new AvailabilityWatcher(guest.kubeConfig, names);
+      await watcher.start();
+      const r = await rollOut(mgmt.kubeConfig, { release: ignition.release, change, round }, agents, watcher);
+      watcher.stop();
+      results.push({ ...r, change, evictions: (await evicted(registry)) - before });
+    }
+    return results;
   } finally {
     for (const p of parts.reverse()) await p.stop();
     await Promise.all([guest.stop(), mgmt.stop()]);
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+/** One rollout of the bench pool to a config writing the change's path; timed from the target's write. */
+async function rollOut(
+  mgmt: k8s.KubeConfig,
+  to: { release: string; change: Change; round: number },
+  agents: SimulatedAgents,
+  watcher: AvailabilityWatcher,
+): Promise<RolloutResult> {
+  const mgmtCore = mgmt.makeApiClient(k8s.CoreV1Api);
+  const file = { path: CHANGES[to.change], mode: 0o644, contents: { source: `data:,round%20${to.round}` } };
+  const target = await tokenSecret(mgmt, {
+    namespace: NS,
+    pool: POOL,
+    cluster: 'tenant',
+    release: to.release,
+    config: [machineConfig(`99-bench-${to.round}`, { ignition: { version: '3.2.0' }, storage: { files: [file] } })],
+  });
+  const secret = await mgmtCore.createNamespacedSecret({ namespace: NS, body: target.secret });
+  await eventually(
+    'the payload to be generated',
+    async () => {
+      const s = await mgmtCore.readNamespacedSecret({ name: secret.metadata?.name ?? '', namespace: NS });
+      return s.metadata?.annotations?.[ANNOTATIONS.payloadReason] === 'AsExpected' || undefined;
+    },
+    120_000,
+    200,
+  );
+  const custom = mgmt.makeApiClient(k8s.CustomObjectsApi);
+  const machineSet = { group: CAPI_GROUP, version: 'v1beta2', namespace: NS, plural: 'machinesets', name: POOL };
+  const spansBefore = agents.spans.length;
+  const started = now();
+  await custom.patchNamespacedCustomObject(
+    { ...machineSet, body: { metadata: { annotations: { [ANNOTATIONS.targetConfigHash]: target.hash } } } },
+    merge,
+  );
+  await eventually(
+    'the rollout to complete',
+    async () => {
+      const ms = (await custom.getNamespacedCustomObject(machineSet)) as {
+        metadata: { annotations?: Record<string, string> };
+      };
+      return ms.metadata.annotations?.[ANNOTATIONS.currentConfigHash] === target.hash;
+    },
+    3_600_000,
+    100,
+  );
+  const ended = now();
+  const spans = agents.spans.slice(spansBefore);
+  return {
+    totalSeconds: (ended - started) / 1000,
+    started,
+    ended,
+    durations: spans.map((x) => x.done - x.began),
+    spans,
+    maxUnavailable: watcher.max,
+    events: watcher.events,
+    notes: [],
+  };
 }
 
 async function main(): Promise<void> {
@@ -199,6 +261,10 @@ async function main(): Promise<void> {
       'retry-after': { type: 'string', default: '1s' },
       // The ratio to judge the total against (issue 14 target 7: 1.1); unset: reported, not judged.
       target: { type: 'string' },
+      // MachineSet engine: a config change whose disruption policy says None, one that needs Drain+Reboot, or
+      // both on the same test bed (reboot first), with pods on every node for the drains to evict.
+      change: { type: 'string' },
+      'pods-per-node': { type: 'string', default: '2' },
     },
   });
   const engine = values.engine as (typeof ENGINES)[number];
@@ -209,12 +275,23 @@ async function main(): Promise<void> {
     k: Number(values['max-unavailable']),
     stepMs: Number(values.step) * 1000,
     retryAfter: values['retry-after'],
+    podsPerNode: values.change === undefined ? 0 : Number(values['pods-per-node']),
   };
+  const log = createLogger({ name: 'bench', level: 'error' });
+  if (values.change !== undefined) return changeBench(run, engine, values.change, log);
+  return rolloutBench(run, engine, values.target === undefined ? undefined : Number(values.target), log);
+}
+
+/** The default benchmark: one rollout, its total against the ideal ⌈N/k⌉·t, judged against `target` if given. */
+async function rolloutBench(
+  run: EngineRun,
+  engine: (typeof ENGINES)[number],
+  target: number | undefined,
+  log: Logger,
+): Promise<void> {
   const { n, k } = run;
   const t = run.stepMs / 1000;
-  const out = (line: string): boolean => process.stdout.write(`${line}\n`);
-  const log = createLogger({ name: 'bench', level: 'error' });
-  const r = engine === 'MachineSet' ? await runMachineSetEngine(run, log) : await runClusterApiEngine(run, log);
+  const r = engine === 'MachineSet' ? await oneRollout(run, log) : await runClusterApiEngine(run, log);
   // t as the agents took it: from taking up a node's update (Working, drain asked) to Done, averaged; it
   // holds the drain and uncordon round trips besides the step itself.
   const measured = r.durations.reduce((a, b) => a + b, 0) / Math.max(1, r.durations.length) / 1000;
@@ -231,7 +308,6 @@ async function main(): Promise<void> {
     `max unavailable at once: ${r.maxUnavailable} (limit ${k}) over ${r.events} node events${r.maxUnavailable <= k ? '' : ' — INVARIANT BROKEN'}`,
   );
   for (const line of [...agentBreakdown(r, k), ...r.notes]) out(line);
-  const target = values.target === undefined ? undefined : Number(values.target);
   reportRows([
     {
       figure: `rollout (${engine}): ${n} nodes, k=${k}, total time`,
@@ -252,6 +328,64 @@ async function main(): Promise<void> {
   ]);
   if (r.maxUnavailable > k) process.exitCode = 1;
 }
+
+/** The MachineSet engine's one rollout of the default benchmark: every node drained, its step a reboot. */
+async function oneRollout(run: EngineRun, log: Logger): Promise<RolloutResult> {
+  const [r] = await runMachineSetEngine(run, ['reboot'], log);
+  if (!r) throw new Error('the rollout reported nothing');
+  return r;
+}
+
+/**
+ * --change: a config change of a None-policy path against the same change with Drain+Reboot (issue 22): time
+ * and pod evictions of each, and with both, the None change's figures as a ratio of the reboot's.
+ */
+async function changeBench(run: EngineRun, engine: string, change: string, log: Logger): Promise<void> {
+  if (engine !== 'MachineSet') throw new Error('--change runs on the MachineSet engine only');
+  const changes: Change[] = change === 'both' ? ['reboot', 'none-policy'] : [change as Change];
+  if (!changes.every((c) => c in CHANGES))
+    throw new Error(`--change must be one of ${[...Object.keys(CHANGES), 'both'].join(', ')}, not "${change}"`);
+  const { n, k } = run;
+  const results = await runMachineSetEngine(run, changes, log);
+  const reboot = results.find((r) => r.change === 'reboot');
+  const rows: Row[] = [];
+  for (const r of results) {
+    const what = `${r.change} change (${CHANGES[r.change]}), ${n} nodes, k=${k}`;
+    out(
+      `${what}: total ${r.totalSeconds.toFixed(1)} s, ${r.evictions} pods evicted of ${n * run.podsPerNode}, most nodes in flight at once ${r.maxUnavailable} (cordoned, not Ready or the agent Working)`,
+    );
+    for (const line of agentBreakdown(r, k)) out(`  ${line}`);
+    rows.push(...changeRows(what, r, r.change === 'reboot' ? undefined : reboot));
+  }
+  reportRows(rows);
+  if (rows.some((r) => r.pass === false)) process.exitCode = 1;
+}
+
+/** A change's time and evictions, each as a ratio of the same change with Drain+Reboot (`against`) when run. */
+function changeRows(what: string, r: ChangeResult, against: ChangeResult | undefined): Row[] {
+  const ref = (v: string): string => (against ? `the same with Drain+Reboot: ${v}` : '—');
+  const quiet = r.change === 'none-policy';
+  return [
+    {
+      figure: `${what}: total time`,
+      value: `${r.totalSeconds.toFixed(1)} s`,
+      reference: ref(`${against?.totalSeconds.toFixed(1)} s`),
+      ratio: against ? r.totalSeconds / against.totalSeconds : Number.NaN,
+      target: '—',
+      pass: undefined,
+    },
+    {
+      figure: `${what}: pods evicted`,
+      value: String(r.evictions),
+      reference: ref(String(against?.evictions)),
+      ratio: against && against.evictions > 0 ? r.evictions / against.evictions : Number.NaN,
+      target: quiet ? '0' : '—',
+      pass: quiet ? r.evictions === 0 : undefined,
+    },
+  ];
+}
+
+const out = (line: string): boolean => process.stdout.write(`${line}\n`);
 
 main().catch((err: unknown) => {
   process.stderr.write(`bench failed: ${String((err as Error).stack ?? err)}\n`);

@@ -1,7 +1,7 @@
 /**
  * The node agent of the rollout benchmarks, simulated: one in-process state machine per node that follows the
- * same annotation protocol as the real agent (Working, drain-<hash>, a t-second step, uncordon-<hash>, Done)
- * without touching a filesystem; 100 agent processes would measure process start-up on a 2-core machine, not
+ * same annotation protocol as the real agent (Working, drain-<hash>, a t-second step, uncordon-<hash>, Done;
+ * or, for a change the disruption policy says needs nothing, Working then Done) without touching a filesystem; 100 agent processes would measure process start-up on a 2-core machine, not
  * the rollout. Both in-place engines hand nodes out through the same annotations, so both use it.
  */
 import * as k8s from '#k8s';
@@ -37,6 +37,11 @@ export class SimulatedAgents {
   readonly spans: AgentSpan[] = [];
 
   #kubeletVersion: string | undefined;
+  /**
+   * Whether the change being rolled out needs a drain (and so the step, its reboot), as the real agent decides
+   * it from the pool's disruption policy: without, an agent writes Working, applies (no step) and writes Done.
+   */
+  drain = true;
 
   /** kubeletVersion: what the node's kubelet reports once updated (its reboot), as Cluster API checks it; unset: left alone. */
   constructor(kc: k8s.KubeConfig, stepMs: number, kubeletVersion?: string) {
@@ -76,6 +81,7 @@ export class SimulatedAgents {
   }
 
   async #advance(name: string, ann: Record<string, string>, hash: string): Promise<void> {
+    if (!this.drain) return this.#applyQuietly(name, hash);
     const [drain, uncordon] = [`${DRAIN_PREFIX}${hash}`, `${UNCORDON_PREFIX}${hash}`];
     const [asked, applied] = [ann[ANNOTATIONS.desiredDrain], ann[ANNOTATIONS.lastAppliedDrain]];
     if (asked !== drain && asked !== uncordon) {
@@ -85,6 +91,13 @@ export class SimulatedAgents {
     // Once: after the step the node still shows the drain applied until the uncordon is.
     if (asked === drain && applied === drain) return this.#step(name, uncordon);
     if (applied === uncordon) await this.#finish(name, hash);
+  }
+
+  /** A change that needs no action: no cordon, no drain, no reboot; the files written at once. */
+  async #applyQuietly(name: string, hash: string): Promise<void> {
+    if (!this.#open.has(name)) this.#open.set(name, { node: name, began: now() });
+    await this.#annotate(name, { [ANNOTATIONS.state]: NODE_STATES.working });
+    await this.#finish(name, hash);
   }
 
   #step(name: string, uncordon: string): void {
@@ -116,12 +129,14 @@ export class SimulatedAgents {
   }
 }
 
-/** One rollout to run: N nodes, at most k at once, the agents' step (ms), and the extension's retry-after (ClusterAPI engine). */
+/** One rollout to run: N nodes, at most k at once, the agents' step (ms), the extension's retry-after (ClusterAPI engine), the pods per node. */
 export interface EngineRun {
   n: number;
   k: number;
   stepMs: number;
   retryAfter: string;
+  /** Bare pods placed on each node before a rollout, for the drains to evict (MachineSet engine). */
+  podsPerNode: number;
 }
 
 export interface RolloutResult {

@@ -4,7 +4,8 @@
  * runner's per-file budget): the `capi` pool moves to the sample release whose kubelet config the simulated
  * kubelet refuses; the agent fails the health gate and rolls its host back; the NodePool says which node and
  * why, `kindling status` says where the rollout halted, and Cluster API is told to come back later rather than
- * call again at once. Moved back, the pool converges with the same Machines.
+ * call again at once. `npm start` run again on that state comes up and still reports the halt. Moved back, the
+ * pool converges with the same Machines.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -41,7 +42,7 @@ describe('a failed update on the ClusterAPI in-place engine', { timeout: 30 * MI
       .filter((l) => l.includes('"hook":"UpdateMachine"'))
       .map((l) => JSON.parse(l) as HookLine);
 
-  it('when the capi pool moves to a release the kubelet refuses, it should name the node and the reason on the pool, say halted in status and have Cluster API back off; moved back, it should bring every Machine back to UpToDate with the same UIDs', async () => {
+  it('when the capi pool moves to a release the kubelet refuses, it should name the node and the reason on the pool, say halted in status, have Cluster API back off and come up again on a restart of npm start; moved back, it should bring every Machine back to UpToDate with the same UIDs', async () => {
     const uids = await pool.uids();
     const good = (await env.pool(POOL)).spec.release.image;
     const broken = good.replace(/:1\.36\.2$/, ':1.36.3-broken-kubelet');
@@ -82,6 +83,8 @@ describe('a failed update on the ClusterAPI in-place engine', { timeout: 30 * MI
     );
     assert.match(await status.stop(), new RegExp(`halted: ${node}: health check failed`));
 
+    await restartHalted(env, node);
+
     await env.patchPool(POOL, { spec: { release: { image: good } } });
     await eventually(
       'every capi Machine UpToDate and the pool Ready, on the same Machines',
@@ -94,3 +97,17 @@ describe('a failed update on the ClusterAPI in-place engine', { timeout: 30 * MI
     assert.deepEqual([gate?.status, gate?.reason], ['False', 'AsExpected'], gate?.message);
   });
 });
+
+/**
+ * `npm start` again on the state of a halted update comes up (a pool that is not Ready is reported, not waited
+ * for), and the pool still says where the update halted.
+ */
+async function restartHalted(env: LocalEnvironment, node: string): Promise<void> {
+  assert.equal(await env.stop(), 0, env.output.slice(-3000));
+  env.output = '';
+  await env.start({ timeoutMs: 10 * MINUTES, env: { KINDLING_READY_TIMEOUT: '30s' } });
+  assert.match(env.output, new RegExp(`${POOL}: \\d+/\\d+ `), 'the restart does not report the capi pool');
+  const after = (await env.pool(POOL)).status?.conditions?.find((x) => x.type === 'UpdatingVersion');
+  assert.deepEqual([after?.status, after?.reason], ['False', 'Failed'], after?.message);
+  assert.match(after?.message ?? '', new RegExp(`${node}: health check failed`));
+}

@@ -1,10 +1,11 @@
 /**
  * Node disruption policies end to end on the local environment (`npm start`): the `inplace` pool says that
- * /etc/quiet/ needs nothing and /etc/app.conf a restart of app.service. A MachineConfig writing a path the
- * policy does not name drains and reboots every node; one writing under /etc/quiet/ then reaches every host
- * with no cordon, no drain and no reboot (same boot ID), and an independent watcher of the Nodes sees none
- * unavailable; one writing /etc/app.conf restarts only app.service (the simulated host's systemctl log),
- * still without a drain.
+ * /etc/quiet/ and /etc/motd need nothing and /etc/app.conf a restart of app.service. The hosts' first update
+ * after boot, writing under /etc/quiet/ and dropping the motd MachineConfig they booted with, reaches every
+ * host with no cordon, no drain and no reboot (same boot ID), /etc/motd gone, and an independent watcher of the
+ * Nodes sees none unavailable: the agent weighs it against the config the host booted with, which the upgrader
+ * hands over. A MachineConfig writing a path the policy does not name then drains and reboots every node; one
+ * writing /etc/app.conf restarts only app.service (the simulated host's systemctl log), still without a drain.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -27,6 +28,7 @@ const BOOT_ID = HOST_PATHS.bootId.slice(1);
 const POLICY: DisruptionPolicy = {
   files: [
     { path: '/etc/quiet/', match: 'Prefix', actions: [{ type: 'None' }] },
+    { path: '/etc/motd', actions: [{ type: 'None' }] },
     { path: '/etc/app.conf', actions: [{ type: 'Restart', unit: 'app.service' }] },
   ],
 };
@@ -110,8 +112,11 @@ describe('node disruption policies on the local environment', { timeout: 40 * MI
     await rm(stateDir, { recursive: true, force: true });
   });
 
-  /** Moves the pool to the MachineConfig with these files and waits for every host to have them, settled. */
-  async function rollOut(files: Record<string, string>): Promise<void> {
+  /**
+   * Moves the pool to the MachineConfig with these files (beside the sample motd one, unless `configs` says
+   * otherwise) and waits for every host to have them, settled.
+   */
+  async function rollOut(files: Record<string, string>, configs = ['motd', CONFIG_MAP]): Promise<void> {
     watcher.clear();
     await env.mgmt
       .makeApiClient(k8s.CoreV1Api)
@@ -119,7 +124,7 @@ describe('node disruption policies on the local environment', { timeout: 40 * MI
         { name: CONFIG_MAP, namespace: NS, body: { data: { config: machineConfig(files) } } },
         k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
       );
-    await env.patchPool('inplace', { spec: { config: [{ name: 'motd' }, { name: CONFIG_MAP }] } });
+    await env.patchPool('inplace', { spec: { config: configs.map((name) => ({ name })) } });
     await eventually(
       `every inplace host with ${Object.keys(files).join(', ')}, every node settled`,
       async () => (await everyHost(hosts, (h) => hasFiles(env, h, files))) && (await settled(env)),
@@ -132,25 +137,28 @@ describe('node disruption policies on the local environment', { timeout: 40 * MI
   const systemctl = (): Promise<(string | undefined)[]> =>
     Promise.all(hosts.map((h) => env.hostFile(h, SYSTEMCTL_LOG)));
 
-  // First: a host's first in-place update also writes the enablement links Ignition made with presets at
-  // first boot (kubelet.service's), a unit change the defaults reboot for; the later updates are the policy's alone.
-  it('when a MachineConfig writes a path the policy does not name, it should drain and reboot every node', async () => {
+  // First, and the hosts' first in-place update: it also writes the enablement links Ignition made as presets
+  // at first boot (kubelet.service's), which must not count as a unit change.
+  it('when the first update after boot changes only None-policy paths and drops a file the hosts booted with, it should change every host with no cordon, no drain and no reboot, and remove that file', async () => {
     assert.equal(hosts.length, 3);
     const boots = await bootIds();
     assert.ok(boots.every(Boolean), 'a host has no boot ID');
-    await rollOut({ '/etc/unlisted.conf': 'x' });
-    const after = await bootIds();
-    hosts.forEach((h, i) => assert.notEqual(after[i], boots[i], `${h} did not reboot`));
-    assert.deepEqual([...watcher.drained].sort(), [...hosts].sort());
-  });
-
-  it('when a MachineConfig writes a None-policy path, it should change every host with no cordon, no drain and no reboot', async () => {
-    const boots = await bootIds();
-    await rollOut({ '/etc/unlisted.conf': 'x', '/etc/quiet/a.conf': 'quiet' });
+    assert.ok(await everyHost(hosts, async (h) => (await env.hostFile(h, 'etc/motd')) !== undefined));
+    await rollOut({ '/etc/quiet/a.conf': 'quiet' }, [CONFIG_MAP]);
     assert.deepEqual(await bootIds(), boots, 'a host rebooted');
     assert.deepEqual([...watcher.drained], [], 'a node was asked to drain');
     assert.deepEqual([...watcher.unavailable], [], 'a node was unschedulable or not Ready');
     assert.deepEqual(await systemctl(), [undefined, undefined, undefined], 'a unit action ran');
+    const motd = await Promise.all(hosts.map((h) => env.hostFile(h, 'etc/motd')));
+    assert.deepEqual(motd, [undefined, undefined, undefined], 'the file the update dropped is still on a host');
+  });
+
+  it('when a MachineConfig writes a path the policy does not name, it should drain and reboot every node', async () => {
+    const boots = await bootIds();
+    await rollOut({ '/etc/unlisted.conf': 'x', '/etc/quiet/a.conf': 'quiet' });
+    const after = await bootIds();
+    hosts.forEach((h, i) => assert.notEqual(after[i], boots[i], `${h} did not reboot`));
+    assert.deepEqual([...watcher.drained].sort(), [...hosts].sort());
   });
 
   it('when a MachineConfig writes a Restart-policy path, it should restart only that unit on every host, without a drain or reboot', async () => {

@@ -17,6 +17,11 @@
  * (daemon-reload, reload, restart) once the files are written, and a restart is gated like a reboot (gate.ts).
  * What the policy does not name needs a drain and a reboot: the agent cannot know which running process reads
  * it, and a reboot is the one way every service, kubelet included, starts from the new config.
+ *
+ * A host's first update: Ignition wrote what is on it, so there is no record; the upgrader hands over the
+ * config the host booted with beside the target (PAYLOAD_KEYS.bootedConfig), which stands for the record, and
+ * against which the update is weighed: what it declared alike (kubelet's enablement, a preset to Ignition and
+ * a link to the agent) is written without an action.
  */
 import * as k8s from '#k8s';
 import { ANNOTATIONS, DRAIN_PREFIX, NODE_STATES, UNCORDON_PREFIX } from '../../../api/src/keys.js';
@@ -31,7 +36,9 @@ import { disruptionOf, systemctlCommands, unitActionsOf } from './disruption.js'
 import { parseIgnition } from './ignition.js';
 import { UnsupportedConfigError } from './refusal.js';
 import type { Host, Journal } from './host.js';
-import { applyPlan, commitRecord, nextRecord, planOf, readRecord, recordOf, type Plan } from './record.js';
+import { applyPlan, commitRecord, nextRecord, planOf, readRecord, recordOf, type Booted, type Plan } from './record.js';
+import { MAX_PAYLOAD_SECRET_BYTES } from '../../../api/src/limits.js';
+import { InflateBudget } from '../../../support/src/inflate.js';
 import type { RebootAction } from './reboot.js';
 
 export interface AgentOptions {
@@ -51,10 +58,14 @@ export interface AgentOptions {
 export type StepOutcome = 'idle' | 'wait' | 'continue';
 type Annotations = Record<string, string>;
 
-/** The payload Secret at a hash: the config, and the pool's effective disruption policy (JSON) when it has one. */
+/**
+ * The payload Secret at a hash: the config, the pool's effective disruption policy (JSON) when it has one,
+ * and the config the host booted with when the upgrader handed it over (a node it never updated).
+ */
 interface Payload {
   config: Buffer;
   policy: string | undefined;
+  booted: Booted | undefined;
 }
 
 const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
@@ -170,7 +181,7 @@ export class Agent {
     const payload = await this.#payload(desired);
     if (!payload) return 'wait';
     const host = this.#opts.host;
-    const plan = await this.#plan(payload.config);
+    const plan = await this.#plan(payload);
     if (typeof plan === 'string') return this.#degrade(desired, plan);
     const disruption = this.#disruption(payload, plan);
     if (typeof disruption === 'string') return this.#degrade(desired, disruption);
@@ -191,10 +202,16 @@ export class Agent {
       return this.#degrade(desired, `${(err as Error).message} (all changes rolled back)`);
     }
     const removals = plan.changes.length - plan.writes.length;
-    // Without a record (a host first updated while its first boot's payload was gone) nothing could be removed.
-    const recorded = plan.previous !== undefined;
+    // previous "none": a host first updated without the config it booted with (gone, or too large to hand
+    // over): nothing could be removed, and every write was weighed.
     this.#opts.log.info(
-      { hash: desired, changes: plan.writes.length, removals, recorded, action: describeDisruption(disruption) },
+      {
+        hash: desired,
+        changes: plan.writes.length,
+        removals,
+        previous: plan.previousFrom,
+        action: describeDisruption(disruption),
+      },
       'Applied the config',
     );
     return 'continue';
@@ -203,16 +220,19 @@ export class Agent {
   /** The least action the pool's policy gives the plan's changes, or why the policy cannot be read. */
   #disruption(payload: Payload, plan: Plan): Disruption | string {
     try {
-      return disruptionOf(parseEffectivePolicy(payload.policy), plan.changes);
+      return disruptionOf(parseEffectivePolicy(payload.policy), plan.weighed);
     } catch (err) {
       return `${(err as Error).message} (nothing applied)`;
     }
   }
 
   /** The plan for a payload, or why it cannot be applied in place. */
-  async #plan(payload: Buffer): Promise<Plan | string> {
+  async #plan(payload: Payload): Promise<Plan | string> {
     try {
-      return await planOf(this.#opts.host, payload);
+      const plan = await planOf(this.#opts.host, payload.config, payload.booted);
+      if (plan.bootedUnread)
+        this.#opts.log.warn({ reason: plan.bootedUnread }, 'Cannot read the config the host booted with: ignored');
+      return plan;
     } catch (err) {
       if (err instanceof UnsupportedConfigError) return err.message;
       throw err;
@@ -348,10 +368,25 @@ export class Agent {
       return {
         config: Buffer.from(data[PAYLOAD_KEYS.config] ?? '', 'base64'),
         policy: read(PAYLOAD_KEYS.disruptionPolicy),
+        booted: this.#booted(read(PAYLOAD_KEYS.bootedHash), data[PAYLOAD_KEYS.bootedConfig]),
       };
     } catch (err) {
       if (isNotFound(err)) return undefined;
       throw err;
+    }
+  }
+
+  /** The booted config of a payload Secret (gzip, inflated within the size of a Secret), if it has a readable one. */
+  #booted(hash: string | undefined, gz: string | undefined): Booted | undefined {
+    if (hash === undefined || gz === undefined) return undefined;
+    try {
+      return {
+        hash,
+        config: new InflateBudget(MAX_PAYLOAD_SECRET_BYTES).gunzipSync(Buffer.from(gz, 'base64'), 'bootedConfig'),
+      };
+    } catch (err) {
+      this.#opts.log.warn({ reason: (err as Error).message }, 'Cannot read the config the host booted with: ignored');
+      return undefined;
     }
   }
 

@@ -115,6 +115,14 @@ export function parseIgnition(bytes: Buffer | string): IgnitionConfig {
   return config;
 }
 
+/**
+ * A config Ignition applied at first boot, read as data: what it did to disks, filesystems or kernel arguments
+ * was done before the host ran and leaves no entry here, so it is not refused (its entries still are, as any).
+ */
+export function parseBooted(bytes: Buffer | string): IgnitionConfig {
+  return readConfig(bytes);
+}
+
 /** The in-place decision checks all a config says without a host: owners by name are looked up by the agent. */
 const NO_HOST: HostFacts = { hasKeysDir: () => false, owner: () => ({ uid: 0, gid: 0 }) };
 

@@ -4,7 +4,7 @@ import fsp, { mkdir, mkdtemp, readFile, readlink, rm, stat, writeFile } from 'no
 import { syncBuiltinESMExports } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DEFAULT_DISRUPTION_POLICY, NO_DISRUPTION } from '../../../api/src/disruption.js';
+import { DEFAULT_DISRUPTION_POLICY, effectiveDisruptionPolicy, NO_DISRUPTION } from '../../../api/src/disruption.js';
 import { disruptionOf } from './disruption.js';
 import { Host } from './host.js';
 import { parseIgnition, type IgnitionConfig } from './ignition.js';
@@ -172,5 +172,106 @@ describe('Exact apply: what a config no longer declares is removed', () => {
     assert.deepEqual(await etc(host), atH1);
     assert.equal((await stat(join(host.root, 'etc/extra'))).mode & 0o7777, 0o755);
     assert.equal((await readRecord(host))?.hash, 'h1');
+  });
+});
+
+/** A kubelet-like unit, enabled: Ignition makes that a systemd preset at first boot, not the link `systemctl enable` makes. */
+const KUBELET = {
+  name: 'kubelet.service',
+  enabled: true,
+  contents: '[Service]\nExecStart=/usr/bin/kubelet\n[Install]\nWantedBy=multi-user.target\n',
+};
+const QUIET = { path: '/etc/quiet/a.conf', contents: { source: 'data:,quiet' } };
+/** What the host booted with: the boot files and the kubelet. */
+const BOOTED = cfg({ storage: { files: BOOT_FILES }, systemd: { units: [KUBELET] } });
+/** The policy the first update is weighed under: what it changes needs nothing. */
+const QUIET_POLICY = effectiveDisruptionPolicy({
+  files: [
+    { path: '/etc/quiet/', match: 'Prefix', actions: [{ type: 'None' }] },
+    { path: '/etc/kindling/', match: 'Prefix', actions: [{ type: 'None' }] },
+  ],
+});
+
+/** A host root as Ignition leaves it at first boot: BOOTED's files and unit, the unit enabled by preset, no record. */
+async function ignitedHost(): Promise<Host> {
+  const root = await mkdtemp(join(tmpdir(), 'kindling-booted-'));
+  roots.push(root);
+  await mkdir(join(root, 'etc', 'kindling'), { recursive: true });
+  await mkdir(join(root, 'etc', 'systemd', 'system'), { recursive: true });
+  await mkdir(join(root, 'etc', 'systemd', 'system-preset'), { recursive: true });
+  await writeFile(join(root, 'etc', 'kindling', 'base.conf'), 'base');
+  await writeFile(join(root, 'etc', 'kindling', 'boot-only.conf'), 'boot');
+  await writeFile(join(root, 'etc', 'systemd', 'system', 'kubelet.service'), KUBELET.contents);
+  await writeFile(join(root, 'etc', 'systemd', 'system-preset', '20-ignition.preset'), 'enable kubelet.service\n');
+  return new Host(root);
+}
+
+describe('A host first updated with the config it booted with at hand', () => {
+  const target = cfg({ storage: { files: [BASE, QUIET] }, systemd: { units: [KUBELET] } });
+
+  it('when the target drops a file the host booted with, it should remove it and keep the rest', async () => {
+    const host = await ignitedHost();
+    const plan = await planOf(host, target, { hash: 'h0', config: BOOTED });
+    assert.equal(plan.previousFrom, 'booted');
+    await applyPlan(host, plan, { hash: 'h1', reboot: false, bootId: 'b' });
+    await assert.rejects(stat(join(host.root, 'etc/kindling/boot-only.conf')), { code: 'ENOENT' });
+    assert.equal(await readFile(join(host.root, 'etc/kindling/base.conf'), 'utf8'), 'base');
+    assert.equal(await readFile(join(host.root, 'etc/quiet/a.conf'), 'utf8'), 'quiet');
+    assert.deepEqual((await host.readJournal())?.record?.written.map((w) => w.path).sort(), [
+      '/etc/kindling/base.conf',
+      '/etc/quiet/a.conf',
+      '/etc/systemd/system/kubelet.service',
+      '/etc/systemd/system/multi-user.target.wants/kubelet.service',
+    ]);
+  });
+
+  it('when only None-policy paths change, it should need no action although it writes the enablement link Ignition made as a preset', async () => {
+    const host = await ignitedHost();
+    const plan = await planOf(host, target, { hash: 'h0', config: BOOTED });
+    const link = '/etc/systemd/system/multi-user.target.wants/kubelet.service';
+    assert.ok(
+      plan.writes.some((w) => w.path === link),
+      'the host has the link already',
+    );
+    assert.ok(!plan.weighed.some((w) => w.path === link), 'the link the host booted with is weighed as a change');
+    assert.deepEqual(disruptionOf(QUIET_POLICY, plan.weighed), NO_DISRUPTION);
+    assert.equal(disruptionOf(QUIET_POLICY, plan.changes).reboot, true, 'every change weighed would reboot');
+  });
+
+  it('when the unit itself changes from what the host booted with, it should weigh it', async () => {
+    const host = await ignitedHost();
+    const changed = { ...KUBELET, contents: `${KUBELET.contents}# changed\n` };
+    const plan = await planOf(host, cfg({ storage: { files: BOOT_FILES }, systemd: { units: [changed] } }), {
+      hash: 'h0',
+      config: BOOTED,
+    });
+    assert.deepEqual(
+      plan.weighed.map((w) => w.path),
+      ['/etc/systemd/system/kubelet.service'],
+    );
+  });
+
+  it('when the config it booted with cannot be read, it should plan against the host alone and say why', async () => {
+    const host = await ignitedHost();
+    const plan = await planOf(host, target, { hash: 'h0', config: Buffer.from('not json') });
+    assert.equal(plan.previousFrom, 'none');
+    assert.match(plan.bootedUnread ?? '', /not JSON/);
+    assert.deepEqual(plan.weighed, plan.changes);
+  });
+
+  it('when the host does not hold the files of the config handed over, it should not take it for what the host booted with', async () => {
+    const host = await ignitedHost();
+    await writeFile(join(host.root, 'etc', 'kindling', 'boot-only.conf'), 'changed since');
+    const plan = await planOf(host, target, { hash: 'h0', config: BOOTED });
+    assert.equal(plan.previousFrom, 'none');
+    assert.match(plan.bootedUnread ?? '', /does not hold \/etc\/kindling\/boot-only.conf as the config at h0/);
+    assert.ok(!plan.changes.some((c) => c.path === '/etc/kindling/boot-only.conf'), 'a file it never wrote is removed');
+  });
+
+  it('when the host has a record of its own, it should go by the record and not the config handed over', async () => {
+    const host = await bootedHost();
+    const plan = await planOf(host, target, { hash: 'h9', config: BOOTED });
+    assert.equal(plan.previousFrom, 'record');
+    assert.equal(plan.previous?.hash, 'h0');
   });
 });

@@ -7,7 +7,9 @@
  *   of the OS, that original is put back (kept in the state folder when Kindling first replaced it).
  * - A folder is removed only when Kindling created it and the removals leave it empty.
  * - A config Kindling did not apply itself (the first boot's, applied by Ignition) has no record on the host:
- *   recordOf() computes it from that config. With neither, nothing is removed (there is nothing to go by).
+ *   recordOf() computes it from that config, which the upgrader hands over beside the target for a node it
+ *   never updated (desired.ts PAYLOAD_KEYS.bootedConfig). With neither, nothing is removed (there is nothing
+ *   to go by).
  *
  * The removals are ordinary changes of the host's transaction (host.ts): journalled, backed up, rolled back
  * on failure and by the health gate. The record of the target is committed once the update is finished.
@@ -15,10 +17,12 @@
 import { createHash } from 'node:crypto';
 import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import { dirname } from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
 import { createFile } from './root.js';
 import { payloadKubeletVersion } from './gate.js';
 import { writeAtomic, type AppliedRecord, type Change, type Host, type Original, type UnitActions } from './host.js';
-import { parseIgnition, type Entry, type EntryOrigin } from './ignition.js';
+import { parseBooted, parseIgnition, type Entry, type EntryOrigin } from './ignition.js';
+import { UnsupportedConfigError } from './refusal.js';
 
 type Removal =
   { kind: 'remove'; path: string; origin: EntryOrigin } | { kind: 'restore'; original: Original; origin: EntryOrigin };
@@ -29,8 +33,25 @@ export interface Plan {
   writes: Entry[];
   /** The writes, then the removals. */
   changes: Change[];
+  /**
+   * The changes the disruption policy weighs: all of them, but for a host first updated with the config it
+   * booted with at hand, the writes of what that config declared alike. Those are on the host already in the
+   * way Ignition does it (an enabled unit is a systemd preset there, not the link `systemctl enable` makes):
+   * writing them again changes nothing the host runs, so they need no action.
+   */
+  weighed: Change[];
   previous: AppliedRecord | undefined;
+  /** Where `previous` came from: the agent's record, the config the host booted with, or none at all. */
+  previousFrom: 'record' | 'booted' | 'none';
+  /** Why the config the host booted with, handed over, could not stand for the record. */
+  bootedUnread?: string;
   kubeletVersion: string | undefined;
+}
+
+/** The config a host booted with (Ignition applied it, so the agent has no record of it), by its hash. */
+export interface Booted {
+  hash: string;
+  config: Buffer;
 }
 
 const RECORD = 'record.json';
@@ -184,17 +205,61 @@ async function emptiedDirs(
   return dirs;
 }
 
-/** The plan for a payload on this host; an UnsupportedConfigError says why it cannot be applied in place. */
-export async function planOf(host: Host, payload: Buffer): Promise<Plan> {
+/** Two entries that ask the same of a path. */
+function alike(a: Entry, b: Entry): boolean {
+  return isDeepStrictEqual({ ...a, origin: undefined }, { ...b, origin: undefined });
+}
+
+/**
+ * The first file of a config the host does not hold as declared. The config handed over as the one the host
+ * booted with is the engine's word (the set's current hash): a host that booted at another hash (a Machine
+ * created mid-rollout) does not hold its files, and going by it would remove what the host's own config wrote.
+ */
+async function firstUnheld(host: Host, entries: readonly Entry[]): Promise<string | undefined> {
+  for (const e of entries) if (e.kind === 'file' && !(await host.satisfied(e))) return e.path;
+  return undefined;
+}
+
+type Previous = Pick<Plan, 'previous' | 'previousFrom' | 'bootedUnread'> & { bootEntries?: Entry[] };
+
+/** What the plan removes by and weighs against: the record, else the config the host booted with. */
+async function previousOf(host: Host, booted: Booted | undefined): Promise<Previous> {
+  const recorded = await readRecord(host);
+  if (recorded) return { previous: recorded, previousFrom: 'record' };
+  if (!booted) return { previous: undefined, previousFrom: 'none' };
+  try {
+    const bootEntries = await host.entries(parseBooted(booted.config));
+    const unheld = await firstUnheld(host, bootEntries);
+    if (unheld !== undefined)
+      return {
+        previous: undefined,
+        previousFrom: 'none',
+        bootedUnread: `the host does not hold ${unheld} as the config at ${booted.hash} declares it: not what it booted with`,
+      };
+    return { previous: recordOf(booted.hash, bootEntries), previousFrom: 'booted', bootEntries };
+  } catch (err) {
+    if (!(err instanceof UnsupportedConfigError)) throw err;
+    return { previous: undefined, previousFrom: 'none', bootedUnread: err.message };
+  }
+}
+
+/**
+ * The plan for a payload on this host; an UnsupportedConfigError says why it cannot be applied in place.
+ * Without a record of the applied config, `booted` (the config the host booted with) stands for it: its
+ * entries are what Ignition wrote.
+ */
+export async function planOf(host: Host, payload: Buffer, booted?: Booted): Promise<Plan> {
   const entries = await host.entries(parseIgnition(payload));
   const writes = await host.changes(entries);
-  const previous = await readRecord(host);
-  const removals = previous ? await removalChanges(host, previous, entries) : [];
+  const { bootEntries, ...previous } = await previousOf(host, booted);
+  const removals = previous.previous ? await removalChanges(host, previous.previous, entries) : [];
+  const declaredAtBoot = (w: Entry): boolean => bootEntries?.some((b) => alike(b, w)) === true;
   return {
     entries,
     writes,
     changes: [...writes, ...removals],
-    previous,
+    weighed: [...writes.filter((w) => !declaredAtBoot(w)), ...removals],
+    ...previous,
     kubeletVersion: payloadKubeletVersion(entries),
   };
 }

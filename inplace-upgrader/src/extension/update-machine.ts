@@ -11,7 +11,14 @@
 import * as k8s from '#k8s';
 import { type KindlingConfig } from '../../../api/src/bootstrap.js';
 import { type Machine, type MachineDeployment } from '../../../api/src/capi.js';
-import { ANNOTATIONS, DRAIN_PREFIX, LABELS, NODE_STATES, hashOfBootstrapTemplate } from '../../../api/src/keys.js';
+import {
+  ANNOTATIONS,
+  DRAIN_PREFIX,
+  LABELS,
+  NODE_STATES,
+  hashOfBootstrapTemplate,
+  hashOfUserData,
+} from '../../../api/src/keys.js';
 import { type NodePool } from '../../../api/src/nodepool.js';
 import { NotReadyError } from '../../../support/src/errors.js';
 import { GuestClusters, clusterKey } from '../../../support/src/guest-clusters.js';
@@ -29,7 +36,7 @@ import {
   stopGuestSession,
   type GuestSession,
 } from '../guest.js';
-import type { PayloadSource } from '../payload.js';
+import { bootedPayload, type PayloadSource } from '../payload.js';
 import { annotateMachine, setSkipRemediation } from '../remediation.js';
 import { classifyNode, type NodeView } from '../select.js';
 import { superseded, type UpdateOutcome } from './update-answer.js';
@@ -288,6 +295,10 @@ export class MachineUpdater implements MachineUpdates, ExtensionCache {
     const hold = holdOf(deployment);
     if (hold !== undefined) return progress(`Node ${name} not handed ${t.hash}: ${hold}`);
     const config = await this.#opts.payloads.fetch({ namespace: t.namespace, pool: t.pool, hash: t.hash });
+    // The Machine keeps the data Secret it booted from until its update is over (nodepool-controller bootstrap.ts).
+    const bootedHash = hashOfUserData(t.pool, machine.spec.bootstrap.dataSecretName);
+    const at = { namespace: t.namespace, pool: t.pool, target: t.hash, node, booted: bootedHash };
+    const booted = await bootedPayload(this.#opts.payloads, at, this.#opts.log);
     await setSkipRemediation(this.#custom, machine, true);
     const healthCheckTimeout = deployment?.metadata.annotations?.[ANNOTATIONS.healthCheckTimeout];
     await handOutNode(session, {
@@ -298,6 +309,7 @@ export class MachineUpdater implements MachineUpdates, ExtensionCache {
       agentImage: this.#opts.agentImage,
       healthCheckTimeout,
       disruptionPolicy: deployment?.metadata.annotations?.[ANNOTATIONS.disruptionPolicy],
+      booted,
     });
     this.#opts.log.info(
       { machine: `${t.namespace}/${t.machine}`, node: name, hash: t.hash, healthCheckTimeout },
