@@ -17,7 +17,7 @@ const NAME_FORMS: Record<string, () => string> = {
   bootstrapTemplateName: () => keys.bootstrapTemplateName('<pool>', '<hash>'),
 };
 /** Exports that read names rather than make them: nothing of their own to document. */
-const READERS = new Set(['poolOfBootstrapGroup', 'hashOfBootstrapTemplate']);
+const READERS = new Set(['poolOfBootstrapGroup', 'hashOfBootstrapTemplate', 'hashOfUserData']);
 /** Values of a key rather than keys (and the API group): the doc shows them in their key's row. */
 const VALUES = new Set([
   'GROUP',

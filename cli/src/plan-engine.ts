@@ -8,15 +8,10 @@ import type { Machine, MachineDeployment, MachineSet } from '../../api/src/capi.
 import type { HashInputs } from '../../api/src/config-hash.js';
 import { configDisruption, type ConfigDisruption } from '../../api/src/disruption-config.js';
 import { effectiveDisruptionPolicy } from '../../api/src/disruption.js';
-import { ANNOTATIONS } from '../../api/src/keys.js';
+import { ANNOTATIONS, hashOfUserData } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 import { resolveFenceposts } from '../../support/src/int-or-percent.js';
-import {
-  contains,
-  desiredBootstrapTemplate,
-  hashOfBootstrap,
-  hashOfUserData,
-} from '../../nodepool-controller/src/preview.js';
+import { contains, desiredBootstrapTemplate, hashOfBootstrap } from '../../nodepool-controller/src/preview.js';
 import {
   previewClusterApiUpdate,
   previewRollout,

@@ -1,6 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { desiredTokenSecret, desiredUserDataSecret, hashOfUserData, ignitionStub } from './desired-secrets.js';
+import { hashOfUserData } from '../../api/src/keys.js';
+import { desiredTokenSecret, desiredUserDataSecret, ignitionStub } from './desired-secrets.js';
 import { goldenIn } from '../../support/testing/golden.js';
 import { samplePool } from '../../api/testing/nodepool.js';
 import { ignitionValidate } from '../testing/ignition-validate.js';

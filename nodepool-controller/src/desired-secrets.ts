@@ -121,5 +121,3 @@ export function desiredUserDataSecret(opts: StubOptions): V1Secret {
     data: { [SECRET_KEYS.value]: b64(JSON.stringify(ignitionStub(opts))), [SECRET_KEYS.format]: b64('ignition') },
   };
 }
-
-export { hashOfUserData } from '../../api/src/keys.js';

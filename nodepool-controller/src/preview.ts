@@ -44,7 +44,7 @@ export {
 export { contains, ownedFields, ownsMoreThan } from './diff.js';
 export { changedInputs, configHash, normaliseConfig } from './hash.js';
 export { documentChanges as changedDocuments, documentSources, type DocumentChange } from './rollout-record.js';
-export { desiredTokenSecret, hashOfUserData } from './desired-secrets.js';
+export { desiredTokenSecret } from './desired-secrets.js';
 export { desiredNode } from './nodes.js';
 export { hashOfBootstrap } from './phases/scope.js';
 export { clusterApiFailure } from './capi-progress.js';

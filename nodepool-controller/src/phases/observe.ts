@@ -1,10 +1,9 @@
 /** What the status reports beyond the phases' own verdicts: tokens, children, and the rollout under way. */
 import type * as k8s from '#k8s';
-import { ANNOTATIONS } from '../../../api/src/keys.js';
+import { ANNOTATIONS, hashOfUserData } from '../../../api/src/keys.js';
 import { effectiveDisruptionPolicy } from '../../../api/src/disruption.js';
 import { hasMachineDeployment, inPlaceEngine, type RolloutRecord } from '../../../api/src/nodepool.js';
 import { changedInputs, type HashInput } from '../hash.js';
-import { hashOfUserData } from '../desired-secrets.js';
 import { keepOrExplain } from '../rollout-record.js';
 import { clusterApiFailure, clusterApiProgress } from '../capi-progress.js';
 import {

@@ -5,7 +5,7 @@
  * only thing they accumulate is the observations, as Cluster API's conditions are.
  */
 import type * as k8s from '#k8s';
-import { SECRET_KEYS, hashOfBootstrapTemplate, tokenSecretName } from '../../../api/src/keys.js';
+import { SECRET_KEYS, hashOfBootstrapTemplate, hashOfUserData, tokenSecretName } from '../../../api/src/keys.js';
 import { hasMachineDeployment, type NodePool } from '../../../api/src/nodepool.js';
 import type { MachineDeployment, MachineSet, MachineSpec } from '../../../api/src/capi.js';
 import type { Logger } from '../../../support/src/logger.js';
@@ -16,7 +16,6 @@ import type { ControlPlaneVersions } from '../guest.js';
 import type { GuestNodes } from '../nodes.js';
 import type { InfrastructureTemplates } from '../templates.js';
 import type { IgnitionEndpoint } from '../desired-secrets.js';
-import { hashOfUserData } from '../desired-secrets.js';
 import type { Observations } from '../status.js';
 import type { Caches } from '../caches.js';
 import type { Writer } from '../store.js';
