@@ -2,7 +2,7 @@
 // Kubernetes client as one minified module instead of its ~1,000 files and 25 MB of source. Loaded as it
 // ships, the client alone holds 64 MiB of RSS in every component (V8 keeps each module's source and
 // parse data); minified into one module, about 35 MiB; with only the exports the compiled code names
-// (`k8s.<name>` in dist/), about 25 MiB. The ignition server's memory target (issue 14) cannot be met
+// (`k8s.<name>` in dist/), about 25 MiB. The ignition server's memory target cannot be met
 // otherwise. Same code: the types still come from the package itself.
 //
 //   node scripts/vendor.js        (part of `npm run build`; does nothing when the output is current)

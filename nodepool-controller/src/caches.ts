@@ -1,4 +1,5 @@
-/** The reconciler's view of the management cluster: one overlay cache per informer, plus the pool-scoped lists. */
+/** The reconciler's view of the management cluster: one overlay cache per informer, plus the pool-scoped lists
+ * (read through the informers' index of LABELS.nodePool, see controller.ts). */
 import type * as k8s from '#k8s';
 import { LABELS } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
@@ -63,25 +64,25 @@ export class Caches {
 
   /** The pool's token and user-data Secrets. */
   poolSecrets(namespace: string, pool: string): k8s.V1Secret[] {
-    return this.secrets.list(namespace, ofPool(pool));
+    return this.secrets.list(namespace, ofPool(pool), pool);
   }
 
   /** Every MachineSet of the pool: its own (InPlace) or those CAPI made from its MachineDeployment (Replace). */
   poolMachineSets(namespace: string, pool: string): MachineSet[] {
-    return this.machineSets.list(namespace, ofPool(pool));
+    return this.machineSets.list(namespace, ofPool(pool), pool);
   }
 
   poolMachines(namespace: string, pool: string): Machine[] {
-    return this.machines.list(namespace, ofPool(pool));
+    return this.machines.list(namespace, ofPool(pool), pool);
   }
 
   /** The KindlingConfigs Cluster API cloned for the pool's Machines (ClusterAPI engine). */
   poolKindlingConfigs(namespace: string, pool: string): KindlingConfig[] {
-    return this.kindlingConfigs.list(namespace, ofPool(pool));
+    return this.kindlingConfigs.list(namespace, ofPool(pool), pool);
   }
 
   poolKindlingConfigTemplates(namespace: string, pool: string): KindlingConfigTemplate[] {
-    return this.kindlingConfigTemplates.list(namespace, ofPool(pool));
+    return this.kindlingConfigTemplates.list(namespace, ofPool(pool), pool);
   }
 
   /** The children named after the pool, in deletion order (health check first, so it remediates nothing). */

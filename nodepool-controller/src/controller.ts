@@ -87,7 +87,16 @@ function watchSources(
   const informer = <T extends k8s.KubernetesObject>(
     source: Pick<Source<T>, 'path' | 'list' | 'labelSelector'>,
     toKeys: (o: T) => string[],
-  ): Informer<T> => controller.watch<T>({ kubeConfig: kc, namespaces, ...source, toKeys, watchdogMs: opts.resyncMs });
+  ): Informer<T> =>
+    // Indexed by pool: every reconcile lists its pool's Secrets and Cluster API objects several times.
+    controller.watch<T>({
+      kubeConfig: kc,
+      namespaces,
+      ...source,
+      toKeys,
+      watchdogMs: opts.resyncMs,
+      indexLabel: LABELS.nodePool,
+    });
   const byLabel = (o: k8s.KubernetesObject): string[] => {
     const pool = o.metadata?.labels?.[LABELS.nodePool];
     return pool === undefined ? [] : [keyString({ namespace: o.metadata?.namespace ?? '', name: pool })];

@@ -69,4 +69,22 @@ describe('OverlayCache', () => {
     assert.deepEqual(names(cache.list('ns', ofPool('a'))), ['s1']);
     assert.deepEqual(names(cache.list('other', ofPool('a'))), ['s9']);
   });
+
+  it("when the source indexes the pool label, it should read only that pool's objects and still overlay the writes", () => {
+    const src = source(secret('s1', 5), secret('s2', 5, 'b'));
+    let indexedReads = 0;
+    const indexed: CacheSource<k8s.V1Secret> = {
+      ...src,
+      list: () => assert.fail('an indexed list must not scan the namespace'),
+      listIndexed: (value, namespace) => {
+        indexedReads++;
+        return src.list(namespace).filter(ofPool(value));
+      },
+    };
+    const cache = new OverlayCache(indexed);
+    cache.remember(secret('s3', 7));
+    cache.remember(secret('s2', 8, 'a'));
+    assert.deepEqual(names(cache.list('ns', ofPool('a'), 'a')), ['s1', 's2', 's3']);
+    assert.equal(indexedReads, 1);
+  });
 });

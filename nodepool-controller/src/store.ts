@@ -13,12 +13,17 @@ import type { ObjectKey } from '../../support/src/object-key.js';
 export interface CacheSource<T extends k8s.KubernetesObject> {
   get(name: string, namespace?: string): T | undefined;
   list(namespace?: string): T[];
+  /** The objects whose indexed label has `value`, when the source keeps such an index (a superset is fine). */
+  listIndexed?(value: string, namespace?: string): T[];
 }
 
 const keyOf = (o: k8s.KubernetesObject): string => `${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;
 
 /** etcd resourceVersions are integers in practice; the API calls them opaque, so this is only a freshness hint. */
 const rvOf = (o: k8s.KubernetesObject | undefined): number => Number(o?.metadata?.resourceVersion ?? 0) || 0;
+
+/** Writes looked at per indexed list to forget those the informer has caught up with. */
+const SWEEP_PER_LIST = 4;
 
 export class OverlayCache<T extends k8s.KubernetesObject> {
   readonly #source: CacheSource<T>;
@@ -42,11 +47,46 @@ export class OverlayCache<T extends k8s.KubernetesObject> {
   }
 
   /**
-   * The namespace's objects that pass `filter`. A pool's list runs in every reconcile over every object of the
-   * namespace (thousands of Secrets beside a thousand pools): the filter goes first, and only the few writes
-   * the informer has not caught up with are looked up by key.
+   * The namespace's objects that pass `filter`. A pool's lists run several times in every reconcile, and a
+   * namespace holds thousands of Secrets beside a thousand pools: with `indexed`, the value of the label the
+   * source indexes that `filter` requires, only that value's objects and the writes that pass `filter` are
+   * looked at (a scan of the whole namespace, and of every write the informer has not caught up with, in each
+   * list made a thousand pools' convergence quadratic); the filter still decides.
    */
-  list(namespace: string, filter: (o: T) => boolean): T[] {
+  list(namespace: string, filter: (o: T) => boolean, indexed?: string): T[] {
+    const listIndexed = this.#source.listIndexed?.bind(this.#source);
+    if (indexed === undefined || listIndexed === undefined) return this.#scan(namespace, filter);
+    this.#sweep(namespace);
+    const names = new Set(listIndexed(indexed, namespace).map((o) => o.metadata?.name ?? ''));
+    for (const name of this.#writtenPassing(namespace, filter)) names.add(name);
+    const out: T[] = [];
+    for (const name of names) {
+      const obj = this.#pick(namespace, name, this.#source.get(name, namespace));
+      if (obj !== undefined && filter(obj)) out.push(obj);
+    }
+    return out;
+  }
+
+  /** The names of the namespace's remembered writes whose written object passes `filter`. */
+  #writtenPassing(namespace: string, filter: (o: T) => boolean): string[] {
+    const names: string[] = [];
+    for (const [name, w] of this.#written.get(namespace) ?? []) if (w.obj !== null && filter(w.obj)) names.push(name);
+    return names;
+  }
+
+  /** The oldest writes of the namespace are looked at in every indexed list, so the ones the informer has caught
+   * up with are forgotten even when nothing reads them again (a deleted pool's Secrets). */
+  #sweep(namespace: string): void {
+    let looked = 0;
+    for (const name of this.#written.get(namespace)?.keys() ?? []) {
+      if (looked++ >= SWEEP_PER_LIST) return;
+      this.#pick(namespace, name, this.#source.get(name, namespace));
+    }
+  }
+
+  /** Every object of the namespace through `filter`; only the few writes the informer has not caught up with
+   * are looked up by key. */
+  #scan(namespace: string, filter: (o: T) => boolean): T[] {
     const written = this.#written.get(namespace);
     const isWritten = (o: T): boolean =>
       written?.has(o.metadata?.name ?? '') === true && (o.metadata?.namespace ?? '') === namespace;

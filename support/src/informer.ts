@@ -94,6 +94,9 @@ export interface InformerOptions<T extends k8s.KubernetesObject> {
   /** Applied to every listed or watched object before it is cached or handed to onEvent: keep only what the
    * component reads (the cache otherwise holds every object whole for the life of the process). */
   transform?: (obj: T) => T;
+  /** A label whose value indexes the cache (listIndexed): callers that list one value's objects of a namespace
+   * in every reconcile read those few, not every object of the namespace. */
+  indexLabel?: string;
   /** Relist this often even when nothing failed (default 10 min). */
   watchdogMs?: number;
   maxRestartDelayMs?: number;
@@ -126,6 +129,8 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
   #staleAfterMs: number;
   #maxRestartDelayMs: number;
   #objects = new Map<string, Map<string, T>>();
+  /** By namespace, then the value of `indexLabel`, then name; empty without an `indexLabel`. */
+  #index = new Map<string, Map<string, Map<string, T>>>();
   #resourceVersion = '';
   #listed = false;
   #relist = true;
@@ -185,6 +190,12 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
   list(namespace?: string): T[] {
     if (namespace) return [...(this.#objects.get(namespace)?.values() ?? [])];
     return [...this.#objects.values()].flatMap((objects) => [...objects.values()]);
+  }
+
+  /** The objects whose `indexLabel` has `value`, in `namespace` (every namespace when absent). */
+  listIndexed(value: string, namespace?: string): T[] {
+    if (namespace !== undefined) return [...(this.#index.get(namespace)?.get(value)?.values() ?? [])];
+    return [...this.#index.values()].flatMap((byValue) => [...(byValue.get(value)?.values() ?? [])]);
   }
 
   #stale(): boolean {
@@ -316,6 +327,7 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
   #replaceAll(items: T[]): void {
     const old = this.#objects;
     this.#objects = new Map<string, Map<string, T>>();
+    this.#index = new Map<string, Map<string, Map<string, T>>>();
     for (const obj of items) this.#put(obj);
     for (const [namespace, objects] of old)
       for (const [name, obj] of objects) if (!this.get(name, namespace)) this.#opts.onEvent(obj, 'delete');
@@ -337,15 +349,46 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
     const namespace = namespaceOf(obj);
     let objects = this.#objects.get(namespace);
     if (!objects) this.#objects.set(namespace, (objects = new Map<string, T>()));
+    const old = objects.get(nameOf(obj));
+    if (old) this.#removeFromIndex(old);
     objects.set(nameOf(obj), obj);
+    this.#addToIndex(obj);
   }
 
   #remove(obj: T): void {
     const namespace = namespaceOf(obj);
     const objects = this.#objects.get(namespace);
-    if (!objects?.delete(nameOf(obj))) return;
+    const old = objects?.get(nameOf(obj));
+    if (!objects || !old) return;
+    objects.delete(nameOf(obj));
+    this.#removeFromIndex(old);
     if (objects.size === 0) this.#objects.delete(namespace);
     this.#opts.onEvent(obj, 'delete');
+  }
+
+  #addToIndex(obj: T): void {
+    const value = this.#indexValue(obj);
+    if (value === undefined) return;
+    let byValue = this.#index.get(namespaceOf(obj));
+    if (!byValue) this.#index.set(namespaceOf(obj), (byValue = new Map<string, Map<string, T>>()));
+    let objects = byValue.get(value);
+    if (!objects) byValue.set(value, (objects = new Map<string, T>()));
+    objects.set(nameOf(obj), obj);
+  }
+
+  #removeFromIndex(obj: T): void {
+    const value = this.#indexValue(obj);
+    if (value === undefined) return;
+    const byValue = this.#index.get(namespaceOf(obj));
+    const objects = byValue?.get(value);
+    objects?.delete(nameOf(obj));
+    if (objects?.size === 0) byValue?.delete(value);
+    if (byValue?.size === 0) this.#index.delete(namespaceOf(obj));
+  }
+
+  #indexValue(obj: T): string | undefined {
+    const label = this.#opts.indexLabel;
+    return label === undefined ? undefined : obj.metadata?.labels?.[label];
   }
 
   #sleep(ms: number): Promise<void> {

@@ -39,7 +39,7 @@ interface Fake {
 }
 
 /** An informer over fake lists and watches; `objects` is what the apiserver holds, in every namespace. */
-function fake(namespaces: Namespaces, objects: k8s.V1ConfigMap[]): Fake {
+function fake(namespaces: Namespaces, objects: k8s.V1ConfigMap[], indexLabel?: string): Fake {
   const watches = new PathWatches();
   const lists: (string | undefined)[] = [];
   const events: [string, InformerEvent][] = [];
@@ -56,6 +56,7 @@ function fake(namespaces: Namespaces, objects: k8s.V1ConfigMap[]): Fake {
     onEvent: (o, e) => events.push([`${o.metadata?.namespace}/${o.metadata?.name}`, e]),
     clock: manualClock(),
     watch: watches.of,
+    indexLabel,
   });
   return { informer, watches, lists, events };
 }
@@ -139,6 +140,38 @@ describe('NamespacedInformer (fake lists and watches)', () => {
     );
     assert.equal(f.informer.get('secret-ish', 'kube-system')?.metadata?.name, 'secret-ish');
     assert.equal(f.informer.list().length, 3);
+    await f.informer.stop();
+  });
+
+  it("when objects are indexed by a label, it should list one value's objects, following relabels, deletes and relists", async () => {
+    const labelled = (namespace: string, name: string, pool: string, rv = '1'): k8s.V1ConfigMap => ({
+      metadata: { namespace, name, resourceVersion: rv, labels: { pool } },
+    });
+    const objects = [
+      labelled('a', 'one', 'p'),
+      labelled('a', 'two', 'q'),
+      labelled('b', 'three', 'p'),
+      cm('a', 'bare'),
+    ];
+    const f = fake(['a', 'b'], objects, 'pool');
+    await f.informer.start();
+    await flush();
+    const names = (value: string, namespace?: string): string[] =>
+      f.informer
+        .listIndexed(value, namespace)
+        .map((o) => o.metadata?.name ?? '')
+        .sort();
+    assert.deepEqual(names('p', 'a'), ['one']);
+    assert.deepEqual(names('p'), ['one', 'three']);
+    const watch = f.watches.open('/api/v1/namespaces/a/configmaps');
+    watch?.onEvent('MODIFIED', labelled('a', 'two', 'p', '11'));
+    watch?.onEvent('DELETED', labelled('a', 'one', 'p', '12'));
+    assert.deepEqual(names('p', 'a'), ['two']);
+    assert.deepEqual(names('q', 'a'), []);
+    objects.push(labelled('a', 'four', 'p'));
+    watch?.end(Object.assign(new Error('gone'), { code: 410 }));
+    await flush();
+    assert.deepEqual(names('p', 'a'), ['four', 'one']);
     await f.informer.stop();
   });
 });

@@ -17,6 +17,8 @@ export interface Informer<T extends k8s.KubernetesObject> {
   stop(): Promise<void>;
   get(name: string, namespace?: string): T | undefined;
   list(namespace?: string): T[];
+  /** The objects whose `indexLabel` has `value` (none without an `indexLabel`). */
+  listIndexed(value: string, namespace?: string): T[];
 }
 
 export interface NamespacedInformerOptions<T extends k8s.KubernetesObject> extends Omit<
@@ -80,6 +82,11 @@ export class NamespacedInformer<T extends k8s.KubernetesObject> implements Infor
   list(namespace?: string): T[] {
     if (namespace) return this.#of(namespace)?.list(namespace) ?? [];
     return [...this.#informers.values()].flatMap((i) => i.list());
+  }
+
+  listIndexed(value: string, namespace?: string): T[] {
+    if (namespace) return this.#of(namespace)?.listIndexed(value, namespace) ?? [];
+    return [...this.#informers.values()].flatMap((i) => i.listIndexed(value));
   }
 
   /** The informer holding a namespace's objects; none for a namespace not served. */

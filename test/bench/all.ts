@@ -1,9 +1,9 @@
 /**
- * `npm run bench`: every benchmark of issue 14, one after the other (each starts and stops its own test bed),
+ * `npm run bench`: every benchmark, one after the other (each starts and stops its own test bed),
  * their output passed through, then one table of every figure: value, reference, ratio, target, pass/fail.
  * Not part of `npm test`.
  *
- *   npm run bench -- [--only ignition,controller,rollout,rollout-30,rollout-capi,rollout-disruption]
+ *   npm run bench -- [--only ignition,controller,rollout,rollout-30,rollout-capi,rollout-disruption,tenants]
  */
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -24,7 +24,7 @@ const BENCHES: Record<string, { script: string; args: string[] }> = {
     script: 'inplace.js',
     args: ['--engine', 'MachineSet', '--nodes', '100', '--max-unavailable', '10', '--step', '5', '--target', '1.1'],
   },
-  // Issue 12's comparison of the in-place engines: 30 nodes, maxUnavailable 3, each engine.
+  // The in-place engines compared: 30 nodes, maxUnavailable 3, each engine.
   'rollout-30': {
     script: 'inplace.js',
     args: ['--engine', 'MachineSet', '--nodes', '30', '--max-unavailable', '3', '--step', '5'],
@@ -33,12 +33,14 @@ const BENCHES: Record<string, { script: string; args: string[] }> = {
     script: 'inplace.js',
     args: ['--engine', 'ClusterAPI', '--nodes', '30', '--max-unavailable', '3', '--step', '5'],
   },
-  // Issue 22: a config change of a None-policy path against the same change with Drain+Reboot, 30 nodes,
+  // A config change of a None-policy path against the same change with Drain+Reboot, 30 nodes,
   // maxUnavailable 3, two pods per node: a row pair each for time and evictions, the None one as a ratio.
   'rollout-disruption': {
     script: 'inplace.js',
     args: ['--change', 'both', '--nodes', '30', '--max-unavailable', '3', '--step', '5', '--pods-per-node', '2'],
   },
+  // Cost per tenant: every component's RSS and idle CPU at 1, 4 and 8 guests, per 100 nodes, 1,000 pools.
+  tenants: { script: 'tenants.js', args: ['--guests', '1,4,8'] },
 };
 
 /** The programs a benchmark runs besides the test bed, by the Debian package that brings each (scripts/debian.js). */

@@ -1,5 +1,5 @@
 /**
- * Benchmark of the ignition server (issue 14), side by side in one run on this machine, against references
+ * Benchmark of the ignition server, side by side in one run on this machine, against references
  * given the same TLS certificate, the same bytes and the same bearer + NodePool check (references.ts): a Go
  * `net/http` server (test/bench/goref, standard library only), nginx (Debian nginx-light), and plain
  * `node:https`, one process per core (node-reference.ts): what this runtime does with the same lookup and nothing more.

@@ -259,7 +259,7 @@ async function main(): Promise<void> {
       step: { type: 'string', default: '5' },
       // ClusterAPI engine: how soon Cluster API asks again about a Machine in progress (the extension's flag, at its default).
       'retry-after': { type: 'string', default: '1s' },
-      // The ratio to judge the total against (issue 14 target 7: 1.1); unset: reported, not judged.
+      // The ratio to judge the total against (target: 1.1); unset: reported, not judged.
       target: { type: 'string' },
       // MachineSet engine: a config change whose disruption policy says None, one that needs Drain+Reboot, or
       // both on the same test bed (reboot first), with pods on every node for the drains to evict.
@@ -337,7 +337,7 @@ async function oneRollout(run: EngineRun, log: Logger): Promise<RolloutResult> {
 }
 
 /**
- * --change: a config change of a None-policy path against the same change with Drain+Reboot (issue 22): time
+ * --change: a config change of a None-policy path against the same change with Drain+Reboot: time
  * and pod evictions of each, and with both, the None change's figures as a ratio of the reboot's.
  */
 async function changeBench(run: EngineRun, engine: string, change: string, log: Logger): Promise<void> {

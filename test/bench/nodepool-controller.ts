@@ -1,5 +1,5 @@
 /**
- * Benchmark of the NodePool controller (issue 3): N NodePools (default 1,000) on the real test bed; time until
+ * Benchmark of the NodePool controller: N NodePools (default 1,000) on the real test bed; time until
  * every pool has its token + user-data Secrets, its MachineDeployment/MachineSet and observedGeneration caught
  * up (seen through a watch of the pools), against two references measured in the same run:
  * - the floor: writes needed (5 per pool) ÷ the apiserver's raw create rate of plain ConfigMaps, with a plain

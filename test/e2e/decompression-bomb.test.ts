@@ -1,5 +1,5 @@
 /**
- * End to end on the local environment (`npm start`), a decompression bomb (issue 21): a MachineConfig whose one
+ * End to end on the local environment (`npm start`), a decompression bomb: a MachineConfig whose one
  * file is a gzip of 700 MiB of zeros, which fits in a 1 MiB ConfigMap, added to a pool of each engine (`inplace`
  * on MachineSets, `capi` on Cluster API). Before the fix the ignition server handed the payload out, the
  * in-place decision inflated the file on the thread renewing its Lease (the inplace-upgrader's peak RSS reached

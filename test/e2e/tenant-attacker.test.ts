@@ -1,5 +1,5 @@
 /**
- * End to end on the local environment (`npm start`), a tenant attacker (issue 27): whoever may write objects in
+ * End to end on the local environment (`npm start`), a tenant attacker: whoever may write objects in
  * a namespace of the management cluster, and whoever can reach the Runtime Extension's port. Each attack below
  * succeeded before the fix, as the comments say; now each is refused where the trust boundary is, and the test
  * looks where the harm would have shown (a file the command would create, the requests the attacker's server
