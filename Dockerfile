@@ -18,6 +18,7 @@ COPY nodepool-controller/src/ nodepool-controller/src/
 COPY ignition-server/src/ ignition-server/src/
 COPY inplace-upgrader/src/ inplace-upgrader/src/
 COPY drainer/src/ drainer/src/
+COPY node-agent/src/ node-agent/src/
 COPY scripts/vendor.js scripts/
 # vendor.js: the Kubernetes client as one minified module (dist/vendor/, loaded through package.json's "imports").
 RUN npx --no-install tsc -p tsconfig.build.json && node scripts/vendor.js && npm prune --omit=dev --ignore-scripts

@@ -63,7 +63,7 @@ export const COMMANDS: readonly Command[] = [
   lazyCommand(
     'agent',
     "Apply this node's payload Secret to the host root in place (machine-config-daemon protocol).",
-    async () => (await import('../../inplace-upgrader/src/agent/command.js')).agentCommand,
+    async () => (await import('../../node-agent/src/command.js')).agentCommand,
   ),
   lazyCommand(
     'ignition-server',

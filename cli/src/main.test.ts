@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { expandArgs, main } from './main.js';
+import { main } from './main.js';
 import { defineCommand, lazyCommand } from '../../support/src/command.js';
 
 function io(): { out: string[]; err: string[]; io: Parameters<typeof main>[1] } {
@@ -73,21 +73,5 @@ describe('kindling main', () => {
     const t = io();
     assert.equal(await main(['crds'], t.io), 0);
     assert.match(t.out.join(''), /name: nodepools\.kindling\.dev/);
-  });
-
-  it('when a command has one-letter aliases and a list flag is repeated, it should expand them to long flags and join the list', () => {
-    const cmd = defineCommand({
-      name: 'x',
-      summary: '',
-      short: { f: 'file' },
-      flags: { file: { type: 'string', default: '', help: '' }, config: { type: 'list', default: [], help: '' } },
-      run: () => Promise.resolve(0),
-    });
-    assert.deepEqual(expandArgs(cmd, ['-f', 'a.yaml', 'ns/p', '--config', 'a', '--config=b']), [
-      '--file',
-      'a.yaml',
-      'ns/p',
-      '--config=a,b',
-    ]);
   });
 });

@@ -13,6 +13,7 @@ import type { Namespaces } from '../../support/src/config.js';
 import { createLogger, type Logger } from '../../support/src/logger.js';
 import type { CommandIO } from '../../support/src/command.js';
 import { formatStatus, poolStatusView, type PoolStatusView } from './status-view.js';
+import { clusterScoped } from '../../support/src/object-key.js';
 
 export interface StatusScope {
   /** Undefined: every namespace. */
@@ -85,11 +86,16 @@ class StatusWatch {
       const ns = pool.metadata.namespace ?? '';
       const name = pool.metadata.name;
       const child = hasMachineDeployment(pool)
-        ? this.#machineDeployments.get(name, ns)
-        : this.#machineSets.get(name, ns);
+        ? this.#machineDeployments.get({ namespace: ns, name })
+        : this.#machineSets.get({ namespace: ns, name });
       const nodes = this.#guests.get(clusterKey(ns, pool.spec.clusterName));
       const machines = this.#machines.list(ns).filter((m) => m.metadata.labels?.[LABELS.nodePool] === name);
-      return poolStatusView({ pool, child, machines, ...(nodes ? { nodes: (n: string) => nodes.get(n) } : {}) });
+      return poolStatusView({
+        pool,
+        child,
+        machines,
+        ...(nodes ? { nodes: (n: string) => nodes.get(clusterScoped(n)) } : {}),
+      });
     });
   }
 }

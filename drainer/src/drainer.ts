@@ -32,6 +32,7 @@ import {
   uncordonPatch,
 } from './plan.js';
 import { RESOURCES, type ResourceType } from '../../api/src/resources.js';
+import { clusterScoped } from '../../support/src/object-key.js';
 
 export interface DrainerOptions {
   kubeConfig: k8s.KubeConfig;
@@ -182,7 +183,7 @@ export class Drainer {
     const session = this.#clusters.get(clusterKey);
     // Not open (yet): onOpened enqueues every node of the cluster once its informers are synced.
     if (!session) return;
-    const node = session.nodes.get(name);
+    const node = session.nodes.get(clusterScoped(name));
     if (!node) return this.#forget(key);
     const log = session.cluster.log.child({ node: name });
     const request = drainRequest(node);
@@ -306,7 +307,7 @@ export class Drainer {
       .list(cluster.namespace)
       .find((m) => m.spec.clusterName === cluster.name && m.status?.nodeRef?.name === node);
     const setName = machine?.metadata.labels?.[LABELS.capiSetName];
-    const machineSet = setName ? this.#machineSets.get(setName, cluster.namespace) : undefined;
+    const machineSet = setName ? this.#machineSets.get({ namespace: cluster.namespace, name: setName }) : undefined;
     return { machine, machineSet };
   }
 

@@ -10,6 +10,7 @@ import { statusCode } from '../../support/src/errors.js';
 import { forEachLimited } from '../../support/src/limited.js';
 import type { Logger } from '../../support/src/logger.js';
 import type { Clock } from '../../support/src/timers.js';
+import { keyString, parseKey } from '../../support/src/object-key.js';
 
 export interface EvictorOptions {
   log: Logger;
@@ -173,7 +174,7 @@ export class Evictor {
       this.#backoff.delete(uid);
       return this.#count('evicted');
     } catch (err) {
-      return this.#count(this.#refused(err, { uid, pod: `${namespace}/${name}`, log }));
+      return this.#count(this.#refused(err, { uid, pod: keyString({ namespace, name }), log }));
     }
   }
 
@@ -189,7 +190,7 @@ export class Evictor {
     const failures = (previous?.failures ?? 0) + 1;
     const now = this.#opts.clock.now();
     const delay = Math.min(this.#opts.maxBackoffMs, this.#opts.baseBackoffMs * 2 ** (failures - 1));
-    const refusal = parsePdbRefusal(err, ctx.pod.split('/')[0] ?? '');
+    const refusal = parsePdbRefusal(err, parseKey(ctx.pod).namespace);
     const block = blockAfter(previous?.block, refusal, { pod: ctx.pod, now });
     this.#backoff.set(ctx.uid, { failures, nextAt: now + delay, lastRefusal: `${ctx.pod}: ${message}`, block });
     if (code === 429) return refusal || /disruption budget/i.test(message) ? 'refused_pdb' : 'throttled';

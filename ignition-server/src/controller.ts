@@ -146,7 +146,7 @@ export class TokenSecretController {
 
   /** A token Secret as its namespace's informer holds it. */
   #cached(namespace: string, name: string): CachedTokenSecret | undefined {
-    return this.#informer.get(name, namespace);
+    return this.#informer.get({ namespace, name });
   }
 
   get synced(): boolean {
@@ -253,7 +253,7 @@ export class TokenSecretController {
     const key = keyString(keyOf(secret));
     if (event !== 'delete' && isMetadataOnly(secret)) return this.#onMetadata(key, secret);
     const parsed = event === 'delete' ? undefined : readTokenSecret(secret);
-    if (!parsed) return this.#onGone(key, event === 'delete');
+    if (!parsed) return event === 'delete' ? this.#onDeleted(key) : this.#onUnusable(key);
     this.#admit(parsed);
   }
 
@@ -298,18 +298,26 @@ export class TokenSecretController {
     for (const { secret } of [...this.#refused.values()]) if (ofPool(secret)) this.#admit(secret);
   }
 
-  /** Deleted (or no longer a usable token Secret): its tokens stop working now, and so do its bootstrap tokens. */
-  #onGone(key: string, deleted: boolean): void {
-    if (deleted) this.#forgetBootstrap(key);
+  /** Deleted: its tokens stop working now, and so do its bootstrap tokens. */
+  #onDeleted(key: string): void {
+    this.#forgetBootstrap(key);
+    this.#forget(key);
+  }
+
+  /** No longer a usable token Secret: its tokens stop working now. */
+  #onUnusable(key: string): void {
+    this.#forget(key);
+    this.#opts.log.warn(
+      { secret: key },
+      'Token Secret lacks pool, hash or release, or names a pool of another namespace: ignored',
+    );
+  }
+
+  #forget(key: string): void {
     this.#refused.delete(key);
     this.#opts.index.remove(key);
     this.#writer?.forget(key);
     this.#reads.forget(key);
-    if (!deleted)
-      this.#opts.log.warn(
-        { secret: key },
-        'Token Secret lacks pool, hash or release, or names a pool of another namespace: ignored',
-      );
   }
 
   /** A listed Secret (metadata only): the same as the one read before, or one whose data is to be read. */

@@ -17,6 +17,7 @@ import type { IgnitionMetrics } from './metrics.js';
 import { EVENT_REASONS, type TokenSecretEvents } from './events.js';
 import type { GuestJoin } from './join.js';
 import type { TokenSecretRefusal } from './token-secret-decision.js';
+import { parseKey } from '../../support/src/object-key.js';
 
 /** A token Secret the server does not act on, and why. */
 export interface Refused {
@@ -118,7 +119,7 @@ export class LeaderWrites {
   async #joinPatch(secret: TokenSecret, expiresAtMs: number, patch: Patch): Promise<void> {
     const { join } = this.#deps;
     if (!secret.cluster || !join) return;
-    const pool = secret.pool.slice(secret.pool.indexOf('/') + 1);
+    const pool = parseKey(secret.pool).name;
     const minted = await join.mint({ namespace: secret.namespace, cluster: secret.cluster, pool, expiresAtMs });
     patch.data[SECRET_KEYS.bootstrapToken] = b64(minted.bootstrapToken);
     patch.data[SECRET_KEYS.joinServer] = b64(minted.server);

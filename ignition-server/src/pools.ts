@@ -67,6 +67,6 @@ export class PoolInformers {
 
   /** The pool of that name in that namespace, if it exists. */
   get(namespace: string, name: string): PoolFacts | undefined {
-    return this.#informer.get(name, namespace);
+    return this.#informer.get({ namespace, name });
   }
 }

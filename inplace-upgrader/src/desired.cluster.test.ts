@@ -16,16 +16,15 @@ import { tokenKubeconfig } from '../../local/src/credentials.js';
 import {
   AGENT_NODE_ANNOTATIONS,
   AGENT_NODE_POLICY,
-  AGENT_SERVICE_ACCOUNT,
   agentNodePolicy,
   agentPod,
   agentRbac,
   agentTokenRequest,
-  GUEST_NAMESPACE,
   guestNamespace,
 } from './desired.js';
+import { AGENT_SERVICE_ACCOUNT, GUEST_NAMESPACE } from '../../api/src/node-agent.js';
 import { boundAgentKubeconfig } from '../testing/index.js';
-import { agentCommand } from './agent/command.js';
+import { agentCommand } from '../../node-agent/src/command.js';
 
 const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
 const NODE_NAME_CLAIM = 'authentication.kubernetes.io/node-name';

@@ -3,42 +3,18 @@
  * ServiceAccount and RBAC, the admission policy that holds each agent to its own Node, one payload Secret and
  * one agent Pod per node being updated.
  */
-import { createHash } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
 import type * as k8s from '#k8s';
 import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
 import { MAX_PAYLOAD_SECRET_BYTES } from '../../api/src/limits.js';
-
-/** Guest namespace of agent Pods and payload Secrets. */
-export const GUEST_NAMESPACE = 'kindling-system';
-export const AGENT_SERVICE_ACCOUNT = 'kindling-agent';
-/**
- * Payload Secret keys, written by the upgrader and read by the agent. disruptionPolicy: the pool's effective
- * disruption policy as JSON (api/src/disruption.ts); absent, the agent uses the defaults. bootedHash and
- * bootedConfig (gzip): for a node the agent never updated, the hash and config its host booted with (Ignition
- * wrote it, so the agent has no record of it): the first update removes what that config has and the target
- * does not, and is weighed against it (record.ts).
- */
-export const PAYLOAD_KEYS = {
-  config: 'config',
-  hash: 'hash',
-  disruptionPolicy: 'disruptionPolicy',
-  bootedHash: 'bootedHash',
-  bootedConfig: 'bootedConfig',
-} as const;
-/** Where the agent container sees the host's root. */
-export const HOST_ROOT_MOUNT = '/host';
-
-/** `<prefix><node>`, shortened with a digest when the result would not be a valid object name. */
-function perNodeName(prefix: string, node: string): string {
-  const name = `${prefix}${node}`;
-  if (name.length <= 253) return name;
-  const digest = createHash('sha256').update(node).digest('hex').slice(0, 10);
-  return `${name.slice(0, 242)}-${digest}`;
-}
-
-export const payloadSecretName = (node: string): string => perNodeName('kindling-payload-', node);
-export const agentPodName = (node: string): string => perNodeName('kindling-agent-', node);
+import {
+  AGENT_SERVICE_ACCOUNT,
+  agentPodName,
+  GUEST_NAMESPACE,
+  HOST_ROOT_MOUNT,
+  PAYLOAD_KEYS,
+  payloadSecretName,
+} from '../../api/src/node-agent.js';
 
 export function guestNamespace(): k8s.V1Namespace {
   return {

@@ -6,7 +6,8 @@ import type { Applier } from '../../support/src/apply.js';
 import { NotReadyError } from '../../support/src/errors.js';
 import type { GuestCluster } from '../../support/src/guest-clusters.js';
 import type { ResilientInformer } from '../../support/src/informer.js';
-import { agentPodName, GUEST_NAMESPACE, payloadSecretName } from './desired.js';
+import type { ObjectKey } from '../../support/src/object-key.js';
+import { agentPodName, GUEST_NAMESPACE, payloadSecretName } from '../../api/src/node-agent.js';
 import {
   agentObjectsMissing,
   cleanUpPool,
@@ -51,7 +52,7 @@ const terminating = { deletionTimestamp: new Date('2026-01-01T00:00:00Z') };
 function cache<T extends k8s.KubernetesObject>(objects: readonly T[]): ResilientInformer<T> {
   const byName = new Map(objects.map((o) => [o.metadata?.name ?? '', o]));
   return {
-    get: (name: string) => byName.get(name),
+    get: ({ name }: ObjectKey) => byName.get(name),
     list: () => [...byName.values()],
   } as unknown as ResilientInformer<T>;
 }

@@ -11,18 +11,10 @@ import { isConflict, isNotFound, NotReadyError } from '../../support/src/errors.
 import { forEachLimited } from '../../support/src/limited.js';
 import type { GuestCluster } from '../../support/src/guest-clusters.js';
 import { ResilientInformer } from '../../support/src/informer.js';
-import {
-  agentNodePolicy,
-  agentPod,
-  agentPodName,
-  agentRbac,
-  GUEST_NAMESPACE,
-  guestNamespace,
-  payloadSecret,
-  payloadSecretName,
-  type BootedPayload,
-} from './desired.js';
+import { agentNodePolicy, agentPod, agentRbac, guestNamespace, payloadSecret, type BootedPayload } from './desired.js';
+import { agentPodName, GUEST_NAMESPACE, payloadSecretName } from '../../api/src/node-agent.js';
 import { withRolloutTaint, type RolloutTaint } from './taints.js';
+import { clusterScoped } from '../../support/src/object-key.js';
 
 export interface GuestSession {
   cluster: GuestCluster;
@@ -144,13 +136,13 @@ function usable(o: k8s.KubernetesObject, deleted: Map<string, string>): boolean 
  * or that this process deleted (an earlier rollout's clean-up, not in the cache yet), is no agent.
  */
 function agentPodOf(session: GuestSession, node: string): k8s.V1Pod | undefined {
-  const pod = session.pods.get(agentPodName(node), GUEST_NAMESPACE);
+  const pod = session.pods.get({ namespace: GUEST_NAMESPACE, name: agentPodName(node) });
   return pod && usable(pod, session.deleted.pods) ? pod : undefined;
 }
 
 /** The node's payload Secret at `hash` as the cache shows it, if usable (see agentPodOf). */
 function payloadSecretOf(session: GuestSession, node: string, hash: string): k8s.V1Secret | undefined {
-  const secret = session.secrets.get(payloadSecretName(node), GUEST_NAMESPACE);
+  const secret = session.secrets.get({ namespace: GUEST_NAMESPACE, name: payloadSecretName(node) });
   return secret && usable(secret, session.deleted.secrets) && secret.metadata?.labels?.[LABELS.configHash] === hash
     ? secret
     : undefined;
@@ -226,7 +218,7 @@ export async function setRolloutTaint(
     const resourceVersion = node.metadata?.resourceVersion;
     await session.core.patchNode({ name, body: { metadata: { resourceVersion }, spec: { taints } } }, merge);
   };
-  const cached = session.nodes.get(name);
+  const cached = session.nodes.get(clusterScoped(name));
   if (!cached) return;
   try {
     await patch(cached);
@@ -261,8 +253,8 @@ const DELETES_AT_ONCE = 8;
 async function deleteAgentObjects(session: GuestSession, pods: k8s.V1Pod[], secrets: k8s.V1Secret[]): Promise<void> {
   const namespace = GUEST_NAMESPACE;
   const { deleted } = session;
-  forgetGone(deleted.pods, (name) => session.pods.get(name, namespace));
-  forgetGone(deleted.secrets, (name) => session.secrets.get(name, namespace));
+  forgetGone(deleted.pods, (name) => session.pods.get({ namespace, name }));
+  forgetGone(deleted.secrets, (name) => session.secrets.get({ namespace, name }));
   const each = <T extends k8s.KubernetesObject>(
     objs: T[],
     gone: Map<string, string>,
@@ -298,8 +290,8 @@ export async function cleanUpPool(session: GuestSession, pool: string): Promise<
 
 /** Removes one node's agent Pod, payload Secret (from what the caches show) and rollout taint: it is done. */
 export async function cleanUpNode(session: GuestSession, node: string): Promise<void> {
-  const pod = session.pods.get(agentPodName(node), GUEST_NAMESPACE);
-  const secret = session.secrets.get(payloadSecretName(node), GUEST_NAMESPACE);
+  const pod = session.pods.get({ namespace: GUEST_NAMESPACE, name: agentPodName(node) });
+  const secret = session.secrets.get({ namespace: GUEST_NAMESPACE, name: payloadSecretName(node) });
   await settleAll([
     deleteAgentObjects(session, pod ? [pod] : [], secret ? [secret] : []),
     setRolloutTaint(session, node, undefined),

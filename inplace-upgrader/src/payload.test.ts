@@ -9,7 +9,8 @@ import { ANNOTATIONS, IGNITION_ERROR_HEADER, SECRET_KEYS, tokenSecretName } from
 import { MAX_PAYLOAD_SECRET_BYTES } from '../../api/src/limits.js';
 import { NotReadyError } from '../../support/src/errors.js';
 import { createLogger } from '../../support/src/logger.js';
-import { PAYLOAD_KEYS, payloadSecret } from './desired.js';
+import { PAYLOAD_KEYS } from '../../api/src/node-agent.js';
+import { payloadSecret } from './desired.js';
 import { bootedPayload, IgnitionServerPayloadSource, type PayloadRequest, type PayloadSource } from './payload.js';
 
 const REQ = { namespace: 'clusters', pool: 'pool', hash: 'h1' };

@@ -4,7 +4,7 @@
  * would answer for a change of a ClusterAPI-engine pool (previewClusterApiUpdate). Nothing outside this folder
  * imports the upgrader's other modules (the fence in eslint.config.js).
  */
-export { classifyNode, isReady, setMembers, type NodeView } from './select.js';
-export { previewRollout, simulateRollout } from './rollout-plan.js';
+export { classifyNode, isReady, setMembers, type NodeView } from './rollout-decision.js';
+export { previewRollout, simulateRollout } from './rollout-preview.js';
 export { previewClusterApiUpdate, type ClusterApiPlan } from './extension/update-plan.js';
 export { extensionConfig, type JsonObject } from './extension/hooks.js';

@@ -23,16 +23,20 @@ export function skipRemediationChange(machine: MachineLike, want: boolean): stri
 }
 
 /** Sets or clears Kindling's skip-remediation on a Machine (from what the cache shows: nothing to do is free). */
-export async function setSkipRemediation(
-  custom: k8s.CustomObjectsApi,
-  machine: MachineLike,
-  want: boolean,
-): Promise<boolean> {
+async function setSkipRemediation(custom: k8s.CustomObjectsApi, machine: MachineLike, want: boolean): Promise<boolean> {
   const value = skipRemediationChange(machine, want);
   if (value === undefined) return false;
   await annotateMachine(custom, machine, { [ANNOTATIONS.capiSkipRemediation]: value });
   return true;
 }
+
+/** Kindling's skip-remediation onto a Machine whose node it updates; false when it was there already. */
+export const spareFromRemediation = (custom: k8s.CustomObjectsApi, machine: MachineLike): Promise<boolean> =>
+  setSkipRemediation(custom, machine, true);
+
+/** Kindling's skip-remediation off a Machine whose node is done; false when it was not there. */
+export const returnToRemediation = (custom: k8s.CustomObjectsApi, machine: MachineLike): Promise<boolean> =>
+  setSkipRemediation(custom, machine, false);
 
 /** Merge-patches a Machine's annotations (null removes one); a Machine deleted meanwhile needs nothing. */
 export async function annotateMachine(

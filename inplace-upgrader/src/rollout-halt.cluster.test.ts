@@ -19,7 +19,7 @@ import { CAPI_GROUP } from '../../api/src/capi.js';
 import { createLogger } from '../../support/src/logger.js';
 import type { Drainer } from '../../drainer/src/drainer.js';
 import { eventually } from '../../drainer/testing/index.js';
-import { isReady } from './select.js';
+import { isReady } from './rollout-decision.js';
 import { machineConfig, type AgentFleet, type AvailabilityWatcher } from '../testing/index.js';
 import { NS, POOL, RolloutBed, type MachineSetLike } from '../testing/rollout-bed.js';
 import type { InPlaceUpgrader } from './upgrader.js';

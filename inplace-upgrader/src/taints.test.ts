@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type * as k8s from '#k8s';
 import { TAINTS } from '../../api/src/keys.js';
-import type { NodeView } from './select.js';
+import type { NodeView } from './rollout-decision.js';
 import { rolloutTaints, withRolloutTaint } from './taints.js';
 
 const view = (name: string, phase: NodeView['phase']): Pick<NodeView, 'name' | 'phase'> => ({ name, phase });

@@ -7,7 +7,7 @@
  */
 import type * as k8s from '#k8s';
 import { TAINTS } from '../../api/src/keys.js';
-import type { NodeView } from './select.js';
+import type { NodeView } from './rollout-decision.js';
 
 export type RolloutTaint = 'updatePending' | 'updating';
 

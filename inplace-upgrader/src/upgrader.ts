@@ -34,12 +34,12 @@ import {
 } from './guest.js';
 import { bootedPayload, type PayloadSource } from './payload.js';
 import type { BootedPayload } from './desired.js';
-import { classifyNode, planRollout, setMembers, type NodeView, type RolloutPlan } from './select.js';
-import { setSkipRemediation } from './remediation.js';
+import { classifyNode, planRollout, setMembers, type NodeView, type RolloutPlan } from './rollout-decision.js';
+import { returnToRemediation, spareFromRemediation } from './remediation.js';
 import { rolloutTaints, type RolloutPhase } from './taints.js';
 import { resolveMaxUnavailable } from '../../support/src/int-or-percent.js';
 import { RESOURCES } from '../../api/src/resources.js';
-import { keyOf, keyString, parseKey } from '../../support/src/object-key.js';
+import { clusterScoped, keyOf, keyString, parseKey } from '../../support/src/object-key.js';
 
 export interface UpgraderOptions {
   kubeConfig: k8s.KubeConfig;
@@ -140,7 +140,7 @@ export class InPlaceUpgrader {
   }
 
   #keysOfSet(namespace: string, name: string | undefined): string[] {
-    const ms = name ? this.#machineSets.get(name, namespace) : undefined;
+    const ms = name ? this.#machineSets.get({ namespace, name }) : undefined;
     return ms ? this.#keysOf(ms) : [];
   }
 
@@ -173,7 +173,7 @@ export class InPlaceUpgrader {
   /** The MachineSet, if it is InPlace, and its guest cluster's session (NotReadyError while there is none). */
   #contextOf(key: string): RolloutContext | undefined {
     const { namespace, name } = parseKey(key);
-    const ms = this.#machineSets.get(name, namespace);
+    const ms = this.#machineSets.get({ namespace, name });
     const target = ms?.metadata.annotations?.[ANNOTATIONS.targetConfigHash];
     if (!ms || !target) return undefined;
     const session = this.#clusters.get(clusterKey(namespace, ms.spec.clusterName));
@@ -237,12 +237,12 @@ export class InPlaceUpgrader {
   }
 
   /**
-   * The MachineSet's nodes and how many of its Machines have no Node yet (select.ts setMembers, the rule
+   * The MachineSet's nodes and how many of its Machines have no Node yet (rollout-decision.ts setMembers, the rule
    * `kindling plan` shows).
    */
   #nodesOf(ms: MS, session: Session): { nodes: k8s.V1Node[]; pending: number; machineOf: Map<string, MachineObject> } {
     const { members, pending } = setMembers(ms, this.#machines.list(ms.metadata.namespace), (name) =>
-      session.nodes.get(name),
+      session.nodes.get(clusterScoped(name)),
     );
     return {
       nodes: members.map((m) => m.node),
@@ -283,7 +283,9 @@ export class InPlaceUpgrader {
     await Promise.all(
       views.map(async (v) => {
         const machine = machineOf.get(v.name);
-        if (machine) await setSkipRemediation(this.#custom, machine, v.phase === 'updating' || v.phase === 'degraded');
+        if (!machine) return;
+        const busy = v.phase === 'updating' || v.phase === 'degraded';
+        await (busy ? spareFromRemediation : returnToRemediation)(this.#custom, machine);
       }),
     );
   }
@@ -301,7 +303,7 @@ export class InPlaceUpgrader {
           [ANNOTATIONS.healthCheckTimeout]: healthCheckTimeout,
           [ANNOTATIONS.disruptionPolicy]: disruptionPolicy,
         } = ctx.ms.metadata.annotations ?? {};
-        const spare = machine ? (): Promise<boolean> => setSkipRemediation(this.#custom, machine, true) : undefined;
+        const spare = machine ? (): Promise<boolean> => spareFromRemediation(this.#custom, machine) : undefined;
         const agentImage = this.#opts.agentImage;
         await handOutNode(
           session,
@@ -336,7 +338,7 @@ export class InPlaceUpgrader {
    * Cluster API's MachineSet copies its template's onto every Machine, so that names the target.
    */
   async #booted(ctx: RolloutContext, node: string): Promise<BootedPayload | undefined> {
-    const view = ctx.session.nodes.get(node);
+    const view = ctx.session.nodes.get(clusterScoped(node));
     if (!view) return undefined;
     const booted = ctx.ms.metadata.annotations?.[ANNOTATIONS.currentConfigHash];
     const at = { namespace: ctx.ms.metadata.namespace ?? '', pool: ctx.pool, target: ctx.target, node: view, booted };

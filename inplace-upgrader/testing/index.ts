@@ -24,12 +24,14 @@ import { ensureNodePool, ownedTokenSecret } from '../../ignition-server/testing/
 import { RestartingWatch } from '../../test/bed/src/index.js';
 import { tokenKubeconfig } from '../../local/src/credentials.js';
 import { HostFs } from '../../local/src/providers/host-fs.js';
-import { hostStatusPatches, kubeletConfigProblem, parseReleaseInfo } from '../../local/src/providers/kubelet.js';
+import { kubeletConfigProblem, parseReleaseInfo } from '../../local/src/providers/kubelet/host-files.js';
+import { hostStatusPatches } from '../../local/src/providers/kubelet/node-status.js';
 import { HOST_PATHS } from '../../api/src/host-paths.js';
-import { AGENT_SERVICE_ACCOUNT, agentTokenRequest, GUEST_NAMESPACE } from '../src/desired.js';
-import { isReady } from '../src/select.js';
+import { agentTokenRequest } from '../src/desired.js';
+import { AGENT_SERVICE_ACCOUNT, GUEST_NAMESPACE } from '../../api/src/node-agent.js';
+import { isReady } from '../src/rollout-decision.js';
 import { SIMULATION } from '../../test/bed/src/keys.js';
-import { layAccounts } from './agent.js';
+import { layAccounts } from '../../node-agent/testing/agent.js';
 
 export { KINDLING_BIN };
 /** The ExtensionConfig that registers the extension with the Cluster API manager (benches outside this folder). */

@@ -18,7 +18,7 @@ import { createTestMachine, createTestNode, eventually, testMachineSet } from '.
 import { runIgnitionServer, type IgnitionServer } from '../../ignition-server/testing/index.js';
 import { installCapiCrds, installKindlingCrds, startCluster, type Cluster } from '../../test/bed/src/index.js';
 import { CachedPayloadSource, IgnitionServerPayloadSource } from '../src/payload.js';
-import { isReady } from '../src/select.js';
+import { isReady } from '../src/rollout-decision.js';
 import { InPlaceUpgrader } from '../src/upgrader.js';
 import { AgentFleet, AvailabilityWatcher, tokenSecret } from './index.js';
 

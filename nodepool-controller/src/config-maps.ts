@@ -14,7 +14,7 @@ import { ResilientInformer } from '../../support/src/informer.js';
 import type { Logger } from '../../support/src/logger.js';
 import type { Clock } from '../../support/src/timers.js';
 import type { CacheSource } from './store.js';
-import { keyString } from '../../support/src/object-key.js';
+import { keyString, type ObjectKey } from '../../support/src/object-key.js';
 
 type ConfigMap = k8s.V1ConfigMap;
 
@@ -72,11 +72,10 @@ export class ReferencedConfigMaps implements CacheSource<ConfigMap> {
     await Promise.all(watches.map((w) => w.stop()));
   }
 
-  get(name: string, namespace?: string): ConfigMap | undefined {
-    const key = keyString({ namespace: namespace ?? '', name });
-    const watch = this.#watches.get(key);
-    if (!watch?.synced) throw new NotReadyError(`ConfigMap ${key} is being read`, NOT_LISTED_RETRY_MS);
-    return watch.get(name, namespace);
+  get(key: ObjectKey): ConfigMap | undefined {
+    const watch = this.#watches.get(keyString(key));
+    if (!watch?.synced) throw new NotReadyError(`ConfigMap ${keyString(key)} is being read`, NOT_LISTED_RETRY_MS);
+    return watch.get(key);
   }
 
   list(namespace?: string): ConfigMap[] {

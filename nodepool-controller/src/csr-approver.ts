@@ -45,6 +45,7 @@ import type { EventRecorder, EventSubject, Transition } from './events.js';
 import { GuestCsrs } from './csr-guest.js';
 import { desiredGuestSetup } from './guest-setup.js';
 import { RESOURCES } from '../../api/src/resources.js';
+import { clusterScoped } from '../../support/src/object-key.js';
 
 const CSR_QUEUE = 'csr-approver';
 const GUEST_SETUP_QUEUE = 'guest-setup';
@@ -290,7 +291,7 @@ export class CsrApprover {
       csr,
       cluster: { namespace, name: session.cluster.name },
       machines: this.#opts.caches.machines.list(namespace, () => true),
-      hasNode: (node) => session.nodes.get(node) !== undefined,
+      hasNode: (node) => session.nodes.get(clusterScoped(node)) !== undefined,
       csrNamed: (other) => session.csrs.get(other),
       guestCsrs: () => session.csrs.list(),
       now: this.#clock.now(),

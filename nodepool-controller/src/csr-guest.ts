@@ -14,6 +14,7 @@ import type { Clock } from '../../support/src/timers.js';
 import { KUBELET_CLIENT_SIGNER, KUBELET_SERVING_SIGNER } from './csr-decision.js';
 import { slimCsr } from './csr-request.js';
 import { isDecided } from './csr-rules.js';
+import { clusterScoped } from '../../support/src/object-key.js';
 
 type Csr = k8s.V1CertificateSigningRequest;
 
@@ -74,7 +75,7 @@ export class GuestCsrs {
 
   get(name: string): Csr | undefined {
     for (const informer of this.#informers) {
-      const csr = informer.get(name);
+      const csr = informer.get(clusterScoped(name));
       if (csr) return csr;
     }
     return undefined;

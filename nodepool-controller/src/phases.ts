@@ -25,6 +25,7 @@ import type { Decision, PhaseDeps, Scope } from './phases/scope.js';
 
 export { newScope, type ControllerConfig, type PhaseDeps, type Scope } from './phases/scope.js';
 export type { Outcome } from './phases/result.js';
+export { AwaitingAnswer } from './phases/secrets.js';
 
 type WritingPhase = (s: Scope, deps: PhaseDeps, d: Decision) => Promise<PhaseResult>;
 
@@ -51,15 +52,16 @@ export async function runPhases(s: Scope, deps: PhaseDeps): Promise<Outcome> {
       effective: deployedEffective(evaluation.deployed),
       rolling: evaluation.blocked === undefined ? evaluation.target : undefined,
     };
-    s.obs.machines = deps.caches.poolMachines(s.ns, s.pool.metadata.name);
   } else {
     const token = await phaseToken(s, deps, evaluation);
     outcome = combine(outcome, token.result);
     decision = { ...token.decision, ...(gate.hold === undefined ? {} : { hold: gate.hold }) };
   }
-  // Recorded before the writes: a status written after a failed write still names the version the children run.
-  s.obs.effectiveVersion = decision.effective?.version;
-  if (!outcome.stopped) for (const phase of WRITING_PHASES) outcome = combine(outcome, await phase(s, deps, decision));
-  observe(s, deps, decision);
+  try {
+    if (!outcome.stopped)
+      for (const phase of WRITING_PHASES) outcome = combine(outcome, await phase(s, deps, decision));
+  } finally {
+    observe(s, deps, decision);
+  }
   return outcome;
 }

@@ -120,7 +120,7 @@ const refusingWriter: Writer = { count: 0, apply: refuse, applyStatus: refuse, m
 function source<T extends k8s.KubernetesObject>(items: readonly T[]): CacheSource<T> {
   const inNs = (o: T, ns?: string): boolean => ns === undefined || o.metadata?.namespace === ns;
   return {
-    get: (name, ns) => items.find((o) => o.metadata?.name === name && inNs(o, ns)),
+    get: ({ namespace, name }) => items.find((o) => o.metadata?.name === name && inNs(o, namespace)),
     list: (ns) => items.filter((o) => inNs(o, ns)),
   };
 }

@@ -15,7 +15,7 @@ import { NodePoolReconciler } from './reconciler.js';
 /** An in-memory management cluster: one map per kind, and a writer that stamps creation times from the test's clock. */
 function world(
   pool: NodePool,
-  opts: { refuseSecrets?: boolean } = {},
+  opts: { refuse?: readonly string[] } = {},
 ): {
   reconciler: NodePoolReconciler;
   statuses: NodePool['status'][];
@@ -31,7 +31,7 @@ function world(
     return found;
   };
   const source = <T extends k8s.KubernetesObject>(kind: string): CacheSource<T> => ({
-    get: (name) => store(kind).get(name) as T | undefined,
+    get: ({ name }) => store(kind).get(name) as T | undefined,
     list: () => [...store(kind).values()] as T[],
   });
   store('NodePool').set(pool.metadata.name, pool);
@@ -55,10 +55,10 @@ function world(
   const writer: Writer = {
     count: 0,
     apply: (desired) => {
-      if (opts.refuseSecrets && desired.kind === 'Secret')
+      if (opts.refuse?.includes(desired.kind ?? '') === true)
         return Promise.reject(
           new RefusedError({
-            kind: 'Secret',
+            kind: desired.kind ?? '',
             key: `${desired.metadata?.namespace}/${desired.metadata?.name}`,
             code: 422,
             message: 'denied by a webhook',
@@ -172,7 +172,7 @@ describe('NodePoolReconciler: when the status is written', () => {
 
   it("when a phase fails, it should still write the status, with the apiserver's refusal, and fail the reconcile", async () => {
     const pool = nodePoolFixture('workers', 'tenant-a');
-    const w = world(pool, { refuseSecrets: true });
+    const w = world(pool, { refuse: ['Secret'] });
     await assert.rejects(w.reconciler.reconcile(key(pool)), RefusedError);
     assert.equal(w.statuses.length, 1);
     const accepted = cond(w.statuses[0], 'ChildObjectsAccepted');
@@ -181,6 +181,24 @@ describe('NodePoolReconciler: when the status is written', () => {
       accepted?.message ?? '',
       /^The apiserver refused Secret tenant-a\/token-workers-\w+ \(422\): denied by a webhook$/,
     );
+  });
+
+  it('when a write at the decided hash fails, it should still report that hash and its version together', async () => {
+    const pool = nodePoolFixture('workers', 'tenant-a');
+    const w = world(pool, { refuse: ['MachineSet', 'MachineDeployment'] });
+    await assert.rejects(w.reconciler.reconcile(key(pool)), NotReadyError);
+    mint(w.secrets, { verdict: true });
+    w.clock.at += 300;
+    await assert.rejects(w.reconciler.reconcile(key(pool)), RefusedError);
+    assert.equal(w.statuses.length, 1);
+    assert.equal(cond(w.statuses[0], 'ChildObjectsAccepted')?.status, 'False');
+    const token = [...w.secrets.keys()].find((name) => name.startsWith('token-'));
+    assert.equal(
+      w.statuses[0]?.configHash,
+      token?.slice('token-workers-'.length),
+      'the hash the children are written with',
+    );
+    assert.equal(w.statuses[0]?.version, 'v1.36.3', 'beside the version they are written with');
   });
 });
 

@@ -13,7 +13,7 @@ function source(
 ): CacheSource<k8s.V1Secret> & { set: (o: k8s.V1Secret) => void; drop: (name: string) => void } {
   const byName = new Map(objs.map((o) => [o.metadata?.name ?? '', o]));
   return {
-    get: (name) => byName.get(name),
+    get: ({ name }) => byName.get(name),
     list: (namespace) =>
       [...byName.values()].filter(
         (o) => namespace === undefined || namespace === '' || o.metadata?.namespace === namespace,

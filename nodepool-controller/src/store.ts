@@ -7,17 +7,15 @@ import * as k8s from '#k8s';
 import type { Counter } from 'prom-client';
 import type { Applier } from '../../support/src/apply.js';
 import { asRefusal, isNotFound } from '../../support/src/errors.js';
-import type { ObjectKey } from '../../support/src/object-key.js';
+import { keyOf, keyString, type ObjectKey } from '../../support/src/object-key.js';
 
 /** A minimal informer view (ResilientInformer fits). */
 export interface CacheSource<T extends k8s.KubernetesObject> {
-  get(name: string, namespace?: string): T | undefined;
+  get(key: ObjectKey): T | undefined;
   list(namespace?: string): T[];
   /** The objects whose indexed label has `value`, when the source keeps such an index (a superset is fine). */
   listIndexed?(value: string, namespace?: string): T[];
 }
-
-const keyOf = (o: k8s.KubernetesObject): string => `${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;
 
 /** etcd resourceVersions are integers in practice; the API calls them opaque, so this is only a freshness hint. */
 const rvOf = (o: k8s.KubernetesObject | undefined): number => Number(o?.metadata?.resourceVersion ?? 0) || 0;
@@ -42,8 +40,8 @@ export class OverlayCache<T extends k8s.KubernetesObject> {
     this.#remember(obj, null);
   }
 
-  get({ namespace, name }: ObjectKey): T | undefined {
-    return this.#pick(namespace, name, this.#source.get(name, namespace));
+  get(key: ObjectKey): T | undefined {
+    return this.#pick(key.namespace, key.name, this.#source.get(key));
   }
 
   /**
@@ -61,7 +59,7 @@ export class OverlayCache<T extends k8s.KubernetesObject> {
     for (const name of this.#writtenPassing(namespace, filter)) names.add(name);
     const out: T[] = [];
     for (const name of names) {
-      const obj = this.#pick(namespace, name, this.#source.get(name, namespace));
+      const obj = this.#pick(namespace, name, this.#source.get({ namespace, name }));
       if (obj !== undefined && filter(obj)) out.push(obj);
     }
     return out;
@@ -80,7 +78,7 @@ export class OverlayCache<T extends k8s.KubernetesObject> {
     let looked = 0;
     for (const name of this.#written.get(namespace)?.keys() ?? []) {
       if (looked++ >= SWEEP_PER_LIST) return;
-      this.#pick(namespace, name, this.#source.get(name, namespace));
+      this.#pick(namespace, name, this.#source.get({ namespace, name }));
     }
   }
 
@@ -92,7 +90,7 @@ export class OverlayCache<T extends k8s.KubernetesObject> {
       written?.has(o.metadata?.name ?? '') === true && (o.metadata?.namespace ?? '') === namespace;
     const out = this.#source.list(namespace).filter((o) => filter(o) && !isWritten(o));
     for (const name of written?.keys() ?? []) {
-      const obj = this.#pick(namespace, name, this.#source.get(name, namespace));
+      const obj = this.#pick(namespace, name, this.#source.get({ namespace, name }));
       if (obj !== undefined && filter(obj)) out.push(obj);
     }
     return out;
@@ -152,7 +150,7 @@ export function createWriter(kc: k8s.KubeConfig, applier: Applier, counter?: Cou
     async apply(desired, cache) {
       record('apply', desired);
       const live = await applier.apply(desired).catch((err: unknown) => {
-        throw asRefusal(err, desired.kind ?? '', keyOf(desired)) ?? err;
+        throw asRefusal(err, desired.kind ?? '', keyString(keyOf(desired))) ?? err;
       });
       cache?.remember(live);
       return live;
@@ -175,7 +173,7 @@ export function createWriter(kc: k8s.KubeConfig, applier: Applier, counter?: Cou
       const live = await objects
         .patch(body, undefined, undefined, applier.fieldManager, undefined, k8s.PatchStrategy.MergePatch)
         .catch((err: unknown) => {
-          throw asRefusal(err, target.kind ?? '', keyOf(target)) ?? err;
+          throw asRefusal(err, target.kind ?? '', keyString(keyOf(target))) ?? err;
         });
       cache?.remember(live as typeof target);
       return live as typeof target;
@@ -189,7 +187,8 @@ export function createWriter(kc: k8s.KubeConfig, applier: Applier, counter?: Cou
           metadata: { name: live.metadata?.name, namespace: live.metadata?.namespace },
         });
       } catch (err) {
-        if (!isNotFound(err)) throw new Error(`failed to delete ${live.kind ?? ''} ${keyOf(live)}`, { cause: err });
+        if (!isNotFound(err))
+          throw new Error(`failed to delete ${live.kind ?? ''} ${keyString(keyOf(live))}`, { cause: err });
       }
       cache?.rememberDeleted(live);
     },

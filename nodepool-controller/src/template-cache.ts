@@ -103,7 +103,7 @@ export class TemplateCache implements InfrastructureTemplates {
       watch = this.#watches.get(key) ?? (this.#stopped ? undefined : this.#open({ namespace, ref, version }));
     }
     if (!watch?.synced) return this.#api.fallback.capacityOf(namespace, ref);
-    const template = watch.get(ref.name, namespace);
+    const template = watch.get({ namespace, name: ref.name });
     if (!template) throw new Error(`${ref.kind} ${namespace}/${ref.name} does not exist`);
     return reportedCapacity(template);
   }

@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { ConfigError, formatHelp, parseConfig, parseDuration, tenantNamespaces } from './config.js';
+import { ConfigError, formatHelp, parseCommandLine, parseConfig, parseDuration, tenantNamespaces } from './config.js';
 import { COMPONENT_FLAGS } from './component.js';
 
 const specs = {
@@ -40,6 +40,20 @@ describe('parseConfig', () => {
     assert.throws(() => parseConfig(specs, ['--workers=many'], {}), /--workers: "many" is not an integer/);
     assert.throws(() => parseConfig(specs, ['--token-ttl=soon'], {}), /--token-ttl: "soon" is not a duration/);
     assert.throws(() => parseConfig(specs, ['--workers'], {}), /--workers needs a value/);
+  });
+
+  it('when a component is given a positional argument, it should refuse it as an unknown flag', () => {
+    assert.throws(() => parseConfig(specs, ['--workers=2', 'extra'], {}), /unknown flag "extra"/);
+  });
+
+  it('when a command line has one-letter aliases, a repeated list flag and positional arguments, it should read each', () => {
+    const line = { flags: specs, short: { w: 'workers', z: 'zones' } };
+    const argv = ['-w', '8', 'ns/p', '--zones', 'a', '-z', 'b,c', '--leader-elect', '--zones=d', 'more'];
+    const { config, args } = parseCommandLine(line, argv, { KINDLING_ZONES: 'x' });
+    assert.equal(config.workers, 8);
+    assert.equal(config.leaderElect, true);
+    assert.deepEqual(config.zones, ['a', 'b', 'c', 'd']);
+    assert.deepEqual(args, ['ns/p', 'more']);
   });
 
   it('when help is formatted, it should document every flag with its default and environment variable', () => {

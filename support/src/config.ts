@@ -96,40 +96,85 @@ function convert(key: string, spec: FlagSpec, raw: string): FlagValue[FlagType] 
   }
 }
 
-/** Reads `--flag=value`, `--flag value`, `--bool-flag` and the environment; refuses unknown flags. */
-export function parseConfig<S extends FlagSpecs>(
-  specs: S,
+/** What a command line is read against: the flags, and their one-letter aliases (`{ f: 'file' }`: `-f` is `--file`). */
+export interface CommandLine<S extends FlagSpecs> {
+  flags: S;
+  short?: Readonly<Record<string, string>>;
+}
+
+/**
+ * The one reader of a command line: `--flag=value`, `--flag value`, `--bool-flag`, a `-x` alias, a repeated
+ * list flag (its values joined), and the environment under them; any other argument is positional. An unknown
+ * `--flag` is refused.
+ */
+export function parseCommandLine<S extends FlagSpecs>(
+  line: CommandLine<S>,
   argv: readonly string[],
   env: NodeJS.ProcessEnv,
-): ConfigOf<S> {
-  const byFlag = new Map(Object.keys(specs).map((k) => [flagName(k), k]));
+): { config: ConfigOf<S>; args: string[] } {
+  const specs = line.flags;
   const values: Record<string, unknown> = {};
   for (const [key, spec] of Object.entries(specs)) {
     const fromEnv = env[envName(key)];
     values[key] = fromEnv === undefined ? spec.default : convert(key, spec, fromEnv);
   }
-  for (let i = 0; i < argv.length; i++) {
-    const { key, raw, consumed } = readFlag(specs, byFlag, argv, i);
-    values[key] = convert(key, specs[key] as FlagSpec, raw);
-    i += consumed;
-  }
-  return Object.freeze(values) as ConfigOf<S>;
+  const { given, args } = readArgs(line, argv);
+  for (const [key, raw] of given) values[key] = convert(key, specs[key] as FlagSpec, raw);
+  return { config: Object.freeze(values) as ConfigOf<S>, args };
 }
 
-/** Reads the flag at argv[i]: its key, raw value, and how many extra arguments its value took. */
+/** A component's flags, which take no positional argument. */
+export function parseConfig<S extends FlagSpecs>(
+  specs: S,
+  argv: readonly string[],
+  env: NodeJS.ProcessEnv,
+): ConfigOf<S> {
+  const { config, args } = parseCommandLine({ flags: specs }, argv, env);
+  if (args[0] !== undefined) throw new ConfigError(`unknown flag "${args[0]}" (see --help)`);
+  return config;
+}
+
+/** The raw value of every flag given (a list flag's values joined), and the positional arguments. */
+function readArgs(
+  line: CommandLine<FlagSpecs>,
+  argv: readonly string[],
+): { given: Map<string, string>; args: string[] } {
+  const byFlag = new Map(Object.keys(line.flags).map((k) => [flagName(k), k]));
+  const given = new Map<string, string>();
+  const args: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = longForm(line, argv[i] ?? '');
+    if (!arg.startsWith('--')) {
+      args.push(arg);
+      continue;
+    }
+    const { key, raw, consumed } = readFlag(line.flags, byFlag, arg, argv[i + 1]);
+    const earlier = line.flags[key]?.type === 'list' ? given.get(key) : undefined;
+    given.set(key, earlier === undefined ? raw : `${earlier},${raw}`);
+    i += consumed;
+  }
+  return { given, args };
+}
+
+/** `-f` as the flag it aliases (`--file`); any other argument as it is. */
+function longForm(line: CommandLine<FlagSpecs>, arg: string): string {
+  const letter = /^-([A-Za-z])$/.exec(arg)?.[1];
+  const key = letter === undefined ? undefined : line.short?.[letter];
+  return key === undefined ? arg : `--${flagName(key)}`;
+}
+
+/** Reads the flag `arg` (`next` is the argument after it): its key, raw value, and whether its value took `next`. */
 function readFlag(
   specs: FlagSpecs,
   byFlag: Map<string, string>,
-  argv: readonly string[],
-  i: number,
+  arg: string,
+  next: string | undefined,
 ): { key: string; raw: string; consumed: number } {
-  const arg = argv[i] ?? '';
   const match = /^--([a-z0-9-]+)(?:=(.*))?$/.exec(arg);
   const key = match ? byFlag.get(match[1] ?? '') : undefined;
   if (!match || key === undefined) throw new ConfigError(`unknown flag "${arg}" (see --help)`);
   if (match[2] !== undefined) return { key, raw: match[2], consumed: 0 };
   if (specs[key]?.type === 'bool') return { key, raw: 'true', consumed: 0 };
-  const next = argv[i + 1];
   if (next === undefined) throw new ConfigError(`--${match[1]} needs a value`);
   return { key, raw: next, consumed: 1 };
 }

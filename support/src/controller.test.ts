@@ -168,7 +168,7 @@ describe('createController', () => {
     pools.send('DELETED', obj('a'));
     await controller.queue.drained();
     assert.deepEqual(seen, []);
-    assert.equal(poolInformer.get('a', 'ns'), undefined);
+    assert.equal(poolInformer.get({ namespace: 'ns', name: 'a' }), undefined);
     await controller.stop();
   });
 

@@ -58,15 +58,15 @@ describe('ResilientInformer on a real apiserver', () => {
     await informer.start();
     const core = cluster.kubeConfig.makeApiClient(k8s.CoreV1Api);
     await core.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { name: 'a' }, data: { v: '1' } } });
-    await until('the add', () => informer.get('a', 'default') !== undefined);
+    await until('the add', () => informer.get({ namespace: 'default', name: 'a' }) !== undefined);
     await core.replaceNamespacedConfigMap({
       name: 'a',
       namespace: 'default',
       body: { metadata: { name: 'a' }, data: { v: '2' } },
     });
-    await until('the update', () => informer.get('a', 'default')?.data?.v === '2');
+    await until('the update', () => informer.get({ namespace: 'default', name: 'a' })?.data?.v === '2');
     await core.deleteNamespacedConfigMap({ name: 'a', namespace: 'default' });
-    await until('the delete', () => informer.get('a', 'default') === undefined);
+    await until('the delete', () => informer.get({ namespace: 'default', name: 'a' }) === undefined);
     await informer.stop();
     assert.deepEqual(
       events.filter(([n]) => n === 'a').map(([, e]) => e),
@@ -105,7 +105,10 @@ describe('ResilientInformer on a real apiserver', () => {
     assert.equal(informer.synced, true);
     const core = cluster.kubeConfig.makeApiClient(k8s.CoreV1Api);
     await core.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { name: 'after-grant' } } });
-    await until('the watch to deliver the new object', () => informer.get('after-grant', 'default') !== undefined);
+    await until(
+      'the watch to deliver the new object',
+      () => informer.get({ namespace: 'default', name: 'after-grant' }) !== undefined,
+    );
     await informer.stop();
   });
 
@@ -209,10 +212,14 @@ describe('ResilientInformer on a real apiserver behind a faulty link', () => {
     const core = cluster.kubeConfig.makeApiClient(k8s.CoreV1Api);
     await core.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { name: 'made-during-outage' } } });
     await until('the informer to report its cache as stale', () => !informer.synced, 10_000);
-    assert.equal(informer.get('made-during-outage', 'default'), undefined);
+    assert.equal(informer.get({ namespace: 'default', name: 'made-during-outage' }), undefined);
     proxy.mode = { kind: 'pass' };
     await until('the informer to be synced again', () => informer.synced, 15_000);
-    assert.notEqual(informer.get('made-during-outage', 'default'), undefined, 'synced again without the relist');
+    assert.notEqual(
+      informer.get({ namespace: 'default', name: 'made-during-outage' }),
+      undefined,
+      'synced again without the relist',
+    );
     await informer.stop();
   });
 
@@ -430,7 +437,7 @@ describe('ResilientInformer (fake watch, manual clock)', () => {
     await advance(h, 1_000);
     assert.equal(old.signal.aborted, true);
     old.onEvent('ADDED', { metadata: { name: 'late', namespace: 'default', resourceVersion: '999' } });
-    assert.equal(h.informer.get('late', 'default'), undefined);
+    assert.equal(h.informer.get({ namespace: 'default', name: 'late' }), undefined);
     await h.informer.stop();
   });
 
@@ -453,7 +460,7 @@ describe('ResilientInformer (fake watch, manual clock)', () => {
     h.items = [{ metadata: { name: 'fresh', namespace: 'default', resourceVersion: '7' } }];
     await advance(h, 8_000);
     assert.equal(h.informer.synced, true);
-    assert.notEqual(h.informer.get('fresh', 'default'), undefined);
+    assert.notEqual(h.informer.get({ namespace: 'default', name: 'fresh' }), undefined);
     await h.informer.stop();
   });
 

@@ -13,6 +13,7 @@
 import * as k8s from '#k8s';
 import { statusCode } from './errors.js';
 import type { Logger } from './logger.js';
+import { keyOf, type ObjectKey } from './object-key.js';
 import { realClock, type Clock } from './timers.js';
 
 export type InformerEvent = 'add' | 'update' | 'delete' | 'resync';
@@ -183,8 +184,8 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
     this.#loop = undefined;
   }
 
-  get(name: string, namespace?: string): T | undefined {
-    return this.#objects.get(namespace ?? '')?.get(name);
+  get({ namespace, name }: ObjectKey): T | undefined {
+    return this.#objects.get(namespace)?.get(name);
   }
 
   list(namespace?: string): T[] {
@@ -330,12 +331,12 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
     this.#index = new Map<string, Map<string, Map<string, T>>>();
     for (const obj of items) this.#put(obj);
     for (const [namespace, objects] of old)
-      for (const [name, obj] of objects) if (!this.get(name, namespace)) this.#opts.onEvent(obj, 'delete');
+      for (const [name, obj] of objects) if (!this.get({ namespace, name })) this.#opts.onEvent(obj, 'delete');
     for (const obj of items) this.#emitChange(old.get(namespaceOf(obj))?.get(nameOf(obj)), obj);
   }
 
   #upsert(obj: T): void {
-    const old = this.get(nameOf(obj), namespaceOf(obj));
+    const old = this.get(keyOf(obj));
     this.#put(obj);
     this.#emitChange(old, obj);
   }

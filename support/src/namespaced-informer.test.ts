@@ -90,9 +90,9 @@ describe('NamespacedInformer (fake lists and watches)', () => {
         .sort(),
       ['one', 'two'],
     );
-    assert.equal(f.informer.get('one', 'a')?.metadata?.name, 'one');
-    assert.equal(f.informer.get('one', 'b'), undefined);
-    assert.equal(f.informer.get('secret-ish', 'kube-system'), undefined);
+    assert.equal(f.informer.get({ namespace: 'a', name: 'one' })?.metadata?.name, 'one');
+    assert.equal(f.informer.get({ namespace: 'b', name: 'one' }), undefined);
+    assert.equal(f.informer.get({ namespace: 'kube-system', name: 'secret-ish' }), undefined);
     assert.deepEqual(f.informer.list('kube-system'), []);
     assert.ok(!f.events.some(([key]) => key.startsWith('kube-system/')), 'no event for another namespace');
     assert.equal(f.informer.synced, true);
@@ -108,8 +108,12 @@ describe('NamespacedInformer (fake lists and watches)', () => {
     await flush();
     assert.equal(f.informer.restarts, 1);
     assert.equal(f.watches.open('/api/v1/namespaces/b/configmaps'), b, "b's watch is untouched");
-    assert.equal(f.informer.get('two', 'b')?.metadata?.name, 'two');
-    assert.equal(f.informer.get('one', 'a')?.metadata?.name, 'one', "a's cache is kept while it restarts");
+    assert.equal(f.informer.get({ namespace: 'b', name: 'two' })?.metadata?.name, 'two');
+    assert.equal(
+      f.informer.get({ namespace: 'a', name: 'one' })?.metadata?.name,
+      'one',
+      "a's cache is kept while it restarts",
+    );
     await f.informer.stop();
   });
 
@@ -138,7 +142,7 @@ describe('NamespacedInformer (fake lists and watches)', () => {
       f.watches.requests.map((r) => r.path),
       ['/api/v1/configmaps'],
     );
-    assert.equal(f.informer.get('secret-ish', 'kube-system')?.metadata?.name, 'secret-ish');
+    assert.equal(f.informer.get({ namespace: 'kube-system', name: 'secret-ish' })?.metadata?.name, 'secret-ish');
     assert.equal(f.informer.list().length, 3);
     await f.informer.stop();
   });

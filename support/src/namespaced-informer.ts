@@ -7,6 +7,7 @@
 import type * as k8s from '#k8s';
 import type { Namespaces } from './config.js';
 import { ResilientInformer, type InformerOptions, type WatchFn } from './informer.js';
+import type { ObjectKey } from './object-key.js';
 
 /** What callers read of an informer, whether it watches one namespace, several or all of them. */
 export interface Informer<T extends k8s.KubernetesObject> {
@@ -15,7 +16,7 @@ export interface Informer<T extends k8s.KubernetesObject> {
   readonly restarts: number;
   start(): Promise<void>;
   stop(): Promise<void>;
-  get(name: string, namespace?: string): T | undefined;
+  get(key: ObjectKey): T | undefined;
   list(namespace?: string): T[];
   /** The objects whose `indexLabel` has `value` (none without an `indexLabel`). */
   listIndexed(value: string, namespace?: string): T[];
@@ -75,8 +76,8 @@ export class NamespacedInformer<T extends k8s.KubernetesObject> implements Infor
     await Promise.all([...this.#informers.values()].map((i) => i.stop()));
   }
 
-  get(name: string, namespace?: string): T | undefined {
-    return this.#of(namespace)?.get(name, namespace);
+  get(key: ObjectKey): T | undefined {
+    return this.#of(key.namespace)?.get(key);
   }
 
   list(namespace?: string): T[] {

@@ -12,6 +12,9 @@ export interface ObjectKey {
 /** `namespace/name`: the key's string form (a work queue's key). */
 export const keyString = (key: ObjectKey): string => `${key.namespace}/${key.name}`;
 
+/** The key of a cluster-scoped object (a Node, a CertificateSigningRequest): it has no namespace. */
+export const clusterScoped = (name: string): ObjectKey => ({ namespace: '', name });
+
 /** The key of an object as the apiserver gave it. */
 export const keyOf = (obj: k8s.KubernetesObject): ObjectKey => ({
   namespace: obj.metadata?.namespace ?? '',

@@ -19,6 +19,7 @@ export const FOLDERS = [
   'nodepool-controller',
   'ignition-server',
   'inplace-upgrader',
+  'node-agent',
   'drainer',
   'local',
   'test',

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { lstat, readlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as k8s from '#k8s';
-import { tree } from '../../inplace-upgrader/testing/agent.js';
+import { tree } from '../../node-agent/testing/agent.js';
 import { eventually } from '../bed/src/index.js';
 import { useLocalEnvironment, LocalEnvironment, NS } from './environment.js';
 import { everyHost, settled } from './in-place.js';

@@ -9,7 +9,7 @@ import { ANNOTATIONS, LABELS } from '../../../api/src/keys.js';
 import type { NodePool } from '../../../api/src/nodepool.js';
 import { NotReadyError } from '../../../support/src/errors.js';
 import { createLogger } from '../../../support/src/logger.js';
-import { inPlaceBlockers } from '../agent/ignition.js';
+import { inPlaceBlockers } from '../../../support/src/ignition/ignition.js';
 import { createApp, MAX_BODY_BYTES, payloadSummaries, type ExtensionDeps } from './app.js';
 import type { PayloadSummary } from './decide.js';
 import { handlerPath, HANDLERS, type JsonObject, type JsonPatchOperation, type Patch } from './hooks.js';

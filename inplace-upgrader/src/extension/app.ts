@@ -77,17 +77,23 @@ class MalformedRequestError extends Error {
 
 const isObject = (v: unknown): v is JsonObject => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-/** body.<path> as an object; `optional`: may be absent (or null, as Go writes an empty RawExtension). */
-function objectAt(body: unknown, path: string, optional = false, where = 'request'): JsonObject | undefined {
+function valueAt(body: unknown, path: string): unknown {
   let v: unknown = body;
   for (const key of path.split('.')) v = isObject(v) ? v[key] : undefined;
+  return v;
+}
+
+/** body.<path> as an object; `where` names the body in the refusal. */
+function requiredObject(body: unknown, path: string, where = 'request'): JsonObject {
+  const v = valueAt(body, path);
   if (isObject(v)) return v;
-  if (optional && (v === undefined || v === null)) return undefined;
   throw new MalformedRequestError(`${where}.${path} is ${v === undefined ? 'missing' : 'not an object'}`);
 }
 
-function required(body: unknown, path: string): JsonObject {
-  return objectAt(body, path) as JsonObject;
+/** body.<path> as an object, or nothing when it is absent (or null, as Go writes an empty RawExtension). */
+function optionalObject(body: unknown, path: string): JsonObject | undefined {
+  const v = valueAt(body, path);
+  return v === undefined || v === null ? undefined : requiredObject(body, path);
 }
 
 const TIMED_OUT = Symbol('timed out');
@@ -126,13 +132,13 @@ function decisionInput(kind: DecisionInput['kind'], body: unknown): DecisionInpu
       ? ['machineSet', 'infrastructureMachineTemplate', 'bootstrapConfigTemplate']
       : ['machine', 'infrastructureMachine', 'bootstrapConfig'];
   const side = (s: 'current' | 'desired'): DecisionInput['current'] => ({
-    machine: required(body, `${s}.${names[0]}`),
-    infrastructure: required(body, `${s}.${names[1]}`),
-    bootstrap: objectAt(body, `${s}.${names[2]}`, true),
+    machine: requiredObject(body, `${s}.${names[0]}`),
+    infrastructure: requiredObject(body, `${s}.${names[1]}`),
+    bootstrap: optionalObject(body, `${s}.${names[2]}`),
   });
   const input: DecisionInput = { kind, current: side('current'), desired: side('desired') };
   const spec = kind === 'MachineSet' ? 'spec.template.spec' : 'spec';
-  for (const s of ['current', 'desired'] as const) objectAt(input[s].machine, spec, false, `request.${s}.${names[0]}`);
+  for (const s of ['current', 'desired'] as const) requiredObject(input[s].machine, spec, `request.${s}.${names[0]}`);
   return input;
 }
 
@@ -163,7 +169,7 @@ async function canUpdateMachine(body: unknown, deps: ExtensionDeps): Promise<Can
 
 /** What an UpdateMachine request asks for, or why it asks for nothing Kindling can do. */
 function updateRequestOf(body: unknown): UpdateRequest | { refusal: string } {
-  const machine = required(body, 'desired.machine');
+  const machine = requiredObject(body, 'desired.machine');
   const meta = (machine.metadata ?? {}) as JsonObject;
   const [name, namespace] = [meta.name, meta.namespace];
   if (typeof name !== 'string' || typeof namespace !== 'string')
@@ -173,7 +179,7 @@ function updateRequestOf(body: unknown): UpdateRequest | { refusal: string } {
   const target = payloadTarget('Machine', {
     machine,
     infrastructure: {},
-    bootstrap: objectAt(body, 'desired.bootstrapConfig', true),
+    bootstrap: optionalObject(body, 'desired.bootstrapConfig'),
   });
   if (!target)
     return {
@@ -254,7 +260,7 @@ function failure(route: Route, err: unknown): CommonResponse {
 /** What a request is about, for the log line (never the whole object). */
 function subject(body: unknown): string | undefined {
   for (const path of ['desired.machineSet.metadata', 'desired.machine.metadata']) {
-    const meta = objectAt(body, path, true);
+    const meta = optionalObject(body, path);
     if (meta) return `${String(meta.namespace)}/${String(meta.name)}`;
   }
   return undefined;

@@ -4,7 +4,7 @@
  * renews the upgrader's Lease and answers the hooks.
  */
 import { parentPort } from 'node:worker_threads';
-import { inPlaceBlockers } from '../agent/ignition.js';
+import { inPlaceBlockers } from '../../../support/src/ignition/ignition.js';
 import type { BlockersReply, BlockersRequest } from './blockers.js';
 
 function answer(req: BlockersRequest): BlockersReply {

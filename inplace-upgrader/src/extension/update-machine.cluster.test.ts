@@ -27,7 +27,7 @@ import { createLogger } from '../../../support/src/logger.js';
 import { Drainer } from '../../../drainer/src/drainer.js';
 import { createTestMachine, createTestNode, eventually, testPodFor } from '../../../drainer/testing/index.js';
 import { startCluster, installCapiCrds, installKindlingCrds, type Cluster } from '../../../test/bed/src/index.js';
-import { agentPodName, GUEST_NAMESPACE } from '../desired.js';
+import { agentPodName, GUEST_NAMESPACE } from '../../../api/src/node-agent.js';
 import {
   AgentFleet,
   beginInPlaceUpdate,

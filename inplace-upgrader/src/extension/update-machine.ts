@@ -1,6 +1,6 @@
 /**
  * UpdateMachine: one Machine's in-place update, driven through the same agent protocol as the MachineSet
- * path and with the same functions (guest.ts, select.ts): the Machine's Node (status.nodeRef, in the guest
+ * path and with the same functions (guest.ts, rollout-decision.ts): the Machine's Node (status.nodeRef, in the guest
  * cluster of its `<cluster>-kubeconfig` Secret) gets the payload Secret, the agent Pod and desiredConfig;
  * the agent asks the central drainer for a drain, applies, reboots and reports through the Node's
  * annotations. Each call is one level-based step read from those annotations and caches, so a restarted
@@ -37,11 +37,12 @@ import {
   type GuestSession,
 } from '../guest.js';
 import { bootedPayload, type PayloadSource } from '../payload.js';
-import { annotateMachine, setSkipRemediation } from '../remediation.js';
-import { classifyNode, type NodeView } from '../select.js';
+import { annotateMachine, returnToRemediation, spareFromRemediation } from '../remediation.js';
+import { classifyNode, type NodeView } from '../rollout-decision.js';
 import { superseded, type UpdateOutcome } from './update-answer.js';
 import type { ExtensionCache, UpdateTarget } from './update-check.js';
 import { RESOURCES, type ResourceType } from '../../../api/src/resources.js';
+import { clusterScoped } from '../../../support/src/object-key.js';
 
 /** What the hook handler needs: one step towards the target (checked against the caches: update-check.ts). */
 export interface MachineUpdates {
@@ -156,15 +157,15 @@ export class MachineUpdater implements MachineUpdates, ExtensionCache {
   }
 
   machine(namespace: string, name: string): Machine | undefined {
-    return this.#machines.get(name, namespace);
+    return this.#machines.get({ namespace, name });
   }
 
   kindlingConfig(namespace: string, name: string): KindlingConfig | undefined {
-    return this.#configs.get(name, namespace);
+    return this.#configs.get({ namespace, name });
   }
 
   nodePool(namespace: string, name: string): NodePool | undefined {
-    return this.#pools.get(name, namespace);
+    return this.#pools.get({ namespace, name });
   }
 
   update(target: UpdateTarget): Promise<UpdateOutcome> {
@@ -195,7 +196,7 @@ export class MachineUpdater implements MachineUpdates, ExtensionCache {
       return this.#superseded(t, ctx, next);
     }
     // Handed out (or Degraded, the rollback's reboot included): the MachineHealthCheck keeps off it.
-    if (view.phase !== 'idle') await setSkipRemediation(this.#custom, machine, true);
+    if (view.phase !== 'idle') await spareFromRemediation(this.#custom, machine);
     if (view.phase === 'degraded') return this.#halted(t, machine, `${view.name}: ${view.reason ?? 'Degraded'}`);
     await this.#setFailure(machine, undefined);
     if (view.phase === 'updating' && view.desiredConfig === t.hash) {
@@ -208,7 +209,7 @@ export class MachineUpdater implements MachineUpdates, ExtensionCache {
   async #done(t: UpdateTarget, { session, node, machine }: StepContext): Promise<UpdateOutcome> {
     const name = node.metadata?.name ?? '';
     await cleanUpNode(session, name);
-    await setSkipRemediation(this.#custom, machine, false);
+    await returnToRemediation(this.#custom, machine);
     await this.#setFailure(machine, undefined);
     return { state: 'done', message: `Node ${name} is at ${t.hash}` };
   }
@@ -299,7 +300,7 @@ export class MachineUpdater implements MachineUpdates, ExtensionCache {
     const bootedHash = hashOfUserData(t.pool, machine.spec.bootstrap.dataSecretName);
     const at = { namespace: t.namespace, pool: t.pool, target: t.hash, node, booted: bootedHash };
     const booted = await bootedPayload(this.#opts.payloads, at, this.#opts.log);
-    await setSkipRemediation(this.#custom, machine, true);
+    await spareFromRemediation(this.#custom, machine);
     const healthCheckTimeout = deployment?.metadata.annotations?.[ANNOTATIONS.healthCheckTimeout];
     await handOutNode(session, {
       node: name,
@@ -324,17 +325,17 @@ export class MachineUpdater implements MachineUpdates, ExtensionCache {
    * the agent's default timeout.
    */
   #contextOf(t: UpdateTarget): StepContext {
-    const machine = this.#machines.get(t.machine, t.namespace);
+    const machine = this.#machines.get({ namespace: t.namespace, name: t.machine });
     if (!machine) throw new NotReadyError(`Machine ${t.namespace}/${t.machine} is not in the cache yet`);
     const nodeName = machine.status?.nodeRef?.name;
     if (!nodeName) throw new NotReadyError(`Machine ${t.namespace}/${t.machine} has no Node yet`);
     const session = this.#clusters.get(clusterKey(t.namespace, t.cluster));
     if (!session) throw new NotReadyError(`guest cluster ${t.cluster} is not reachable yet`);
-    const node = session.nodes.get(nodeName);
+    const node = session.nodes.get(clusterScoped(nodeName));
     if (!node) throw new NotReadyError(`Node ${nodeName} is not in guest cluster ${t.cluster}`);
     const deploymentName = machine.metadata.labels?.[LABELS.capiDeploymentName];
     if (deploymentName === undefined) return { session, node, machine };
-    const deployment = this.#deployments.get(deploymentName, t.namespace);
+    const deployment = this.#deployments.get({ namespace: t.namespace, name: deploymentName });
     if (!deployment)
       throw new NotReadyError(
         `MachineDeployment ${t.namespace}/${deploymentName} of Machine ${t.machine} is not in the cache yet`,

@@ -5,7 +5,7 @@
  * with a token bound to its agent Pod, as a kubelet would, or the policy refuses every write of its agent.
  */
 import { after, before, describe, it } from 'node:test';
-import { layAccounts } from '../../../inplace-upgrader/testing/agent.js';
+import { layAccounts } from '../../../node-agent/testing/agent.js';
 import assert from 'node:assert/strict';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -19,13 +19,11 @@ import { createTestNode, eventually } from '../../../drainer/testing/index.js';
 import {
   agentNodePolicy,
   agentPod,
-  agentPodName,
   agentRbac,
-  GUEST_NAMESPACE,
   guestNamespace,
   payloadSecret,
-  payloadSecretName,
 } from '../../../inplace-upgrader/src/desired.js';
+import { agentPodName, GUEST_NAMESPACE, payloadSecretName } from '../../../api/src/node-agent.js';
 import { startHostAgents } from './host-agents.js';
 
 const NS = 'default';

@@ -20,12 +20,22 @@ function outside(root: string, path: string): boolean {
 export class HostFs {
   constructor(readonly root: string) {}
 
-  /** Where a host path lives under the root, once its folder is known to resolve inside the root. */
-  async #resolve(hostPath: string, create: boolean): Promise<string> {
+  /** The host path under the root, not yet resolved. */
+  #under(hostPath: string): string {
     if (!isAbsolute(hostPath) || hostPath.split('/').includes('..'))
       throw new HostPathError(`"${hostPath}" is not an absolute host path`);
-    const target = join(this.root, hostPath);
-    if (create) await mkdir(dirname(target), { recursive: true, mode: 0o755 });
+    return join(this.root, hostPath);
+  }
+
+  /** As #resolve, for a write: the folder is made first. */
+  async #resolveToWrite(hostPath: string): Promise<string> {
+    await mkdir(dirname(this.#under(hostPath)), { recursive: true, mode: 0o755 });
+    return this.#resolve(hostPath);
+  }
+
+  /** Where a host path lives under the root, once its folder is known to resolve inside the root. */
+  async #resolve(hostPath: string): Promise<string> {
+    const target = this.#under(hostPath);
     const [root, folder] = await Promise.all([realpath(this.root), realpath(dirname(target))]);
     if (outside(root, folder)) throw new HostPathError(`${hostPath} resolves outside the host root`);
     return join(folder, target.slice(dirname(target).length + 1));
@@ -34,7 +44,7 @@ export class HostFs {
   /** The file's text, or undefined when it (or its folder) does not exist. */
   async read(hostPath: string): Promise<string | undefined> {
     try {
-      const file = await this.#resolve(hostPath, false);
+      const file = await this.#resolve(hostPath);
       // A final symlink pointing out is refused as well: read through its resolved target.
       const real = await realpath(file);
       if (outside(await realpath(this.root), real))
@@ -48,7 +58,7 @@ export class HostFs {
 
   /** Writes atomically (a temporary file renamed over the target), so a crash never leaves half a key. */
   async write(hostPath: string, content: string, mode = 0o644): Promise<void> {
-    const file = await this.#resolve(hostPath, true);
+    const file = await this.#resolveToWrite(hostPath);
     const temporary = `${file}.${process.pid}.partial`;
     await writeFile(temporary, content, { mode });
     await rename(temporary, file);
@@ -56,7 +66,7 @@ export class HostFs {
 
   async remove(hostPath: string): Promise<void> {
     try {
-      await rm(await this.#resolve(hostPath, false), { force: true });
+      await rm(await this.#resolve(hostPath), { force: true });
     } catch (err) {
       if (!isMissing(err)) throw err;
     }

@@ -15,7 +15,7 @@ import type { Logger } from '../../../support/src/logger.js';
 import { realClock, type Clock } from '../../../support/src/timers.js';
 import { bootHost } from './boot.js';
 import { type LocalMachine, type ObjectCondition, type ProviderContext, setCondition } from './common.js';
-import { Kubelet, type KubeletCondition, type KubeletTiming } from './kubelet.js';
+import { Kubelet, type KubeletCondition, type KubeletTiming } from './kubelet/kubelet.js';
 
 const LOCAL_MACHINE_FINALIZER = 'infrastructure.kindling.dev/local-machine';
 

@@ -23,7 +23,7 @@ import { createLogger } from '../../../support/src/logger.js';
 import { LOCAL_CRD_DIR } from '../crds.js';
 import { startProviders, type Providers } from './run.js';
 import { eventually } from '../../../test/bed/src/eventually.js';
-import { KUBELET_REASONS } from './kubelet.js';
+import { KUBELET_REASONS } from './kubelet/join.js';
 import { hostsCanJoin } from './testing.js';
 
 const NS = 'tenants';

@@ -8,6 +8,7 @@ import type { ProviderContext } from './common.js';
 import { LocalMachineReconciler, hostRootFor, type LocalMachine } from './local-machine.js';
 import { startHostAgents } from './host-agents.js';
 import { LocalControlPlaneReconciler, type LocalControlPlane } from './control-plane.js';
+import { parseKey } from '../../../support/src/object-key.js';
 
 export interface Providers {
   stop(): Promise<void>;
@@ -43,8 +44,7 @@ function control<T extends k8s.KubernetesObject>(opts: {
     workers: 4,
     failureMessage: 'Reconcile failed; retrying',
     reconcile: async (key) => {
-      const [namespace, name] = key.split('/') as [string, string];
-      const obj = informer.get(name, namespace);
+      const obj = informer.get(parseKey(key));
       if (obj) await opts.reconcile(obj, opts.log.child({ [opts.plural]: key }));
     },
   });

@@ -78,9 +78,8 @@ export async function phaseChildren(s: Scope, deps: PhaseDeps, d: Decision): Pro
   await observeCapacity(s, deps);
   const live = liveChild(s, deps);
   const { child, template } = desiredChild(s, deps, d.effective, d.hold);
-  let applied: MachineSet | MachineDeployment;
   if (child.kind === 'MachineSet') {
-    applied = await applyIfNeeded(deps, live as MachineSet | undefined, child, deps.caches.machineSets);
+    await applyIfNeeded(deps, live as MachineSet | undefined, child, deps.caches.machineSets);
   } else {
     // The template goes first: Cluster API reads it as soon as the MachineDeployment names it.
     if (template)
@@ -90,9 +89,8 @@ export async function phaseChildren(s: Scope, deps: PhaseDeps, d: Decision): Pro
         template,
         deps.caches.kindlingConfigTemplates,
       );
-    applied = await applyIfNeeded(deps, live as MachineDeployment | undefined, child, deps.caches.machineDeployments);
+    await applyIfNeeded(deps, live as MachineDeployment | undefined, child, deps.caches.machineDeployments);
   }
-  s.obs.child = { desired: applied.spec.replicas ?? 0, available: applied.status?.availableReplicas ?? 0 };
   return CONTINUE;
 }
 
@@ -126,7 +124,6 @@ export async function phaseHealthCheck(s: Scope, deps: PhaseDeps, d: Decision): 
     .some((x) => x.metadata?.annotations?.[ANNOTATIONS.ignitionReachedAt]);
   if (s.pool.spec.management.autoRepair && reached && d.effective) {
     await applyIfNeeded(deps, live, desiredMachineHealthCheck(s.pool), deps.caches.healthChecks);
-    s.obs.healthCheckExists = true;
   } else if (live) {
     await deps.writer.remove(withKind(live, live.apiVersion, 'MachineHealthCheck'), deps.caches.healthChecks);
   }
@@ -137,7 +134,6 @@ export async function phaseHealthCheck(s: Scope, deps: PhaseDeps, d: Decision): 
  * Node yet is late at a known moment: the pool is looked at again then. */
 export async function phaseMachines(s: Scope, deps: PhaseDeps, d: Decision): Promise<PhaseResult> {
   const machines = deps.caches.poolMachines(s.ns, s.pool.metadata.name);
-  s.obs.machines = machines;
   const timeoutMs = deps.config.joinTimeoutMs ?? DEFAULT_JOIN_TIMEOUT_MS;
   s.obs.joining = { ...joinStatus(machines, s.now, timeoutMs), timeoutMs };
   const result = s.obs.joining.nextLateInMs === undefined ? CONTINUE : requeueAfter(s.obs.joining.nextLateInMs + 500);

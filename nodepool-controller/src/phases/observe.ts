@@ -122,6 +122,7 @@ function annotationOf(secret: k8s.V1Secret | undefined, key: string): string | u
 
 function observeTokens(s: Scope, deps: PhaseDeps, d: Decision): void {
   s.obs.effectiveHash = d.effective?.hash;
+  s.obs.effectiveVersion = d.effective?.version;
   const payloadHash = d.rolling?.hash ?? d.effective?.hash;
   const payloadSecret = payloadHash === undefined ? undefined : tokenSecret(s, deps, payloadHash);
   s.obs.payload = {
@@ -132,15 +133,20 @@ function observeTokens(s: Scope, deps: PhaseDeps, d: Decision): void {
   s.obs.reachedIgnitionAt = annotationOf(effectiveSecret, ANNOTATIONS.ignitionReachedAt);
 }
 
+/** The caches hold what the writing phases wrote (OverlayCache), so these are the objects as they left them. */
 function observeChildren(s: Scope, deps: PhaseDeps): void {
   const child = liveChild(s, deps);
-  if (child && !s.obs.child)
-    s.obs.child = { desired: child.spec.replicas ?? 0, available: child.status?.availableReplicas ?? 0 };
+  if (child) s.obs.child = { desired: child.spec.replicas ?? 0, available: child.status?.availableReplicas ?? 0 };
   const autoRepair = s.pool.spec.management.autoRepair === true;
-  s.obs.healthCheckExists ||= autoRepair && deps.caches.healthChecks.get(inPool(s, s.pool.metadata.name)) !== undefined;
+  s.obs.healthCheckExists = autoRepair && deps.caches.healthChecks.get(inPool(s, s.pool.metadata.name)) !== undefined;
+  s.obs.machines = deps.caches.poolMachines(s.ns, s.pool.metadata.name);
 }
 
-/** The observations for the status that no phase made: read from the caches after the writes. */
+/**
+ * The observations of the objects and the decision, each written here only: read from the caches after the
+ * writes, also after a failed one (the status then says what the failed reconcile left). The phases write
+ * only their verdicts on the spec (release, config, skew, window, gate, pause, capacity, joining, pending).
+ */
 export function observe(s: Scope, deps: PhaseDeps, d: Decision): void {
   observeTokens(s, deps, d);
   observeChildren(s, deps);

@@ -36,12 +36,4 @@ describe("folding the phases' results", () => {
   it('when a phase stops without a time, it should stop and keep the other requeues', () => {
     assert.deepEqual(fold([requeueAfter(10_000), { kind: 'stop' }]), { stopped: true, requeueAfterMs: 10_000 });
   });
-
-  it('when every not-ready waits on an answer just asked for, it should say so; when one does not, it should not', () => {
-    const asked: PhaseResult = { kind: 'notReady', error: new NotReadyError('token asked for'), justAsked: true };
-    const late: PhaseResult = { kind: 'notReady', error: new NotReadyError('token late') };
-    assert.equal(fold([CONTINUE, asked]).justAsked, true);
-    assert.equal(fold([asked, late]).justAsked, false);
-    assert.equal(fold([late, asked]).justAsked, false);
-  });
 });

@@ -8,10 +8,8 @@ export type PhaseResult =
   | { kind: 'continue' }
   /** Go on; run the pool again after afterMs (a date to wait for, a guest to retry). */
   | { kind: 'requeue'; afterMs: number }
-  /** Go on (at the deployed hash), and end the reconcile quietly not-ready: the queue retries after its delay.
-   * justAsked: the wait is for an answer to a request made moments ago (shorter than the retry), so a pool
-   * that has no status yet may get its first one with the answer instead of one that says it is waiting. */
-  | { kind: 'notReady'; error: NotReadyError; justAsked?: boolean }
+  /** Go on (at the deployed hash), and end the reconcile quietly not-ready: the queue retries after its delay. */
+  | { kind: 'notReady'; error: NotReadyError }
   /** Skip the writing phases (the observations still run); afterMs: when to look again, if known. */
   | { kind: 'stop'; afterMs?: number };
 
@@ -24,8 +22,6 @@ export const requeueAfter = (afterMs: number): PhaseResult => ({ kind: 'requeue'
 export interface Outcome {
   requeueAfterMs?: number;
   notReady?: NotReadyError;
-  /** Every not-ready wait is for an answer just asked for. */
-  justAsked?: boolean;
   stopped: boolean;
 }
 
@@ -42,11 +38,7 @@ export function combine(outcome: Outcome, result: PhaseResult): Outcome {
     case 'requeue':
       return { ...outcome, requeueAfterMs: earliest(outcome.requeueAfterMs, result.afterMs) };
     case 'notReady':
-      return {
-        ...outcome,
-        notReady: outcome.notReady ?? result.error,
-        justAsked: (outcome.notReady === undefined || outcome.justAsked === true) && result.justAsked === true,
-      };
+      return { ...outcome, notReady: outcome.notReady ?? result.error };
     case 'stop':
       return { ...outcome, stopped: true, requeueAfterMs: earliest(outcome.requeueAfterMs, result.afterMs) };
   }

@@ -24,6 +24,13 @@ import {
 /** How soon a pool waiting for its token is looked at again (and how long a fresh token may stay unminted). */
 const MINT_RETRY_MS = 5_000;
 
+/**
+ * A wait for the ignition server's answer to a request made moments ago (sooner than the retry): a pool with
+ * no status yet may get its first one with the answer instead of one that says it is waiting (the reconciler
+ * decides whether to write).
+ */
+export class AwaitingAnswer extends NotReadyError {}
+
 /** The token Secret of a target that may roll out, and the decision it makes: the target once minted. */
 export async function phaseToken(
   s: Scope,
@@ -43,8 +50,8 @@ export async function phaseToken(
   const justAsked = s.now - new Date(live.metadata?.creationTimestamp ?? NaN).getTime() < MINT_RETRY_MS;
   if (secretText(live, SECRET_KEYS.token) === undefined) {
     s.obs.pending = `Waiting for the ignition server to mint the token of config hash ${target.hash}`;
-    const error = new NotReadyError(s.obs.pending, MINT_RETRY_MS);
-    return { decision: { effective: deployed, rolling: target }, result: { kind: 'notReady', error, justAsked } };
+    const error = new (justAsked ? AwaitingAnswer : NotReadyError)(s.obs.pending, MINT_RETRY_MS);
+    return { decision: { effective: deployed, rolling: target }, result: { kind: 'notReady', error } };
   }
   return {
     decision: { effective: targetEffective(target), rolling: target },
@@ -65,11 +72,11 @@ function awaitVerdict(s: Scope, live: k8s.V1Secret, target: Target, justAsked: b
     live.metadata?.annotations?.[ANNOTATIONS.payloadReason] !== undefined
   )
     return CONTINUE;
-  const error = new NotReadyError(
+  const error = new AwaitingAnswer(
     `Waiting for the ignition server's payload verdict of config hash ${target.hash}`,
     MINT_RETRY_MS,
   );
-  return { kind: 'notReady', error, justAsked: true };
+  return { kind: 'notReady', error };
 }
 
 /** The token Secret of a target as the controller applies it (the ignition server adds the token). */

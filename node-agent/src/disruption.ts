@@ -10,8 +10,8 @@ import {
   type ChangeTarget,
   type Disruption,
   type EffectiveDisruptionPolicy,
-} from '../../../api/src/disruption.js';
-import type { EntryOrigin } from './ignition.js';
+} from '../../api/src/disruption.js';
+import type { EntryOrigin } from '../../support/src/ignition/ignition.js';
 import type { UnitActions } from './host.js';
 
 /** The unit a path under /etc/systemd/system belongs to. */

@@ -14,7 +14,7 @@ import { constants } from 'node:fs';
 import { lchown, link, lstat, mkdir, open, rename, rmdir, symlink, unlink, type FileHandle } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { namesOf } from './root.js';
-import type { Owner } from './owners.js';
+import type { Owner } from '../../support/src/ignition/owners.js';
 
 const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
 

@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type * as k8s from '#k8s';
-import { HOST_PATHS } from '../../../api/src/host-paths.js';
+import { HOST_PATHS } from '../../api/src/host-paths.js';
 import {
   DEFAULT_HEALTH_CHECK_TIMEOUT_MS,
   gateAction,
@@ -11,7 +11,7 @@ import {
   type GateAction,
 } from './gate.js';
 import type { Journal } from './host.js';
-import type { Entry } from './ignition.js';
+import type { Entry } from '../../support/src/ignition/ignition.js';
 
 const MIN = 60_000;
 

@@ -21,10 +21,10 @@
  * actions again, so the units start from the previous files. A change that restarts nothing has no gate.
  */
 import type * as k8s from '#k8s';
-import { HOST_PATHS } from '../../../api/src/host-paths.js';
-import { DEFAULT_HEALTH_CHECK_TIMEOUT } from '../../../api/src/nodepool.js';
-import { formatDuration, parseDuration } from '../../../support/src/config.js';
-import type { Entry } from './ignition.js';
+import { HOST_PATHS } from '../../api/src/host-paths.js';
+import { DEFAULT_HEALTH_CHECK_TIMEOUT } from '../../api/src/nodepool.js';
+import { formatDuration, parseDuration } from '../../support/src/config.js';
+import type { Entry } from '../../support/src/ignition/ignition.js';
 import type { Journal } from './host.js';
 
 export const DEFAULT_HEALTH_CHECK_TIMEOUT_MS = parseDuration(DEFAULT_HEALTH_CHECK_TIMEOUT);

@@ -3,11 +3,11 @@ import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DEFAULT_DISRUPTION_POLICY, effectiveDisruptionPolicy, NO_DISRUPTION } from '../../../api/src/disruption.js';
+import { DEFAULT_DISRUPTION_POLICY, effectiveDisruptionPolicy, NO_DISRUPTION } from '../../api/src/disruption.js';
 import { disruptionOf, systemctlCommands, targetOf, unitActionsOf } from './disruption.js';
 import { Host } from './host.js';
-import { parseIgnition, type IgnitionConfig } from './ignition.js';
-import { layAccounts } from '../../testing/agent.js';
+import { parseIgnition, type IgnitionConfig } from '../../support/src/ignition/ignition.js';
+import { layAccounts } from '../testing/agent.js';
 
 const roots: string[] = [];
 after(() => Promise.all(roots.map((r) => rm(r, { recursive: true, force: true }))));

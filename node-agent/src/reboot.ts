@@ -13,7 +13,7 @@ import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { appendFile, mkdir, readFile, rename, rm } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { HOST_PATHS } from '../../../api/src/host-paths.js';
+import { HOST_PATHS } from '../../api/src/host-paths.js';
 import type { Host } from './host.js';
 import { createFile } from './root.js';
 

@@ -6,7 +6,10 @@
 import { lstat, mkdir, mkdtemp, readdir, readFile, readlink, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { IgnitionConfig } from '../src/agent/ignition.js';
+import type { IgnitionConfig } from '../../support/src/ignition/ignition.js';
+
+/** The agent's own folder on a host (its record, journal and backups), for tests that leave it out of a copy. */
+export { STATE_DIR } from '../src/host.js';
 
 /** The users of a CoreOS-like host (`core` is uid 1000), as the agent reads them from the host root. */
 export const HOST_USERS = { core: { uid: 1000, gid: 1000 }, 'core.admin': { uid: 1001, gid: 1001 } } as const;

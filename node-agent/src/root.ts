@@ -16,7 +16,7 @@
 import { constants } from 'node:fs';
 import { lstat, open, readlink } from 'node:fs/promises';
 import { join } from 'node:path';
-import { UnsupportedConfigError } from './refusal.js';
+import { UnsupportedConfigError } from '../../support/src/ignition/refusal.js';
 
 /** As Linux's MAXSYMLINKS: more links than this on one path is a loop. */
 export const MAX_LINKS = 40;

@@ -4,12 +4,12 @@ import fsp, { mkdir, mkdtemp, readFile, readlink, rm, stat, writeFile } from 'no
 import { syncBuiltinESMExports } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DEFAULT_DISRUPTION_POLICY, effectiveDisruptionPolicy, NO_DISRUPTION } from '../../../api/src/disruption.js';
+import { DEFAULT_DISRUPTION_POLICY, effectiveDisruptionPolicy, NO_DISRUPTION } from '../../api/src/disruption.js';
 import { disruptionOf } from './disruption.js';
 import { Host } from './host.js';
-import { parseIgnition, type IgnitionConfig } from './ignition.js';
+import { parseIgnition, type IgnitionConfig } from '../../support/src/ignition/ignition.js';
 import { applyPlan, commitRecord, planOf, readRecord, recordOf } from './record.js';
-import { tree } from '../../testing/agent.js';
+import { tree } from '../testing/agent.js';
 
 const roots: string[] = [];
 after(() => Promise.all(roots.map((r) => rm(r, { recursive: true, force: true }))));

@@ -3,8 +3,8 @@ import assert from 'node:assert/strict';
 import type * as k8s from '#k8s';
 import { CAPI_API_VERSION, type Machine, type MachineSet } from '../../api/src/capi.js';
 import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
-import { previewRollout, simulateRollout, type RolloutState } from './rollout-plan.js';
-import type { NodeView } from './select.js';
+import { previewRollout, simulateRollout, type RolloutState } from './rollout-preview.js';
+import type { NodeView } from './rollout-decision.js';
 
 const T = 'target';
 const SET = 'workers';

@@ -6,9 +6,9 @@ import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { createHash } from 'node:crypto';
 import { Host } from './host.js';
-import { parseIgnition, type Entry, type IgnitionConfig } from './ignition.js';
-import { UnsupportedConfigError } from './refusal.js';
-import { confinedRoot, ESCAPES, layAccounts, tree } from '../../testing/agent.js';
+import { parseIgnition, type Entry, type IgnitionConfig } from '../../support/src/ignition/ignition.js';
+import { UnsupportedConfigError } from '../../support/src/ignition/refusal.js';
+import { confinedRoot, ESCAPES, layAccounts, tree } from '../testing/agent.js';
 
 const roots: string[] = [];
 after(() => Promise.all(roots.map((r) => rm(r, { recursive: true, force: true }))));

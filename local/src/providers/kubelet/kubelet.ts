@@ -15,22 +15,38 @@
  * Resumable from the root alone: a restarted kubelet reuses a valid client certificate, or waits for the CSR
  * its pending key names (the CSR's name is a digest of key and request, as the kubelet's own is).
  */
-import { createHash } from 'node:crypto';
 import * as k8s from '#k8s';
-import { HOST_PATHS } from '../../../api/src/host-paths.js';
-import { LABELS } from '../../../api/src/keys.js';
-import { makeApiClient } from '../../../support/src/kubeconfig.js';
-import { statusCode, TerminalError } from '../../../support/src/errors.js';
-import type { Logger } from '../../../support/src/logger.js';
-import { createCertificateRequest, verifyCertificate } from '../../../test/bed/src/pki.js';
-import type { Clock } from '../../../support/src/timers.js';
-import { HostFs } from './host-fs.js';
-import { SIMULATION } from '../../../test/bed/src/keys.js';
-
-export const KUBELET_CLIENT_SIGNER = 'kubernetes.io/kube-apiserver-client-kubelet';
-export const KUBELET_SERVING_SIGNER = 'kubernetes.io/kubelet-serving';
-const CLIENT_USAGES = ['digital signature', 'client auth'];
-const SERVING_USAGES = ['digital signature', 'server auth'];
+import { HOST_PATHS } from '../../../../api/src/host-paths.js';
+import { makeApiClient } from '../../../../support/src/kubeconfig.js';
+import { statusCode, TerminalError } from '../../../../support/src/errors.js';
+import type { Logger } from '../../../../support/src/logger.js';
+import { createCertificateRequest, verifyCertificate } from '../../../../test/bed/src/pki.js';
+import type { Clock } from '../../../../support/src/timers.js';
+import { HostFs } from '../host-fs.js';
+import { b64, combined, kubeConfigOf, kubeletKubeconfig, splitPem, type Credentials } from './credentials.js';
+import {
+  kubeletConfigProblem,
+  parseBootstrapKubeconfig,
+  parseKubeletConfig,
+  parseReleaseInfo,
+  type BootstrapMaterial,
+  type ReleaseInfo,
+} from './host-files.js';
+import {
+  apiMessage,
+  bootstrapRefusal,
+  CLIENT_USAGES,
+  csrName,
+  csrOutcome,
+  joinFailure,
+  KUBELET_CLIENT_SIGNER,
+  KUBELET_REASONS,
+  KUBELET_SERVING_SIGNER,
+  RetryableJoinError,
+  SERVING_USAGES,
+} from './join.js';
+import { hostStatusPatches, registrationNode, type HostStatus, type KubeletSpec } from './node-status.js';
+import { SIMULATION } from '../../../../test/bed/src/keys.js';
 
 /** Condition types the kubelet reports on its host's LocalMachine. */
 const KUBELET_CONDITIONS = {
@@ -38,20 +54,6 @@ const KUBELET_CONDITIONS = {
   joined: 'Joined',
   /** Whether the kubelet holds a serving certificate (never holds up Joined). */
   servingCertificate: 'ServingCertificate',
-} as const;
-
-/** Reasons of the Joined and ServingCertificate conditions. */
-export const KUBELET_REASONS = {
-  joined: 'Joined',
-  issued: 'Issued',
-  noJoinMaterial: 'NoJoinMaterial',
-  bootstrapTokenRejected: 'BootstrapTokenRejected',
-  bootstrapForbidden: 'BootstrapForbidden',
-  waitingForApproval: 'WaitingForApproval',
-  csrDenied: 'CSRDenied',
-  csrFailed: 'CSRFailed',
-  registrationRefused: 'RegistrationRefused',
-  apiserverUnreachable: 'APIServerUnreachable',
 } as const;
 
 export interface KubeletCondition {
@@ -84,19 +86,6 @@ const KUBELET_TIMING: Readonly<KubeletTiming> = Object.freeze({
   statusSyncMs: 5_000,
 });
 
-/** What the host is, as the machine and its cloud metadata tell its kubelet. */
-export interface KubeletSpec {
-  /** The host's root folder. */
-  root: string;
-  /** The host's hostname: its Node's name. */
-  nodeName: string;
-  providerID: string;
-  /** The zone, when the machine has one (topology.kubernetes.io/zone). */
-  zone?: string;
-  /** Taints to register with (the Machine's spec.taints), besides the kubelet config's registerWithTaints. */
-  taints: k8s.V1Taint[];
-}
-
 export interface KubeletDeps {
   log: Logger;
   clock: Clock;
@@ -104,286 +93,6 @@ export interface KubeletDeps {
   timing?: Partial<KubeletTiming>;
   /** Records a condition on the host's LocalMachine. */
   report(condition: KubeletCondition): Promise<void>;
-}
-
-/** A refusal the kubelet keeps retrying (the token may arrive, RBAC may be applied, an approval may come). */
-class RetryableJoinError extends Error {
-  override readonly name = 'RetryableJoinError';
-  constructor(
-    message: string,
-    readonly reason: string,
-    options?: ErrorOptions,
-  ) {
-    super(message, options);
-  }
-}
-
-// ---- pure parts ----
-
-export interface BootstrapMaterial {
-  server: string;
-  caPem: string;
-  token: string;
-}
-
-/** The cluster and token of a bootstrap kubeconfig; `caPem` stands in when it carries no CA data. */
-export function parseBootstrapKubeconfig(yaml: string, caPem?: string): BootstrapMaterial {
-  const kc = new k8s.KubeConfig();
-  try {
-    kc.loadFromString(yaml);
-  } catch (err) {
-    throw new Error(`${HOST_PATHS.bootstrapKubeconfig} is not a kubeconfig: ${(err as Error).message}`, { cause: err });
-  }
-  const cluster = kc.getCurrentCluster();
-  const user = kc.getCurrentUser();
-  if (!cluster?.server) throw new Error(`${HOST_PATHS.bootstrapKubeconfig} names no cluster server`);
-  if (!user?.token) throw new Error(`${HOST_PATHS.bootstrapKubeconfig} holds no bootstrap token`);
-  const ca = cluster.caData ? Buffer.from(cluster.caData, 'base64').toString() : caPem;
-  if (!ca)
-    throw new Error(
-      `${HOST_PATHS.bootstrapKubeconfig} has no certificate-authority-data and ${HOST_PATHS.guestCa} is missing`,
-    );
-  return { server: cluster.server, caPem: ca, token: user.token };
-}
-
-/** The registration taints of a KubeletConfiguration (JSON). */
-export function parseKubeletConfig(json: string): { registerWithTaints: k8s.V1Taint[] } {
-  let doc: unknown;
-  try {
-    doc = JSON.parse(json);
-  } catch (err) {
-    throw new Error(`${HOST_PATHS.kubeletConfig} is not JSON: ${(err as Error).message}`, { cause: err });
-  }
-  const config = doc as { kind?: unknown; registerWithTaints?: unknown };
-  if (typeof doc !== 'object' || doc === null || config.kind !== 'KubeletConfiguration')
-    throw new Error(`${HOST_PATHS.kubeletConfig} is not a KubeletConfiguration`);
-  const taints = Array.isArray(config.registerWithTaints) ? (config.registerWithTaints as k8s.V1Taint[]) : [];
-  return { registerWithTaints: taints.filter((t) => typeof t.key === 'string' && typeof t.effect === 'string') };
-}
-
-/**
- * Why the kubelet would refuse to start with this configuration, or undefined when it would start: not JSON,
- * not a KubeletConfiguration, or a value the kubelet's own validation rejects (the checks below carry its
- * messages, from k8s.io/kubernetes pkg/kubelet/apis/config/validation). A host whose kubelet.conf is refused
- * has no running kubelet: its Node stops being Ready (the simulated kubelet reports that, see Kubelet).
- */
-export function kubeletConfigProblem(json: string | undefined): string | undefined {
-  if (json === undefined) return `${HOST_PATHS.kubeletConfig} is missing`;
-  try {
-    parseKubeletConfig(json);
-  } catch (err) {
-    return (err as Error).message;
-  }
-  const config = JSON.parse(json) as Record<string, unknown>;
-  const rules = Object.entries(KUBELET_RULES).filter(([field]) => config[field] !== undefined);
-  const notNumbers = rules.filter(([field]) => typeof config[field] !== 'number').map(([field]) => field);
-  if (notNumbers.length > 0)
-    return `failed to decode ${HOST_PATHS.kubeletConfig}: ${notNumbers.join(', ')} must be a number`;
-  const errors = rules
-    .map(([field, rule]) => rule(config[field] as number))
-    .filter((e): e is string => e !== undefined);
-  return errors.length > 0 ? `invalid configuration: ${errors.join(', ')}` : undefined;
-}
-
-/** Numeric fields the kubelet validates, with its own messages. */
-const KUBELET_RULES: Record<string, (v: number) => string | undefined> = {
-  maxPods: (v) => (v < 0 ? `maxPods (--max-pods) ${v} must not be a negative number` : undefined),
-  healthzPort: (v) =>
-    v !== 0 && !(v >= 1 && v <= 65535)
-      ? `healthzPort (--healthz-port) ${v} must be between 1 and 65535, inclusive`
-      : undefined,
-  imageGCHighThresholdPercent: (v) =>
-    !(v >= 0 && v <= 100)
-      ? `imageGCHighThresholdPercent (--image-gc-high-threshold) ${v} must be between 0 and 100, inclusive`
-      : undefined,
-};
-
-/** Value of SIMULATION.hostDown the kubelet writes while it rejects its config (tests write "true" for a
- * dead host: the kubelet never removes that one). */
-export const KUBELET_CONFIG_REJECTED = 'kubelet-config-rejected';
-/** Reason of the Ready=False condition the kubelet reports while it rejects its config. */
-export const KUBELET_CONFIG_INVALID = 'KubeletConfigInvalid';
-
-/** What the kubelet reports in its Node's status after each look at the host root. */
-export interface HostStatus {
-  release: ReleaseInfo;
-  /** This boot's ID (HOST_PATHS.bootId), when the host has one. */
-  bootId?: string;
-  /** Why the kubelet config is refused (kubeletConfigProblem). */
-  configProblem?: string;
-}
-
-/**
- * The Node patches that report a host's status: the annotation first (so KWOK stops marking the Node Ready
- * before the status says it is not), then nodeInfo (boot ID, versions) and, while the config is refused,
- * Ready=False, in one status patch: no reader sees this boot's ID with a Ready left from before.
- * `annotation`: what SIMULATION.hostDown is now.
- */
-export function hostStatusPatches(
-  status: HostStatus,
-  annotation: string | undefined,
-  now: Date,
-): { metadata?: object; status: object } {
-  const metadata = hostDownPatch(status.configProblem !== undefined, annotation);
-  const nodeInfo: Record<string, string> = {};
-  if (status.bootId) nodeInfo.bootID = status.bootId;
-  if (status.release.kubeletVersion) nodeInfo.kubeletVersion = status.release.kubeletVersion;
-  if (status.release.osImage) nodeInfo.osImage = status.release.osImage;
-  const conditions =
-    status.configProblem === undefined
-      ? undefined
-      : [
-          {
-            type: 'Ready',
-            status: 'False',
-            reason: KUBELET_CONFIG_INVALID,
-            message: `kubelet cannot start: ${status.configProblem}`,
-            lastHeartbeatTime: now,
-            lastTransitionTime: now,
-          },
-        ];
-  return { ...(metadata ? { metadata } : {}), status: { nodeInfo, ...(conditions ? { conditions } : {}) } };
-}
-
-/** Sets the annotation while the config is refused (unless a test put "true" there), removes only its own. */
-function hostDownPatch(rejected: boolean, annotation: string | undefined): object | undefined {
-  if (rejected && annotation === undefined) return { annotations: { [SIMULATION.hostDown]: KUBELET_CONFIG_REJECTED } };
-  if (!rejected && annotation === KUBELET_CONFIG_REJECTED) return { annotations: { [SIMULATION.hostDown]: null } };
-  return undefined;
-}
-
-export interface ReleaseInfo {
-  kubeletVersion?: string;
-  osImage?: string;
-}
-
-/** The kubelet's version and OS image from the release file; nothing when it is missing or unreadable. */
-export function parseReleaseInfo(json: string | undefined): ReleaseInfo {
-  if (json === undefined) return {};
-  try {
-    const r = JSON.parse(json) as Record<string, unknown>;
-    const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
-    return { kubeletVersion: str(r.kubeletVersion), osImage: str(r.osImage) };
-  } catch {
-    return {};
-  }
-}
-
-/** The Node a kubelet registers: labels it may set under NodeRestriction, its providerID, registration taints and version. */
-export function registrationNode(
-  spec: KubeletSpec,
-  opts: { registerWithTaints: k8s.V1Taint[]; release: ReleaseInfo },
-): k8s.V1Node {
-  const labels: Record<string, string> = {
-    'kubernetes.io/hostname': spec.nodeName,
-    'kubernetes.io/os': 'linux',
-    [SIMULATION.hostLabel]: 'local',
-  };
-  if (spec.zone) labels[LABELS.zone] = spec.zone;
-  const taints = new Map<string, k8s.V1Taint>();
-  for (const t of [...opts.registerWithTaints, ...spec.taints])
-    taints.set(`${t.key}:${t.effect}`, { key: t.key, value: t.value, effect: t.effect });
-  // Empty fields are KWOK's to fill; the version and OS image are the release's, as a real kubelet's would be.
-  const nodeInfo = {
-    architecture: '',
-    bootID: '',
-    containerRuntimeVersion: '',
-    kernelVersion: '',
-    kubeProxyVersion: '',
-    machineID: '',
-    operatingSystem: 'linux',
-    systemUUID: '',
-  };
-  return {
-    apiVersion: 'v1',
-    kind: 'Node',
-    metadata: { name: spec.nodeName, labels },
-    spec: { providerID: spec.providerID, taints: [...taints.values()] },
-    status: {
-      nodeInfo: { ...nodeInfo, kubeletVersion: opts.release.kubeletVersion ?? '', osImage: opts.release.osImage ?? '' },
-    },
-  };
-}
-
-/**
- * A CSR's name from its key and what it asks for (not the request's bytes: an ECDSA signature differs each
- * time), so a restarted kubelet, or one whose wait ran out, finds the CSR it submitted rather than adding one.
- */
-export function csrName(prefix: string, keyPem: string, asked: readonly string[]): string {
-  const digest = createHash('sha256').update(keyPem);
-  for (const part of asked) digest.update('\0').update(part);
-  return `${prefix}${digest
-    .digest('base64url')
-    .toLowerCase()
-    .replace(/[^a-z0-9]/g, '')}`.slice(0, 63);
-}
-
-export type CsrOutcome =
-  | { state: 'issued'; certPem: string }
-  | { state: 'denied' | 'failed'; message: string }
-  | { state: 'pending'; approved: boolean };
-
-/** Where a CSR stands: issued, denied or failed (with the decider's reason and message), or still pending. */
-export function csrOutcome(csr: k8s.V1CertificateSigningRequest): CsrOutcome {
-  const conditions = csr.status?.conditions ?? [];
-  const said = (type: string): string | undefined => {
-    const c = conditions.find((x) => x.type === type && x.status !== 'False');
-    return c ? [c.reason, c.message].filter(Boolean).join(': ') || type : undefined;
-  };
-  const denied = said('Denied');
-  if (denied !== undefined) return { state: 'denied', message: denied };
-  const failed = said('Failed');
-  if (failed !== undefined) return { state: 'failed', message: failed };
-  if (csr.status?.certificate)
-    return { state: 'issued', certPem: Buffer.from(csr.status.certificate, 'base64').toString() };
-  return { state: 'pending', approved: said('Approved') !== undefined };
-}
-
-/** The apiserver's own message of a refused request, or the error's. */
-export function apiMessage(err: unknown): string {
-  const body = (err as { body?: unknown }).body;
-  if (typeof body === 'string') {
-    try {
-      const message = (JSON.parse(body) as { message?: unknown }).message;
-      if (typeof message === 'string' && message !== '') return message;
-    } catch {
-      if (body.trim() !== '') return body.trim();
-    }
-  }
-  return (err as Error).message ?? String(err);
-}
-
-/** The condition an error of the join leaves, and whether the kubelet gives up (terminal) or retries. */
-export function joinFailure(err: unknown): { reason: string; message: string; terminal: boolean } {
-  if (err instanceof TerminalError) return { reason: err.reason, message: err.message, terminal: true };
-  if (err instanceof RetryableJoinError) return { reason: err.reason, message: err.message, terminal: false };
-  return { reason: KUBELET_REASONS.apiserverUnreachable, message: apiMessage(err), terminal: false };
-}
-
-/** Refusals of the bootstrap token's requests, said as a kubelet operator would want to read them. */
-export function bootstrapRefusal(err: unknown): unknown {
-  const code = statusCode(err);
-  if (code === 401)
-    return new RetryableJoinError(
-      'the guest apiserver refused the bootstrap token (401 Unauthorized): it expired, was deleted or never existed',
-      KUBELET_REASONS.bootstrapTokenRejected,
-      { cause: err },
-    );
-  if (code === 403)
-    return new RetryableJoinError(
-      `the bootstrap token may not submit CSRs: ${apiMessage(err)}`,
-      KUBELET_REASONS.bootstrapForbidden,
-      { cause: err },
-    );
-  return err;
-}
-
-// ---- the kubelet ----
-
-interface Credentials {
-  material: BootstrapMaterial;
-  certPem: string;
-  keyPem: string;
 }
 
 interface CsrRequest {
@@ -396,47 +105,6 @@ interface CsrRequest {
   dnsNames?: string[];
   ipAddresses?: string[];
   condition: string;
-}
-
-const combined = (c: { certPem: string; keyPem: string }): string => `${c.certPem.trimEnd()}\n${c.keyPem}`;
-
-function splitPem(pem: string): { certPem: string; keyPem: string } | undefined {
-  const cert = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/.exec(pem)?.[0];
-  const key = /-----BEGIN (?:EC |)PRIVATE KEY-----[\s\S]+?-----END (?:EC |)PRIVATE KEY-----/.exec(pem)?.[0];
-  return cert && key ? { certPem: `${cert}\n`, keyPem: `${key}\n` } : undefined;
-}
-
-function kubeConfigOf(material: BootstrapMaterial, user: k8s.User): k8s.KubeConfig {
-  const kc = new k8s.KubeConfig();
-  kc.loadFromOptions({
-    clusters: [
-      {
-        name: 'guest',
-        server: material.server,
-        caData: Buffer.from(material.caPem).toString('base64'),
-        skipTLSVerify: false,
-      },
-    ],
-    users: [user],
-    contexts: [{ name: 'kubelet', cluster: 'guest', user: user.name }],
-    currentContext: 'kubelet',
-  });
-  return kc;
-}
-
-const b64 = (s: string): string => Buffer.from(s).toString('base64');
-
-/** The kubeconfig a kubelet keeps once bootstrapped: host paths, as the kubelet on the host would read them. */
-function kubeletKubeconfig(material: BootstrapMaterial): string {
-  return [
-    'apiVersion: v1',
-    'kind: Config',
-    `clusters:\n- name: default-cluster\n  cluster:\n    server: ${material.server}\n    certificate-authority-data: ${b64(material.caPem)}`,
-    `users:\n- name: default-auth\n  user:\n    client-certificate: ${HOST_PATHS.kubeletClientCert}\n    client-key: ${HOST_PATHS.kubeletClientCert}`,
-    'contexts:\n- name: default-context\n  context:\n    cluster: default-cluster\n    user: default-auth',
-    'current-context: default-context',
-    '',
-  ].join('\n');
 }
 
 export class Kubelet {

@@ -11,11 +11,17 @@
  */
 import { lstat, mkdir, readdir, readFile, readlink, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import type { Disruption } from '../../../api/src/disruption.js';
+import type { Disruption } from '../../api/src/disruption.js';
 import { HeldDir } from './held.js';
-import { entriesOf, homeOf, type Entry, type EntryOrigin, type IgnitionConfig } from './ignition.js';
-import { UnsupportedConfigError } from './refusal.js';
-import { parseAccounts, resolveOwner, type Owner } from './owners.js';
+import {
+  entriesOf,
+  homeOf,
+  type Entry,
+  type EntryOrigin,
+  type IgnitionConfig,
+} from '../../support/src/ignition/ignition.js';
+import { UnsupportedConfigError } from '../../support/src/ignition/refusal.js';
+import { parseAccounts, resolveOwner, type Owner } from '../../support/src/ignition/owners.js';
 import { createFile, readNoFollow, resolveInRoot, type Resolved } from './root.js';
 
 /** The agent's own state on the host (journal, backup, the list of paths it manages). */

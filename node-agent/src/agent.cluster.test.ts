@@ -10,13 +10,13 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readFile, rm, symlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as k8s from '#k8s';
-import { startCluster, type Cluster } from '../../../test/bed/src/index.js';
-import { ANNOTATIONS, NODE_STATES } from '../../../api/src/keys.js';
-import { createTestNode, eventually } from '../../../drainer/testing/index.js';
-import { guestNamespace, payloadSecret } from '../desired.js';
-import { KINDLING_BIN } from '../../testing/index.js';
-import type { IgnitionConfig } from './ignition.js';
-import { confinedRoot, ESCAPES, tree } from '../../testing/agent.js';
+import { startCluster, type Cluster } from '../../test/bed/src/index.js';
+import { ANNOTATIONS, NODE_STATES } from '../../api/src/keys.js';
+import { createTestNode, eventually } from '../../drainer/testing/index.js';
+import { guestNamespace, payloadSecret } from '../../inplace-upgrader/src/desired.js';
+import { KINDLING_BIN } from '../../inplace-upgrader/testing/index.js';
+import type { IgnitionConfig } from '../../support/src/ignition/ignition.js';
+import { confinedRoot, ESCAPES, tree } from '../testing/agent.js';
 
 const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
 

@@ -1,10 +1,10 @@
 /** `kindling agent`: the node agent, run in the agent Pod the upgrader pins to a node. */
 import { resolve } from 'node:path';
-import { defineCommand, type Command } from '../../../support/src/command.js';
-import { ConfigError } from '../../../support/src/config.js';
-import { loadKubeConfig } from '../../../support/src/component.js';
-import { createLogger } from '../../../support/src/logger.js';
-import { GUEST_NAMESPACE, HOST_ROOT_MOUNT } from '../desired.js';
+import { defineCommand, type Command } from '../../support/src/command.js';
+import { ConfigError } from '../../support/src/config.js';
+import { loadKubeConfig } from '../../support/src/component.js';
+import { createLogger } from '../../support/src/logger.js';
+import { GUEST_NAMESPACE, HOST_ROOT_MOUNT } from '../../api/src/node-agent.js';
 import { Agent } from './agent.js';
 import { Host } from './host.js';
 import { SimulatedReboot, SystemdReboot, type RebootAction } from './reboot.js';

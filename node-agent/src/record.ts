@@ -21,8 +21,8 @@ import { isDeepStrictEqual } from 'node:util';
 import { createFile } from './root.js';
 import { payloadKubeletVersion } from './gate.js';
 import { writeAtomic, type AppliedRecord, type Change, type Host, type Original, type UnitActions } from './host.js';
-import { parseBooted, parseIgnition, type Entry, type EntryOrigin } from './ignition.js';
-import { UnsupportedConfigError } from './refusal.js';
+import { parseBooted, parseIgnition, type Entry, type EntryOrigin } from '../../support/src/ignition/ignition.js';
+import { UnsupportedConfigError } from '../../support/src/ignition/refusal.js';
 
 type Removal =
   { kind: 'remove'; path: string; origin: EntryOrigin } | { kind: 'restore'; original: Original; origin: EntryOrigin };

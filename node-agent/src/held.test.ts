@@ -4,9 +4,9 @@ import { chmod, chown, lchown, lstat, mkdir, readFile, rename, rm, symlink, writ
 import { join } from 'node:path';
 import { HeldDir } from './held.js';
 import { Host } from './host.js';
-import { parseIgnition, type IgnitionConfig } from './ignition.js';
-import { UnsupportedConfigError } from './refusal.js';
-import { confinedRoot, HOST_USERS, tree } from '../../testing/agent.js';
+import { parseIgnition, type IgnitionConfig } from '../../support/src/ignition/ignition.js';
+import { UnsupportedConfigError } from '../../support/src/ignition/refusal.js';
+import { confinedRoot, HOST_USERS, tree } from '../testing/agent.js';
 
 // The attacker is a user other than the agent: files are handed to core with chown, which needs root.
 const skip = process.getuid?.() !== 0 && 'needs root to make files a user owns';

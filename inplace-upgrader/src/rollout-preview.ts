@@ -7,7 +7,7 @@ import type * as k8s from '#k8s';
 import type { Machine, MachineSet } from '../../api/src/capi.js';
 import type { IntOrPercent } from '../../api/src/nodepool.js';
 import { resolveMaxUnavailable } from '../../support/src/int-or-percent.js';
-import { classifyNode, planRollout, setMembers, type NodePhase, type NodeView } from './select.js';
+import { classifyNode, planRollout, setMembers, type NodePhase, type NodeView } from './rollout-decision.js';
 
 export interface RolloutState {
   /** The MachineSet the upgrader rolls (its name and cluster select its Machines). */

@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type * as k8s from '#k8s';
 import { ANNOTATIONS, LABELS } from '../../api/src/keys.js';
-import { classifyNode, pickNodes, planRollout, type NodeView } from './select.js';
+import { classifyNode, pickNodes, planRollout, type NodeView } from './rollout-decision.js';
 
 const T = 'target';
 const view = (name: string, phase: NodeView['phase'], extra: Partial<NodeView> = {}): NodeView => ({

@@ -24,22 +24,23 @@
  * a link to the agent) is written without an action.
  */
 import * as k8s from '#k8s';
-import { ANNOTATIONS, DRAIN_PREFIX, NODE_STATES, UNCORDON_PREFIX } from '../../../api/src/keys.js';
-import { isNotFound } from '../../../support/src/errors.js';
-import { ResilientInformer } from '../../../support/src/informer.js';
-import type { Logger } from '../../../support/src/logger.js';
-import type { Clock } from '../../../support/src/timers.js';
-import { PAYLOAD_KEYS, payloadSecretName } from '../desired.js';
+import { ANNOTATIONS, DRAIN_PREFIX, NODE_STATES, UNCORDON_PREFIX } from '../../api/src/keys.js';
+import { isNotFound } from '../../support/src/errors.js';
+import { ResilientInformer } from '../../support/src/informer.js';
+import type { Logger } from '../../support/src/logger.js';
+import type { Clock } from '../../support/src/timers.js';
+import { PAYLOAD_KEYS, payloadSecretName } from '../../api/src/node-agent.js';
 import { gateAction, gateTimeoutMs, type GateAction } from './gate.js';
-import { describeDisruption, parseEffectivePolicy, type Disruption } from '../../../api/src/disruption.js';
+import { describeDisruption, parseEffectivePolicy, type Disruption } from '../../api/src/disruption.js';
 import { disruptionOf, systemctlCommands, unitActionsOf } from './disruption.js';
-import { parseIgnition } from './ignition.js';
-import { UnsupportedConfigError } from './refusal.js';
+import { parseIgnition } from '../../support/src/ignition/ignition.js';
+import { UnsupportedConfigError } from '../../support/src/ignition/refusal.js';
 import type { Host, Journal } from './host.js';
 import { applyPlan, commitRecord, nextRecord, planOf, readRecord, recordOf, type Booted, type Plan } from './record.js';
-import { MAX_PAYLOAD_SECRET_BYTES } from '../../../api/src/limits.js';
-import { InflateBudget } from '../../../support/src/inflate.js';
+import { MAX_PAYLOAD_SECRET_BYTES } from '../../api/src/limits.js';
+import { InflateBudget } from '../../support/src/inflate.js';
 import type { RebootAction } from './reboot.js';
+import { clusterScoped } from '../../support/src/object-key.js';
 
 export interface AgentOptions {
   kubeConfig: k8s.KubeConfig;
@@ -122,7 +123,7 @@ export class Agent {
 
   /** One step of the protocol. */
   async step(): Promise<StepOutcome> {
-    const node = this.#informer.get(this.#opts.node);
+    const node = this.#informer.get(clusterScoped(this.#opts.node));
     if (!node) return 'wait';
     const journal = await this.#opts.host.readJournal();
     if (journal?.phase === 'applying') return this.#recover(journal);

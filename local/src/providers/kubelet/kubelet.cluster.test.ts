@@ -4,16 +4,16 @@ import { mkdir, mkdtemp, readFile, rm, access, writeFile } from 'node:fs/promise
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { renderPayload } from '../../../ignition-server/src/payload/render.js';
-import type { ReleaseManifest } from '../../../ignition-server/src/release/types.js';
-import { dataUrlBytes } from '../../../support/src/data-url.js';
+import { renderPayload } from '../../../../ignition-server/src/payload/render.js';
+import type { ReleaseManifest } from '../../../../ignition-server/src/release/types.js';
+import { dataUrlBytes } from '../../../../support/src/data-url.js';
 import * as k8s from '#k8s';
-import { HOST_PATHS } from '../../../api/src/host-paths.js';
-import { BOOTSTRAP_GROUP, bootstrapPoolGroup } from '../../../api/src/keys.js';
-import { TerminalError } from '../../../support/src/errors.js';
-import { createLogger } from '../../../support/src/logger.js';
-import { verifyCertificate } from '../../../test/bed/src/pki.js';
-import { realClock } from '../../../support/src/timers.js';
+import { HOST_PATHS } from '../../../../api/src/host-paths.js';
+import { BOOTSTRAP_GROUP, bootstrapPoolGroup } from '../../../../api/src/keys.js';
+import { TerminalError } from '../../../../support/src/errors.js';
+import { createLogger } from '../../../../support/src/logger.js';
+import { verifyCertificate } from '../../../../test/bed/src/pki.js';
+import { realClock } from '../../../../support/src/timers.js';
 import {
   bindGroup,
   createBootstrapToken,
@@ -23,9 +23,9 @@ import {
   startCluster,
   tokenKubeconfigYaml,
   type Cluster,
-} from '../../../test/bed/src/index.js';
+} from '../../../../test/bed/src/index.js';
+import { Kubelet, type KubeletCondition } from './kubelet.js';
 import {
-  Kubelet,
   KUBELET_CLIENT_SIGNER,
   KUBELET_REASONS,
   KUBELET_SERVING_SIGNER,
@@ -34,19 +34,17 @@ import {
   csrName,
   csrOutcome,
   joinFailure,
-  parseBootstrapKubeconfig,
-  parseKubeletConfig,
-  parseReleaseInfo,
-  registrationNode,
+} from './join.js';
+import { kubeletConfigProblem, parseBootstrapKubeconfig, parseKubeletConfig, parseReleaseInfo } from './host-files.js';
+import {
   hostStatusPatches,
-  kubeletConfigProblem,
+  registrationNode,
   KUBELET_CONFIG_INVALID,
   KUBELET_CONFIG_REJECTED,
-  type KubeletCondition,
   type KubeletSpec,
-} from './kubelet.js';
-import { joinMaterialFiles, releaseJson, writeHostFiles } from './testing.js';
-import { SIMULATION } from '../../../test/bed/src/keys.js';
+} from './node-status.js';
+import { joinMaterialFiles, releaseJson, writeHostFiles } from '../testing.js';
+import { SIMULATION } from '../../../../test/bed/src/keys.js';
 
 const log = createLogger({ name: 'kubelet-test', level: process.env.TEST_LOG_LEVEL ?? 'silent' });
 const CA = '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n';
@@ -200,7 +198,7 @@ describe('kubelet: a config it refuses', () => {
 });
 
 describe('kubelet: the sample releases', () => {
-  const releases = fileURLToPath(new URL('../../../../local/releases/', import.meta.url));
+  const releases = fileURLToPath(new URL('../../../../../local/releases/', import.meta.url));
   const kubeletConfigOf = async (version: string): Promise<string | undefined> => {
     const read = async (path: string): Promise<Record<string, unknown>> =>
       JSON.parse(await readFile(join(releases, version, path), 'utf8')) as Record<string, unknown>;

@@ -3,9 +3,9 @@ import assert from 'node:assert/strict';
 import { mkdir, mkdtemp, readFile, rm, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { UnsupportedConfigError } from './refusal.js';
+import { UnsupportedConfigError } from '../../support/src/ignition/refusal.js';
 import { createFile, MAX_LINKS, resolveInRoot } from './root.js';
-import { confinedRoot, tree } from '../../testing/agent.js';
+import { confinedRoot, tree } from '../testing/agent.js';
 
 const bases: string[] = [];
 after(() => Promise.all(bases.map((b) => rm(b, { recursive: true, force: true }))));
