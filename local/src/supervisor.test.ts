@@ -245,7 +245,7 @@ describe('Supervisor (real processes)', () => {
       }
     };
     for (const pid of [again, before.b, before.c])
-      await eventually(`${pid} to be gone`, () => Promise.resolve(gone(pid) || undefined), 5_000, 20);
+      await eventually(`${pid} to be gone`, () => Promise.resolve(gone(pid) || undefined), 15_000, 20);
     assert.equal(exits.length, 1, 'stopping is not an exit to report');
   });
 });
