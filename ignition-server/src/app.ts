@@ -190,12 +190,26 @@ function writes(chunks: Buffer[]): Buffer[] {
   return out;
 }
 
+/**
+ * A small payload's chunks as one corked run of writes: the TLS layer joins them behind the headers in one
+ * copy, as it copies any body behind its headers. Joining them here first (Buffer.concat) cost a second copy
+ * and an allocation per request, and the copy out of shared memory is a slow, relaxed one: about a quarter of
+ * what the handler cost above plain node:https (callgrind).
+ */
+function writeCorked(res: ServerResponse, chunks: Buffer[]): void {
+  res.cork();
+  const last = chunks.length - 1;
+  for (let i = 0; i < last; i++) res.write(chunks[i]);
+  res.end(chunks[last]);
+  res.uncork();
+}
+
 function send(res: ServerResponse, chunks: Buffer[], version: SpecVersion, head: boolean): void {
   let length = 0;
   for (const c of chunks) length += c.length;
   res.writeHead(200, { 'content-type': contentType(version), 'content-length': length, 'cache-control': 'no-store' });
   if (head) return void res.end();
-  if (length < SMALL_PAYLOAD_BYTES) return void res.end(Buffer.concat(chunks, length));
+  if (length < SMALL_PAYLOAD_BYTES) return writeCorked(res, chunks);
   const parts = writes(chunks);
   // Each part is written once the one before has gone to TLS: parts buffered behind a write in flight go
   // out as one writev, which Node's TLS layer first copies into one buffer (a copy of the whole payload).

@@ -7,7 +7,6 @@
 import { createPrivateKey, createPublicKey, randomBytes, type KeyObject } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { calculateJwkThumbprint, exportJWK, jwtVerify, SignJWT } from 'jose';
-import { LRUCache } from 'lru-cache';
 import { realClock, type Clock } from '../../support/src/timers.js';
 import { createEntrySeal, type EntrySeal } from './payload/signature.js';
 
@@ -78,15 +77,17 @@ export function createTokenVerifier(publicKeyPem: string, clock: Clock = realClo
 
 /**
  * The signature check of a token is the same every time (only its expiry moves), and it dominated the
- * request path: a bounded LRU remembers the claims of tokens that verified, and a remembered token is
+ * request path: a bounded map remembers the claims of tokens that verified, and a remembered token is
  * refused the moment its `exp` passes. Revocation is not this cache's concern: the caller checks the token
  * against the live Secrets on every request. Failures are not remembered (a forged token is not worth a slot).
+ * When full, the token remembered first goes (a plain Map keeps insertion order): a host booting asks a few
+ * times at most, so keeping the recently used ones first (an LRU) bought nothing but a cost on every request.
  */
 function rememberVerified(
   verifyToken: (token: string) => Promise<TokenClaims | undefined>,
   clock: Clock,
 ): TokenVerifier {
-  const verified = new LRUCache<string, TokenClaims>({ max: VERIFIED_TOKENS });
+  const verified = new Map<string, TokenClaims>();
   const remembered = (token: string): TokenClaims | undefined => {
     const known = verified.get(token);
     if (!known || known.expiresAtMs > clock.now()) return known;
@@ -98,7 +99,9 @@ function rememberVerified(
     async verify(token) {
       if (verified.has(token)) return remembered(token);
       const claims = await verifyToken(token);
-      if (claims) verified.set(token, claims);
+      if (!claims) return undefined;
+      if (verified.size >= VERIFIED_TOKENS) verified.delete(verified.keys().next().value as string);
+      verified.set(token, claims);
       return claims;
     },
   };

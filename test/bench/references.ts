@@ -13,7 +13,7 @@ import { promisify } from 'node:util';
 import { childPids, freePort, ManagedProcess } from '../bed/src/index.js';
 
 const run = promisify(execFile);
-const GOREF = fileURLToPath(new URL('../../../test/bench/goref', import.meta.url));
+const GO_SOURCES = fileURLToPath(new URL('../../../test/bench', import.meta.url));
 const NGINX = '/usr/sbin/nginx';
 const NODE_REFERENCE = fileURLToPath(new URL('./node-reference.js', import.meta.url));
 
@@ -44,11 +44,14 @@ export function processTree(pid: number): number[] {
   return [pid, ...childPids(pid).flatMap(processTree)];
 }
 
-/** Builds the Go reference into dir (a warm Go build cache makes this seconds). */
-export async function buildGoReference(dir: string): Promise<string> {
-  const bin = join(dir, 'goref');
+/**
+ * Builds a Go program of test/bench into dir: the reference server (goref) or the storm client (gostorm). A
+ * warm Go build cache makes this seconds.
+ */
+export async function buildGo(dir: string, name: 'goref' | 'gostorm'): Promise<string> {
+  const bin = join(dir, name);
   await run('go', ['build', '-trimpath', '-o', bin, '.'], {
-    cwd: GOREF,
+    cwd: join(GO_SOURCES, name),
     env: { ...process.env, GOTOOLCHAIN: 'local', CGO_ENABLED: '0', GOFLAGS: '-mod=mod' },
     timeout: 600_000,
   });

@@ -1,0 +1,3 @@
+module kindling.dev/bench/gostorm
+
+go 1.26
