@@ -1,5 +1,5 @@
 # One image for every `kindling` subcommand (nodepool-controller, ignition-server, inplace-upgrader, drainer,
-# agent, release, crds). Not built on the development machines: they have no container engine (see README).
+# agent, release, crds). `npm run image` builds and checks it (scripts/image.js).
 #
 #   docker build -t ghcr.io/kindling/kindling:0.1.0 .
 
@@ -25,10 +25,12 @@ RUN npx --no-install tsc -p tsconfig.build.json && node scripts/vendor.js && npm
 
 # Runtime: the compiled JavaScript, production node_modules, the CRDs (`kindling crds`), and ignition-validate,
 # which the ignition server runs on every payload it generates.
+# A base assembled offline (scripts/image-base.js) carries the build machine's CA for npm alone: the runtime
+# trusts only the system store.
 FROM node:24-bookworm-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ignition ca-certificates libjemalloc2 \
- && rm -rf /var/lib/apt/lists/*
+ && rm -rf /var/lib/apt/lists/* /usr/local/etc/npmrc /usr/local/etc/npm-build-ca.pem
 WORKDIR /opt/kindling
 COPY --from=build /src/package.json ./
 COPY --from=build /src/node_modules/ node_modules/

@@ -31,11 +31,12 @@ console.log(JSON.stringify({
   uid: process.getuid(), gid: process.getgid(),
   jemalloc: /libjemalloc\\.so/.test(fs.readFileSync('/proc/self/maps', 'utf8')),
   rootWritable: writable('/opt/kindling') || writable('/'), tmpWritable: writable('/tmp'),
+  buildTrust: fs.existsSync('/usr/local/etc/npmrc') || fs.existsSync('/usr/local/etc/npm-build-ca.pem'),
 }));`;
 
 /**
  * What is wrong in the probe's answer (empty: nothing).
- * @param {{ uid: number, gid: number, jemalloc: boolean, rootWritable: boolean, tmpWritable: boolean }} p
+ * @param {{ uid: number, gid: number, jemalloc: boolean, rootWritable: boolean, tmpWritable: boolean, buildTrust?: boolean }} p
  */
 export function probeProblems(p) {
   const problems = [];
@@ -44,6 +45,7 @@ export function probeProblems(p) {
   if (!p.jemalloc) problems.push('jemalloc is not mapped into the process (LD_PRELOAD)');
   if (p.rootWritable) problems.push('the root file system is writable under --read-only');
   if (!p.tmpWritable) problems.push('/tmp is not writable (the payload validator needs it)');
+  if (p.buildTrust) problems.push("the build machine's npm CA (/usr/local/etc/npmrc) ships in the image");
   return problems;
 }
 

@@ -8,7 +8,7 @@ import { mkdirSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 import { ensurePackages, realHost } from './debian.js';
 
-/** The Debian packages the image build needs: the engine, and debootstrap for a base assembled here. */
+/** The Debian package of the container engine (debootstrap, for a base assembled here, is image-base.js's). */
 export const ENGINE_PACKAGES = ['docker.io'];
 /** dockerd without its default bridge or any firewall rule (see the comment at the top). */
 export const DOCKERD_ARGS = ['--bridge=none', '--iptables=false', '--ip-masq=false'];

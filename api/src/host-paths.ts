@@ -1,7 +1,7 @@
 /**
  * Files on a host that cross a component boundary: written into the host by the payload (Ignition at first
  * boot, the agent in place), read by the host's kubelet — in the local environment the simulated kubelet of
- * local/src/providers/kubelet.ts, under the host's root folder. The paths follow kubeadm's layout so a stock
+ * local/src/providers/kubelet/, under the host's root folder. The paths follow kubeadm's layout so a stock
  * kubelet unit finds them.
  */
 export const HOST_PATHS = {

@@ -51,7 +51,7 @@ export interface AppDeps {
 const BEARER = /^Bearer ([A-Za-z0-9._~+/-]+=*)$/;
 /** GET carries no body; anything bigger than this is not an Ignition client. */
 const MAX_BODY_BYTES = 1024;
-/** Below this a payload goes out in one write; above, its large parts are written as they are (no copy). */
+/** Below this a payload goes out as one corked run of writes; above, its large parts are written as they are. */
 const SMALL_PAYLOAD_BYTES = 64 * 1024;
 const NODE_POOL = IGNITION_HEADERS.nodePool.toLowerCase();
 const HASH = IGNITION_HEADERS.targetConfigVersionHash.toLowerCase();

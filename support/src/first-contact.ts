@@ -8,6 +8,7 @@
 import * as k8s from '#k8s';
 import type { Logger } from './logger.js';
 import { statusCode } from './errors.js';
+import { makeApiClient } from './kubeconfig.js';
 
 /** How long one attempt waits for an answer. */
 const CONTACT_TIMEOUT_MS = 10_000;
@@ -41,19 +42,14 @@ export interface FirstContactOptions {
 }
 
 function versionProbe(kc: k8s.KubeConfig): () => Promise<string> {
-  const api = kc.makeApiClient(k8s.VersionApi);
+  // The deadline aborts the request, so an apiserver that never answers leaves no socket behind per attempt.
+  const api = makeApiClient(kc, k8s.VersionApi, CONTACT_TIMEOUT_MS);
   return async () => {
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(new Error(`no answer within ${CONTACT_TIMEOUT_MS / 1000} s`)),
-        CONTACT_TIMEOUT_MS,
-      );
-    });
     try {
-      return (await Promise.race([api.getCode(), timeout])).gitVersion;
-    } finally {
-      clearTimeout(timer);
+      return (await api.getCode()).gitVersion;
+    } catch (err) {
+      if ((err as Error).name !== 'TimeoutError') throw err;
+      throw new Error(`no answer within ${CONTACT_TIMEOUT_MS / 1000} s`, { cause: err });
     }
   };
 }

@@ -23,6 +23,7 @@ interface Probe {
   jemalloc: boolean;
   rootWritable: boolean;
   tmpWritable: boolean;
+  buildTrust: boolean;
 }
 interface Check {
   listedCommands(help: string): string[];
@@ -95,14 +96,23 @@ describe('npm run image', () => {
     assert.deepEqual(check.listedCommands('no commands'), []);
   });
 
-  it('when the process runs as root, without jemalloc, with a writable root or no writable /tmp, it should say each', () => {
-    const good: Probe = { uid: 65532, gid: 65532, jemalloc: true, rootWritable: false, tmpWritable: true };
+  it("when the process runs as root, without jemalloc, with a writable root, no writable /tmp or the build's npm CA, it should say each", () => {
+    const good: Probe = {
+      uid: 65532,
+      gid: 65532,
+      jemalloc: true,
+      rootWritable: false,
+      tmpWritable: true,
+      buildTrust: false,
+    };
     assert.deepEqual(check.probeProblems(good), []);
-    assert.deepEqual(check.probeProblems({ uid: 0, gid: 0, jemalloc: false, rootWritable: true, tmpWritable: false }), [
+    const bad: Probe = { uid: 0, gid: 0, jemalloc: false, rootWritable: true, tmpWritable: false, buildTrust: true };
+    assert.deepEqual(check.probeProblems(bad), [
       'runs as 0:0, not 65532:65532',
       'jemalloc is not mapped into the process (LD_PRELOAD)',
       'the root file system is writable under --read-only',
       '/tmp is not writable (the payload validator needs it)',
+      "the build machine's npm CA (/usr/local/etc/npmrc) ships in the image",
     ]);
   });
 
