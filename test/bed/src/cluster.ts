@@ -47,6 +47,12 @@ export interface ClusterOptions {
    * controller-manager's nodelifecycle, which lifts the not-ready taint of a new Node once KWOK makes it Ready
    * (a controller-manager is needed: the default). */
   scheduler?: boolean;
+  /**
+   * A management cluster with a real node (node.ts): the apiserver serves on `address` (one the pods can reach)
+   * instead of loopback, and advertises it as the `kubernetes` Service's endpoint; Pods get ServiceAccount
+   * tokens and the cluster CA; EndpointSlices are kept for Services.
+   */
+  podNetwork?: { address: string };
 }
 
 export interface Cluster {
@@ -82,14 +88,14 @@ async function exists(path: string): Promise<boolean> {
   );
 }
 
-async function loadOrCreatePki(dir: string): Promise<Pki> {
+async function loadOrCreatePki(dir: string, address?: string): Promise<Pki> {
   const file = join(dir, 'pki.json');
   if (await exists(file)) return JSON.parse(await readFile(file, 'utf8')) as Pki;
   const ca = await createCertificateAuthority('kindling-testbed-ca');
   const serving = await ca.issue({
     commonName: 'kube-apiserver',
     dnsNames: ['localhost', 'kubernetes', 'kubernetes.default', 'kubernetes.default.svc'],
-    ipAddresses: ['127.0.0.1', '10.0.0.1'],
+    ipAddresses: ['127.0.0.1', '10.0.0.1', ...(address ? [address] : [])],
     usage: 'server',
   });
   const admin = await ca.issue({ commonName: 'kindling-admin', organizations: ['system:masters'], usage: 'client' });
@@ -218,30 +224,37 @@ async function optionalApiserverArgs(dir: string, opts: ClusterOptions): Promise
   return args;
 }
 
+/** The apiserver flags that differ when Pods run against it (see ClusterOptions.podNetwork). */
+function addressArgs(opts: ClusterOptions): string[] {
+  const address = opts.podNetwork?.address;
+  if (address === undefined)
+    // No token controller mounts default tokens; components ask for theirs with the TokenRequest API.
+    return [
+      '--bind-address=127.0.0.1',
+      '--advertise-address=127.0.0.1',
+      '--disable-admission-plugins=ServiceAccount',
+      '--endpoint-reconciler-type=none',
+    ];
+  return [`--bind-address=${address}`, `--advertise-address=${address}`, '--endpoint-reconciler-type=lease'];
+}
+
 function startApiserver(dir: string, ports: Ports, files: Record<string, string>, extraArgs: string[]): ManagedProcess {
-  const server = `https://127.0.0.1:${ports.apiserver}`;
   return new ManagedProcess({
     name: 'kube-apiserver',
     command: testbedBinary('kube-apiserver'),
     args: [
       `--etcd-servers=http://127.0.0.1:${ports.etcdClient}`,
       `--secure-port=${ports.apiserver}`,
-      '--bind-address=127.0.0.1',
-      '--advertise-address=127.0.0.1',
       `--tls-cert-file=${files.servingCert}`,
       `--tls-private-key-file=${files.servingKey}`,
       `--client-ca-file=${files.caCert}`,
       `--cert-dir=${join(dir, 'apiserver-certs')}`,
       '--service-cluster-ip-range=10.0.0.0/24',
       '--allow-privileged=true',
-      // No token controller mounts default tokens; components ask for theirs with the TokenRequest API.
-      '--disable-admission-plugins=ServiceAccount',
-      `--service-account-issuer=${server}`,
       `--service-account-key-file=${files.saPub}`,
       `--service-account-signing-key-file=${files.saKey}`,
       '--profiling=false',
       '--enable-priority-and-fairness=false',
-      '--endpoint-reconciler-type=none',
       '--v=1',
       ...extraArgs,
     ],
@@ -265,6 +278,8 @@ function startControllerManager(
     ...CONTROLLERS,
     ...(nodeAuth ? NODE_AUTH_CONTROLLERS : []),
     ...(opts.scheduler ? ['nodelifecycle'] : []),
+    // Services' endpoints for kube-proxy and CoreDNS; the CA every Pod's ServiceAccount volume projects.
+    ...(opts.podNetwork ? ['endpointslice', 'root-ca-cert-publisher'] : []),
   ];
   const signing = nodeAuth
     ? [`--cluster-signing-cert-file=${files.caCert}`, `--cluster-signing-key-file=${files.caKey}`]
@@ -353,13 +368,17 @@ async function launch(dir: string, opts: ClusterOptions, pki: Pki, started: Mana
     etcdPeer: await freePort(),
     apiserver: await apiserverPort(dir),
   };
-  const server = `https://127.0.0.1:${ports.apiserver}`;
+  const server = `https://${opts.podNetwork?.address ?? '127.0.0.1'}:${ports.apiserver}`;
   const kubeconfigYaml = kubeconfigFor(opts.name, server, pki.ca.certPem, pki.admin);
   const kubeconfigPath = join(dir, 'kubeconfig');
   await writeFile(kubeconfigPath, kubeconfigYaml, { mode: 0o600 });
 
   started.push(startEtcd(dir, ports));
-  const apiserver = startApiserver(dir, ports, files, await optionalApiserverArgs(dir, opts));
+  const apiserver = startApiserver(dir, ports, files, [
+    `--service-account-issuer=${server}`,
+    ...addressArgs(opts),
+    ...(await optionalApiserverArgs(dir, opts)),
+  ]);
   started.push(apiserver);
   await waitHealthy(`${server}/readyz`, pki, apiserver);
   if (opts.controllerManager ?? true) started.push(startControllerManager(dir, kubeconfigPath, files, opts));
@@ -376,7 +395,7 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
   const temporary = opts.dir === undefined;
   const dir = opts.dir ?? (await mkdtemp(join(tmpdir(), `kindling-${opts.name}-`)));
   await mkdir(dir, { recursive: true, mode: 0o700 });
-  const pki = await loadOrCreatePki(dir);
+  const pki = await loadOrCreatePki(dir, opts.podNetwork?.address);
   const processes: ManagedProcess[] = [];
   let stopped = false;
   const stop = async (): Promise<void> => {
