@@ -172,17 +172,32 @@ export interface BootedPayload {
 
 /**
  * The booted config's keys, gzip, when the Secret still fits (MAX_PAYLOAD_SECRET_BYTES) beside the target's
- * `config`; nothing when it does not (the agent then plans the first update against the host alone).
+ * `config`; nothing when it does not (the agent then plans the first update against the host alone). A config
+ * that inflates past that size is left out too: the agent inflates no more (node-agent/src/agent.ts), so a
+ * multi-MiB config that compresses well would be handed over and then ignored.
  */
 function bootedData(config: Buffer, booted: BootedPayload | undefined): Record<string, string> {
-  if (!booted) return {};
-  const gz = gzipSync(booted.config);
+  if (!booted || booted.config.length > MAX_PAYLOAD_SECRET_BYTES) return {};
+  const gz = gzippedOnce(booted.config);
   // base64 grows each by a third; the apiserver counts the decoded bytes, as this does.
   if (config.length + gz.length + booted.hash.length > MAX_PAYLOAD_SECRET_BYTES - PAYLOAD_SECRET_SLACK) return {};
   return {
     [PAYLOAD_KEYS.bootedHash]: Buffer.from(booted.hash).toString('base64'),
     [PAYLOAD_KEYS.bootedConfig]: gz.toString('base64'),
   };
+}
+
+/**
+ * gzip of a booted config, by its bytes: every node of a rollout is handed the same Buffer (the payload source
+ * caches it per hash), and gzipSync holds the event loop, so it runs once per config rather than once per node.
+ */
+const gzipped = new WeakMap<Buffer, Buffer>();
+function gzippedOnce(config: Buffer): Buffer {
+  const hit = gzipped.get(config);
+  if (hit) return hit;
+  const gz = gzipSync(config);
+  gzipped.set(config, gz);
+  return gz;
 }
 
 /** Room left in a payload Secret for its other keys (hash, disruption policy). */

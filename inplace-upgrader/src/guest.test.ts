@@ -27,6 +27,8 @@ const HAND_OUT: HandOut = {
   hash: HASH,
   config: Buffer.from('{}'),
   agentImage: 'kindling:test',
+  disruptionPolicy: undefined,
+  booted: undefined,
 };
 
 const pod = (uid: string, extra: Partial<k8s.V1ObjectMeta> = {}): k8s.V1Pod => ({

@@ -112,18 +112,25 @@ export async function ensureBase(session: GuestSession): Promise<void> {
   session.baseReady = true;
 }
 
-export interface HandOut {
+/**
+ * A node's payload Secret and agent Pod. The policy and the booted config are required keys (undefined when
+ * there is none): a caller that leaves them out, as the recreation of a deleted Secret once did, does not compile.
+ */
+export interface AgentObjects {
   node: string;
   pool: string;
   hash: string;
   config: Buffer;
   agentImage: string;
+  /** The pool's effective disruption policy (JSON, ANNOTATIONS.disruptionPolicy) for the payload Secret; unset: the defaults. */
+  disruptionPolicy: string | undefined;
+  /** The config the node booted with, for a node never updated in place (payload.ts bootedPayload). */
+  booted: BootedPayload | undefined;
+}
+
+export interface HandOut extends AgentObjects {
   /** The pool's health gate timeout (a Go duration) for the agent; unset: the agent's default. */
   healthCheckTimeout?: string;
-  /** The pool's effective disruption policy (JSON, ANNOTATIONS.disruptionPolicy) for the payload Secret; unset: the defaults. */
-  disruptionPolicy?: string;
-  /** The config the node booted with, for a node never updated in place (payload.ts bootedPayload). */
-  booted?: BootedPayload;
 }
 
 /** Neither terminating nor deleted by this process: an object the cache shows that is still there to be used. */
@@ -158,7 +165,7 @@ export function agentObjectsMissing(session: GuestSession, node: string, hash: s
  * still terminating on the server cannot be replaced yet (one name per node): NotReadyError, and its deletion
  * wakes the session, whose next pass creates it.
  */
-export async function ensureAgentObjects(session: GuestSession, h: Omit<HandOut, 'healthCheckTimeout'>): Promise<void> {
+export async function ensureAgentObjects(session: GuestSession, h: AgentObjects): Promise<void> {
   const [, pod] = await Promise.all([
     payloadSecretOf(session, h.node, h.hash)
       ? undefined

@@ -11,7 +11,13 @@ import { NotReadyError } from '../../support/src/errors.js';
 import { createLogger } from '../../support/src/logger.js';
 import { PAYLOAD_KEYS } from '../../api/src/node-agent.js';
 import { payloadSecret } from './desired.js';
-import { bootedPayload, IgnitionServerPayloadSource, type PayloadRequest, type PayloadSource } from './payload.js';
+import {
+  bootedPayload,
+  BootedWaits,
+  IgnitionServerPayloadSource,
+  type PayloadRequest,
+  type PayloadSource,
+} from './payload.js';
 
 const REQ = { namespace: 'clusters', pool: 'pool', hash: 'h1' };
 
@@ -102,8 +108,9 @@ describe('The config a node booted with, beside its target', () => {
   const payloads: PayloadSource = {
     fetch: (req) => {
       fetched.push(req);
-      return req.hash === 'gone'
-        ? Promise.reject(new NotReadyError('token Secret clusters/token-pool-gone does not exist yet'))
+      if (req.hash === 'pending') return Promise.reject(new NotReadyError('ignition server answered 511'));
+      return req.hash === 'refused'
+        ? Promise.reject(new Error('ignition server refused the payload of clusters/pool@refused: HTTP 403'))
         : Promise.resolve(Buffer.from(`config at ${req.hash}`));
     },
   };
@@ -123,7 +130,7 @@ describe('The config a node booted with, beside its target', () => {
   });
 
   it('when a node was never updated in place, it should fetch the payload at the hash it booted with', async () => {
-    assert.deepEqual(await bootedPayload(payloads, at(node(), 'h0'), log), {
+    assert.deepEqual(await bootedPayload(payloads, at(node(), 'h0'), new BootedWaits(), log), {
       hash: 'h0',
       config: Buffer.from('config at h0'),
     });
@@ -132,17 +139,35 @@ describe('The config a node booted with, beside its target', () => {
 
   it('when the agent updated the node before, or the node booted at the target, it should hand over nothing', async () => {
     fetched.length = 0;
-    assert.equal(await bootedPayload(payloads, at(node({ [ANNOTATIONS.currentConfig]: 'h1' }), 'h0'), log), undefined);
-    assert.equal(await bootedPayload(payloads, at(node(), 'h2'), log), undefined);
-    assert.equal(await bootedPayload(payloads, at(node(), undefined), log), undefined);
+    assert.equal(
+      await bootedPayload(payloads, at(node({ [ANNOTATIONS.currentConfig]: 'h1' }), 'h0'), new BootedWaits(), log),
+      undefined,
+    );
+    assert.equal(await bootedPayload(payloads, at(node(), 'h2'), new BootedWaits(), log), undefined);
+    assert.equal(await bootedPayload(payloads, at(node(), undefined), new BootedWaits(), log), undefined);
     assert.deepEqual(fetched, []);
   });
 
-  it('when the booted payload cannot be had, it should hand over nothing and say why without holding up the rollout', async () => {
-    assert.equal(await bootedPayload(payloads, at(node(), 'gone'), log), undefined);
+  it('when the ignition server refuses the booted payload, it should hand over nothing at once and say why', async () => {
+    assert.equal(await bootedPayload(payloads, at(node(), 'refused'), new BootedWaits(), log), undefined);
     const [line] = lines.map((l) => JSON.parse(l) as { msg: string; reason: string });
     assert.match(line?.msg ?? '', /^No payload the node booted with/);
-    assert.match(line?.reason ?? '', /does not exist yet/);
+    assert.match(line?.reason ?? '', /HTTP 403/);
+  });
+
+  it('when the booted payload is not ready yet, it should have the hand-out wait for it, and hand over nothing once the node has waited long enough', async () => {
+    let now = 0;
+    const waits = new BootedWaits(60_000, () => now);
+    await assert.rejects(bootedPayload(payloads, at(node(), 'pending'), waits, log), NotReadyError);
+    now = 59_999;
+    await assert.rejects(bootedPayload(payloads, at(node(), 'pending'), waits, log), NotReadyError);
+    now = 60_000;
+    assert.equal(await bootedPayload(payloads, at(node(), 'pending'), waits, log), undefined);
+    // Another node waits on its own account.
+    await assert.rejects(
+      bootedPayload(payloads, at({ metadata: { name: 'n2' } }, 'pending'), waits, log),
+      NotReadyError,
+    );
   });
 
   it('when the booted config fits beside the target, it should be in the payload Secret as gzip; when it does not, it should be left out', () => {
@@ -164,5 +189,11 @@ describe('The config a node booted with, beside its target', () => {
       booted: { hash: 'h0', config: big },
     });
     assert.deepEqual(Object.keys(full.data ?? {}).sort(), [PAYLOAD_KEYS.config, PAYLOAD_KEYS.hash].sort());
+  });
+
+  it('when the booted config inflates past what the agent inflates, it should be left out however well it compresses', () => {
+    const booted = { hash: 'h0', config: Buffer.alloc(MAX_PAYLOAD_SECRET_BYTES + 1, 'a') };
+    const secret = payloadSecret({ node: 'n1', pool: 'pool', hash: 'h2', config: Buffer.from('{}'), booted });
+    assert.deepEqual(Object.keys(secret.data ?? {}).sort(), [PAYLOAD_KEYS.config, PAYLOAD_KEYS.hash].sort());
   });
 });

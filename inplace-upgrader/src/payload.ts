@@ -128,27 +128,76 @@ export class IgnitionServerPayloadSource implements PayloadSource {
   }
 }
 
+/** How long a node's hand-out waits for the config it booted with while the source answers "not yet". */
+const BOOTED_PATIENCE_MS = 2 * 60_000;
+/** Nodes whose wait is remembered at most (the oldest are forgotten first: they wait once more, no longer). */
+const MAX_BOOTED_WAITS = 4096;
+
 /**
- * The config a node booted with, for its payload Secret (desired.ts PAYLOAD_KEYS.bootedConfig): only for a node
- * the agent never updated in place (no currentConfig: after its first update the agent keeps its own record),
- * at `booted`, the hash its engine says its host booted with. Nothing when that is the target or unknown, or
- * when it cannot be had (its token Secret expired, long after the pool moved on): the agent then plans against
- * the host alone and says so, and a rollout is never held up for it. The agent checks the host holds that
- * config's files before it goes by it (record.ts).
+ * Since when each node has waited for the payload it booted with. A NotReadyError (511 pending, the server
+ * unreachable) passes once the server catches up, and a node handed out without it never gets it (its payload
+ * Secret exists at the target), so the hand-out waits for it, but only so long: a token Secret that expired
+ * long after the pool moved on answers the same "not yet" forever.
+ */
+export class BootedWaits {
+  #since = new Map<string, number>();
+  #patienceMs: number;
+  #now: () => number;
+
+  constructor(patienceMs = BOOTED_PATIENCE_MS, now: () => number = Date.now) {
+    this.#patienceMs = patienceMs;
+    this.#now = now;
+  }
+
+  /** Whether `key`, which just failed for a passing reason, should still wait (its first failure counts). */
+  keepWaiting(key: string): boolean {
+    let first = this.#since.get(key);
+    if (first === undefined) {
+      first = this.#now();
+      this.#since.set(key, first);
+      if (this.#since.size > MAX_BOOTED_WAITS) this.#since.delete(this.#since.keys().next().value as string);
+    }
+    return this.#now() - first < this.#patienceMs;
+  }
+
+  /** `key` got its payload: a later wait starts afresh. */
+  forget(key: string): void {
+    this.#since.delete(key);
+  }
+}
+
+/** The hash whose payload a node needs beside the target: none once the agent updated it, or at the target. */
+function bootedHashOf(at: { target: string; node: k8s.V1Node; booted: string | undefined }): string | undefined {
+  if (at.node.metadata?.annotations?.[ANNOTATIONS.currentConfig] !== undefined) return undefined;
+  return at.booted === at.target ? undefined : at.booted;
+}
+
+/**
+ * The config a node booted with, for its payload Secret (api/src/node-agent.ts PAYLOAD_KEYS.bootedConfig): only
+ * for a node the agent never updated in place (no currentConfig: after its first update the agent keeps its own
+ * record), at `booted`, the hash its engine says its host booted with. Nothing when that is the target or
+ * unknown. While the source answers "not yet" (NotReadyError), that is rethrown (the reconcile asks again) until
+ * the node has waited `waits`' patience; then, or at once on a refusal, nothing: the agent plans against the host
+ * alone and says so. The agent checks the host holds that config before it goes by it (node-agent/src/record.ts).
  */
 export async function bootedPayload(
   payloads: PayloadSource,
   at: { namespace: string; pool: string; target: string; node: k8s.V1Node; booted: string | undefined },
+  waits: BootedWaits,
   log: Logger,
 ): Promise<BootedPayload | undefined> {
-  const hash = at.booted;
-  if (at.node.metadata?.annotations?.[ANNOTATIONS.currentConfig] !== undefined) return undefined;
-  if (hash === undefined || hash === at.target) return undefined;
+  const hash = bootedHashOf(at);
+  if (hash === undefined) return undefined;
+  const node = at.node.metadata?.name ?? '';
+  const key = `${at.namespace}/${node}@${hash}`;
   try {
-    return { hash, config: await payloads.fetch({ namespace: at.namespace, pool: at.pool, hash }) };
+    const config = await payloads.fetch({ namespace: at.namespace, pool: at.pool, hash });
+    waits.forget(key);
+    return { hash, config };
   } catch (err) {
+    if (err instanceof NotReadyError && waits.keepWaiting(key)) throw err;
     log.warn(
-      { node: at.node.metadata?.name, bootedHash: hash, reason: (err as Error).message },
+      { node, bootedHash: hash, reason: (err as Error).message },
       'No payload the node booted with: its first update is planned against the host alone',
     );
     return undefined;

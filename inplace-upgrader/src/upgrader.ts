@@ -30,9 +30,10 @@ import {
   settleAll,
   startGuestSession,
   stopGuestSession,
+  type AgentObjects,
   type GuestSession,
 } from './guest.js';
-import { bootedPayload, type PayloadSource } from './payload.js';
+import { bootedPayload, BootedWaits, type PayloadSource } from './payload.js';
 import type { BootedPayload } from './desired.js';
 import { classifyNode, planRollout, setMembers, type NodeView, type RolloutPlan } from './rollout-decision.js';
 import { returnToRemediation, spareFromRemediation } from './remediation.js';
@@ -79,6 +80,7 @@ export class InPlaceUpgrader {
   #clusters: GuestClusters<Session>;
   #started: Counter;
   #custom: k8s.CustomObjectsApi;
+  #bootedWaits = new BootedWaits();
 
   constructor(opts: UpgraderOptions) {
     this.#opts = opts;
@@ -293,23 +295,13 @@ export class InPlaceUpgrader {
   /** Hands each node the target (see handOutNode), its Machine spared from remediation before its node is pointed at it. */
   async #handOut(ctx: RolloutContext, nodes: string[], machineOf: Map<string, MachineObject>): Promise<void> {
     if (nodes.length === 0) return;
-    const { session, pool, target } = ctx;
-    const [config] = await Promise.all([this.#payload(ctx), ensureBase(session)]);
+    const [config] = await Promise.all([this.#payload(ctx), ensureBase(ctx.session)]);
+    const healthCheckTimeout = ctx.ms.metadata.annotations?.[ANNOTATIONS.healthCheckTimeout];
     await settleAll(
       nodes.map(async (node) => {
         const machine = machineOf.get(node);
-        const booted = await this.#booted(ctx, node);
-        const {
-          [ANNOTATIONS.healthCheckTimeout]: healthCheckTimeout,
-          [ANNOTATIONS.disruptionPolicy]: disruptionPolicy,
-        } = ctx.ms.metadata.annotations ?? {};
         const spare = machine ? (): Promise<boolean> => spareFromRemediation(this.#custom, machine) : undefined;
-        const agentImage = this.#opts.agentImage;
-        await handOutNode(
-          session,
-          { node, pool, hash: target, config, agentImage, healthCheckTimeout, disruptionPolicy, booted },
-          spare,
-        );
+        await handOutNode(ctx.session, { ...(await this.#agentObjects(ctx, node, config)), healthCheckTimeout }, spare);
         this.#started.inc();
         ctx.log.info({ node }, 'Node handed the target config');
       }),
@@ -322,14 +314,28 @@ export class InPlaceUpgrader {
    */
   async #restoreAgents(ctx: RolloutContext, nodes: string[]): Promise<void> {
     if (nodes.length === 0) return;
-    const { session, pool, target } = ctx;
     const config = await this.#payload(ctx);
     await settleAll(
-      nodes.map((node) =>
-        ensureAgentObjects(session, { node, pool, hash: target, config, agentImage: this.#opts.agentImage }),
-      ),
+      nodes.map(async (node) => ensureAgentObjects(ctx.session, await this.#agentObjects(ctx, node, config))),
     );
     ctx.log.info({ nodes }, 'Agent Pods or payload Secrets given again to nodes handed the target');
+  }
+
+  /**
+   * What a node's payload Secret and agent Pod are made of, the same for a first hand-out and for objects given
+   * again: a recreated Secret without the pool's policy or the booted config would have the agent plan against
+   * the host alone with the default policy (drain and reboot).
+   */
+  async #agentObjects(ctx: RolloutContext, node: string, config: Buffer): Promise<AgentObjects> {
+    return {
+      node,
+      pool: ctx.pool,
+      hash: ctx.target,
+      config,
+      agentImage: this.#opts.agentImage,
+      disruptionPolicy: ctx.ms.metadata.annotations?.[ANNOTATIONS.disruptionPolicy],
+      booted: await this.#booted(ctx, node),
+    };
   }
 
   /**
@@ -342,7 +348,7 @@ export class InPlaceUpgrader {
     if (!view) return undefined;
     const booted = ctx.ms.metadata.annotations?.[ANNOTATIONS.currentConfigHash];
     const at = { namespace: ctx.ms.metadata.namespace ?? '', pool: ctx.pool, target: ctx.target, node: view, booted };
-    return bootedPayload(this.#opts.payloads, at, ctx.log);
+    return bootedPayload(this.#opts.payloads, at, this.#bootedWaits, ctx.log);
   }
 
   #payload(ctx: RolloutContext): Promise<Buffer> {

@@ -268,6 +268,44 @@ describe('A host first updated with the config it booted with at hand', () => {
     assert.ok(!plan.changes.some((c) => c.path === '/etc/kindling/boot-only.conf'), 'a file it never wrote is removed');
   });
 
+  it('when the config handed over declares a link the host does not hold, it should not take it for what the host booted with nor remove what sits there', async () => {
+    const host = await ignitedHost();
+    await writeFile(join(host.root, 'etc', 'kindling', 'os.conf'), 'the OS');
+    // A guest admin may write the payload Secret: its link over a file of the OS is a claim, not a fact.
+    const forged = cfg({
+      storage: { files: BOOT_FILES, links: [{ path: '/etc/kindling/os.conf', target: '/etc/kindling/base.conf' }] },
+      systemd: { units: [KUBELET] },
+    });
+    const plan = await planOf(host, target, { hash: 'h0', config: forged });
+    assert.equal(plan.previousFrom, 'none');
+    assert.match(plan.bootedUnread ?? '', /does not hold \/etc\/kindling\/os.conf as the config at h0/);
+    assert.deepEqual(plan.weighed, plan.changes);
+    await applyPlan(host, plan, { hash: 'h1', reboot: false, bootId: 'b' });
+    assert.equal(await readFile(join(host.root, 'etc/kindling/os.conf'), 'utf8'), 'the OS');
+  });
+
+  it('when the config handed over masks a unit the host does not mask, it should not take it for what the host booted with', async () => {
+    const host = await ignitedHost();
+    const forged = cfg({
+      storage: { files: BOOT_FILES },
+      systemd: { units: [KUBELET, { name: 'chronyd.service', mask: true }] },
+    });
+    const plan = await planOf(host, target, { hash: 'h0', config: forged });
+    assert.equal(plan.previousFrom, 'none');
+    assert.match(plan.bootedUnread ?? '', /does not hold \/etc\/systemd\/system\/chronyd.service/);
+  });
+
+  it("when the config handed over enables a unit that neither a link nor Ignition's preset enables on the host, it should not take it for what the host booted with", async () => {
+    const host = await ignitedHost();
+    await writeFile(
+      join(host.root, 'etc', 'systemd', 'system-preset', '20-ignition.preset'),
+      'disable kubelet.service\n',
+    );
+    const plan = await planOf(host, target, { hash: 'h0', config: BOOTED });
+    assert.equal(plan.previousFrom, 'none');
+    assert.match(plan.bootedUnread ?? '', /multi-user.target.wants\/kubelet.service/);
+  });
+
   it('when the host has a record of its own, it should go by the record and not the config handed over', async () => {
     const host = await bootedHost();
     const plan = await planOf(host, target, { hash: 'h9', config: BOOTED });

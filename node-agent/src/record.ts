@@ -8,7 +8,7 @@
  * - A folder is removed only when Kindling created it and the removals leave it empty.
  * - A config Kindling did not apply itself (the first boot's, applied by Ignition) has no record on the host:
  *   recordOf() computes it from that config, which the upgrader hands over beside the target for a node it
- *   never updated (desired.ts PAYLOAD_KEYS.bootedConfig). With neither, nothing is removed (there is nothing
+ *   never updated (api/src/node-agent.ts PAYLOAD_KEYS.bootedConfig). With neither, nothing is removed (there is nothing
  *   to go by).
  *
  * The removals are ordinary changes of the host's transaction (host.ts): journalled, backed up, rolled back
@@ -16,7 +16,7 @@
  */
 import { createHash } from 'node:crypto';
 import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { basename, dirname } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { createFile } from './root.js';
 import { payloadKubeletVersion } from './gate.js';
@@ -210,13 +210,39 @@ function alike(a: Entry, b: Entry): boolean {
   return isDeepStrictEqual({ ...a, origin: undefined }, { ...b, origin: undefined });
 }
 
+/** Where Ignition enables units: a preset systemd applies at first boot, not the links `systemctl enable` makes. */
+const IGNITION_PRESET = '/etc/systemd/system-preset/20-ignition.preset';
+
+/** Whether `preset` (systemd preset lines) enables the unit `name` by that exact name, as Ignition writes it. */
+function presetEnables(preset: string, name: string): boolean {
+  return preset.split('\n').some((line) => {
+    const [verb, unit, ...rest] = line.trim().split(/\s+/);
+    return verb === 'enable' && unit === name && rest.length === 0;
+  });
+}
+
 /**
- * The first file of a config the host does not hold as declared. The config handed over as the one the host
- * booted with is the engine's word (the set's current hash): a host that booted at another hash (a Machine
- * created mid-rollout) does not hold its files, and going by it would remove what the host's own config wrote.
+ * Whether the host holds a booted entry as declared. An enablement link may also be missing where Ignition's
+ * preset enables its unit (nothing at its path, so removing it later removes nothing).
+ */
+async function holds(host: Host, e: Entry, preset: string): Promise<boolean> {
+  if (await host.satisfied(e)) return true;
+  const enablement = e.kind === 'link' && e.origin === 'unit' && dirname(e.path).endsWith('.wants');
+  return enablement && (await host.prior(e.path)).kind === 'absent' && presetEnables(preset, basename(e.path));
+}
+
+/**
+ * The first entry of a config the host does not hold as declared (a folder or an absence excepted: a removal
+ * neither removes nor replaces anything). The config handed over as the one the host booted with is only a hint:
+ * the engine's word (the set's current hash), which a host that booted at another hash (a Machine created
+ * mid-rollout) does not hold, and a payload Secret a guest admin may write. Going by a link, a mask or a file it
+ * declares and the host does not hold would remove or replace what sits at that path, or leave a change unweighed.
  */
 async function firstUnheld(host: Host, entries: readonly Entry[]): Promise<string | undefined> {
-  for (const e of entries) if (e.kind === 'file' && !(await host.satisfied(e))) return e.path;
+  const prior = await host.prior(IGNITION_PRESET);
+  const preset = prior.kind === 'file' ? prior.data.toString('utf8') : '';
+  for (const e of entries)
+    if (e.kind !== 'dir' && e.kind !== 'absent' && !(await holds(host, e, preset))) return e.path;
   return undefined;
 }
 

@@ -34,9 +34,10 @@ import {
   handOutNode,
   startGuestSession,
   stopGuestSession,
+  type AgentObjects,
   type GuestSession,
 } from '../guest.js';
-import { bootedPayload, type PayloadSource } from '../payload.js';
+import { bootedPayload, BootedWaits, type PayloadSource } from '../payload.js';
 import { annotateMachine, returnToRemediation, spareFromRemediation } from '../remediation.js';
 import { classifyNode, type NodeView } from '../rollout-decision.js';
 import { superseded, type UpdateOutcome } from './update-answer.js';
@@ -110,6 +111,8 @@ export class MachineUpdater implements MachineUpdates, ExtensionCache {
   #inflight = new Map<string, Promise<UpdateOutcome>>();
   /** Per Machine and target, how many times it was answered halted in a row (its backoff: update-answer.ts). */
   #halts = new Map<string, number>();
+  /** How long each node has waited for the payload it booted with (payload.ts bootedPayload). */
+  #bootedWaits = new BootedWaits();
 
   constructor(opts: MachineUpdaterOptions) {
     this.#opts = opts;
@@ -270,18 +273,10 @@ export class MachineUpdater implements MachineUpdates, ExtensionCache {
   }
 
   /** Handed the target, but its payload Secret or agent Pod is gone (deleted mid-update): given them again. */
-  async #giveAgentBack(t: UpdateTarget, { session, node }: StepContext): Promise<void> {
-    const name = node.metadata?.name ?? '';
-    const config = await this.#opts.payloads.fetch({ namespace: t.namespace, pool: t.pool, hash: t.hash });
-    await ensureAgentObjects(session, {
-      node: name,
-      pool: t.pool,
-      hash: t.hash,
-      config,
-      agentImage: this.#opts.agentImage,
-    });
+  async #giveAgentBack(t: UpdateTarget, ctx: StepContext): Promise<void> {
+    await ensureAgentObjects(ctx.session, await this.#agentObjects(t, ctx));
     this.#opts.log.info(
-      { machine: `${t.namespace}/${t.machine}`, node: name, hash: t.hash },
+      { machine: `${t.namespace}/${t.machine}`, node: ctx.node.metadata?.name, hash: t.hash },
       'Agent Pod or payload Secret given again to a node handed the target',
     );
   }
@@ -291,32 +286,40 @@ export class MachineUpdater implements MachineUpdates, ExtensionCache {
    * Paused (spec.pausedUntil) or held (the rollout gate): no node is handed this target; one handed it before
    * finishes (#step).
    */
-  async #handOut(t: UpdateTarget, { session, node, machine, deployment }: StepContext): Promise<UpdateOutcome> {
-    const name = node.metadata?.name ?? '';
-    const hold = holdOf(deployment);
+  async #handOut(t: UpdateTarget, ctx: StepContext): Promise<UpdateOutcome> {
+    const name = ctx.node.metadata?.name ?? '';
+    const hold = holdOf(ctx.deployment);
     if (hold !== undefined) return progress(`Node ${name} not handed ${t.hash}: ${hold}`);
-    const config = await this.#opts.payloads.fetch({ namespace: t.namespace, pool: t.pool, hash: t.hash });
-    // The Machine keeps the data Secret it booted from until its update is over (nodepool-controller bootstrap.ts).
-    const bootedHash = hashOfUserData(t.pool, machine.spec.bootstrap.dataSecretName);
-    const at = { namespace: t.namespace, pool: t.pool, target: t.hash, node, booted: bootedHash };
-    const booted = await bootedPayload(this.#opts.payloads, at, this.#opts.log);
-    await spareFromRemediation(this.#custom, machine);
-    const healthCheckTimeout = deployment?.metadata.annotations?.[ANNOTATIONS.healthCheckTimeout];
-    await handOutNode(session, {
-      node: name,
-      pool: t.pool,
-      hash: t.hash,
-      config,
-      agentImage: this.#opts.agentImage,
-      healthCheckTimeout,
-      disruptionPolicy: deployment?.metadata.annotations?.[ANNOTATIONS.disruptionPolicy],
-      booted,
-    });
+    const objects = await this.#agentObjects(t, ctx);
+    await spareFromRemediation(this.#custom, ctx.machine);
+    const healthCheckTimeout = ctx.deployment?.metadata.annotations?.[ANNOTATIONS.healthCheckTimeout];
+    await handOutNode(ctx.session, { ...objects, healthCheckTimeout });
     this.#opts.log.info(
       { machine: `${t.namespace}/${t.machine}`, node: name, hash: t.hash, healthCheckTimeout },
       'Node handed the target config',
     );
     return progress(`Node ${name} handed payload ${t.hash}`);
+  }
+
+  /**
+   * What a node's payload Secret and agent Pod are made of, the same for a first hand-out and for objects given
+   * again: a recreated Secret without the pool's policy or the booted config would have the agent plan against
+   * the host alone with the default policy (drain and reboot).
+   */
+  async #agentObjects(t: UpdateTarget, { node, machine, deployment }: StepContext): Promise<AgentObjects> {
+    const config = await this.#opts.payloads.fetch({ namespace: t.namespace, pool: t.pool, hash: t.hash });
+    // The Machine keeps the data Secret it booted from until its update is over (nodepool-controller bootstrap.ts).
+    const bootedHash = hashOfUserData(t.pool, machine.spec.bootstrap.dataSecretName);
+    const at = { namespace: t.namespace, pool: t.pool, target: t.hash, node, booted: bootedHash };
+    return {
+      node: node.metadata?.name ?? '',
+      pool: t.pool,
+      hash: t.hash,
+      config,
+      agentImage: this.#opts.agentImage,
+      disruptionPolicy: deployment?.metadata.annotations?.[ANNOTATIONS.disruptionPolicy],
+      booted: await bootedPayload(this.#opts.payloads, at, this.#bootedWaits, this.#opts.log),
+    };
   }
 
   /**
