@@ -266,21 +266,33 @@ function finished(req: IncomingMessage, res: ServerResponse, deps: AppDeps, outc
   else deps.log.info(line, status < 400 ? 'Served the first payload of a token Secret' : 'Request refused');
 }
 
-/** Serves or refuses, then `done` (counting, logging): without a promise when nothing had to wait. */
-function answer(r: InFlight, done: () => void): void {
-  const fail = (err: unknown): void => {
-    refuse(r.res, err, r.deps.log);
-    done();
-  };
+function failed(r: InFlight, err: unknown, done: (r: InFlight) => void): void {
+  refuse(r.res, err, r.deps.log);
+  done(r);
+}
+
+/**
+ * Serves or refuses, then `done` (counting, logging): without a promise when nothing had to wait, and
+ * without a closure made for a request that does not wait either.
+ */
+function answer(r: InFlight, done: (r: InFlight) => void): void {
   let step: Step;
   try {
     step = serveIgnition(r);
   } catch (err) {
-    return fail(err);
+    return failed(r, err, done);
   }
-  if (step) step.then(done, fail);
-  else done();
+  if (step)
+    step.then(
+      () => done(r),
+      (err: unknown) => failed(r, err, done),
+    );
+  else done(r);
 }
+
+const finishedNow = (r: InFlight): void => finished(r.req, r.res, r.deps, r.outcome);
+/** The Express app counts and logs on 'finish' instead. */
+const finishedLater = (): void => undefined;
 
 async function expressApp(deps: AppDeps): Promise<RequestListener> {
   const { default: express } = await import('express');
@@ -297,9 +309,7 @@ async function expressApp(deps: AppDeps): Promise<RequestListener> {
     next();
   });
   // Counted and logged on 'finish' (above), like every request of this app.
-  app.get('/ignition', (req, res) =>
-    answer({ req, res, deps, outcome: res.locals.outcome as Outcome }, () => undefined),
-  );
+  app.get('/ignition', (req, res) => answer({ req, res, deps, outcome: res.locals.outcome as Outcome }, finishedLater));
   app.use((req) => {
     checkBody(req);
     throw new HttpError('IGN_NOT_FOUND');
@@ -322,8 +332,7 @@ export function createApp(deps: AppDeps): RequestListener {
   return (req, res) => {
     if (deps.busy(req)) return refuseBusy(res, deps);
     if (req.url === '/ignition' && (req.method === 'GET' || req.method === 'HEAD')) {
-      const outcome: Outcome = { started: performance.now() };
-      answer({ req, res, deps, outcome }, () => finished(req, res, deps, outcome));
+      answer({ req, res, deps, outcome: { started: performance.now() } }, finishedNow);
       return;
     }
     fallback ??= expressApp(deps);

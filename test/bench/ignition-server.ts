@@ -724,7 +724,7 @@ async function payloadsGenerated(server: Server, count: number): Promise<void> {
     async () => {
       const m = await opsMetrics(server.opsPort).catch(() => '');
       const n = Number(
-        /^kindling_ignition_payload_generation_seconds_count\{outcome="success"\} (\d+)$/m.exec(m)?.[1] ?? 0,
+        /^kindling_ignition_payload_generation_seconds_count\{[^}]*outcome="success"[^}]*\} (\d+)$/m.exec(m)?.[1] ?? 0,
       );
       return n >= count ? true : undefined;
     },

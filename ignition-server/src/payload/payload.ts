@@ -7,8 +7,8 @@ import { SPEC_VERSIONS, type SpecVersion } from './versions.js';
 
 /** The first bytes of every payload: `ignition.version` is the first field, so it is cheap to vary. */
 export const HEAD = '{"ignition":{"version":"';
-const HEAD_BYTES = Buffer.from(HEAD);
-const VERSION_BYTES = new Map<string, Buffer>(SPEC_VERSIONS.map((v) => [v, Buffer.from(v)]));
+/** HEAD and the version, one buffer per version: one write fewer per request than the two apart. */
+const HEADS = new Map<string, Buffer>(SPEC_VERSIONS.map((v) => [v, Buffer.from(HEAD + v)]));
 
 export interface Payload {
   key: string;
@@ -24,9 +24,9 @@ export interface Payload {
  * see join.ts) is the one per-pool part: the shared bytes stay shared, cached once per (release, config).
  */
 export function payloadChunks(p: Payload, version: SpecVersion, join?: Buffer): Buffer[] {
-  const head = [HEAD_BYTES, VERSION_BYTES.get(version) as Buffer];
-  if (!join) return [...head, p.tail];
-  return [...head, p.tail.subarray(0, p.joinAt), join, p.tail.subarray(p.joinAt)];
+  const head = HEADS.get(version) as Buffer;
+  if (!join) return [head, p.tail];
+  return [head, p.tail.subarray(0, p.joinAt), join, p.tail.subarray(p.joinAt)];
 }
 
 export function payloadBytes(p: Payload, version: SpecVersion, join?: Buffer): Buffer {
