@@ -63,7 +63,7 @@ describe('the NodePool CRD upgraded over the previous one, on the real test bed'
     assert.deepEqual(crd.status?.storedVersions, [NODEPOOL_API_VERSION.split('/')[1]]);
   });
 
-  it('when read after the upgrade, every existing NodePool should come back with the spec it was created with', async () => {
+  it('when a NodePool created under the previous CRD is read after the upgrade, it should come back with the spec it was created with', async () => {
     const list = (await custom.listNamespacedCustomObject({ ...RESOURCES.nodePools, namespace: NS })) as {
       items: NodePool[];
     };
@@ -72,7 +72,7 @@ describe('the NodePool CRD upgraded over the previous one, on the real test bed'
       assert.deepEqual(pool.spec, before_.get(pool.metadata.name)?.spec, pool.metadata.name);
   });
 
-  it('when validated by the new schema from scratch (no ratcheting), every existing NodePool should be valid', async () => {
+  it('when an existing NodePool is validated by the new schema from scratch (no ratcheting), it should be valid', async () => {
     for (const name of before_.keys()) {
       const stored = (await custom.getNamespacedCustomObject({
         ...RESOURCES.nodePools,

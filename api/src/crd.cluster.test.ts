@@ -164,6 +164,16 @@ describe('NodePool CRD on a real apiserver', () => {
     ],
     ['the cluster name is not a DNS label', (p) => (p.spec.clusterName = 'Guest_1'), /clusterName must be a DNS label/],
     [
+      'the infrastructure template kind is not a kind',
+      (p) => (p.spec.platform.infrastructureTemplateRef.kind = 'machinetemplates/x'),
+      /infrastructureTemplateRef.kind must be a kind such as AWSMachineTemplate/,
+    ],
+    [
+      'the infrastructure template name is not an object name',
+      (p) => (p.spec.platform.infrastructureTemplateRef.name = 'small,metadata.name=other'),
+      /infrastructureTemplateRef.name must be an object name/,
+    ],
+    [
       'allowSkips names a rule that cannot be skipped',
       (p) => (p.spec.release.allowSkips = ['NodeNewerThanControlPlane' as 'Downgrade']),
       /Unsupported value: "NodeNewerThanControlPlane": supported values: "Downgrade", "MinorSkip"/,

@@ -25,7 +25,6 @@ import type { Decision, PhaseDeps, Scope } from './phases/scope.js';
 
 export { newScope, type ControllerConfig, type PhaseDeps, type Scope } from './phases/scope.js';
 export type { Outcome } from './phases/result.js';
-export { AwaitingAnswer } from './phases/secrets.js';
 
 type WritingPhase = (s: Scope, deps: PhaseDeps, d: Decision) => Promise<PhaseResult>;
 

@@ -11,6 +11,7 @@ import { Caches } from './caches.js';
 import type { CacheSource, Writer } from './store.js';
 import { parseVersion, tagVersionResolver } from './release.js';
 import { NodePoolReconciler } from './reconciler.js';
+import { normaliseConfig } from './hash.js';
 
 /** An in-memory management cluster: one map per kind, and a writer that stamps creation times from the test's clock. */
 function world(
@@ -395,5 +396,39 @@ describe('NodePoolReconciler: the maintenance window', () => {
     };
     await assert.rejects(w.reconciler.reconcile(key(w.pool)), NotReadyError, 'the new target goes on to its token');
     assert.equal(cond(w.statuses.at(-1), 'RolloutAllowed')?.reason, 'AsExpected');
+  });
+
+  /** The pool's deployed token Secret, with its config replaced as a tenant that can write Secrets could. */
+  function tamperDeployedConfig(w: ReturnType<typeof world>, config: string): void {
+    const tokens = [...w.secrets.values()].filter((x) => x.metadata?.name?.startsWith('token-') === true);
+    assert.equal(tokens.length, 1);
+    const secret = tokens[0] as k8s.V1Secret;
+    secret.data = { ...secret.data, [SECRET_KEYS.config]: Buffer.from(config).toString('base64') };
+  }
+
+  it('when the deployed token Secret holds a config that is not JSON, it should hold the change for the window instead of failing every reconcile', async () => {
+    const w = await deployed('InPlace', (p) => {
+      p.spec.config = [{ name: 'motd' }];
+      p.spec.management.inPlace = { disruptionPolicy: { files: [{ path: '/etc/motd', actions: [{ type: 'None' }] }] } };
+    });
+    tamperDeployedConfig(w, '{ not json');
+    w.store('ConfigMap').set('motd', motd('Quiet'));
+    w.clock.at += 300;
+    await w.reconciler.reconcile(key(w.pool));
+    assert.equal(cond(w.statuses.at(-1), 'RolloutAllowed')?.reason, 'WaitingForMaintenanceWindow');
+  });
+
+  it("when the deployed token Secret's config was edited to look like the target, it should still hold a change that reboots for the window", async () => {
+    const w = await deployed('InPlace', (p) => (p.spec.config = [{ name: 'motd' }]));
+    const target = (): string | undefined =>
+      childOf(w, 'MachineSet').metadata?.annotations?.[ANNOTATIONS.targetConfigHash];
+    const from = target();
+    const loud = motd('Loud');
+    tamperDeployedConfig(w, normaliseConfig([{ name: 'motd', data: loud.data ?? {} }]));
+    w.store('ConfigMap').set('motd', loud);
+    w.clock.at += 300;
+    await w.reconciler.reconcile(key(w.pool));
+    assert.equal(target(), from, 'the change that reboots waits for the window');
+    assert.equal(cond(w.statuses.at(-1), 'RolloutAllowed')?.reason, 'WaitingForMaintenanceWindow');
   });
 });

@@ -13,7 +13,7 @@ import { canonicalJson } from './hash.js';
 import { computeStatus } from './status.js';
 import { conditionTransitions, type EventRecorder } from './events.js';
 import { withKind } from './apply.js';
-import { AwaitingAnswer, newScope, runPhases, type Outcome, type PhaseDeps, type Scope } from './phases.js';
+import { newScope, runPhases, type Outcome, type PhaseDeps, type Scope } from './phases.js';
 import { parseKey } from '../../support/src/object-key.js';
 
 export type ReconcilerDeps = PhaseDeps & { log: Logger; events?: EventRecorder };
@@ -31,7 +31,7 @@ function failed(scope: Scope, err: unknown): ReconcileResult {
  * server's answer comes within moments and the status then says everything at once; if it does not come, the
  * retry (after the same moments) writes the wait. Any error, verdict or later status is written at once. */
 function firstStatusCanWait(scope: Scope, outcome: Outcome | undefined): boolean {
-  return outcome?.notReady instanceof AwaitingAnswer && scope.pool.status?.conditions === undefined;
+  return outcome?.allAwaiting === true && scope.pool.status?.conditions === undefined;
 }
 
 export class NodePoolReconciler {

@@ -4,11 +4,14 @@
  * ConfigMaps), opened the first time a reconcile asks for it and closed when no such pool of the namespace names
  * it any more. A reconcile then makes no read call, and a template whose capacity changes wakes its pools.
  *
- * Until a template's watch has listed (or while the apiserver refuses it), each ask falls back to one GET, so
- * a template that cannot be read still says why in the pool's condition.
+ * Until a template's watch has listed, each ask falls back to one GET, so a template that cannot be read still
+ * says why in the pool's condition. The references are tenant input, so the watches are bounded: at most
+ * MAX_WATCHES_PER_NAMESPACE per namespace, and none of a template whose list the apiserver refused (403);
+ * those templates are read by GET instead.
  */
 import * as k8s from '#k8s';
 import type { NodePool, ObjectRef } from '../../api/src/nodepool.js';
+import { statusCode } from '../../support/src/errors.js';
 import { ResilientInformer, type WatchFn } from '../../support/src/informer.js';
 import type { Logger } from '../../support/src/logger.js';
 import type { Clock } from '../../support/src/timers.js';
@@ -61,6 +64,14 @@ const templateKey = (namespace: string, ref: ObjectRef): string =>
 
 const readsTemplate = (p: NodePool): boolean => p.spec.autoScaling?.min === 0;
 
+/** Each pool may name its own template: past this many watches in a namespace, the others are read by GET. */
+export const MAX_WATCHES_PER_NAMESPACE = 8;
+
+/** A value in a field selector, escaped as the apiserver parses selectors: a name can add no other term. */
+const selectorValue = (value: string): string => value.replace(/[\\,=]/g, (c) => `\\${c}`);
+
+const nameSelector = (ref: ObjectRef): string => `metadata.name=${selectorValue(ref.name)}`;
+
 function defaultApi(kc: k8s.KubeConfig): TemplateApi {
   const custom = kc.makeApiClient(k8s.CustomObjectsApi);
   const versionOf = preferredVersions(kc);
@@ -73,7 +84,7 @@ function defaultApi(kc: k8s.KubeConfig): TemplateApi {
         version,
         namespace,
         plural: pluralOf(ref),
-        fieldSelector: `metadata.name=${ref.name}`,
+        fieldSelector: nameSelector(ref),
       }) as Promise<k8s.KubernetesListObject<InfrastructureTemplate>>,
   };
 }
@@ -82,6 +93,8 @@ export class TemplateCache implements InfrastructureTemplates {
   readonly #opts: TemplateCacheOptions;
   readonly #api: TemplateApi;
   readonly #watches = new Map<string, ResilientInformer<InfrastructureTemplate>>();
+  /** Templates whose list the apiserver refused: read by GET while a pool names them. */
+  readonly #forbidden = new Set<string>();
   #stopped = false;
 
   constructor(opts: TemplateCacheOptions) {
@@ -89,18 +102,14 @@ export class TemplateCache implements InfrastructureTemplates {
     this.#api = opts.api ?? defaultApi(opts.kubeConfig);
   }
 
-  /** Every watch has listed at least once. */
-  get synced(): boolean {
-    return [...this.#watches.values()].every((w) => w.synced);
-  }
-
   async capacityOf(namespace: string, ref: ObjectRef): Promise<TemplateCapacity | undefined> {
     const key = templateKey(namespace, ref);
     let watch = this.#watches.get(key);
-    if (!watch && !this.#stopped) {
+    if (!watch && this.#mayOpen(namespace, key)) {
       const version = await this.#api.versionOf(ref);
-      // Another reconcile may have opened it meanwhile.
-      watch = this.#watches.get(key) ?? (this.#stopped ? undefined : this.#open({ namespace, ref, version }));
+      // Meanwhile another reconcile may have opened it, or the pool let go of it (poolChanged ran already).
+      watch =
+        this.#watches.get(key) ?? (this.#mayOpen(namespace, key) ? this.#open({ namespace, ref, version }) : undefined);
     }
     if (!watch?.synced) return this.#api.fallback.capacityOf(namespace, ref);
     const template = watch.get({ namespace, name: ref.name });
@@ -110,17 +119,14 @@ export class TemplateCache implements InfrastructureTemplates {
 
   /** A pool of the namespace changed: closes the watches of templates no pool that may scale to zero names. */
   poolChanged(namespace: string): void {
-    const wanted = new Set(
-      this.#opts
-        .pools(namespace)
-        .filter(readsTemplate)
-        .map((p) => templateKey(namespace, p.spec.platform.infrastructureTemplateRef)),
-    );
+    const wanted = this.#wanted(namespace);
     for (const [key, watch] of this.#watches)
       if (key.startsWith(`${namespace}/`) && !wanted.has(key)) {
         this.#watches.delete(key);
         void watch.stop();
       }
+    for (const key of this.#forbidden)
+      if (key.startsWith(`${namespace}/`) && !wanted.has(key)) this.#forbidden.delete(key);
   }
 
   async stop(): Promise<void> {
@@ -130,15 +136,44 @@ export class TemplateCache implements InfrastructureTemplates {
     await Promise.all(watches.map((w) => w.stop()));
   }
 
+  #wanted(namespace: string): Set<string> {
+    return new Set(
+      this.#opts
+        .pools(namespace)
+        .filter(readsTemplate)
+        .map((p) => templateKey(namespace, p.spec.platform.infrastructureTemplateRef)),
+    );
+  }
+
+  /** A watch of the template may open: a pool still names it, the apiserver did not refuse it, there is room. */
+  #mayOpen(namespace: string, key: string): boolean {
+    if (this.#stopped || this.#forbidden.has(key) || !this.#wanted(namespace).has(key)) return false;
+    const open = [...this.#watches.keys()].filter((k) => k.startsWith(`${namespace}/`)).length;
+    return open < MAX_WATCHES_PER_NAMESPACE;
+  }
+
+  /** The apiserver refused to list the template: its watch stops, and GETs say why in the pool's condition. */
+  #refused(key: string, watch: ResilientInformer<InfrastructureTemplate>): void {
+    if (this.#watches.get(key) !== watch) return;
+    this.#watches.delete(key);
+    this.#forbidden.add(key);
+    void watch.stop();
+  }
+
   #open(at: WatchedTemplate): ResilientInformer<InfrastructureTemplate> {
     const { namespace, ref, version } = at;
     const key = templateKey(namespace, ref);
-    const path = `/apis/${ref.apiGroup}/${version}/namespaces/${namespace}/${pluralOf(ref)}`;
-    const watch = new ResilientInformer<InfrastructureTemplate>({
+    const segments = [ref.apiGroup, version, 'namespaces', namespace, pluralOf(ref)];
+    const path = `/apis/${segments.map(encodeURIComponent).join('/')}`;
+    const watch: ResilientInformer<InfrastructureTemplate> = new ResilientInformer<InfrastructureTemplate>({
       kubeConfig: this.#opts.kubeConfig,
       path,
-      fieldSelector: `metadata.name=${ref.name}`,
-      list: () => this.#api.list(at),
+      fieldSelector: nameSelector(ref),
+      list: () =>
+        this.#api.list(at).catch((err: unknown) => {
+          if (statusCode(err) === 403) this.#refused(key, watch);
+          throw err;
+        }),
       ...(this.#api.watch ? { watch: this.#api.watch(path) } : {}),
       log: this.#opts.log.child({ template: key }),
       clock: this.#opts.clock,

@@ -16,6 +16,7 @@ import { parseWindow, type ParsedWindow } from '../maintenance-window.js';
 import { decideRolloutGate, quietAction, type GateVerdict, type PoolHealth } from '../rollout-gate.js';
 import { rolloutDisruption } from '../rollout-record.js';
 import { desiredReplicas } from '../capi.js';
+import { configHash } from '../hash.js';
 import { CONTINUE, requeueAfter, type PhaseResult } from './result.js';
 import type { Evaluation } from './inputs.js';
 import { inPool, inputsOf, liveChild, tokenSecret, type PhaseDeps, type Scope } from './scope.js';
@@ -101,18 +102,32 @@ function rolloutTo(s: Scope, deps: PhaseDeps, e: Evaluation): Rollout | undefine
   return { to: deployed, healthGated: held, disruption: underWay.disruption };
 }
 
-/** The disruption of the change from the deployed inputs (its token Secret's) to the target's. */
+/** The disruption of the change from the deployed inputs (its token Secret's) to the target's. Unknown (the
+ * window holds it) when those inputs do not hash to the deployed hash or cannot be parsed: a tenant can write
+ * Secrets in its namespace, and an edited one must neither wedge the pool nor make a reboot look quiet. */
 function startingDisruption(s: Scope, deps: PhaseDeps, e: Evaluation): RolloutDisruption | undefined {
   if (e.deployed === undefined || e.target === undefined) return undefined;
-  return rolloutDisruption({
-    upgradeType: s.pool.spec.management.upgradeType,
-    engine: inPlaceEngine(s.pool),
-    from: e.deployed.hash,
-    to: e.target.hash,
-    before: inputsOf(tokenSecret(s, deps, e.deployed.hash)),
-    after: e.target.inputs,
-    disruptionPolicy: effectiveDisruptionPolicy(s.pool.spec.management.inPlace?.disruptionPolicy),
-  });
+  const before = inputsOf(tokenSecret(s, deps, e.deployed.hash));
+  if (before === undefined) return undefined;
+  try {
+    if (configHash(before) === e.deployed.hash)
+      return rolloutDisruption({
+        upgradeType: s.pool.spec.management.upgradeType,
+        engine: inPlaceEngine(s.pool),
+        from: e.deployed.hash,
+        to: e.target.hash,
+        before,
+        after: e.target.inputs,
+        disruptionPolicy: effectiveDisruptionPolicy(s.pool.spec.management.inPlace?.disruptionPolicy),
+      });
+  } catch {
+    // Not logged: the parser's message quotes the config, which may hold credentials.
+  }
+  s.log.info(
+    { deployed: e.deployed.hash },
+    "The deployed token Secret's inputs are not its hash's: the change counts as disruptive",
+  );
+  return undefined;
 }
 
 /** The target, when it may roll out and differs from what a live child boots (a new pool starts no rollout). */

@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { NotReadyError } from '../../../support/src/errors.js';
-import { combine, CONTINUE, NO_OUTCOME, requeueAfter, type PhaseResult } from './result.js';
+import { AwaitingAnswer, combine, CONTINUE, NO_OUTCOME, requeueAfter, type PhaseResult } from './result.js';
 
 const fold = (results: PhaseResult[]): ReturnType<typeof combine> => results.reduce(combine, NO_OUTCOME);
 
@@ -24,6 +24,24 @@ describe("folding the phases' results", () => {
     assert.equal(out.notReady, first);
     assert.equal(out.requeueAfterMs, 2_000);
     assert.equal(out.stopped, false);
+  });
+
+  it('when a later phase reports another not-ready after an awaited answer, it should not say every not-ready awaits an answer', () => {
+    const awaiting = new AwaitingAnswer('waiting for the token just asked for');
+    const out = fold([
+      { kind: 'notReady', error: awaiting },
+      { kind: 'notReady', error: new NotReadyError('a cache not read yet') },
+    ]);
+    assert.equal(out.notReady, awaiting);
+    assert.equal(out.allAwaiting, false);
+  });
+
+  it('when every not-ready awaits an answer, it should say so', () => {
+    const out = fold([
+      { kind: 'notReady', error: new AwaitingAnswer('the token') },
+      { kind: 'notReady', error: new AwaitingAnswer('the verdict') },
+    ]);
+    assert.equal(out.allAwaiting, true);
   });
 
   it('when a phase stops with a time to look again, it should stop the writing phases and requeue then', () => {

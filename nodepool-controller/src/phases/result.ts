@@ -2,7 +2,14 @@
  * What a phase tells the runner, Cluster API's ctrl.Result in Kindling's words, and how the runner folds the
  * results of a reconcile's phases into the one answer the work queue gets.
  */
-import type { NotReadyError } from '../../../support/src/errors.js';
+import { NotReadyError } from '../../../support/src/errors.js';
+
+/**
+ * A wait for the ignition server's answer to a request made moments ago (sooner than the retry): a pool with
+ * no status yet may get its first one with the answer instead of one that says it is waiting (the reconciler
+ * decides whether to write).
+ */
+export class AwaitingAnswer extends NotReadyError {}
 
 export type PhaseResult =
   | { kind: 'continue' }
@@ -21,7 +28,10 @@ export const requeueAfter = (afterMs: number): PhaseResult => ({ kind: 'requeue'
  * the writing phases. */
 export interface Outcome {
   requeueAfterMs?: number;
+  /** The first not-ready: what the reconcile ends with. */
   notReady?: NotReadyError;
+  /** Every not-ready was an AwaitingAnswer: only then may a first status wait for the answer. */
+  allAwaiting?: boolean;
   stopped: boolean;
 }
 
@@ -38,7 +48,11 @@ export function combine(outcome: Outcome, result: PhaseResult): Outcome {
     case 'requeue':
       return { ...outcome, requeueAfterMs: earliest(outcome.requeueAfterMs, result.afterMs) };
     case 'notReady':
-      return { ...outcome, notReady: outcome.notReady ?? result.error };
+      return {
+        ...outcome,
+        notReady: outcome.notReady ?? result.error,
+        allAwaiting: outcome.allAwaiting !== false && result.error instanceof AwaitingAnswer,
+      };
     case 'stop':
       return { ...outcome, stopped: true, requeueAfterMs: earliest(outcome.requeueAfterMs, result.afterMs) };
   }

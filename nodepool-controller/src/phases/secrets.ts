@@ -8,7 +8,7 @@ import { NotReadyError } from '../../../support/src/errors.js';
 import { formatVersion } from '../release.js';
 import { desiredTokenSecret, desiredUserDataSecret } from '../desired-secrets.js';
 import { applyIfNeeded } from '../apply.js';
-import { CONTINUE, type PhaseResult } from './result.js';
+import { AwaitingAnswer, CONTINUE, type PhaseResult } from './result.js';
 import { deployedEffective, type Evaluation } from './inputs.js';
 import {
   secretText,
@@ -23,13 +23,6 @@ import {
 
 /** How soon a pool waiting for its token is looked at again (and how long a fresh token may stay unminted). */
 const MINT_RETRY_MS = 5_000;
-
-/**
- * A wait for the ignition server's answer to a request made moments ago (sooner than the retry): a pool with
- * no status yet may get its first one with the answer instead of one that says it is waiting (the reconciler
- * decides whether to write).
- */
-export class AwaitingAnswer extends NotReadyError {}
 
 /** The token Secret of a target that may roll out, and the decision it makes: the target once minted. */
 export async function phaseToken(
