@@ -75,7 +75,8 @@ export const ANNOTATIONS = {
    * deletes the Secret and forgets its tokens once it has passed. */
   tokenExpiresAt: 'kindling.dev/token-expires-at',
   /** When the current token was minted (RFC3339). Written by the ignition-server at mint/rotation; read by it
-   * to rotate at TTL/2 and by the nodepool-controller to refresh the user-data Secret after a rotation. */
+   * to rotate at TTL/2 and by the nodepool-controller to refresh the user-data Secret after a rotation and to
+   * tell that the server is minting (a new pool's first status waits for its answer meanwhile). */
   tokenIssuedAt: 'kindling.dev/token-issued-at',
   /** First successful `/ignition` fetch with this Secret's token (RFC3339). Written by the ignition-server;
    * read by the nodepool-controller (ReachedIgnitionEndpoint, and the MachineHealthCheck gate). */

@@ -10,6 +10,7 @@ import { Gauge, Histogram, type Registry } from 'prom-client';
 import { type Machine, type MachineSet } from '../../api/src/capi.js';
 import { ANNOTATIONS, FIELD_MANAGERS, LABELS } from '../../api/src/keys.js';
 import { ResilientInformer } from '../../support/src/informer.js';
+import { slimNode } from '../../support/src/slim-node.js';
 import type { Logger } from '../../support/src/logger.js';
 import type { QueueMetrics } from '../../support/src/metrics.js';
 import type { ReconcileResult, WorkQueue } from '../../support/src/queue.js';
@@ -155,6 +156,7 @@ export class Drainer {
       kubeConfig: cluster.kubeConfig,
       path: '/api/v1/nodes',
       list: () => core.listNode(),
+      transform: slimNode,
       log: cluster.log,
       onEvent: (node, event) =>
         event === 'delete'

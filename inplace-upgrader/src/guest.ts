@@ -11,6 +11,7 @@ import { isConflict, isNotFound, NotReadyError } from '../../support/src/errors.
 import { forEachLimited } from '../../support/src/limited.js';
 import type { GuestCluster } from '../../support/src/guest-clusters.js';
 import { ResilientInformer } from '../../support/src/informer.js';
+import { slimNode } from '../../support/src/slim-node.js';
 import { agentNodePolicy, agentPod, agentRbac, guestNamespace, payloadSecret, type BootedPayload } from './desired.js';
 import { agentPodName, GUEST_NAMESPACE, payloadSecretName } from '../../api/src/node-agent.js';
 import { withRolloutTaint, type RolloutTaint } from './taints.js';
@@ -46,12 +47,14 @@ export function createGuestSession(cluster: GuestCluster, onEvent: () => void): 
     path: string,
     list: () => Promise<k8s.KubernetesListObject<T>>,
     labelSelector?: string,
-  ): ResilientInformer<T> => new ResilientInformer<T>({ kubeConfig: kc, path, list, labelSelector, log, onEvent });
+    transform?: (o: T) => T,
+  ): ResilientInformer<T> =>
+    new ResilientInformer<T>({ kubeConfig: kc, path, list, labelSelector, transform, log, onEvent });
   return {
     cluster,
     core,
     applier: createApplier(kc, FIELD_MANAGERS.inplaceUpgrader),
-    nodes: informer('/api/v1/nodes', () => core.listNode()),
+    nodes: informer('/api/v1/nodes', () => core.listNode(), undefined, slimNode),
     pods: informer(
       `/api/v1/namespaces/${ns}/pods`,
       () => core.listNamespacedPod({ namespace: ns, labelSelector: LABELS.agentPod }),

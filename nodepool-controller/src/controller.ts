@@ -30,6 +30,7 @@ import { tagVersionResolver, type ReleaseVersionResolver } from './release.js';
 import { createWriter, type Writer } from './store.js';
 import { createEventRecorder, type EventRecorder } from './events.js';
 import { CsrApprover } from './csr-approver.js';
+import { MintProgress } from './mint-progress.js';
 import { ReferencedConfigMaps } from './config-maps.js';
 import { RESOURCES, type ResourceType } from '../../api/src/resources.js';
 import { keyOf, keyString } from '../../support/src/object-key.js';
@@ -78,7 +79,7 @@ type Controller = ReturnType<typeof createController>;
 function watchSources(
   controller: Controller,
   opts: ControllerOptions,
-  onPool: (pool: NodePool, event: InformerEvent) => void,
+  on: { pool: (pool: NodePool, event: InformerEvent) => void; mints: MintProgress },
   configMaps: ReferencedConfigMaps,
 ): CacheSources {
   const { kubeConfig: kc, namespaces } = opts;
@@ -87,6 +88,7 @@ function watchSources(
   const informer = <T extends k8s.KubernetesObject>(
     source: Pick<Source<T>, 'path' | 'list' | 'labelSelector'>,
     toKeys: (o: T) => string[],
+    onEvent?: (o: T) => void,
   ): Informer<T> =>
     // Indexed by pool: every reconcile lists its pool's Secrets and Cluster API objects several times.
     controller.watch<T>({
@@ -94,6 +96,7 @@ function watchSources(
       namespaces,
       ...source,
       toKeys,
+      onEvent,
       watchdogMs: opts.resyncMs,
       indexLabel: LABELS.nodePool,
     });
@@ -109,7 +112,7 @@ function watchSources(
     watchdogMs: opts.resyncMs,
     primary: true,
     toKeys: (p) => [keyString(keyOf(p))],
-    onEvent: onPool,
+    onEvent: on.pool,
   });
   const labelSelector = LABELS.nodePool;
   const secrets = informer<k8s.V1Secret>(
@@ -122,6 +125,7 @@ function watchSources(
           : core.listNamespacedSecret({ namespace, labelSelector }),
     },
     byLabel,
+    (secret) => on.mints.observe(secret, (opts.clock ?? realClock).now()),
   );
   // Cluster API's objects and Kindling's own bootstrap provider's: a KindlingConfig's event (Cluster API cloned or
   // rewrote it) wakes its pool.
@@ -225,7 +229,8 @@ export function createNodePoolController(opts: ControllerOptions): NodePoolContr
     templates.poolChanged(p.metadata.namespace ?? '');
     if (e === 'add') approver.poolChanged(p);
   };
-  const sources = watchSources(controller, opts, onPool, configMaps);
+  const mints = new MintProgress();
+  const sources = watchSources(controller, opts, { pool: onPool, mints }, configMaps);
   const pools = (): CacheSources['nodePools'] => sources.nodePools;
   const caches = new Caches(sources);
   const kubeConfigs = createGuestKubeConfigs((namespace, name) => core.readNamespacedSecret({ namespace, name }));
@@ -238,6 +243,7 @@ export function createNodePoolController(opts: ControllerOptions): NodePoolContr
     events,
     nodes,
     templates,
+    mints,
     versions,
     releases: opts.releases ?? tagVersionResolver,
     clock,

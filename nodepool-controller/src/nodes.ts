@@ -10,6 +10,7 @@ import { ANNOTATIONS, FIELD_MANAGERS } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 import { createApplier } from '../../support/src/apply.js';
 import { isConflict, isNotFound } from '../../support/src/errors.js';
+import { forEachLimited } from '../../support/src/limited.js';
 import { isUpToDate } from './diff.js';
 import type { GuestKubeConfigs } from '../../support/src/guest-kubeconfigs.js';
 
@@ -103,6 +104,14 @@ export function desiredNode(pool: NodePool, live: k8s.V1Node): NodeApply | undef
   return { ...desired, metadata: { ...desired.metadata, resourceVersion: live.metadata?.resourceVersion } };
 }
 
+/**
+ * A pool's Node reads and writes in flight at once. All of a pool's Nodes at once opened a connection each to its
+ * guest apiserver, each with its own TLS context and buffers, whose native memory outlives the burst until V8
+ * collects the sockets; a few at a time ride the same kept-alive connections (8 guests of 2 pools of 25 Nodes: 68
+ * MiB kept after the burst with all at once, 44 MiB with 4).
+ */
+const NODE_REQUESTS_IN_FLIGHT = 4;
+
 export interface GuestNodes {
   /** Applies the pool's labels and taints onto the named guest Nodes; returns how many it wrote. */
   propagate(pool: NodePool, nodeNames: readonly string[]): Promise<number>;
@@ -150,8 +159,9 @@ export function createGuestNodes(kubeConfigs: GuestKubeConfigs): GuestNodes {
       }
       const c = clientsOf(kc);
       try {
-        const written = await Promise.all(nodeNames.map((n) => one(pool, n, c)));
-        return written.reduce((a, b) => a + b, 0);
+        let written = 0;
+        await forEachLimited(nodeNames, NODE_REQUESTS_IN_FLIGHT, async (n) => (written += await one(pool, n, c)));
+        return written;
       } catch (err) {
         if (!isConflict(err)) kubeConfigs.forget(ns, pool.spec.clusterName);
         throw new Error(

@@ -12,6 +12,7 @@ import type { CacheSource, Writer } from './store.js';
 import { parseVersion, tagVersionResolver } from './release.js';
 import { NodePoolReconciler } from './reconciler.js';
 import { normaliseConfig } from './hash.js';
+import { MintProgress } from './mint-progress.js';
 
 /** An in-memory management cluster: one map per kind, and a writer that stamps creation times from the test's clock. */
 function world(
@@ -23,6 +24,7 @@ function world(
   secrets: Map<string, k8s.KubernetesObject>;
   store: (kind: string) => Map<string, k8s.KubernetesObject>;
   clock: { at: number };
+  mints: MintProgress;
 } {
   const clock = { at: Date.parse('2026-11-24T00:00:00Z') };
   const stores = new Map<string, Map<string, k8s.KubernetesObject>>();
@@ -85,16 +87,18 @@ function world(
   });
   const version = parseVersion('1.36.3');
   assert.ok(version);
+  const mints = new MintProgress();
   const reconciler = new NodePoolReconciler({
     caches,
     writer,
     versions: { versionOf: () => Promise.resolve(version) },
     releases: tagVersionResolver,
+    mints,
     clock: { ...realClock, now: () => clock.at },
     config: { ignition: { endpoint: 'https://ignition.example', caPem: '' }, tokenGraceMs: 0, maxSkewMinors: 3 },
     log: createLogger({ name: 'test', level: 'silent' }),
   });
-  return { reconciler, statuses, secrets: store('Secret'), store, clock };
+  return { reconciler, statuses, secrets: store('Secret'), store, clock, mints };
 }
 
 /** What the ignition server does to the token Secrets: mint the token, and (verdict) report the payload generated. */
@@ -110,6 +114,11 @@ function mint(secrets: Map<string, k8s.KubernetesObject>, opts: { verdict: boole
       };
   }
 }
+
+/** Another pool's token Secret as the ignition server leaves it after a mint at `ms`. */
+const issuedAt = (ms: number): k8s.V1Secret => ({
+  metadata: { annotations: { [ANNOTATIONS.tokenIssuedAt]: new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z') } },
+});
 
 const dataOf = (o: k8s.KubernetesObject | undefined): Record<string, string> | undefined =>
   (o as { data?: Record<string, string> } | undefined)?.data;
@@ -129,6 +138,34 @@ describe('NodePoolReconciler: when the status is written', () => {
     const ready = cond(w.statuses[0], 'Ready');
     assert.equal(ready?.status, 'False');
     assert.match(ready?.message ?? '', /^Waiting for the ignition server to mint the token of config hash \w+$/);
+  });
+
+  it('when the ignition server is minting other pools at the retry, it should keep the first status for the answer and write it once', async () => {
+    const pool = nodePoolFixture('workers', 'tenant-a');
+    const w = world(pool);
+    await assert.rejects(w.reconciler.reconcile(key(pool)), NotReadyError);
+    for (const late of [5_000, 120_000]) {
+      w.clock.at = Date.parse('2026-11-24T00:00:00Z') + late;
+      w.mints.observe(issuedAt(w.clock.at - 1_000), w.clock.at);
+      await assert.rejects(w.reconciler.reconcile(key(pool)), NotReadyError);
+    }
+    assert.equal(w.statuses.length, 0, 'the server is answering a queue, ours in it');
+    mint(w.secrets, { verdict: true });
+    w.clock.at += 300;
+    assert.deepEqual(await w.reconciler.reconcile(key(pool)), {});
+    assert.equal(w.statuses.length, 1);
+    assert.equal(cond(w.statuses[0], 'ValidGeneratedPayload')?.status, 'True');
+  });
+
+  it('when the ignition server has minted for five minutes without answering the pool, it should write the first status saying it waits', async () => {
+    const pool = nodePoolFixture('workers', 'tenant-a');
+    const w = world(pool);
+    await assert.rejects(w.reconciler.reconcile(key(pool)), NotReadyError);
+    w.clock.at += 5 * 60_000;
+    w.mints.observe(issuedAt(w.clock.at - 1_000), w.clock.at);
+    await assert.rejects(w.reconciler.reconcile(key(pool)), NotReadyError);
+    assert.equal(w.statuses.length, 1);
+    assert.match(cond(w.statuses[0], 'Ready')?.message ?? '', /^Waiting for the ignition server to mint the token/);
   });
 
   it('when the token is minted before the retry, it should write the first status once, with the children at the new hash', async () => {

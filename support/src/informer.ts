@@ -10,6 +10,7 @@
  *   until a relist succeeds: readiness reports a stale cache instead of serving it;
  * - after every (re)list it emits a `resync` of every cached object, so level-based reconcilers heal missed events.
  */
+import { isDeepStrictEqual } from 'node:util';
 import * as k8s from '#k8s';
 import { statusCode } from './errors.js';
 import type { Logger } from './logger.js';
@@ -93,7 +94,9 @@ export interface InformerOptions<T extends k8s.KubernetesObject> {
   log: Logger;
   onEvent: (obj: T, event: InformerEvent) => void;
   /** Applied to every listed or watched object before it is cached or handed to onEvent: keep only what the
-   * component reads (the cache otherwise holds every object whole for the life of the process). */
+   * component reads (the cache otherwise holds every object whole for the life of the process). An update that
+   * leaves the transformed object as it was (a Node's heartbeat, when conditions' times are dropped) is cached
+   * for its resourceVersion but not emitted: nothing the component reads changed. */
   transform?: (obj: T) => T;
   /** A label whose value indexes the cache (listIndexed): callers that list one value's objects of a namespace
    * in every reconcile read those few, not every object of the namespace. */
@@ -343,7 +346,15 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
 
   #emitChange(old: T | undefined, obj: T): void {
     if (!old) this.#opts.onEvent(obj, 'add');
-    else if (old.metadata?.resourceVersion !== obj.metadata?.resourceVersion) this.#opts.onEvent(obj, 'update');
+    else if (old.metadata?.resourceVersion !== obj.metadata?.resourceVersion && !this.#sameSlim(old, obj))
+      this.#opts.onEvent(obj, 'update');
+  }
+
+  /** Two transformed versions of an object that differ in nothing but their resourceVersion. */
+  #sameSlim(old: T, obj: T): boolean {
+    if (!this.#opts.transform) return false;
+    const bare = (o: T): T => ({ ...o, metadata: { ...o.metadata, resourceVersion: undefined } });
+    return isDeepStrictEqual(bare(old), bare(obj));
   }
 
   #put(obj: T): void {

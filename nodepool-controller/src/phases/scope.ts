@@ -19,6 +19,7 @@ import type { IgnitionEndpoint } from '../desired-secrets.js';
 import type { Observations } from '../status.js';
 import type { Caches } from '../caches.js';
 import type { Writer } from '../store.js';
+import type { MintProgress } from '../mint-progress.js';
 import type { ObjectKey } from '../../../support/src/object-key.js';
 
 export interface ControllerConfig {
@@ -43,6 +44,8 @@ export interface PhaseDeps {
   nodes?: GuestNodes;
   /** What infrastructure templates report of a node's capacity (scale from zero); absent: nothing. */
   templates?: InfrastructureTemplates;
+  /** The ignition server's latest mint seen; absent: a new pool's first status waits only the first moments. */
+  mints?: MintProgress;
 }
 
 /** One reconcile of one pool. Only `obs` changes while the phases run. */

@@ -23,6 +23,20 @@ import {
 
 /** How soon a pool waiting for its token is looked at again (and how long a fresh token may stay unminted). */
 const MINT_RETRY_MS = 5_000;
+/** How long a new pool's first status waits for the ignition server's answer while the server is minting others
+ * (a queue of a thousand new pools takes it a minute or two on a loaded machine). */
+const FIRST_ANSWER_PATIENCE_MS = 5 * 60_000;
+/** A server that minted within this long is at work: it mints in batches, seconds apart on a loaded machine. */
+const MINTING_LATELY_MS = 30_000;
+
+/**
+ * Whether the answer to the token Secret is expected soon: it was written within the retry, or, up to the
+ * patience, the server minted some token lately (it is working through a queue, ours in it).
+ */
+export function answerExpected(now: number, createdMs: number, mintSeenMs: number): boolean {
+  const age = now - createdMs;
+  return age < MINT_RETRY_MS || (age < FIRST_ANSWER_PATIENCE_MS && now - mintSeenMs < MINTING_LATELY_MS);
+}
 
 /** The token Secret of a target that may roll out, and the decision it makes: the target once minted. */
 export async function phaseToken(
@@ -39,16 +53,16 @@ export async function phaseToken(
     desiredToken(s, target),
     deps.caches.secrets,
   );
-  // The ignition server mints within moments of the Secret's creation; once a retry has passed it is late.
-  const justAsked = s.now - new Date(live.metadata?.creationTimestamp ?? NaN).getTime() < MINT_RETRY_MS;
+  const created = new Date(live.metadata?.creationTimestamp ?? NaN).getTime();
+  const expected = answerExpected(s.now, created, deps.mints?.seenMs ?? Number.NEGATIVE_INFINITY);
   if (secretText(live, SECRET_KEYS.token) === undefined) {
     s.obs.pending = `Waiting for the ignition server to mint the token of config hash ${target.hash}`;
-    const error = new (justAsked ? AwaitingAnswer : NotReadyError)(s.obs.pending, MINT_RETRY_MS);
+    const error = new (expected ? AwaitingAnswer : NotReadyError)(s.obs.pending, MINT_RETRY_MS);
     return { decision: { effective: deployed, rolling: target }, result: { kind: 'notReady', error } };
   }
   return {
     decision: { effective: targetEffective(target), rolling: target },
-    result: awaitVerdict(s, live, target, justAsked),
+    result: awaitVerdict(s, live, target, expected),
   };
 }
 
@@ -58,9 +72,9 @@ export async function phaseToken(
  * status with the verdict, not one without and another with it. The writes go on meanwhile; if the verdict
  * does not come, the retry writes the status that says the payload is awaited.
  */
-function awaitVerdict(s: Scope, live: k8s.V1Secret, target: Target, justAsked: boolean): PhaseResult {
+function awaitVerdict(s: Scope, live: k8s.V1Secret, target: Target, expected: boolean): PhaseResult {
   if (
-    !justAsked ||
+    !expected ||
     s.pool.status?.conditions !== undefined ||
     live.metadata?.annotations?.[ANNOTATIONS.payloadReason] !== undefined
   )
