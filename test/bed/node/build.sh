@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds what a real node of the management cluster needs, for the install test only (npm start never does):
 # kubelet and kube-proxy from the Kubernetes module (go/, a wrapper module of its own so the main test bed's
-# cache key stays), CoreDNS from its module, a pause binary for pod sandboxes, and OCI image archives of
+# cache key stays), CoreDNS with only the plugins its Corefile uses (coredns/, its own wrapper module: the stock
+# build's cloud SDKs took 15 minutes cold), a pause binary for pod sandboxes, and OCI image archives of
 # pause, CoreDNS and the test bed's Cluster API manager to import into containerd (no registry can be pulled).
 # Cached like the test bed by a key of what went in; a second run is a no-op. Prints the folder on its last line.
 set -euo pipefail
@@ -14,7 +15,11 @@ source "$here/versions.env"
 command -v go >/dev/null || { echo "node test bed: Go 1.26+ is required" >&2; exit 1; }
 testbed_bin="$(bash "$here/../build.sh" | tail -n 1)"
 settings() { grep -hv '^[[:space:]]*#' "$here/../versions.env" "$here/versions.env"; }
-key="$( { settings; cat "$here/go/go.mod" "$here/go/go.sum" "$here/go/pause/main.go"; } | sha256sum | cut -c1-12)"
+key="$( {
+  settings
+  cat "$here/go/go.mod" "$here/go/go.sum" "$here/go/pause/main.go"
+  cat "$here/coredns/go.mod" "$here/coredns/go.sum" "$here/coredns/main.go"
+} | sha256sum | cut -c1-12)"
 cache="${KINDLING_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kindling}/node-$KUBERNETES_VERSION-$key"
 bin="$cache/bin"
 images="$cache/images"
@@ -39,25 +44,20 @@ fi
 minor="${KUBERNETES_VERSION#v1.}"; minor="${minor%%.*}"
 ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$KUBERNETES_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
 
+# build NAME MODULE PACKAGE LDFLAGS: PACKAGE of the wrapper module in folder MODULE, once per cache.
 build() {
-  local name="$1" pkg="$2" start=$SECONDS
+  local name="$1" module="$2" pkg="$3" flags="$4" start=$SECONDS
   [ -x "$bin/$name" ] && return 0
   log "building $name ($pkg)…"
-  (cd "$here/go" && go build -trimpath -ldflags "$ldflags" -o "$bin/.$name.tmp" "$pkg")
+  (cd "$here/$module" && go build -trimpath -ldflags "$flags" -o "$bin/.$name.tmp" "$pkg")
   mv "$bin/.$name.tmp" "$bin/$name"
   log "built $name in $((SECONDS - start)) s"
 }
 
-build kubelet k8s.io/kubernetes/cmd/kubelet
-build kube-proxy k8s.io/kubernetes/cmd/kube-proxy
-build pause ./pause
-if [ ! -x "$bin/coredns" ]; then
-  log "building CoreDNS $COREDNS_VERSION…"; start=$SECONDS
-  tmp="$(mktemp -d)"
-  GOBIN="$tmp" GOFLAGS= go install -trimpath -ldflags "-s -w" "github.com/coredns/coredns@$COREDNS_VERSION"
-  mv "$tmp/coredns" "$bin/coredns"; rmdir "$tmp"
-  log "built CoreDNS in $((SECONDS - start)) s"
-fi
+build kubelet go k8s.io/kubernetes/cmd/kubelet "$ldflags"
+build kube-proxy go k8s.io/kubernetes/cmd/kube-proxy "$ldflags"
+build pause go ./pause "$ldflags"
+build coredns coredns . "-s -w"
 
 # oci_image NAME BINARY ENTRYPOINT USER: a one-layer OCI archive (reproducible: fixed times and owners) holding
 # BINARY at /ENTRYPOINT and an empty /tmp, named NAME for `ctr images import`.
