@@ -157,6 +157,7 @@ export class Drainer {
       path: '/api/v1/nodes',
       list: () => core.listNode(),
       transform: slimNode,
+      quietWhenUnchanged: true,
       log: cluster.log,
       onEvent: (node, event) =>
         event === 'delete'

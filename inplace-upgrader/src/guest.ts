@@ -49,7 +49,16 @@ export function createGuestSession(cluster: GuestCluster, onEvent: () => void): 
     labelSelector?: string,
     transform?: (o: T) => T,
   ): ResilientInformer<T> =>
-    new ResilientInformer<T>({ kubeConfig: kc, path, list, labelSelector, transform, log, onEvent });
+    new ResilientInformer<T>({
+      kubeConfig: kc,
+      path,
+      list,
+      labelSelector,
+      transform,
+      quietWhenUnchanged: transform !== undefined,
+      log,
+      onEvent,
+    });
   return {
     cluster,
     core,

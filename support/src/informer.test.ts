@@ -13,6 +13,7 @@ const cm = (rv: string, data: Record<string, string>, labels: Record<string, str
 /** An informer over one object and a fake watch; `send` delivers a MODIFIED event on the open watch. */
 async function fake(
   transform?: (o: k8s.V1ConfigMap) => k8s.V1ConfigMap,
+  quietWhenUnchanged = true,
 ): Promise<{ events: InformerEvent[]; send: (o: k8s.V1ConfigMap) => Promise<void>; stop: () => Promise<void> }> {
   const events: InformerEvent[] = [];
   let open: WatchRequest | undefined;
@@ -24,6 +25,7 @@ async function fake(
     onEvent: (_, e) => events.push(e),
     clock: manualClock(),
     transform,
+    quietWhenUnchanged,
     watch: (req) =>
       new Promise<void>((resolve) => {
         open = req;
@@ -53,6 +55,13 @@ describe('ResilientInformer: updates of transformed objects', () => {
   it('when an update changes what the transform keeps, it should emit the update', async () => {
     const f = await fake(withoutData);
     await f.send(cm('2', { big: 'x' }, { pool: 'workers' }));
+    assert.deepEqual(f.events, ['update']);
+    await f.stop();
+  });
+
+  it('when the informer does not ask for quiet, it should emit an update the transform hides', async () => {
+    const f = await fake(withoutData, false);
+    await f.send(cm('2', { big: 'y' }));
     assert.deepEqual(f.events, ['update']);
     await f.stop();
   });

@@ -94,10 +94,12 @@ export interface InformerOptions<T extends k8s.KubernetesObject> {
   log: Logger;
   onEvent: (obj: T, event: InformerEvent) => void;
   /** Applied to every listed or watched object before it is cached or handed to onEvent: keep only what the
-   * component reads (the cache otherwise holds every object whole for the life of the process). An update that
-   * leaves the transformed object as it was (a Node's heartbeat, when conditions' times are dropped) is cached
-   * for its resourceVersion but not emitted: nothing the component reads changed. */
+   * component reads (the cache otherwise holds every object whole for the life of the process). */
   transform?: (obj: T) => T;
+  /** With a transform: an update that leaves the transformed object as it was (a Node's heartbeat, when
+   * conditions' times are dropped) is cached for its resourceVersion but not emitted, for components that act
+   * only on what the transform keeps. Off by default: some act on any update (a nudge to decide again). */
+  quietWhenUnchanged?: boolean;
   /** A label whose value indexes the cache (listIndexed): callers that list one value's objects of a namespace
    * in every reconcile read those few, not every object of the namespace. */
   indexLabel?: string;
@@ -352,7 +354,7 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
 
   /** Two transformed versions of an object that differ in nothing but their resourceVersion. */
   #sameSlim(old: T, obj: T): boolean {
-    if (!this.#opts.transform) return false;
+    if (!this.#opts.transform || !this.#opts.quietWhenUnchanged) return false;
     const bare = (o: T): T => ({ ...o, metadata: { ...o.metadata, resourceVersion: undefined } });
     return isDeepStrictEqual(bare(old), bare(obj));
   }
