@@ -23,7 +23,7 @@ export interface ReferencedConfigMapsOptions {
   log: Logger;
   /** The NodePools of a namespace, from their informer. */
   pools: (namespace: string) => readonly NodePool[];
-  /** A referenced ConfigMap changed: the key of every pool naming it is woken. */
+  /** A referenced object changed: the key of every pool naming it is woken. */
   wake: (poolKey: string) => void;
   clock?: Clock;
   /** Relist period of each watch. */

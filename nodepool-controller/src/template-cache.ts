@@ -13,10 +13,9 @@ import * as k8s from '#k8s';
 import type { NodePool, ObjectRef } from '../../api/src/nodepool.js';
 import { statusCode } from '../../support/src/errors.js';
 import { ResilientInformer, type WatchFn } from '../../support/src/informer.js';
-import type { Logger } from '../../support/src/logger.js';
-import type { Clock } from '../../support/src/timers.js';
 import { keyString } from '../../support/src/object-key.js';
 import type { TemplateCapacity } from './capacity.js';
+import type { ReferencedConfigMapsOptions } from './config-maps.js';
 import {
   createInfrastructureTemplates,
   pluralOf,
@@ -45,16 +44,8 @@ export interface WatchedTemplate {
   version: string;
 }
 
-export interface TemplateCacheOptions {
-  kubeConfig: k8s.KubeConfig;
-  log: Logger;
-  /** The NodePools of a namespace, from their informer. */
-  pools: (namespace: string) => readonly NodePool[];
-  /** A watched template changed: the key of every pool naming it is woken. */
-  wake: (poolKey: string) => void;
-  clock?: Clock;
-  /** Relist period of each watch. */
-  watchdogMs?: number;
+/** The same wiring as the ConfigMaps pools name: watches opened and closed by the pools that reference them. */
+export interface TemplateCacheOptions extends ReferencedConfigMapsOptions {
   api?: TemplateApi;
 }
 
