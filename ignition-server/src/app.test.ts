@@ -7,7 +7,7 @@ import request from 'supertest';
 import { createLogger } from '../../support/src/logger.js';
 import { createApp, type AppDeps } from './app.js';
 import { createTokenAuthority, type TokenAuthority } from './tokens.js';
-import { joinFor, TokenIndex, type TokenSecret, type TokenSecretEntry } from './token-index.js';
+import { joinFor, TokenIndex, type TokenRef, type TokenSecret, type TokenSecretEntry } from './token-index.js';
 import { payloadBytes, type Payload } from './payload/store.js';
 import { ecKeyPem, manualClock, memoryDestination } from '../testing/index.js';
 
@@ -120,9 +120,11 @@ describe('GET /ignition', () => {
       body.storage.files.map((f) => f.path),
       ['/etc/secret-payload-marker', '/etc/kubernetes/pki/ca.crt', '/etc/kubernetes/bootstrap-kubeconfig'],
     );
-    const kubeconfig = Buffer.from(body.storage.files[2]?.contents.source.split(',')[1] ?? '', 'base64').toString();
-    assert.match(kubeconfig, /token: abcdef\.0123456789abcdef/);
-    assert.match(kubeconfig, /server: https:\/\/guest\.example:6443/);
+    const kubeconfig = JSON.parse(
+      Buffer.from(body.storage.files[2]?.contents.source.split(',')[1] ?? '', 'base64').toString(),
+    ) as { clusters: { cluster: { server: string } }[]; users: { user: { token: string } }[] };
+    assert.equal(kubeconfig.users[0]?.user.token, 'abcdef.0123456789abcdef');
+    assert.equal(kubeconfig.clusters[0]?.cluster.server, 'https://guest.example:6443');
     assert.equal(Number(res.headers['content-length']), Buffer.byteLength(res.text));
   });
 
@@ -177,7 +179,7 @@ describe('GET /ignition', () => {
         r.on('end', () => cb(null, Buffer.concat(chunks)));
       });
     assert.equal(res.status, 200);
-    const expected = payloadBytes(payload, '3.3.0', joinFor(entry, token));
+    const expected = payloadBytes(payload, '3.3.0', joinFor(h.index.lookup(token, 0) as TokenRef));
     assert.equal(Number(res.headers['content-length']), expected.length);
     assert.ok((res.body as Buffer).equals(expected));
     const files = (
@@ -273,6 +275,39 @@ describe('GET /ignition', () => {
     const expired = await get();
     assert.equal(expired.status, 401);
     assert.equal(expired.text, 'IGN_TOKEN_INVALID: invalid or expired token\n');
+  });
+
+  it('when the main thread verified a token as it was indexed, it should serve it without verifying it again, until its exp passes', async () => {
+    const { token } = await h.secret('preverified');
+    const claims = await h.authority.verify(token);
+    let verifies = 0;
+    const app = createApp({
+      ...h.deps,
+      authority: {
+        remembered: () => undefined,
+        verify: (t) => {
+          verifies++;
+          return h.authority.verify(t);
+        },
+      },
+    });
+    h.index.verified(token, claims as NonNullable<typeof claims>);
+    const get = (): request.Test => request(app).get('/ignition').set('Authorization', `Bearer ${token}`);
+    assert.equal((await get()).status, 200);
+    assert.equal(verifies, 0, 'the claims handed over with the token');
+    h.clock.advance(3_600_000);
+    assert.equal((await get()).status, 401, 'claims past their exp are not used');
+    assert.equal(verifies, 1, 'verified again, and refused');
+  });
+
+  it('when a token Secret holds a token signed by another key, it should refuse it though the token is indexed', async () => {
+    const forger = await createTokenAuthority(ecKeyPem(), h.clock);
+    const { token } = await forger.mint({ pool: POOL, hash: HASH, ttlMs: 3_600_000 });
+    await h.secret('forged', { token });
+    const res = await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`);
+    assert.equal(res.status, 401);
+    assert.equal(res.headers['kindling-error'], 'IGN_TOKEN_INVALID');
+    assert.equal(h.index.lookup(token, h.clock.now())?.claims, undefined, 'no claims recorded for it');
   });
 
   it('when a valid token of another pool, or of another hash, sits in a Secret, it should answer 401', async () => {

@@ -1,7 +1,7 @@
 /**
  * The serving port's HTTP handler: `GET /ignition` and nothing else. Authentication runs in a fixed order —
- * bearer present → JWT signature and expiry → token of a live token Secret → pool/hash headers — so a
- * forged or stale token never reaches a look-up. Status codes (Flow 2 step 4): 401 for a missing, garbled,
+ * bearer present → JWT signature and expiry → token of a live token Secret → pool/hash headers — so nothing
+ * of an entry is used for a forged or stale token (its one look-up finds the claims it was verified with first). Status codes (Flow 2 step 4): 401 for a missing, garbled,
  * forged, expired or revoked token; 403 when the NodePool header names another pool; 406 when the client
  * takes no spec version the payload fits in; 511 while the payload is not generated (Ignition retries 5xx);
  * 404 elsewhere. Every refusal is a code of errors.ts (listed in docs/errors.md) with a fixed text.
@@ -17,7 +17,7 @@ import type { NextFunction, Request, Response } from 'express';
 import type { Logger } from '../../support/src/logger.js';
 import { IGNITION_HEADERS } from '../../api/src/keys.js';
 import type { TokenClaims, TokenVerifier } from './tokens.js';
-import { joinFor, type TokenIndex, type TokenSecretEntry } from './token-index.js';
+import { joinFor, type TokenIndex, type TokenRef, type TokenSecretEntry } from './token-index.js';
 import { payloadChunks, type Payload } from './payload/payload.js';
 import {
   IGNITION_MEDIA_TYPE,
@@ -30,7 +30,7 @@ import { HttpError } from './errors.js';
 
 export interface AppDeps {
   authority: Pick<TokenVerifier, 'verify' | 'remembered'>;
-  tokens: Pick<TokenIndex, 'find' | 'unloadedFor'>;
+  tokens: Pick<TokenIndex, 'lookup' | 'verified' | 'unloadedFor'>;
   payloads: { peek(key: string): Payload | undefined; lookup(key: string): Promise<Payload | undefined> };
   /** Called after a payload was served (not awaited: a Kubernetes write never sits in a request). */
   onServed: (entry: TokenSecretEntry) => void;
@@ -101,45 +101,50 @@ interface InFlight {
 
 type Step = void | Promise<void>;
 
-/** Bearer present → signature and expiry (remembered, or verified now) → the token's live entry → the payload. */
+/**
+ * Bearer present → signature and expiry (verified before, or now) → the token's live entry → the payload. The
+ * token's one look-up finds its entry with the claims it was verified with (most often on the main thread as
+ * it was indexed, so a booting host's first fetch verifies nothing); the entry is used only once they hold.
+ */
 function serveIgnition(r: InFlight): Step {
   checkBody(r.req);
   const token = bearerToken(r.req);
-  const claims = r.deps.authority.remembered(token);
-  if (claims) return withClaims(r, token, claims);
-  return r.deps.authority.verify(token).then((verified) => {
+  const { deps } = r;
+  const now = deps.now();
+  const ref = deps.tokens.lookup(token, now);
+  const claims = ref?.claims && ref.claims.expiresAtMs > now ? ref.claims : deps.authority.remembered(token);
+  if (claims) return withClaims(r, token, claims, ref);
+  return deps.authority.verify(token).then((verified) => {
     if (!verified) throw new HttpError('IGN_TOKEN_INVALID');
-    return withClaims(r, token, verified);
+    deps.tokens.verified(token, verified);
+    return withClaims(r, token, verified, deps.tokens.lookup(token, deps.now()));
   });
 }
 
-function withClaims(r: InFlight, token: string, claims: TokenClaims): Step {
+function withClaims(r: InFlight, token: string, claims: TokenClaims, ref: TokenRef | undefined): Step {
   r.outcome.nodePool = claims.pool;
   const { deps } = r;
-  const entry = deps.tokens.find(token, deps.now());
   // A token Secret known by its metadata only (after a restart) is read first, then asked again.
-  if (entry || deps.tokens.unloadedFor(claims.pool, claims.hash).length === 0)
-    return withEntry(r, token, claims, entry);
-  return deps
-    .load(claims.pool, claims.hash)
-    .then(() => withEntry(r, token, claims, deps.tokens.find(token, deps.now())));
+  if (ref || deps.tokens.unloadedFor(claims.pool, claims.hash).length === 0) return withEntry(r, claims, ref);
+  return deps.load(claims.pool, claims.hash).then(() => withEntry(r, claims, deps.tokens.lookup(token, deps.now())));
 }
 
-function withEntry(r: InFlight, token: string, claims: TokenClaims, entry: TokenSecretEntry | undefined): Step {
-  if (!entry || entry.secret.pool !== claims.pool || entry.secret.hash !== claims.hash)
+function withEntry(r: InFlight, claims: TokenClaims, ref: TokenRef | undefined): Step {
+  if (!ref || ref.entry.secret.pool !== claims.pool || ref.entry.secret.hash !== claims.hash)
     throw new HttpError('IGN_TOKEN_REVOKED');
+  const { entry } = ref;
   checkHeaders(r.req, claims);
   const version = negotiateVersion(r.req.headers.accept);
   if (version === undefined) throw new HttpError('IGN_SPEC_UNACCEPTABLE');
   const key = payloadKey(entry);
   const payload = r.deps.payloads.peek(key);
-  if (payload) return respond(r, { entry, token, version, payload });
+  if (payload) return respond(r, { ref, version, payload });
   return r.deps.payloads.lookup(key).then((found) => {
     if (!found) {
       r.deps.onPayloadMissing(entry);
       throw new HttpError('IGN_PAYLOAD_REGENERATING');
     }
-    respond(r, { entry, token, version, payload: found });
+    respond(r, { ref, version, payload: found });
   });
 }
 
@@ -154,19 +159,17 @@ function payloadKey(entry: TokenSecretEntry): string {
   return state.key;
 }
 
-function respond(
-  r: InFlight,
-  a: { entry: TokenSecretEntry; token: string; version: SpecVersion; payload: Payload },
-): void {
+function respond(r: InFlight, a: { ref: TokenRef; version: SpecVersion; payload: Payload }): void {
   if (!servable(a.payload.minVersion, a.version))
     throw new HttpError('IGN_SPEC_TOO_OLD', `${a.payload.minVersion} or newer`);
   // The pool's join material goes to hosts; the upgrader's nodes joined long ago and ask without it.
-  const join = r.req.headers[JOIN] === 'omit' ? undefined : joinFor(a.entry, a.token);
+  const join = r.req.headers[JOIN] === 'omit' ? undefined : joinFor(a.ref);
   send(r.res, payloadChunks(a.payload, a.version, join), a.version, r.req.method === 'HEAD');
-  if (!a.entry.served) {
-    a.entry.served = true;
-    r.outcome.firstServed = a.entry;
-    r.deps.onServed(a.entry);
+  const { entry } = a.ref;
+  if (!entry.served) {
+    entry.served = true;
+    r.outcome.firstServed = entry;
+    r.deps.onServed(entry);
   }
 }
 

@@ -4,7 +4,8 @@
  * (token-secret-decision.ts: anything else is refused, with a Warning Event, and costs no mint and no
  * generation), keeps the TokenIndex the HTTP app authenticates against, and generates the payloads it serves. Only the leader
  * writes (leader-writes.ts: mint, rotate, expire, the generation outcome). The first successful fetch is recorded by the replica that served it, off the request path (a
- * set-if-absent annotation only that replica can know about).
+ * set-if-absent annotation only that replica can know about), once the burst of boots it came in is over
+ * (reached.ts).
  */
 import * as k8s from '#k8s';
 import { ANNOTATIONS, FIELD_MANAGERS, LABELS, SECRET_KEYS } from '../../api/src/keys.js';
@@ -36,6 +37,7 @@ import type { GuestJoin } from './join.js';
 import { PoolInformers } from './pools.js';
 import { decideTokenSecret, type TokenSecretRefusal } from './token-secret-decision.js';
 import { keyOf, keyString, parseKey } from '../../support/src/object-key.js';
+import { ReachedRecords } from './reached.js';
 
 export interface ControllerOptions {
   kubeConfig: k8s.KubeConfig;
@@ -71,6 +73,13 @@ const LEADER_WORKERS = 32;
 const GENERATE_WORKERS = 4;
 /** How long a request for a Secret read on demand waits for its payload (from the cache directory after a restart). */
 const LOAD_PAYLOAD_WAIT_MS = 2_000;
+/**
+ * First fetches are written once none came for this long, or once the oldest waited REACHED_MAX_HOLD_MS: a
+ * SIGKILL loses at most that long of them (a stop writes them, waiting at most REACHED_STOP_MS).
+ */
+const REACHED_QUIET_MS = 2_000;
+const REACHED_MAX_HOLD_MS = 30_000;
+const REACHED_STOP_MS = 5_000;
 
 export class TokenSecretController {
   readonly #opts: ControllerOptions;
@@ -79,6 +88,7 @@ export class TokenSecretController {
   readonly #informer: NamespacedInformer<CachedTokenSecret>;
   readonly #generate: WorkQueue;
   readonly #reached: WorkQueue;
+  readonly #firstFetches: ReachedRecords;
   readonly #revoke: WorkQueue;
   /** Bootstrap tokens of deleted token Secrets, by Secret key, until the leader has deleted them from the guest. */
   readonly #revocations = new Map<string, { namespace: string; cluster: string; tokens: string[] }>();
@@ -112,6 +122,12 @@ export class TokenSecretController {
       maxInFlightPerGroup: opts.generationsPerNamespace ?? 2,
     });
     this.#reached = this.#queue('ignition-reached', (key) => this.#recordReached(key));
+    this.#firstFetches = new ReachedRecords({
+      clock: this.#clock,
+      quietMs: REACHED_QUIET_MS,
+      maxHoldMs: REACHED_MAX_HOLD_MS,
+      release: (keys) => keys.forEach((key) => this.#reached.add(key)),
+    });
     this.#revoke = this.#queue('ignition-bootstrap-revoke', (key) => this.#revokeBootstrap(key));
     // In the background, two at a time: a request waiting on a Secret reads it at once (load), not in this line.
     this.#reads = this.#queue('ignition-token-secret-reads', (key) => this.#read(key), 2);
@@ -188,6 +204,11 @@ export class TokenSecretController {
   }
 
   async stop(): Promise<void> {
+    this.#firstFetches.releaseNow();
+    await Promise.race([
+      this.#reached.drained(),
+      new Promise<void>((r) => this.#clock.setTimeout(() => r(), REACHED_STOP_MS)),
+    ]);
     await this.#informer.stop();
     await this.#pools.stop();
     await Promise.all([
@@ -220,9 +241,9 @@ export class TokenSecretController {
     };
   }
 
-  /** A payload was served for the entry: record the first fetch without delaying the response. */
+  /** A payload was served for the entry: record the first fetch, off the request path and after the burst. */
   served(entry: TokenSecretEntry): void {
-    if (!entry.secret.reachedAt) this.#reached.add(entry.secret.key);
+    if (!entry.secret.reachedAt) this.#firstFetches.add(entry.secret.key, this.#clock.now());
   }
 
   /** The entry's payload vanished from memory and disk: generate it again. */
@@ -266,6 +287,20 @@ export class TokenSecretController {
     const entry = this.#opts.index.upsert({ ...secret, pool: decision.pool, cluster: decision.cluster });
     if (entry.payload.state === 'pending') this.#generate.add(secret.key);
     this.#writer?.add(secret.key);
+    this.#verifyTokens(secret);
+  }
+
+  /**
+   * Verifies a Secret's tokens once, as they are indexed, and hands the serving threads their claims: a host's
+   * first fetch then verifies nothing (in a boot storm every fetch is a host's first). A token that does not
+   * verify is left to the request, which refuses it.
+   */
+  #verifyTokens(secret: TokenSecret): void {
+    const { index, authority } = this.#opts;
+    for (const token of [secret.token, secret.rotatedToken]) {
+      if (!token || index.lookup(token, this.#clock.now())?.claims) continue;
+      void authority.verify(token).then((claims) => claims && index.verified(token, claims));
+    }
   }
 
   /** Its tokens stop working now; nothing is minted or generated for it; the leader says why in an Event. */
@@ -439,11 +474,13 @@ export class TokenSecretController {
     return secret?.resourceVersion === cached.metadata?.resourceVersion ? secret : undefined;
   }
 
+  /** Stamps the Secret with the time of its first fetch (kept until written: a failed write is retried). */
   async #recordReached(key: string): Promise<void> {
+    const at = this.#firstFetches.at(key);
     const entry = this.#opts.index.get(key);
-    if (!entry || entry.secret.reachedAt) return;
+    if (at === undefined || !entry || entry.secret.reachedAt) return this.#firstFetches.done(key);
     const { namespace, name } = entry.secret;
-    const body = { metadata: { annotations: { [ANNOTATIONS.ignitionReachedAt]: iso(this.#clock.now()) } } };
+    const body = { metadata: { annotations: { [ANNOTATIONS.ignitionReachedAt]: iso(at) } } };
     try {
       await this.#core.patchNamespacedSecret(
         { name, namespace, body, fieldManager: FIELD_MANAGERS.ignitionServer },
@@ -452,5 +489,6 @@ export class TokenSecretController {
     } catch (err) {
       if (!isNotFound(err)) throw new Error('failed to record the first Ignition fetch', { cause: err });
     }
+    this.#firstFetches.done(key);
   }
 }

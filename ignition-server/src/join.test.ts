@@ -42,8 +42,10 @@ describe('join material', () => {
     });
   });
 
-  it('when the bootstrap kubeconfig is rendered, it should hold the guest endpoint, its CA and the token, and no client certificate', () => {
-    const kc = parse(bootstrapKubeconfig(MATERIAL)) as {
+  it('when the bootstrap kubeconfig is rendered, it should hold the guest endpoint, its CA and the token, and no client certificate, as JSON a YAML reader reads the same', () => {
+    const text = bootstrapKubeconfig(MATERIAL);
+    assert.deepEqual(JSON.parse(text), parse(text));
+    const kc = parse(text) as {
       clusters: { cluster: Record<string, string> }[];
       users: { user: Record<string, string> }[];
     };

@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { TokenIndex, type IndexChange, type TokenSecret } from './token-index.js';
+import { applyChange, joinFor, TokenIndex, type IndexChange, type TokenRef, type TokenSecret } from './token-index.js';
 
 const secret = (name: string, over: Partial<TokenSecret> = {}): TokenSecret => ({
   key: `ns/${name}`,
@@ -29,12 +29,7 @@ describe('token index', () => {
       ['unloaded', 'upsert'],
     );
     const copy = new TokenIndex();
-    const apply = (c: IndexChange): void => {
-      if (c.type === 'upsert') copy.upsert(c.secret, c.payload);
-      else if (c.type === 'remove') copy.remove(c.key);
-      else if (c.type === 'unloaded') copy.markUnloaded(c);
-      else copy.setPayload(copy.get(c.key) as NonNullable<ReturnType<TokenIndex['get']>>, c.payload);
-    };
+    const apply = (c: IndexChange): void => applyChange(copy, c);
     changes.forEach(apply);
     index.observe(apply);
     index.setPayload(index.get('ns/a') as NonNullable<ReturnType<TokenIndex['get']>>, { state: 'ready', key: 'k' });
@@ -79,5 +74,41 @@ describe('token index', () => {
     assert.equal(index.find('shared', 0)?.secret.key, 'ns/victim', 'an update of the copy does not take it either');
     index.remove('other/planted');
     assert.equal(index.find('shared', 0)?.secret.key, 'ns/victim', 'nor does its removal drop it');
+  });
+
+  it('when a Secret changes only in its bookkeeping (first-fetch stamp, outcome, resourceVersion), it should not tell a copy, which keeps serving it', () => {
+    const index = new TokenIndex();
+    const changes: IndexChange[] = [];
+    index.observe((c) => void changes.push(c));
+    index.upsert(secret('a', { owner: { name: 'p', uid: 'u' } }));
+    const stamps = { reachedAt: '2026-11-27T19:00:00Z', payloadReason: 'AsExpected', resourceVersion: '2' };
+    index.upsert(secret('a', { owner: { name: 'p', uid: 'u' }, ...stamps }));
+    assert.equal(changes.length, 1, 'the stamps alone: no change told');
+    assert.equal(index.get('ns/a')?.secret.reachedAt, stamps.reachedAt, 'the index itself holds the stamp');
+    index.upsert(secret('a', { owner: { name: 'p', uid: 'u2' }, ...stamps, resourceVersion: '3' }));
+    index.upsert(secret('a', { owner: { name: 'p', uid: 'u2' }, ...stamps, token: 'next', resourceVersion: '4' }));
+    assert.equal(changes.length, 3, 'another owner, another token: each told');
+  });
+
+  it('when a token is verified, a copy should learn its claims; they should outlive updates of its Secret, and a new token should have none', () => {
+    const index = new TokenIndex();
+    const copy = new TokenIndex();
+    index.observe((c) => applyChange(copy, c));
+    const join = { bootstrapToken: 'abcdef.0123456789abcdef', joinServer: 'https://g:6443', joinCa: 'CA' };
+    index.upsert(secret('a', join));
+    const claims = { pool: 'ns/p', hash: 'h1', issuedAtMs: 0, expiresAtMs: 10, id: 'j' };
+    index.verified('token-a', claims);
+    index.verified('forged', claims);
+    assert.equal(copy.lookup('token-a', 0)?.claims, claims);
+    assert.equal(copy.lookup('forged', 0), undefined, 'a token no Secret holds gets no slot');
+    const rendered = joinFor(copy.lookup('token-a', 0) as TokenRef);
+    copy.upsert(secret('a', { ...join, reachedAt: 'now', resourceVersion: '2' }));
+    assert.equal(copy.lookup('token-a', 0)?.claims, claims, 'claims outlive an update');
+    assert.equal(joinFor(copy.lookup('token-a', 0) as TokenRef), rendered, 'the join files too, rendered once');
+    copy.upsert(secret('a', { ...join, bootstrapToken: 'ghijkl.0123456789abcdef', resourceVersion: '3' }));
+    assert.notEqual(joinFor(copy.lookup('token-a', 0) as TokenRef), rendered, 'new join material: rendered again');
+    copy.upsert(secret('a', { token: 'token-b', rotatedToken: 'token-a', resourceVersion: '4' }));
+    assert.equal(copy.lookup('token-a', 0)?.claims, claims, 'a rotated token keeps its claims');
+    assert.equal(copy.lookup('token-b', 0)?.claims, undefined, 'a new token is verified on its own');
   });
 });

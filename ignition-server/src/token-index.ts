@@ -10,6 +10,7 @@ import { configDigest } from './payload/digest.js';
 import { configHash } from '../../api/src/config-hash.js';
 import { nodePoolOwner } from './token-secret-decision.js';
 import { joinFileBytes } from './join-files.js';
+import type { TokenClaims } from './tokens.js';
 
 export type PayloadState =
   { state: 'pending' } | { state: 'ready'; key: string } | { state: 'failed'; reason: FailureReason; message: string };
@@ -53,22 +54,60 @@ export interface TokenSecretEntry {
   payload: PayloadState;
   /** Set when this replica served the Secret's payload once, so it records ReachedIgnition only once. */
   served: boolean;
-  /** Join files by bearer token, rendered on first use (the Secret's data does not change under an entry). */
-  join: Map<string, Buffer | undefined>;
 }
 
-/** The join files a host presenting `token` gets: undefined when the Secret has no join material for it. */
-export function joinFor(entry: TokenSecretEntry, token: string): Buffer | undefined {
-  if (entry.join.has(token)) return entry.join.get(token);
-  const s = entry.secret;
-  const bootstrapToken =
-    token === s.token ? s.bootstrapToken : token === s.rotatedToken ? s.rotatedBootstrapToken : undefined;
+/**
+ * One live token of an entry: what a request needs of its bearer, found with one look-up of the (~400-char)
+ * token. Its claims and join files depend on the token alone (and the join material the Secret pairs with it),
+ * so they outlive the entry's updates.
+ */
+export interface TokenRef {
+  token: string;
+  entry: TokenSecretEntry;
+  /** The token's claims once its signature was verified (on the main thread as it was indexed, or here). */
+  claims?: TokenClaims;
+  /** The join files of this token, rendered on first use; null when the Secret has no join material for it. */
+  join?: Buffer | null;
+}
+
+/** The guest bootstrap token a Secret pairs with one of its tokens. */
+const pairedBootstrapToken = (s: TokenSecret, token: string): string | undefined =>
+  token === s.token ? s.bootstrapToken : token === s.rotatedToken ? s.rotatedBootstrapToken : undefined;
+
+/** The join material a Secret pairs with one of its tokens. */
+function joinInputs(s: TokenSecret, token: string): string | undefined {
+  const bootstrapToken = pairedBootstrapToken(s, token);
+  return bootstrapToken && s.joinServer && s.joinCa ? `${bootstrapToken}\0${s.joinServer}\0${s.joinCa}` : undefined;
+}
+
+/** The join files a host presenting the token gets: undefined when the Secret has no join material for it. */
+export function joinFor(ref: TokenRef): Buffer | undefined {
+  if (ref.join !== undefined) return ref.join ?? undefined;
+  const s = ref.entry.secret;
+  const bootstrapToken = pairedBootstrapToken(s, ref.token);
   const bytes =
     bootstrapToken && s.joinServer && s.joinCa
       ? joinFileBytes({ server: s.joinServer, caPem: s.joinCa, bootstrapToken })
       : undefined;
-  entry.join.set(token, bytes);
+  ref.join = bytes ?? null;
   return bytes;
+}
+
+/** What only the leader's bookkeeping reads: the first-fetch stamp, the generation outcome, the resourceVersion. */
+const BOOKKEEPING = new Set<string>(['resourceVersion', 'reachedAt', 'payloadReason', 'payloadMessage']);
+
+const sameOwner = (a: TokenSecret['owner'], b: TokenSecret['owner']): boolean =>
+  a?.name === b?.name && a?.uid === b?.uid;
+
+/**
+ * Whether two states of a Secret serve the same: they differ at most in its bookkeeping. A copy kept for
+ * serving is not told of such a change: each first fetch of a boot storm comes back as one.
+ */
+function servesSame(a: TokenSecret, b: TokenSecret): boolean {
+  if (!sameOwner(a.owner, b.owner)) return false;
+  for (const k of new Set([...Object.keys(a), ...Object.keys(b)]) as Set<keyof TokenSecret>)
+    if (k !== 'owner' && !BOOKKEEPING.has(k) && a[k] !== b[k]) return false;
+  return true;
 }
 
 /**
@@ -201,7 +240,20 @@ export type IndexChange =
   | { type: 'upsert'; secret: TokenSecret; payload: PayloadState }
   | { type: 'payload'; key: string; payload: PayloadState }
   | { type: 'remove'; key: string }
-  | { type: 'unloaded'; key: string; pool: string; hash: string };
+  | { type: 'unloaded'; key: string; pool: string; hash: string }
+  | { type: 'verified'; token: string; claims: TokenClaims };
+
+/** Applies a change of another index to this copy of it. */
+export function applyChange(index: TokenIndex, change: IndexChange): void {
+  if (change.type === 'upsert') index.upsert(change.secret, change.payload);
+  else if (change.type === 'remove') index.remove(change.key);
+  else if (change.type === 'unloaded') index.markUnloaded(change);
+  else if (change.type === 'verified') index.verified(change.token, change.claims);
+  else {
+    const entry = index.get(change.key);
+    if (entry) index.setPayload(entry, change.payload);
+  }
+}
 
 /** A token Secret known by its metadata only (a metadata list after a restart): its tokens are not known yet. */
 export interface UnloadedSecret {
@@ -211,11 +263,17 @@ export interface UnloadedSecret {
   hash: string;
 }
 
+/** The payload state an update keeps: the same while the Secret's release and config are. */
+function keptPayload(previous: TokenSecretEntry | undefined, secret: TokenSecret): PayloadState {
+  const same = previous?.secret.release === secret.release && previous.secret.configSha256 === secret.configSha256;
+  return same ? previous.payload : { state: 'pending' };
+}
+
 const poolHash = (pool: string, hash: string): string => `${pool}\0${hash}`;
 
 export class TokenIndex {
   readonly #bySecret = new Map<string, TokenSecretEntry>();
-  readonly #byToken = new Map<string, string>();
+  readonly #byToken = new Map<string, TokenRef>();
   /** Secrets known by metadata only, by pool and hash (what a verified token names). */
   readonly #unloaded = new Map<string, UnloadedSecret>();
   readonly #unloadedByPoolHash = new Map<string, Set<string>>();
@@ -226,21 +284,29 @@ export class TokenIndex {
     this.#observer = observer;
     for (const u of this.#unloaded.values()) observer({ type: 'unloaded', ...u });
     for (const e of this.#bySecret.values()) observer({ type: 'upsert', secret: e.secret, payload: e.payload });
+    for (const { token, claims } of this.#byToken.values()) if (claims) observer({ type: 'verified', token, claims });
   }
 
   /** Records the Secret's current state; returns its entry (payload state kept if the inputs did not change). */
   upsert(secret: TokenSecret, payload?: PayloadState): TokenSecretEntry {
     const previous = this.#bySecret.get(secret.key);
-    this.#dropTokens(previous);
+    const dropped = this.#dropTokens(previous);
     this.#dropUnloaded(secret.key);
-    const sameInputs =
-      previous && previous.secret.release === secret.release && previous.secret.configSha256 === secret.configSha256;
-    const state = payload ?? (sameInputs ? previous.payload : { state: 'pending' });
-    const entry: TokenSecretEntry = { secret, payload: state, served: previous?.served ?? false, join: new Map() };
+    const state = payload ?? keptPayload(previous, secret);
+    const entry: TokenSecretEntry = { secret, payload: state, served: previous?.served ?? false };
     this.#bySecret.set(secret.key, entry);
-    this.#takeTokens(secret);
-    this.#observer?.({ type: 'upsert', secret, payload: entry.payload });
+    this.#takeTokens(entry, dropped);
+    const sameForServing = previous?.payload === state && servesSame(previous.secret, secret);
+    if (!sameForServing) this.#observer?.({ type: 'upsert', secret, payload: entry.payload });
     return entry;
+  }
+
+  /** The token's signature and claims were verified: a request presenting it need not verify it again. */
+  verified(token: string, claims: TokenClaims): void {
+    const ref = this.#byToken.get(token);
+    if (!ref || ref.claims) return;
+    ref.claims = claims;
+    this.#observer?.({ type: 'verified', token, claims });
   }
 
   /** The entry's payload moved on (generated, failed, gone and pending again). */
@@ -280,13 +346,16 @@ export class TokenIndex {
     return this.#bySecret.get(key);
   }
 
+  /** The token and its entry, if its Secret is live and not past its expiry annotation. */
+  lookup(token: string, nowMs: number): TokenRef | undefined {
+    const ref = this.#byToken.get(token);
+    const expiresAtMs = ref?.entry.secret.expiresAtMs;
+    return expiresAtMs !== undefined && expiresAtMs <= nowMs ? undefined : ref;
+  }
+
   /** The entry the token belongs to, if its Secret is live and not past its expiry annotation. */
   find(token: string, nowMs: number): TokenSecretEntry | undefined {
-    const key = this.#byToken.get(token);
-    const entry = key === undefined ? undefined : this.#bySecret.get(key);
-    if (!entry) return undefined;
-    if (entry.secret.expiresAtMs !== undefined && entry.secret.expiresAtMs <= nowMs) return undefined;
-    return entry;
+    return this.lookup(token, nowMs)?.entry;
   }
 
   /** Every entry whose Secret is known with its data. */
@@ -304,17 +373,31 @@ export class TokenIndex {
     return this.#byToken.size;
   }
 
-  /** The first Secret holding a token keeps it: a Secret that copies another's token cannot take it over. */
-  #takeTokens(secret: TokenSecret): void {
-    for (const t of [secret.token, secret.rotatedToken])
-      if (t && !this.#byToken.has(t)) this.#byToken.set(t, secret.key);
+  /**
+   * The first Secret holding a token keeps it: a Secret that copies another's token cannot take it over. A
+   * token it held before keeps its claims, and its join files while the Secret pairs the same material with it.
+   */
+  #takeTokens(entry: TokenSecretEntry, before: Map<string, TokenRef>): void {
+    for (const token of [entry.secret.token, entry.secret.rotatedToken]) {
+      if (!token || this.#byToken.has(token)) continue;
+      const old = before.get(token);
+      const sameJoin = old && joinInputs(old.entry.secret, token) === joinInputs(entry.secret, token);
+      this.#byToken.set(token, { token, entry, claims: old?.claims, join: sameJoin ? old.join : undefined });
+    }
   }
 
-  #dropTokens(entry: TokenSecretEntry | undefined): void {
-    if (!entry) return;
+  /** Drops the entry's tokens; returns what they were. */
+  #dropTokens(entry: TokenSecretEntry | undefined): Map<string, TokenRef> {
+    const dropped = new Map<string, TokenRef>();
+    if (!entry) return dropped;
     for (const t of [entry.secret.token, entry.secret.rotatedToken]) {
-      if (t && this.#byToken.get(t) === entry.secret.key) this.#byToken.delete(t);
+      const ref = t === undefined ? undefined : this.#byToken.get(t);
+      if (t && ref?.entry.secret.key === entry.secret.key) {
+        this.#byToken.delete(t);
+        dropped.set(t, ref);
+      }
     }
+    return dropped;
   }
 
   #dropUnloaded(key: string): void {

@@ -11,7 +11,7 @@ import { isMainThread, parentPort, workerData, type MessagePort } from 'node:wor
 import { createLogger } from '../../../support/src/logger.js';
 import { createApp } from '../app.js';
 import { startHttpsServer, type HttpsServer } from '../../../support/src/https.js';
-import { TokenIndex, type IndexChange } from '../token-index.js';
+import { applyChange, TokenIndex } from '../token-index.js';
 import { createTokenVerifier } from '../tokens.js';
 import type { Payload } from '../payload/payload.js';
 import type { FromThread, ThreadData, ThreadStats, ToThread } from './messages.js';
@@ -20,19 +20,9 @@ import { ConnectionBalance } from './balance.js';
 /** How long a question to the main thread may take before the request is answered 500. */
 const ASK_TIMEOUT_MS = 30_000;
 
-function apply(index: TokenIndex, change: IndexChange): void {
-  if (change.type === 'upsert') index.upsert(change.secret, change.payload);
-  else if (change.type === 'remove') index.remove(change.key);
-  else if (change.type === 'unloaded') index.markUnloaded(change);
-  else {
-    const entry = index.get(change.key);
-    if (entry) index.setPayload(entry, change.payload);
-  }
-}
-
 /** What the main thread holds, mirrored: the index's changes, the payloads in memory. */
 function hold(index: TokenIndex, payloads: Map<string, Payload>, msg: ToThread): void {
-  if (msg.t === 'changes') for (const c of msg.changes) apply(index, c);
+  if (msg.t === 'changes') for (const c of msg.changes) applyChange(index, c);
   else if (msg.t === 'evict') payloads.delete(msg.key);
   else if (msg.t === 'payload') {
     const p = msg.payload;
