@@ -108,6 +108,16 @@ export const ANNOTATIONS = {
    * read by the extension's UpdateMachine. On a Replace pool's MachineDeployment it comes with spec.paused, which
    * Cluster API reads. Nodes handed out (Machines created or deleted) before it appeared finish. */
   rolloutHold: 'kindling.dev/rollout-hold',
+  /** Why no node may drain or reboot now, while a rollout goes on: the rollout gate let the change through only
+   * because the disruption policy applies it with neither (a closed maintenance window holds the rest), and the
+   * agent decides from the host, which can need more (the config it booted with unknown, a drifted host). The
+   * text is the hold a disruptive change would get ("waiting for the maintenance window (opens
+   * 2026-12-01T02:00Z)"); absent when nodes may drain and reboot. On a MachineSet: written by the
+   * nodepool-controller, read by the inplace-upgrader. On a ClusterAPI-engine pool's MachineDeployment: the same,
+   * read by the extension's UpdateMachine. Both copy it into each node's payload Secret (PAYLOAD_KEYS.rolloutCeiling,
+   * rewritten when it changes), where the agent reads it: a plan that drains or reboots applies nothing, and the
+   * node goes Degraded with the reason until the ceiling is lifted or changes. */
+  rolloutCeiling: 'kindling.dev/rollout-ceiling',
   /** How long a node has after the reboot of an in-place update to pass the health gate (Ready, its kubelet at
    * the payload's version, reported since this boot), as a Go duration ("5m"). On a MachineSet: written by the
    * nodepool-controller (spec.management.inPlace.healthCheckTimeout, defaulted), read by the inplace-upgrader.

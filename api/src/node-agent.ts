@@ -12,7 +12,8 @@ export const AGENT_SERVICE_ACCOUNT = 'kindling-agent';
  * disruption policy as JSON (api/src/disruption.ts); absent, the agent uses the defaults. bootedHash and
  * bootedConfig (gzip): for a node the agent never updated, the hash and config its host booted with (Ignition
  * wrote it, so the agent has no record of it): the first update removes what that config has and the target
- * does not, and is weighed against it (node-agent/src/record.ts).
+ * does not, and is weighed against it (node-agent/src/record.ts). rolloutCeiling: the pool's
+ * ANNOTATIONS.rolloutCeiling as is; present, the agent applies no plan that drains or reboots.
  */
 export const PAYLOAD_KEYS = {
   config: 'config',
@@ -20,6 +21,7 @@ export const PAYLOAD_KEYS = {
   disruptionPolicy: 'disruptionPolicy',
   bootedHash: 'bootedHash',
   bootedConfig: 'bootedConfig',
+  rolloutCeiling: 'rolloutCeiling',
 } as const;
 /** Where the agent container sees the host's root. */
 export const HOST_ROOT_MOUNT = '/host';

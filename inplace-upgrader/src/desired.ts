@@ -210,8 +210,11 @@ export function payloadSecret(opts: {
   config: Buffer;
   disruptionPolicy?: string;
   booted?: BootedPayload;
+  /** The pool's ANNOTATIONS.rolloutCeiling, when it has one. */
+  ceiling?: string;
 }): k8s.V1Secret {
   const policy = opts.disruptionPolicy;
+  const text = (value: string): string => Buffer.from(value).toString('base64');
   return {
     apiVersion: 'v1',
     kind: 'Secret',
@@ -223,8 +226,9 @@ export function payloadSecret(opts: {
     type: 'Opaque',
     data: {
       [PAYLOAD_KEYS.config]: opts.config.toString('base64'),
-      [PAYLOAD_KEYS.hash]: Buffer.from(opts.hash).toString('base64'),
-      ...(policy === undefined ? {} : { [PAYLOAD_KEYS.disruptionPolicy]: Buffer.from(policy).toString('base64') }),
+      [PAYLOAD_KEYS.hash]: text(opts.hash),
+      ...(policy === undefined ? {} : { [PAYLOAD_KEYS.disruptionPolicy]: text(policy) }),
+      ...(opts.ceiling === undefined ? {} : { [PAYLOAD_KEYS.rolloutCeiling]: text(opts.ceiling) }),
       ...bootedData(opts.config, opts.booted),
     },
   };

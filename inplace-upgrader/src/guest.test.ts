@@ -7,11 +7,13 @@ import { NotReadyError } from '../../support/src/errors.js';
 import type { GuestCluster } from '../../support/src/guest-clusters.js';
 import type { ResilientInformer } from '../../support/src/informer.js';
 import type { ObjectKey } from '../../support/src/object-key.js';
-import { agentPodName, GUEST_NAMESPACE, payloadSecretName } from '../../api/src/node-agent.js';
+import { agentPodName, GUEST_NAMESPACE, PAYLOAD_KEYS, payloadSecretName } from '../../api/src/node-agent.js';
 import {
   agentObjectsMissing,
   cleanUpPool,
+  ensureAgentObjects,
   handOutNode,
+  payloadCeilingStale,
   setRolloutTaint,
   settleAll,
   type GuestSession,
@@ -29,7 +31,9 @@ const HAND_OUT: HandOut = {
   agentImage: 'kindling:test',
   disruptionPolicy: undefined,
   booted: undefined,
+  ceiling: undefined,
 };
+const CEILING = 'waiting for the maintenance window (opens 2026-12-01T02:00Z)';
 
 const pod = (uid: string, extra: Partial<k8s.V1ObjectMeta> = {}): k8s.V1Pod => ({
   metadata: {
@@ -40,13 +44,16 @@ const pod = (uid: string, extra: Partial<k8s.V1ObjectMeta> = {}): k8s.V1Pod => (
     ...extra,
   },
 });
-const secret = (uid: string, hash: string): k8s.V1Secret => ({
+const secret = (uid: string, hash: string, ceiling?: string): k8s.V1Secret => ({
   metadata: {
     name: payloadSecretName(NODE),
     namespace: GUEST_NAMESPACE,
     uid,
     labels: { [LABELS.payloadSecret]: 'true', [LABELS.nodePool]: POOL, [LABELS.configHash]: hash },
   },
+  ...(ceiling === undefined
+    ? {}
+    : { data: { [PAYLOAD_KEYS.rolloutCeiling]: Buffer.from(ceiling).toString('base64') } }),
 });
 const terminating = { deletionTimestamp: new Date('2026-01-01T00:00:00Z') };
 
@@ -146,6 +153,27 @@ describe('handOutNode', () => {
     assert.deepEqual(writes, [SECRET_APPLIED, POINTED]);
   });
 
+  it('when the payload Secret at the target holds a ceiling the pool no longer has, it should rewrite it at the same hash and keep the agent Pod', async () => {
+    const { session, writes } = fake({ pods: [pod('p1')], secrets: [secret('s1', HASH, CEILING)] });
+    assert.equal(agentObjectsMissing(session, HAND_OUT), true);
+    assert.equal(payloadCeilingStale(session, HAND_OUT), true);
+    await ensureAgentObjects(session, HAND_OUT);
+    assert.deepEqual(writes, [SECRET_APPLIED]);
+  });
+
+  it('when the payload Secret at the target holds the ceiling the pool has, it should count it current and write nothing', async () => {
+    const want = { ...HAND_OUT, ceiling: CEILING };
+    const { session, writes } = fake({ pods: [pod('p1')], secrets: [secret('s1', HASH, CEILING)] });
+    assert.deepEqual([agentObjectsMissing(session, want), payloadCeilingStale(session, want)], [false, false]);
+    await ensureAgentObjects(session, want);
+    assert.deepEqual(writes, []);
+    assert.equal(
+      payloadCeilingStale(session, { ...want, hash: 'h3' }),
+      false,
+      'a Secret at another hash is not stale, only old',
+    );
+  });
+
   it('when the agent Pod in the cache is terminating, it should apply a new one rather than take it for the agent', async () => {
     // The apiserver answers with a new Pod: the terminating one was gone by the time the apply arrived.
     const { session, writes } = fake({
@@ -176,7 +204,7 @@ describe('handOutNode', () => {
     const { session, writes } = fake({ pods: [pod('p1')], secrets: [secret('s1', HASH)] });
     await cleanUpPool(session, POOL);
     writes.length = 0;
-    assert.equal(agentObjectsMissing(session, NODE, HASH), true);
+    assert.equal(agentObjectsMissing(session, HAND_OUT), true);
     await handOutNode(session, HAND_OUT);
     assert.deepEqual(writes.slice(0, 2).sort(), [POD_APPLIED, SECRET_APPLIED]);
     assert.deepEqual(writes.slice(2), [POINTED]);
@@ -238,7 +266,7 @@ describe('cleanUpPool', () => {
     it(`when an object is ${meaning} (${status}), it should not fail`, async () => {
       const { session } = fake({ pods: [pod('p1')], deleteStatus: status });
       await cleanUpPool(session, POOL);
-      assert.equal(agentObjectsMissing(session, NODE, HASH), true);
+      assert.equal(agentObjectsMissing(session, HAND_OUT), true);
     });
   }
 

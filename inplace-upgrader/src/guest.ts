@@ -13,7 +13,7 @@ import type { GuestCluster } from '../../support/src/guest-clusters.js';
 import { ResilientInformer } from '../../support/src/informer.js';
 import { slimNode } from '../../support/src/slim-node.js';
 import { agentNodePolicy, agentPod, agentRbac, guestNamespace, payloadSecret, type BootedPayload } from './desired.js';
-import { agentPodName, GUEST_NAMESPACE, payloadSecretName } from '../../api/src/node-agent.js';
+import { agentPodName, GUEST_NAMESPACE, PAYLOAD_KEYS, payloadSecretName } from '../../api/src/node-agent.js';
 import { withRolloutTaint, type RolloutTaint } from './taints.js';
 import { clusterScoped } from '../../support/src/object-key.js';
 
@@ -138,6 +138,8 @@ export interface AgentObjects {
   disruptionPolicy: string | undefined;
   /** The config the node booted with, for a node never updated in place (payload.ts bootedPayload). */
   booted: BootedPayload | undefined;
+  /** The pool's ANNOTATIONS.rolloutCeiling for the payload Secret; unset: the agent may drain and reboot. */
+  ceiling: string | undefined;
 }
 
 export interface HandOut extends AgentObjects {
@@ -159,17 +161,43 @@ function agentPodOf(session: GuestSession, node: string): k8s.V1Pod | undefined 
   return pod && usable(pod, session.deleted.pods) ? pod : undefined;
 }
 
-/** The node's payload Secret at `hash` as the cache shows it, if usable (see agentPodOf). */
-function payloadSecretOf(session: GuestSession, node: string, hash: string): k8s.V1Secret | undefined {
-  const secret = session.secrets.get({ namespace: GUEST_NAMESPACE, name: payloadSecretName(node) });
-  return secret && usable(secret, session.deleted.secrets) && secret.metadata?.labels?.[LABELS.configHash] === hash
+/** What a node's payload Secret must say for the node's agent: its target and the rollout's ceiling. */
+export type PayloadWant = Pick<AgentObjects, 'node' | 'hash' | 'ceiling'>;
+
+/**
+ * The node's payload Secret at the hash and ceiling wanted, as the cache shows it, if usable (see agentPodOf).
+ * A Secret at the same hash with another ceiling is stale: the agent of a node Degraded by the ceiling tries
+ * again once the Secret no longer has it.
+ */
+function payloadSecretOf(session: GuestSession, want: PayloadWant): k8s.V1Secret | undefined {
+  const secret = payloadSecretAt(session, want);
+  return secret && ceilingOf(secret) === want.ceiling ? secret : undefined;
+}
+
+/** The node's usable payload Secret at the hash wanted, whatever its ceiling. */
+function payloadSecretAt(session: GuestSession, want: PayloadWant): k8s.V1Secret | undefined {
+  const secret = session.secrets.get({ namespace: GUEST_NAMESPACE, name: payloadSecretName(want.node) });
+  return secret && usable(secret, session.deleted.secrets) && secret.metadata?.labels?.[LABELS.configHash] === want.hash
     ? secret
     : undefined;
 }
 
-/** Whether a node handed `hash` lacks its payload Secret or its agent Pod (gone since, or never written). */
-export function agentObjectsMissing(session: GuestSession, node: string, hash: string): boolean {
-  return !payloadSecretOf(session, node, hash) || !agentPodOf(session, node);
+function ceilingOf(secret: k8s.V1Secret): string | undefined {
+  const value = secret.data?.[PAYLOAD_KEYS.rolloutCeiling];
+  return value === undefined ? undefined : Buffer.from(value, 'base64').toString();
+}
+
+/** Whether the node's payload Secret at the hash wanted holds another ceiling than the pool's now: a node Degraded
+ * by the ceiling gets it rewritten, and nothing else (a node Degraded otherwise keeps its agent as it is). */
+export function payloadCeilingStale(session: GuestSession, want: PayloadWant): boolean {
+  const secret = payloadSecretAt(session, want);
+  return secret !== undefined && ceilingOf(secret) !== want.ceiling;
+}
+
+/** Whether a node handed a hash lacks its payload Secret as wanted or its agent Pod (gone since, never written, or
+ * the Secret's ceiling is not the pool's now). */
+export function agentObjectsMissing(session: GuestSession, want: PayloadWant): boolean {
+  return !payloadSecretOf(session, want) || !agentPodOf(session, want.node);
 }
 
 /**
@@ -179,7 +207,7 @@ export function agentObjectsMissing(session: GuestSession, node: string, hash: s
  */
 export async function ensureAgentObjects(session: GuestSession, h: AgentObjects): Promise<void> {
   const [, pod] = await Promise.all([
-    payloadSecretOf(session, h.node, h.hash)
+    payloadSecretOf(session, h)
       ? undefined
       : session.applier.apply(
           payloadSecret({
@@ -189,6 +217,7 @@ export async function ensureAgentObjects(session: GuestSession, h: AgentObjects)
             config: h.config,
             disruptionPolicy: h.disruptionPolicy,
             booted: h.booted,
+            ...(h.ceiling === undefined ? {} : { ceiling: h.ceiling }),
           }),
         ),
     agentPodOf(session, h.node)

@@ -220,8 +220,11 @@ export class InPlaceUpgrader {
     // and the rest of the pass (progress, Machines given back to remediation) runs beside it. The nodes handed
     // out now are spared by #handOut, before their node is pointed at the target.
     const handed = [...plan.retarget, ...plan.start];
+    // A Secret whose ceiling is not the set's now counts as missing: rewritten, the agent it held back tries again.
+    const ceiling = ms.metadata.annotations?.[ANNOTATIONS.rolloutCeiling];
     const agentless = views
-      .filter((v) => isHandedOut(v, target) && !handed.includes(v.name) && agentObjectsMissing(session, v.name, target))
+      .filter((v) => isHandedOut(v, target) && !handed.includes(v.name))
+      .filter((v) => agentObjectsMissing(session, { node: v.name, hash: target, ceiling }))
       .map((v) => v.name);
     await settleAll([
       this.#handOut(ctx, handed, machineOf),
@@ -335,6 +338,7 @@ export class InPlaceUpgrader {
       agentImage: this.#opts.agentImage,
       disruptionPolicy: ctx.ms.metadata.annotations?.[ANNOTATIONS.disruptionPolicy],
       booted: await this.#booted(ctx, node),
+      ceiling: ctx.ms.metadata.annotations?.[ANNOTATIONS.rolloutCeiling],
     };
   }
 

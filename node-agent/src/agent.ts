@@ -16,7 +16,10 @@
  * (disruption.ts). It asks for a drain only for Drain or Reboot; without a reboot it runs the unit actions
  * (daemon-reload, reload, restart) once the files are written, and a restart is gated like a reboot (gate.ts).
  * What the policy does not name needs a drain and a reboot: the agent cannot know which running process reads
- * it, and a reboot is the one way every service, kubelet included, starts from the new config.
+ * it, and a reboot is the one way every service, kubelet included, starts from the new config. While the
+ * payload Secret carries the rollout's ceiling (the controller let the change past a closed maintenance window
+ * as one that needs neither), a plan that drains or reboots applies nothing: Degraded with why, and tried again
+ * once the upgrader rewrites the Secret without that ceiling.
  *
  * A host's first update: Ignition wrote what is on it, so there is no record; the upgrader hands over the
  * config the host booted with beside the target (PAYLOAD_KEYS.bootedConfig), which stands for the record, and
@@ -32,7 +35,7 @@ import type { Clock } from '../../support/src/timers.js';
 import { PAYLOAD_KEYS, payloadSecretName } from '../../api/src/node-agent.js';
 import { gateAction, gateTimeoutMs, type GateAction } from './gate.js';
 import { describeDisruption, parseEffectivePolicy, type Disruption } from '../../api/src/disruption.js';
-import { disruptionOf, systemctlCommands, unitActionsOf } from './disruption.js';
+import { beyondCeiling, disruptionOf, systemctlCommands, unitActionsOf } from './disruption.js';
 import { parseIgnition } from '../../support/src/ignition/ignition.js';
 import { UnsupportedConfigError } from '../../support/src/ignition/refusal.js';
 import type { Host, Journal } from './host.js';
@@ -67,6 +70,8 @@ interface Payload {
   config: Buffer;
   policy: string | undefined;
   booted: Booted | undefined;
+  /** Why no node may drain or reboot now (PAYLOAD_KEYS.rolloutCeiling), if the rollout says so. */
+  ceiling: string | undefined;
 }
 
 const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
@@ -85,8 +90,11 @@ export class Agent {
   #core: k8s.CoreV1Api;
   #informer: ResilientInformer<k8s.V1Node>;
   #wake: () => void = () => undefined;
-  /** The hash this process failed on: not retried until desiredConfig changes or the agent restarts. */
-  #failedHash: string | undefined;
+  /**
+   * The hash this process failed on: not retried until desiredConfig changes or the agent restarts, or, when the
+   * rollout's ceiling held it back (`ceiling`), until the payload Secret carries another ceiling or none.
+   */
+  #failed: { hash: string; ceiling?: string } | undefined;
   /** This process looked for the record of the applied config once (see #bootstrapRecord). */
   #recordChecked = false;
 
@@ -138,11 +146,20 @@ export class Agent {
       await this.#bootstrapRecord(desired);
       return 'idle';
     }
-    if (ann[ANNOTATIONS.state] === NODE_STATES.degraded && this.#failedHash === desired) return 'idle';
+    if (await this.#keepsFailure(ann, desired)) return 'idle';
     if (journal?.hash === desired) return this.#afterApply(node, ann, journal);
     // A journal for another hash: that config is on disk and the new one is compared against it.
     if (journal) await this.#settle(journal);
     return this.#update(ann, desired);
+  }
+
+  /** Degraded on `desired` by this process, and not to be tried again yet: see #failed. */
+  async #keepsFailure(ann: Annotations, desired: string): Promise<boolean> {
+    const failed = this.#failed;
+    if (ann[ANNOTATIONS.state] !== NODE_STATES.degraded || failed?.hash !== desired) return false;
+    if (failed.ceiling === undefined) return true;
+    const payload = await this.#payload(desired);
+    return payload === undefined || payload.ceiling === failed.ceiling;
   }
 
   /** Ends a journal whose config stays on disk (applied) or was rolled back: the record says which. */
@@ -186,6 +203,8 @@ export class Agent {
     if (typeof plan === 'string') return this.#degrade(desired, plan);
     const disruption = this.#disruption(payload, plan);
     if (typeof disruption === 'string') return this.#degrade(desired, disruption);
+    const beyond = plan.changes.length === 0 ? undefined : beyondCeiling(disruption, payload.ceiling);
+    if (beyond !== undefined) return this.#degrade(desired, beyond, ann, payload.ceiling);
     await this.#annotate(ann, { [ANNOTATIONS.state]: NODE_STATES.working, [ANNOTATIONS.reason]: null });
     if (plan.changes.length === 0) {
       await commitRecord(host, nextRecord(desired, plan.entries, plan.previous, []));
@@ -342,14 +361,15 @@ export class Agent {
       [ANNOTATIONS.reason]: null,
     });
     await this.#opts.host.clearJournal();
-    this.#failedHash = undefined;
+    this.#failed = undefined;
     this.#opts.log.info({ hash }, 'Node at the desired config');
     return 'idle';
   }
 
-  /** `ann`: the Node as this step read it, when nothing was written since (else every write is made). */
-  async #degrade(desired: string, reason: string, ann: Annotations = {}): Promise<StepOutcome> {
-    this.#failedHash = desired;
+  /** `ann`: the Node as this step read it, when nothing was written since (else every write is made); `ceiling`:
+   * the rollout's ceiling that holds the update back (retried once it changes). */
+  async #degrade(desired: string, reason: string, ann: Annotations = {}, ceiling?: string): Promise<StepOutcome> {
+    this.#failed = { hash: desired, ...(ceiling === undefined ? {} : { ceiling }) };
     await this.#annotate(ann, { [ANNOTATIONS.state]: NODE_STATES.degraded, [ANNOTATIONS.reason]: reason });
     this.#opts.log.error({ hash: desired, reason }, 'Degraded');
     return 'idle';
@@ -370,6 +390,7 @@ export class Agent {
         config: Buffer.from(data[PAYLOAD_KEYS.config] ?? '', 'base64'),
         policy: read(PAYLOAD_KEYS.disruptionPolicy),
         booted: this.#booted(read(PAYLOAD_KEYS.bootedHash), data[PAYLOAD_KEYS.bootedConfig]),
+        ceiling: read(PAYLOAD_KEYS.rolloutCeiling),
       };
     } catch (err) {
       if (isNotFound(err)) return undefined;

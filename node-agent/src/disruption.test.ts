@@ -4,7 +4,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULT_DISRUPTION_POLICY, effectiveDisruptionPolicy, NO_DISRUPTION } from '../../api/src/disruption.js';
-import { disruptionOf, systemctlCommands, targetOf, unitActionsOf } from './disruption.js';
+import { beyondCeiling, disruptionOf, systemctlCommands, targetOf, unitActionsOf } from './disruption.js';
 import { Host } from './host.js';
 import { parseIgnition, type IgnitionConfig } from '../../support/src/ignition/ignition.js';
 import { layAccounts } from '../testing/agent.js';
@@ -74,5 +74,30 @@ describe('the agent least action', () => {
     const both = await changesOf({ storage: { files: [file('/etc/motd'), file('/etc/other.conf')] } });
     const d = disruptionOf(policy, both);
     assert.deepEqual([d.drain, d.reboot, unitActionsOf(d)], [true, true, undefined]);
+  });
+});
+
+describe('the rollout ceiling', () => {
+  const ceiling = 'waiting for the maintenance window (opens 2026-12-01T02:00Z)';
+  const quietMotd = effectiveDisruptionPolicy({ files: [{ path: '/etc/motd', actions: [{ type: 'None' }] }] });
+
+  it('when a host planned alone (its booted config unknown) must rewrite a file the policy does not name while the window is closed, it should refuse the reboot and say why', async () => {
+    // The pool changed only /etc/motd, which the policy applies with no action; this host differs in a file of
+    // the config it booted with as well, so the agent has to write that too, and that reboots.
+    const d = disruptionOf(quietMotd, await changesOf({ storage: { files: [file('/etc/motd'), file('/etc/issue')] } }));
+    assert.equal(
+      beyondCeiling(d, ceiling),
+      'the update needs a reboot; waiting for the maintenance window (opens 2026-12-01T02:00Z): nothing applied until the rollout allows it',
+    );
+  });
+
+  it('when the plan needs neither a drain nor a reboot, or the rollout sets no ceiling, it should let it run', async () => {
+    const quiet = disruptionOf(quietMotd, await changesOf({ storage: { files: [file('/etc/motd')] } }));
+    assert.equal(beyondCeiling(quiet, ceiling), undefined);
+    assert.equal(beyondCeiling({ ...NO_DISRUPTION, drain: true, reboot: true }, undefined), undefined);
+  });
+
+  it('when the plan drains without a reboot, it should refuse the drain', () => {
+    assert.match(beyondCeiling({ ...NO_DISRUPTION, drain: true }, ceiling) ?? '', /^the update needs a drain; waiting/);
   });
 });

@@ -39,6 +39,16 @@ export function disruptionOf(
   return leastDisruption(policy, changes.map(targetOf));
 }
 
+/**
+ * Why a plan may not run now: it drains or reboots, and the rollout's ceiling (PAYLOAD_KEYS.rolloutCeiling, why
+ * no node may do either now) forbids both. The controller let the change through judging from the pool's config;
+ * the host can need more (the config it booted with unknown, a file drifted). Undefined when the plan may run.
+ */
+export function beyondCeiling(d: Disruption, ceiling: string | undefined): string | undefined {
+  if (ceiling === undefined || (!d.drain && !d.reboot)) return undefined;
+  return `the update needs ${d.reboot ? 'a reboot' : 'a drain'}; ${ceiling}: nothing applied until the rollout allows it`;
+}
+
 /** The unit actions of a disruption, when it runs any and does not reboot (a reboot covers them). */
 export function unitActionsOf(d: Disruption): UnitActions | undefined {
   if (d.reboot || (!d.daemonReload && d.reload.length === 0 && d.restart.length === 0)) return undefined;

@@ -21,6 +21,18 @@ const assertGolden = goldenIn('nodepool-controller/src/testdata');
 const opts = { hash: '0123456789abcdef', version: 'v1.36.3' };
 
 describe('desiredMachineDeployment', () => {
+  it('when a rollout that replaces Machines is held on the ClusterAPI engine, it should pause the MachineDeployment as on Replace; an in-place one only carries the hold', () => {
+    const capi = samplePool((p) => (p.spec.management = { upgradeType: 'InPlace', inPlace: { engine: 'ClusterAPI' } }));
+    const hold = 'waiting for the maintenance window (opens 2026-12-01T02:00Z)';
+    const replacing = desiredMachineDeployment(capi, { ...opts, hold, replacesMachines: true });
+    assert.equal(replacing.spec.paused, true, 'Cluster API creates no Machine of the new template');
+    assert.equal(replacing.metadata.annotations?.[ANNOTATIONS.rolloutHold], hold);
+    const inPlace = desiredMachineDeployment(capi, { ...opts, hold });
+    assert.deepEqual([inPlace.spec.paused, inPlace.metadata.annotations?.[ANNOTATIONS.rolloutHold]], [undefined, hold]);
+    assert.equal(desiredMachineDeployment(capi, { ...opts, replacesMachines: true }).spec.paused, undefined);
+    assert.equal(desiredMachineDeployment(samplePool(), { ...opts, hold }).spec.paused, true);
+  });
+
   it('when the pool is Replace, it should be a v1beta2 MachineDeployment owned by the pool (golden)', () => {
     assertGolden('machinedeployment.json', desiredMachineDeployment(samplePool(), opts));
   });

@@ -36,10 +36,17 @@ export interface ChildOptions {
   capacity?: Record<string, string>;
   /** Why no node may be handed out now (rollout-gate.ts): the in-place engines read it from the child. */
   hold?: string;
+  /** Why no node may drain or reboot now (rollout-gate.ts): the in-place engines hand it to the agents. */
+  ceiling?: string;
+  /** The rollout replaces Machines (always on Replace; on the ClusterAPI engine, a new infrastructure template or
+   * a payload the extension cannot take in place): a hold pauses the MachineDeployment. */
+  replacesMachines?: boolean;
 }
 
-const holdAnnotation = (opts: ChildOptions): Record<string, string> =>
-  opts.hold === undefined ? {} : { [ANNOTATIONS.rolloutHold]: opts.hold };
+const holdAnnotations = (opts: ChildOptions): Record<string, string> => ({
+  ...(opts.hold === undefined ? {} : { [ANNOTATIONS.rolloutHold]: opts.hold }),
+  ...(opts.ceiling === undefined ? {} : { [ANNOTATIONS.rolloutCeiling]: opts.ceiling }),
+});
 
 const GO_UNITS: Record<string, number> = { ns: 1e-9, us: 1e-6, µs: 1e-6, ms: 1e-3, s: 1, m: 60, h: 3600 };
 
@@ -183,11 +190,14 @@ const inPlaceAnnotations = (pool: NodePool): Record<string, string> => ({
   ),
 });
 
-/** A held Replace rollout pauses its MachineDeployment: Cluster API then only scales it (its MachineSets
- * keep their replicas, so the Machine being created or deleted finishes and no other starts) until the pause
- * is lifted. The ClusterAPI engine's extension reads the hold itself (ANNOTATIONS.rolloutHold). */
+/** A held rollout that replaces Machines pauses its MachineDeployment: Cluster API then only scales it (its
+ * MachineSets keep their replicas, so the Machine being created or deleted finishes and no other starts) until
+ * the pause is lifted. An in-place update on the ClusterAPI engine is held by the extension, which reads the
+ * hold itself (ANNOTATIONS.rolloutHold). */
 const pausedRollout = (pool: NodePool, opts: ChildOptions): { paused?: true } =>
-  opts.hold !== undefined && pool.spec.management.upgradeType === 'Replace' ? { paused: true } : {};
+  opts.hold !== undefined && (pool.spec.management.upgradeType === 'Replace' || opts.replacesMachines === true)
+    ? { paused: true }
+    : {};
 
 /** Replace pools: CAPI rolls the machines when the template (user-data, version) changes. ClusterAPI-engine
  * pools: a new hash is a new bootstrap template, which CAPI updates in place where Kindling's extension can
@@ -197,7 +207,7 @@ export function desiredMachineDeployment(pool: NodePool, opts: ChildOptions): Ma
   return {
     apiVersion: CAPI_API_VERSION,
     kind: 'MachineDeployment',
-    metadata: childMetadata(pool, { ...autoscalerAnnotations(pool, opts), ...gate, ...holdAnnotation(opts) }),
+    metadata: childMetadata(pool, { ...autoscalerAnnotations(pool, opts), ...gate, ...holdAnnotations(opts) }),
     spec: {
       clusterName: pool.spec.clusterName,
       replicas: desiredReplicas(pool, opts.liveReplicas),
@@ -233,7 +243,7 @@ export function desiredMachineSet(pool: NodePool, opts: ChildOptions): MachineSe
     [ANNOTATIONS.targetConfigHash]: opts.hash,
     [ANNOTATIONS.maxUnavailable]: String(resolveMaxUnavailable(pool.spec.management.inPlace?.maxUnavailable, replicas)),
     ...inPlaceAnnotations(pool),
-    ...holdAnnotation(opts),
+    ...holdAnnotations(opts),
   };
   return {
     apiVersion: CAPI_API_VERSION,

@@ -54,7 +54,11 @@ export async function runPhases(s: Scope, deps: PhaseDeps): Promise<Outcome> {
   } else {
     const token = await phaseToken(s, deps, evaluation);
     outcome = combine(outcome, token.result);
-    decision = { ...token.decision, ...(gate.hold === undefined ? {} : { hold: gate.hold }) };
+    decision = {
+      ...token.decision,
+      ...(gate.hold === undefined ? {} : { hold: gate.hold }),
+      ...(gate.ceiling === undefined ? {} : { ceiling: gate.ceiling }),
+    };
   }
   try {
     if (!outcome.stopped)

@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type * as k8s from '#k8s';
-import { tokenSecretName, userDataSecretName } from '../../api/src/keys.js';
+import { SECRET_KEYS, tokenSecretName, userDataSecretName } from '../../api/src/keys.js';
 import type { MachineDeployment, MachineSet } from '../../api/src/capi.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 import { KUBELET_CONFIG, samplePool } from '../../api/testing/nodepool.js';
@@ -105,6 +105,16 @@ describe('previewNodePool', () => {
       (p.desiredChildren.child as MachineDeployment).spec.template.spec.bootstrap.dataSecretName,
       userDataSecretName('workers', deployed),
     );
+  });
+
+  it("when the deployed token Secret's inputs were edited away from its hash, it should not show them as the deployed inputs", async () => {
+    const pool = samplePool();
+    const deployed = deployedAt136(pool);
+    const token = deployed.secrets[0] as k8s.V1Secret;
+    token.data = { ...token.data, [SECRET_KEYS.release]: Buffer.from(IMAGE('1.30.0')).toString('base64') };
+    const p = await previewNodePool(state(pool, deployed), { release: IMAGE('1.37.0') });
+    assert.equal(p.deployed?.hash, hashOf(IMAGE('1.36.3')));
+    assert.equal(p.deployed?.inputs, undefined, 'a tenant that can write Secrets does not choose what plan shows');
   });
 
   it('when the override names a ConfigMap that does not exist, it should say so and check no skew policy', async () => {

@@ -25,15 +25,7 @@ import { desiredChild, observeCapacity } from './phases/children.js';
 import type { InfrastructureTemplates } from './templates.js';
 import { evaluateGate } from './phases/gate.js';
 import type { GateVerdict } from './rollout-gate.js';
-import {
-  inputsOf,
-  newScope,
-  tokenSecret,
-  type Effective,
-  type PhaseDeps,
-  type Scope,
-  type Target,
-} from './phases/scope.js';
+import { hashInputs, newScope, type Effective, type PhaseDeps, type Scope, type Target } from './phases/scope.js';
 
 export {
   desiredBootstrapTemplate,
@@ -194,7 +186,7 @@ function desiredChildren(
 
 function deployedOf(s: Scope, deps: PhaseDeps, e: Evaluation): NodePoolPreview['deployed'] {
   if (!e.deployed) return undefined;
-  const inputs = inputsOf(tokenSecret(s, deps, e.deployed.hash));
+  const inputs = hashInputs(s, deps, e.deployed.hash);
   return { ...e.deployed, ...(inputs ? { inputs } : {}) };
 }
 

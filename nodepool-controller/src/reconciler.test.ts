@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type * as k8s from '#k8s';
-import { ANNOTATIONS, SECRET_KEYS } from '../../api/src/keys.js';
+import { ANNOTATIONS, LABELS, SECRET_KEYS, tokenSecretName, userDataSecretName } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 import { nodePoolFixture } from '../../api/testing/nodepool.js';
 import { NotReadyError, RefusedError } from '../../support/src/errors.js';
@@ -354,6 +354,11 @@ describe('NodePoolReconciler: the maintenance window', () => {
     await w.reconciler.reconcile(key(w.pool));
     assert.notEqual(target(), from, 'the quiet change rolls out with the window closed');
     assert.equal(childOf(w, 'MachineSet').metadata?.annotations?.[ANNOTATIONS.rolloutHold], undefined);
+    assert.equal(
+      childOf(w, 'MachineSet').metadata?.annotations?.[ANNOTATIONS.rolloutCeiling],
+      'waiting for the maintenance window (opens 2026-11-24T02:00Z)',
+      'a node whose host needs a drain or a reboot after all waits for the window',
+    );
     const allowed = cond(w.statuses.at(-1), 'RolloutAllowed');
     assert.deepEqual(
       [allowed?.status, allowed?.message],
@@ -370,6 +375,41 @@ describe('NodePoolReconciler: the maintenance window', () => {
     await w.reconciler.reconcile(key(w.pool));
     assert.equal(target(), quiet, 'a change that reboots waits for the window');
     assert.equal(cond(w.statuses.at(-1), 'RolloutAllowed')?.reason, 'WaitingForMaintenanceWindow');
+  });
+
+  it('when the window opens while a quiet change rolls out under the ceiling, it should lift the ceiling; when it closes again, set it again', async () => {
+    const w = await deployed('InPlace', (p) => {
+      p.spec.config = [{ name: 'motd' }];
+      p.spec.management.inPlace = { disruptionPolicy: { files: [{ path: '/etc/motd', actions: [{ type: 'None' }] }] } };
+    });
+    const annotation = (k: string): string | undefined => childOf(w, 'MachineSet').metadata?.annotations?.[k];
+    const ceiling = (): string | undefined => annotation(ANNOTATIONS.rolloutCeiling);
+    const from = annotation(ANNOTATIONS.targetConfigHash) ?? '';
+    w.store('ConfigMap').set('motd', motd('Quiet'));
+    await assert.rejects(w.reconciler.reconcile(key(w.pool)), NotReadyError);
+    mint(w.secrets, { verdict: true });
+    w.clock.at += 300;
+    await w.reconciler.reconcile(key(w.pool));
+    assert.notEqual(ceiling(), undefined);
+    const to = annotation(ANNOTATIONS.targetConfigHash) ?? '';
+    // The nodes still at the old hash: the status records the quiet rollout under way.
+    const underWay = (): void => {
+      const stored = w.store('NodePool').get('workers') as NodePool;
+      const disruption = { action: 'none', drain: false, reboot: false, changes: [] };
+      stored.status = {
+        ...stored.status,
+        rollout: { from, to, since: '2026-11-23T12:00:00Z', changes: [], disruption },
+      };
+    };
+
+    underWay();
+    w.clock.at = Date.parse('2026-11-24T02:00:30Z');
+    await w.reconciler.reconcile(key(w.pool));
+    assert.equal(ceiling(), undefined, 'in the window, nodes may drain and reboot');
+    underWay();
+    w.clock.at = Date.parse('2026-11-24T03:00:30Z');
+    await w.reconciler.reconcile(key(w.pool));
+    assert.equal(ceiling(), 'waiting for the maintenance window (opens 2026-11-25T02:00Z)');
   });
 
   it('when the window closes while a Replace rollout is under way, it should pause the MachineDeployment at its new template and lift the pause when the window opens', async () => {
@@ -467,5 +507,85 @@ describe('NodePoolReconciler: the maintenance window', () => {
     await w.reconciler.reconcile(key(w.pool));
     assert.equal(target(), from, 'the change that reboots waits for the window');
     assert.equal(cond(w.statuses.at(-1), 'RolloutAllowed')?.reason, 'WaitingForMaintenanceWindow');
+  });
+
+  for (const engine of ['Replace', 'ClusterAPI'] as const)
+    it(`when only the infrastructure template of a ${engine} pool changes outside the window, it should pause its MachineDeployment until the window opens`, async () => {
+      const w = await deployed(engine === 'Replace' ? 'Replace' : 'InPlace', (p) => {
+        if (engine === 'ClusterAPI') p.spec.management.inPlace = { engine };
+      });
+      const hash = w.statuses.at(-1)?.configHash ?? '';
+      // Cluster API's MachineSet of the MachineDeployment, its Machines on the template the pool names now.
+      w.store('MachineSet').set('workers-abc', {
+        apiVersion: 'cluster.x-k8s.io/v1beta2',
+        kind: 'MachineSet',
+        metadata: { name: 'workers-abc', namespace: 'tenant-a', labels: { [LABELS.nodePool]: 'workers' } },
+        spec: {
+          replicas: 2,
+          template: {
+            spec: {
+              bootstrap: { dataSecretName: userDataSecretName('workers', hash) },
+              infrastructureRef: { name: 'small' },
+            },
+          },
+        },
+      } as k8s.KubernetesObject);
+      const md = (): { metadata?: k8s.V1ObjectMeta; spec: { paused?: boolean } } =>
+        childOf(w, 'MachineDeployment') as unknown as { metadata?: k8s.V1ObjectMeta; spec: { paused?: boolean } };
+      w.pool.spec.platform.infrastructureTemplateRef.name = 'large';
+      await w.reconciler.reconcile(key(w.pool));
+      assert.equal(md().spec.paused, true, 'Cluster API replaces no Machine outside the window');
+      assert.equal(
+        md().metadata?.annotations?.[ANNOTATIONS.rolloutHold],
+        'waiting for the maintenance window (opens 2026-11-24T02:00Z)',
+      );
+      assert.equal(cond(w.statuses.at(-1), 'RolloutAllowed')?.reason, 'WaitingForMaintenanceWindow');
+
+      w.clock.at = Date.parse('2026-11-24T02:00:30Z');
+      await w.reconciler.reconcile(key(w.pool));
+      assert.equal(md().spec.paused, undefined, 'the Machines are replaced in the window');
+    });
+
+  it("when the token Secret of the hash the nodes are at is edited while a rollout is under way, it should neither fail the reconcile nor report the edited config's changes", async () => {
+    const w = await deployed('Replace', (p) => (p.spec.config = [{ name: 'motd' }]));
+    w.clock.at = Date.parse('2026-11-24T02:10:00Z');
+    const from = w.statuses.at(-1)?.configHash ?? '';
+    w.store('ConfigMap').set('motd', motd('Loud'));
+    await assert.rejects(w.reconciler.reconcile(key(w.pool)), NotReadyError);
+    mint(w.secrets, { verdict: true });
+    w.clock.at += 300;
+    // Cluster API's MachineSet of the old hash still has its Machines: the rollout is under way.
+    w.store('MachineSet').set('workers-old', {
+      apiVersion: 'cluster.x-k8s.io/v1beta2',
+      kind: 'MachineSet',
+      metadata: { name: 'workers-old', namespace: 'tenant-a', labels: { [LABELS.nodePool]: 'workers' } },
+      spec: {
+        replicas: 2,
+        template: {
+          spec: {
+            bootstrap: { dataSecretName: userDataSecretName('workers', from) },
+            infrastructureRef: { name: 'small' },
+          },
+        },
+      },
+    } as k8s.KubernetesObject);
+    const old = w.secrets.get(tokenSecretName('workers', from)) as k8s.V1Secret;
+    const tamper = (config: string): void => {
+      old.data = { ...old.data, [SECRET_KEYS.config]: Buffer.from(config).toString('base64') };
+    };
+    const recorded = (): string =>
+      (w.statuses.at(-1)?.rollout?.changes ?? []).map((c) => `${c.input}: ${c.detail}`).join('; ');
+
+    tamper('{ not json');
+    await w.reconciler.reconcile(key(w.pool));
+    assert.equal(w.statuses.at(-1)?.rollout?.from, from);
+    assert.match(recorded(), /the inputs of \w+ are no longer known/);
+
+    const stored = w.store('NodePool').get('workers') as NodePool;
+    stored.status = { ...stored.status, rollout: undefined };
+    const crafted = 'kind: MachineConfig\nmetadata: { name: 99-crafted }\n';
+    tamper(normaliseConfig([{ name: 'motd', data: { ...motd('Welcome').data, crafted } }]));
+    await w.reconciler.reconcile(key(w.pool));
+    assert.doesNotMatch(recorded(), /99-crafted/, 'a document the nodes never had is not reported removed');
   });
 });

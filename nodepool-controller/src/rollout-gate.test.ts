@@ -92,13 +92,25 @@ describe('decideRolloutGate', () => {
     assert.equal(overrideApplies(undefined, 'h2'), false);
   });
 
-  it('when the window is closed and the change neither drains nor reboots, it should allow it and say the window does not hold it', () => {
+  it('when the window is closed and the change neither drains nor reboots, it should allow it, say the window does not hold it, and set the ceiling the agents obey', () => {
     assert.deepEqual(decideRolloutGate({ ...base, window: nightly, quiet: 'restart kubelet.service' }), {
       allowed: true,
       reason: 'AsExpected',
       message:
         'The change neither drains nor reboots a node (each node: restart kubelet.service): the maintenance window does not hold it',
+      ceiling: 'waiting for the maintenance window (opens 2026-12-01T02:00Z)',
     });
+  });
+
+  it('when the window is open or the pool has none, it should set no ceiling on a quiet change', () => {
+    const open = decideRolloutGate({
+      ...base,
+      window: nightly,
+      quiet: 'none',
+      now: Date.parse('2026-12-01T04:00:00Z'),
+    });
+    assert.deepEqual([open.allowed, open.ceiling], [true, undefined]);
+    assert.equal(decideRolloutGate({ ...base, quiet: 'none' }).ceiling, undefined);
   });
 
   it('when the window is closed and a quiet change finds the pool unhealthy, it should still apply the health gate', () => {

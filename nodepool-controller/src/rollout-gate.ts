@@ -47,6 +47,9 @@ export interface GateVerdict {
   recheckInMs?: number;
   /** The override annotation's new value: it was used for this target. */
   consumeOverride?: string;
+  /** Why no node may drain or reboot now (ANNOTATIONS.rolloutCeiling): the change is let through only because it
+   * is quiet, and a disruptive one would be held for this. The agent, which decides from the host, obeys it. */
+  ceiling?: string;
 }
 
 /** The override applies: set and not used yet, or used for this very rollout. */
@@ -112,7 +115,16 @@ function allowedMessage(input: GateInput): string {
   return `The change neither drains nor reboots a node (each node: ${input.quiet}): the maintenance window does not hold it`;
 }
 
+/** The verdict, with the ceiling of a change let through only because it is quiet: the hold a disruptive one
+ * would get, so that a node whose host needs a drain or a reboot after all waits for it too. */
 export function decideRolloutGate(input: GateInput): GateVerdict {
+  const verdict = decide(input);
+  if (!verdict.allowed || input.quiet === undefined) return verdict;
+  const disruptive = decide({ ...input, quiet: undefined });
+  return disruptive.allowed ? verdict : { ...verdict, ceiling: disruptive.message };
+}
+
+function decide(input: GateInput): GateVerdict {
   const window = windowVerdict(input);
   if ('allowed' in window) return window;
   const recheck = window.recheckInMs === undefined ? {} : { recheckInMs: window.recheckInMs };

@@ -5,19 +5,23 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as k8s from '#k8s';
-import { ANNOTATIONS, HEALTH_GATE_CONSUMED } from '../../api/src/keys.js';
+import { HOST_PATHS } from '../../api/src/host-paths.js';
+import { ANNOTATIONS, DRAIN_PREFIX, HEALTH_GATE_CONSUMED } from '../../api/src/keys.js';
 import type { MaintenanceWindow } from '../../api/src/nodepool.js';
 import { eventually, SIMULATION } from '../bed/src/index.js';
 import { LocalEnvironment, NS } from './environment.js';
+import { settled } from './in-place.js';
 
 const MINUTES = 60_000;
 const CLOSED: MaintenanceWindow = { schedule: `0 ${(new Date().getUTCHours() + 12) % 24} * * *`, duration: '1h' };
 const OPEN: MaintenanceWindow = { schedule: '* * * * *', duration: '1h' };
 const osRelease = (version: string): string => `Kindling Linux ${version}\n`;
+/** A file of the release's config on every host, which nothing on the host reads. */
+const OS_RELEASE = 'etc/kindling/os-release';
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 describe('maintenance windows and the health gate on the local environment', { timeout: 40 * MINUTES }, () => {
@@ -170,7 +174,7 @@ describe('maintenance windows and the health gate on the local environment', { t
       'every inplace host at 1.36.3 once the window opened again',
       async () => {
         const hosts = await env.hosts('inplace');
-        const files = await Promise.all(hosts.map((h) => env.hostFile(h, 'etc/kindling/os-release')));
+        const files = await Promise.all(hosts.map((h) => env.hostFile(h, OS_RELEASE)));
         return hosts.length === 3 && files.every((f) => f === osRelease('1.36.3'));
       },
       12 * MINUTES,
@@ -287,6 +291,71 @@ describe('maintenance windows and the health gate on the local environment', { t
         2000,
       );
       assert.notEqual((await rolloutAllowed())?.reason, 'WaitingForMaintenanceWindow');
+    } finally {
+      await env.patchPool('inplace', {
+        spec: { management: { maintenanceWindow: null, inPlace: { disruptionPolicy: null } } },
+      });
+    }
+  });
+
+  // A file of the config drifted on one host: its agent rewrites it, weighed as a change the policy names no action
+  // for (a reboot), whether the host has the agent's record or not (then the config it booted with is not what it
+  // holds, and the agent plans against the host alone).
+  it('when a quiet change comes outside the window and a host drifted from its config, its agent should apply nothing (no drain, no reboot) and say why; the window opened, it should complete', async () => {
+    await eventually('the previous rollout complete', complete, 10 * MINUTES, 2000);
+    const quiet = { files: [{ path: '/etc/motd', actions: [{ type: 'None' }] }] };
+    await env.patchPool('inplace', {
+      spec: { management: { maintenanceWindow: CLOSED, inPlace: { disruptionPolicy: quiet } } },
+    });
+    const hosts = await env.hosts('inplace');
+    const drifted = hosts[0] ?? '';
+    const bootIds = (): Promise<(string | undefined)[]> =>
+      Promise.all(hosts.map((h) => env.hostFile(h, HOST_PATHS.bootId.slice(1))));
+    const boots = await bootIds();
+    const release = await env.hostFile(drifted, OS_RELEASE);
+    await writeFile(join(env.hostRoot(drifted), OS_RELEASE), 'edited by hand\n');
+    try {
+      const before = await target();
+      await setMotd('Quiet, but not on a drifted host\n');
+      const reason = await eventually(
+        'the drifted node Degraded by the ceiling',
+        async () => {
+          const node = (await env.nodes('inplace')).find((n) => n.metadata?.name === drifted);
+          const ann = node?.metadata?.annotations ?? {};
+          return ann[ANNOTATIONS.state] === 'Degraded' ? ann[ANNOTATIONS.reason] : undefined;
+        },
+        6 * MINUTES,
+        2000,
+      );
+      assert.match(
+        reason,
+        /^the update needs a reboot; waiting for the maintenance window \(opens .*\): nothing applied/,
+      );
+      const next = await target();
+      assert.notEqual(next, before);
+      const updating = (await env.pool('inplace')).status?.conditions?.find((c) => c.type === 'UpdatingConfig');
+      assert.match(updating?.message ?? '', /needs a reboot; waiting for the maintenance window/);
+      await holdsFor(30_000, async () => {
+        assert.deepEqual(await bootIds(), boots, 'a host rebooted outside the window');
+        const drains = (await env.nodes('inplace')).filter(
+          (n) => n.metadata?.annotations?.[ANNOTATIONS.desiredDrain] === `${DRAIN_PREFIX}${next}`,
+        );
+        assert.deepEqual(drains, [], 'a node asked for a drain outside the window');
+        assert.equal(await env.hostFile(drifted, OS_RELEASE), 'edited by hand\n', 'the drifted host was changed');
+      });
+
+      await env.patchPool('inplace', { spec: { management: { maintenanceWindow: OPEN } } });
+      await eventually(
+        'the quiet change on every host, the drifted one rebooted into its config, once the window opened',
+        async () => {
+          const motd = await Promise.all(hosts.map((h) => env.hostFile(h, 'etc/motd')));
+          const fixed = (await env.hostFile(drifted, OS_RELEASE)) === release;
+          return fixed && motd.every((f) => f === 'Quiet, but not on a drifted host\n') && (await settled(env));
+        },
+        10 * MINUTES,
+        2000,
+      );
+      assert.notEqual((await bootIds())[0], boots[0], 'the drifted host rebooted in the window');
     } finally {
       await env.patchPool('inplace', {
         spec: { management: { maintenanceWindow: null, inPlace: { disruptionPolicy: null } } },

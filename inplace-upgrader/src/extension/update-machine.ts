@@ -28,6 +28,7 @@ import type { Logger } from '../../../support/src/logger.js';
 import {
   agentObjectsMissing,
   cleanUpNode,
+  payloadCeilingStale,
   createGuestSession,
   ensureAgentObjects,
   expectedDesired,
@@ -36,6 +37,7 @@ import {
   stopGuestSession,
   type AgentObjects,
   type GuestSession,
+  type PayloadWant,
 } from '../guest.js';
 import { bootedPayload, BootedWaits, type PayloadSource } from '../payload.js';
 import { annotateMachine, returnToRemediation, spareFromRemediation } from '../remediation.js';
@@ -94,6 +96,17 @@ function holdOf(deployment: DeploymentObject | undefined): string | undefined {
   const held = ann[ANNOTATIONS.rolloutHold];
   return held === undefined ? undefined : `the rollout is held, ${held}`;
 }
+
+/** Why no node may drain or reboot now (the nodepool-controller's rollout gate), for the payload Secret. */
+const ceilingOf = (deployment: DeploymentObject | undefined): string | undefined =>
+  deployment?.metadata.annotations?.[ANNOTATIONS.rolloutCeiling];
+
+/** What the node's payload Secret must say: the target, and the ceiling its MachineDeployment has now. */
+const payloadWant = (t: UpdateTarget, view: NodeView, ctx: StepContext): PayloadWant => ({
+  node: view.name,
+  hash: t.hash,
+  ceiling: ceilingOf(ctx.deployment),
+});
 
 /** The hash a MachineDeployment's template names (its KindlingConfigTemplate), if it names one. */
 const deploymentHash = (pool: string, d: DeploymentObject | undefined): string | undefined =>
@@ -200,10 +213,10 @@ export class MachineUpdater implements MachineUpdates, ExtensionCache {
     }
     // Handed out (or Degraded, the rollback's reboot included): the MachineHealthCheck keeps off it.
     if (view.phase !== 'idle') await spareFromRemediation(this.#custom, machine);
-    if (view.phase === 'degraded') return this.#halted(t, machine, `${view.name}: ${view.reason ?? 'Degraded'}`);
+    if (view.phase === 'degraded') return this.#degraded(t, ctx, view);
     await this.#setFailure(machine, undefined);
     if (view.phase === 'updating' && view.desiredConfig === t.hash) {
-      if (agentObjectsMissing(session, view.name, t.hash)) await this.#giveAgentBack(t, ctx);
+      if (agentObjectsMissing(session, payloadWant(t, view, ctx))) await this.#giveAgentBack(t, ctx);
       return progress(`Node ${view.name}: ${describeNode(node, t.hash)}`);
     }
     return this.#handOut(t, ctx);
@@ -215,6 +228,16 @@ export class MachineUpdater implements MachineUpdates, ExtensionCache {
     await returnToRemediation(this.#custom, machine);
     await this.#setFailure(machine, undefined);
     return { state: 'done', message: `Node ${name} is at ${t.hash}` };
+  }
+
+  /**
+   * Degraded: halted. A node Degraded towards this target by a ceiling lifted (or changed) since gets its payload
+   * Secret rewritten, on which its agent tries again; any other Degraded node keeps its agent as it is.
+   */
+  async #degraded(t: UpdateTarget, ctx: StepContext, view: NodeView): Promise<UpdateOutcome> {
+    if (view.desiredConfig === t.hash && payloadCeilingStale(ctx.session, payloadWant(t, view, ctx)))
+      await this.#giveAgentBack(t, ctx);
+    return this.#halted(t, ctx.machine, `${view.name}: ${view.reason ?? 'Degraded'}`);
   }
 
   /** The node is Degraded towards the target: the Machine says why (read by the NodePool's status), and the
@@ -319,6 +342,7 @@ export class MachineUpdater implements MachineUpdates, ExtensionCache {
       agentImage: this.#opts.agentImage,
       disruptionPolicy: deployment?.metadata.annotations?.[ANNOTATIONS.disruptionPolicy],
       booted: await bootedPayload(this.#opts.payloads, at, this.#bootedWaits, this.#opts.log),
+      ceiling: ceilingOf(deployment),
     };
   }
 

@@ -26,6 +26,7 @@ import { joinStatus } from '../joining.js';
 import { keepLiveCapacity, scaleFromZero, type TemplateCapacity } from '../capacity.js';
 import { applyIfNeeded, withKind } from '../apply.js';
 import { CONTINUE, requeueAfter, type PhaseResult } from './result.js';
+import { replacesMachines } from './observe.js';
 import {
   DEFAULT_JOIN_TIMEOUT_MS,
   isoSeconds,
@@ -59,13 +60,15 @@ export function desiredChild(
   s: Scope,
   deps: PhaseDeps,
   effective: Effective,
-  hold?: string,
+  gate: Pick<Decision, 'hold' | 'ceiling'> = {},
 ): { child: MachineSet | MachineDeployment; template?: KindlingConfigTemplate } {
   const opts = {
     ...effective,
     liveReplicas: liveChild(s, deps)?.spec.replicas,
     ...(s.obs.capacity ? { capacity: s.obs.capacity.annotations } : {}),
-    hold,
+    hold: gate.hold,
+    ceiling: gate.ceiling,
+    replacesMachines: replacesMachines(s, deps),
   };
   if (!hasMachineDeployment(s.pool)) return { child: desiredMachineSet(s.pool, opts) };
   const template =
@@ -77,7 +80,7 @@ export async function phaseChildren(s: Scope, deps: PhaseDeps, d: Decision): Pro
   if (!d.effective) return CONTINUE;
   await observeCapacity(s, deps);
   const live = liveChild(s, deps);
-  const { child, template } = desiredChild(s, deps, d.effective, d.hold);
+  const { child, template } = desiredChild(s, deps, d.effective, d);
   if (child.kind === 'MachineSet') {
     await applyIfNeeded(deps, live as MachineSet | undefined, child, deps.caches.machineSets);
   } else {

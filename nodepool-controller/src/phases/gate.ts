@@ -9,17 +9,22 @@
 import type { Machine } from '../../../api/src/capi.js';
 import { ANNOTATIONS } from '../../../api/src/keys.js';
 import { effectiveDisruptionPolicy } from '../../../api/src/disruption.js';
-import { inPlaceEngine, type NodePool, type RolloutDisruption } from '../../../api/src/nodepool.js';
+import {
+  hasMachineDeployment,
+  inPlaceEngine,
+  type NodePool,
+  type RolloutDisruption,
+} from '../../../api/src/nodepool.js';
 import { resolveFenceposts, resolveMaxUnavailable } from '../../../support/src/int-or-percent.js';
 import { isConditionError } from '../condition-error.js';
 import { parseWindow, type ParsedWindow } from '../maintenance-window.js';
 import { decideRolloutGate, quietAction, type GateVerdict, type PoolHealth } from '../rollout-gate.js';
 import { rolloutDisruption } from '../rollout-record.js';
 import { desiredReplicas } from '../capi.js';
-import { configHash } from '../hash.js';
 import { CONTINUE, requeueAfter, type PhaseResult } from './result.js';
 import type { Evaluation } from './inputs.js';
-import { inPool, inputsOf, liveChild, tokenSecret, type PhaseDeps, type Scope } from './scope.js';
+import { hashInputs, inPool, liveChild, tokenSecret, type PhaseDeps, type Scope } from './scope.js';
+import { templateChange } from './observe.js';
 
 /** The pool's window as the status reports it; an Error (nothing disruptive starts) when it cannot be read. */
 function readWindow(s: Scope): ParsedWindow | Error | undefined {
@@ -92,25 +97,40 @@ interface Rollout {
 }
 
 function rolloutTo(s: Scope, deps: PhaseDeps, e: Evaluation): Rollout | undefined {
-  const deployed = e.deployed?.hash;
-  const underWay = s.pool.status?.rollout;
   const starting = startingTarget(e);
   if (starting !== undefined)
-    return { to: starting, healthGated: underWay === undefined, disruption: startingDisruption(s, deps, e) };
-  if (deployed === undefined || underWay?.to !== deployed) return undefined;
-  const held = liveChild(s, deps)?.metadata.annotations?.[ANNOTATIONS.rolloutHold] !== undefined;
-  return { to: deployed, healthGated: held, disruption: underWay.disruption };
+    return {
+      to: starting,
+      healthGated: s.pool.status?.rollout === undefined,
+      disruption: startingDisruption(s, deps, e),
+    };
+  return e.deployed === undefined ? undefined : rolloutAt(s, deps, e.deployed.hash);
 }
 
+/** A rollout at the deployed hash: the one status.rollout records, or one that starts from a new infrastructure
+ * template alone, which replaces the Machines of a MachineDeployment too. */
+function rolloutAt(s: Scope, deps: PhaseDeps, deployed: string): Rollout | undefined {
+  const recorded = s.pool.status?.rollout;
+  const underWay = recorded?.to === deployed ? recorded : undefined;
+  if (underWay === undefined && !newTemplate(s, deps)) return undefined;
+  const disruption = underWay?.disruption;
+  return { to: deployed, healthGated: held(s, deps) || !underWay, ...(disruption ? { disruption } : {}) };
+}
+
+const newTemplate = (s: Scope, deps: PhaseDeps): boolean =>
+  hasMachineDeployment(s.pool) && templateChange(s, deps) !== undefined;
+
+/** The live child carries a hold: the rollout may not resume until the pool is healthy. */
+const held = (s: Scope, deps: PhaseDeps): boolean =>
+  liveChild(s, deps)?.metadata.annotations?.[ANNOTATIONS.rolloutHold] !== undefined;
+
 /** The disruption of the change from the deployed inputs (its token Secret's) to the target's. Unknown (the
- * window holds it) when those inputs do not hash to the deployed hash or cannot be parsed: a tenant can write
- * Secrets in its namespace, and an edited one must neither wedge the pool nor make a reboot look quiet. */
+ * window holds it) when those inputs are not the deployed hash's (hashInputs) or cannot be parsed. */
 function startingDisruption(s: Scope, deps: PhaseDeps, e: Evaluation): RolloutDisruption | undefined {
   if (e.deployed === undefined || e.target === undefined) return undefined;
-  const before = inputsOf(tokenSecret(s, deps, e.deployed.hash));
-  if (before === undefined) return undefined;
+  const before = hashInputs(s, deps, e.deployed.hash);
   try {
-    if (configHash(before) === e.deployed.hash)
+    if (before !== undefined)
       return rolloutDisruption({
         upgradeType: s.pool.spec.management.upgradeType,
         engine: inPlaceEngine(s.pool),
@@ -123,10 +143,11 @@ function startingDisruption(s: Scope, deps: PhaseDeps, e: Evaluation): RolloutDi
   } catch {
     // Not logged: the parser's message quotes the config, which may hold credentials.
   }
-  s.log.info(
-    { deployed: e.deployed.hash },
-    "The deployed token Secret's inputs are not its hash's: the change counts as disruptive",
-  );
+  if (tokenSecret(s, deps, e.deployed.hash) !== undefined)
+    s.log.info(
+      { deployed: e.deployed.hash },
+      "The deployed token Secret's inputs are not its hash's: the change counts as disruptive",
+    );
   return undefined;
 }
 
@@ -141,6 +162,8 @@ export interface Gate {
   blocked?: string;
   /** Why no node may be handed out now (the child's ANNOTATIONS.rolloutHold). */
   hold?: string;
+  /** Why no node may drain or reboot now (the child's ANNOTATIONS.rolloutCeiling). */
+  ceiling?: string;
   result: PhaseResult;
 }
 
@@ -168,7 +191,7 @@ export async function phaseGate(s: Scope, deps: PhaseDeps, e: Evaluation): Promi
   if (!verdict) return { result: CONTINUE };
   if (verdict.consumeOverride !== undefined) await consume(s, deps, verdict);
   const result = verdict.recheckInMs === undefined ? CONTINUE : requeueAfter(verdict.recheckInMs + 500);
-  if (verdict.allowed) return { result };
+  if (verdict.allowed) return { result, ...(verdict.ceiling === undefined ? {} : { ceiling: verdict.ceiling }) };
   const starting = to !== e.deployed?.hash;
   if (starting) s.obs.pending = `The change to config hash ${to} is held: ${verdict.message}`;
   return { ...(starting ? { blocked: verdict.message } : {}), hold: verdict.message, result };

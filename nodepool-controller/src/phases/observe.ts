@@ -8,7 +8,7 @@ import { keepOrExplain } from '../rollout-record.js';
 import { clusterApiFailure, clusterApiProgress } from '../capi-progress.js';
 import {
   hashOfBootstrap,
-  inputsOf,
+  hashInputs,
   isoSeconds,
   liveChild,
   tokenSecret,
@@ -19,8 +19,8 @@ import {
 } from './scope.js';
 
 function hashInputsChanged(s: Scope, deps: PhaseDeps, from: string, to: string): HashInput[] {
-  const a = inputsOf(tokenSecret(s, deps, from));
-  const b = inputsOf(tokenSecret(s, deps, to));
+  const a = hashInputs(s, deps, from);
+  const b = hashInputs(s, deps, to);
   return a && b ? changedInputs(a, b) : [];
 }
 
@@ -83,10 +83,22 @@ function failureOf(s: Scope, deps: PhaseDeps, annotations: Record<string, string
   return clusterApiFailure(deps.caches.poolMachines(s.ns, s.pool.metadata.name));
 }
 
+/**
+ * Whether the rollout of a pool with a MachineDeployment replaces Machines: always on Replace; on the ClusterAPI
+ * engine, for a new infrastructure template (the extension never takes one in place) or a change recorded as a
+ * rollout (a payload the extension cannot apply in place). A hold pauses such a MachineDeployment (capi.ts):
+ * Cluster API, not the extension, hands those Machines out.
+ */
+export function replacesMachines(s: Scope, deps: PhaseDeps): boolean {
+  if (!hasMachineDeployment(s.pool)) return false;
+  if (s.pool.spec.management.upgradeType === 'Replace' || templateChange(s, deps) !== undefined) return true;
+  return s.pool.status?.rollout?.changes.some((c) => c.strategy === 'Rollout') === true;
+}
+
 /** The infrastructure template of a MachineSet that still has Machines when the pool names another one: Cluster
  * API is rolling a Replace pool onto the new template. (An InPlace pool's one MachineSet takes the new template
  * at once and keeps its Machines: only new Machines use it, and this does not see it.) */
-function templateChange(s: Scope, deps: PhaseDeps): { from: string; to: string } | undefined {
+export function templateChange(s: Scope, deps: PhaseDeps): { from: string; to: string } | undefined {
   const to = s.pool.spec.platform.infrastructureTemplateRef.name;
   const sets = deps.caches.poolMachineSets(s.ns, s.pool.metadata.name).filter((m) => (m.spec.replicas ?? 0) > 0);
   const stale = sets.map((m) => m.spec.template.spec.infrastructureRef.name).find((n) => n !== to);
@@ -105,8 +117,8 @@ function explainObserved(
     from: r.from,
     to: r.to,
     template: r.template,
-    before: inputsOf(tokenSecret(s, deps, r.from)),
-    after: inputsOf(tokenSecret(s, deps, r.to)),
+    before: hashInputs(s, deps, r.from),
+    after: hashInputs(s, deps, r.to),
     configMaps: (s.pool.spec.config ?? []).flatMap((ref) => {
       const cm = deps.caches.configMaps.get(inPool(s, ref.name));
       return cm ? [{ name: ref.name, data: cm.data ?? {} }] : [];

@@ -10,7 +10,7 @@ import { hasMachineDeployment, type NodePool } from '../../../api/src/nodepool.j
 import type { MachineDeployment, MachineSet, MachineSpec } from '../../../api/src/capi.js';
 import type { Logger } from '../../../support/src/logger.js';
 import type { Clock } from '../../../support/src/timers.js';
-import type { HashInputs } from '../hash.js';
+import { configHash, type HashInputs } from '../hash.js';
 import type { ReleaseVersionResolver, Version } from '../release.js';
 import type { ControlPlaneVersions } from '../guest.js';
 import type { GuestNodes } from '../nodes.js';
@@ -90,6 +90,8 @@ export interface Decision {
   rolling?: Target;
   /** Why no node may be handed out now (the rollout gate), written on the child. */
   hold?: string;
+  /** Why no node may drain or reboot now (the rollout gate), written on the child. */
+  ceiling?: string;
 }
 
 export function secretText(secret: k8s.V1Secret | undefined, key: string): string | undefined {
@@ -105,6 +107,16 @@ export function inputsOf(secret: k8s.V1Secret | undefined): HashInputs | undefin
 
 export function tokenSecret(s: Scope, deps: PhaseDeps, hash: string): k8s.V1Secret | undefined {
   return deps.caches.secrets.get(inPool(s, tokenSecretName(s.pool.metadata.name, hash)));
+}
+
+/**
+ * The inputs of the pool's token Secret at `hash`, only when they hash to it: a tenant can write Secrets in its
+ * namespace, and an edited one must neither make a reboot look quiet, nor name changes that are not the hash's,
+ * nor fail every reconcile with a config that is not JSON. Otherwise unknown, as of a token Secret gone.
+ */
+export function hashInputs(s: Scope, deps: PhaseDeps, hash: string): HashInputs | undefined {
+  const inputs = inputsOf(tokenSecret(s, deps, hash));
+  return inputs && configHash(inputs) === hash ? inputs : undefined;
 }
 
 export function liveChild(s: Scope, deps: PhaseDeps): MachineSet | MachineDeployment | undefined {
