@@ -105,9 +105,10 @@ export interface LocalRegistry {
 /**
  * A real OCI registry over TLS (certificate from the management cluster's CA, which the ignition server is
  * told to trust), with its storage, port and certificate kept in the state folder. Pulls and pushes are
- * anonymous: the pull-secret and token-auth paths are covered by the ignition server's own tests.
+ * anonymous: the pull-secret and token-auth paths are covered by the ignition server's own tests. On loopback
+ * unless given an `address` (the install test serves it where the ignition server's Pods reach it).
  */
-export async function startRegistry(stateDir: string, mgmt: Cluster): Promise<LocalRegistry> {
+export async function startRegistry(stateDir: string, mgmt: Cluster, address = '127.0.0.1'): Promise<LocalRegistry> {
   const dir = join(stateDir, 'registry');
   await mkdir(join(dir, 'data'), { recursive: true });
   const port = await keptPort(dir);
@@ -115,7 +116,7 @@ export async function startRegistry(stateDir: string, mgmt: Cluster): Promise<Lo
     const ca = await loadCertificateAuthority(mgmt.ca);
     const serving = await ca.issue({
       commonName: 'kindling-local-registry',
-      ipAddresses: ['127.0.0.1'],
+      ipAddresses: [address],
       dnsNames: ['localhost'],
       usage: 'server',
     });
@@ -126,7 +127,7 @@ export async function startRegistry(stateDir: string, mgmt: Cluster): Promise<Lo
     'version: 0.1',
     'log: {level: warn}',
     `storage: {filesystem: {rootdirectory: ${join(dir, 'data')}}}`,
-    `http: {addr: "127.0.0.1:${port}", secret: kindling-local, tls: {certificate: ${join(dir, 'tls.crt')}, key: ${join(dir, 'tls.key')}}}`,
+    `http: {addr: "${address}:${port}", secret: kindling-local, tls: {certificate: ${join(dir, 'tls.crt')}, key: ${join(dir, 'tls.key')}}}`,
   ].join('\n');
   await writeFile(join(dir, 'config.yml'), `${config}\n`);
   await mkdir(join(stateDir, 'logs'), { recursive: true });
@@ -136,8 +137,8 @@ export async function startRegistry(stateDir: string, mgmt: Cluster): Promise<Lo
     args: ['serve', join(dir, 'config.yml')],
     logFile: join(stateDir, 'logs', 'registry.log'),
   });
-  await waitForPort(port, proc);
-  return { host: `127.0.0.1:${port}`, process: proc };
+  await waitForPort(port, proc, undefined, address);
+  return { host: `${address}:${port}`, process: proc };
 }
 
 /**

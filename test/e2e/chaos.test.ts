@@ -22,11 +22,20 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as k8s from '#k8s';
-import { ANNOTATIONS, DRAIN_PREFIX } from '../../api/src/keys.js';
+import { ANNOTATIONS } from '../../api/src/keys.js';
 import { AvailabilityWatcher } from '../../inplace-upgrader/testing/index.js';
-import { eventually, RestartingWatch } from '../bed/src/index.js';
+import { eventually } from '../bed/src/index.js';
 import { LocalEnvironment } from './environment.js';
-import { PdbWatcher, alive, killRunning, processesOf, seeded, shuffled, supervision } from './disruption.js';
+import {
+  DrainWatcher,
+  PdbWatcher,
+  alive,
+  killRunning,
+  processesOf,
+  seeded,
+  shuffled,
+  supervision,
+} from './disruption.js';
 
 const MINUTES = 60_000;
 const REPLICAS = 2;
@@ -146,59 +155,6 @@ class Chaos {
     }
     // Resumed, it finds its renew deadline passed and exits on its own: the supervisor starts it again.
     await eventually(`the resumed ${leader.replica} to exit`, async () => !alive(leader.pid), MINUTES, 100);
-  }
-}
-
-type DrainState = { cordoned: boolean; applied: string; draining: boolean };
-
-function drainState(node: k8s.V1Node): DrainState {
-  const ann = node.metadata?.annotations ?? {};
-  return {
-    cordoned: node.spec?.unschedulable === true,
-    applied: ann[ANNOTATIONS.lastAppliedDrain] ?? '',
-    draining: ann[ANNOTATIONS.drainStartedAt] !== undefined,
-  };
-}
-
-/** What the guest's inplace Nodes went through, per node: cordons, drains carried out, and drains at once. */
-class DrainWatcher {
-  readonly cordons = new Map<string, number>();
-  readonly drains = new Map<string, string[]>();
-  maxDraining = 0;
-  events = 0;
-  #last = new Map<string, DrainState>();
-  readonly #watch: RestartingWatch<k8s.V1Node>;
-  #nodes: Set<string>;
-
-  constructor(kc: k8s.KubeConfig, nodes: string[]) {
-    // A watch started again restates each Node first, which counts no transition.
-    this.#watch = new RestartingWatch(kc, '/api/v1/nodes', {}, (_type, node) => this.#observe(node));
-    this.#nodes = new Set(nodes);
-  }
-
-  start(): Promise<void> {
-    return this.#watch.start();
-  }
-
-  stop(): void {
-    this.#watch.stop();
-  }
-
-  #transitions(name: string, prev: DrainState, now: DrainState): void {
-    if (!prev.cordoned && now.cordoned) this.cordons.set(name, (this.cordons.get(name) ?? 0) + 1);
-    if (now.applied !== prev.applied && now.applied.startsWith(DRAIN_PREFIX))
-      this.drains.set(name, [...(this.drains.get(name) ?? []), now.applied]);
-  }
-
-  #observe(node: k8s.V1Node): void {
-    const name = node.metadata?.name ?? '';
-    if (!this.#nodes.has(name)) return;
-    this.events++;
-    const now = drainState(node);
-    const prev = this.#last.get(name);
-    this.#last.set(name, now);
-    if (prev) this.#transitions(name, prev, now);
-    this.maxDraining = Math.max(this.maxDraining, [...this.#last.values()].filter((s) => s.draining).length);
   }
 }
 

@@ -1,10 +1,12 @@
 /**
  * What the end-to-end tests that disrupt the local environment share: a seeded random generator (a failing
- * plan replays from its seed), SIGKILLs of a component's running process, an independent watcher of the
- * guest's PodDisruptionBudgets, and the environment's supervisor lines and processes, for the diagnostics.
+ * plan replays from its seed), SIGKILLs of a component's running process, independent watchers of the
+ * guest's PodDisruptionBudgets and of its Nodes' cordons and drains, and the environment's supervisor lines and
+ * processes, for the diagnostics.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import * as k8s from '#k8s';
+import { ANNOTATIONS, DRAIN_PREFIX } from '../../api/src/keys.js';
 import { eventually, RestartingWatch } from '../bed/src/index.js';
 import type { LocalEnvironment } from './environment.js';
 
@@ -115,5 +117,58 @@ export class PdbWatcher {
         `${new Date().toISOString()} ${keyOf(pdb)}: ${currentHealthy} healthy < ${desiredHealthy} desired`,
       );
     }
+  }
+}
+
+type DrainState = { cordoned: boolean; applied: string; draining: boolean };
+
+function drainState(node: k8s.V1Node): DrainState {
+  const ann = node.metadata?.annotations ?? {};
+  return {
+    cordoned: node.spec?.unschedulable === true,
+    applied: ann[ANNOTATIONS.lastAppliedDrain] ?? '',
+    draining: ann[ANNOTATIONS.drainStartedAt] !== undefined,
+  };
+}
+
+/** What the given guest Nodes went through, per node: cordons, drains carried out, and drains at once. */
+export class DrainWatcher {
+  readonly cordons = new Map<string, number>();
+  readonly drains = new Map<string, string[]>();
+  maxDraining = 0;
+  events = 0;
+  #last = new Map<string, DrainState>();
+  readonly #watch: RestartingWatch<k8s.V1Node>;
+  #nodes: Set<string>;
+
+  constructor(kc: k8s.KubeConfig, nodes: string[]) {
+    // A watch started again restates each Node first, which counts no transition.
+    this.#watch = new RestartingWatch(kc, '/api/v1/nodes', {}, (_type, node) => this.#observe(node));
+    this.#nodes = new Set(nodes);
+  }
+
+  start(): Promise<void> {
+    return this.#watch.start();
+  }
+
+  stop(): void {
+    this.#watch.stop();
+  }
+
+  #transitions(name: string, prev: DrainState, now: DrainState): void {
+    if (!prev.cordoned && now.cordoned) this.cordons.set(name, (this.cordons.get(name) ?? 0) + 1);
+    if (now.applied !== prev.applied && now.applied.startsWith(DRAIN_PREFIX))
+      this.drains.set(name, [...(this.drains.get(name) ?? []), now.applied]);
+  }
+
+  #observe(node: k8s.V1Node): void {
+    const name = node.metadata?.name ?? '';
+    if (!this.#nodes.has(name)) return;
+    this.events++;
+    const now = drainState(node);
+    const prev = this.#last.get(name);
+    this.#last.set(name, now);
+    if (prev) this.#transitions(name, prev, now);
+    this.maxDraining = Math.max(this.maxDraining, [...this.#last.values()].filter((s) => s.draining).length);
   }
 }

@@ -20,7 +20,7 @@ const run = promisify(execFile);
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const OVERLAY = join(ROOT, 'test', 'e2e', 'install');
 export const SYSTEM_NS = 'kindling-system';
-const TENANT_NS = 'tenants';
+export const TENANT_NS = 'tenants';
 /** The image tag the overlay names; the upgrade rolls to the next one. */
 export const FIRST_TAG = 'install-1';
 export const NEXT_TAG = 'install-2';

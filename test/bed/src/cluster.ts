@@ -53,6 +53,11 @@ export interface ClusterOptions {
    * tokens and the cluster CA; EndpointSlices are kept for Services.
    */
   podNetwork?: { address: string };
+  /**
+   * Serve on this address instead of loopback, nothing else changed: a guest apiserver that the node's Pods and
+   * hosts (node.ts) reach, as they reach a hosted control plane's endpoint.
+   */
+  listenAddress?: string;
 }
 
 export interface Cluster {
@@ -224,17 +229,22 @@ async function optionalApiserverArgs(dir: string, opts: ClusterOptions): Promise
   return args;
 }
 
+/** Where the apiserver serves: the Pods' address, else the one asked for, else loopback. */
+const servingAddress = (opts: ClusterOptions): string | undefined => opts.podNetwork?.address ?? opts.listenAddress;
+
 /** The apiserver flags that differ when Pods run against it (see ClusterOptions.podNetwork). */
 function addressArgs(opts: ClusterOptions): string[] {
   const address = opts.podNetwork?.address;
-  if (address === undefined)
+  if (address === undefined) {
+    const listen = opts.listenAddress ?? '127.0.0.1';
     // No token controller mounts default tokens; components ask for theirs with the TokenRequest API.
     return [
-      '--bind-address=127.0.0.1',
-      '--advertise-address=127.0.0.1',
+      `--bind-address=${listen}`,
+      `--advertise-address=${listen}`,
       '--disable-admission-plugins=ServiceAccount',
       '--endpoint-reconciler-type=none',
     ];
+  }
   return [`--bind-address=${address}`, `--advertise-address=${address}`, '--endpoint-reconciler-type=lease'];
 }
 
@@ -368,7 +378,7 @@ async function launch(dir: string, opts: ClusterOptions, pki: Pki, started: Mana
     etcdPeer: await freePort(),
     apiserver: await apiserverPort(dir),
   };
-  const server = `https://${opts.podNetwork?.address ?? '127.0.0.1'}:${ports.apiserver}`;
+  const server = `https://${servingAddress(opts) ?? '127.0.0.1'}:${ports.apiserver}`;
   const kubeconfigYaml = kubeconfigFor(opts.name, server, pki.ca.certPem, pki.admin);
   const kubeconfigPath = join(dir, 'kubeconfig');
   await writeFile(kubeconfigPath, kubeconfigYaml, { mode: 0o600 });
@@ -395,7 +405,7 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
   const temporary = opts.dir === undefined;
   const dir = opts.dir ?? (await mkdtemp(join(tmpdir(), `kindling-${opts.name}-`)));
   await mkdir(dir, { recursive: true, mode: 0o700 });
-  const pki = await loadOrCreatePki(dir, opts.podNetwork?.address);
+  const pki = await loadOrCreatePki(dir, servingAddress(opts));
   const processes: ManagedProcess[] = [];
   let stopped = false;
   const stop = async (): Promise<void> => {

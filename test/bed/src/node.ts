@@ -71,6 +71,8 @@ export interface KubeNode {
   readonly name: string;
   readonly dir: string;
   readonly processes: readonly ManagedProcess[];
+  /** The Cluster API manager's image, imported with the node's own (test/bed/node/build.sh built it). */
+  readonly capiManagerImage: string;
   /** Imports an image archive (OCI layout or `docker save`) into containerd's k8s.io namespace. */
   importImage(archive: string): Promise<void>;
   /** Stops the Pods, the node's processes, and removes the namespace, routes and mounts. Idempotent. */
@@ -422,6 +424,7 @@ export async function startNode(opts: NodeOptions): Promise<KubeNode> {
     name,
     dir,
     processes,
+    capiManagerImage: build.versions['CAPI_MANAGER_IMAGE'] ?? '',
     importImage: async (archive) => {
       await sh('ctr', [
         `--address=${dir}/containerd.sock`,
@@ -468,7 +471,7 @@ export async function startNode(opts: NodeOptions): Promise<KubeNode> {
       30_000,
       200,
     );
-    for (const image of ['PAUSE_IMAGE', 'COREDNS_IMAGE']) {
+    for (const image of ['PAUSE_IMAGE', 'COREDNS_IMAGE', 'CAPI_MANAGER_IMAGE']) {
       const ref = build.versions[image] ?? '';
       await node.importImage(join(build.images, `${ref.replaceAll(/[:/]/g, '_')}.tar`));
     }

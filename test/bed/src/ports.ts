@@ -24,17 +24,18 @@ export async function portFree(port: number): Promise<boolean> {
   });
 }
 
-/** Waits until something accepts connections on a loopback port, failing early if the process meant to listen exits. */
+/** Waits until something accepts connections on a port (of loopback unless told), failing early if the process meant to listen exits. */
 export async function waitForPort(
   port: number,
   proc: { alive: boolean; name: string; tail(): string },
   timeoutMs = 10_000,
+  host = '127.0.0.1',
 ): Promise<void> {
   const { connect } = await import('node:net');
   for (const deadline = Date.now() + timeoutMs; Date.now() < deadline;) {
     if (!proc.alive) throw new Error(`${proc.name} exited: ${proc.tail()}`);
     const open = await new Promise<boolean>((resolve) => {
-      const s = connect(port, '127.0.0.1', () => (s.destroy(), resolve(true)));
+      const s = connect(port, host, () => (s.destroy(), resolve(true)));
       s.on('error', () => resolve(false));
     });
     if (open) return;
