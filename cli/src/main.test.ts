@@ -69,6 +69,24 @@ describe('kindling main', () => {
     assert.equal(loads, 2);
   });
 
+  it('when a long-running component starts in a restartable Node, it should restart with its young-generation cap before importing it', async () => {
+    let loads = 0;
+    const drainer = lazyCommand('drainer', 'Drain.', () => {
+      loads++;
+      return Promise.resolve(echo);
+    });
+    const restarts: string[][] = [];
+    const t = io();
+    const node = { execArgv: [], restart: (flags: string[]) => (restarts.push(flags), 0) };
+    assert.equal(await main(['drainer', '--namespaces=a'], { ...t.io, node }, [drainer]), 0);
+    assert.deepEqual(restarts, [['--max-semi-space-size=8']]);
+    assert.equal(loads, 0);
+    const bad = io();
+    assert.equal(await main(['drainer', '--max-semi-space-size=lots'], { ...bad.io, node }, [drainer]), 2);
+    assert.match(bad.err.join(''), /kindling drainer: --max-semi-space-size: "lots" is not a size in MiB/);
+    assert.equal(restarts.length, 1);
+  });
+
   it('when the real crds command runs, it should print the NodePool CRD', async () => {
     const t = io();
     assert.equal(await main(['crds'], t.io), 0);

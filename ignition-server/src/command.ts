@@ -7,6 +7,7 @@ import { readFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { setFlagsFromString } from 'node:v8';
 import { COMPONENT_FLAGS, runComponent, type ComponentContext } from '../../support/src/component.js';
+import { youngGenerationFlag } from '../../support/src/young-generation.js';
 import { ConfigError, flagName, tenantNamespaces, type ConfigOf, type Namespaces } from '../../support/src/config.js';
 import type { ReadinessCheck } from '../../support/src/ops-server.js';
 import { defineCommand, type Command } from '../../support/src/command.js';
@@ -36,6 +37,7 @@ import { releaseCommandRun } from './release/command.js';
 
 const FLAGS = {
   ...COMPONENT_FLAGS,
+  ...youngGenerationFlag('ignition-server'),
   servingAddress: { type: 'string', default: '0.0.0.0:9443', help: 'HTTPS address of /ignition' },
   tlsCertFile: { type: 'string', default: '', help: 'Serving certificate (PEM), reloaded when it changes' },
   tlsKeyFile: { type: 'string', default: '', help: 'Serving key (PEM), reloaded when it changes' },

@@ -348,6 +348,17 @@ describe('CSR approver on the real test bed', () => {
     );
   });
 
+  it('when a bootstrap token asks for the name of a Node the guest already has, it should deny it (the Node read when deciding)', async () => {
+    await createMachine('a-4', 'pool-a', host('host-a4', '10.0.0.14'));
+    // The Node registered without a client certificate from Kindling: whoever holds it is that node already.
+    await guest.kubeConfig.makeApiClient(k8s.CoreV1Api).createNode({ body: { metadata: { name: 'host-a4' } } });
+    await submit(tokenA.kc, 'a-4-taken', CLIENT, nodeSubject('host-a4'));
+    const denied = conditionOf(await decided('a-4-taken'), 'Denied');
+    assert.equal(denied?.reason, 'NodeExists');
+    assert.match(denied?.message ?? '', /the guest cluster already has a Node "host-a4"/);
+    assert.equal((await readMachine('a-4')).metadata.annotations?.[ANNOTATIONS.approvedClientCsr], undefined);
+  });
+
   it("when the joined kubelet asks for a serving certificate, it should approve its Machine's addresses and deny a foreign name", async () => {
     const kubelet = kubelets.get('host-a1');
     assert.ok(kubelet, 'the kubelet joined in the approval case');

@@ -7,7 +7,8 @@
  * every pool Machine a second time and be granted the Machine patch it needs to record an approval.
  *
  * Per guest cluster (one GuestClusters session each, opened and closed with the kubeconfig Secret): informers
- * on the CertificateSigningRequests of Kindling's signers only, kept slim (csr-guest.ts), and one on Node names.
+ * on the CertificateSigningRequests of Kindling's signers only, kept slim (csr-guest.ts); the Node a decision
+ * asks about is read when it is made (csr-nodes.ts), not watched.
  * Pending kubelet CSRs are queued by key (`<namespace>/<cluster>/<csr>`), one reconcile per key at a time, the
  * guest clusters served in turn (one guest's flood waits behind itself, not in front of another guest's kubelet),
  * decided from the caches by decideCsr, and approved or denied through the `/approval` subresource. A guest with
@@ -31,7 +32,6 @@ import { createApplier, toModel, type Applier } from '../../support/src/apply.js
 import { API_REQUEST_TIMEOUT_MS, makeApiClient } from '../../support/src/kubeconfig.js';
 import { isConflict, isNotFound, NotReadyError } from '../../support/src/errors.js';
 import { clusterKey, GuestClusters, type GuestCluster } from '../../support/src/guest-clusters.js';
-import { ResilientInformer } from '../../support/src/informer.js';
 import { EventRateLimiter } from '../../support/src/events.js';
 import type { Namespaces } from '../../support/src/config.js';
 import type { Logger } from '../../support/src/logger.js';
@@ -40,12 +40,12 @@ import type { ReconcileResult, WorkQueue } from '../../support/src/queue.js';
 import { createKeyQueue, type KeyQueueOptions } from '../../support/src/controller.js';
 import { realClock, type Clock } from '../../support/src/timers.js';
 import type { Caches } from './caches.js';
-import { decideCsr, isDecided, KUBELET_CLIENT_SIGNER, KUBELET_SERVING_SIGNER, type Decision } from './csr-decision.js';
+import { isDecided, KUBELET_CLIENT_SIGNER, KUBELET_SERVING_SIGNER, type Decision } from './csr-decision.js';
 import type { EventRecorder, EventSubject, Transition } from './events.js';
 import { GuestCsrs } from './csr-guest.js';
+import { decideWithNodes } from './csr-nodes.js';
 import { desiredGuestSetup } from './guest-setup.js';
 import { RESOURCES } from '../../api/src/resources.js';
-import { clusterScoped } from '../../support/src/object-key.js';
 
 const CSR_QUEUE = 'csr-approver';
 const GUEST_SETUP_QUEUE = 'guest-setup';
@@ -78,7 +78,7 @@ interface Session {
   csrs: GuestCsrs;
   /** Over its pending cap: its CSRs were dropped from the queue, to be queued again once it is under. */
   parked: boolean;
-  nodes: ResilientInformer<k8s.V1Node>;
+  core: k8s.CoreV1Api;
   certificates: k8s.CertificatesV1Api;
   applier: Applier;
 }
@@ -95,17 +95,21 @@ const MERGE_PATCH = 'application/merge-patch+json';
 const isCandidate = (csr: k8s.V1CertificateSigningRequest): boolean =>
   KINDLING_SIGNERS.has(csr.spec.signerName) && !isDecided(csr);
 
+/** Whether the guest has a Node of this name: one GET, a 404 is no; any other failure retries the CSR. */
+async function nodeExists(core: k8s.CoreV1Api, name: string): Promise<boolean> {
+  try {
+    await core.readNode({ name });
+    return true;
+  } catch (err) {
+    if (isNotFound(err)) return false;
+    throw new Error(`failed to read guest Node ${name}`, { cause: err });
+  }
+}
+
 function splitKey(key: string): { cluster: string; name: string } {
   const i = key.lastIndexOf('/');
   return { cluster: key.slice(0, i), name: key.slice(i + 1) };
 }
-
-/** Only the name of a Node matters here: the cache keeps no more of it. */
-const nodeName = (n: k8s.V1Node): k8s.V1Node => ({
-  apiVersion: n.apiVersion,
-  kind: n.kind,
-  metadata: { name: n.metadata?.name, resourceVersion: n.metadata?.resourceVersion, uid: n.metadata?.uid },
-});
 
 export class CsrApprover {
   readonly queue: WorkQueue;
@@ -146,10 +150,10 @@ export class CsrApprover {
       log: opts.log,
       create: (cluster) => this.#createSession(cluster),
       start: async (s) => {
-        await Promise.all([s.csrs.start(), s.nodes.start()]);
+        await s.csrs.start();
       },
       close: async (s) => {
-        await Promise.all([s.csrs.stop(), s.nodes.stop()]);
+        await s.csrs.stop();
       },
       onOpened: (cluster) => {
         this.setupQueue.add(cluster.key);
@@ -160,7 +164,7 @@ export class CsrApprover {
 
   /** True once every open session's informers have synced (a session still opening is not counted). */
   get synced(): boolean {
-    return this.#clusters.open().every(({ session }) => session.csrs.synced && session.nodes.synced);
+    return this.#clusters.open().every(({ session }) => session.csrs.synced);
   }
 
   async start(): Promise<void> {
@@ -197,17 +201,8 @@ export class CsrApprover {
         this.#unparkIfUnder(cluster.key);
       },
     });
-    const nodes = new ResilientInformer<k8s.V1Node>({
-      kubeConfig: cluster.kubeConfig,
-      path: '/api/v1/nodes',
-      list: () => core.listNode(),
-      transform: nodeName,
-      log: cluster.log,
-      onEvent: () => undefined,
-      clock: this.#opts.clock,
-    });
     const applier = createApplier(cluster.kubeConfig, FIELD_MANAGERS.nodepoolController, this.#timeoutMs);
-    return { cluster, csrs, nodes, certificates, applier, parked: false };
+    return { cluster, csrs, core, certificates, applier, parked: false };
   }
 
   #enqueue(cluster: string, csr: k8s.V1CertificateSigningRequest): void {
@@ -287,16 +282,18 @@ export class CsrApprover {
     }
     const log = session.cluster.log.child({ csr: name });
     const { namespace } = session.cluster;
-    const decision = decideCsr({
-      csr,
-      cluster: { namespace, name: session.cluster.name },
-      machines: this.#opts.caches.machines.list(namespace, () => true),
-      hasNode: (node) => session.nodes.get(clusterScoped(node)) !== undefined,
-      csrNamed: (other) => session.csrs.get(other),
-      guestCsrs: () => session.csrs.list(),
-      now: this.#clock.now(),
-      graceMs: this.#opts.graceMs ?? 120_000,
-    });
+    const decision = await decideWithNodes(
+      {
+        csr,
+        cluster: { namespace, name: session.cluster.name },
+        machines: this.#opts.caches.machines.list(namespace, () => true),
+        csrNamed: (other) => session.csrs.get(other),
+        guestCsrs: () => session.csrs.list(),
+        now: this.#clock.now(),
+        graceMs: this.#opts.graceMs ?? 120_000,
+      },
+      (node) => nodeExists(session.core, node),
+    );
     switch (decision.action) {
       case 'ignore':
         log.debug({ why: decision.why }, 'Not a Kindling request: left for others');

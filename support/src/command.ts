@@ -7,6 +7,11 @@ export interface CommandIO {
   env: NodeJS.ProcessEnv;
   /** stdout is a terminal: commands that redraw in place may (`status --watch`). */
   tty?: boolean;
+  /**
+   * The Node process this runs in, when it may restart itself in place with Node flags (bin/kindling.js):
+   * its own Node flags, and the restart, which returns only in tests.
+   */
+  node?: { execArgv: readonly string[]; restart: (nodeFlags: string[]) => number };
 }
 
 export interface Command<S extends FlagSpecs = FlagSpecs> {

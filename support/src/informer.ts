@@ -53,12 +53,32 @@ export interface WatchRequest {
 export type WatchFn = (req: WatchRequest) => Promise<void>;
 
 /**
+ * How long a connect, or an open watch, may stay silent before the watch is given up as dead. The apiserver
+ * sends a watch that asked for bookmarks one about every minute (its cacher's bookmark frequency) when
+ * nothing changes; client-node's own 30 s ended every quiet watch, and so reconnected each one (a new TLS
+ * handshake, a new watch on the apiserver) twice a minute: with a dozen watches per tenant, most of the idle
+ * CPU each tenant cost (docs/benchmarks.md, cost per tenant).
+ */
+const WATCH_SILENCE_MS = 90_000;
+
+/** client-node's Watch with the silence it tolerates set to WATCH_SILENCE_MS. */
+export function patientWatch(kubeConfig: k8s.KubeConfig): k8s.Watch {
+  const watch = new k8s.Watch(kubeConfig);
+  // The timer's field is private in client-node's typings; a release without it must fail here, not go quiet.
+  const timed = watch as unknown as { requestTimeoutMs?: unknown };
+  if (typeof timed.requestTimeoutMs !== 'number')
+    throw new Error("client-node's Watch no longer has requestTimeoutMs: set its silence timer another way");
+  timed.requestTimeoutMs = WATCH_SILENCE_MS;
+  return watch;
+}
+
+/**
  * A WatchFn over client-node's Watch, whose timer fails a connect, or an open watch that stays silent, after
- * 30 s (with bookmarks asked for, a healthy watch is rarely silent that long). It cannot abort a connect in
- * progress, so an abort resolves at once and the connection is closed as soon as it is made.
+ * WATCH_SILENCE_MS. It cannot abort a connect in progress, so an abort resolves at once and the connection is
+ * closed as soon as it is made.
  */
 function clientNodeWatch(kubeConfig: k8s.KubeConfig, path: string): WatchFn {
-  const watch = new k8s.Watch(kubeConfig);
+  const watch = patientWatch(kubeConfig);
   return ({ query, signal, onConnected, onEvent }) =>
     new Promise<void>((resolve, reject) => {
       let ended = false;
@@ -416,7 +436,7 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
   }
 }
 
-/** The server closed the watch, or (client-node's 30 s timer) a connected watch stayed silent: a quiet resource. */
+/** The server closed the watch, or (WATCH_SILENCE_MS) a connected watch stayed silent. */
 const ordinaryEnd = (err: unknown, connected: boolean): boolean =>
   err === undefined || (connected && (err as Error).name === 'TimeoutError');
 
