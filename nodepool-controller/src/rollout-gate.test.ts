@@ -99,7 +99,16 @@ describe('decideRolloutGate', () => {
       message:
         'The change neither drains nor reboots a node (each node: restart kubelet.service): the maintenance window does not hold it',
       ceiling: 'waiting for the maintenance window (opens 2026-12-01T02:00Z)',
+      recheckInMs: Date.parse('2026-12-01T02:00:00Z') - base.now,
     });
+  });
+
+  it("when a quiet change is let through, it should look again at the window's next edge (to lift or set the ceiling)", () => {
+    const opens = Date.parse('2026-12-01T02:00:00Z');
+    const closed = decideRolloutGate({ ...base, window: nightly, quiet: 'none' });
+    assert.equal(closed.recheckInMs, opens - base.now);
+    const open = decideRolloutGate({ ...base, window: nightly, quiet: 'none', now: opens + 60_000 });
+    assert.deepEqual([open.ceiling, open.recheckInMs], [undefined, 3 * 3_600_000 - 60_000]);
   });
 
   it('when the window is open or the pool has none, it should set no ceiling on a quiet change', () => {

@@ -116,12 +116,14 @@ function allowedMessage(input: GateInput): string {
 }
 
 /** The verdict, with the ceiling of a change let through only because it is quiet: the hold a disruptive one
- * would get, so that a node whose host needs a drain or a reboot after all waits for it too. */
+ * would get, so that a node whose host needs a drain or a reboot after all waits for it too. The window's next
+ * edge is when to look again: the ceiling is lifted as the window opens and set as it closes. */
 export function decideRolloutGate(input: GateInput): GateVerdict {
   const verdict = decide(input);
   if (!verdict.allowed || input.quiet === undefined) return verdict;
   const disruptive = decide({ ...input, quiet: undefined });
-  return disruptive.allowed ? verdict : { ...verdict, ceiling: disruptive.message };
+  const edge = disruptive.recheckInMs === undefined ? {} : { recheckInMs: disruptive.recheckInMs };
+  return disruptive.allowed ? { ...verdict, ...edge } : { ...verdict, ceiling: disruptive.message, ...edge };
 }
 
 function decide(input: GateInput): GateVerdict {

@@ -31,6 +31,8 @@ describe('youngGenerationLaunch', () => {
     const set = { restart: false, reason: 'set-for-node' };
     assert.deepEqual(youngGenerationLaunch('drainer', [], {}, ['--max-semi-space-size=8']), set);
     assert.deepEqual(youngGenerationLaunch('drainer', [], { NODE_OPTIONS: '--max-semi-space-size=64' }, []), set);
+    assert.deepEqual(youngGenerationLaunch('drainer', [], {}, ['--max_semi_space_size=32']), set);
+    assert.deepEqual(youngGenerationLaunch('drainer', [], { NODE_OPTIONS: '--max_semi_space_size 32' }, []), set);
   });
 
   it("when the size is 0, it should leave Node's own sizing", () => {

@@ -46,9 +46,12 @@ export type Launch =
   | { restart: true; nodeFlags: string[] }
   | { restart: false; reason: 'not-a-component' | 'set-for-node' | 'node-default' };
 
-/** Node was given the flag itself: on its command line (this includes a restart's) or in NODE_OPTIONS. */
+/** Node was given the flag itself: on its command line (this includes a restart's) or in NODE_OPTIONS, in
+ * either of V8's spellings (`--max_semi_space_size` too). */
 const setForNode = (execArgv: readonly string[], env: NodeJS.ProcessEnv): boolean =>
-  [...execArgv, ...(env.NODE_OPTIONS ?? '').split(/\s+/)].some((a) => a === FLAG || a.startsWith(`${FLAG}=`));
+  [...execArgv, ...(env.NODE_OPTIONS ?? '').split(/\s+/)]
+    .map((a) => a.split('=')[0]!.replaceAll('_', '-'))
+    .some((name) => name === FLAG);
 
 /** The raw value given on the command line (the last one wins, as in the config), else the environment's. */
 function given(args: readonly string[], env: NodeJS.ProcessEnv): string | undefined {
