@@ -4,7 +4,7 @@
  * managers wrote are left alone.
  */
 import * as k8s from '#k8s';
-import { makeApiClient, makeObjectApi } from './kubeconfig.js';
+import { makeApiClient } from './kubeconfig.js';
 
 interface ApplyOptions {
   /** Validate and admit without persisting (server-side dry run). */
@@ -18,44 +18,56 @@ export interface Applier {
   applyStatus<T extends k8s.KubernetesObject>(desired: T): Promise<T>;
 }
 
-/** `timeoutMs`: a deadline on every request (see makeObjectApi in kubeconfig.ts); none when absent, as before. */
+/**
+ * Server-side apply as the wire has it: the desired object sent as JSON, the answer parsed as JSON. client-node's
+ * own patch goes through its model both ways (serialize, then deserialize every field of the answer into model
+ * classes and Dates): a thousand pools' applies spent more CPU there than in anything else of the controller.
+ * The path is client-node's (its discovery of the kind's resource, cached), and so are the request's
+ * authentication, connections and deadline.
+ */
+class WireApplyApi extends k8s.KubernetesObjectApi {
+  static make(kc: k8s.KubeConfig, timeoutMs: number | undefined): WireApplyApi {
+    const api = makeApiClient(kc, WireApplyApi, timeoutMs);
+    api.setDefaultNamespace(kc);
+    return api;
+  }
+
+  async send<T extends k8s.KubernetesObject>(desired: T, query: Record<string, string>, status: boolean): Promise<T> {
+    const path = await this.specUriPath(desired, 'patch');
+    const request = this.configuration.baseServer.makeRequestContext(
+      status ? `${path}/status` : path,
+      k8s.HttpMethod.PATCH,
+    );
+    request.setHeaderParam('Accept', 'application/json');
+    request.setHeaderParam('Content-Type', k8s.PatchStrategy.ServerSideApply);
+    for (const [key, value] of Object.entries(query)) request.setQueryParam(key, value);
+    request.setBody(JSON.stringify(desired));
+    return this.requestPromise<T>(request);
+  }
+
+  /** The answer as JSON; an error answer as client-node raises it (an ApiException with the Status as body). */
+  protected override async processResponse<T extends k8s.KubernetesObject>(response: k8s.ResponseContext): Promise<T> {
+    if (response.httpStatusCode < 200 || response.httpStatusCode > 299)
+      throw new k8s.ApiException(
+        response.httpStatusCode,
+        'Unsuccessful HTTP Request',
+        await response.getBodyAsAny(),
+        response.headers,
+      );
+    return JSON.parse(await response.body.text()) as T;
+  }
+}
+
+/** `timeoutMs`: a deadline on every request (see makeApiClient in kubeconfig.ts); the default one when absent. */
 export function createApplier(kc: k8s.KubeConfig, fieldManager: string, timeoutMs?: number): Applier {
-  const objects = timeoutMs === undefined ? k8s.KubernetesObjectApi.makeApiClient(kc) : makeObjectApi(kc, timeoutMs);
+  const api = WireApplyApi.make(kc, timeoutMs);
+  // force: Kindling is the authority for the fields it declares; conflicts with other managers on those
+  // fields are resolved in its favour (server-side apply semantics for controllers).
+  const query = { fieldManager, force: 'true' };
   return {
     fieldManager,
-    async apply<T extends k8s.KubernetesObject>(desired: T, opts: ApplyOptions = {}): Promise<T> {
-      // force: Kindling is the authority for the fields it declares; conflicts with other managers on those
-      // fields are resolved in its favour (server-side apply semantics for controllers).
-      return objects.patch(
-        toModel(desired),
-        undefined,
-        opts.dryRun ? 'All' : undefined,
-        fieldManager,
-        true,
-        k8s.PatchStrategy.ServerSideApply,
-      );
-    },
-    async applyStatus<T extends k8s.KubernetesObject>(desired: T): Promise<T> {
-      const api =
-        timeoutMs === undefined
-          ? kc.makeApiClient(k8s.CustomObjectsApi)
-          : makeApiClient(kc, k8s.CustomObjectsApi, timeoutMs);
-      const [group, version] = (desired.apiVersion ?? '').split('/') as [string, string];
-      const meta = desired.metadata ?? {};
-      return (await api.patchNamespacedCustomObjectStatus(
-        {
-          group,
-          version,
-          namespace: meta.namespace ?? '',
-          plural: pluralOf(desired.kind ?? ''),
-          name: meta.name ?? '',
-          body: desired,
-          fieldManager,
-          force: true,
-        },
-        k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.ServerSideApply),
-      )) as T;
-    },
+    apply: (desired, opts = {}) => api.send(desired, opts.dryRun ? { ...query, dryRun: 'All' } : query, false),
+    applyStatus: (desired) => api.send(desired, query, true),
   };
 }
 
@@ -70,9 +82,4 @@ export function toModel<T extends k8s.KubernetesObject>(obj: T): T {
   if (group !== '' && !group?.endsWith('.k8s.io')) return obj;
   // loadYaml deserializes into the model of the object's kind; JSON is YAML.
   return k8s.loadYaml<T>(JSON.stringify(obj));
-}
-
-/** Plural of the kinds whose status Kindling applies (its own CRDs follow the lower-case + s rule). */
-function pluralOf(kind: string): string {
-  return `${kind.toLowerCase()}s`;
 }

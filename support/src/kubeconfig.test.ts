@@ -4,7 +4,9 @@ import { createServer as createHttpServer, type Server as HttpServer } from 'nod
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import * as k8s from '#k8s';
-import { ApiKubeConfig, makeApiClient, makeObjectApi, setRequestGate, withSignal } from './kubeconfig.js';
+import { createSecureServer, type Http2SecureServer } from 'node:http2';
+import { ApiKubeConfig, makeApiClient, setRequestGate, withSignal } from './kubeconfig.js';
+import { createApplier } from './apply.js';
 import { createCertificateAuthority, type CertificateAuthority } from '../../test/bed/src/pki.js';
 
 /** A server that accepts connections and never answers: an apiserver that hangs (paused, partitioned). */
@@ -132,11 +134,13 @@ describe('makeApiClient', () => {
     assert.ok(Date.now() - started < 2_000, 'the request waited for its deadline');
   });
 
-  it('when the object API is used, it should have the deadline too', async () => {
+  it('when an applier is given a deadline, it should have it too', async () => {
     const started = Date.now();
     // Its resource discovery fails first; client-node then trips over the abort error's read-only message, so
     // what surfaces is a TypeError, at the deadline all the same.
-    await assert.rejects(makeObjectApi(kc, 200).read({ apiVersion: 'v1', kind: 'Node', metadata: { name: 'n3' } }));
+    await assert.rejects(
+      createApplier(kc, 'kindling-test', 200).apply({ apiVersion: 'v1', kind: 'Node', metadata: { name: 'n3' } }),
+    );
     assert.ok(Date.now() - started < 2_000);
     assert.ok(seen.includes('GET /api/v1'), 'the discovery request reached the server');
   });
@@ -209,5 +213,38 @@ describe('ApiKubeConfig connections', () => {
       core.listNamespace(),
       'a CA that does not sign the server is not bypassed by a kept connection',
     );
+  });
+});
+
+describe('ApiKubeConfig protocol', () => {
+  let server: Http2SecureServer;
+  let port: number;
+  const versions: string[] = [];
+
+  before(async () => {
+    const ca = await createCertificateAuthority('test apiserver CA');
+    const serving = await ca.issue({ commonName: 'apiserver', ipAddresses: ['127.0.0.1'], usage: 'server' });
+    // Offers HTTP/2 first, as the apiserver does.
+    server = createSecureServer({ cert: serving.certPem, key: serving.keyPem, allowHTTP1: true }, (req, res) => {
+      versions.push(req.httpVersion);
+      res.setHeader('Content-Type', 'application/json');
+      res.end(JSON.stringify({ kind: 'NamespaceList', apiVersion: 'v1', metadata: {}, items: [] }));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    port = (server.address() as AddressInfo).port;
+  });
+  after(() => server.close());
+
+  it('when the server offers HTTP/2, it should still send every request over HTTP/1.1', async () => {
+    const kc = new ApiKubeConfig(5_000);
+    kc.loadFromOptions({
+      clusters: [{ name: 'c', server: `https://127.0.0.1:${port}`, skipTLSVerify: true }],
+      users: [{ name: 'u', token: 'x' }],
+      contexts: [{ name: 'c', cluster: 'c', user: 'u' }],
+      currentContext: 'c',
+    });
+    const core = kc.makeApiClient(k8s.CoreV1Api);
+    await Promise.all(Array.from({ length: 4 }, () => core.listNamespace()));
+    assert.deepEqual(versions, ['1.1', '1.1', '1.1', '1.1']);
   });
 });

@@ -16,11 +16,17 @@
  * The tokens are minted by the real `kindling ignition-server`, its own process (with a bootstrap token into the
  * guest for each, and the payload of a real release image generated once for all pools).
  *
- *   npx tsc -p . && node dist/test/bench/nodepool-controller.js [pools]
+ * The machine's load average is printed at the start and the end. With --rounds, the whole run (a fresh test bed
+ * each time) is repeated and the table holds the medians; --cpu-prof writes a CPU profile of the window (the
+ * controller's process, from the first create to convergence) per round, to FILE with the round appended;
+ * every run prints a timeline of the pools' progress through the window.
+ *
+ *   npx tsc -p . && node dist/test/bench/nodepool-controller.js [pools] [--rounds 1] [--cpu-prof FILE]
  */
 import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { parseArgs } from 'node:util';
 import * as k8s from '#k8s';
 import { Registry } from 'prom-client';
 import { startCluster, installCapiCrds, installKindlingCrds } from '../bed/src/index.js';
@@ -33,8 +39,14 @@ import { runIgnitionServer } from '../../ignition-server/testing/index.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 import { LABELS, SECRET_KEYS } from '../../api/src/keys.js';
 import { reportRows } from './table.js';
+import { profileCpu, sampleProgress } from './controller-window.js';
 
-const POOLS = Number(process.argv[2] ?? 1000);
+const { values: OPTS, positionals } = parseArgs({
+  allowPositionals: true,
+  options: { rounds: { type: 'string', default: '1' }, 'cpu-prof': { type: 'string' } },
+});
+const POOLS = Number(positionals[0] ?? 1000);
+const ROUNDS = Math.max(1, Number(OPTS.rounds));
 const NS = 'default';
 /** Where the same writes are replayed. */
 const REPLAY_NS = 'replay';
@@ -183,7 +195,21 @@ function watchPools(
   return Object.assign(informer, { until });
 }
 
-async function main(): Promise<void> {
+/** One round's figures. */
+interface Figures {
+  seconds: number;
+  rate: number;
+  floorSeconds: number;
+  sameWritesSeconds: number;
+  replayWrites: number;
+  perPool: number;
+  resyncWrites: number;
+}
+
+const converged = (p: NodePool): boolean =>
+  p.status?.configHash !== undefined && p.status.observedGeneration === p.metadata.generation;
+
+async function round(index: number): Promise<Figures> {
   const mgmt = await startCluster({ name: 'mgmt', controllerManager: false });
   const guest = await startCluster({
     name: 'guest',
@@ -227,20 +253,29 @@ async function main(): Promise<void> {
     const sent = recordApplies(controller.writer);
     const pools = watchPools(kc, custom);
     await Promise.all([controller.start(), pools.start()]);
+    const { caches } = controller;
+    const progress = sampleProgress({
+      pools: () => pools.list(NS),
+      secrets: () => caches.secrets.list(NS, () => true),
+      children: () =>
+        caches.machineDeployments.list(NS, () => true).length + caches.machineSets.list(NS, () => true).length,
+      converged,
+    });
+    const profile = await profileCpu(OPTS['cpu-prof'] && `${OPTS['cpu-prof']}.${index}`);
     const started = performance.now();
     await inBatches([...Array(POOLS).keys()], IN_FLIGHT, (i) => objects.create(pool(i, release)));
     const created = performance.now();
-    await pools.until(
-      (p) => p.status?.configHash !== undefined && p.status.observedGeneration === p.metadata.generation,
-    );
+    await pools.until(converged);
     await controller.queue.drained();
     const seconds = (performance.now() - started) / 1000;
+    await profile.stop();
     // The server's payload verdict reaches each pool's status after its token: wait for it, so that the writes
     // below count it and the resync measures the resync alone.
     await pools.until(
       (p) => p.status?.conditions?.some((c) => c.type === 'ValidGeneratedPayload' && c.status === 'True') === true,
     );
     await controller.queue.drained();
+    const timeline = progress.stop();
     const listed = (await core.listNamespacedSecret({ namespace: NS, labelSelector: 'kindling.dev/nodepool' })).items;
     const secrets = listed.length;
     const minted = listed.filter((s) => s.data?.[SECRET_KEYS.token] !== undefined).length;
@@ -258,6 +293,7 @@ async function main(): Promise<void> {
     await ignition.stop();
     const replayWrites = [...sent.values()].flat().length;
     const sameWritesSeconds = await replaySeconds(kc, sent, release);
+    out(`round ${index + 1} of ${ROUNDS}:`);
     out(
       `pools: ${POOLS} (half Replace, half InPlace); Secrets: ${secrets}; tokens minted by the ignition server: ${minted}; reconciles in flight: ${IN_FLIGHT}`,
     );
@@ -273,48 +309,89 @@ async function main(): Promise<void> {
     );
     out(`controller writes: ${writes} (${(writes / POOLS).toFixed(2)} per pool): ${await writesByKind(registry)}`);
     out(`forced resync of all ${POOLS} pools: ${resyncWrites} writes in ${resyncSeconds.toFixed(1)} s`);
-    const perPool = writes / POOLS;
-    reportRows([
-      {
-        figure: `controller: ${POOLS} NodePools converge`,
-        value: `${seconds.toFixed(1)} s`,
-        reference: `floor ${floorSeconds.toFixed(1)} s (5 writes/pool ÷ ${rate.toFixed(0)}/s raw)`,
-        ratio: seconds / floorSeconds,
-        target: '≤ 1.5',
-        pass: seconds / floorSeconds <= 1.5,
-      },
-      {
-        figure: `controller: ${POOLS} NodePools converge`,
-        value: `${seconds.toFixed(1)} s`,
-        reference: `same ${POOLS} creates + ${replayWrites} applies, plain client: ${sameWritesSeconds.toFixed(1)} s`,
-        ratio: seconds / sameWritesSeconds,
-        target: '≤ 1.5',
-        pass: seconds / sameWritesSeconds <= 1.5,
-      },
-      {
-        figure: 'controller: writes per pool',
-        value: perPool.toFixed(2),
-        reference: '5 objects needed',
-        ratio: perPool / 5,
-        target: '≤ 1.0',
-        pass: perPool <= 5,
-      },
-      {
-        figure: 'controller: writes on a resync of every pool',
-        value: String(resyncWrites),
-        reference: '0',
-        ratio: Number.NaN,
-        target: '0',
-        pass: resyncWrites === 0,
-      },
-    ]);
     out(
       `Events recorded on condition transitions: ${controller.events.count} (${(controller.events.count / POOLS).toFixed(2)} per pool; not in the write counts above)`,
     );
+    out(`pools at each step (the window, then until every payload verdict):\n${timeline.join('\n')}`);
+    return {
+      seconds,
+      rate,
+      floorSeconds,
+      sameWritesSeconds,
+      replayWrites,
+      perPool: writes / POOLS,
+      resyncWrites,
+    };
   } finally {
     await Promise.all([guest.stop(), mgmt.stop()]);
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+const median = (values: number[]): number => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1
+    ? (sorted[mid] as number)
+    : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
+};
+
+async function main(): Promise<void> {
+  const load = (): string =>
+    loadavg()
+      .map((l) => l.toFixed(2))
+      .join(', ');
+  out(`load average at the start: ${load()}`);
+  const rounds: Figures[] = [];
+  for (let i = 0; i < ROUNDS; i++) rounds.push(await round(i));
+  out(`load average at the end: ${load()}`);
+  const m = (key: keyof Figures): number => median(rounds.map((r) => r[key]));
+  const [seconds, floorSeconds, sameWritesSeconds, perPool] = [
+    m('seconds'),
+    m('floorSeconds'),
+    m('sameWritesSeconds'),
+    m('perPool'),
+  ];
+  const resyncWrites = Math.max(...rounds.map((r) => r.resyncWrites));
+  const of = ROUNDS === 1 ? '' : ` (median of ${ROUNDS})`;
+  if (ROUNDS > 1)
+    out(
+      `ratios ours/same writes by round: ${rounds.map((r) => (r.seconds / r.sameWritesSeconds).toFixed(2)).join(', ')}`,
+    );
+  reportRows([
+    {
+      figure: `controller: ${POOLS} NodePools converge${of}`,
+      value: `${seconds.toFixed(1)} s`,
+      reference: `floor ${floorSeconds.toFixed(1)} s (5 writes/pool ÷ ${m('rate').toFixed(0)}/s raw)`,
+      ratio: seconds / floorSeconds,
+      target: '≤ 1.5',
+      pass: seconds / floorSeconds <= 1.5,
+    },
+    {
+      figure: `controller: ${POOLS} NodePools converge${of}`,
+      value: `${seconds.toFixed(1)} s`,
+      reference: `same ${POOLS} creates + ${m('replayWrites')} applies, plain client: ${sameWritesSeconds.toFixed(1)} s`,
+      ratio: seconds / sameWritesSeconds,
+      target: '≤ 1.2',
+      pass: seconds / sameWritesSeconds <= 1.2,
+    },
+    {
+      figure: `controller: writes per pool${of}`,
+      value: perPool.toFixed(2),
+      reference: '5 objects needed',
+      ratio: perPool / 5,
+      target: '≤ 1.0',
+      pass: perPool <= 5,
+    },
+    {
+      figure: 'controller: writes on a resync of every pool (most of any round)',
+      value: String(resyncWrites),
+      reference: '0',
+      ratio: Number.NaN,
+      target: '0',
+      pass: resyncWrites === 0,
+    },
+  ]);
 }
 
 await main();
