@@ -5,7 +5,7 @@ import { connect, type AddressInfo } from 'node:net';
 import { SignJWT } from 'jose';
 import request from 'supertest';
 import { createLogger } from '../../support/src/logger.js';
-import { createApp, type AppDeps } from './app.js';
+import { createApp, FIRST_SERVED_MESSAGE, type AppDeps } from './app.js';
 import { createTokenAuthority, type TokenAuthority } from './tokens.js';
 import { joinFor, TokenIndex, type TokenRef, type TokenSecret, type TokenSecretEntry } from './token-index.js';
 import { payloadBytes, type Payload } from './payload/store.js';
@@ -40,6 +40,7 @@ async function harness(): Promise<Harness> {
   const authority = await createTokenAuthority(ecKeyPem(), clock);
   const index = new TokenIndex();
   const dest = memoryDestination();
+  const log = createLogger({ name: 'test', destination: dest });
   const served: TokenSecretEntry[] = [];
   const missing: TokenSecretEntry[] = [];
   const payloads = new Map([[PAYLOAD.key, PAYLOAD]]);
@@ -48,9 +49,10 @@ async function harness(): Promise<Harness> {
     tokens: index,
     payloads: { peek: (k) => payloads.get(k), lookup: (k) => Promise.resolve(payloads.get(k)) },
     onServed: (e) => void served.push(e),
+    logFirstServed: (line) => log.info(line, FIRST_SERVED_MESSAGE),
     onPayloadMissing: (e) => void missing.push(e),
     load: () => Promise.resolve(),
-    log: createLogger({ name: 'test', destination: dest }),
+    log,
     metrics: { request: () => undefined },
     now: () => clock.now(),
     busy: () => false,

@@ -34,6 +34,11 @@ export interface AppDeps {
   payloads: { peek(key: string): Payload | undefined; lookup(key: string): Promise<Payload | undefined> };
   /** Called after a payload was served (not awaited: a Kubernetes write never sits in a request). */
   onServed: (entry: TokenSecretEntry) => void;
+  /**
+   * Logs the line of a first payload served. A serving thread hands it to the main thread: written on the
+   * thread, to a synchronous stdout, it sat in the first fetch of every booting host.
+   */
+  logFirstServed: (line: RequestLine) => void;
   /** Called when a ready payload is in neither memory nor disk (the cache dir was wiped): regenerate. */
   onPayloadMissing: (entry: TokenSecretEntry) => void;
   /**
@@ -59,6 +64,17 @@ const JOIN = IGNITION_HEADERS.joinMaterial.toLowerCase();
 const CONTENT_TYPES = new Map<string, string>(SPEC_VERSIONS.map((v) => [v, `${IGNITION_MEDIA_TYPE};version=${v}`]));
 const contentType = (version: SpecVersion): string =>
   CONTENT_TYPES.get(version) ?? `${IGNITION_MEDIA_TYPE};version=${version}`;
+
+/** A request's log line (a refusal, or the first payload served of a token Secret): no header, no token. */
+export interface RequestLine {
+  method: string | undefined;
+  path: string | undefined;
+  status: number;
+  nodePool: string | undefined;
+  durationMs: number;
+}
+
+export const FIRST_SERVED_MESSAGE = 'Served the first payload of a token Secret';
 
 /** What a request came to, for its log line and the first-fetch callback. */
 interface Outcome {
@@ -258,15 +274,16 @@ function finished(req: IncomingMessage, res: ServerResponse, deps: AppDeps, outc
   deps.metrics.request(status);
   if (status < 400 && !outcome.firstServed) return;
   const path = (req.url ?? '/').split('?')[0];
-  const line = {
+  const line: RequestLine = {
     method: req.method,
     path,
     status,
     nodePool: outcome.nodePool,
     durationMs: Math.round((performance.now() - outcome.started) * 10) / 10,
   };
-  if (status >= 500 && status !== 511) deps.log.error(line, 'Request failed');
-  else deps.log.info(line, status < 400 ? 'Served the first payload of a token Secret' : 'Request refused');
+  if (status < 400) deps.logFirstServed(line);
+  else if (status >= 500 && status !== 511) deps.log.error(line, 'Request failed');
+  else deps.log.info(line, 'Request refused');
 }
 
 function failed(r: InFlight, err: unknown, done: (r: InFlight) => void): void {

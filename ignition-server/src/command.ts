@@ -266,7 +266,7 @@ export async function startIgnitionServer(
     publicKeyPem: authority.publicKeyPem,
     index,
     store,
-    onServed: (key) => whenIndexed(index, key, (entry) => controller.served(entry)),
+    onServed: (key, atMs) => whenIndexed(index, key, (entry) => controller.served(entry, atMs)),
     onPayloadMissing: (key) => whenIndexed(index, key, (entry) => controller.regenerate(entry)),
     load: (pool, hash) => controller.load(pool, hash),
     onFailed: () => void ctx.shutdown.run('a serving thread failed').then(() => process.exit(1)),

@@ -241,9 +241,9 @@ export class TokenSecretController {
     };
   }
 
-  /** A payload was served for the entry: record the first fetch, off the request path and after the burst. */
-  served(entry: TokenSecretEntry): void {
-    if (!entry.secret.reachedAt) this.#firstFetches.add(entry.secret.key, this.#clock.now());
+  /** A payload was served for the entry at `atMs`: record the first fetch, off the request path and after the burst. */
+  served(entry: TokenSecretEntry, atMs: number): void {
+    if (!entry.secret.reachedAt) this.#firstFetches.add(entry.secret.key, atMs);
   }
 
   /** The entry's payload vanished from memory and disk: generate it again. */

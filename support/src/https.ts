@@ -16,6 +16,8 @@ export interface HttpsOptions {
   address: string;
   /** Accept on this already listening socket instead of binding `address`. */
   fd?: number;
+  /** Bind `address` with SO_REUSEPORT (Linux): servers each with a socket of their own on one port, the kernel spreading connections between them. */
+  reusePort?: boolean;
   certFile: string;
   keyFile: string;
   app: RequestListener;
@@ -138,7 +140,10 @@ export async function startHttpsServer(opts: HttpsOptions): Promise<HttpsServer>
   // A boot storm opens a thousand connections at once: a backlog of Node's default 511 would drop SYNs, and a
   // dropped SYN costs the host a second before its retry (the kernel caps it at net.core.somaxconn).
   const [host, port] = splitAddress(opts.address);
-  const where = opts.fd === undefined ? { host, port, backlog: BACKLOG } : { fd: opts.fd, backlog: BACKLOG };
+  const where =
+    opts.fd === undefined
+      ? { host, port, backlog: BACKLOG, reusePort: opts.reusePort }
+      : { fd: opts.fd, backlog: BACKLOG };
   await new Promise<void>((resolve, reject) => server.once('error', reject).listen(where, resolve));
   return {
     port: (server.address() as AddressInfo).port,

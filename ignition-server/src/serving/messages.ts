@@ -1,5 +1,6 @@
 /** What the main thread and the serving threads tell each other (pool.ts, thread.ts). */
 import type { IndexChange } from '../token-index.js';
+import type { RequestLine } from '../app.js';
 import type { SpecVersion } from '../payload/versions.js';
 
 /** What a serving thread starts with. */
@@ -36,7 +37,7 @@ export type ToThread =
   | { t: 'changes'; changes: IndexChange[] }
   | { t: 'payload'; payload: SharedPayload }
   | { t: 'evict'; key: string }
-  | { t: 'listen'; address: string; fd?: number }
+  | { t: 'listen'; address: string; fd?: number; reusePort?: boolean }
   | { t: 'reply'; id: number; error?: string }
   | { t: 'stats'; id: number }
   | { t: 'drain'; timeoutMs: number };
@@ -49,9 +50,17 @@ export interface ThreadStats {
   used: Record<string, number>;
 }
 
+/** The first fetches a thread served lately, and their log lines, told in one message (thread.ts). */
+export interface FirstFetches {
+  t: 'served';
+  /** Each token Secret's key, with the time (epoch ms) its payload was served. */
+  served: { key: string; atMs: number }[];
+  lines: RequestLine[];
+}
+
 export type FromThread =
   | { t: 'listening'; port: number; fd: number }
-  | { t: 'served'; key: string }
+  | FirstFetches
   | { t: 'missing'; key: string }
   | { t: 'load'; id: number; pool: string; hash: string }
   | { t: 'lookup'; id: number; key: string }

@@ -13,8 +13,9 @@ import { createTokenAuthority, type TokenAuthority } from '../tokens.js';
 import { TokenIndex, type TokenSecret } from '../token-index.js';
 import { payloadBytes, type Payload } from '../payload/payload.js';
 import type { PayloadObserver } from '../payload/store.js';
-import { ecKeyPem } from '../../testing/index.js';
+import { ecKeyPem, memoryDestination } from '../../testing/index.js';
 import { eventually } from '../../../test/bed/src/eventually.js';
+import { FIRST_SERVED_MESSAGE } from '../app.js';
 import { profilingFlags, ServingPool } from './pool.js';
 
 const POOL = 'clusters/workers';
@@ -129,6 +130,9 @@ describe('serving threads', () => {
   let payloads: Payloads;
   let pool: ServingPool;
   const served: string[] = [];
+  const servedAt = new Map<string, number>();
+  /** The main thread's log (the threads' own log nothing: their level is silent). */
+  const logged = memoryDestination();
   const missing: string[] = [];
   const loads: string[] = [];
   let onLoad: (pool: string, hash: string) => void = () => undefined;
@@ -183,7 +187,10 @@ describe('serving threads', () => {
       publicKeyPem: authority.publicKeyPem,
       index,
       store: payloads,
-      onServed: (key) => void served.push(key),
+      onServed: (key, atMs) => {
+        served.push(key);
+        servedAt.set(key, atMs);
+      },
       onPayloadMissing: (key) => void missing.push(key),
       load: (p, h) => {
         loads.push(`${p} ${h}`);
@@ -191,7 +198,7 @@ describe('serving threads', () => {
         return Promise.resolve();
       },
       onFailed: (err) => assert.fail(err),
-      log: createLogger({ name: 'test', level: 'silent' }),
+      log: createLogger({ name: 'test', destination: logged }),
       logName: 'test',
       logLevel: 'silent',
       reloadIntervalMs: 60_000,
@@ -226,11 +233,13 @@ describe('serving threads', () => {
     );
   });
 
-  it('when a first payload is served, the main thread should hear of it, and count every request of every thread', async () => {
+  it('when a first payload is served, the main thread should hear of it with its time, write its log line (no token), and count every request of every thread', async () => {
     const p = payloads.add('b'.repeat(64), '"},"storage":{"files":[{"path":"/etc/b"}]}}');
     const { token, secret: s } = await secret('first');
     index.upsert(s, { state: 'ready', key: p.key });
     const before = await pool.requests();
+    const sent = Date.now();
+    const earlier = logged.lines.length;
     await many(token, 10);
     // Told after the response went out: it may arrive a little after the client has its bytes.
     await eventually(
@@ -240,6 +249,15 @@ describe('serving threads', () => {
       50,
     );
     assert.ok(served.filter((k) => k === s.key).length <= 2, 'once per thread at most');
+    const at = servedAt.get(s.key) ?? 0;
+    assert.ok(at >= sent && at <= Date.now(), 'the time it was served, from the thread');
+    const lines = logged.lines
+      .slice(earlier)
+      .map((l) => JSON.parse(l) as { msg: string; status?: number; nodePool?: string; thread?: number })
+      .filter((l) => l.msg === FIRST_SERVED_MESSAGE);
+    assert.ok(lines.length >= 1 && lines.length <= 2, 'a line per thread that served it first');
+    for (const l of lines) assert.deepEqual([l.status, l.nodePool, typeof l.thread], [200, POOL, 'number']);
+    assert.ok(!logged.lines.join('\n').includes(token.split('.')[1] as string), 'no token in any line');
     // Counted on the threads, summed when asked (as a metrics scrape does).
     await eventually(
       'the 200s counted',
@@ -254,6 +272,28 @@ describe('serving threads', () => {
       100,
     );
   });
+
+  it(
+    'when the threads listen (on Linux, each on a socket of its own on the port), every thread should take a share of new connections',
+    { skip: process.platform !== 'linux' },
+    async () => {
+      const p = payloads.add('e'.repeat(64), '"},"storage":{"files":[{"path":"/etc/e"}]}}');
+      const { token, secret: s } = await secret('spread');
+      index.upsert(s, { state: 'ready', key: p.key });
+      const before = (await pool.stats()).map((t) => t.requests['200'] ?? 0);
+      await many(token, 40);
+      const after = (await pool.stats()).map((t) => t.requests['200'] ?? 0);
+      const took = after.map((n, i) => n - (before[i] ?? 0));
+      assert.equal(
+        took.reduce((a, b) => a + b),
+        40,
+      );
+      assert.ok(
+        took.every((n) => n > 0),
+        `every thread took some (${took.join(', ')})`,
+      );
+    },
+  );
 
   it("when a token's Secret is known by metadata only, a thread should have the main thread read it, then serve", async () => {
     const p = payloads.add('c'.repeat(64), '"},"storage":{"files":[{"path":"/etc/c"}]}}');

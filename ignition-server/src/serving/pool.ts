@@ -1,7 +1,7 @@
 /**
  * The serving threads: `/ignition` answered on every core. A Node process runs JavaScript on one core, and
  * TLS on a megabyte payload is CPU work, so the serving port is answered by N worker threads (by default one
- * per core), each with its own HTTPS server accepting on one shared listening socket, while the main thread
+ * per core), each with its own HTTPS server accepting on the serving port, while the main thread
  * keeps the control plane (informer, generation, leader writes, ops port).
  *
  * Threads rather than processes, so a payload is held once: its bytes live in a SharedArrayBuffer
@@ -9,16 +9,18 @@
  * index's changes (TokenIndex.observe) in order, so the verified-token, pool and revocation checks of every
  * request are made on the thread, with no round trip; only the leader writes, from the main thread.
  *
- * The threads share one file descriptor (chosen on Node 20, which had no `reusePort`; Node cannot duplicate a socket):
- * a thread closing its server would close it for all, so stopping drains (no keep-alive, new connections
- * dropped, in-flight requests finished) and the process's exit closes the socket.
+ * On Linux each thread has a listening socket of its own on the port (REUSE_PORT); elsewhere the threads share
+ * one file descriptor (Node cannot duplicate a socket), and a thread closing its server would close it for
+ * all. Either way stopping drains (no keep-alive, new connections dropped, in-flight requests finished) and
+ * the process's exit closes the sockets.
  */
 import { Worker } from 'node:worker_threads';
 import type { Logger } from '../../../support/src/logger.js';
 import type { IndexChange, TokenIndex } from '../token-index.js';
 import type { Payload } from '../payload/payload.js';
 import type { PayloadObserver } from '../payload/store.js';
-import type { FromThread, ThreadData, ThreadStats, ToThread } from './messages.js';
+import { FIRST_SERVED_MESSAGE } from '../app.js';
+import type { FirstFetches, FromThread, ThreadData, ThreadStats, ToThread } from './messages.js';
 import { ConnectionBalance } from './balance.js';
 
 export interface ServingPoolOptions {
@@ -33,8 +35,8 @@ export interface ServingPoolOptions {
     lookup(key: string): Promise<Payload | undefined>;
     touch(key: string, hits: number): void;
   };
-  /** A thread served a token Secret's payload for the first time. */
-  onServed(key: string): void;
+  /** A thread served a token Secret's payload for the first time, at `atMs` (epoch ms). */
+  onServed(key: string, atMs: number): void;
   /** A thread found a ready payload in neither memory nor disk. */
   onPayloadMissing(key: string): void;
   /** Read the token Secrets of a pool and hash known by metadata only. */
@@ -56,7 +58,20 @@ export interface ServingPoolOptions {
 
 const THREAD_MODULE = new URL('./thread.js', import.meta.url);
 
+/**
+ * On Linux each thread binds the port with a socket of its own (SO_REUSEPORT) and the kernel spreads new
+ * connections evenly over them. On one shared socket, the thread that woke first took a burst of handshakes
+ * while the other waited: in a boot storm, the client's handshake p99 was 4 to 10 times plain Node's.
+ */
+const REUSE_PORT = process.platform === 'linux';
+
+/** The address with the port the first thread was given (the address may ask for any port, `:0`). */
+function withPort(address: string, port: number): string {
+  return `${address.slice(0, address.lastIndexOf(':') + 1)}${port}`;
+}
+
 interface Thread {
+  index: number;
   worker: Worker;
   /** Resolves on the thread's next message of this kind. */
   next: Map<string, (msg: FromThread) => void>;
@@ -91,13 +106,16 @@ export class ServingPool {
     });
   }
 
-  /** Lets the threads accept (the first binds the address, the others share its socket); resolves when all do. */
+  /** Lets the threads accept (the first binds the address, the others its port, or its socket); resolves when all do. */
   async listen(): Promise<void> {
     const opts = this.#opts;
     const [first, ...rest] = this.#threads as [Thread, ...Thread[]];
-    const listening = await this.#listen(first, { t: 'listen', address: opts.address });
+    const listening = await this.#listen(first, { t: 'listen', address: opts.address, reusePort: REUSE_PORT });
     this.port = listening.port;
-    await Promise.all(rest.map((t) => this.#listen(t, { t: 'listen', address: opts.address, fd: listening.fd })));
+    const same = REUSE_PORT
+      ? { address: withPort(opts.address, listening.port), reusePort: true }
+      : { address: opts.address, fd: listening.fd };
+    await Promise.all(rest.map((t) => this.#listen(t, { t: 'listen', ...same })));
     this.#timer = setInterval(() => void this.#touchUsed(), opts.statsIntervalMs ?? 5_000);
     this.#timer.unref();
     opts.log.info({ threads: this.#threads.length, servingPort: this.port }, 'Serving threads accepting');
@@ -158,7 +176,7 @@ export class ServingPool {
     };
     // A profile of the process (the benchmark's --cpu-prof) covers the threads; other flags are the process's.
     const worker = new Worker(THREAD_MODULE, { workerData: data, execArgv: profilingFlags(process.execArgv) });
-    const thread: Thread = { worker, next: new Map() };
+    const thread: Thread = { index, worker, next: new Map() };
     worker.on('message', (msg: FromThread) => this.#onMessage(thread, msg));
     worker.on('error', (err) => this.#failed(new Error(`serving thread ${index} failed`, { cause: err })));
     worker.on('exit', (code) => this.#failed(new Error(`serving thread ${index} exited with code ${code}`)));
@@ -202,7 +220,7 @@ export class ServingPool {
     }
     switch (msg.t) {
       case 'served':
-        return this.#opts.onServed(msg.key);
+        return this.#firstFetches(t, msg);
       case 'missing':
         return this.#opts.onPayloadMissing(msg.key);
       case 'load':
@@ -214,6 +232,12 @@ export class ServingPool {
       case 'failed':
         return this.#failed(new Error(msg.error));
     }
+  }
+
+  /** A thread's first fetches: recorded, and their lines written here, off the serving threads. */
+  #firstFetches(t: Thread, msg: FirstFetches): void {
+    for (const { key, atMs } of msg.served) this.#opts.onServed(key, atMs);
+    for (const line of msg.lines) this.#opts.log.info({ ...line, thread: t.index }, FIRST_SERVED_MESSAGE);
   }
 
   /** Replies once the work is done: the index changes and payloads it made were posted before. */

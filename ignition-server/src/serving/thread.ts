@@ -1,24 +1,31 @@
 /**
- * A serving thread (see pool.ts): its own HTTPS server on the shared listening socket, answering
+ * A serving thread (see pool.ts): its own HTTPS server on the serving port, answering
  * `/ignition` from its copy of the token index and the payloads held in shared memory. It reads nothing
  * from Kubernetes and writes nothing: what it cannot answer alone (a token Secret known by metadata only, a
  * payload not in memory) it asks the main thread for, and what it did (a first fetch, a payload gone) it
- * tells it.
+ * tells it. Even the log line of a first fetch is the main thread's to write (see REPORT_EVERY_MS).
  */
 import type { IncomingMessage, RequestListener } from 'node:http';
 import type { TLSSocket } from 'node:tls';
 import { isMainThread, parentPort, workerData, type MessagePort } from 'node:worker_threads';
 import { createLogger } from '../../../support/src/logger.js';
-import { createApp } from '../app.js';
+import { createApp, type RequestLine } from '../app.js';
 import { startHttpsServer, type HttpsServer } from '../../../support/src/https.js';
 import { applyChange, TokenIndex } from '../token-index.js';
 import { createTokenVerifier } from '../tokens.js';
 import type { Payload } from '../payload/payload.js';
-import type { FromThread, ThreadData, ThreadStats, ToThread } from './messages.js';
+import type { FirstFetches, FromThread, ThreadData, ThreadStats, ToThread } from './messages.js';
 import { ConnectionBalance } from './balance.js';
 
 /** How long a question to the main thread may take before the request is answered 500. */
 const ASK_TIMEOUT_MS = 30_000;
+
+/**
+ * How long a thread collects first fetches before telling the main thread of them in one message: a message
+ * per booting host cost each ~50 µs of the serving thread in a boot storm. A crashed thread loses at most
+ * this much of them: their log lines, and their stamps (which the main thread holds up to 30 s before writing).
+ */
+const REPORT_EVERY_MS = 20;
 
 /** What the main thread holds, mirrored: the index's changes, the payloads in memory. */
 function hold(index: TokenIndex, payloads: Map<string, Payload>, msg: ToThread): void {
@@ -62,6 +69,31 @@ function balanced(balance: ConnectionBalance): {
   };
 }
 
+/** First fetches and their log lines, told to the main thread every REPORT_EVERY_MS, and at once on a drain. */
+function reporter(post: (msg: FromThread) => void): {
+  served(key: string): void;
+  line(line: RequestLine): void;
+  flush(): void;
+} {
+  let batch: FirstFetches | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  const flush = (): void => {
+    clearTimeout(timer);
+    if (batch) post(batch);
+    batch = undefined;
+  };
+  const open = (): FirstFetches => {
+    if (batch) return batch;
+    timer = setTimeout(flush, REPORT_EVERY_MS);
+    return (batch = { t: 'served', served: [], lines: [] });
+  };
+  return {
+    served: (key) => void open().served.push({ key, atMs: Date.now() }),
+    line: (line) => void open().lines.push(line),
+    flush,
+  };
+}
+
 /** Questions to the main thread, answered by a `reply` with the same id. */
 function asker(port: MessagePort): {
   ask(msg: FromThread & { id: number }): Promise<void>;
@@ -99,6 +131,7 @@ function run(port: MessagePort, data: ThreadData): void {
   const payloads = new Map<string, Payload>();
   const stats: ThreadStats = { requests: {}, used: {} };
   const questions = asker(port);
+  const reports = reporter(post);
   const share = balanced(new ConnectionBalance(data.connections, data.index, data.maxConnections));
   const app = createApp({
     authority: createTokenVerifier(data.publicKeyPem),
@@ -114,7 +147,8 @@ function run(port: MessagePort, data: ThreadData): void {
         return payloads.get(key);
       },
     },
-    onServed: (entry) => post({ t: 'served', key: entry.secret.key }),
+    onServed: (entry) => reports.served(entry.secret.key),
+    logFirstServed: (line) => reports.line(line),
     onPayloadMissing: (entry) => post({ t: 'missing', key: entry.secret.key }),
     load: (pool, hash) => questions.ask({ t: 'load', id: questions.nextId(), pool, hash }),
     log,
@@ -123,10 +157,11 @@ function run(port: MessagePort, data: ThreadData): void {
     busy: share.busy,
   });
   let server: HttpsServer | undefined;
-  const listen = async (address: string, fd: number | undefined): Promise<void> => {
+  const listen = async (msg: Extract<ToThread, { t: 'listen' }>): Promise<void> => {
     server = await startHttpsServer({
-      address,
-      fd,
+      address: msg.address,
+      fd: msg.fd,
+      reusePort: msg.reusePort,
       certFile: data.certFile,
       keyFile: data.keyFile,
       app: share.app(app),
@@ -146,7 +181,7 @@ function run(port: MessagePort, data: ThreadData): void {
       case 'evict':
         return hold(index, payloads, msg);
       case 'listen':
-        listen(msg.address, msg.fd).catch((err: unknown) => post({ t: 'failed', error: (err as Error).message }));
+        listen(msg).catch((err: unknown) => post({ t: 'failed', error: (err as Error).message }));
         return;
       case 'reply':
         return questions.reply(msg.id, msg.error);
@@ -155,7 +190,10 @@ function run(port: MessagePort, data: ThreadData): void {
         stats.used = {};
         return;
       case 'drain':
-        void (server?.drain(msg.timeoutMs) ?? Promise.resolve()).then(() => post({ t: 'drained' }));
+        void (server?.drain(msg.timeoutMs) ?? Promise.resolve()).then(() => {
+          reports.flush();
+          post({ t: 'drained' });
+        });
     }
   });
 }
