@@ -51,15 +51,26 @@ export const CONDITIONS = {
     kind: 'progress',
     reasons: { AsExpected: 'AsExpected', NotReached: 'NotReached' },
   },
-  /** progress: nodes are moving to a new config. */
+  /** progress: nodes are moving to a new config; WaitingForMaintenanceWindow (True) while a node waits for the
+   * window because its update needs a drain or reboot the rollout's ceiling forbids (keys.ts ceilingHeld). */
   UpdatingConfig: {
     kind: 'progress',
-    reasons: { AsExpected: 'AsExpected', InProgress: 'InProgress', Failed: 'Failed' },
+    reasons: {
+      AsExpected: 'AsExpected',
+      InProgress: 'InProgress',
+      WaitingForMaintenanceWindow: 'WaitingForMaintenanceWindow',
+      Failed: 'Failed',
+    },
   },
-  /** progress: nodes are moving to a new release version. */
+  /** progress: nodes are moving to a new release version; WaitingForMaintenanceWindow as for UpdatingConfig. */
   UpdatingVersion: {
     kind: 'progress',
-    reasons: { AsExpected: 'AsExpected', InProgress: 'InProgress', Failed: 'Failed' },
+    reasons: {
+      AsExpected: 'AsExpected',
+      InProgress: 'InProgress',
+      WaitingForMaintenanceWindow: 'WaitingForMaintenanceWindow',
+      Failed: 'Failed',
+    },
   },
   /** progress: the cluster autoscaler owns the replica count; with autoScaling.min 0, the message says where the
    * capacity for scaling from zero came from, and CapacityUnknown that neither the infrastructure template nor

@@ -139,6 +139,12 @@ export const ANNOTATIONS = {
    * removed once it is not. Read by the nodepool-controller (UpdatingConfig/UpdatingVersion Failed) and
    * `kindling status` ("halted: …"). */
   inPlaceFailure: 'kindling.dev/inplace-failure',
+  /** Rollout waiting for the maintenance window: "<node>: <reason>", written instead of inPlaceFailure when the
+   * node halting it is Degraded only because the rollout's ceiling holds its update back (ceilingHeld). Same
+   * writers, objects and lifetime as inPlaceFailure. Read by the nodepool-controller (UpdatingConfig/
+   * UpdatingVersion WaitingForMaintenanceWindow; the health gate does not count it as a Degraded node) and
+   * `kindling status` ("waiting: …"). */
+  inPlaceWaiting: 'kindling.dev/inplace-waiting',
 
   // ---- guest Node, machine-config-daemon protocol (so existing agents fit) ----
   /** Config the node is at. Written by the agent; read by the inplace-upgrader. */
@@ -149,6 +155,11 @@ export const ANNOTATIONS = {
   state: 'machineconfiguration.openshift.io/state',
   /** Why the agent is Degraded. Written by the agent; read by the inplace-upgrader. */
   reason: 'machineconfiguration.openshift.io/reason',
+  /** The desiredConfig whose update the rollout's ceiling holds back (PAYLOAD_KEYS.rolloutCeiling): the node is
+   * Degraded only to wait for the maintenance window, and applied nothing. Written by the agent with that
+   * Degraded state, removed with any other state it writes. Read by the inplace-upgrader and the extension's
+   * UpdateMachine, which then write inPlaceWaiting instead of inPlaceFailure. */
+  ceilingHeld: 'kindling.dev/ceiling-held',
   /** `drain-<hash>` or `uncordon-<hash>`. Written by the agent; read by the drainer. */
   desiredDrain: 'machineconfiguration.openshift.io/desiredDrain',
   /** The desiredDrain value last carried out. Written by the drainer; read by the agent. */

@@ -207,6 +207,29 @@ describe('kindling status view', () => {
     assert.match(formatStatus([view]), /\n {4}halted: capi-node-1: health check failed: kubelet not Ready\n/);
   });
 
+  it("when a node waits for the maintenance window because the rollout's ceiling holds its update back, it should show it waiting, not halted or degraded", () => {
+    const w = rollingWorld();
+    const why = 'the update needs a reboot; waiting for the maintenance window (opens 2026-12-01T02:00Z)';
+    const ms = w.child as MachineSet;
+    const { [ANNOTATIONS.inPlaceFailure]: _failure, ...rest } = ms.metadata.annotations ?? {};
+    ms.metadata.annotations = { ...rest, [ANNOTATIONS.inPlaceWaiting]: `pool-node-3: ${why}` };
+    const held = {
+      [ANNOTATIONS.desiredConfig]: 'new',
+      [ANNOTATIONS.state]: 'Degraded',
+      [ANNOTATIONS.reason]: why,
+      [ANNOTATIONS.ceilingHeld]: 'new',
+    };
+    const node3 = w.nodes('pool-node-3') ?? assert.fail('no pool-node-3');
+    const waiting = { ...node3, metadata: { ...node3.metadata, annotations: held } };
+    assert.deepEqual(nodeProgress(waiting, 'new'), { name: 'pool-node-3', state: 'waiting', reason: why });
+    const view = poolStatusView({ ...w, nodes: (n) => (n === 'pool-node-3' ? waiting : w.nodes(n)) });
+    assert.deepEqual([view.rollout?.failure, view.rollout?.waiting], [undefined, `pool-node-3: ${why}`]);
+    assert.deepEqual(view.rollout?.nodes.at(-1), { name: 'pool-node-3', state: 'waiting', reason: why });
+    const text = formatStatus([view]);
+    assert.match(text, /\n {4}waiting: pool-node-3: the update needs a reboot; waiting for the maintenance window/);
+    assert.doesNotMatch(text, /halted/);
+  });
+
   it('when drawing a bar, it should fill in proportion and stay within its width', () => {
     assert.equal(progressBar(1, 4, 8), '[##------]');
     assert.equal(progressBar(5, 4, 4), '[####]');

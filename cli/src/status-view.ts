@@ -9,8 +9,8 @@ import { ANNOTATIONS, DRAIN_PREFIX } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 import type { Machine, MachineDeployment, MachineSet } from '../../api/src/capi.js';
 import { isFine, type Condition } from '../../api/src/conditions.js';
-import { classifyNode, setMembers } from '../../inplace-upgrader/src/preview.js';
-import { clusterApiFailure, hashOfBootstrap } from '../../nodepool-controller/src/preview.js';
+import { classifyNode, setMembers, type NodeView } from '../../inplace-upgrader/src/preview.js';
+import { clusterApiFailure, clusterApiWaiting, hashOfBootstrap } from '../../nodepool-controller/src/preview.js';
 import { table } from './plan-text.js';
 
 type NodeState = 'waiting' | 'draining' | 'updating' | 'done' | 'degraded';
@@ -27,6 +27,8 @@ interface Rollout {
   done: number;
   total: number;
   failure?: string;
+  /** Where a node waits for the maintenance window (ANNOTATIONS.inPlaceWaiting): not a failure. */
+  waiting?: string;
   nodes: NodeProgress[];
 }
 
@@ -63,12 +65,19 @@ export interface PoolObjects {
 
 export { isFine };
 
+/** A node halting the rollout: degraded, or waiting for the maintenance window (its update held by the ceiling). */
+const degradedProgress = (view: NodeView): NodeProgress => ({
+  name: view.name,
+  state: view.waiting ? 'waiting' : 'degraded',
+  ...(view.reason === undefined ? {} : { reason: view.reason }),
+});
+
 /** What a node is doing towards `target`, by the upgrader's classification; updating splits into draining. */
 export function nodeProgress(node: k8s.V1Node, target: string): NodeProgress {
   const view = classifyNode(node, target);
   if (view.phase === 'done') return { name: view.name, state: 'done' };
   if (view.phase === 'idle') return { name: view.name, state: 'waiting' };
-  if (view.phase === 'degraded') return { name: view.name, state: 'degraded', reason: view.reason };
+  if (view.phase === 'degraded') return degradedProgress(view);
   const ann = node.metadata?.annotations ?? {};
   const drain = ann[ANNOTATIONS.desiredDrain];
   const draining = drain?.startsWith(DRAIN_PREFIX) === true && drain !== ann[ANNOTATIONS.lastAppliedDrain];
@@ -101,15 +110,20 @@ function inPlaceRollout(o: PoolObjects, ms: MachineSet): Rollout | undefined {
     nodes.length > 0
       ? { done: nodes.filter((n) => n.state === 'done').length, total: nodes.length }
       : parseProgress(ann[ANNOTATIONS.inPlaceProgress]);
-  const failure = ann[ANNOTATIONS.inPlaceFailure];
   return {
     ...(from === undefined ? {} : { from }),
     to,
     ...(counted ?? { done: 0, total: ms.spec.replicas ?? 0 }),
-    ...(failure ? { failure } : {}),
+    ...halt(ann[ANNOTATIONS.inPlaceFailure], ann[ANNOTATIONS.inPlaceWaiting]),
     nodes,
   };
 }
+
+/** Where the rollout halted or waits for the window, as far as the engine says. */
+const halt = (failure: string | undefined, waiting: string | undefined): Pick<Rollout, 'failure' | 'waiting'> => ({
+  ...(failure ? { failure } : {}),
+  ...(waiting ? { waiting } : {}),
+});
 
 /** Cluster API's own rollout of a MachineDeployment: by replacement, or in place on the ClusterAPI engine, where
  * a node Degraded towards its target halts it (the extension's annotation on its Machine). */
@@ -118,12 +132,11 @@ function deploymentRollout(o: PoolObjects, md: MachineDeployment): Rollout | und
   const total = md.spec.replicas ?? 0;
   if (upToDate === undefined || upToDate >= total) return undefined;
   const bootstrap = md.spec.template.spec.bootstrap;
-  const failure = clusterApiFailure(o.machines);
   return {
     to: hashOfBootstrap(o.pool.metadata.name, bootstrap) ?? bootstrap.dataSecretName ?? '',
     done: upToDate,
     total,
-    ...(failure ? { failure } : {}),
+    ...halt(clusterApiFailure(o.machines), clusterApiWaiting(o.machines)),
     nodes: [],
   };
 }
@@ -203,6 +216,7 @@ function details(v: PoolStatusView): string[] {
     `    rollout ${what}  ${progressBar(r.done, r.total)}  ${r.done} of ${r.total} ${v.upgradeType === 'InPlace' ? 'updated' : 'up to date'}`,
   );
   if (r.failure) lines.push(`    halted: ${r.failure}`);
+  if (r.waiting) lines.push(`    waiting: ${r.waiting}`);
   lines.push(
     ...table(
       r.nodes.map((n) => [n.name, n.reason ? `${n.state}: ${n.reason}` : n.state]),

@@ -52,10 +52,16 @@ describe('agentNodePolicy', () => {
     assert.deepEqual(binding.spec, { policyName: policy.metadata?.name, validationActions: ['Deny'] });
   });
 
-  it('when built, the annotations it leaves to the agent should be the four the agent writes, none of another component', () => {
+  it('when built, the annotations it leaves to the agent should be the five the agent writes, none of another component', () => {
     assert.deepEqual(
       [...AGENT_NODE_ANNOTATIONS].sort(),
-      [ANNOTATIONS.currentConfig, ANNOTATIONS.desiredDrain, ANNOTATIONS.reason, ANNOTATIONS.state].sort(),
+      [
+        ANNOTATIONS.currentConfig,
+        ANNOTATIONS.desiredDrain,
+        ANNOTATIONS.reason,
+        ANNOTATIONS.ceilingHeld,
+        ANNOTATIONS.state,
+      ].sort(),
     );
     const keys = policy.spec?.variables?.find((v) => v.name === 'agentKeys')?.expression ?? '';
     for (const key of AGENT_NODE_ANNOTATIONS) assert.ok(keys.includes(`'${key}'`), `${key} is not in ${keys}`);

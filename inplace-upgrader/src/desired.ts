@@ -66,6 +66,7 @@ export const AGENT_NODE_ANNOTATIONS = [
   ANNOTATIONS.currentConfig,
   ANNOTATIONS.state,
   ANNOTATIONS.reason,
+  ANNOTATIONS.ceilingHeld,
   ANNOTATIONS.desiredDrain,
 ] as const;
 export const AGENT_NODE_POLICY = 'kindling-agent-own-node';

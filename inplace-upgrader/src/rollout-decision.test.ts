@@ -84,6 +84,16 @@ describe('classifyNode', () => {
     });
   }
 
+  it("when the agent marks a Degraded node as held by the rollout's ceiling at its desired config, it should say it waits for the window; a marker of another hash should not", () => {
+    const reason = 'the update needs a reboot; waiting for the maintenance window (opens 2026-12-01T02:00Z)';
+    const held = { [ANNOTATIONS.desiredConfig]: T, [ANNOTATIONS.state]: 'Degraded', [ANNOTATIONS.reason]: reason };
+    const waiting = classifyNode(node({ ...held, [ANNOTATIONS.ceilingHeld]: T }), T);
+    assert.deepEqual([waiting.phase, waiting.reason, waiting.waiting], ['degraded', reason, true]);
+    const stale = classifyNode(node({ ...held, [ANNOTATIONS.ceilingHeld]: 'old' }), T);
+    assert.deepEqual([stale.phase, stale.waiting], ['degraded', undefined]);
+    assert.equal(classifyNode(node(held), T).waiting, undefined);
+  });
+
   it("when a budget holds up the node's pending drain, it should say which one; once the drain is applied, it should ignore a stale block", () => {
     const blocked = {
       [ANNOTATIONS.drainBlocked]: 'shop/web-1 blocked by PodDisruptionBudget shop/web since 2026-08-01T10:00:00.000Z',
@@ -214,6 +224,13 @@ describe('planRollout', () => {
     const nodes = [view('a', 'idle'), view('b', 'degraded', { reason: 'boom', desiredConfig: T })];
     const plan = planRollout(nodes, T, 5);
     assert.deepEqual(plan.halted, { node: 'b', reason: 'boom' });
+    assert.deepEqual(plan.start, []);
+  });
+
+  it('when the first degraded node only waits for the window, it should halt saying it waits, and start nothing', () => {
+    const nodes = [view('a', 'idle'), view('b', 'degraded', { reason: 'held', desiredConfig: T, waiting: true })];
+    const plan = planRollout(nodes, T, 5);
+    assert.deepEqual(plan.halted, { node: 'b', reason: 'held', waiting: true });
     assert.deepEqual(plan.start, []);
   });
 

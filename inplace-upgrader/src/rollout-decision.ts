@@ -19,6 +19,9 @@ export interface NodeView {
   desiredConfig?: string;
   /** Why the node is degraded. */
   reason?: string;
+  /** Degraded only because the rollout's ceiling holds its update back (ANNOTATIONS.ceilingHeld): it waits for
+   * the maintenance window and applied nothing. */
+  waiting?: true;
   /** What holds up its drain, as the drainer says: "PodDisruptionBudget <ns>/<name>". */
   blockedBy?: string;
 }
@@ -53,12 +56,22 @@ function inFlight(ann: Record<string, string>): boolean {
   return drain !== undefined && drain !== ann[ANNOTATIONS.lastAppliedDrain];
 }
 
-function phaseOf(ann: Record<string, string>, target: string): Pick<NodeView, 'phase' | 'reason' | 'blockedBy'> {
+/** Degraded on its desiredConfig: why, and whether it only waits for the window (a marker of that very hash). */
+function degradedView(ann: Record<string, string>): Pick<NodeView, 'phase' | 'reason' | 'waiting'> {
+  const reason = ann[ANNOTATIONS.reason] ?? 'Degraded (no reason given)';
+  const held = ann[ANNOTATIONS.ceilingHeld];
+  const waiting = held !== undefined && held === ann[ANNOTATIONS.desiredConfig];
+  return { phase: 'degraded', reason, ...(waiting ? { waiting } : {}) };
+}
+
+function phaseOf(
+  ann: Record<string, string>,
+  target: string,
+): Pick<NodeView, 'phase' | 'reason' | 'waiting' | 'blockedBy'> {
   const desired = ann[ANNOTATIONS.desiredConfig];
   // A node failing on an older target is retargeted (the new config may be the fix), not a reason to halt.
   if (desired === undefined || desired === target) {
-    if (ann[ANNOTATIONS.state] === NODE_STATES.degraded)
-      return { phase: 'degraded', reason: ann[ANNOTATIONS.reason] ?? 'Degraded (no reason given)' };
+    if (ann[ANNOTATIONS.state] === NODE_STATES.degraded) return degradedView(ann);
     const drainFailure = blockingDrainFailure(ann);
     if (drainFailure) return { phase: 'degraded', reason: drainFailure };
   }
@@ -159,8 +172,9 @@ export interface RolloutPlan {
   /** Nodes, plus Machines that have no Node yet. */
   total: number;
   done: number;
-  /** The first degraded node (by name): the rollout is halted on it. */
-  halted?: { node: string; reason: string };
+  /** The first degraded node (by name): the rollout is halted on it; `waiting` when it only waits for the
+   * maintenance window (NodeView.waiting). */
+  halted?: { node: string; reason: string; waiting?: true };
   /** Nodes in flight towards an older target: point them at the new one. */
   retarget: string[];
   /** Idle nodes to start now. */
@@ -188,7 +202,8 @@ function blockedProgress(nodes: readonly NodeView[]): string {
 /** The first degraded node (by name), which halts the rollout. */
 function haltedOn(nodes: readonly NodeView[]): RolloutPlan['halted'] {
   const degraded = nodes.filter((n) => n.phase === 'degraded').sort((a, b) => a.name.localeCompare(b.name))[0];
-  return degraded ? { node: degraded.name, reason: degraded.reason ?? '' } : undefined;
+  if (!degraded) return undefined;
+  return { node: degraded.name, reason: degraded.reason ?? '', ...(degraded.waiting ? { waiting: true } : {}) };
 }
 
 const inFlightCount = (nodes: readonly NodeView[]): number => nodes.filter((n) => n.phase === 'updating').length;

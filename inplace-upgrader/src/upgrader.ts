@@ -363,14 +363,19 @@ export class InPlaceUpgrader {
    * The upgrader's MachineSet annotations, applied as one set under its field manager: a key left out
    * (progress once complete, failure once cleared) is removed. Written only when something changed.
    */
-  async #writeStatus(ms: MS, status: { current?: string; progress?: string; failure?: string }): Promise<void> {
+  async #writeStatus(ms: MS, status: RolloutStatus & { current?: string }): Promise<void> {
     const ann = ms.metadata.annotations ?? {};
     const current = status.current ?? ann[ANNOTATIONS.currentConfigHash];
     const want: Record<string, string> = {};
     if (current !== undefined) want[ANNOTATIONS.currentConfigHash] = current;
     if (status.progress !== undefined) want[ANNOTATIONS.inPlaceProgress] = status.progress;
-    if (status.failure !== undefined) want[ANNOTATIONS.inPlaceFailure] = status.failure;
-    const keys = [ANNOTATIONS.currentConfigHash, ANNOTATIONS.inPlaceProgress, ANNOTATIONS.inPlaceFailure];
+    if (status.halt !== undefined) want[status.halt.key] = status.halt.text;
+    const keys = [
+      ANNOTATIONS.currentConfigHash,
+      ANNOTATIONS.inPlaceProgress,
+      ANNOTATIONS.inPlaceFailure,
+      ANNOTATIONS.inPlaceWaiting,
+    ];
     if (keys.every((k) => ann[k] === want[k])) return;
     await this.#applier.apply({
       apiVersion: CAPI_API_VERSION,
@@ -389,6 +394,16 @@ const unlessConflict = (err: unknown): void => {
 const isHandedOut = (v: NodeView, target: string): boolean =>
   (v.phase === 'updating' || v.phase === 'degraded') && v.desiredConfig === target;
 
-function statusOf(plan: RolloutPlan): { progress: string; failure?: string } {
-  return { progress: plan.progress, failure: plan.halted ? `${plan.halted.node}: ${plan.halted.reason}` : undefined };
+/** The MachineSet's rollout annotations: the progress, and where it halted, under the key that says whether
+ * the halting node failed or waits for the maintenance window. */
+interface RolloutStatus {
+  progress?: string;
+  halt?: { key: typeof ANNOTATIONS.inPlaceFailure | typeof ANNOTATIONS.inPlaceWaiting; text: string };
+}
+
+function statusOf(plan: RolloutPlan): RolloutStatus {
+  const h = plan.halted;
+  if (!h) return { progress: plan.progress };
+  const key = h.waiting ? ANNOTATIONS.inPlaceWaiting : ANNOTATIONS.inPlaceFailure;
+  return { progress: plan.progress, halt: { key, text: `${h.node}: ${h.reason}` } };
 }

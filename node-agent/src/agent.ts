@@ -205,7 +205,11 @@ export class Agent {
     if (typeof disruption === 'string') return this.#degrade(desired, disruption);
     const beyond = plan.changes.length === 0 ? undefined : beyondCeiling(disruption, payload.ceiling);
     if (beyond !== undefined) return this.#degrade(desired, beyond, ann, payload.ceiling);
-    await this.#annotate(ann, { [ANNOTATIONS.state]: NODE_STATES.working, [ANNOTATIONS.reason]: null });
+    await this.#annotate(ann, {
+      [ANNOTATIONS.state]: NODE_STATES.working,
+      [ANNOTATIONS.reason]: null,
+      [ANNOTATIONS.ceilingHeld]: null,
+    });
     if (plan.changes.length === 0) {
       await commitRecord(host, nextRecord(desired, plan.entries, plan.previous, []));
       return this.#finish(ann, desired);
@@ -359,6 +363,7 @@ export class Agent {
       [ANNOTATIONS.currentConfig]: hash,
       [ANNOTATIONS.state]: NODE_STATES.done,
       [ANNOTATIONS.reason]: null,
+      [ANNOTATIONS.ceilingHeld]: null,
     });
     await this.#opts.host.clearJournal();
     this.#failed = undefined;
@@ -370,7 +375,12 @@ export class Agent {
    * the rollout's ceiling that holds the update back (retried once it changes). */
   async #degrade(desired: string, reason: string, ann: Annotations = {}, ceiling?: string): Promise<StepOutcome> {
     this.#failed = { hash: desired, ...(ceiling === undefined ? {} : { ceiling }) };
-    await this.#annotate(ann, { [ANNOTATIONS.state]: NODE_STATES.degraded, [ANNOTATIONS.reason]: reason });
+    // The marker, not the reason's words, tells the engines this node waits for the window rather than failed.
+    await this.#annotate(ann, {
+      [ANNOTATIONS.state]: NODE_STATES.degraded,
+      [ANNOTATIONS.reason]: reason,
+      [ANNOTATIONS.ceilingHeld]: ceiling === undefined ? null : desired,
+    });
     this.#opts.log.error({ hash: desired, reason }, 'Degraded');
     return 'idle';
   }

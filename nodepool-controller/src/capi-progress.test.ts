@@ -2,9 +2,16 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { CAPI_API_VERSION, type Machine } from '../../api/src/capi.js';
 import { ANNOTATIONS } from '../../api/src/keys.js';
-import { clusterApiFailure, clusterApiProgress } from './capi-progress.js';
+import { clusterApiFailure, clusterApiProgress, clusterApiWaiting } from './capi-progress.js';
 
-const machine = (name: string, opts: { updating?: boolean; deleting?: boolean; failure?: string } = {}): Machine => ({
+interface MachineOpts {
+  updating?: boolean;
+  deleting?: boolean;
+  failure?: string;
+  waiting?: string;
+}
+
+const machine = (name: string, opts: MachineOpts = {}): Machine => ({
   apiVersion: CAPI_API_VERSION,
   kind: 'Machine',
   metadata: {
@@ -12,6 +19,7 @@ const machine = (name: string, opts: { updating?: boolean; deleting?: boolean; f
     annotations: {
       ...(opts.updating ? { [ANNOTATIONS.capiUpdateInProgress]: '' } : {}),
       ...(opts.failure === undefined ? {} : { [ANNOTATIONS.inPlaceFailure]: opts.failure }),
+      ...(opts.waiting === undefined ? {} : { [ANNOTATIONS.inPlaceWaiting]: opts.waiting }),
     },
     ...(opts.deleting ? { deletionTimestamp: new Date('2026-11-24T00:00:00Z') } : {}),
   },
@@ -68,5 +76,15 @@ describe('where a rollout on the ClusterAPI engine halted', () => {
       machine('m3', { updating: true, deleting: true, failure: 'n3: gone' }),
     ];
     assert.equal(clusterApiFailure(machines), undefined);
+  });
+
+  it('when the node of an updating Machine only waits for the maintenance window, it should say so apart from a failure', () => {
+    const waits = 'n2: the update needs a reboot; waiting for the maintenance window (opens 2026-12-01T02:00Z)';
+    const machines = [
+      machine('m3', { updating: true, waiting: 'n3: later' }),
+      machine('m2', { updating: true, waiting: waits }),
+    ];
+    assert.deepEqual([clusterApiFailure(machines), clusterApiWaiting(machines)], [undefined, waits]);
+    assert.equal(clusterApiWaiting([machine('m1', { waiting: waits })]), undefined);
   });
 });

@@ -32,14 +32,23 @@ export function clusterApiProgress({ machines, configHashOf, target, paused }: C
   return `${done} of ${alive.length} updated${pause}`;
 }
 
+/** The annotation `key` of the first Machine (by name) still under an in-place update that carries it. */
+function firstUpdating(machines: readonly Machine[], key: string): string | undefined {
+  return machines
+    .filter((m) => !m.metadata.deletionTimestamp && updating(m))
+    .sort((a, b) => a.metadata.name.localeCompare(b.metadata.name))
+    .map((m) => m.metadata.annotations?.[key])
+    .find((f) => f !== undefined && f !== '');
+}
+
 /**
  * Where the rollout halted, "<node>: <reason>", as the MachineSet engine's upgrader writes it: the first Machine
  * (by name) still under an in-place update whose node the extension found Degraded (ANNOTATIONS.inPlaceFailure).
  */
-export function clusterApiFailure(machines: readonly Machine[]): string | undefined {
-  return machines
-    .filter((m) => !m.metadata.deletionTimestamp && updating(m))
-    .sort((a, b) => a.metadata.name.localeCompare(b.metadata.name))
-    .map((m) => m.metadata.annotations?.[ANNOTATIONS.inPlaceFailure])
-    .find((f) => f !== undefined && f !== '');
-}
+export const clusterApiFailure = (machines: readonly Machine[]): string | undefined =>
+  firstUpdating(machines, ANNOTATIONS.inPlaceFailure);
+
+/** Where the rollout waits for the maintenance window, "<node>: <reason>": as clusterApiFailure, for a node whose
+ * update the rollout's ceiling holds back (ANNOTATIONS.inPlaceWaiting). */
+export const clusterApiWaiting = (machines: readonly Machine[]): string | undefined =>
+  firstUpdating(machines, ANNOTATIONS.inPlaceWaiting);

@@ -39,7 +39,7 @@ export { documentChanges as changedDocuments, documentSources, type DocumentChan
 export { desiredTokenSecret } from './desired-secrets.js';
 export { desiredNode } from './nodes.js';
 export { hashOfBootstrap } from './phases/scope.js';
-export { clusterApiFailure } from './capi-progress.js';
+export { clusterApiFailure, clusterApiWaiting } from './capi-progress.js';
 export { formatVersion, parseVersion, type ReleaseVersionResolver, type Version } from './release.js';
 export { createGuestVersions, type ControlPlaneVersions } from './guest.js';
 export { createInfrastructureTemplates, type InfrastructureTemplates } from './templates.js';

@@ -475,6 +475,17 @@ describe('NodePoolReconciler: the maintenance window', () => {
     assert.equal(cond(w.statuses.at(-1), 'RolloutAllowed')?.reason, 'AsExpected');
   });
 
+  it('when a node only waits for the maintenance window (its update held by the ceiling), it should not count it as Degraded for the health gate', async () => {
+    const w = await deployed('InPlace');
+    w.clock.at = Date.parse('2026-11-24T02:10:00Z');
+    const ms = childOf(w, 'MachineSet');
+    const waits = 'n1: the update needs a reboot; waiting for the maintenance window (opens 2026-11-25T02:00Z)';
+    ms.metadata = { ...ms.metadata, annotations: { ...ms.metadata?.annotations, [ANNOTATIONS.inPlaceWaiting]: waits } };
+    w.pool.spec.release.image = 'registry.local:5000/kindling/release:1.36.3';
+    await assert.rejects(w.reconciler.reconcile(key(w.pool)), NotReadyError, 'the new target goes on to its token');
+    assert.equal(cond(w.statuses.at(-1), 'RolloutAllowed')?.reason, 'AsExpected');
+  });
+
   /** The pool's deployed token Secret, with its config replaced as a tenant that can write Secrets could. */
   function tamperDeployedConfig(w: ReturnType<typeof world>, config: string): void {
     const tokens = [...w.secrets.values()].filter((x) => x.metadata?.name?.startsWith('token-') === true);

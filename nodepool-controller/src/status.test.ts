@@ -33,6 +33,22 @@ describe('pool status during an in-place rollout', () => {
     assert.equal(c?.message, `Updating the release (hash h1 to h2) failed: ${GATE}`);
   });
 
+  it("when a node waits for the maintenance window because the rollout's ceiling holds its update back, UpdatingConfig should say it waits, not that it failed", () => {
+    const waiting = 'n01: the update needs a reboot; waiting for the maintenance window (opens 2026-12-01T02:00Z)';
+    const c = condition(
+      observed({ from: 'h1', to: 'h2', changed: ['config'], progress: '2 of 3 updated', waiting }),
+      'UpdatingConfig',
+    );
+    assert.deepEqual(
+      [c?.status, c?.reason, c?.message],
+      [
+        'True',
+        'WaitingForMaintenanceWindow',
+        `Updating the config (hash h1 to h2) waits for the maintenance window: ${waiting}`,
+      ],
+    );
+  });
+
   it('when the pool is paused mid-rollout, UpdatingConfig should say where it stopped', () => {
     const progress = '3 of 6 updated; paused at 3 of 6 by spec.pausedUntil: no node is handed out until it clears';
     const c = condition(observed({ from: 'h1', to: 'h2', changed: ['config'], progress }), 'UpdatingConfig');

@@ -33,6 +33,8 @@ interface Rollout {
   changed: HashInput[];
   progress?: string;
   failure?: string;
+  /** A node waits for the maintenance window: its update needs a drain or reboot the rollout's ceiling forbids. */
+  waiting?: string;
 }
 
 export interface Observations {
@@ -126,6 +128,12 @@ function updating(kind: HashInput): Setter<'UpdatingConfig' | 'UpdatingVersion'>
         status: 'False',
         reason: 'Failed',
         message: `Updating the ${what} (hash ${r.from} to ${r.to}) failed: ${r.failure}`,
+      };
+    if (r.waiting)
+      return {
+        status: 'True',
+        reason: 'WaitingForMaintenanceWindow',
+        message: `Updating the ${what} (hash ${r.from} to ${r.to}) waits for the maintenance window: ${r.waiting}`,
       };
     return {
       status: 'True',

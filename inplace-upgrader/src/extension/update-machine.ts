@@ -237,13 +237,14 @@ export class MachineUpdater implements MachineUpdates, ExtensionCache {
   async #degraded(t: UpdateTarget, ctx: StepContext, view: NodeView): Promise<UpdateOutcome> {
     if (view.desiredConfig === t.hash && payloadCeilingStale(ctx.session, payloadWant(t, view, ctx)))
       await this.#giveAgentBack(t, ctx);
-    return this.#halted(t, ctx.machine, `${view.name}: ${view.reason ?? 'Degraded'}`);
+    return this.#halted(t, ctx.machine, view);
   }
 
-  /** The node is Degraded towards the target: the Machine says why (read by the NodePool's status), and the
-   * answer backs off (update-answer.ts). */
-  async #halted(t: UpdateTarget, machine: MachineObject, failure: string): Promise<UpdateOutcome> {
-    await this.#setFailure(machine, failure);
+  /** The node is Degraded towards the target: the Machine says why (read by the NodePool's status), as a failure or
+   * as a wait for the maintenance window (NodeView.waiting), and the answer backs off (update-answer.ts). */
+  async #halted(t: UpdateTarget, machine: MachineObject, view: NodeView): Promise<UpdateOutcome> {
+    const failure = `${view.name}: ${view.reason ?? 'Degraded'}`;
+    await this.#setFailure(machine, failure, view.waiting === true);
     const attempt = this.#halts.get(haltKey(t)) ?? 0;
     this.#halts.set(haltKey(t), attempt + 1);
     return {
@@ -289,10 +290,16 @@ export class MachineUpdater implements MachineUpdates, ExtensionCache {
     };
   }
 
-  /** Writes (or, undefined, removes) ANNOTATIONS.inPlaceFailure on the Machine, when the cache shows otherwise. */
-  async #setFailure(machine: MachineObject, failure: string | undefined): Promise<void> {
-    if (machine.metadata.annotations?.[ANNOTATIONS.inPlaceFailure] === failure) return;
-    await annotateMachine(this.#custom, machine, { [ANNOTATIONS.inPlaceFailure]: failure ?? null });
+  /** Writes (or, undefined, removes) ANNOTATIONS.inPlaceFailure on the Machine, or ANNOTATIONS.inPlaceWaiting when
+   * the node only waits for the window, removing the other; only when the cache shows otherwise. */
+  async #setFailure(machine: MachineObject, failure: string | undefined, waiting = false): Promise<void> {
+    const want = {
+      [ANNOTATIONS.inPlaceFailure]: waiting ? null : (failure ?? null),
+      [ANNOTATIONS.inPlaceWaiting]: waiting ? (failure ?? null) : null,
+    };
+    const ann = machine.metadata.annotations ?? {};
+    if (Object.entries(want).every(([k, v]) => (ann[k] ?? null) === v)) return;
+    await annotateMachine(this.#custom, machine, want);
   }
 
   /** Handed the target, but its payload Secret or agent Pod is gone (deleted mid-update): given them again. */

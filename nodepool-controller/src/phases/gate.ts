@@ -61,7 +61,8 @@ const nodeUnhealthy = (m: Machine): boolean => {
   return status !== undefined && status !== 'True';
 };
 
-/** A Degraded node as the in-place engines report it: on the MachineSet (upgrader) or a Machine (extension). */
+/** A Degraded node as the in-place engines report it: on the MachineSet (upgrader) or a Machine (extension). One
+ * that only waits for the window (ANNOTATIONS.inPlaceWaiting) is not unhealthy: the window opening lets it on. */
 function degradedOf(s: Scope, deps: PhaseDeps, machines: readonly Machine[]): string | undefined {
   if (inPlaceEngine(s.pool) === 'MachineSet')
     return deps.caches.machineSets.get(inPool(s, s.pool.metadata.name))?.metadata.annotations?.[

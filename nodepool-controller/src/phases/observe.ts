@@ -5,7 +5,7 @@ import { effectiveDisruptionPolicy } from '../../../api/src/disruption.js';
 import { hasMachineDeployment, inPlaceEngine, type RolloutRecord } from '../../../api/src/nodepool.js';
 import { changedInputs, type HashInput } from '../hash.js';
 import { keepOrExplain } from '../rollout-record.js';
-import { clusterApiFailure, clusterApiProgress } from '../capi-progress.js';
+import { clusterApiFailure, clusterApiProgress, clusterApiWaiting } from '../capi-progress.js';
 import {
   hashOfBootstrap,
   hashInputs,
@@ -55,7 +55,7 @@ function observeRollout(s: Scope, deps: PhaseDeps, d: Decision): void {
       to,
       changed: hashInputsChanged(s, deps, from, to),
       progress: progressOf(s, deps, to, annotations),
-      failure: failureOf(s, deps, annotations),
+      ...haltOf(s, deps, annotations),
     };
   } else if (template) {
     from = to;
@@ -77,10 +77,17 @@ function progressOf(s: Scope, deps: PhaseDeps, to: string, annotations: Record<s
   });
 }
 
-/** Where the rollout halted: the upgrader's annotation on the MachineSet engine, the Machines' on the ClusterAPI engine. */
-function failureOf(s: Scope, deps: PhaseDeps, annotations: Record<string, string>): string | undefined {
-  if (inPlaceEngine(s.pool) !== 'ClusterAPI') return annotations[ANNOTATIONS.inPlaceFailure];
-  return clusterApiFailure(deps.caches.poolMachines(s.ns, s.pool.metadata.name));
+/** Where the rollout halted on a failure, or waits for the maintenance window: the upgrader's annotations on the
+ * MachineSet engine, the Machines' on the ClusterAPI engine. */
+function haltOf(
+  s: Scope,
+  deps: PhaseDeps,
+  annotations: Record<string, string>,
+): { failure: string | undefined; waiting: string | undefined } {
+  if (inPlaceEngine(s.pool) !== 'ClusterAPI')
+    return { failure: annotations[ANNOTATIONS.inPlaceFailure], waiting: annotations[ANNOTATIONS.inPlaceWaiting] };
+  const machines = deps.caches.poolMachines(s.ns, s.pool.metadata.name);
+  return { failure: clusterApiFailure(machines), waiting: clusterApiWaiting(machines) };
 }
 
 /**
