@@ -16,7 +16,7 @@ import { createKeyQueue } from '../../support/src/controller.js';
 import type { Logger } from '../../support/src/logger.js';
 import type { Namespaces } from '../../support/src/config.js';
 import type { QueueMetrics } from '../../support/src/metrics.js';
-import { isNotFound } from '../../support/src/errors.js';
+import { isConflict, isNotFound } from '../../support/src/errors.js';
 import { realClock, type Clock } from '../../support/src/timers.js';
 import type { TokenAuthority } from './tokens.js';
 import {
@@ -474,19 +474,24 @@ export class TokenSecretController {
     return secret?.resourceVersion === cached.metadata?.resourceVersion ? secret : undefined;
   }
 
-  /** Stamps the Secret with the time of its first fetch (kept until written: a failed write is retried). */
+  /**
+   * Stamps the Secret with the time of its first fetch (kept until written: a failed write is retried). The write
+   * is conditional on the Secret as indexed: another replica, or a late report of this one, may have stamped it
+   * since, and the first stamp stands. A conflict reads the Secret again and retries on what it finds.
+   */
   async #recordReached(key: string): Promise<void> {
     const at = this.#firstFetches.at(key);
     const entry = this.#opts.index.get(key);
     if (at === undefined || !entry || entry.secret.reachedAt) return this.#firstFetches.done(key);
-    const { namespace, name } = entry.secret;
-    const body = { metadata: { annotations: { [ANNOTATIONS.ignitionReachedAt]: iso(at) } } };
+    const { namespace, name, resourceVersion } = entry.secret;
+    const body = { metadata: { resourceVersion, annotations: { [ANNOTATIONS.ignitionReachedAt]: iso(at) } } };
     try {
       await this.#core.patchNamespacedSecret(
         { name, namespace, body, fieldManager: FIELD_MANAGERS.ignitionServer },
         k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
       );
     } catch (err) {
+      if (isConflict(err)) await this.#readOnce(key);
       if (!isNotFound(err)) throw new Error('failed to record the first Ignition fetch', { cause: err });
     }
     this.#firstFetches.done(key);
