@@ -14,6 +14,7 @@ import { parseManifests } from '../../support/src/manifests.js';
 import { loadCertificateAuthority } from '../bed/src/pki.js';
 import { capiCrdDir } from '../bed/src/testbed.js';
 import { eventually, type Cluster } from '../bed/src/index.js';
+import { podMetrics, SYSTEM_NS } from './install.js';
 
 const CAPI_NS = 'capi-system';
 const NAME = 'capi-controller-manager';
@@ -152,4 +153,29 @@ export async function discoveredExtension(mgmt: Cluster, name: string): Promise<
     3 * 60_000,
     1000,
   );
+}
+
+const HOOK_CALLS = /^kindling_extension_hook_requests_total\{([^}]*)\} (\d+)$/gm;
+
+/**
+ * The extension's hook calls answered by the inplace-upgrader's Pods, from their own metrics, summed by
+ * `<hook> <status>`: whatever reached them came through the ExtensionConfig's Service, the only address of the
+ * extension the Cluster API manager knows.
+ */
+export async function extensionHookCalls(mgmt: Cluster): Promise<Map<string, number>> {
+  const { items } = await mgmt.kubeConfig.makeApiClient(k8s.CoreV1Api).listNamespacedPod({
+    namespace: SYSTEM_NS,
+    labelSelector: 'app.kubernetes.io/name=kindling-inplace-upgrader',
+  });
+  const calls = new Map<string, number>();
+  for (const pod of items) {
+    const metrics = await podMetrics(pod.status?.podIP ?? '').catch(() => '');
+    for (const [, labels = '', count] of metrics.matchAll(HOOK_CALLS)) {
+      const hook = /hook="([^"]*)"/.exec(labels)?.[1];
+      const status = /status="([^"]*)"/.exec(labels)?.[1];
+      const key = `${hook} ${status}`;
+      calls.set(key, (calls.get(key) ?? 0) + Number(count));
+    }
+  }
+  return calls;
 }

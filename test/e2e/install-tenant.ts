@@ -10,6 +10,7 @@ import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as k8s from '#k8s';
+import { LABELS } from '../../api/src/keys.js';
 import { createApplier } from '../../support/src/apply.js';
 import { parseManifests } from '../../support/src/manifests.js';
 import { createMissing, sampleReleases, startRegistry, type LocalRegistry } from '../../local/src/environment.js';
@@ -20,7 +21,10 @@ import { TENANT_NS } from './install.js';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const PROVIDERS = join(ROOT, 'dist', 'local', 'src', 'providers', 'main.js');
-const POOL = 'inplace';
+/** The tenant's pool on the MachineSet in-place engine, which Kindling updates itself. */
+export const POOL = 'inplace';
+/** The tenant's pool on the ClusterAPI in-place engine: Cluster API updates it, calling the extension. */
+export const CAPI_POOL = 'capi';
 
 export interface ReleaseRegistry {
   registry: LocalRegistry;
@@ -94,9 +98,9 @@ export async function applyTenant(mgmt: Cluster, guest: Cluster, release: string
 }
 
 /** A file of every host of the pool (undefined where a host lacks it), by host name. */
-export async function hostFiles(stateDir: string, path: string): Promise<Map<string, string | undefined>> {
+export async function hostFiles(stateDir: string, path: string, pool = POOL): Promise<Map<string, string | undefined>> {
   const dir = join(stateDir, 'hosts', TENANT_NS);
-  const hosts = (await readdir(dir).catch(() => [])).filter((h) => h.startsWith(`${POOL}-`)).sort();
+  const hosts = (await readdir(dir).catch(() => [])).filter((h) => h.startsWith(`${pool}-`)).sort();
   const files = await Promise.all(hosts.map((h) => readFile(join(dir, h, path), 'utf8').catch(() => undefined)));
   return new Map(hosts.map((h, i) => [h, files[i]]));
 }
@@ -106,35 +110,63 @@ interface PoolView {
   status?: { replicas?: number; conditions?: { type: string; status: string; reason?: string; message?: string }[] };
 }
 
-async function readPool(mgmt: Cluster): Promise<PoolView> {
+async function readPool(mgmt: Cluster, pool: string): Promise<PoolView> {
   const custom = mgmt.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
   return (await custom.getNamespacedCustomObject({
     group: 'kindling.dev',
     version: 'v1beta1',
     namespace: TENANT_NS,
     plural: 'nodepools',
-    name: POOL,
+    name: pool,
   })) as PoolView;
 }
 
 /** Ready, or why not: every condition of the pool that is not True, for failure messages. */
-export async function poolReady(mgmt: Cluster): Promise<true> {
-  const pool = await readPool(mgmt);
+export async function poolReady(mgmt: Cluster, name = POOL): Promise<true> {
+  const pool = await readPool(mgmt, name);
   const ready = pool.status?.conditions?.find((c) => c.type === 'Ready');
   if (ready?.status === 'True') return true;
-  const problems = (pool.status?.conditions ?? []).filter((c) => c.status !== 'True');
-  throw new Error(
-    `pool ${POOL} not Ready (${pool.status?.replicas ?? 0}/${pool.spec.replicas ?? '?'}): ${problems
-      .map((c) => `${c.type} ${c.reason ?? ''}: ${c.message ?? ''}`)
-      .join('; ')}`,
-  );
+  throw new Error(`pool ${name} not Ready ${notReady(pool)}`);
 }
 
-export async function patchPool(mgmt: Cluster, body: object): Promise<void> {
+function notReady(pool: PoolView): string {
+  const problems = (pool.status?.conditions ?? []).filter((c) => c.status !== 'True');
+  const conditions = problems.map((c) => `${c.type} ${c.reason ?? ''}: ${c.message ?? ''}`).join('; ');
+  return `(${pool.status?.replicas ?? 0}/${pool.spec.replicas ?? '?'}): ${conditions}`;
+}
+
+export async function patchPool(mgmt: Cluster, body: object, pool = POOL): Promise<void> {
   await mgmt.kubeConfig
     .makeApiClient(k8s.CustomObjectsApi)
     .patchNamespacedCustomObject(
-      { group: 'kindling.dev', version: 'v1beta1', namespace: TENANT_NS, plural: 'nodepools', name: POOL, body },
+      { group: 'kindling.dev', version: 'v1beta1', namespace: TENANT_NS, plural: 'nodepools', name: pool, body },
       k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
     );
+}
+
+export interface PoolMachine {
+  uid: string;
+  upToDate: boolean;
+}
+
+/** A pool's Machines (not being deleted): their UIDs and whether Cluster API counts them UpToDate. */
+export async function poolMachines(mgmt: Cluster, pool: string): Promise<PoolMachine[]> {
+  const { items } = (await mgmt.kubeConfig.makeApiClient(k8s.CustomObjectsApi).listNamespacedCustomObject({
+    group: 'cluster.x-k8s.io',
+    version: 'v1beta2',
+    namespace: TENANT_NS,
+    plural: 'machines',
+    labelSelector: `${LABELS.nodePool}=${pool}`,
+  })) as { items: MachineView[] };
+  return items
+    .filter((m) => !m.metadata.deletionTimestamp)
+    .map((m) => ({
+      uid: m.metadata.uid,
+      upToDate: m.status?.conditions?.some((c) => c.type === 'UpToDate' && c.status === 'True') ?? false,
+    }));
+}
+
+interface MachineView {
+  metadata: { uid: string; deletionTimestamp?: string };
+  status?: { conditions?: { type: string; status: string }[] };
 }

@@ -2,8 +2,9 @@
  * End to end on a real node (issue 25): a management cluster from the test bed with one real node — containerd,
  * the kubelet, kube-proxy, the CNI bridge and CoreDNS (test/bed/src/node.ts) — on which Kindling is installed
  * from deploy/ as Pods, with the Cluster API manager as a Pod beside it (install-capi.ts), then a tenant whose
- * hosts boot through the ignition Service (install-tenant.ts), updated in place, and Kindling upgraded in the
- * middle of that tenant's next rollout (install-rollout.ts). Only this file builds the node (test/bed/node/build.sh,
+ * hosts boot through the ignition Service (install-tenant.ts), updated in place (one pool by Kindling, one by the
+ * Cluster API manager calling the extension), and Kindling upgraded in the middle of that tenant's next rollout
+ * (install-rollout.ts). Only this file builds the node (test/bed/node/build.sh,
  * cached like the test bed).
  */
 import { after, before, describe, it } from 'node:test';
@@ -29,15 +30,18 @@ import {
   SYSTEM_NS,
   waitAvailable,
 } from './install.js';
-import { discoveredExtension, installCapiManager } from './install-capi.js';
+import { discoveredExtension, extensionHookCalls, installCapiManager } from './install-capi.js';
 import { addMotd, GenerationSampler, holdOneNode, releaseHold } from './install-rollout.js';
 import { AvailabilityWatcher } from '../../inplace-upgrader/testing/index.js';
 import { DrainWatcher } from './disruption.js';
 import {
   applyTenant,
+  CAPI_POOL,
   hostFiles,
   patchPool,
+  poolMachines,
   poolReady,
+  POOL,
   startGuest,
   startHosts,
   startReleaseRegistry,
@@ -76,8 +80,18 @@ function get(url: string): Promise<{ status: number; body: string }> {
 
 const POOL_NODES = 'kindling.dev/pool=inplace';
 const MOTD = 'Welcome to a node of an upgraded Kindling\n';
-/** Each of the tenant's payloads (release 1.36.2, 1.36.3, then 1.36.3 with the motd) at most once per Pod. */
-const PAYLOADS = 3;
+/** deploy/base's ignition-server replicas. */
+const IGNITION_PODS = 2;
+/**
+ * Payloads each ignition-server Pod must generate, by image tag. Without a shared payload repository (deploy/base's
+ * default) every Pod generates the payload of each token Secret it admits, once per (release digest, config),
+ * whichever pools share it: a container restart reads them back from its emptyDir, a new Pod starts with an
+ * empty one. The first tag's Pods generate the tenant's three: 1.36.2, 1.36.3 (both pools' Secrets of each
+ * share one payload), and 1.36.3 with the inplace pool's motd. The next tag's Pods start mid-rollout and need
+ * 1.36.3 (the capi pool's, and the inplace pool's rollout's start) and 1.36.3 with the motd; the 1.36.2 token
+ * Secrets, still in their grace period, are no longer ones their pools report, so they refuse them.
+ */
+const GENERATIONS = { [FIRST_TAG]: 3, [NEXT_TAG]: 2 } as const;
 
 async function holderOf(mgmt: Cluster, component: string): Promise<string> {
   const leases = mgmt.kubeConfig.makeApiClient(k8s.CoordinationV1Api);
@@ -98,29 +112,32 @@ async function newLeaders(mgmt: Cluster, before: string[]): Promise<void> {
 interface RolloutWatchers {
   availability: AvailabilityWatcher;
   drains: DrainWatcher;
-  generated: Map<string, number>;
-  stop(): Promise<void>;
+  stop(): void;
 }
 
-/** Independent watchers of the guest's Nodes and of the ignition server's generations, started before the rollout. */
-async function startRolloutWatchers(mgmt: Cluster, guest: Cluster, nodes: k8s.V1Node[]): Promise<RolloutWatchers> {
+/** Independent watchers of the guest's Nodes, started before the rollout. */
+async function startRolloutWatchers(guest: Cluster, nodes: k8s.V1Node[]): Promise<RolloutWatchers> {
   const names = nodes.map((n) => n.metadata?.name ?? '');
   const availability = new AvailabilityWatcher(guest.kubeConfig, names);
   const drains = new DrainWatcher(guest.kubeConfig, names);
   await Promise.all([availability.start(), drains.start()]);
-  const sampler = new GenerationSampler(mgmt);
-  await sampler.sample();
-  sampler.start();
   return {
     availability,
     drains,
-    generated: sampler.generated,
-    stop: async () => {
+    stop: () => {
       availability.stop();
       drains.stop();
-      await sampler.stop();
     },
   };
+}
+
+/** Exactly GENERATIONS per Pod of each tag, IGNITION_PODS Pods of each, and no generation by any other Pod. */
+function assertGenerations(sampler: GenerationSampler): void {
+  const all = JSON.stringify(sampler.generations);
+  for (const [tag, count] of Object.entries(GENERATIONS))
+    assert.deepEqual([...sampler.byPod(tag).values()], Array<number>(IGNITION_PODS).fill(count), `${tag}: ${all}`);
+  const total = sampler.generations.reduce((n, g) => n + g.count, 0);
+  assert.equal(total, IGNITION_PODS * (GENERATIONS[FIRST_TAG] + GENERATIONS[NEXT_TAG]), all);
 }
 
 function assertRollout(w: RolloutWatchers, nodes: k8s.V1Node[]): void {
@@ -131,10 +148,6 @@ function assertRollout(w: RolloutWatchers, nodes: k8s.V1Node[]): void {
     assert.equal(drains.cordons.get(node), 1, `${node} cordoned once`);
     assert.equal(drains.drains.get(node)?.length, 1, `${node} drained once: ${drains.drains.get(node)?.join(', ')}`);
   }
-  const generated = [...w.generated.entries()];
-  // A Pod that generated nothing has no sample (its histogram has no count yet).
-  assert.ok(generated.length >= 2, `generations sampled from the ignition-server Pods: ${generated.join('; ')}`);
-  for (const [pod, count] of generated) assert.ok(count <= PAYLOADS, `${pod} generated ${count} payloads`);
 }
 
 describe('Kindling installed from deploy/ on a real node', { timeout: 30 * MINUTES }, () => {
@@ -143,6 +156,8 @@ describe('Kindling installed from deploy/ on a real node', { timeout: 30 * MINUT
   let releases: ReleaseRegistry;
   let guest: Cluster | undefined;
   let hosts: ManagedProcess | undefined;
+  // Started once Kindling is installed, so every generation of every ignition-server container is counted.
+  let generations: GenerationSampler | undefined;
   const tenantDir = (): string => join(mgmt.dir, 'tenant');
 
   before(async () => {
@@ -157,6 +172,7 @@ describe('Kindling installed from deploy/ on a real node', { timeout: 30 * MINUT
   });
 
   after(async () => {
+    await generations?.stop();
     await hosts?.stop();
     await node?.stop();
     await guest?.stop();
@@ -192,6 +208,8 @@ describe('Kindling installed from deploy/ on a real node', { timeout: 30 * MINUT
     await waitAvailable(mgmt, 6 * MINUTES).catch(async (err: unknown) => {
       throw new Error(`Kindling's Pods:\n${await podProblems(mgmt)}`, { cause: err });
     });
+    generations = new GenerationSampler(mgmt);
+    generations.start();
   });
 
   it('when installed, each component should elect its leader by pod name', async () => {
@@ -219,7 +237,11 @@ describe('Kindling installed from deploy/ on a real node', { timeout: 30 * MINUT
     resolver.setServers([NODE_NETWORK.dnsAddress]);
     const [address] = await resolver.resolve4(IGNITION_SERVICE);
     assert.ok(address?.startsWith('10.0.0.'), `${IGNITION_SERVICE} resolved to ${address}`);
-    assert.equal(await getIgnition(address ?? '', mgmt.ca.certPem), 401);
+    // kube-proxy programs a Service's rules a moment after its endpoints are ready: refused until then.
+    const status = await eventually('the ignition Service answering', () =>
+      getIgnition(address ?? '', mgmt.ca.certPem),
+    );
+    assert.equal(status, 401);
   });
 
   it("when the Cluster API manager runs as a Pod, it should reach the extension through the ExtensionConfig's Service with the injected CA", async () => {
@@ -229,19 +251,25 @@ describe('Kindling installed from deploy/ on a real node', { timeout: 30 * MINUT
     assert.ok((config.status?.handlers ?? []).length > 0, 'the extension was discovered with no handler');
   });
 
-  it("when a tenant's pool is created, its hosts should boot from the ignition Service's name and the pool become Ready", async () => {
+  it("when a tenant's pools are created, their hosts should boot from the ignition Service's name and the pools become Ready", async () => {
     guest = await startGuest();
     hosts = await startHosts(mgmt, tenantDir());
     await applyTenant(mgmt, guest, releases.releases['1.36.2'] ?? '');
-    await eventually('the pool Ready', () => poolReady(mgmt), 8 * MINUTES, 2000).catch((err: unknown) => {
+    const ready = async (): Promise<boolean> => (await poolReady(mgmt)) && poolReady(mgmt, CAPI_POOL);
+    await eventually('the pools Ready', ready, 8 * MINUTES, 2000).catch((err: unknown) => {
       throw new Error(`hosts: ${hosts?.tail() ?? ''}`, { cause: err });
     });
-    const booted = await hostFiles(tenantDir(), 'etc/kindling/os-release');
-    assert.equal(booted.size, 6);
-    for (const [host, release] of booted) assert.equal(release, osRelease('1.36.2'), host);
-    // The stub each host booted with sends it to the ignition Service by name (--ignition-endpoint of deploy/).
-    for (const [host, stub] of await hostFiles(tenantDir(), 'run/ignition/user-data.ign'))
-      assert.match(stub ?? '', /https:\/\/kindling-ignition-server\.kindling-system\.svc(:443)?\//, host);
+    for (const [pool, size] of [
+      [POOL, 6],
+      [CAPI_POOL, 1],
+    ] as const) {
+      const booted = await hostFiles(tenantDir(), 'etc/kindling/os-release', pool);
+      assert.equal(booted.size, size, pool);
+      for (const [host, release] of booted) assert.equal(release, osRelease('1.36.2'), host);
+      // The stub each host booted with sends it to the ignition Service by name (--ignition-endpoint of deploy/).
+      for (const [host, stub] of await hostFiles(tenantDir(), 'run/ignition/user-data.ign', pool))
+        assert.match(stub ?? '', /https:\/\/kindling-ignition-server\.kindling-system\.svc(:443)?\//, host);
+    }
   });
 
   it('when the pool moves to the next release, every host should be updated in place', async () => {
@@ -258,15 +286,51 @@ describe('Kindling installed from deploy/ on a real node', { timeout: 30 * MINUT
     await eventually('the pool Ready again', () => poolReady(mgmt), 5 * MINUTES, 2000);
   });
 
-  it('when Kindling is rolled to a new image tag during an in-place rollout, every component should lead again on the new tag and the rollout complete with never more than 2 unavailable, no node drained twice, no Pod generating more payloads than the tenant has', async () => {
+  it("when the ClusterAPI-engine pool moves to the next release, the Cluster API manager's Pod should update its Machine in place through the extension's hooks behind its Service", async (t) => {
+    const before = await poolMachines(mgmt, CAPI_POOL);
+    // When each step was first seen, reported with the result: where the file's time goes.
+    const started = Date.now();
+    const reached = new Map<string, number>();
+    const at = (step: string, done: boolean): boolean => {
+      if (done && !reached.has(step)) reached.set(step, Date.now() - started);
+      return done;
+    };
+    await patchPool(mgmt, { spec: { release: { image: releases.releases['1.36.3'] } } }, CAPI_POOL);
+    await eventually(
+      'the capi host at 1.36.3, its Machine UpToDate, the pool Ready',
+      async () => {
+        const files = [...(await hostFiles(tenantDir(), 'etc/kindling/os-release', CAPI_POOL)).values()];
+        const machines = await poolMachines(mgmt, CAPI_POOL);
+        const updated = at('host at 1.36.3', files.length === 1 && files[0] === osRelease('1.36.3'));
+        const upToDate = at('Machine UpToDate', machines.length === 1 && machines.every((m) => m.upToDate));
+        const ready = at('pool Ready', await poolReady(mgmt, CAPI_POOL).catch(() => false));
+        return updated && upToDate && ready;
+      },
+      5 * MINUTES,
+      1000,
+    );
+    assert.deepEqual(
+      await poolMachines(mgmt, CAPI_POOL),
+      before.map((m) => ({ ...m, upToDate: true })),
+      'the same Machine',
+    );
+    const calls = await extensionHookCalls(mgmt);
+    const summary = JSON.stringify([...calls]);
+    t.diagnostic(`ms after the patch: ${JSON.stringify(Object.fromEntries(reached))}; hook calls: ${summary}`);
+    assert.ok((calls.get('CanUpdateMachineSet Success') ?? 0) >= 1, `the manager asked what it can update: ${summary}`);
+    assert.ok((calls.get('UpdateMachine Success') ?? 0) >= 1, `the manager had the Machine updated: ${summary}`);
+  });
+
+  it('when Kindling is rolled to a new image tag during an in-place rollout, every component should lead again on the new tag and the rollout complete with never more than 2 unavailable, no node drained twice, and each payload generated once per ignition-server Pod that needs it', async () => {
     const tenant = guest ?? assert.fail('no guest cluster');
+    const sampler = generations ?? assert.fail('no generation sampler');
     const nodes = (await tenant.kubeConfig.makeApiClient(k8s.CoreV1Api).listNode({ labelSelector: POOL_NODES })).items;
     assert.equal(nodes.length, 6);
     const before = await Promise.all(COMPONENTS.map((c) => holderOf(mgmt, c)));
     // Built and imported first: the upgrade is what happens mid-rollout, not the image build.
     await loadKindlingImage(node, NEXT_TAG);
     const held = await holdOneNode(tenant);
-    const watch = await startRolloutWatchers(mgmt, tenant, nodes);
+    const watch = await startRolloutWatchers(tenant, nodes);
     try {
       await addMotd(mgmt, MOTD);
       await eventually(
@@ -275,11 +339,15 @@ describe('Kindling installed from deploy/ on a real node', { timeout: 30 * MINUT
         3 * MINUTES,
         250,
       );
+      // Scraped before the upgrade takes them away: the old Pods have generated all they ever will.
+      await sampler.until(FIRST_TAG, IGNITION_PODS, GENERATIONS[FIRST_TAG], MINUTES);
       await applyOverlayWithTag(mgmt, NEXT_TAG);
       await waitAvailable(mgmt, 6 * MINUTES, `kindling:${NEXT_TAG}`).catch(async (err: unknown) => {
         throw new Error(`Kindling's Pods:\n${await podProblems(mgmt)}`, { cause: err });
       });
       await newLeaders(mgmt, before);
+      // Read while the rollout is held: the new Pods' generations are complete before it ends.
+      await sampler.until(NEXT_TAG, IGNITION_PODS, GENERATIONS[NEXT_TAG], MINUTES);
       assert.notEqual((await hostFiles(tenantDir(), 'etc/motd')).get(held), MOTD, `${held} updated through its budget`);
       await releaseHold(tenant);
       await eventually(
@@ -290,9 +358,11 @@ describe('Kindling installed from deploy/ on a real node', { timeout: 30 * MINUT
       );
       await eventually('the pool Ready again', () => poolReady(mgmt), 5 * MINUTES, 2000);
     } finally {
-      await watch.stop();
+      watch.stop();
     }
+    await sampler.stop();
     assertRollout(watch, nodes);
+    assertGenerations(sampler);
   });
 
   it('when installed, the NetworkPolicies should be applied', async () => {

@@ -14,7 +14,7 @@ import * as k8s from '#k8s';
 import { createApplier } from '../../support/src/apply.js';
 import { loadCertificateAuthority } from '../bed/src/pki.js';
 import { eventually, testbedBinary, type Cluster } from '../bed/src/index.js';
-import type { KubeNode } from '../bed/src/node.js';
+import { NODE_NETWORK, type KubeNode } from '../bed/src/node.js';
 
 const run = promisify(execFile);
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
@@ -159,4 +159,17 @@ function describePod(pod: k8s.V1Pod): string {
   const { phase, containerStatuses = [] } = pod.status ?? {};
   const states = containerStatuses.map((c) => JSON.stringify({ ready: c.ready, state: c.state, last: c.lastState }));
   return `${pod.metadata?.name ?? '?'}: ${phase ?? '?'} ${states.join(' ')}`;
+}
+
+/** A Pod's metrics on the ops port, fetched from inside the node's namespace (the machine has no route to Pods). */
+export async function podMetrics(ip: string): Promise<string> {
+  const { stdout } = await run('nsenter', [
+    `--net=/run/netns/${NODE_NETWORK.netns}`,
+    'curl',
+    '-sf',
+    '--max-time',
+    '2',
+    `http://${ip}:8080/metrics`,
+  ]);
+  return stdout;
 }
