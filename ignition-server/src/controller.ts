@@ -477,9 +477,9 @@ export class TokenSecretController {
   /**
    * Stamps the Secret with the time of its first fetch (kept until written: a failed write is retried). The write
    * is conditional on the Secret as indexed: another replica, or a late report of this one, may have stamped it
-   * since, and the first stamp stands. A conflict reads the Secret again and retries on what it finds.
+   * since, and the first stamp stands. A conflict reads the Secret again and tries once more on what it finds.
    */
-  async #recordReached(key: string): Promise<void> {
+  async #recordReached(key: string, again = true): Promise<void> {
     const at = this.#firstFetches.at(key);
     const entry = this.#opts.index.get(key);
     if (at === undefined || !entry || entry.secret.reachedAt) return this.#firstFetches.done(key);
@@ -491,7 +491,10 @@ export class TokenSecretController {
         k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
       );
     } catch (err) {
-      if (isConflict(err)) await this.#readOnce(key);
+      if (isConflict(err) && again) {
+        await this.#readOnce(key);
+        return this.#recordReached(key, false);
+      }
       if (!isNotFound(err)) throw new Error('failed to record the first Ignition fetch', { cause: err });
     }
     this.#firstFetches.done(key);

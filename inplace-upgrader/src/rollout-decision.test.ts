@@ -234,6 +234,12 @@ describe('planRollout', () => {
     assert.deepEqual(plan.start, []);
   });
 
+  it('when one node waits for the window and another failed, it should halt on the failure, whatever their names', () => {
+    const waits = view('a', 'degraded', { reason: 'held', desiredConfig: T, waiting: true });
+    const plan = planRollout([waits, view('b', 'degraded', { reason: 'boom', desiredConfig: T })], T, 5);
+    assert.deepEqual(plan.halted, { node: 'b', reason: 'boom' });
+  });
+
   it('when budgets hold up drains, the progress should name each node and budget after the "N of M updated" it starts with', () => {
     const blocked = (name: string, pdb: string): NodeView =>
       view(name, 'updating', { desiredConfig: T, blockedBy: `PodDisruptionBudget ${pdb}` });

@@ -199,9 +199,12 @@ function blockedProgress(nodes: readonly NodeView[]): string {
   return shown.join('') + more;
 }
 
-/** The first degraded node (by name), which halts the rollout. */
+/** The degraded node that halts the rollout: the first failed one by name, else the first waiting one. A failure
+ * is never hidden behind a node that only waits for the window: the pool's status and the health gate read it. */
 function haltedOn(nodes: readonly NodeView[]): RolloutPlan['halted'] {
-  const degraded = nodes.filter((n) => n.phase === 'degraded').sort((a, b) => a.name.localeCompare(b.name))[0];
+  const degraded = nodes
+    .filter((n) => n.phase === 'degraded')
+    .sort((a, b) => Number(a.waiting ?? false) - Number(b.waiting ?? false) || a.name.localeCompare(b.name))[0];
   if (!degraded) return undefined;
   return { node: degraded.name, reason: degraded.reason ?? '', ...(degraded.waiting ? { waiting: true } : {}) };
 }

@@ -31,8 +31,8 @@ describe('createApplier', () => {
   let server: Server;
   let kc: ApiKubeConfig;
   const seen: Seen[] = [];
-  /** The answer to the next PATCH: status and body. */
-  let answer: { status: number; body: object } = { status: 200, body: {} };
+  /** The answer to the next PATCH: status and body, or none at all. */
+  let answer: { status: number; body: object } | 'never' = { status: 200, body: {} };
 
   before(async () => {
     server = createServer((req, res) => {
@@ -43,6 +43,7 @@ describe('createApplier', () => {
         res.setHeader('Content-Type', 'application/json');
         if (req.method === 'GET') return void res.end(JSON.stringify(DISCOVERY[path] ?? {}));
         seen.push({ method: req.method ?? '', url: path, contentType: req.headers['content-type'] ?? '', body });
+        if (answer === 'never') return;
         res.statusCode = answer.status;
         res.end(JSON.stringify(answer.body));
       });
@@ -108,5 +109,20 @@ describe('createApplier', () => {
       );
     assert.equal(asRefusal(err, 'Secret', 'ns/s')?.refusal.message, 'spec.x: Invalid value');
     assert.equal(asRefusal(err, 'Secret', 'ns/s')?.refusal.code, 422);
+  });
+
+  it('when the kubeconfig has a deadline of its own and the apiserver never answers, it should give up at that deadline', async () => {
+    answer = 'never';
+    const short = new ApiKubeConfig(300);
+    short.loadFromString(kc.exportConfig());
+    const started = Date.now();
+    await assert.rejects(
+      createApplier(short, 'kindling-test').apply({
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: 's', namespace: 'ns' },
+      }),
+    );
+    assert.ok(Date.now() - started < 5_000, `gave up after ${Date.now() - started} ms`);
   });
 });

@@ -4,7 +4,7 @@
  * managers wrote are left alone.
  */
 import * as k8s from '#k8s';
-import { makeApiClient } from './kubeconfig.js';
+import { API_REQUEST_TIMEOUT_MS, ApiKubeConfig, makeApiClient } from './kubeconfig.js';
 
 interface ApplyOptions {
   /** Validate and admit without persisting (server-side dry run). */
@@ -26,7 +26,7 @@ export interface Applier {
  * authentication, connections and deadline.
  */
 class WireApplyApi extends k8s.KubernetesObjectApi {
-  static make(kc: k8s.KubeConfig, timeoutMs: number | undefined): WireApplyApi {
+  static make(kc: k8s.KubeConfig, timeoutMs: number): WireApplyApi {
     const api = makeApiClient(kc, WireApplyApi, timeoutMs);
     api.setDefaultNamespace(kc);
     return api;
@@ -58,9 +58,13 @@ class WireApplyApi extends k8s.KubernetesObjectApi {
   }
 }
 
-/** `timeoutMs`: a deadline on every request (see makeApiClient in kubeconfig.ts); the default one when absent. */
+/** `timeoutMs`: a deadline on every request (see makeApiClient in kubeconfig.ts); when absent, the kubeconfig's own
+ * (an ApiKubeConfig's requestTimeoutMs), else the default one. */
 export function createApplier(kc: k8s.KubeConfig, fieldManager: string, timeoutMs?: number): Applier {
-  const api = WireApplyApi.make(kc, timeoutMs);
+  const api = WireApplyApi.make(
+    kc,
+    timeoutMs ?? (kc instanceof ApiKubeConfig ? kc.requestTimeoutMs : API_REQUEST_TIMEOUT_MS),
+  );
   // force: Kindling is the authority for the fields it declares; conflicts with other managers on those
   // fields are resolved in its favour (server-side apply semantics for controllers).
   const query = { fieldManager, force: 'true' };

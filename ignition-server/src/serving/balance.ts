@@ -1,10 +1,10 @@
 /**
- * Keeps the serving threads' shares of the open connections even. The threads accept on one shared socket
- * (pool.ts), and whichever thread's loop is waiting when connections arrive takes all it can: a burst of
- * connections (a client opening 64 at once) can land 53 on one thread and 11 on the other, and then the
- * crowded thread's hosts wait up to five times longer than the others, whatever the cores left idle.
- * An accepted socket cannot be handed to another thread (each thread binding its own socket with `reusePort`,
- * which Node has had since 22.12, would let the kernel spread them instead: not measured yet).
+ * Keeps the serving threads' shares of the open connections even. Where the threads accept on one shared socket
+ * (pool.ts: not on Linux), whichever thread's loop is waiting when connections arrive takes all it can: a burst
+ * of connections (a client opening 64 at once) can land 53 on one thread and 11 on the other, and then the
+ * crowded thread's hosts wait up to five times longer than the others, whatever the cores left idle. With a
+ * socket per thread (`reusePort`, Linux) the kernel spreads them by a hash of the client's address and port,
+ * which is even only on average. An accepted socket cannot be handed to another thread.
  *
  * So a thread holding more than its share asks the client to reconnect: its next response carries
  * `Connection: close` (every client of the serving port, Ignition included, reconnects for its next
@@ -12,7 +12,7 @@
  * thread counts the connections it has already asked to close as gone, so one burst does not close more
  * than the excess.
  *
- * The same counts cap the connections of the process (`--max-connections`): the threads share one socket, so
+ * The same counts cap the connections of the process (`--max-connections`): the threads serve one port, so
  * a cap per thread would refuse a host on the crowded thread while the other has room. A connection counts
  * once its TLS handshake is done, as it is then that it can hold a request and a payload; counting the ones
  * still in their handshake would let anyone who opens idle sockets fill the cap and shut every host out,

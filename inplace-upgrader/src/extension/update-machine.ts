@@ -241,10 +241,12 @@ export class MachineUpdater implements MachineUpdates, ExtensionCache {
   }
 
   /** The node is Degraded towards the target: the Machine says why (read by the NodePool's status), as a failure or
-   * as a wait for the maintenance window (NodeView.waiting), and the answer backs off (update-answer.ts). */
+   * as a wait for the maintenance window (NodeView.waiting). A failure's answer backs off (update-answer.ts); a
+   * wait is asked about again at the usual pace, so the node moves on soon after the window opens. */
   async #halted(t: UpdateTarget, machine: MachineObject, view: NodeView): Promise<UpdateOutcome> {
     const failure = `${view.name}: ${view.reason ?? 'Degraded'}`;
     await this.#setFailure(machine, failure, view.waiting === true);
+    if (view.waiting) return { state: 'in-progress', message: `Node ${failure}` };
     const attempt = this.#halts.get(haltKey(t)) ?? 0;
     this.#halts.set(haltKey(t), attempt + 1);
     return {
