@@ -8,7 +8,8 @@
 //
 // Before the run, compiled tests whose .ts source is gone are removed: tsc never deletes its old output, and
 // a stale test would keep running code nobody reads. The run fails when any test was skipped or todo, even if
-// everything else passed; the runner's own output goes through untouched.
+// everything else passed; the runner's own output goes through untouched, and the failed tests are named again
+// after it, so a log read from its tail still says which failed.
 import { existsSync, globSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { tmpdir, availableParallelism } from 'node:os';
@@ -61,7 +62,7 @@ if (files.length === 0) {
 }
 const concurrency = Math.max(2, availableParallelism());
 const scratch = mkdtempSync(join(tmpdir(), 'kindling-tests-'));
-const tallyFile = join(scratch, 'skipped.jsonl');
+const tallyFile = join(scratch, 'tally.jsonl');
 // Node's own default: spec on a terminal, TAP otherwise.
 const reporter = process.stdout.isTTY ? 'spec' : 'tap';
 const result = spawnSync(
@@ -79,19 +80,24 @@ const result = spawnSync(
   ],
   { stdio: 'inherit' },
 );
-const notRun = existsSync(tallyFile)
+const tally = existsSync(tallyFile)
   ? readFileSync(tallyFile, 'utf8')
       .split('\n')
       .filter(Boolean)
       .map((l) => JSON.parse(l))
   : [];
 rmSync(scratch, { recursive: true, force: true });
+const where = (t) => (t.file ? relative('.', t.file) : 'unknown file');
+const failed = tally.filter((t) => t.kind === 'failed');
+if (failed.length > 0) {
+  console.log(`\n${failed.length} test(s) failed:`);
+  for (const t of failed) console.log(`  ${t.name} — ${where(t)}\n    ${t.reason.replaceAll('\n', '\n    ')}`);
+}
+const notRun = tally.filter((t) => t.kind !== 'failed');
 if (notRun.length > 0) {
   console.error(`\n${notRun.length} test(s) skipped or todo; every test must run:`);
   for (const t of notRun)
-    console.error(
-      `  ${t.kind}: ${t.name}${typeof t.reason === 'string' ? ` (${t.reason})` : ''} — ${t.file ? relative('.', t.file) : 'unknown file'}`,
-    );
+    console.error(`  ${t.kind}: ${t.name}${typeof t.reason === 'string' ? ` (${t.reason})` : ''} — ${where(t)}`);
   process.exit(result.status || 1);
 }
 process.exit(result.status ?? 1);

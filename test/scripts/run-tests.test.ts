@@ -84,10 +84,17 @@ describe('scripts/run-tests.js', () => {
     assert.match(run.stderr, /todo: half done \(waits on the API\)/);
   });
 
-  it('when a test fails, it should keep the runner exit code', async () => {
-    await compiledTest(root, 'd/fail.test', "it('fails', () => { throw new Error('expected'); });");
+  it('when a test fails, it should keep the runner exit code and name the test and its error after the output', async () => {
+    await compiledTest(
+      root,
+      'd/fail.test',
+      "import { describe } from 'node:test';\ndescribe('a suite', () => { it('passes', () => {}); it('fails', () => { throw new Error('expected\\nsecond line'); }); });",
+    );
     const run = await runTests(root, ['d/fail']);
     assert.equal(run.code, 1);
     assert.match(run.stdout, /^# fail 1$/m);
+    const summary = run.stdout.slice(run.stdout.lastIndexOf('# duration_ms'));
+    assert.match(summary, /1 test\(s\) failed:\n {2}fails — dist\/d\/fail\.test\.js\n {4}expected\n {4}second line/);
+    assert.doesNotMatch(summary, /a suite/, 'a suite failing only through its tests is not named again');
   });
 });
