@@ -4,14 +4,18 @@
 export default async function* tally(source) {
   for await (const event of source) {
     if (event.type !== 'test:pass' && event.type !== 'test:fail') continue;
-    const { name, file, skip, todo, details } = event.data;
-    if (skip !== undefined && skip !== false)
-      yield `${JSON.stringify({ kind: 'skipped', name, file, reason: skip })}\n`;
-    else if (todo !== undefined && todo !== false)
-      yield `${JSON.stringify({ kind: 'todo', name, file, reason: todo })}\n`;
-    else if (event.type === 'test:fail' && details?.error?.failureType !== 'subtestsFailed')
-      yield `${JSON.stringify({ kind: 'failed', name, file, reason: firstLines(details?.error) })}\n`;
+    const line = classify(event.type, event.data);
+    if (line !== undefined) yield `${JSON.stringify(line)}\n`;
   }
+}
+
+function classify(type, { name, file, skip, todo, details }) {
+  if (skip !== undefined && skip !== false) return { kind: 'skipped', name, file, reason: skip };
+  if (todo !== undefined && todo !== false) return { kind: 'todo', name, file, reason: todo };
+  // A suite fails when one of its tests does; the test is named already.
+  if (type === 'test:fail' && details?.error?.failureType !== 'subtestsFailed')
+    return { kind: 'failed', name, file, reason: firstLines(details?.error) };
+  return undefined;
 }
 
 /** The failure's own message (the runner wraps a test's error in one of its own), cut to what a summary needs. */
