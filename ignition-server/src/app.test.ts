@@ -193,6 +193,29 @@ describe('GET /ignition', () => {
     assert.equal(Number(head.headers['content-length']), expected.length);
   });
 
+  it('when a small payload is asked for at several versions, with and without join files, it should send the exact bytes of each every time', async () => {
+    const { token } = await h.secret('versions', JOIN);
+    const join = joinFor(h.index.lookup(token, 0) as TokenRef);
+    const cases = [
+      ['3.2.0', join],
+      ['3.3.0', join],
+      ['3.3.0', undefined],
+      ['3.2.0', undefined],
+      ['3.2.0', join],
+    ] as const;
+    for (const [version, joined] of cases) {
+      let r = request(h.app)
+        .get('/ignition')
+        .set('Authorization', `Bearer ${token}`)
+        .set('Accept', `application/vnd.coreos.ignition+json;version=${version}`);
+      if (!joined) r = r.set('Kindling-Join', 'omit');
+      const res = await r;
+      const expected = payloadBytes(PAYLOAD, version, joined);
+      assert.ok(Buffer.from(res.text).equals(expected), `${version}, join files ${joined ? 'in' : 'out'}`);
+      assert.equal(Number(res.headers['content-length']), expected.length);
+    }
+  });
+
   it("when the token's Secret is known by metadata only, it should have it read, then serve; a token it does not hold stays refused", async () => {
     const { token, entry } = await h.secret('unloaded');
     const { token: stranger } = await h.authority.mint({ pool: POOL, hash: 'later', ttlMs: 3_600_000 });
@@ -249,6 +272,30 @@ describe('GET /ignition', () => {
     const expired = await request(h.app).get('/ignition').set('Authorization', `Bearer ${token}`);
     assert.equal(expired.status, 401);
     assert.equal(expired.text, 'IGN_TOKEN_INVALID: invalid or expired token\n');
+  });
+
+  it('when the bearer is not of the token syntax, even as a token Secret holds it, it should answer IGN_TOKEN_MALFORMED and verify nothing', async () => {
+    const garbled = 'not a token';
+    await h.secret('garbled', { token: garbled });
+    const { token } = await h.secret('syntax');
+    let verifies = 0;
+    const app = createApp({
+      ...h.deps,
+      authority: {
+        remembered: (t) => h.authority.remembered(t),
+        verify: (t) => {
+          verifies++;
+          return h.authority.verify(t);
+        },
+      },
+    });
+    for (const auth of [`Bearer ${garbled}`, `Bearer ${token}!`, `bearer ${token}`, 'Bearer ', `Bearer ${token},x`]) {
+      const res = await request(app).get('/ignition').set('Authorization', auth);
+      assert.equal(res.status, 401, auth);
+      assert.equal(res.headers['kindling-error'], 'IGN_TOKEN_MALFORMED', auth);
+    }
+    assert.equal(verifies, 0);
+    assert.equal((await request(app).get('/ignition').set('Authorization', `Bearer ${token}`)).status, 200);
   });
 
   it('when the token Secret was deleted or its expiry annotation passed, it should answer 401', async () => {

@@ -96,15 +96,21 @@ const WILDCARDS = new Set(['*/*', 'application/*', 'application/json', IGNITION_
  */
 export function negotiateVersion(accept: string | undefined): SpecVersion | undefined {
   if (accept === undefined) return MAX_SPEC_VERSION;
+  // A header equal to the last one is compared, not hashed (each request's header is a new string).
+  if (accept === last.accept) return last.version;
   // Every host of a fleet sends one of a few Accept headers: parse each once (bounded, cleared when full).
-  if (NEGOTIATED.has(accept)) return NEGOTIATED.get(accept);
-  if (NEGOTIATED.size >= 256) NEGOTIATED.clear();
-  const version = negotiate(accept);
-  NEGOTIATED.set(accept, version);
+  let version = NEGOTIATED.get(accept);
+  if (version === undefined && !NEGOTIATED.has(accept)) {
+    if (NEGOTIATED.size >= 256) NEGOTIATED.clear();
+    version = negotiate(accept);
+    NEGOTIATED.set(accept, version);
+  }
+  last = { accept, version };
   return version;
 }
 
 const NEGOTIATED = new Map<string, SpecVersion | undefined>();
+let last: { accept?: string; version?: SpecVersion } = {};
 
 function negotiate(accept: string): SpecVersion | undefined {
   if (accept.trim() === '') return MAX_SPEC_VERSION;
