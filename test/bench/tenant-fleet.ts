@@ -199,7 +199,15 @@ export async function startComponents(env: LaunchEnv): Promise<RunningComponent[
       logFile: join(env.dir, `${name}.log`),
       env: withJemalloc(process.env),
     });
-    const pid = (): number => proc.commandPid() ?? 0;
+    // A component that exited is named with the end of its log (the run's folder is gone once the benchmark ends).
+    const pid = (): number => {
+      const found = proc.commandPid();
+      if (found === undefined) {
+        const state = proc.alive ? 'has no process under its guard' : 'exited';
+        throw new Error(`${name} ${state}; the end of its log:\n${proc.tail(40)}`);
+      }
+      return found;
+    };
     running.push({
       name,
       proc,

@@ -8,13 +8,16 @@
  * At each step the components start afresh on the tenants there are, every pool converges (status at its
  * generation, the payload verdict True), the components go quiet and settle, and then RSS and CPU are read from
  * /proc (and the V8 heap from each one's /metrics) over an idle window; with --rounds, each step is measured that many times and the medians are kept.
+ * The window is a minute, after 20 s of settling: the apiserver sends each quiet watch a bookmark about once a
+ * minute and the upgrader looks at a rollout in progress every 30 s, so a shorter window caught some of them or
+ * none; and a major GC after the start's burst (larger with more guests) fell in a window of 20 s or did not.
  * Targets: ≤ 10 MiB per guest across all components; idle CPU flat (8 guests ≤ 1.5 × 1 guest).
  *
  *   npm run build && node dist/test/bench/tenants.js [--guests 1,4,8] [--nodes 50] [--pools 2] [--more-nodes 100]
- *     [--many-pools 1000] [--settle 10] [--idle 20] [--rounds 1]
+ *     [--many-pools 1000] [--settle 20] [--idle 60] [--rounds 1]
  */
 import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import * as k8s from '#k8s';
@@ -47,8 +50,8 @@ const { values: OPTS } = parseArgs({
     pools: { type: 'string', default: '2' },
     'more-nodes': { type: 'string', default: '100' },
     'many-pools': { type: 'string', default: '1000' },
-    settle: { type: 'string', default: '10' },
-    idle: { type: 'string', default: '20' },
+    settle: { type: 'string', default: '20' },
+    idle: { type: 'string', default: '60' },
     rounds: { type: 'string', default: '1' },
   },
 });
@@ -150,8 +153,10 @@ async function measure(env: Env, label: string, guests: readonly Guest[], pools:
     (c) =>
       `${c} ${(step.rss[c] / MiB).toFixed(1)} MiB (heap ${(step.heap[c] / MiB).toFixed(1)}) ${(step.cpu[c] * 100).toFixed(2)} %`,
   ).join(', ');
+  // Every round's totals beside the medians: how far the rounds were apart.
+  const spread = rounds.map((r) => `${(total(r.rss) / MiB).toFixed(1)} MiB ${(total(r.cpu) * 100).toFixed(2)} %`);
   out(
-    `${label}: RSS ${(total(step.rss) / MiB).toFixed(1)} MiB, idle CPU ${(total(step.cpu) * 100).toFixed(2)} % of a core (${parts})`,
+    `${label}: RSS ${(total(step.rss) / MiB).toFixed(1)} MiB, idle CPU ${(total(step.cpu) * 100).toFixed(2)} % of a core (${parts}; rounds: ${spread.join(', ')})`,
   );
   return step;
 }
@@ -209,7 +214,13 @@ const growthRow = (figure: string, bytes: number, reference: string): Row => ({
   pass: undefined,
 });
 
+const load = (): string =>
+  loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ');
+
 async function main(): Promise<void> {
+  out(`load average at the start: ${load()}`);
   const mgmt = await startCluster({ name: 'mgmt', controllerManager: false });
   const dir = await mkdtemp(join(tmpdir(), 'bench-tenants-'));
   const guests: Guest[] = [];
@@ -246,6 +257,7 @@ async function main(): Promise<void> {
     }
     const steps = [...byGuests, ...(more ? [more] : []), ...(many ? [many] : [])];
     reportRows(rows(steps, byGuests, more, many));
+    out(`load average at the end: ${load()}`);
   } finally {
     await Promise.all(guests.map((g) => g.cluster.stop()));
     await mgmt.stop();
