@@ -34,6 +34,8 @@ import { MintProgress } from './mint-progress.js';
 import { ReferencedConfigMaps } from './config-maps.js';
 import { RESOURCES, type ResourceType } from '../../api/src/resources.js';
 import { keyOf, keyString } from '../../support/src/object-key.js';
+import { OwnWrites } from './own-writes.js';
+import { NODEPOOL_KIND } from '../../api/src/nodepool.js';
 
 const QUEUE_NAME = 'nodepool';
 
@@ -79,15 +81,21 @@ type Controller = ReturnType<typeof createController>;
 function watchSources(
   controller: Controller,
   opts: ControllerOptions,
-  on: { pool: (pool: NodePool, event: InformerEvent) => void; mints: MintProgress },
+  on: { pool: (pool: NodePool, event: InformerEvent) => void; mints: MintProgress; own: OwnWrites },
   configMaps: ReferencedConfigMaps,
 ): CacheSources {
   const { kubeConfig: kc, namespaces } = opts;
+  // The echo of the controller's own apply wakes nothing: the reconcile that wrote it saw it (own-writes.ts).
+  const unlessOwn =
+    <T extends k8s.KubernetesObject>(kind: string, toKeys: (o: T) => string[]) =>
+    (o: T, event: InformerEvent): string[] => {
+      const later = (): void => toKeys(o).forEach((key) => controller.queue.add(key));
+      return on.own.route(kind, o, event, later) ? toKeys(o) : [];
+    };
   const core = kc.makeApiClient(k8s.CoreV1Api);
   const custom = kc.makeApiClient(k8s.CustomObjectsApi);
   const informer = <T extends k8s.KubernetesObject>(
-    source: Pick<Source<T>, 'path' | 'list' | 'labelSelector'>,
-    toKeys: (o: T) => string[],
+    { kind, ...source }: Pick<Source<T>, 'path' | 'list' | 'labelSelector'> & { kind: string },
     onEvent?: (o: T) => void,
   ): Informer<T> =>
     // Indexed by pool: every reconcile lists its pool's Secrets and Cluster API objects several times.
@@ -95,7 +103,7 @@ function watchSources(
       kubeConfig: kc,
       namespaces,
       ...source,
-      toKeys,
+      toKeys: unlessOwn(kind, byLabel),
       onEvent,
       watchdogMs: opts.resyncMs,
       indexLabel: LABELS.nodePool,
@@ -111,12 +119,13 @@ function watchSources(
     ...customResource<NodePool>(custom, RESOURCES.nodePools),
     watchdogMs: opts.resyncMs,
     primary: true,
-    toKeys: (p) => [keyString(keyOf(p))],
+    toKeys: unlessOwn(NODEPOOL_KIND, (p: NodePool) => [keyString(keyOf(p))]),
     onEvent: on.pool,
   });
   const labelSelector = LABELS.nodePool;
   const secrets = informer<k8s.V1Secret>(
     {
+      kind: 'Secret',
       path: '/api/v1/secrets',
       labelSelector,
       list: (namespace) =>
@@ -124,13 +133,12 @@ function watchSources(
           ? core.listSecretForAllNamespaces({ labelSelector })
           : core.listNamespacedSecret({ namespace, labelSelector }),
     },
-    byLabel,
     (secret) => on.mints.observe(secret, (opts.clock ?? realClock).now()),
   );
   // Cluster API's objects and Kindling's own bootstrap provider's: a KindlingConfig's event (Cluster API cloned or
   // rewrote it) wakes its pool.
   const labelled = (resource: ResourceType): Informer<k8s.KubernetesObject> =>
-    informer(customResource(custom, { ...resource, labelSelector }), byLabel);
+    informer({ ...customResource(custom, { ...resource, labelSelector }), kind: resource.kind });
   const [machineSets, machineDeployments, healthChecks, machines, kindlingConfigs, kindlingConfigTemplates] = [
     RESOURCES.machineSets,
     RESOURCES.machineDeployments,
@@ -168,7 +176,7 @@ const templatesPart = (templates: () => TemplateCache): Part => ({
   stop: () => templates().stop(),
 });
 
-const writesCounter = (registry: Registry | undefined): Counter<'verb' | 'kind'> | undefined =>
+const writesOf = ({ registry }: ControllerOptions): Counter<'verb' | 'kind'> | undefined =>
   registry
     ? new Counter({
         name: 'kindling_nodepool_writes_total',
@@ -200,7 +208,8 @@ function referencedInputs(
 export function createNodePoolController(opts: ControllerOptions): NodePoolController {
   const { kubeConfig: kc, log } = opts;
   const core = kc.makeApiClient(k8s.CoreV1Api);
-  const writer = createWriter(kc, createApplier(kc, FIELD_MANAGERS.nodepoolController), writesCounter(opts.registry));
+  const own = new OwnWrites();
+  const writer = createWriter(kc, createApplier(kc, FIELD_MANAGERS.nodepoolController), writesOf(opts), own);
   const clock = opts.clock ?? realClock;
   const controller = createController({
     name: QUEUE_NAME,
@@ -230,7 +239,7 @@ export function createNodePoolController(opts: ControllerOptions): NodePoolContr
     if (e === 'add') approver.poolChanged(p);
   };
   const mints = new MintProgress();
-  const sources = watchSources(controller, opts, { pool: onPool, mints }, configMaps);
+  const sources = watchSources(controller, opts, { pool: onPool, mints, own }, configMaps);
   const pools = (): CacheSources['nodePools'] => sources.nodePools;
   const caches = new Caches(sources);
   const kubeConfigs = createGuestKubeConfigs((namespace, name) => core.readNamespacedSecret({ namespace, name }));

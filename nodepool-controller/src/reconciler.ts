@@ -34,6 +34,12 @@ function firstStatusCanWait(scope: Scope, outcome: Outcome | undefined): boolean
   return outcome?.allAwaiting === true && scope.pool.status?.conditions === undefined;
 }
 
+/** The rollout record is the one part of the status a reconcile decided from and the next one reads back (the
+ * gate, the rollout's strategy): the echo of a status with a new record wakes the pool; any other's does not. */
+function newRolloutRecord(pool: NodePool, status: NonNullable<NodePool['status']>): boolean {
+  return canonicalJson(status.rollout ?? null) !== canonicalJson(pool.status?.rollout ?? null);
+}
+
 export class NodePoolReconciler {
   readonly #deps: ReconcilerDeps;
 
@@ -86,7 +92,7 @@ export class NodePoolReconciler {
       status,
     } as NodePool;
     try {
-      await this.#deps.writer.applyStatus(body, this.#deps.caches.nodePools);
+      await this.#deps.writer.applyStatus(body, this.#deps.caches.nodePools, newRolloutRecord(pool, status));
     } catch (err) {
       throw new Error('failed to write the NodePool status', { cause: err });
     }

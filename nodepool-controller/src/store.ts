@@ -8,6 +8,7 @@ import type { Counter } from 'prom-client';
 import type { Applier } from '../../support/src/apply.js';
 import { asRefusal, isNotFound } from '../../support/src/errors.js';
 import { keyOf, keyString, type ObjectKey } from '../../support/src/object-key.js';
+import type { OwnWrites } from './own-writes.js';
 
 /** A minimal informer view (ResilientInformer fits). */
 export interface CacheSource<T extends k8s.KubernetesObject> {
@@ -129,15 +130,27 @@ export class OverlayCache<T extends k8s.KubernetesObject> {
 
 export interface Writer {
   apply<T extends k8s.KubernetesObject>(desired: T, cache?: OverlayCache<T>): Promise<T>;
-  applyStatus<T extends k8s.KubernetesObject>(desired: T, cache?: OverlayCache<T>): Promise<T>;
+  /** `wakeOnEcho`: the status is one the next reconcile reads back (see OwnWrites). */
+  applyStatus<T extends k8s.KubernetesObject>(desired: T, cache?: OverlayCache<T>, wakeOnEcho?: boolean): Promise<T>;
   mergePatch<T extends k8s.KubernetesObject>(target: T, patch: object, cache?: OverlayCache<T>): Promise<T>;
   remove<T extends k8s.KubernetesObject>(live: T, cache?: OverlayCache<T>): Promise<void>;
   /** Writes so far (applies, patches, deletes): the benchmark's and the no-op tests' measure. */
   readonly count: number;
 }
 
-export function createWriter(kc: k8s.KubeConfig, applier: Applier, counter?: Counter<'verb' | 'kind'>): Writer {
+/** With `own`, the applies' answers are remembered there, so their watch echoes wake no reconcile. */
+export function createWriter(
+  kc: k8s.KubeConfig,
+  applier: Applier,
+  counter?: Counter<'verb' | 'kind'>,
+  own?: OwnWrites,
+): Writer {
   const objects = k8s.KubernetesObjectApi.makeApiClient(kc);
+  const tracked = <T extends k8s.KubernetesObject>(
+    desired: T,
+    write: () => Promise<T>,
+    wakeOnEcho = false,
+  ): Promise<T> => (own ? own.track(desired.kind ?? '', desired, write, wakeOnEcho) : write());
   let count = 0;
   const record = (verb: string, obj: k8s.KubernetesObject): void => {
     count++;
@@ -149,15 +162,15 @@ export function createWriter(kc: k8s.KubeConfig, applier: Applier, counter?: Cou
     },
     async apply(desired, cache) {
       record('apply', desired);
-      const live = await applier.apply(desired).catch((err: unknown) => {
+      const live = await tracked(desired, () => applier.apply(desired)).catch((err: unknown) => {
         throw asRefusal(err, desired.kind ?? '', keyString(keyOf(desired))) ?? err;
       });
       cache?.remember(live);
       return live;
     },
-    async applyStatus(desired, cache) {
+    async applyStatus(desired, cache, wakeOnEcho) {
       record('status', desired);
-      const live = await applier.applyStatus(desired);
+      const live = await tracked(desired, () => applier.applyStatus(desired), wakeOnEcho);
       cache?.remember(live);
       return live;
     },

@@ -196,6 +196,23 @@ describe('ApiKubeConfig connections', () => {
     assert.ok(handshakes - before <= 8, `${handshakes - before} connections for 16 requests, 4 at a time`);
   });
 
+  it('when requests follow one another, it should make their connection pool once, not per request', async () => {
+    const proto = k8s.KubeConfig.prototype as unknown as { createDispatcher: (...a: unknown[]) => unknown };
+    const original = proto.createDispatcher;
+    let made = 0;
+    proto.createDispatcher = function (this: unknown, ...a: unknown[]) {
+      made++;
+      return original.apply(this, a);
+    };
+    try {
+      const core = tlsConfig(ca.certPem).makeApiClient(k8s.CoreV1Api);
+      for (let i = 0; i < 5; i++) await core.listNamespace();
+    } finally {
+      proto.createDispatcher = original;
+    }
+    assert.equal(made, 1);
+  });
+
   it("when the kubeconfig's TLS material changes, it should connect anew with it", async () => {
     const kc = tlsConfig(ca.certPem);
     const core = kc.makeApiClient(k8s.CoreV1Api);

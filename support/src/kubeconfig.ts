@@ -21,7 +21,7 @@
  * proxy), so requests ride kept-alive connections; a certificate rewritten on disk gets a new pool on its first
  * request after, as client-node re-reads the files on every request.
  */
-import { createHash } from 'node:crypto';
+import { isDeepStrictEqual } from 'node:util';
 import * as k8s from '#k8s';
 
 /** Above the apiserver's own 60 s request timeout would be pointless; half of it leaves room for a retry. */
@@ -42,56 +42,55 @@ export function setRequestGate(check: RequestGate | undefined): void {
 
 type Dispatcher = NonNullable<ReturnType<k8s.RequestContext['getDispatcher']>>;
 
+/** client-node's own (private) maker of a request's connection pool, from the kubeconfig's TLS options. */
+type MakeDispatcher = (cluster: k8s.Cluster | null, agentOptions: AgentOptions) => Dispatcher | undefined;
+type AgentOptions = Parameters<k8s.KubeConfig['createDispatcherOptions']>[1];
+type DispatcherOptions = ReturnType<k8s.KubeConfig['createDispatcherOptions']>;
+
 export class ApiKubeConfig extends k8s.KubeConfig {
   readonly requestTimeoutMs: number;
-  /** The connection pool requests share, and the TLS identity it was made for. */
-  #pool: { identity: string; dispatcher: Dispatcher } | undefined;
+  /** The connection pool requests share, and the TLS options (CA, client certificate and key, server name,
+   * proxy) it was made from. */
+  #pool: { options: DispatcherOptions; dispatcher: Dispatcher } | undefined;
 
   constructor(requestTimeoutMs = API_REQUEST_TIMEOUT_MS) {
     super();
     this.requestTimeoutMs = requestTimeoutMs;
+    // client-node makes a new pool (an undici Agent) for every request from the options it has just read; the
+    // shared one is handed out instead while those options stay the same. The method is private in
+    // client-node's typings: a release without it must fail here, not open a connection per request again.
+    const own = this as unknown as { createDispatcher?: MakeDispatcher };
+    const make = own.createDispatcher?.bind(this);
+    if (typeof make !== 'function')
+      throw new Error("client-node's KubeConfig no longer has createDispatcher: share connections another way");
+    own.createDispatcher = (cluster, agentOptions) => this.#sharedDispatcher(cluster, agentOptions, make);
   }
 
   override async applySecurityAuthentication(context: k8s.RequestContext): Promise<void> {
     const refused = gate?.();
     if (refused) throw refused;
     await super.applySecurityAuthentication(context);
-    this.#shareConnections(context);
     // Per-call middleware (withSignal) runs after this and replaces the signal with its own.
     context.setSignal(timeoutSignal(this.requestTimeoutMs));
   }
 
-  /** Swaps the pool client-node just made for this request (no socket opened yet) for the shared one. */
-  #shareConnections(context: k8s.RequestContext): void {
-    const fresh = context.getDispatcher();
+  /** The shared pool for the options client-node read for this request (files included, read on every request);
+   * a new one when they changed (a certificate rewritten on disk). */
+  #sharedDispatcher(
+    cluster: k8s.Cluster | null,
+    agentOptions: AgentOptions,
+    make: MakeDispatcher,
+  ): Dispatcher | undefined {
+    const options = this.createDispatcherOptions(cluster, agentOptions);
     // No TLS options at all (plain HTTP without a CA): client-node leaves it to fetch's global pool.
-    if (fresh === undefined) return;
-    const identity = this.#tlsIdentity();
-    if (this.#pool?.identity !== identity) {
-      // Requests in flight on the old pool finish there; close() lets them, then frees its sockets.
-      void this.#pool?.dispatcher.close().catch(() => undefined);
-      this.#pool = { identity, dispatcher: fresh.compose(http1Only) };
-    }
-    context.setDispatcher(this.#pool.dispatcher);
-  }
-
-  /** A digest of what client-node builds a request's TLS options from (read the same way, files included). */
-  #tlsIdentity(): string {
-    const cluster: Partial<k8s.Cluster> = this.getCurrentCluster() ?? {};
-    const user: Partial<k8s.User> = this.getCurrentUser() ?? {};
-    const hash = createHash('sha256');
-    for (const part of [
-      cluster.server,
-      cluster.proxyUrl,
-      cluster.tlsServerName,
-      String(cluster.skipTLSVerify),
-      k8s.bufferFromFileOrString(cluster.caFile, cluster.caData),
-      k8s.bufferFromFileOrString(user.certFile, user.certData),
-      k8s.bufferFromFileOrString(user.keyFile, user.keyData),
-    ]) {
-      hash.update(part ?? '').update('\0');
-    }
-    return hash.digest('base64');
+    if (options.type === 'none') return undefined;
+    if (this.#pool !== undefined && isDeepStrictEqual(this.#pool.options, options)) return this.#pool.dispatcher;
+    const fresh = make(cluster, agentOptions);
+    if (fresh === undefined) return undefined;
+    // Requests in flight on the old pool finish there; close() lets them, then frees its sockets.
+    void this.#pool?.dispatcher.close().catch(() => undefined);
+    this.#pool = { options, dispatcher: fresh.compose(http1Only) };
+    return this.#pool.dispatcher;
   }
 }
 

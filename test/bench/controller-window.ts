@@ -1,58 +1,53 @@
 /**
  * What the NodePool controller benchmark watches during its window besides the time: where each pool is along
  * its five writes and the ignition server's two answers (a timeline, to tell the controller's pace from the
- * server's), and, when asked, a CPU profile of the benchmark's process (the controller runs in it) over the
- * window alone.
+ * server's), and, when asked, a CPU profile of the controller's process (controller-process.ts) over the window
+ * alone.
  */
 import { writeFile } from 'node:fs/promises';
 import { Session } from 'node:inspector/promises';
-import type * as k8s from '#k8s';
-import { ANNOTATIONS, LABELS, NODEPOOL_FINALIZER, SECRET_KEYS } from '../../api/src/keys.js';
+import { NODEPOOL_FINALIZER } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
+import type { ControllerCounts } from './controller-process.js';
 
 /** Counts of pools at each step, at `t` seconds into the window. */
-interface Sample {
+interface Sample extends ControllerCounts {
   t: number;
   finalized: number;
-  tokens: number;
-  minted: number;
-  verdicts: number;
-  userData: number;
-  children: number;
   converged: number;
 }
 
 export interface WindowViews {
   pools: () => NodePool[];
-  secrets: () => k8s.V1Secret[];
-  children: () => number;
+  /** Asked of the controller's process. */
+  controller: () => Promise<ControllerCounts>;
   converged: (p: NodePool) => boolean;
 }
 
 /** Samples the views every `everyMs` until stopped; `stop` returns the timeline as lines. */
-export function sampleProgress(views: WindowViews, everyMs = 2_000): { stop: () => string[] } {
+export function sampleProgress(views: WindowViews, everyMs = 2_000): { stop: () => Promise<string[]> } {
   const started = performance.now();
   const samples: Sample[] = [];
-  const sample = (): void => {
+  let asking: Promise<void> = Promise.resolve();
+  const sample = (): Promise<void> => {
+    const t = (performance.now() - started) / 1000;
     const pools = views.pools();
-    const secrets = views.secrets();
-    const tokens = secrets.filter((s) => s.metadata?.labels?.[LABELS.tokenSecret] !== undefined);
-    samples.push({
-      t: (performance.now() - started) / 1000,
-      finalized: pools.filter((p) => p.metadata.finalizers?.includes(NODEPOOL_FINALIZER)).length,
-      tokens: tokens.length,
-      minted: tokens.filter((s) => s.data?.[SECRET_KEYS.token] !== undefined).length,
-      verdicts: tokens.filter((s) => s.metadata?.annotations?.[ANNOTATIONS.payloadReason] !== undefined).length,
-      userData: secrets.length - tokens.length,
-      children: views.children(),
-      converged: pools.filter(views.converged).length,
-    });
+    const finalized = pools.filter((p) => p.metadata.finalizers?.includes(NODEPOOL_FINALIZER)).length;
+    const converged = pools.filter(views.converged).length;
+    return views.controller().then((counts) => void samples.push({ t, finalized, converged, ...counts }));
   };
-  const timer = setInterval(sample, everyMs);
+  // One question in flight at a time: a slow answer skips a sample rather than piling them up.
+  let busy = false;
+  const timer = setInterval(() => {
+    if (busy) return;
+    busy = true;
+    asking = sample().finally(() => (busy = false));
+  }, everyMs);
   return {
-    stop: () => {
+    stop: async () => {
       clearInterval(timer);
-      sample();
+      await asking;
+      await sample();
       return [
         't (s) | finalizer | token Secret | minted | verdict | user-data | child | converged',
         ...samples.map((s) =>
@@ -65,7 +60,7 @@ export function sampleProgress(views: WindowViews, everyMs = 2_000): { stop: () 
   };
 }
 
-/** A CPU profile of this process from now until `stop`, written to `path` (Chrome DevTools' .cpuprofile). */
+/** A CPU profile of the calling process from now until `stop`, written to `path` (Chrome DevTools' .cpuprofile). */
 export async function profileCpu(path: string | undefined): Promise<{ stop: () => Promise<void> }> {
   if (path === undefined) return { stop: () => Promise.resolve() };
   const session = new Session();

@@ -11,8 +11,9 @@
  *   requests cost the apiserver, which a ConfigMap create does not tell (server-side apply of a custom
  *   resource costs it two to three times as much).
  * Also writes per pool, and writes during a forced resync of every pool (must be 0).
- * The controller runs as `kindling nodepool-controller` does (its kubeconfig loaded by loadKubeConfig), with as
- * many reconciles in flight as the floor's client has requests (32).
+ * The controller runs in a process of its own, as `kindling nodepool-controller` does (controller-process.ts: its
+ * kubeconfig loaded by loadKubeConfig, the command's young generation), with as many reconciles in flight as
+ * the floor's client has requests (32); the benchmark's creates and its watch of the pools run in this one.
  * The tokens are minted by the real `kindling ignition-server`, its own process (with a bootstrap token into the
  * guest for each, and the payload of a real release image generated once for all pools).
  *
@@ -28,18 +29,17 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import * as k8s from '#k8s';
-import { Registry } from 'prom-client';
 import { startCluster, installCapiCrds, installKindlingCrds } from '../bed/src/index.js';
 import { createLogger } from '../../support/src/logger.js';
 import { loadKubeConfig } from '../../support/src/kubeconfig.js';
 import { createApplier } from '../../support/src/apply.js';
 import { ResilientInformer } from '../../support/src/informer.js';
-import { createNodePoolController } from '../../nodepool-controller/src/controller.js';
 import { runIgnitionServer } from '../../ignition-server/testing/index.js';
 import type { NodePool } from '../../api/src/nodepool.js';
-import { LABELS, SECRET_KEYS } from '../../api/src/keys.js';
+import { SECRET_KEYS } from '../../api/src/keys.js';
 import { reportRows } from './table.js';
-import { profileCpu, sampleProgress } from './controller-window.js';
+import { sampleProgress } from './controller-window.js';
+import { startControllerProcess, type Sent } from './controller-process.js';
 
 const { values: OPTS, positionals } = parseArgs({
   allowPositionals: true,
@@ -99,33 +99,6 @@ async function rawCreateRate(core: k8s.CoreV1Api, n: number, prefix: string): Pr
   return n / ((performance.now() - started) / 1000);
 }
 
-/** A write the controller sent: server-side apply of `body` (to the status subresource when `status`). */
-interface Sent {
-  status: boolean;
-  body: k8s.KubernetesObject;
-}
-
-type Writer = ReturnType<typeof createNodePoolController>['writer'];
-
-/** Records every apply the controller's writer sends, by pool, in order. */
-function recordApplies(writer: Writer): Map<string, Sent[]> {
-  const byPool = new Map<string, Sent[]>();
-  const record = (status: boolean, body: k8s.KubernetesObject): void => {
-    const pool = body.kind === 'NodePool' ? body.metadata?.name : body.metadata?.labels?.[LABELS.nodePool];
-    const sent = byPool.get(pool ?? '') ?? [];
-    // Kept as sent: the reconciler builds each desired object afresh and never touches it after.
-    sent.push({ status, body });
-    byPool.set(pool ?? '', sent);
-  };
-  const apply = writer.apply.bind(writer);
-  const applyStatus = writer.applyStatus.bind(writer);
-  Object.assign(writer, {
-    apply: (desired: k8s.KubernetesObject, cache?: never) => (record(false, desired), apply(desired, cache)),
-    applyStatus: (desired: k8s.KubernetesObject, cache?: never) => (record(true, desired), applyStatus(desired, cache)),
-  });
-  return byPool;
-}
-
 /**
  * The controller's window, replayed by a plain client: each pool created as the benchmark creates it, then the
  * applies the controller sent for it, in order, moved into REPLAY_NS and owned by the new pool; IN_FLIGHT pools
@@ -151,14 +124,6 @@ async function replaySeconds(kc: k8s.KubeConfig, sent: Map<string, Sent[]>, rele
     }
   });
   return (performance.now() - started) / 1000;
-}
-
-/** The controller's writes by verb and kind, per pool (kindling_nodepool_writes_total). */
-async function writesByKind(registry: Registry): Promise<string> {
-  const values = (await registry.getSingleMetric('kindling_nodepool_writes_total')?.get())?.values ?? [];
-  return values
-    .map((v) => `${String(v.labels.verb)} ${String(v.labels.kind)} ${(v.value / POOLS).toFixed(2)}`)
-    .join(', ');
 }
 
 /** The pools as the API shows them, through a watch (a list of a thousand pools every moment would load the
@@ -237,58 +202,42 @@ async function round(index: number): Promise<Figures> {
       args: ['--log-level', 'warn'],
     });
     const release = ignition.releases['1.36.3'] ?? '';
-    const registry = new Registry();
-    const controller = createNodePoolController({
-      kubeConfig: kc,
+    const controller = await startControllerProcess({
+      kubeconfigPath: mgmt.kubeconfigPath,
       namespaces: [NS, REPLAY_NS],
-      log,
       workers: IN_FLIGHT,
-      registry,
-      config: {
-        ignition: { endpoint: ignition.endpoint, caPem: ignition.caPem },
-        tokenGraceMs: 7_200_000,
-        maxSkewMinors: 3,
-      },
+      ignition: { endpoint: ignition.endpoint, caPem: ignition.caPem },
     });
-    const sent = recordApplies(controller.writer);
     const pools = watchPools(kc, custom);
-    await Promise.all([controller.start(), pools.start()]);
-    const { caches } = controller;
+    await pools.start();
     const progress = sampleProgress({
       pools: () => pools.list(NS),
-      secrets: () => caches.secrets.list(NS, () => true),
-      children: () =>
-        caches.machineDeployments.list(NS, () => true).length + caches.machineSets.list(NS, () => true).length,
+      controller: () => controller.counts(NS),
       converged,
     });
-    const profile = await profileCpu(OPTS['cpu-prof'] && `${OPTS['cpu-prof']}.${index}`);
+    await controller.profile(OPTS['cpu-prof'] && `${OPTS['cpu-prof']}.${index}`);
     const started = performance.now();
     await inBatches([...Array(POOLS).keys()], IN_FLIGHT, (i) => objects.create(pool(i, release)));
     const created = performance.now();
     await pools.until(converged);
-    await controller.queue.drained();
+    await controller.drained();
     const seconds = (performance.now() - started) / 1000;
-    await profile.stop();
+    await controller.stopProfile();
     // The server's payload verdict reaches each pool's status after its token: wait for it, so that the writes
     // below count it and the resync measures the resync alone.
     await pools.until(
       (p) => p.status?.conditions?.some((c) => c.type === 'ValidGeneratedPayload' && c.status === 'True') === true,
     );
-    await controller.queue.drained();
-    const timeline = progress.stop();
+    await controller.drained();
+    const timeline = await progress.stop();
     const listed = (await core.listNamespacedSecret({ namespace: NS, labelSelector: 'kindling.dev/nodepool' })).items;
     const secrets = listed.length;
     const minted = listed.filter((s) => s.data?.[SECRET_KEYS.token] !== undefined).length;
-    const writes = controller.writer.count;
+    const { writes, byKind, reconciles, meanReconcileSeconds, events, sent } = await controller.figures(POOLS);
     // Writes the controller must make per pool: finalizer, token Secret, user-data Secret, child, status.
     const floorSeconds = (POOLS * 5) / rate;
-    const before = controller.writer.count;
-    const resyncStarted = performance.now();
-    controller.resyncAll();
-    await new Promise((r) => setTimeout(r, 100));
-    await controller.queue.drained();
-    const resyncSeconds = (performance.now() - resyncStarted) / 1000;
-    const resyncWrites = controller.writer.count - before;
+    const resync = await controller.resync();
+    const resyncWrites = resync.writes;
     await Promise.all([controller.stop(), pools.stop()]);
     await ignition.stop();
     const replayWrites = [...sent.values()].flat().length;
@@ -307,10 +256,13 @@ async function round(index: number): Promise<Figures> {
     out(
       `the same ${POOLS} pool creates and ${replayWrites} applies replayed by a plain client (${IN_FLIGHT} pools at a time): ${sameWritesSeconds.toFixed(1)} s; ratio ours/same writes: ${(seconds / sameWritesSeconds).toFixed(2)}`,
     );
-    out(`controller writes: ${writes} (${(writes / POOLS).toFixed(2)} per pool): ${await writesByKind(registry)}`);
-    out(`forced resync of all ${POOLS} pools: ${resyncWrites} writes in ${resyncSeconds.toFixed(1)} s`);
+    out(`controller writes: ${writes} (${(writes / POOLS).toFixed(2)} per pool): ${byKind}`);
     out(
-      `Events recorded on condition transitions: ${controller.events.count} (${(controller.events.count / POOLS).toFixed(2)} per pool; not in the write counts above)`,
+      `reconciles per pool, by result: ${reconciles}; a pool's reconcile took ${meanReconcileSeconds.toFixed(3)} s on average`,
+    );
+    out(`forced resync of all ${POOLS} pools: ${resyncWrites} writes in ${resync.seconds.toFixed(1)} s`);
+    out(
+      `Events recorded on condition transitions: ${events} (${(events / POOLS).toFixed(2)} per pool; not in the write counts above)`,
     );
     out(`pools at each step (the window, then until every payload verdict):\n${timeline.join('\n')}`);
     return {
