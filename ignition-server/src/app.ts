@@ -18,7 +18,7 @@ import type { Logger } from '../../support/src/logger.js';
 import { IGNITION_HEADERS } from '../../api/src/keys.js';
 import type { TokenClaims, TokenVerifier } from './tokens.js';
 import { joinFor, type TokenIndex, type TokenRef, type TokenSecretEntry } from './token-index.js';
-import { payloadChunks, smallPayloadChunks, type Payload } from './payload/payload.js';
+import { payloadChunks, type Payload } from './payload/payload.js';
 import {
   IGNITION_MEDIA_TYPE,
   SPEC_VERSIONS,
@@ -197,11 +197,7 @@ function respond(r: InFlight, a: { ref: TokenRef; version: SpecVersion; payload:
     throw new HttpError('IGN_SPEC_TOO_OLD', `${a.payload.minVersion} or newer`);
   // The pool's join material goes to hosts; the upgrader's nodes joined long ago and ask without it.
   const join = r.headers[JOIN] === 'omit' ? undefined : joinFor(a.ref);
-  const chunks =
-    a.payload.tail.length < SMALL_PAYLOAD_BYTES
-      ? smallPayloadChunks(a.payload, a.version, join)
-      : payloadChunks(a.payload, a.version, join);
-  send(r.res, chunks, a.version, r.req.method === 'HEAD');
+  send(r.res, payloadChunks(a.payload, a.version, join), a.version, r.req.method === 'HEAD');
   const { entry } = a.ref;
   if (!entry.served) {
     entry.served = true;

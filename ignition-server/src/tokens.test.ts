@@ -71,6 +71,18 @@ describe('tokens', () => {
     }
   });
 
+  it('when a signed token carries whitespace (a Secret written by a tenant), it should refuse it though its base64 decodes', async () => {
+    const auth = await createTokenAuthority(ecKeyPem(), manualClock());
+    const { token } = await auth.mint({ pool: 'ns/p', hash: 'h', ttlMs: 10_000 });
+    for (const bad of [
+      `${token} `,
+      `${token.slice(0, -10)} ${token.slice(-10)}`,
+      `${token.slice(0, -10)}\t${token.slice(-10)}`,
+    ])
+      assert.equal(await auth.verify(bad), undefined, JSON.stringify(bad.slice(-12)));
+    assert.ok(await auth.verify(token));
+  });
+
   it('when a token of the same key lacks the hash claim or has the wrong audience, it should refuse it', async () => {
     const pem = ecKeyPem();
     const auth = await createTokenAuthority(pem, manualClock());

@@ -20,42 +20,27 @@ export interface Payload {
 }
 
 /**
- * The payload's bytes at a version, as chunks (no copy of the large part). `join` (comma-led file entries,
+ * The payload's bytes at a version, as chunks (no copy of the shared bytes). `join` (comma-led file entries,
  * see join.ts) is the one per-pool part: the shared bytes stay shared, cached once per (release, config).
  */
 export function payloadChunks(p: Payload, version: SpecVersion, join?: Buffer): Buffer[] {
   const head = HEADS.get(version) as Buffer;
   if (!join) return [head, p.tail];
-  return [head, p.tail.subarray(0, p.joinAt), join, p.tail.subarray(p.joinAt)];
+  const [before, after] = splitAtJoin(p);
+  return [head, before, join, after];
 }
 
-/** A small payload's bytes before and after its join point at one version, each one buffer of this thread's own. */
-interface Parts {
-  before: Buffer;
-  after: Buffer;
-}
-
-const SMALL_PARTS = new WeakMap<Payload, Map<SpecVersion, Parts>>();
+/** Each payload's views of its bytes before and after the join point, made once rather than per request. */
+const SPLITS = new WeakMap<Payload, [Buffer, Buffer]>();
 
 /**
- * A small payload's bytes at a version, as payloadChunks, in as few chunks as the join files allow. Its bytes
- * before and after the join point are each joined once per payload and version and kept with the payload
- * (under 64 KiB each), so a request makes no view of the shared bytes and writes two or three chunks, not
- * four: each chunk is a write through the HTTP and stream layers and a look-up in the TLS layer's writev.
+ * Views, not copies: a copy per payload (or per version) on every serving thread would be memory outside the
+ * cache's budget, which a tenant can multiply by asking for each token at each version.
  */
-export function smallPayloadChunks(p: Payload, version: SpecVersion, join?: Buffer): Buffer[] {
-  let versions = SMALL_PARTS.get(p);
-  if (!versions) SMALL_PARTS.set(p, (versions = new Map<SpecVersion, Parts>()));
-  let parts = versions.get(version);
-  if (!parts) {
-    const head = HEADS.get(version) as Buffer;
-    parts = {
-      before: Buffer.concat([head, p.tail.subarray(0, p.joinAt)]),
-      after: Buffer.from(p.tail.subarray(p.joinAt)),
-    };
-    versions.set(version, parts);
-  }
-  return join ? [parts.before, join, parts.after] : [parts.before, parts.after];
+function splitAtJoin(p: Payload): [Buffer, Buffer] {
+  let split = SPLITS.get(p);
+  if (!split) SPLITS.set(p, (split = [p.tail.subarray(0, p.joinAt), p.tail.subarray(p.joinAt)]));
+  return split;
 }
 
 export function payloadBytes(p: Payload, version: SpecVersion, join?: Buffer): Buffer {
