@@ -99,6 +99,28 @@ describe('OwnWrites', () => {
     await w.fail();
     await done;
     assert.equal(e.later(), 1);
+  });
+
+  it("when a write failed, the retry's answer should not be taken for an echo (it may be someone else's version)", async () => {
+    const own = new OwnWrites();
+    await assert.rejects(own.track('Secret', secret(0), () => Promise.reject(new Error('timeout'))));
+    const e = events(own);
+    assert.equal(e.send(7), true, 'the failed write was applied after all: its event wakes');
+    // Someone else's change at 8 is on its way; the retry changes nothing and answers with 8.
+    await own.track('Secret', secret(7), () => Promise.resolve(secret(8)));
+    assert.equal(e.send(8), true);
+    await own.track('Secret', secret(8), () => Promise.resolve(secret(9)));
+    assert.equal(e.send(9), false, 'a write after one that answered is trusted again');
+    assert.equal(own.size, 0);
+  });
+
+  it('when writes change nothing again and again, it should keep a few versions, not one per write', async () => {
+    const own = new OwnWrites();
+    for (let i = 0; i < 10; i++) await own.track('Secret', secret(0), () => Promise.resolve(secret(7)));
+    for (let v = 1; v <= 10; v++) await own.track('Secret', secret(0), () => Promise.resolve(secret(10 + v)));
+    const e = events(own);
+    assert.equal(e.send(16), true, 'older than the last four of ours');
+    assert.equal(e.send(20), false);
     assert.equal(own.size, 0);
   });
 

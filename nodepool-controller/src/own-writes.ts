@@ -22,7 +22,16 @@ interface Tracked {
   ownVersions: string[];
   /** Events held until the writes in flight answer: their resourceVersion, and what waking them does. */
   held: { version: string; wake: () => void }[];
+  /**
+   * A write failed since the last that answered. It may have been applied all the same (a timeout, a reset), and
+   * the retry's answer, changing nothing then, carries the version of whatever came last, maybe someone else's
+   * change still on its way: that answer is not taken for an echo.
+   */
+  failed: boolean;
 }
+
+/** Versions awaited per object at most: a write that changes nothing brings no echo to clear its own. */
+const MAX_OWN_VERSIONS = 4;
 
 /** etcd resourceVersions are integers in practice; only used to forget an echo the watch has gone past. */
 const versionNumber = (version: string | undefined): number => Number(version ?? 0) || 0;
@@ -43,7 +52,7 @@ export class OwnWrites {
     wakeOnEcho = false,
   ): Promise<T> {
     const id = idOf(kind, obj);
-    const tracked = this.#objects.get(id) ?? { inFlight: 0, ownVersions: [], held: [] };
+    const tracked = this.#objects.get(id) ?? { inFlight: 0, ownVersions: [], held: [], failed: false };
     this.#objects.set(id, tracked);
     tracked.inFlight++;
     let answer: T | undefined;
@@ -52,9 +61,17 @@ export class OwnWrites {
       return answer;
     } finally {
       tracked.inFlight--;
-      if (answer !== undefined && !wakeOnEcho) tracked.ownVersions.push(versionOf(answer));
+      if (answer === undefined) tracked.failed = true;
+      else this.#answered(tracked, versionOf(answer), wakeOnEcho);
       this.#release(id, tracked);
     }
+  }
+
+  #answered(tracked: Tracked, version: string, wakeOnEcho: boolean): void {
+    const trusted = !wakeOnEcho && !tracked.failed;
+    tracked.failed = false;
+    if (trusted && !tracked.ownVersions.includes(version))
+      tracked.ownVersions = [...tracked.ownVersions.slice(1 - MAX_OWN_VERSIONS), version];
   }
 
   /**
@@ -75,7 +92,8 @@ export class OwnWrites {
     return false;
   }
 
-  /** Objects with a write in flight, an echo awaited or events held: the unit tests' measure of leaks. */
+  /** Objects with a write in flight, an echo awaited, events held or a failed write: the unit tests' measure of
+   * leaks. */
   get size(): number {
     return this.#objects.size;
   }
@@ -88,9 +106,9 @@ export class OwnWrites {
     if (tracked.ownVersions.length === 0) this.#drop(id, tracked);
   }
 
-  /** Forgets the object, unless a delete already did and a newer write tracks it again. */
+  /** Forgets the object, unless a delete already did and a newer write tracks it again, or a write of it failed. */
   #drop(id: string, tracked: Tracked): void {
-    if (this.#objects.get(id) === tracked) this.#objects.delete(id);
+    if (this.#objects.get(id) === tracked && !tracked.failed) this.#objects.delete(id);
   }
 
   /** An event at `version` is our echo when one of our writes returned it. The versions it passes will bring no

@@ -102,21 +102,25 @@ export async function startControllerProcess(opts: ControllerProcessOptions): Pr
   };
 }
 
-/** One request at a time in order, each answered in order: the answers come back as a queue. */
+/** Requests carry an id and their answers name it: the child answers each as soon as it is done, in any order. */
 function askerOf(child: ChildProcess): (req: Request) => Promise<unknown> {
-  const waiting: { resolve: (v: unknown) => void; reject: (e: Error) => void }[] = [];
-  child.on('message', (answer: { ok: boolean; value?: unknown; error?: string }) => {
-    const next = waiting.shift();
-    if (answer.ok) next?.resolve(answer.value);
-    else next?.reject(new Error(`controller process: ${answer.error ?? 'failed'}`));
+  const waiting = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
+  let nextId = 0;
+  child.on('message', (answer: { id: number; ok: boolean; value?: unknown; error?: string }) => {
+    const w = waiting.get(answer.id);
+    waiting.delete(answer.id);
+    if (answer.ok) w?.resolve(answer.value);
+    else w?.reject(new Error(`controller process: ${answer.error ?? 'failed'}`));
   });
   child.once('exit', (code) => {
-    for (const w of waiting.splice(0)) w.reject(new Error(`controller process exited (${String(code)})`));
+    for (const w of waiting.values()) w.reject(new Error(`controller process exited (${String(code)})`));
+    waiting.clear();
   });
   return (req) =>
     new Promise((resolve, reject) => {
-      waiting.push({ resolve, reject });
-      child.send(req);
+      const id = nextId++;
+      waiting.set(id, { resolve, reject });
+      child.send({ id, req });
     });
 }
 
@@ -183,13 +187,13 @@ async function child(opts: ControllerProcessOptions): Promise<void> {
   };
   // The benchmark gone (finished, killed by its timeout): so is its controller.
   process.once('disconnect', () => process.exit(1));
-  process.on('message', (req: Request) => {
+  process.on('message', ({ id, req }: { id: number; req: Request }) => {
     const handle = handlers[req.op] as (r: Request) => Promise<unknown>;
     void started
       .then(() => handle(req))
       .then(
-        (value) => process.send?.({ ok: true, value }, () => req.op === 'stop' && process.exit(0)),
-        (err: unknown) => process.send?.({ ok: false, error: String(err) }),
+        (value) => process.send?.({ id, ok: true, value }, () => req.op === 'stop' && process.exit(0)),
+        (err: unknown) => process.send?.({ id, ok: false, error: String(err) }),
       );
   });
 }
