@@ -87,8 +87,10 @@ export class ApiKubeConfig extends k8s.KubeConfig {
     if (this.#pool !== undefined && isDeepStrictEqual(this.#pool.options, options)) return this.#pool.dispatcher;
     const fresh = make(cluster, agentOptions);
     if (fresh === undefined) return undefined;
-    // Requests in flight on the old pool finish there; close() lets them, then frees its sockets.
-    void this.#pool?.dispatcher.close().catch(() => undefined);
+    // A request handed the old pool a moment ago may not have dispatched yet (a closed pool refuses it): it is
+    // closed once any such request has had its whole deadline; close() lets those in flight finish.
+    const old = this.#pool?.dispatcher;
+    if (old) setTimeout(() => void old.close().catch(() => undefined), this.requestTimeoutMs).unref();
     this.#pool = { options, dispatcher: fresh.compose(http1Only) };
     return this.#pool.dispatcher;
   }
