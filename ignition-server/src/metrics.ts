@@ -3,6 +3,7 @@ import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { StoreMetrics } from './payload/store.js';
 import type { SharedMetrics } from './payload/shared.js';
 import type { TokenSecretRefusal } from './token-secret-decision.js';
+import type { ThreadPauses } from './serving/pauses.js';
 
 export interface IgnitionMetrics extends StoreMetrics, SharedMetrics {
   request(code: number): void;
@@ -13,6 +14,56 @@ export interface IgnitionMetrics extends StoreMetrics, SharedMetrics {
   refusal(reason: TokenSecretRefusal): void;
   /** Sampled at scrape time. */
   watchLiveTokens(read: () => number): void;
+  /** The serving threads' pauses since the previous read, read once per scrape (serving/pauses.ts). */
+  watchThreadPauses(read: () => Promise<(ThreadPauses | undefined)[]>): void;
+}
+
+/**
+ * The serving threads' event-loop delay and GC pauses since the previous scrape, as prom-client gives the main
+ * thread's loop delay (nodejs_eventloop_lag_*): the three gauges share one read of the threads per scrape.
+ */
+function threadPauseGauges(registry: Registry): (read: () => Promise<(ThreadPauses | undefined)[]>) => void {
+  let read: () => Promise<(ThreadPauses | undefined)[]> = () => Promise.resolve([]);
+  let pending: Promise<(ThreadPauses | undefined)[]> | undefined;
+  const once = (): Promise<(ThreadPauses | undefined)[]> => (pending ??= read().finally(() => (pending = undefined)));
+  const gauge = (name: string, help: string, set: (g: Gauge, thread: string, p: ThreadPauses) => void): void =>
+    void new Gauge({
+      name,
+      help,
+      labelNames: ['thread', 'stat'],
+      registers: [registry],
+      async collect() {
+        this.reset();
+        (await once()).forEach((p, i) => p && set(this, String(i), p));
+      },
+    });
+  gauge(
+    'kindling_ignition_serving_event_loop_delay_seconds',
+    'Event-loop delay of each serving thread since the previous scrape (monitorEventLoopDelay, 10 ms resolution: an idle loop shows 0.01), by stat: p50, p99, max.',
+    (g, thread, p) => {
+      g.set({ thread, stat: 'p50' }, p.delayP50Ms / 1000);
+      g.set({ thread, stat: 'p99' }, p.delayP99Ms / 1000);
+      g.set({ thread, stat: 'max' }, p.delayMaxMs / 1000);
+    },
+  );
+  gauge(
+    'kindling_ignition_serving_gc_pause_seconds',
+    'Garbage-collector pauses of each serving thread since the previous scrape, by stat: total, max, major (the total of the full collections).',
+    (g, thread, p) => {
+      g.set({ thread, stat: 'total' }, p.gcTotalMs / 1000);
+      g.set({ thread, stat: 'max' }, p.gcMaxMs / 1000);
+      g.set({ thread, stat: 'major' }, p.gcMajorMs / 1000);
+    },
+  );
+  gauge(
+    'kindling_ignition_serving_gc_pauses',
+    'Garbage-collector pauses of each serving thread since the previous scrape, by stat: count, major (the full collections).',
+    (g, thread, p) => {
+      g.set({ thread, stat: 'count' }, p.gcCount);
+      g.set({ thread, stat: 'major' }, p.gcMajorCount);
+    },
+  );
+  return (r) => void (read = r);
 }
 
 export function createIgnitionMetrics(registry: Registry): IgnitionMetrics {
@@ -74,7 +125,9 @@ export function createIgnitionMetrics(registry: Registry): IgnitionMetrics {
       this.set(live());
     },
   });
+  const watchThreadPauses = threadPauseGauges(registry);
   return {
+    watchThreadPauses,
     request: (code) => requests.inc({ code: String(code) }),
     watchRequests: (read) => void (counted = read),
     rotation: () => rotations.inc(),

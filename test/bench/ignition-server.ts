@@ -31,7 +31,7 @@
  *   npm run bench:ignition -- [--duration 10] [--rounds 1] [--storm 2000] [--storm-configs 10]
  *     [--storm-spread 10] [--handshakes 2000] [--mid-kib 300] [--configs 100]
  *     [--secrets-per-config 10] [--config-kib 100] [--release-kib 900] [--cpu-prof <dir>] [--perf <dir>]
- *     [--only serving,storm,memory] [--payloads small,mid,bulk]
+ *     [--only serving,storm,memory] [--payloads small,mid,bulk] [--server-node-flags '<flags>']
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -60,6 +60,7 @@ import { ensureNodePool, ownedTokenSecret } from '../../ignition-server/testing/
 import { reportRows, type Row } from './table.js';
 import { buildGo, childPid, startGo, startNginx, startNode, type Reference, type Site } from './references.js';
 import { withJemalloc } from '../../support/src/malloc.js';
+import { bySecond, slowest, tracePauses, type HostTimes, type PauseSample } from './storm-trace.js';
 
 const KINDLING = fileURLToPath(new URL('../../../bin/kindling.js', import.meta.url));
 const WRK = '/usr/bin/wrk';
@@ -94,6 +95,8 @@ const OPTS = {
   payloads: new Set((textFlag('payloads') ?? 'small,mid,bulk').split(',')),
   /** During each wrk run against the server, `perf record -g` of its process is written here. */
   perfDir: textFlag('perf'),
+  /** Node or V8 flags for the server's process only (space-separated), e.g. to try a GC setting against the references. */
+  serverNodeFlags: (textFlag('server-node-flags') ?? '').split(' ').filter((f) => f !== ''),
   durationS: flag('duration', 10),
   rounds: Math.max(1, flag('rounds', 1)),
   connections: flag('connections', 64),
@@ -329,6 +332,7 @@ async function startServer(
     // As the image runs it.
     env: withJemalloc(process.env),
     args: [
+      ...OPTS.serverNodeFlags,
       ...(OPTS.cpuProfDir === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', OPTS.cpuProfDir]),
       ...(OPTS.heapSnapshotDir === undefined
         ? []
@@ -583,6 +587,8 @@ async function serving(b: Bench): Promise<Throughput[]> {
 
 /** What the Go storm client (test/bench/gostorm) prints: one entry per host or connection, -1 when lost. */
 interface GoStormOutput {
+  /** From the storm's start (storm mode). */
+  arrivedMs: number[];
   ttfbMs: number[];
   ttlbMs: number[];
   handshakeMs: number[];
@@ -607,6 +613,10 @@ interface StormResult {
   /** The server's CPU time (every thread or process) over the storm, per host. */
   cpuUsPerHost: number;
   tookMs: number;
+  /** Each host's own times, in arrival order. */
+  times: HostTimes;
+  /** Kindling's loops, second by second (storm-trace.ts). */
+  pauses: PauseSample[];
 }
 
 interface HandshakeResult {
@@ -628,8 +638,12 @@ async function goStorm(b: Bench, args: string[]): Promise<GoStormOutput> {
   return JSON.parse(stdout) as GoStormOutput;
 }
 
-/** The hosts arrive evenly over --storm-spread, each opening its own TLS connection as Ignition does. */
-async function storm(b: Bench, ref: Reference, hostsFile: string): Promise<StormResult> {
+/**
+ * The hosts arrive evenly over --storm-spread, each opening its own TLS connection as Ignition does; with the
+ * server's ops port, what its threads' loops went through, second by second.
+ */
+async function storm(b: Bench, ref: Reference, hostsFile: string, opsPort?: number): Promise<StormResult> {
+  const trace = opsPort === undefined ? undefined : await tracePauses(opsPort);
   const before = cpuSeconds(ref.pids());
   const r = await goStorm(b, [
     '--addr',
@@ -640,8 +654,11 @@ async function storm(b: Bench, ref: Reference, hostsFile: string): Promise<Storm
     `${OPTS.stormSpreadS}s`,
   ]);
   const cpu = cpuSeconds(ref.pids()) - before;
+  const pauses = (await trace?.stop()) ?? [];
   const ttlbMs = sorted(r.ttlbMs);
   return {
+    times: { arrivedMs: r.arrivedMs, handshakeMs: r.handshakeMs, ttlbMs: r.ttlbMs },
+    pauses,
     hosts: r.ttlbMs.length,
     statuses: r.statuses,
     lost: r.ttlbMs.length - ttlbMs.length,
@@ -786,7 +803,7 @@ async function bootStorm(b: Bench): Promise<Storms> {
   const hostsFile = join(b.dir, 'storm-hosts.json');
   await writeFile(hostsFile, JSON.stringify(hosts.map((h) => ({ headers: h.headers }))));
   const kindling: Reference = { name: 'kindling', port: server.port, proc: server.proc, pids: () => [server.pid] };
-  const results = new Map<string, StormResult>([['kindling', await storm(b, kindling, hostsFile)]]);
+  const results = new Map<string, StormResult>([['kindling', await storm(b, kindling, hostsFile, server.opsPort)]]);
   const recording = await firstFetchesRecorded(b, ns, kindling);
   // Each host's payload carries its own join files: the references answer each token with its own bytes.
   const sites: Site[] = [];
@@ -1107,6 +1124,14 @@ function reportStorm({ results, handshakes, recording }: Storms): void {
     `boot storm: ${OPTS.storm} hosts (a pool each, ${OPTS.stormConfigs} configs, payload ${fmt(k.payloadBytes / KiB)} KiB) arriving evenly over ${OPTS.stormSpreadS} s, each on its own new TLS connection (Go's client as Ignition's: no session resumption, X25519 then P-256; ECDSA P-256 certificate), 5xx retried with Ignition's backoff`,
   );
   for (const [name, r] of results) out(stormLine(name, r));
+  out(
+    `  by second of arrival: hosts, client handshake and last byte p99/max; for kindling, each serving thread's event-loop delay p99/max (10 ms resolution: idle shows 10) and GC pauses ms (count, longest, full collections), and the main thread's, over that second`,
+  );
+  for (const [name, r] of results) {
+    out(`  ${name}`);
+    for (const line of bySecond(r.times, r.pauses)) out(line);
+    out(`    slowest 20 (arrival: client handshake, last byte, ms): ${slowest(r.times, 20)}`);
+  }
   out(
     `  handshakes alone (${OPTS.handshakes} connections, 8 at a time, closed after the handshake), server CPU per handshake: ${[
       ...handshakes,

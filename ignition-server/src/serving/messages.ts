@@ -2,6 +2,7 @@
 import type { IndexChange } from '../token-index.js';
 import type { RequestLine } from '../app.js';
 import type { SpecVersion } from '../payload/versions.js';
+import type { ThreadPauses } from './pauses.js';
 
 /** What a serving thread starts with. */
 export interface ThreadData {
@@ -39,7 +40,8 @@ export type ToThread =
   | { t: 'evict'; key: string }
   | { t: 'listen'; address: string; fd?: number; reusePort?: boolean }
   | { t: 'reply'; id: number; error?: string }
-  | { t: 'stats'; id: number }
+  /** `pauses`: also the thread's pauses since the previous such look (pauses.ts). */
+  | { t: 'stats'; id: number; pauses?: boolean }
   | { t: 'drain'; timeoutMs: number };
 
 /** Counts since the thread started. */
@@ -48,6 +50,8 @@ export interface ThreadStats {
   requests: Record<string, number>;
   /** Payloads served from memory since the last report, by content key (the main thread's LRUs learn of it). */
   used: Record<string, number>;
+  /** When asked for. */
+  pauses?: ThreadPauses;
 }
 
 /** The first fetches a thread served lately, and their log lines, told in one message (thread.ts). */

@@ -295,6 +295,19 @@ describe('serving threads', () => {
     );
   });
 
+  it('when asked for the pauses, it should give each thread its event-loop delay and GC pauses since the last ask', async () => {
+    await pool.pauses();
+    await new Promise((r) => setTimeout(r, 100));
+    const pauses = await pool.pauses();
+    assert.equal(pauses.length, 2);
+    for (const p of pauses) {
+      assert.ok(p, 'every thread answered');
+      // Sampled every 10 ms: an idle loop shows about its resolution.
+      assert.ok(p.delayP50Ms >= 5 && p.delayP50Ms <= p.delayP99Ms && p.delayP99Ms <= p.delayMaxMs, JSON.stringify(p));
+      assert.ok(p.gcCount >= 0 && p.gcTotalMs >= p.gcMaxMs, JSON.stringify(p));
+    }
+  });
+
   it("when a token's Secret is known by metadata only, a thread should have the main thread read it, then serve", async () => {
     const p = payloads.add('c'.repeat(64), '"},"storage":{"files":[{"path":"/etc/c"}]}}');
     const { token, secret: s } = await secret('lazy', { hash: 'lazy1' });

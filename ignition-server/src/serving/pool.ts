@@ -14,6 +14,7 @@
  * all. Either way stopping drains (no keep-alive, new connections dropped, in-flight requests finished) and
  * the process's exit closes the sockets.
  */
+import { setFlagsFromString } from 'node:v8';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from '../../../support/src/logger.js';
 import type { IndexChange, TokenIndex } from '../token-index.js';
@@ -22,6 +23,7 @@ import type { PayloadObserver } from '../payload/store.js';
 import { FIRST_SERVED_MESSAGE } from '../app.js';
 import type { FirstFetches, FromThread, ThreadData, ThreadStats, ToThread } from './messages.js';
 import { ConnectionBalance } from './balance.js';
+import type { ThreadPauses } from './pauses.js';
 
 export interface ServingPoolOptions {
   threads: number;
@@ -65,6 +67,19 @@ const THREAD_MODULE = new URL('./thread.js', import.meta.url);
  */
 const REUSE_PORT = process.platform === 'linux';
 
+/**
+ * The least young generation of each serving thread, in MB per semi-space (V8 collects it by copying what is
+ * alive from one semi-space to the other). Node starts a thread's at half this and grows it only when much
+ * survives, but a host's handshake and response leave tens of KB of objects that die young, so in a boot storm (2,000
+ * hosts over 10 s) each thread collected it 3 to 8 times a second; on 2 cores shared with the apiserver and
+ * etcd some of those pauses took 20 to 50 ms, every handshake on the thread waiting behind them, and the
+ * connections alive across a collection moved to the old generation, which then needed a full collection
+ * every few seconds. At 16 MB the threads collected 0 to 2 times a second and the storm's slow seconds went;
+ * 8 MB keeps part of that for less resident memory (docs/benchmarks.md, the storm and memory rows). The main
+ * thread's heap is Node's as before: the flag is read only by isolates created after it is set.
+ */
+const YOUNG_SEMI_SPACE_MB = 8;
+
 /** The address with the port the first thread was given (the address may ask for any port, `:0`). */
 function withPort(address: string, port: number): string {
   return `${address.slice(0, address.lastIndexOf(':') + 1)}${port}`;
@@ -98,6 +113,7 @@ export class ServingPool {
     const opts = this.#opts;
     const threads = Math.max(1, opts.threads);
     this.#connections = ConnectionBalance.buffer(threads);
+    setFlagsFromString(`--min-semi-space-size=${YOUNG_SEMI_SPACE_MB}`);
     for (let i = 0; i < threads; i++) this.#threads.push(this.#spawn(i, this.#connections));
     opts.index.observe((change) => this.#queueChange(change));
     opts.store.observe({
@@ -121,8 +137,8 @@ export class ServingPool {
     opts.log.info({ threads: this.#threads.length, servingPort: this.port }, 'Serving threads accepting');
   }
 
-  /** Every thread's counts (requests by status since it started). */
-  async stats(): Promise<ThreadStats[]> {
+  /** Every thread's counts (requests by status since it started); with `pauses`, its pauses since the last look. */
+  async stats(pauses = false): Promise<ThreadStats[]> {
     this.#flush();
     return Promise.all(
       this.#threads.map(
@@ -134,7 +150,7 @@ export class ServingPool {
               clearTimeout(timer);
               resolve(s);
             });
-            t.worker.postMessage({ t: 'stats', id } satisfies ToThread);
+            t.worker.postMessage({ t: 'stats', id, pauses } satisfies ToThread);
           }),
       ),
     );
@@ -148,6 +164,11 @@ export class ServingPool {
       for (const [code, n] of Object.entries(s.requests)) sum[code] = (sum[code] ?? 0) + n;
     }
     return sum;
+  }
+
+  /** Each thread's event-loop delay and GC pauses since the last call (pauses.ts), in thread order. */
+  async pauses(): Promise<(ThreadPauses | undefined)[]> {
+    return (await this.stats(true)).map((s) => s.pauses);
   }
 
   /** Stops serving (see the module comment); the threads end with the process. */

@@ -16,6 +16,7 @@ import { createTokenVerifier } from '../tokens.js';
 import type { Payload } from '../payload/payload.js';
 import type { FirstFetches, FromThread, ThreadData, ThreadStats, ToThread } from './messages.js';
 import { ConnectionBalance } from './balance.js';
+import { watchPauses } from './pauses.js';
 
 /** How long a question to the main thread may take before the request is answered 500. */
 const ASK_TIMEOUT_MS = 30_000;
@@ -133,6 +134,7 @@ function run(port: MessagePort, data: ThreadData): void {
   const questions = asker(port);
   const reports = reporter(post);
   const share = balanced(new ConnectionBalance(data.connections, data.index, data.maxConnections));
+  const pauses = watchPauses();
   const app = createApp({
     authority: createTokenVerifier(data.publicKeyPem),
     tokens: index,
@@ -156,6 +158,10 @@ function run(port: MessagePort, data: ThreadData): void {
     now: Date.now,
     busy: share.busy,
   });
+  const answerStats = (id: number, withPauses = false): void => {
+    post({ t: 'stats', id, stats: withPauses ? { ...stats, pauses: pauses.look() } : { ...stats } });
+    stats.used = {};
+  };
   let server: HttpsServer | undefined;
   const listen = async (msg: Extract<ToThread, { t: 'listen' }>): Promise<void> => {
     server = await startHttpsServer({
@@ -186,9 +192,7 @@ function run(port: MessagePort, data: ThreadData): void {
       case 'reply':
         return questions.reply(msg.id, msg.error);
       case 'stats':
-        post({ t: 'stats', id: msg.id, stats: { requests: stats.requests, used: stats.used } });
-        stats.used = {};
-        return;
+        return answerStats(msg.id, msg.pauses);
       case 'drain':
         void (server?.drain(msg.timeoutMs) ?? Promise.resolve()).then(() => {
           reports.flush();

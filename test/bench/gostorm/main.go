@@ -3,8 +3,8 @@
 // opens a new TLS connection with no session to resume (Ignition's tls.Config sets no ClientSessionCache).
 // The hosts arrive evenly spread over --spread; each retries a 5xx or a failed connection with Ignition's
 // backoff (200 ms doubling to 5 s) until it has its 200 or --deadline passes. It prints one JSON object: per
-// host, the time from its arrival to the first and to the last byte of its 200 (-1 when lost), its client-side
-// handshake time, and the statuses seen.
+// host, when it arrived (from the storm's start), the time from its arrival to the first and to the last byte of
+// its 200 (-1 when lost), its client-side handshake time, and the statuses seen.
 //
 // --mode handshake opens --n connections, --concurrency at a time, each closed right after its handshake: what
 // the server spends on a handshake alone is its CPU time over that run divided by n.
@@ -33,6 +33,7 @@ type host struct {
 }
 
 type result struct {
+	ArrivedMs   []float64      `json:"arrivedMs"`
 	TTFBMs      []float64      `json:"ttfbMs"`
 	TTLBMs      []float64      `json:"ttlbMs"`
 	HandshakeMs []float64      `json:"handshakeMs"`
@@ -117,6 +118,7 @@ func boot(url string, h host, cfg *tls.Config, deadline time.Time, seen func(str
 
 func storm(url string, hosts []host, cfg *tls.Config, spread, limit time.Duration) result {
 	r := result{
+		ArrivedMs:   make([]float64, len(hosts)),
 		TTFBMs:      make([]float64, len(hosts)),
 		TTLBMs:      make([]float64, len(hosts)),
 		HandshakeMs: make([]float64, len(hosts)),
@@ -137,6 +139,7 @@ func storm(url string, hosts []host, cfg *tls.Config, spread, limit time.Duratio
 		go func() {
 			defer wg.Done()
 			time.Sleep(time.Until(start.Add(spread * time.Duration(i) / time.Duration(len(hosts)))))
+			r.ArrivedMs[i] = float64(time.Since(start)) / ms
 			o := boot(url, h, cfg, deadline, seen)
 			r.TTFBMs[i], r.TTLBMs[i], r.HandshakeMs[i], r.Bytes[i] = o.ttfb, o.ttlb, o.handshake, o.bytes
 		}()

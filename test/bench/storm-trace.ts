@@ -1,0 +1,148 @@
+/**
+ * Where a boot storm's tail comes from: the hosts by the second of the storm they arrived in (how many, their
+ * client handshake and last byte), the slowest hosts with their arrival, and for Kindling, second by second, what
+ * held each thread's event loop (the serving threads' delay and GC pauses, the main thread's), read from the
+ * ops port's metrics once a second (each read covers the second since the previous one).
+ */
+import { opsMetrics } from '../../ignition-server/testing/index.js';
+
+/** Per host, in the storm client's order (-1 when lost). */
+export interface HostTimes {
+  arrivedMs: number[];
+  handshakeMs: number[];
+  ttlbMs: number[];
+}
+
+/** One read of the ops port: what each thread's loop went through since the previous read, in ms. */
+export interface PauseSample {
+  /** Since the storm started. */
+  atMs: number;
+  threads: {
+    delayP99: number;
+    delayMax: number;
+    gcMs: number;
+    gcMaxMs: number;
+    gcCount: number;
+    majorMs: number;
+    majorCount: number;
+  }[];
+  main: { delayP99: number; delayMax: number; gcMs: number; gcCount: number; majorMs: number };
+}
+
+const fmt = (n: number, digits = 1): string => (Number.isFinite(n) ? n.toFixed(digits) : '-');
+
+function pctOf(xs: number[], p: number): number {
+  const s = xs.filter((x) => x >= 0).sort((a, b) => a - b);
+  return s.length === 0 ? Number.NaN : (s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] as number);
+}
+
+/** The values of a metric by their labels (`thread="0",stat="p99"`), the process's default labels left in. */
+function series(text: string, name: string): { labels: string; value: number }[] {
+  const found: { labels: string; value: number }[] = [];
+  for (const m of text.matchAll(new RegExp(`^${name}(?:\\{([^}]*)\\})? ([\\d.e+-]+|NaN)$`, 'gm')))
+    found.push({ labels: m[1] ?? '', value: Number(m[2]) });
+  return found;
+}
+
+const one = (text: string, name: string, ...labels: string[]): number =>
+  series(text, name)
+    .filter((s) => labels.every((l) => s.labels.includes(l)))
+    .reduce((sum, s) => sum + s.value, 0);
+
+function sample(text: string, atMs: number, mainGc: { ms: number; count: number; majorMs: number }): PauseSample {
+  const threads = new Set(series(text, 'kindling_ignition_serving_event_loop_delay_seconds').map((s) => s.labels));
+  const count = new Set([...threads].map((l) => /thread="(\d+)"/.exec(l)?.[1])).size;
+  const gcMs = one(text, 'nodejs_gc_duration_seconds_sum') * 1000;
+  const gcCount = one(text, 'nodejs_gc_duration_seconds_count');
+  const majorMs = one(text, 'nodejs_gc_duration_seconds_sum', 'kind="major"') * 1000;
+  const s: PauseSample = {
+    atMs,
+    threads: Array.from({ length: count }, (_, i) => {
+      const t = `thread="${i}"`;
+      return {
+        delayP99: one(text, 'kindling_ignition_serving_event_loop_delay_seconds', t, 'stat="p99"') * 1000,
+        delayMax: one(text, 'kindling_ignition_serving_event_loop_delay_seconds', t, 'stat="max"') * 1000,
+        gcMs: one(text, 'kindling_ignition_serving_gc_pause_seconds', t, 'stat="total"') * 1000,
+        gcMaxMs: one(text, 'kindling_ignition_serving_gc_pause_seconds', t, 'stat="max"') * 1000,
+        gcCount: one(text, 'kindling_ignition_serving_gc_pauses', t, 'stat="count"'),
+        majorMs: one(text, 'kindling_ignition_serving_gc_pause_seconds', t, 'stat="major"') * 1000,
+        majorCount: one(text, 'kindling_ignition_serving_gc_pauses', t, 'stat="major"'),
+      };
+    }),
+    main: {
+      delayP99: one(text, 'nodejs_eventloop_lag_p99_seconds') * 1000,
+      delayMax: one(text, 'nodejs_eventloop_lag_max_seconds') * 1000,
+      gcMs: gcMs - mainGc.ms,
+      gcCount: gcCount - mainGc.count,
+      majorMs: majorMs - mainGc.majorMs,
+    },
+  };
+  Object.assign(mainGc, { ms: gcMs, count: gcCount, majorMs });
+  return s;
+}
+
+/**
+ * Reads the server's ops port now (which starts the windows: every read resets them) and every second until
+ * stopped; stop() returns one sample per second.
+ */
+export async function tracePauses(opsPort: number): Promise<{ stop(): Promise<PauseSample[]> }> {
+  const mainGc = { ms: 0, count: 0, majorMs: 0 };
+  sample(await opsMetrics(opsPort), 0, mainGc);
+  const started = performance.now();
+  const samples: PauseSample[] = [];
+  let reading = Promise.resolve();
+  const timer = setInterval(() => {
+    reading = reading.then(async () => {
+      const text = await opsMetrics(opsPort).catch(() => '');
+      if (text !== '') samples.push(sample(text, performance.now() - started, mainGc));
+    });
+  }, 1000);
+  return {
+    async stop() {
+      clearInterval(timer);
+      await reading;
+      return samples;
+    },
+  };
+}
+
+function pausesLine(p: PauseSample | undefined): string {
+  if (!p) return '';
+  const threads = p.threads
+    .map(
+      (t, i) =>
+        `t${i} loop ${fmt(t.delayP99, 0)}/${fmt(t.delayMax, 0)} gc ${fmt(t.gcMs)} (${t.gcCount}, max ${fmt(t.gcMaxMs)}${t.majorCount > 0 ? `, major ${t.majorCount} ${fmt(t.majorMs)}` : ''})`,
+    )
+    .join(', ');
+  return ` | ${threads}; main loop ${fmt(p.main.delayP99, 0)}/${fmt(p.main.delayMax, 0)} gc ${fmt(p.main.gcMs)} (${p.main.gcCount}${p.main.majorMs > 0 ? `, major ${fmt(p.main.majorMs)}` : ''})`;
+}
+
+/** A line per second of the storm: hosts arrived, their handshake and last byte p99/max, and what the loops went through. */
+export function bySecond(r: HostTimes, pauses: PauseSample[] = []): string[] {
+  const seconds = Math.ceil(Math.max(...r.arrivedMs, 0) / 1000);
+  const lines: string[] = [];
+  for (let s = 0; s < Math.max(seconds, pauses.length); s++) {
+    const idx = r.arrivedMs.flatMap((a, i) => (a >= s * 1000 && a < (s + 1) * 1000 ? [i] : []));
+    const hs = idx.map((i) => r.handshakeMs[i] as number);
+    const lb = idx.map((i) => r.ttlbMs[i] as number);
+    const lost = lb.filter((t) => t < 0).length;
+    lines.push(
+      `    s${s} ${String(idx.length).padStart(4)} hosts${lost > 0 ? ` (${lost} lost)` : ''}, handshake p99/max ${fmt(pctOf(hs, 99))}/${fmt(pctOf(hs, 100))} ms, last byte ${fmt(pctOf(lb, 99))}/${fmt(pctOf(lb, 100))} ms${pausesLine(pauses[s])}`,
+    );
+  }
+  return lines;
+}
+
+/** The n slowest hosts to their last byte (lost first), each with its arrival and handshake. */
+export function slowest(r: HostTimes, n: number): string {
+  const order = r.ttlbMs
+    .map((t, i) => ({ i, t: t < 0 ? Number.POSITIVE_INFINITY : t }))
+    .sort((a, b) => b.t - a.t)
+    .slice(0, n);
+  return order
+    .map(
+      ({ i, t }) =>
+        `${fmt((r.arrivedMs[i] ?? Number.NaN) / 1000, 2)}s: hs ${fmt(r.handshakeMs[i] ?? Number.NaN)} last ${Number.isFinite(t) ? fmt(t) : 'lost'}`,
+    )
+    .join('; ');
+}
