@@ -15,7 +15,7 @@ import { loadKubeConfig } from '../../support/src/kubeconfig.js';
 import { createQueueMetrics } from '../../support/src/metrics.js';
 import { youngGenerationFlag } from '../../support/src/young-generation.js';
 import { createNodePoolController } from '../../nodepool-controller/src/controller.js';
-import { profileCpu } from './controller-window.js';
+import { profileCpu, type ControllerCounts } from './controller-window.js';
 
 export interface ControllerProcessOptions {
   kubeconfigPath: string;
@@ -28,15 +28,6 @@ export interface ControllerProcessOptions {
 export interface Sent {
   status: boolean;
   body: k8s.KubernetesObject;
-}
-
-/** Where the pools of `namespace` are along the controller's writes and the ignition server's answers. */
-export interface ControllerCounts {
-  tokens: number;
-  minted: number;
-  verdicts: number;
-  userData: number;
-  children: number;
 }
 
 /** What the controller did over the run. */

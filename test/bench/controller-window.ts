@@ -8,7 +8,15 @@ import { writeFile } from 'node:fs/promises';
 import { Session } from 'node:inspector/promises';
 import { NODEPOOL_FINALIZER } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
-import type { ControllerCounts } from './controller-process.js';
+
+/** Where the pools of `namespace` are along the controller's writes and the ignition server's answers. */
+export interface ControllerCounts {
+  tokens: number;
+  minted: number;
+  verdicts: number;
+  userData: number;
+  children: number;
+}
 
 /** Counts of pools at each step, at `t` seconds into the window. */
 interface Sample extends ControllerCounts {

@@ -19,5 +19,7 @@ export async function eventually<T>(
     }
     await new Promise((r) => setTimeout(r, everyMs));
   }
-  throw new Error(`timed out waiting for ${what}`, { cause: last });
+  // The runner prints the message, not always the cause: the last error goes in both, cut short.
+  const lastSeen = last === undefined ? '' : ` (last: ${String((last as Error).message ?? last).slice(0, 300)})`;
+  throw new Error(`timed out waiting for ${what}${lastSeen}`, { cause: last });
 }
