@@ -439,6 +439,8 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
     return cluster;
   } catch (err) {
     await stop();
-    throw new Error(`failed to start test-bed cluster "${opts.name}"`, { cause: err });
+    // The cause's message too: a child process's output often carries only the message.
+    const why = err instanceof Error ? err.message : String(err);
+    throw new Error(`failed to start test-bed cluster "${opts.name}": ${why}`, { cause: err });
   }
 }
