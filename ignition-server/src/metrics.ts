@@ -26,7 +26,8 @@ function threadPauseGauges(registry: Registry): (read: () => Promise<(ThreadPaus
   let read: () => Promise<(ThreadPauses | undefined)[]> = () => Promise.resolve([]);
   let pending: Promise<(ThreadPauses | undefined)[]> | undefined;
   const once = (): Promise<(ThreadPauses | undefined)[]> => (pending ??= read().finally(() => (pending = undefined)));
-  const gauge = (name: string, help: string, set: (g: Gauge, thread: string, p: ThreadPauses) => void): void =>
+  /** One gauge per thread and stat, each stat a value read from the thread's pauses. */
+  const gauge = (name: string, help: string, stats: Record<string, (p: ThreadPauses) => number>): void =>
     void new Gauge({
       name,
       help,
@@ -34,34 +35,26 @@ function threadPauseGauges(registry: Registry): (read: () => Promise<(ThreadPaus
       registers: [registry],
       async collect() {
         this.reset();
-        (await once()).forEach((p, i) => p && set(this, String(i), p));
+        (await once()).forEach((p, i) => {
+          if (!p) return;
+          for (const [stat, value] of Object.entries(stats)) this.set({ thread: String(i), stat }, value(p));
+        });
       },
     });
   gauge(
     'kindling_ignition_serving_event_loop_delay_seconds',
     'Event-loop delay of each serving thread since the previous scrape (monitorEventLoopDelay, 10 ms resolution: an idle loop shows 0.01), by stat: p50, p99, max.',
-    (g, thread, p) => {
-      g.set({ thread, stat: 'p50' }, p.delayP50Ms / 1000);
-      g.set({ thread, stat: 'p99' }, p.delayP99Ms / 1000);
-      g.set({ thread, stat: 'max' }, p.delayMaxMs / 1000);
-    },
+    { p50: (p) => p.delayP50Ms / 1000, p99: (p) => p.delayP99Ms / 1000, max: (p) => p.delayMaxMs / 1000 },
   );
   gauge(
     'kindling_ignition_serving_gc_pause_seconds',
     'Garbage-collector pauses of each serving thread since the previous scrape, by stat: total, max, major (the total of the full collections).',
-    (g, thread, p) => {
-      g.set({ thread, stat: 'total' }, p.gcTotalMs / 1000);
-      g.set({ thread, stat: 'max' }, p.gcMaxMs / 1000);
-      g.set({ thread, stat: 'major' }, p.gcMajorMs / 1000);
-    },
+    { total: (p) => p.gcTotalMs / 1000, max: (p) => p.gcMaxMs / 1000, major: (p) => p.gcMajorMs / 1000 },
   );
   gauge(
     'kindling_ignition_serving_gc_pauses',
     'Garbage-collector pauses of each serving thread since the previous scrape, by stat: count, major (the full collections).',
-    (g, thread, p) => {
-      g.set({ thread, stat: 'count' }, p.gcCount);
-      g.set({ thread, stat: 'major' }, p.gcMajorCount);
-    },
+    { count: (p) => p.gcCount, major: (p) => p.gcMajorCount },
   );
   return (r) => void (read = r);
 }

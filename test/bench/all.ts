@@ -8,11 +8,11 @@
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os';
+import { availableParallelism, cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { formatTable, parseRows, ROWS_FILE_ENV } from './table.js';
+import { formatTable, loadAverage, parseRows, ROWS_FILE_ENV } from './table.js';
 
 const BENCHES: Record<string, { script: string; args: string[] }> = {
   // Serving, boot storm, memory, restart (targets 1, 2, 3, 5).
@@ -91,20 +91,14 @@ async function main(): Promise<void> {
   }
   const dir = await mkdtemp(join(tmpdir(), 'bench-all-'));
   const rowsFile = join(dir, 'rows.jsonl');
-  const header = `machine: ${availableParallelism()} cores (${cpus()[0]?.model ?? '?'}), load average at start ${loadavg()
-    .map((l) => l.toFixed(2))
-    .join(' ')}`;
+  const header = `machine: ${availableParallelism()} cores (${cpus()[0]?.model ?? '?'}), load average at start ${loadAverage()}`;
   const failed: string[] = [];
   try {
     for (const name of names) if ((await runBench(name, rowsFile)) !== 0) failed.push(name);
     const rows = parseRows(await readFile(rowsFile, 'utf8').catch(() => ''));
     out('');
     out(header);
-    out(
-      `load average at the end: ${loadavg()
-        .map((l) => l.toFixed(2))
-        .join(' ')}`,
-    );
+    out(`load average at the end: ${loadAverage()}`);
     for (const line of formatTable(rows)) out(line);
     if (failed.length > 0) out(`benchmarks that did not finish: ${failed.join(', ')}`);
     if (failed.length > 0 || rows.some((r) => r.pass === false)) process.exitCode = 1;

@@ -38,7 +38,7 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync, readdirSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { request } from 'node:https';
-import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os';
+import { availableParallelism, cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -57,7 +57,7 @@ import { ANNOTATIONS, IGNITION_HEADERS, LABELS, SECRET_KEYS } from '../../api/sr
 import type { NodePool } from '../../api/src/nodepool.js';
 import { BASE_FRAGMENTS, ecKeyPem, opsMetrics, writeReleaseFolder } from '../../ignition-server/testing/index.js';
 import { ensureNodePool, ownedTokenSecret } from '../../ignition-server/testing/pools.js';
-import { reportRows, type Row } from './table.js';
+import { loadAverage, reportRows, type Row } from './table.js';
 import { buildGo, childPid, startGo, startNginx, startNode, type Reference, type Site } from './references.js';
 import { withJemalloc } from '../../support/src/malloc.js';
 import { bySecond, slowest, tracePauses, type HostTimes, type PauseSample } from './storm-trace.js';
@@ -1231,11 +1231,8 @@ function reportRestart(tokens: number, r: RestartResult): void {
 }
 
 async function main(): Promise<void> {
-  const load = loadavg()
-    .map((l) => fmt(l, 2))
-    .join(' ');
   out(
-    `machine: ${availableParallelism()} cores (${cpus()[0]?.model ?? '?'}), load average at start ${load}; the server runs one serving thread per core`,
+    `machine: ${availableParallelism()} cores (${cpus()[0]?.model ?? '?'}), load average at start ${loadAverage()}; the server runs one serving thread per core`,
   );
   const b = await setUp();
   try {
@@ -1247,11 +1244,7 @@ async function main(): Promise<void> {
       reportRestart(m.tokens, await restart(b, m.server, m.probe));
     }
     out('');
-    out(
-      `load average at the end: ${loadavg()
-        .map((l) => fmt(l, 2))
-        .join(' ')}`,
-    );
+    out(`load average at the end: ${loadAverage()}`);
     reportRows(rows);
   } finally {
     for (const p of b.processes.reverse()) await p.stop();

@@ -25,7 +25,7 @@
  *   npx tsc -p . && node dist/test/bench/nodepool-controller.js [pools] [--rounds 1] [--cpu-prof FILE]
  */
 import { mkdtemp, rm } from 'node:fs/promises';
-import { loadavg, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import * as k8s from '#k8s';
@@ -37,7 +37,7 @@ import { ResilientInformer } from '../../support/src/informer.js';
 import { runIgnitionServer } from '../../ignition-server/testing/index.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 import { SECRET_KEYS } from '../../api/src/keys.js';
-import { reportRows } from './table.js';
+import { loadAverage, reportRows } from './table.js';
 import { sampleProgress } from './controller-window.js';
 import { startControllerProcess, type Sent } from './controller-process.js';
 
@@ -289,14 +289,10 @@ const median = (values: number[]): number => {
 };
 
 async function main(): Promise<void> {
-  const load = (): string =>
-    loadavg()
-      .map((l) => l.toFixed(2))
-      .join(', ');
-  out(`load average at the start: ${load()}`);
+  out(`load average at the start: ${loadAverage()}`);
   const rounds: Figures[] = [];
   for (let i = 0; i < ROUNDS; i++) rounds.push(await round(i));
-  out(`load average at the end: ${load()}`);
+  out(`load average at the end: ${loadAverage()}`);
   const m = (key: keyof Figures): number => median(rounds.map((r) => r[key]));
   const [seconds, floorSeconds, sameWritesSeconds, perPool] = [
     m('seconds'),

@@ -4,6 +4,7 @@
  * so the runner prints every benchmark's rows in one table at the end.
  */
 import { appendFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 
 export interface Row {
   figure: string;
@@ -17,6 +18,12 @@ export interface Row {
 }
 
 export const ROWS_FILE_ENV = 'BENCH_ROWS_FILE';
+
+/** The machine's 1, 5 and 15 minute load averages, as each benchmark prints them at its start and end. */
+export const loadAverage = (): string =>
+  loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ');
 
 const fmt = (n: number, digits = 0): string => n.toFixed(digits);
 

@@ -17,14 +17,14 @@
  *     [--many-pools 1000] [--settle 20] [--idle 60] [--rounds 1]
  */
 import { mkdtemp, rm } from 'node:fs/promises';
-import { loadavg, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import * as k8s from '#k8s';
 import type { NodePool } from '../../api/src/nodepool.js';
 import { writeIgnitionServerFiles, type IgnitionServerFiles } from '../../ignition-server/testing/index.js';
 import { eventually, installCapiCrds, installKindlingCrds, startCluster, type Cluster } from '../bed/src/index.js';
-import { reportRows, type Row } from './table.js';
+import { loadAverage, reportRows, type Row } from './table.js';
 import {
   addGuest,
   addPools,
@@ -214,13 +214,8 @@ const growthRow = (figure: string, bytes: number, reference: string): Row => ({
   pass: undefined,
 });
 
-const load = (): string =>
-  loadavg()
-    .map((l) => l.toFixed(2))
-    .join(' ');
-
 async function main(): Promise<void> {
-  out(`load average at the start: ${load()}`);
+  out(`load average at the start: ${loadAverage()}`);
   const mgmt = await startCluster({ name: 'mgmt', controllerManager: false });
   const dir = await mkdtemp(join(tmpdir(), 'bench-tenants-'));
   const guests: Guest[] = [];
@@ -257,7 +252,7 @@ async function main(): Promise<void> {
     }
     const steps = [...byGuests, ...(more ? [more] : []), ...(many ? [many] : [])];
     reportRows(rows(steps, byGuests, more, many));
-    out(`load average at the end: ${load()}`);
+    out(`load average at the end: ${loadAverage()}`);
   } finally {
     await Promise.all(guests.map((g) => g.cluster.stop()));
     await mgmt.stop();
