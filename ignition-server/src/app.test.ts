@@ -160,7 +160,7 @@ describe('GET /ignition', () => {
   });
 
   it('when the payload is large and join files are spliced in, it should send the same bytes as the small path would, with its length', async () => {
-    const big = `"},"storage":{"files":[{"path":"/opt/big","contents":{"source":"data:,${'x'.repeat(300_000)}"}}]},"systemd":{"units":[{"name":"${'u'.repeat(70_000)}"}]}}`;
+    const big = `"},"storage":{"files":[{"path":"/opt/big","contents":{"source":"data:,${'x'.repeat(600_000)}"}}]},"systemd":{"units":[{"name":"${'u'.repeat(70_000)}"}]}}`;
     const joinAt = big.indexOf(']},"systemd"');
     const payload: Payload = { key: 'c'.repeat(64), minVersion: '3.0.0', tail: Buffer.from(big), joinAt };
     const deps: AppDeps = {
