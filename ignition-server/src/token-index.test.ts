@@ -101,6 +101,7 @@ describe('token index', () => {
     index.verified('forged', claims);
     assert.equal(copy.lookup('token-a', 0)?.claims, claims);
     assert.equal(copy.lookup('forged', 0), undefined, 'a token no Secret holds gets no slot');
+    (copy.lookup('token-a', 0) as TokenRef).entry.served = true;
     const rendered = joinFor(copy.lookup('token-a', 0) as TokenRef);
     copy.upsert(secret('a', { ...join, reachedAt: 'now', resourceVersion: '2' }));
     assert.equal(copy.lookup('token-a', 0)?.claims, claims, 'claims outlive an update');
@@ -110,5 +111,20 @@ describe('token index', () => {
     copy.upsert(secret('a', { token: 'token-b', rotatedToken: 'token-a', resourceVersion: '4' }));
     assert.equal(copy.lookup('token-a', 0)?.claims, claims, 'a rotated token keeps its claims');
     assert.equal(copy.lookup('token-b', 0)?.claims, undefined, 'a new token is verified on its own');
+  });
+
+  it("when a token's Secret was not served before, it should render its join files without keeping them, and keep them from its second fetch on", () => {
+    const index = new TokenIndex();
+    index.upsert(
+      secret('a', { bootstrapToken: 'abcdef.0123456789abcdef', joinServer: 'https://g:6443', joinCa: 'CA' }),
+    );
+    const ref = index.lookup('token-a', 0) as TokenRef;
+    const first = joinFor(ref);
+    assert.ok(first, 'a first fetch gets its join files');
+    assert.equal(ref.join, undefined, 'a first fetch keeps nothing: a booting host fetches once');
+    ref.entry.served = true;
+    const second = joinFor(ref);
+    assert.deepEqual(second, first, 'the same files');
+    assert.equal(joinFor(ref), second, 'kept from the second fetch on');
   });
 });

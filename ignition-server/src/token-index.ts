@@ -66,7 +66,7 @@ export interface TokenRef {
   entry: TokenSecretEntry;
   /** The token's claims once its signature was verified (on the main thread as it was indexed, or here). */
   claims?: TokenClaims;
-  /** The join files of this token, rendered on first use; null when the Secret has no join material for it. */
+  /** The join files of this token, kept once its Secret was served before (joinFor); null when it has none. */
   join?: Buffer | null;
 }
 
@@ -80,7 +80,13 @@ function joinInputs(s: TokenSecret, token: string): string | undefined {
   return bootstrapToken && s.joinServer && s.joinCa ? `${bootstrapToken}\0${s.joinServer}\0${s.joinCa}` : undefined;
 }
 
-/** The join files a host presenting the token gets: undefined when the Secret has no join material for it. */
+/**
+ * The join files a host presenting the token gets: undefined when the Secret has no join material for it.
+ * They are kept on the token once its Secret was served before (a host fetching again, a keep-alive client),
+ * not on a first fetch: a booting host fetches once, and in a boot storm the join files kept for every host
+ * (about 4.5 KB each, in memory of their own) were most of what grew a serving thread's heap, so that it ran
+ * a full collection every 2 to 6 s in the middle of the storm (docs/benchmarks.md, the storm row).
+ */
 export function joinFor(ref: TokenRef): Buffer | undefined {
   if (ref.join !== undefined) return ref.join ?? undefined;
   const s = ref.entry.secret;
@@ -89,7 +95,7 @@ export function joinFor(ref: TokenRef): Buffer | undefined {
     bootstrapToken && s.joinServer && s.joinCa
       ? joinFileBytes({ server: s.joinServer, caPem: s.joinCa, bootstrapToken })
       : undefined;
-  ref.join = bytes ?? null;
+  if (ref.entry.served) ref.join = bytes ?? null;
   return bytes;
 }
 

@@ -7,8 +7,9 @@
  *     per request of each (the CPU time per request holds still when other work shares the cores; req/s
  *     does not);
  *  2. boot storm: N (2,000) token Secrets, each of its own pool, over 10 configs (10 payloads of ~300 KB),
- *     minted and generated; the hosts arrive evenly over 10 s, each a Go client opening a new TLS connection as
- *     Ignition does (gostorm): every host must end with 200; time from each host's arrival to the last byte of
+ *     minted and generated; every server first gets the same warm-up (20 other hosts fetching 5 times each,
+ *     a new connection per fetch, within 1 s, then 15 s idle: see warmUp); then the hosts arrive evenly over
+ *     10 s, each a Go client opening a new TLS connection as Ignition does (gostorm): every host must end with 200; time from each host's arrival to the last byte of
  *     its 200, p50/p99, against the Go reference and plain node:https on the same storm; every host's first
  *     fetch recorded on its Secret (the server writes them after the burst: when, and at what CPU cost); then
  *     each server's CPU time per TLS handshake alone (the certificate is ECDSA P-256, as the test bed issues it);
@@ -585,6 +586,15 @@ async function serving(b: Bench): Promise<Throughput[]> {
   return results;
 }
 
+/** The storm's warm-up (warmUp): hosts of its own, fetches by each, and the idle time after it. */
+const WARM_HOSTS = 20;
+const WARM_FETCHES = 5;
+/**
+ * Longer than V8's memory reducer waits after a busy spell (8 s) before it collects an idle heap: with 3 s,
+ * Kindling's threads were in that collection as the storm began, which a server up for hours is not.
+ */
+const WARM_IDLE_MS = 15_000;
+
 /** What the Go storm client (test/bench/gostorm) prints: one entry per host or connection, -1 when lost. */
 interface GoStormOutput {
   /** From the storm's start (storm mode). */
@@ -698,15 +708,20 @@ interface StormHost {
   headers: Record<string, string>;
   pool: string;
   token: string;
+  /** Its token Secret's name. */
+  secret: string;
 }
 
-/** N token Secrets, one per pool, over --storm-configs configs of the ~300 KiB release, each minted. */
-async function stormHosts(b: Bench, ns: string): Promise<StormHost[]> {
-  const specs = Array.from({ length: OPTS.storm }, (_, i) => {
+/**
+ * `count` token Secrets, one per pool (`<prefix>NNNNN`), over --storm-configs configs of the ~300 KiB release,
+ * each minted.
+ */
+async function stormHosts(b: Bench, ns: string, prefix: string, count: number): Promise<StormHost[]> {
+  const specs = Array.from({ length: count }, (_, i) => {
     const c = i % OPTS.stormConfigs;
     return {
       namespace: ns,
-      pool: `pool${String(i).padStart(5, '0')}`,
+      pool: `${prefix}${String(i).padStart(5, '0')}`,
       config: [machineConfig(`50-storm-${c}`, `/etc/storm-${c}`, 0)],
       release: b.releases.mid,
     };
@@ -732,6 +747,7 @@ async function stormHosts(b: Bench, ns: string): Promise<StormHost[]> {
     headers: ignitionHeaders(tokens[i] as string, `${ns}/${s.pool}`, secrets[i]?.hash ?? ''),
     pool: `${ns}/${s.pool}`,
     token: tokens[i] as string,
+    secret: secrets[i]?.name ?? '',
   }));
 }
 
@@ -771,22 +787,48 @@ interface Recording {
  * Waits until every storm Secret carries its first-fetch stamp (none lost; the server writes them once the
  * burst is over), before anything else runs on the machine: what writing them took, and cost.
  */
-async function firstFetchesRecorded(b: Bench, ns: string, ref: Reference): Promise<Recording> {
+async function firstFetchesRecorded(b: Bench, hosts: StormHost[], ref: Reference): Promise<Recording> {
   const started = performance.now();
   const before = cpuSeconds(ref.pids());
+  const recorded = await stamped(b, hosts);
+  const cpu = cpuSeconds(ref.pids()) - before;
+  return { recorded, afterMs: performance.now() - started, cpuUsPerHost: (cpu * 1e6) / hosts.length };
+}
+
+/** How many of the hosts' token Secrets carry their first-fetch stamp, once all do (or after 3 minutes). */
+async function stamped(b: Bench, hosts: StormHost[]): Promise<number> {
+  const [ns] = (hosts[0]?.pool ?? '').split('/');
+  const names = new Set(hosts.map((h) => h.secret));
   let recorded = 0;
   await eventually(
-    'every first fetch of the storm recorded',
+    `${hosts.length} first fetches recorded`,
     async () => {
-      const list = await b.core.listNamespacedSecret({ namespace: ns, labelSelector: LABELS.tokenSecret });
-      recorded = list.items.filter((s) => s.metadata?.annotations?.[ANNOTATIONS.ignitionReachedAt]).length;
-      return recorded >= OPTS.storm ? true : undefined;
+      const list = await b.core.listNamespacedSecret({ namespace: ns ?? '', labelSelector: LABELS.tokenSecret });
+      recorded = list.items.filter(
+        (s) => names.has(s.metadata?.name ?? '') && s.metadata?.annotations?.[ANNOTATIONS.ignitionReachedAt],
+      ).length;
+      return recorded >= hosts.length ? true : undefined;
     },
     180_000,
     1000,
   ).catch(() => undefined);
-  const cpu = cpuSeconds(ref.pids()) - before;
-  return { recorded, afterMs: performance.now() - started, cpuUsPerHost: (cpu * 1e6) / OPTS.storm };
+  return recorded;
+}
+
+/**
+ * The same warm-up for every server before its storm, as a server in production has been up for hours
+ * before one: WARM_HOSTS hosts of their own (not the storm's, whose fetches must be first fetches), each
+ * fetching WARM_FETCHES times, all over new connections from the storm's client within a second; with a
+ * connection per fetch, each of Kindling's serving threads takes some of them (the kernel spreads
+ * connections over its sockets). Then, once `settled` (Kindling's: the warm hosts' first fetches written, so
+ * that none is written during the storm), the server is left idle for WARM_IDLE_MS.
+ */
+async function warmUp(b: Bench, ref: Reference, warmFile: string, settled?: () => Promise<void>): Promise<void> {
+  const r = await goStorm(b, ['--addr', `127.0.0.1:${ref.port}`, '--hosts', warmFile, '--spread', '1s']);
+  const failed = r.ttlbMs.filter((t) => t < 0).length;
+  if (failed > 0) throw new Error(`${ref.name}: ${failed} of the warm-up's fetches failed`);
+  await settled?.();
+  await new Promise((resolve) => setTimeout(resolve, WARM_IDLE_MS));
 }
 
 /**
@@ -798,16 +840,26 @@ async function firstFetchesRecorded(b: Bench, ns: string, ref: Reference): Promi
 async function bootStorm(b: Bench): Promise<Storms> {
   const ns = 'storm';
   const server = await startServer(b, 'server-storm', ns);
-  const hosts = await stormHosts(b, ns);
+  const hosts = await stormHosts(b, ns, 'pool', OPTS.storm);
+  const warm = await stormHosts(b, ns, 'warm', WARM_HOSTS);
   await payloadsGenerated(server, OPTS.stormConfigs);
   const hostsFile = join(b.dir, 'storm-hosts.json');
   await writeFile(hostsFile, JSON.stringify(hosts.map((h) => ({ headers: h.headers }))));
+  const warmFile = join(b.dir, 'warm-hosts.json');
+  const warmFetches = Array.from({ length: WARM_FETCHES }, () => warm.map((h) => ({ headers: h.headers })));
+  await writeFile(warmFile, JSON.stringify(warmFetches.flat()));
   const kindling: Reference = { name: 'kindling', port: server.port, proc: server.proc, pids: () => [server.pid] };
+  // The warm-up's first fetches written before the storm: their patches are not the storm's load.
+  await warmUp(b, kindling, warmFile, async () => {
+    const written = await stamped(b, warm);
+    if (written < warm.length)
+      throw new Error(`kindling: ${written} of the warm-up's ${warm.length} first fetches written`);
+  });
   const results = new Map<string, StormResult>([['kindling', await storm(b, kindling, hostsFile, server.opsPort)]]);
-  const recording = await firstFetchesRecorded(b, ns, kindling);
+  const recording = await firstFetchesRecorded(b, hosts, kindling);
   // Each host's payload carries its own join files: the references answer each token with its own bytes.
   const sites: Site[] = [];
-  await inBatches(hosts, 20, async (h) => {
+  await inBatches([...hosts, ...warm], 20, async (h) => {
     const file = join(b.dir, `storm-${h.pool.replace('/', '-')}`);
     await writeFile(file, (await fetched(b, server.port, h.headers)).body as Buffer);
     sites.push({ token: h.token, pool: h.pool, payload: file });
@@ -827,6 +879,7 @@ async function bootStorm(b: Bench): Promise<Storms> {
   };
   for (const ref of [go, bare]) {
     await checkReference(b, ref, probe);
+    await warmUp(b, ref, warmFile);
     results.set(ref.name, await storm(b, ref, hostsFile));
   }
   const handshakes = new Map<string, HandshakeResult>();
