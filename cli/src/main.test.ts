@@ -69,7 +69,7 @@ describe('kindling main', () => {
     assert.equal(loads, 2);
   });
 
-  it('when a long-running component starts in a restartable Node, it should restart with its young-generation cap before importing it', async () => {
+  it('when a long-running component starts in a restartable Node, it should restart with its V8 heap flags before importing it', async () => {
     let loads = 0;
     const drainer = lazyCommand('drainer', 'Drain.', () => {
       loads++;
@@ -79,7 +79,7 @@ describe('kindling main', () => {
     const t = io();
     const node = { execArgv: [], restart: (flags: string[]) => (restarts.push(flags), 0) };
     assert.equal(await main(['drainer', '--namespaces=a'], { ...t.io, node }, [drainer]), 0);
-    assert.deepEqual(restarts, [['--max-semi-space-size=8']]);
+    assert.deepEqual(restarts, [['--max-semi-space-size=8', '--memory-saver-mode']]);
     assert.equal(loads, 0);
     const bad = io();
     assert.equal(await main(['drainer', '--max-semi-space-size=lots'], { ...bad.io, node }, [drainer]), 2);

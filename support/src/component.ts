@@ -92,7 +92,8 @@ export interface ComponentSpec {
 /** Runs a component until SIGTERM/SIGINT; resolves when it has shut down. */
 export async function runComponent(spec: ComponentSpec): Promise<void> {
   const timings = leaderTimings(spec.config);
-  const log = createLogger({ name: spec.name, level: spec.config.logLevel });
+  // Synchronous: crash() exits right after its fatal line, which must follow, not precede, the line saying why.
+  const log = createLogger({ name: spec.name, level: spec.config.logLevel, sync: true });
   const runtime = runtimeWarning(process.version, new Date());
   if (runtime !== undefined) log.warn({ node: process.version }, runtime);
   const registry = createRegistry(spec.name);

@@ -1,5 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { Writable } from 'node:stream';
 import { createLogger, REDACTED, sanitize, scrub } from './logger.js';
 
@@ -112,6 +113,39 @@ describe('createLogger', () => {
     const { lines } = logged((log) => log.info({ loop, err }, 'cycle'));
     assert.deepEqual(lines[0]?.loop, { name: 'loop', self: '[Circular]' });
     assert.equal((lines[0]?.err as { cause: unknown }).cause, '[Circular]');
+  });
+});
+
+describe('createLogger in a process that exits at once', () => {
+  /** The lines a process printed that logged through `createLogger(config)` and exited at once, as a component
+   * that lost its leadership does (support/src/component.ts), its one pool thread busy as a loaded one's are. */
+  function exitingProcessLines(config: string): string[] {
+    const script = `
+      const { createLogger } = await import(${JSON.stringify(new URL('./logger.js', import.meta.url).href)});
+      const log = createLogger(${config});
+      log.warn('started');
+      await new Promise((r) => setTimeout(r, 50));
+      (await import('node:crypto')).pbkdf2('p', 's', 300000, 64, 'sha512', () => {});
+      log.error('Stopped leading');
+      log.fatal('Lost leadership: exiting');
+      process.exit(1);`;
+    const run = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+      env: { ...process.env, UV_THREADPOOL_SIZE: '1' },
+      encoding: 'utf8',
+    });
+    assert.equal(run.status, 1, run.stderr);
+    return run.stdout
+      .trimEnd()
+      .split('\n')
+      .map((l) => (JSON.parse(l) as { msg: string }).msg);
+  }
+
+  it('when a synchronous logger logs its last lines just before process.exit, it should leave them all, in order', () => {
+    assert.deepEqual(exitingProcessLines("{ name: 'exiting', level: 'warn', sync: true }"), [
+      'started',
+      'Stopped leading',
+      'Lost leadership: exiting',
+    ]);
   });
 });
 

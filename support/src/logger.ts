@@ -111,6 +111,12 @@ export interface LoggerConfig {
   name: string;
   level?: string;
   destination?: DestinationStream;
+  /**
+   * Write each line to stdout before the call returns. Otherwise a line is written later by libuv's thread
+   * pool, and a process that exits at once (a lost leadership) logged its last line first and the line that
+   * said why after it, or, racing its exit, not at all.
+   */
+  sync?: boolean;
 }
 
 export function createLogger(cfg: LoggerConfig): Logger {
@@ -131,7 +137,8 @@ export function createLogger(cfg: LoggerConfig): Logger {
     },
     timestamp: pino.stdTimeFunctions.isoTime,
   };
-  const log = cfg.destination ? pino(options, cfg.destination) : pino(options);
+  const destination = cfg.destination ?? (cfg.sync ? pino.destination({ dest: 1, sync: true }) : undefined);
+  const log = destination ? pino(options, destination) : pino(options);
   // Child bindings skip formatters.log; children inherit this method, so grandchildren are covered too.
   // eslint-disable-next-line @typescript-eslint/unbound-method -- called below with the child's own `this`
   const child = log.child as unknown as ChildMethod;

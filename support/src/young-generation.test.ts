@@ -4,10 +4,10 @@ import { ConfigError, parseConfig } from './config.js';
 import { youngGenerationFlag, youngGenerationLaunch } from './young-generation.js';
 
 describe('youngGenerationLaunch', () => {
-  it('when a component starts with nothing set, it should restart with its default cap', () => {
+  it("when a component starts with nothing set, it should restart with its default cap and V8's memory saver", () => {
     assert.deepEqual(youngGenerationLaunch('drainer', ['--namespaces=a'], {}, []), {
       restart: true,
-      nodeFlags: ['--max-semi-space-size=8'],
+      nodeFlags: ['--max-semi-space-size=8', '--memory-saver-mode'],
     });
   });
 
@@ -15,34 +15,55 @@ describe('youngGenerationLaunch', () => {
     const env = { KINDLING_MAX_SEMI_SPACE_SIZE: '32' };
     assert.deepEqual(youngGenerationLaunch('drainer', [], env, []), {
       restart: true,
-      nodeFlags: ['--max-semi-space-size=32'],
+      nodeFlags: ['--max-semi-space-size=32', '--memory-saver-mode'],
     });
     assert.deepEqual(youngGenerationLaunch('drainer', ['--max-semi-space-size', '4'], env, []), {
       restart: true,
-      nodeFlags: ['--max-semi-space-size=4'],
+      nodeFlags: ['--max-semi-space-size=4', '--memory-saver-mode'],
     });
     assert.deepEqual(youngGenerationLaunch('drainer', ['--max-semi-space-size=16'], env, []), {
       restart: true,
-      nodeFlags: ['--max-semi-space-size=16'],
+      nodeFlags: ['--max-semi-space-size=16', '--memory-saver-mode'],
     });
   });
 
-  it('when Node already has the flag (a restart, a node flag, NODE_OPTIONS), it should run as it is', () => {
+  it('when Node already has both flags (a restart, node flags, NODE_OPTIONS), it should run as it is', () => {
     const set = { restart: false, reason: 'set-for-node' };
-    assert.deepEqual(youngGenerationLaunch('drainer', [], {}, ['--max-semi-space-size=8']), set);
-    assert.deepEqual(youngGenerationLaunch('drainer', [], { NODE_OPTIONS: '--max-semi-space-size=64' }, []), set);
-    assert.deepEqual(youngGenerationLaunch('drainer', [], {}, ['--max_semi_space_size=32']), set);
-    assert.deepEqual(youngGenerationLaunch('drainer', [], { NODE_OPTIONS: '--max_semi_space_size 32' }, []), set);
+    const saver = ['--memory-saver-mode'];
+    assert.deepEqual(youngGenerationLaunch('drainer', [], {}, ['--max-semi-space-size=8', ...saver]), set);
+    assert.deepEqual(youngGenerationLaunch('drainer', [], { NODE_OPTIONS: '--max-semi-space-size=64' }, saver), set);
+    assert.deepEqual(youngGenerationLaunch('drainer', [], {}, ['--max_semi_space_size=32', ...saver]), set);
+    assert.deepEqual(youngGenerationLaunch('drainer', [], { NODE_OPTIONS: '--max_semi_space_size 32' }, saver), set);
+    assert.deepEqual(
+      youngGenerationLaunch('drainer', [], {}, ['--no-memory-saver-mode', '--max-semi-space-size=8']),
+      set,
+    );
   });
 
-  it("when the size is 0, it should leave Node's own sizing", () => {
-    assert.deepEqual(youngGenerationLaunch('drainer', ['--max-semi-space-size=0'], {}, []), {
-      restart: false,
-      reason: 'node-default',
+  it('when Node has only one of the flags, it should add the other and keep the given one', () => {
+    const semi = { NODE_OPTIONS: '--max-semi-space-size=16' };
+    assert.deepEqual(youngGenerationLaunch('drainer', [], semi, []), {
+      restart: true,
+      nodeFlags: ['--memory-saver-mode'],
+    });
+    assert.deepEqual(youngGenerationLaunch('drainer', [], {}, ['--memory-saver-mode']), {
+      restart: true,
+      nodeFlags: ['--max-semi-space-size=8'],
+    });
+    assert.deepEqual(youngGenerationLaunch('drainer', [], {}, ['--no-memory-saver-mode']), {
+      restart: true,
+      nodeFlags: ['--max-semi-space-size=8'],
     });
   });
 
-  it("when the ignition server starts with nothing set, it should keep Node's own sizing (its serving threads' speed)", () => {
+  it('when the size is 0, it should leave the young generation to Node and still start the memory saver', () => {
+    assert.deepEqual(youngGenerationLaunch('drainer', ['--max-semi-space-size=0'], {}, []), {
+      restart: true,
+      nodeFlags: ['--memory-saver-mode'],
+    });
+  });
+
+  it("when the ignition server starts with nothing set, it should keep Node's own sizing and no memory saver (its serving threads' speed)", () => {
     assert.deepEqual(youngGenerationLaunch('ignition-server', [], {}, []), { restart: false, reason: 'node-default' });
     assert.deepEqual(youngGenerationLaunch('ignition-server', [], { KINDLING_MAX_SEMI_SPACE_SIZE: '16' }, []), {
       restart: true,

@@ -1,20 +1,31 @@
 /**
- * The size of V8's young generation each long-running component starts with (`--max-semi-space-size`, MiB).
+ * How V8 sizes the heap of each long-running component: the young generation's cap (`--max-semi-space-size`,
+ * MiB) and V8's memory saver (`--memory-saver-mode`), both set when the process starts.
  *
- * Why: Node 24 lets a semi-space grow to 64 MiB in a burst of allocation (the start-up reconciles of every
- * tenant) and keeps it while the process is idle, which was most of a component's resident memory per guest
- * (`node dist/test/bench/tenants.js`, docs/benchmarks.md). V8 reads the flag only when the process starts
- * (`v8.setFlagsFromString` later changes nothing), so `bin/kindling.js` restarts itself in place
- * (`process.execve`, same pid) with the flag before it runs the component: every launch, the image's, the
- * local environment's, the benchmarks' and the tests', gets it without a `NODE_OPTIONS` of its own.
+ * Why the cap: Node 24 lets a semi-space grow to 64 MiB in a burst of allocation (the start-up reconciles of
+ * every tenant) and keeps it while the process is idle, which was most of a component's resident memory per
+ * guest (`node dist/test/bench/tenants.js`, docs/benchmarks.md).
  *
- * An operator overrides it with `--max-semi-space-size` or `KINDLING_MAX_SEMI_SPACE_SIZE` (0: Node's own
- * sizing), or by giving Node the flag itself (`node --max-semi-space-size=…` or `NODE_OPTIONS`), which wins.
+ * Why the memory saver: after that burst V8 kept the old generation it had grown to, mostly empty (the
+ * controller at 8 guests, idle: 64 MiB committed for 27 MiB in use); with the memory saver it keeps its heap
+ * close to what is in use (33 MiB for 30), at 1 guest too. Measured at 1 and 8 guests on the test bed: 14.1
+ * against 5.3 MiB per guest over the four components (docs/benchmarks.md, cost per tenant).
+ * `--optimize-for-size` measured the same but also changes what V8's compilers do.
+ *
+ * V8 reads the cap only when the process starts (`v8.setFlagsFromString` later changes nothing; measured), and
+ * Node refuses the memory saver in `NODE_OPTIONS`, so `bin/kindling.js` restarts itself in place (`process.execve`,
+ * same pid) with them before it runs the component: every launch, the image's, the local environment's, the
+ * benchmarks' and the tests', gets them.
+ *
+ * An operator overrides the cap with `--max-semi-space-size` or `KINDLING_MAX_SEMI_SPACE_SIZE` (0: Node's own
+ * sizing), or by giving Node the flag itself (`node --max-semi-space-size=…` or `NODE_OPTIONS`), which wins; the
+ * memory saver with `node --no-memory-saver-mode kindling …` (Node refuses it in `NODE_OPTIONS`).
  */
 import { ConfigError, envName, flagName, type FlagSpec } from './config.js';
 
 const KEY = 'maxSemiSpaceSize';
 const FLAG = `--${flagName(KEY)}`;
+const MEMORY_SAVER = '--memory-saver-mode';
 
 /**
  * Each long-running command's cap, MiB, chosen by measurement (docs/benchmarks.md, cost per tenant). 8 against
@@ -27,6 +38,10 @@ const DEFAULT_MIB: Readonly<Record<string, number>> = Object.freeze({
   drainer: 8,
   'ignition-server': 0,
 });
+
+/** The components that start with V8's memory saver: not the ignition server, whose serving threads' speed per
+ * request is what it is measured by, and whose memory does not grow with the guests (0.3 MiB per guest). */
+const MEMORY_SAVER_COMMANDS: ReadonlySet<string> = new Set(['nodepool-controller', 'inplace-upgrader', 'drainer']);
 
 /** The `--max-semi-space-size` flag of `command`, with its default: spread into the command's flags. */
 export function youngGenerationFlag(command: string): { maxSemiSpaceSize: FlagSpec<'int'> } {
@@ -46,12 +61,20 @@ export type Launch =
   | { restart: true; nodeFlags: string[] }
   | { restart: false; reason: 'not-a-component' | 'set-for-node' | 'node-default' };
 
-/** Node was given the flag itself: on its command line (this includes a restart's) or in NODE_OPTIONS, in
- * either of V8's spellings (`--max_semi_space_size` too). */
-const setForNode = (execArgv: readonly string[], env: NodeJS.ProcessEnv): boolean =>
-  [...execArgv, ...(env.NODE_OPTIONS ?? '').split(/\s+/)]
-    .map((a) => a.split('=')[0]!.replaceAll('_', '-'))
-    .some((name) => name === FLAG);
+/**
+ * The V8 flag names Node was given itself, on its command line (this includes a restart's) or in NODE_OPTIONS,
+ * in V8's `-` spelling (`--max_semi_space_size` too). The memory saver's `--no-` form counts as given: an
+ * operator's way to turn it off.
+ */
+const givenToNode = (execArgv: readonly string[], env: NodeJS.ProcessEnv): Set<string> =>
+  new Set(
+    [...execArgv, ...(env.NODE_OPTIONS ?? '').split(/\s+/)].map((a) =>
+      a
+        .split('=')[0]!
+        .replaceAll('_', '-')
+        .replace(/^--no-/, '--'),
+    ),
+  );
 
 /** The raw value given on the command line (the last one wins, as in the config), else the environment's. */
 function given(args: readonly string[], env: NodeJS.ProcessEnv): string | undefined {
@@ -64,8 +87,9 @@ function given(args: readonly string[], env: NodeJS.ProcessEnv): string | undefi
 }
 
 /**
- * How `kindling <command> <args>` starts: a long-running command is restarted with its young-generation cap,
- * unless Node was given one or the cap is 0. An invalid value is refused here, before anything runs.
+ * How `kindling <command> <args>` starts: a long-running command is restarted with its young-generation cap
+ * (none when it is 0) and, for those that use it, the memory saver; each unless Node was given it itself.
+ * An invalid value is refused here, before anything runs.
  */
 export function youngGenerationLaunch(
   command: string,
@@ -78,7 +102,12 @@ export function youngGenerationLaunch(
   const raw = given(args, env);
   if (raw !== undefined && !/^\d{1,4}$/.test(raw))
     throw new ConfigError(`${FLAG}: "${raw}" is not a size in MiB (a whole number; 0 for Node's own)`);
-  if (setForNode(execArgv, env)) return { restart: false, reason: 'set-for-node' };
+  const forNode = givenToNode(execArgv, env);
   const mib = raw === undefined ? fallback : Number(raw);
-  return mib === 0 ? { restart: false, reason: 'node-default' } : { restart: true, nodeFlags: [`${FLAG}=${mib}`] };
+  const nodeFlags = [
+    ...(mib === 0 || forNode.has(FLAG) ? [] : [`${FLAG}=${mib}`]),
+    ...(MEMORY_SAVER_COMMANDS.has(command) && !forNode.has(MEMORY_SAVER) ? [MEMORY_SAVER] : []),
+  ];
+  if (nodeFlags.length > 0) return { restart: true, nodeFlags };
+  return { restart: false, reason: forNode.has(FLAG) || forNode.has(MEMORY_SAVER) ? 'set-for-node' : 'node-default' };
 }

@@ -5,6 +5,7 @@
  * it would have made); and every Kindling component as its own process, as the image runs it.
  */
 import { readFileSync } from 'node:fs';
+import { constants } from 'node:os';
 import { join } from 'node:path';
 import * as k8s from '#k8s';
 import type { NodePool } from '../../api/src/nodepool.js';
@@ -186,6 +187,13 @@ function componentArgs(name: Component, env: LaunchEnv, ports: Ports): string[] 
   }
 }
 
+/** The guard exits with its command's status, 128 + the signal's number for a death by signal (as a shell says). */
+function exitStatus(code: number | null): string {
+  if (code === null || code <= 128) return `code ${code}`;
+  const signal = Object.entries(constants.signals).find(([, n]) => n === code - 128)?.[0];
+  return `killed by ${signal ?? `signal ${code - 128}`}`;
+}
+
 /** Every component as its own process on the admin kubeconfig, electing its leader as deployed. */
 export async function startComponents(env: LaunchEnv): Promise<RunningComponent[]> {
   const ignition = await freePort();
@@ -199,11 +207,14 @@ export async function startComponents(env: LaunchEnv): Promise<RunningComponent[
       logFile: join(env.dir, `${name}.log`),
       env: withJemalloc(process.env),
     });
-    // A component that exited is named with the end of its log (the run's folder is gone once the benchmark ends).
+    // A component that exited is named with its exit status and the end of its log (the run's folder is gone once
+    // the benchmark ends): a death by signal (a crash, the OOM killer) leaves no line of its own.
+    let status = '';
+    void proc.exited.then((code) => void (status = exitStatus(code)));
     const pid = (): number => {
       const found = proc.commandPid();
       if (found === undefined) {
-        const state = proc.alive ? 'has no process under its guard' : 'exited';
+        const state = proc.alive ? 'has no process under its guard' : `exited (${status})`;
         throw new Error(`${name} ${state}; the end of its log:\n${proc.tail(40)}`);
       }
       return found;
