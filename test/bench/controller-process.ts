@@ -1,8 +1,8 @@
 /**
  * The NodePool controller of the benchmark in a process of its own, as production runs it: the benchmark's own
  * thousand creates and its watch of the pools no longer run on the controller's event loop. The controller is
- * made as `kindling nodepool-controller` makes it (its kubeconfig loaded by loadKubeConfig, the young generation
- * that command starts with), and records, for the benchmark, every apply it sends (the replay's input), its
+ * made as `kindling nodepool-controller` makes it (its kubeconfig loaded by loadKubeConfig, the Node flags
+ * that command restarts itself with), and records, for the benchmark, every apply it sends (the replay's input), its
  * writes and where each pool is along its Secrets and children. The benchmark asks through the IPC channel.
  */
 import { fork, type ChildProcess } from 'node:child_process';
@@ -13,7 +13,7 @@ import { ANNOTATIONS, LABELS, SECRET_KEYS } from '../../api/src/keys.js';
 import { createLogger } from '../../support/src/logger.js';
 import { loadKubeConfig } from '../../support/src/kubeconfig.js';
 import { createQueueMetrics } from '../../support/src/metrics.js';
-import { youngGenerationFlag } from '../../support/src/young-generation.js';
+import { youngGenerationLaunch } from '../../support/src/young-generation.js';
 import { createNodePoolController } from '../../nodepool-controller/src/controller.js';
 import { profileCpu, type ControllerCounts } from './controller-window.js';
 
@@ -69,9 +69,10 @@ const CHILD_ENV = 'KINDLING_BENCH_CONTROLLER';
 
 /** Starts the controller's process; resolves once its informers are synced and it reconciles. */
 export async function startControllerProcess(opts: ControllerProcessOptions): Promise<ControllerProcess> {
-  const mib = youngGenerationFlag('nodepool-controller').maxSemiSpaceSize.default;
+  // The Node flags `kindling nodepool-controller` restarts itself with (young-generation.ts), nothing given.
+  const launch = youngGenerationLaunch('nodepool-controller', [], {}, []);
   const child = fork(fileURLToPath(import.meta.url), [], {
-    execArgv: [`--max-semi-space-size=${mib}`],
+    execArgv: launch.restart ? launch.nodeFlags : [],
     env: { ...process.env, [CHILD_ENV]: JSON.stringify(opts) },
     serialization: 'advanced',
     stdio: 'inherit',

@@ -12,7 +12,7 @@
  *   resource costs it two to three times as much).
  * Also writes per pool, and writes during a forced resync of every pool (must be 0).
  * The controller runs in a process of its own, as `kindling nodepool-controller` does (controller-process.ts: its
- * kubeconfig loaded by loadKubeConfig, the command's young generation), with as many reconciles in flight as
+ * kubeconfig loaded by loadKubeConfig, the command's Node flags), with as many reconciles in flight as
  * the floor's client has requests (32); the benchmark's creates and its watch of the pools run in this one.
  * The tokens are minted by the real `kindling ignition-server`, its own process (with a bootstrap token into the
  * guest for each, and the payload of a real release image generated once for all pools).
