@@ -103,11 +103,15 @@ export function youngGenerationLaunch(
   if (raw !== undefined && !/^\d{1,4}$/.test(raw))
     throw new ConfigError(`${FLAG}: "${raw}" is not a size in MiB (a whole number; 0 for Node's own)`);
   const forNode = givenToNode(execArgv, env);
-  const mib = raw === undefined ? fallback : Number(raw);
-  const nodeFlags = [
-    ...(mib === 0 || forNode.has(FLAG) ? [] : [`${FLAG}=${mib}`]),
-    ...(MEMORY_SAVER_COMMANDS.has(command) && !forNode.has(MEMORY_SAVER) ? [MEMORY_SAVER] : []),
-  ];
+  const nodeFlags = flagsToAdd(command, raw === undefined ? fallback : Number(raw), forNode);
   if (nodeFlags.length > 0) return { restart: true, nodeFlags };
   return { restart: false, reason: forNode.has(FLAG) || forNode.has(MEMORY_SAVER) ? 'set-for-node' : 'node-default' };
+}
+
+/** The flags the restart adds: the cap unless it is 0, the memory saver where it is used; none Node has. */
+function flagsToAdd(command: string, mib: number, forNode: ReadonlySet<string>): string[] {
+  const flags: string[] = [];
+  if (mib !== 0 && !forNode.has(FLAG)) flags.push(`${FLAG}=${mib}`);
+  if (MEMORY_SAVER_COMMANDS.has(command) && !forNode.has(MEMORY_SAVER)) flags.push(MEMORY_SAVER);
+  return flags;
 }
