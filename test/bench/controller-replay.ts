@@ -16,6 +16,7 @@ import type { NodePool } from '../../api/src/nodepool.js';
 import { createApplier, type Applier } from '../../support/src/apply.js';
 import { desiredBootstrapSecret, newBootstrapToken } from '../../ignition-server/src/join.js';
 import type { Sent } from './controller-process.js';
+import { inFlight } from './in-flight.js';
 
 /** The ignition server's writes, as they were made in the window. */
 export interface ServerWrites {
@@ -34,15 +35,6 @@ export interface ReplayPlan {
   pool: (i: number) => NodePool;
   sent: Map<string, Sent[]>;
   server?: ServerWrites;
-}
-
-/** `size` workers taking the next item as soon as they are free: `size` requests in flight all along. */
-export async function inFlight<T>(items: readonly T[], size: number, fn: (t: T) => Promise<unknown>): Promise<void> {
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    while (next < items.length) await fn(items[next++] as T);
-  };
-  await Promise.all(Array.from({ length: size }, worker));
 }
 
 const isTokenSecret = (body: k8s.KubernetesObject): boolean =>

@@ -39,7 +39,8 @@ import { LABELS, SECRET_KEYS } from '../../api/src/keys.js';
 import { loadAverage, reportRows } from './table.js';
 import { sampleProgress } from './controller-window.js';
 import { startControllerProcess } from './controller-process.js';
-import { inFlight, replaySeconds } from './controller-replay.js';
+import { replaySeconds } from './controller-replay.js';
+import { inFlight } from './in-flight.js';
 import { measured, scrapeApiserver, scrapeDelta, workTable } from './controller-apiserver.js';
 
 const { values: OPTS, positionals } = parseArgs({

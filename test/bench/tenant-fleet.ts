@@ -18,6 +18,7 @@ import {
 } from '../../ignition-server/testing/index.js';
 import { withJemalloc } from '../../support/src/malloc.js';
 import { freePort, ManagedProcess, startCluster, treeRssBytes, type Cluster } from '../bed/src/index.js';
+import { inFlight } from './in-flight.js';
 
 export const COMPONENTS = ['nodepool-controller', 'ignition-server', 'inplace-upgrader', 'drainer'] as const;
 export type Component = (typeof COMPONENTS)[number];
@@ -26,14 +27,6 @@ export type Component = (typeof COMPONENTS)[number];
 const SETUP_IN_FLIGHT = 16;
 
 const tenantNamespace = (i: number): string => `tenant-${i}`;
-
-async function inFlight<T>(items: readonly T[], fn: (t: T) => Promise<unknown>): Promise<void> {
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    while (next < items.length) await fn(items[next++] as T);
-  };
-  await Promise.all(Array.from({ length: SETUP_IN_FLIGHT }, worker));
-}
 
 export interface Guest {
   index: number;
@@ -94,7 +87,7 @@ export async function addGuest(fleet: FleetSpec, index: number, nodesPerGuest: n
 /** Grows a guest to `nodes` KWOK Nodes, each with the Machine of one of its pools naming it. */
 export async function growGuest(fleet: FleetSpec, guest: Guest, nodes: number): Promise<void> {
   const added = Array.from({ length: Math.max(0, nodes - guest.nodes) }, (_, i) => guest.nodes + i);
-  await inFlight(added, async (n) => {
+  await inFlight(added, SETUP_IN_FLIGHT, async (n) => {
     const pool = `pool-${n % fleet.pools}`;
     const node = `node-${String(n).padStart(3, '0')}`;
     await createTestNode(guest.cluster.kubeConfig, node);
@@ -112,7 +105,7 @@ export async function growGuest(fleet: FleetSpec, guest: Guest, nodes: number): 
 /** `count` more pools in a namespace (no Machines): the controller's and the ignition server's cost per pool. */
 export async function addPools(fleet: FleetSpec, namespace: string, count: number): Promise<void> {
   const objects = k8s.KubernetesObjectApi.makeApiClient(fleet.mgmt.kubeConfig);
-  await inFlight([...Array(count).keys()], (i) =>
+  await inFlight([...Array(count).keys()], SETUP_IN_FLIGHT, (i) =>
     objects.create(nodePool(namespace, `many-${i}`, { release: fleet.release, replicas: 1 })),
   );
 }
