@@ -553,7 +553,7 @@ interface Throughput {
   results: Map<string, WrkResult[]>;
 }
 
-/** Phase 1: the same payload bytes from the ignition server, Go and nginx, wrk in turn, round after round. */
+/** Phase 1: the same payload bytes from the ignition server, Go, nginx and plain Node, wrk in turn, round after round. */
 async function serving(b: Bench): Promise<Throughput[]> {
   const server = await startServer(b, 'server-serve', 'serve');
   const cases: Case[] = [];
@@ -570,8 +570,11 @@ async function serving(b: Bench): Promise<Throughput[]> {
   for (const c of cases) {
     for (const ref of [go, nginx, bare]) await checkReference(b, ref, c);
     const t: Throughput = { name: c.name, payloadBytes: c.payload.length, results: new Map() };
+    const servers = [kindling, go, nginx, bare];
     for (let round = 0; round < OPTS.rounds; round++) {
-      for (const ref of [kindling, go, nginx, bare]) {
+      // Each round starts with the next server, so no server always runs first (on a machine still busy with the
+      // set-up) or always last.
+      for (const ref of [...servers.slice(round % servers.length), ...servers.slice(0, round % servers.length)]) {
         const perfFile =
           OPTS.perfDir === undefined ? undefined : join(OPTS.perfDir, `${ref.name}-${c.name}-${round}.data`);
         t.results.set(ref.name, [
