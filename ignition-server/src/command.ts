@@ -5,7 +5,6 @@
  */
 import { readFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
-import { setFlagsFromString } from 'node:v8';
 import { COMPONENT_FLAGS, runComponent, type ComponentContext } from '../../support/src/component.js';
 import { youngGenerationFlag } from '../../support/src/young-generation.js';
 import { ConfigError, flagName, tenantNamespaces, type ConfigOf, type Namespaces } from '../../support/src/config.js';
@@ -128,11 +127,6 @@ const FLAGS = {
     default: DEFAULT_MAX_RELEASE_LAYERS,
     help: 'Layers one release image may have',
   },
-  favourMemory: {
-    type: 'bool',
-    default: true,
-    help: 'Have V8 favour memory over speed (--optimize-for-size) in every thread of this process',
-  },
 } as const;
 
 type IgnitionServerConfig = ConfigOf<typeof FLAGS>;
@@ -175,11 +169,7 @@ async function registryOptions(cfg: IgnitionServerConfig): Promise<RegistryOptio
   return opts;
 }
 
-/** Set before the payloads and the serving threads exist, so the main heap's growth and every thread's isolate follow it. */
-function tuneMemory(cfg: IgnitionServerConfig, log: Logger): void {
-  // With 1,000 tokens over 100 payloads of 1 MiB (npm run bench:ignition -- --only memory): 317 against 494 MiB
-  // RSS, no more CPU per request.
-  if (cfg.favourMemory) setFlagsFromString('--optimize-for-size');
+function warnWithoutJemalloc(log: Logger): void {
   if (allocator() !== 'jemalloc')
     log.warn(
       { allocator: 'libc' },
@@ -223,7 +213,7 @@ export async function startIgnitionServer(
   ctx: ComponentContext,
 ): Promise<{ lead: () => () => Promise<void>; port: number; readiness: ReadinessCheck[] }> {
   required(cfg);
-  tuneMemory(cfg, ctx.log);
+  warnWithoutJemalloc(ctx.log);
   const metrics = createIgnitionMetrics(ctx.registry);
   const { authority, seal } = await loadSigningKey(cfg.signingKeyFile);
   const registry = await registryOptions(cfg);

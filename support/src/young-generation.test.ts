@@ -63,11 +63,14 @@ describe('youngGenerationLaunch', () => {
     });
   });
 
-  it("when the ignition server starts with nothing set, it should keep Node's own sizing and no memory saver (its serving threads' speed)", () => {
-    assert.deepEqual(youngGenerationLaunch('ignition-server', [], {}, []), { restart: false, reason: 'node-default' });
+  it("when the ignition server starts with nothing set, it should keep Node's own young generation and start the memory saver", () => {
+    assert.deepEqual(youngGenerationLaunch('ignition-server', [], {}, []), {
+      restart: true,
+      nodeFlags: ['--memory-saver-mode'],
+    });
     assert.deepEqual(youngGenerationLaunch('ignition-server', [], { KINDLING_MAX_SEMI_SPACE_SIZE: '16' }, []), {
       restart: true,
-      nodeFlags: ['--max-semi-space-size=16'],
+      nodeFlags: ['--max-semi-space-size=16', '--memory-saver-mode'],
     });
   });
 

@@ -10,7 +10,10 @@
  * controller at 8 guests, idle: 64 MiB committed for 27 MiB in use); with the memory saver it keeps its heap
  * close to what is in use (33 MiB for 30), at 1 guest too. Measured at 1 and 8 guests on the test bed: 14.1
  * against 5.3 MiB per guest over the four components (docs/benchmarks.md, cost per tenant).
- * `--optimize-for-size` measured the same but also changes what V8's compilers do.
+ * `--optimize-for-size` measured the same but also changes what V8's compilers do: the ignition server ran with
+ * it until its serving threads were seen spending about 15 % more CPU per 4 KiB request than with the memory
+ * saver, whose resident memory with 1,000 tokens over 100 payloads of 1 MiB is the same (docs/benchmarks.md,
+ * the serving and memory rows).
  *
  * V8 reads the cap only when the process starts (`v8.setFlagsFromString` later changes nothing; measured), and
  * Node refuses the memory saver in `NODE_OPTIONS`, so `bin/kindling.js` restarts itself in place (`process.execve`,
@@ -39,10 +42,6 @@ const DEFAULT_MIB: Readonly<Record<string, number>> = Object.freeze({
   'ignition-server': 0,
 });
 
-/** The components that start with V8's memory saver: not the ignition server, whose serving threads' speed per
- * request is what it is measured by, and whose memory does not grow with the guests (0.3 MiB per guest). */
-const MEMORY_SAVER_COMMANDS: ReadonlySet<string> = new Set(['nodepool-controller', 'inplace-upgrader', 'drainer']);
-
 /** The `--max-semi-space-size` flag of `command`, with its default: spread into the command's flags. */
 export function youngGenerationFlag(command: string): { maxSemiSpaceSize: FlagSpec<'int'> } {
   const mib = DEFAULT_MIB[command];
@@ -58,8 +57,7 @@ export function youngGenerationFlag(command: string): { maxSemiSpaceSize: FlagSp
 
 /** How the process runs: as it is (and why), or restarted with these Node flags first. */
 export type Launch =
-  | { restart: true; nodeFlags: string[] }
-  | { restart: false; reason: 'not-a-component' | 'set-for-node' | 'node-default' };
+  { restart: true; nodeFlags: string[] } | { restart: false; reason: 'not-a-component' | 'set-for-node' };
 
 /**
  * The V8 flag names Node was given itself, on its command line (this includes a restart's) or in NODE_OPTIONS,
@@ -88,7 +86,7 @@ function given(args: readonly string[], env: NodeJS.ProcessEnv): string | undefi
 
 /**
  * How `kindling <command> <args>` starts: a long-running command is restarted with its young-generation cap
- * (none when it is 0) and, for those that use it, the memory saver; each unless Node was given it itself.
+ * (none when it is 0) and the memory saver; each unless Node was given it itself.
  * An invalid value is refused here, before anything runs.
  */
 export function youngGenerationLaunch(
@@ -103,15 +101,15 @@ export function youngGenerationLaunch(
   if (raw !== undefined && !/^\d{1,4}$/.test(raw))
     throw new ConfigError(`${FLAG}: "${raw}" is not a size in MiB (a whole number; 0 for Node's own)`);
   const forNode = givenToNode(execArgv, env);
-  const nodeFlags = flagsToAdd(command, raw === undefined ? fallback : Number(raw), forNode);
+  const nodeFlags = flagsToAdd(raw === undefined ? fallback : Number(raw), forNode);
   if (nodeFlags.length > 0) return { restart: true, nodeFlags };
-  return { restart: false, reason: forNode.has(FLAG) || forNode.has(MEMORY_SAVER) ? 'set-for-node' : 'node-default' };
+  return { restart: false, reason: 'set-for-node' };
 }
 
-/** The flags the restart adds: the cap unless it is 0, the memory saver where it is used; none Node has. */
-function flagsToAdd(command: string, mib: number, forNode: ReadonlySet<string>): string[] {
+/** The flags the restart adds: the cap unless it is 0, and the memory saver; none Node has. */
+function flagsToAdd(mib: number, forNode: ReadonlySet<string>): string[] {
   const flags: string[] = [];
   if (mib !== 0 && !forNode.has(FLAG)) flags.push(`${FLAG}=${mib}`);
-  if (MEMORY_SAVER_COMMANDS.has(command) && !forNode.has(MEMORY_SAVER)) flags.push(MEMORY_SAVER);
+  if (!forNode.has(MEMORY_SAVER)) flags.push(MEMORY_SAVER);
   return flags;
 }
