@@ -41,6 +41,35 @@ function handshake(port: number, opts: ConnectionOptions): Promise<string> {
   });
 }
 
+/**
+ * Whether a client that comes back with the session its first connection was given (a TLS 1.3 ticket, or a
+ * TLS 1.2 session) gets it resumed; undefined when the first connection was given none within 2 s.
+ */
+async function resumes(port: number, ca: string, maxVersion: 'TLSv1.2' | 'TLSv1.3'): Promise<boolean | undefined> {
+  const opts: ConnectionOptions = { host: '127.0.0.1', port, ca, servername: 'localhost', maxVersion };
+  const session = await new Promise<Buffer | undefined>((resolve, reject) => {
+    const s = tlsConnect(opts);
+    const giveUp = setTimeout(() => {
+      resolve(undefined);
+      s.destroy();
+    }, 2000);
+    s.once('session', (given: Buffer) => {
+      clearTimeout(giveUp);
+      resolve(given);
+      s.end();
+    });
+    s.on('error', reject);
+  });
+  if (session === undefined) return undefined;
+  return new Promise((resolve, reject) => {
+    const s = tlsConnect({ ...opts, session }, () => {
+      resolve(s.isSessionReused());
+      s.end();
+    });
+    s.on('error', reject);
+  });
+}
+
 /** TLS 1.2 clients offering one suite only; OpenSSL names them without the TLS_ prefix. */
 const TLS12_OFFERING = (suite: string): ConnectionOptions => ({ maxVersion: 'TLSv1.2', ciphers: suite });
 
@@ -141,6 +170,11 @@ describe('HTTPS serving port', () => {
       /^TLSv1\.3 /,
       'a modern client still gets through',
     );
+  });
+
+  it('when a client comes back with the session or ticket of its last connection, TLS 1.2 or 1.3, it should get a full handshake, not a resumption', async () => {
+    for (const version of ['TLSv1.2', 'TLSv1.3'] as const)
+      assert.equal(await resumes(server.port, ca.certPem, version), false, version);
   });
 
   it('when a client never finishes its handshake, silent or trickling its hello, it should close the connection after the handshake timeout', async () => {
