@@ -3,13 +3,14 @@
  * TTL/2 (the old token moves to the rotated slot and stays valid until its own expiry) with the guest bootstrap
  * token paired to it, writes the generation outcome, deletes a Secret once its expiry has passed, and reports
  * refusals, rotations and failed generations as Events. Each pass is one merge patch guarded by the
- * resourceVersion it was computed from.
+ * resourceVersion it was computed from, and is computed only from a copy that already carries this leader's last
+ * patch of the Secret: a pass on an older copy would see no token and mint a second one.
  */
 import * as k8s from '#k8s';
 import { ANNOTATIONS, FIELD_MANAGERS, SECRET_KEYS } from '../../api/src/keys.js';
 import type { ReconcileResult } from '../../support/src/queue.js';
 import type { Logger } from '../../support/src/logger.js';
-import { isNotFound } from '../../support/src/errors.js';
+import { isNotFound, statusCode } from '../../support/src/errors.js';
 import type { Clock } from '../../support/src/timers.js';
 import type { TokenAuthority } from './tokens.js';
 import type { TokenIndex, TokenSecret } from './token-index.js';
@@ -35,6 +36,12 @@ export interface Refused {
  */
 const REFUSAL_SETTLE_MS = 5_000;
 
+/**
+ * How long a pass that found a copy older than this leader's last patch waits before it looks again. The patch's
+ * watch echo wakes the Secret before then; this is only in case it never comes (the Secret deleted meanwhile).
+ */
+const ECHO_WAIT_MS = 1_000;
+
 export interface LeaderWritesDeps {
   core: k8s.CoreV1Api;
   authority: TokenAuthority;
@@ -59,6 +66,12 @@ export const iso = (ms: number): string => new Date(ms).toISOString().replace(/\
 
 export class LeaderWrites {
   readonly #deps: LeaderWritesDeps;
+  /**
+   * The resourceVersion each Secret's last successful patch was computed from, until a copy other than that one
+   * is seen: the informer's copy can still be the one the patch was computed from when the next pass runs (the
+   * payload's generation finishing right after the mint wakes it before the patch's echo has arrived).
+   */
+  readonly #patchedFrom = new Map<string, string>();
 
   constructor(deps: LeaderWritesDeps) {
     this.#deps = deps;
@@ -69,7 +82,8 @@ export class LeaderWrites {
     const refused = this.#deps.refused(key);
     if (refused) return this.#recordRefusal(refused);
     const secret = await this.#deps.current(key);
-    if (!secret) return;
+    if (!secret) return void this.#patchedFrom.delete(key);
+    if (this.#beforeOwnPatch(secret)) return { requeueAfterMs: ECHO_WAIT_MS };
     const now = this.#deps.clock.now();
     if (secret.expiresAtMs !== undefined && secret.expiresAtMs <= now) return this.#delete(secret);
     const patch: Patch = { data: {}, annotations: {} };
@@ -79,6 +93,15 @@ export class LeaderWrites {
     await this.#recordEvents(secret, patch);
     const waits = [rotateAt - now, (secret.expiresAtMs ?? Infinity) - now].filter((ms) => Number.isFinite(ms));
     return { requeueAfterMs: Math.max(50, Math.min(...waits) + 50) };
+  }
+
+  /** Whether the copy is the one this leader's last patch of the Secret was computed from (its echo not yet in). */
+  #beforeOwnPatch(secret: TokenSecret): boolean {
+    const base = this.#patchedFrom.get(secret.key);
+    if (base === undefined) return false;
+    if (base === secret.resourceVersion) return true;
+    this.#patchedFrom.delete(secret.key);
+    return false;
   }
 
   /** The Warning Event of a refusal that has stood its settling time (until then, a look again). */
@@ -159,16 +182,58 @@ export class LeaderWrites {
     patch.annotations[ANNOTATIONS.payloadMessage] = message;
   }
 
-  /** A merge patch guarded by the resourceVersion it was computed from: a stale cache cannot rotate twice. */
+  /**
+   * A merge patch guarded by the resourceVersion it was computed from: a stale cache cannot rotate twice. A patch
+   * that fails after a mint takes the minted bootstrap token back out of the guest: no Secret would record it.
+   */
   async #patch(secret: TokenSecret, patch: Patch): Promise<void> {
     const body = {
       metadata: { resourceVersion: secret.resourceVersion, annotations: patch.annotations },
       data: patch.data,
     };
-    await this.#deps.core.patchNamespacedSecret(
-      { name: secret.name, namespace: secret.namespace, body, fieldManager: FIELD_MANAGERS.ignitionServer },
-      k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
-    );
+    let written: k8s.V1Secret;
+    try {
+      written = await this.#deps.core.patchNamespacedSecret(
+        { name: secret.name, namespace: secret.namespace, body, fieldManager: FIELD_MANAGERS.ignitionServer },
+        k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+      );
+    } catch (err) {
+      await this.#unmint(secret, patch, err);
+      throw new Error('failed to patch the token Secret', { cause: err });
+    }
+    // A patch that changed nothing keeps the version: the copy it was computed from is then the latest.
+    if (written.metadata?.resourceVersion !== secret.resourceVersion)
+      this.#patchedFrom.set(secret.key, secret.resourceVersion);
+  }
+
+  /**
+   * Deletes from the guest the bootstrap token minted for a patch that failed (best effort: otherwise it stays
+   * valid until its expiry). An answer of the apiserver below 500 means the patch was not applied; without one
+   * (a timeout, a reset) it may have been, so the Secret is read back and the token kept if the Secret holds it.
+   */
+  async #unmint(secret: TokenSecret, patch: Patch, failure: unknown): Promise<void> {
+    const minted = patch.data[SECRET_KEYS.bootstrapToken];
+    const { join, log } = this.#deps;
+    if (minted === undefined || !join || !secret.cluster) return;
+    const where = { secret: secret.key, cluster: `${secret.namespace}/${secret.cluster}` };
+    try {
+      if ((statusCode(failure) ?? 500) >= 500 && (await this.#recorded(secret, minted))) return;
+      const token = Buffer.from(minted, 'base64').toString();
+      await join.revoke({ namespace: secret.namespace, cluster: secret.cluster, tokens: [token] });
+      log.info(where, 'Deleted from the guest the bootstrap token of a mint whose token Secret patch failed');
+    } catch (err) {
+      log.warn({ ...where, err }, 'Could not delete the bootstrap token of a failed mint; it stays until its expiry');
+    }
+  }
+
+  /** Whether the Secret as the apiserver holds it now records the bootstrap token (base64); gone, it does not. */
+  async #recorded(secret: TokenSecret, bootstrapToken: string): Promise<boolean> {
+    const { name, namespace } = secret;
+    const now = await this.#deps.core.readNamespacedSecret({ name, namespace }).catch((err: unknown) => {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    });
+    return now?.data?.[SECRET_KEYS.bootstrapToken] === bootstrapToken;
   }
 
   async #delete(secret: TokenSecret): Promise<void> {
