@@ -89,8 +89,10 @@ const CIPHER_SUITES = [
  * names instead, which nothing remembers (the server keeps no session cache), so no session is resumed in
  * either version: no resumption secret leaves the server, and every connection does a full handshake with an
  * ephemeral key exchange, the same ciphers and curves as before.
+ *
+ * The benchmark's plain `node:https` reference takes these same options.
  */
-const TLS = {
+export const SERVING_TLS = {
   minVersion: 'TLSv1.2' as const,
   ciphers: CIPHER_SUITES.join(':'),
   honorCipherOrder: true,
@@ -114,7 +116,7 @@ export async function startHttpsServer(opts: HttpsOptions): Promise<HttpsServer>
   const served = drainable(() => server, opts.app);
   const server = createServer(
     {
-      ...TLS,
+      ...SERVING_TLS,
       cert: first.cert,
       key: first.key,
       handshakeTimeout: opts.handshakeTimeoutMs ?? HANDSHAKE_TIMEOUT_MS,
@@ -136,8 +138,8 @@ export async function startHttpsServer(opts: HttpsOptions): Promise<HttpsServer>
       const next = await readPair(opts.certFile, opts.keyFile);
       if (next.stamp === stamp) return false;
       // Building the context first checks that the key matches the certificate before anything is swapped.
-      createSecureContext({ ...TLS, cert: next.cert, key: next.key });
-      server.setSecureContext({ ...TLS, cert: next.cert, key: next.key });
+      createSecureContext({ ...SERVING_TLS, cert: next.cert, key: next.key });
+      server.setSecureContext({ ...SERVING_TLS, cert: next.cert, key: next.key });
       stamp = next.stamp;
       opts.log.info('Reloaded the serving certificate');
       return true;

@@ -1,6 +1,6 @@
 /**
  * The Node.js reference of the ignition-server benchmark: what plain `node:https` does with the same TLS
- * certificate, the same bytes and the same check (the bearer token looked up in a map, the NodePool header
+ * certificate and options (`SERVING_TLS`: ciphers in the same order, no session tickets), the same bytes and the same check (the bearer token looked up in a map, the NodePool header
  * compared with the token's pool), one process per core (node:cluster, each accepting on the shared port).
  * No token verification, no revocation, no logging, no metrics: the ceiling of this runtime on this machine,
  * which Kindling's serving threads can approach but not pass.
@@ -12,6 +12,7 @@ import { readFileSync } from 'node:fs';
 import { createServer } from 'node:https';
 import { availableParallelism } from 'node:os';
 import { parseArgs } from 'node:util';
+import { SERVING_TLS } from '../../support/src/https.js';
 
 interface Answer {
   pool: string;
@@ -33,7 +34,7 @@ function load(path: string): Map<string, Answer> {
 function serve(addr: string, cert: string, key: string, tokens: string): void {
   const byToken = load(tokens);
   const [host, port] = [addr.slice(0, addr.lastIndexOf(':')), Number(addr.slice(addr.lastIndexOf(':') + 1))];
-  createServer({ cert: readFileSync(cert), key: readFileSync(key) }, (req, res) => {
+  createServer({ ...SERVING_TLS, cert: readFileSync(cert), key: readFileSync(key) }, (req, res) => {
     const auth = req.headers.authorization ?? '';
     const a =
       req.method === 'GET' && req.url === '/ignition' && auth.startsWith('Bearer ')
