@@ -1,7 +1,7 @@
 /** `kindling drainer`: the central drainer, one replica leading. */
 import { defineCommand, type Command } from '../../support/src/command.js';
 import { COMPONENT_FLAGS, runComponent } from '../../support/src/component.js';
-import { youngGenerationFlag } from '../../support/src/young-generation.js';
+import { heapFlags } from '../../support/src/young-generation.js';
 import { tenantNamespaces } from '../../support/src/config.js';
 import { Drainer } from './drainer.js';
 
@@ -9,7 +9,7 @@ export const drainerCommand: Command = defineCommand({
   name: 'drainer',
   flags: {
     ...COMPONENT_FLAGS,
-    ...youngGenerationFlag('drainer'),
+    ...heapFlags('drainer'),
     defaultDrainTimeout: {
       type: 'duration',
       default: 0,

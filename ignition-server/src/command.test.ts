@@ -13,11 +13,14 @@ const FILES = [
   '/nonexistent/key.pem',
 ];
 
-async function run(args: string[]): Promise<{ code: number; err: string }> {
+async function run(
+  args: string[],
+  node?: { execArgv: string[]; restart: (flags: string[]) => number },
+): Promise<{ code: number; err: string }> {
   let err = '';
   const code = await main(
     ['ignition-server', ...FILES, ...args],
-    { out: () => undefined, err: (t) => void (err += t), env: {} },
+    { out: () => undefined, err: (t) => void (err += t), env: {}, node },
     [ignitionServerCommand],
   );
   return { code, err };
@@ -47,6 +50,19 @@ describe('ignition-server flags', () => {
   it('when a listed name is not a namespace name, it should refuse it', () => {
     for (const bad of ['Tenants', 'a/b', '-x', 'x'.repeat(64)])
       assert.throws(() => watchedNamespaces({ namespaces: [bad], namespace: '' }), ConfigError, bad);
+  });
+
+  it('when the memory saver is turned off, it should start without restarting and accept the flag; a deployment still passing --favour-memory should start too', async () => {
+    const restarts: string[][] = [];
+    const node = { execArgv: [], restart: (flags: string[]) => (restarts.push(flags), 0) };
+    for (const args of [['--memory-saver=false'], ['--memory-saver=false', '--favour-memory=false']]) {
+      const { code, err } = await run(args, node);
+      assert.equal(code, 2);
+      assert.match(err, /--namespaces is required/, 'the flags were read, and only the missing namespace refused');
+    }
+    assert.deepEqual(restarts, []);
+    assert.equal((await run(['--favour-memory'], node)).code, 0);
+    assert.deepEqual(restarts, [['--memory-saver-mode']]);
   });
 
   it('when the registry list is malformed, it should refuse to start (exit 2) naming the flag', async () => {

@@ -6,7 +6,7 @@
 import { readFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { COMPONENT_FLAGS, runComponent, type ComponentContext } from '../../support/src/component.js';
-import { youngGenerationFlag } from '../../support/src/young-generation.js';
+import { heapFlags } from '../../support/src/young-generation.js';
 import { ConfigError, flagName, tenantNamespaces, type ConfigOf, type Namespaces } from '../../support/src/config.js';
 import type { ReadinessCheck } from '../../support/src/ops-server.js';
 import { defineCommand, type Command } from '../../support/src/command.js';
@@ -36,7 +36,7 @@ import { releaseCommandRun } from './release/command.js';
 
 const FLAGS = {
   ...COMPONENT_FLAGS,
-  ...youngGenerationFlag('ignition-server'),
+  ...heapFlags('ignition-server'),
   servingAddress: { type: 'string', default: '0.0.0.0:9443', help: 'HTTPS address of /ignition' },
   tlsCertFile: { type: 'string', default: '', help: 'Serving certificate (PEM), reloaded when it changes' },
   tlsKeyFile: { type: 'string', default: '', help: 'Serving key (PEM), reloaded when it changes' },
@@ -127,6 +127,12 @@ const FLAGS = {
     default: DEFAULT_MAX_RELEASE_LAYERS,
     help: 'Layers one release image may have',
   },
+  // Kept for one release so that a deployment still passing it starts: what it set is now --memory-saver's.
+  favourMemory: {
+    type: 'bool',
+    default: true,
+    help: 'Deprecated, no effect: V8 is now tuned for memory by --memory-saver',
+  },
 } as const;
 
 type IgnitionServerConfig = ConfigOf<typeof FLAGS>;
@@ -169,12 +175,14 @@ async function registryOptions(cfg: IgnitionServerConfig): Promise<RegistryOptio
   return opts;
 }
 
-function warnWithoutJemalloc(log: Logger): void {
+function warnAtStart(cfg: IgnitionServerConfig, log: Logger): void {
   if (allocator() !== 'jemalloc')
     log.warn(
       { allocator: 'libc' },
       'Not running on jemalloc as the image does (LD_PRELOAD=libjemalloc.so.2): expect about 10% more memory',
     );
+  if (!cfg.favourMemory)
+    log.warn('--favour-memory=false has no effect any more: to run without the memory saver, set --memory-saver=false');
 }
 
 function createStore(
@@ -213,7 +221,7 @@ export async function startIgnitionServer(
   ctx: ComponentContext,
 ): Promise<{ lead: () => () => Promise<void>; port: number; readiness: ReadinessCheck[] }> {
   required(cfg);
-  warnWithoutJemalloc(ctx.log);
+  warnAtStart(cfg, ctx.log);
   const metrics = createIgnitionMetrics(ctx.registry);
   const { authority, seal } = await loadSigningKey(cfg.signingKeyFile);
   const registry = await registryOptions(cfg);

@@ -7,7 +7,7 @@ import { readFile } from 'node:fs/promises';
 import { defineCommand, type Command } from '../../support/src/command.js';
 import { ConfigError, flagName, tenantNamespaces, type ConfigOf } from '../../support/src/config.js';
 import { COMPONENT_FLAGS, runComponent, type ComponentContext } from '../../support/src/component.js';
-import { youngGenerationFlag } from '../../support/src/young-generation.js';
+import { heapFlags } from '../../support/src/young-generation.js';
 import type { ReadinessCheck } from '../../support/src/ops-server.js';
 import { CachedPayloadSource, IgnitionServerPayloadSource, type PayloadSource } from './payload.js';
 import { InPlaceUpgrader } from './upgrader.js';
@@ -15,7 +15,7 @@ import { DEFAULT_MAX_CONFIG_BYTES } from '../../api/src/limits.js';
 
 export const FLAGS = {
   ...COMPONENT_FLAGS,
-  ...youngGenerationFlag('inplace-upgrader'),
+  ...heapFlags('inplace-upgrader'),
   ignitionUrl: {
     type: 'string',
     default: '',

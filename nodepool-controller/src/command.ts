@@ -5,13 +5,13 @@
 import { readFile } from 'node:fs/promises';
 import { defineCommand, type Command } from '../../support/src/command.js';
 import { COMPONENT_FLAGS, runComponent } from '../../support/src/component.js';
-import { youngGenerationFlag } from '../../support/src/young-generation.js';
+import { heapFlags } from '../../support/src/young-generation.js';
 import { tenantNamespaces } from '../../support/src/config.js';
 import { createNodePoolController, type NodePoolController } from './controller.js';
 
 export const NODEPOOL_CONTROLLER_FLAGS = {
   ...COMPONENT_FLAGS,
-  ...youngGenerationFlag('nodepool-controller'),
+  ...heapFlags('nodepool-controller'),
   ignitionEndpoint: {
     type: 'string',
     default: '',

@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { ConfigError, parseConfig } from './config.js';
-import { youngGenerationFlag, youngGenerationLaunch } from './young-generation.js';
+import { heapFlags, youngGenerationLaunch } from './young-generation.js';
 
 describe('youngGenerationLaunch', () => {
   it("when a component starts with nothing set, it should restart with its default cap and V8's memory saver", () => {
@@ -28,7 +28,7 @@ describe('youngGenerationLaunch', () => {
   });
 
   it('when Node already has both flags (a restart, node flags, NODE_OPTIONS), it should run as it is', () => {
-    const set = { restart: false, reason: 'set-for-node' };
+    const set = { restart: false };
     const saver = ['--memory-saver-mode'];
     assert.deepEqual(youngGenerationLaunch('drainer', [], {}, ['--max-semi-space-size=8', ...saver]), set);
     assert.deepEqual(youngGenerationLaunch('drainer', [], { NODE_OPTIONS: '--max-semi-space-size=64' }, saver), set);
@@ -75,7 +75,7 @@ describe('youngGenerationLaunch', () => {
   });
 
   it('when the command is not a long-running component, it should not restart', () => {
-    assert.deepEqual(youngGenerationLaunch('status', [], {}, []), { restart: false, reason: 'not-a-component' });
+    assert.deepEqual(youngGenerationLaunch('status', [], {}, []), { restart: false });
   });
 
   it('when the size is not a whole number of MiB, it should refuse it with the flag named', () => {
@@ -87,8 +87,31 @@ describe('youngGenerationLaunch', () => {
       );
   });
 
-  it("when a component's flags are read, it should accept the flag with the component's default", () => {
-    assert.equal(parseConfig(youngGenerationFlag('nodepool-controller'), [], {}).maxSemiSpaceSize, 8);
-    assert.equal(parseConfig(youngGenerationFlag('drainer'), ['--max-semi-space-size=12'], {}).maxSemiSpaceSize, 12);
+  it('when the memory saver is turned off by the flag or the environment, it should restart without it, the command line winning', () => {
+    const off = { KINDLING_MEMORY_SAVER: 'false' };
+    assert.deepEqual(youngGenerationLaunch('drainer', [], off, []), {
+      restart: true,
+      nodeFlags: ['--max-semi-space-size=8'],
+    });
+    assert.deepEqual(youngGenerationLaunch('drainer', ['--memory-saver=0'], {}, []), {
+      restart: true,
+      nodeFlags: ['--max-semi-space-size=8'],
+    });
+    assert.deepEqual(youngGenerationLaunch('drainer', ['--memory-saver'], off, []), {
+      restart: true,
+      nodeFlags: ['--max-semi-space-size=8', '--memory-saver-mode'],
+    });
+    assert.deepEqual(youngGenerationLaunch('ignition-server', ['--memory-saver=false'], {}, []), { restart: false });
+    assert.throws(
+      () => youngGenerationLaunch('drainer', ['--memory-saver=no'], {}, []),
+      (err: unknown) => err instanceof ConfigError && /--memory-saver: "no" is not true or false/.test(err.message),
+    );
+  });
+
+  it("when a component's flags are read, it should accept both flags with the component's defaults", () => {
+    assert.equal(parseConfig(heapFlags('nodepool-controller'), [], {}).maxSemiSpaceSize, 8);
+    assert.equal(parseConfig(heapFlags('drainer'), ['--max-semi-space-size=12'], {}).maxSemiSpaceSize, 12);
+    assert.equal(parseConfig(heapFlags('drainer'), [], {}).memorySaver, true);
+    assert.equal(parseConfig(heapFlags('drainer'), ['--memory-saver=false'], {}).memorySaver, false);
   });
 });

@@ -21,13 +21,16 @@
  * benchmarks' and the tests', gets them.
  *
  * An operator overrides the cap with `--max-semi-space-size` or `KINDLING_MAX_SEMI_SPACE_SIZE` (0: Node's own
- * sizing), or by giving Node the flag itself (`node --max-semi-space-size=…` or `NODE_OPTIONS`), which wins; the
- * memory saver with `node --no-memory-saver-mode kindling …` (Node refuses it in `NODE_OPTIONS`).
+ * sizing), and turns the memory saver off with `--memory-saver=false` or `KINDLING_MEMORY_SAVER=false`: both work
+ * wherever the command is started (the image's entrypoint takes the component's flags and environment, not Node's).
+ * A flag given to Node itself wins (`node --max-semi-space-size=…`, `NODE_OPTIONS`, `node --no-memory-saver-mode`).
  */
 import { ConfigError, envName, flagName, type FlagSpec } from './config.js';
 
 const KEY = 'maxSemiSpaceSize';
 const FLAG = `--${flagName(KEY)}`;
+const SAVER_KEY = 'memorySaver';
+const SAVER_FLAG = `--${flagName(SAVER_KEY)}`;
 const MEMORY_SAVER = '--memory-saver-mode';
 
 /**
@@ -42,8 +45,11 @@ const DEFAULT_MIB: Readonly<Record<string, number>> = Object.freeze({
   'ignition-server': 0,
 });
 
-/** The `--max-semi-space-size` flag of `command`, with its default: spread into the command's flags. */
-export function youngGenerationFlag(command: string): { maxSemiSpaceSize: FlagSpec<'int'> } {
+/**
+ * The `--max-semi-space-size` and `--memory-saver` flags of `command`, with their defaults: spread into the
+ * command's flags, so its help lists them and its config accepts them (they act before it is read).
+ */
+export function heapFlags(command: string): { maxSemiSpaceSize: FlagSpec<'int'>; memorySaver: FlagSpec<'bool'> } {
   const mib = DEFAULT_MIB[command];
   if (mib === undefined) throw new Error(`kindling ${command}: no young-generation default`);
   return {
@@ -52,12 +58,16 @@ export function youngGenerationFlag(command: string): { maxSemiSpaceSize: FlagSp
       default: mib,
       help: "V8's largest semi-space in MiB, set when the process starts (0: Node's own, which grows to 64 and keeps it)",
     },
+    [SAVER_KEY]: {
+      type: 'bool',
+      default: true,
+      help: "Start V8's memory saver (--memory-saver-mode): the heap kept close to what is in use, after a burst too",
+    },
   };
 }
 
-/** How the process runs: as it is (and why), or restarted with these Node flags first. */
-export type Launch =
-  { restart: true; nodeFlags: string[] } | { restart: false; reason: 'not-a-component' | 'set-for-node' };
+/** How the process runs: as it is, or restarted with these Node flags first. */
+export type Launch = { restart: true; nodeFlags: string[] } | { restart: false };
 
 /**
  * The V8 flag names Node was given itself, on its command line (this includes a restart's) or in NODE_OPTIONS,
@@ -74,19 +84,31 @@ const givenToNode = (execArgv: readonly string[], env: NodeJS.ProcessEnv): Set<s
     ),
   );
 
-/** The raw value given on the command line (the last one wins, as in the config), else the environment's. */
-function given(args: readonly string[], env: NodeJS.ProcessEnv): string | undefined {
-  let raw = env[envName(KEY)];
+/**
+ * The raw value of `key` given on the command line (the last one wins, as in the config), else the environment's.
+ * A bool flag alone is `true` and takes no value after it, as in the config.
+ */
+function given(key: string, bool: boolean, args: readonly string[], env: NodeJS.ProcessEnv): string | undefined {
+  const flag = `--${flagName(key)}`;
+  let raw = env[envName(key)];
   args.forEach((arg, i) => {
-    if (arg === FLAG) raw = args[i + 1] ?? '';
-    else if (arg.startsWith(`${FLAG}=`)) raw = arg.slice(FLAG.length + 1);
+    if (arg === flag) raw = bool ? 'true' : (args[i + 1] ?? '');
+    else if (arg.startsWith(`${flag}=`)) raw = arg.slice(flag.length + 1);
   });
   return raw;
 }
 
+/** Whether the memory saver is wanted: `--memory-saver` / `KINDLING_MEMORY_SAVER`, as the config reads a bool. */
+function memorySaverWanted(args: readonly string[], env: NodeJS.ProcessEnv): boolean {
+  const raw = given(SAVER_KEY, true, args, env);
+  if (raw === undefined) return true;
+  if (!['true', 'false', '1', '0'].includes(raw)) throw new ConfigError(`${SAVER_FLAG}: "${raw}" is not true or false`);
+  return raw === 'true' || raw === '1';
+}
+
 /**
  * How `kindling <command> <args>` starts: a long-running command is restarted with its young-generation cap
- * (none when it is 0) and the memory saver; each unless Node was given it itself.
+ * (none when it is 0) and the memory saver (unless turned off); each unless Node was given it itself.
  * An invalid value is refused here, before anything runs.
  */
 export function youngGenerationLaunch(
@@ -96,20 +118,14 @@ export function youngGenerationLaunch(
   execArgv: readonly string[],
 ): Launch {
   const fallback = DEFAULT_MIB[command];
-  if (fallback === undefined) return { restart: false, reason: 'not-a-component' };
-  const raw = given(args, env);
+  if (fallback === undefined) return { restart: false };
+  const raw = given(KEY, false, args, env);
   if (raw !== undefined && !/^\d{1,4}$/.test(raw))
     throw new ConfigError(`${FLAG}: "${raw}" is not a size in MiB (a whole number; 0 for Node's own)`);
   const forNode = givenToNode(execArgv, env);
-  const nodeFlags = flagsToAdd(raw === undefined ? fallback : Number(raw), forNode);
-  if (nodeFlags.length > 0) return { restart: true, nodeFlags };
-  return { restart: false, reason: 'set-for-node' };
-}
-
-/** The flags the restart adds: the cap unless it is 0, and the memory saver; none Node has. */
-function flagsToAdd(mib: number, forNode: ReadonlySet<string>): string[] {
   const flags: string[] = [];
+  const mib = raw === undefined ? fallback : Number(raw);
   if (mib !== 0 && !forNode.has(FLAG)) flags.push(`${FLAG}=${mib}`);
-  if (!forNode.has(MEMORY_SAVER)) flags.push(MEMORY_SAVER);
-  return flags;
+  if (memorySaverWanted(args, env) && !forNode.has(MEMORY_SAVER)) flags.push(MEMORY_SAVER);
+  return flags.length > 0 ? { restart: true, nodeFlags: flags } : { restart: false };
 }
