@@ -2,7 +2,8 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { ConfigError } from '../../support/src/config.js';
 import { main } from '../../cli/src/main.js';
-import { ignitionServerCommand, releasePolicy, watchedNamespaces } from './command.js';
+import type { Logger } from '../../support/src/logger.js';
+import { ignitionServerCommand, releasePolicy, warnAtStart, watchedNamespaces } from './command.js';
 
 const FILES = [
   '--tls-cert-file',
@@ -61,8 +62,19 @@ describe('ignition-server flags', () => {
       assert.match(err, /--namespaces is required/, 'the flags were read, and only the missing namespace refused');
     }
     assert.deepEqual(restarts, []);
-    assert.equal((await run(['--favour-memory'], node)).code, 0);
-    assert.deepEqual(restarts, [['--memory-saver-mode']]);
+    const restarted = { execArgv: ['--memory-saver-mode'], restart: node.restart };
+    assert.match((await run(['--favour-memory'], restarted)).err, /--namespaces is required/);
+    assert.deepEqual(restarts, []);
+  });
+
+  it('when --favour-memory is given false, it should warn that it has no effect and name --memory-saver', () => {
+    const warnings: string[] = [];
+    const log = { warn: (...a: unknown[]) => void warnings.push(String(a.at(-1))) } as unknown as Logger;
+    const deprecation = /favour-memory.*deprecated and has no effect.*--memory-saver=false/;
+    warnAtStart({ favourMemory: true }, log);
+    assert.equal(warnings.filter((w) => deprecation.test(w)).length, 0);
+    warnAtStart({ favourMemory: false }, log);
+    assert.equal(warnings.filter((w) => deprecation.test(w)).length, 1);
   });
 
   it('when the registry list is malformed, it should refuse to start (exit 2) naming the flag', async () => {

@@ -127,11 +127,12 @@ const FLAGS = {
     default: DEFAULT_MAX_RELEASE_LAYERS,
     help: 'Layers one release image may have',
   },
-  // Kept for one release so that a deployment still passing it starts: what it set is now --memory-saver's.
+  // Kept for one release so that a deployment still passing it starts. It defaulted to true, so a deployment
+  // gave it only to turn it off: that is the case warned of.
   favourMemory: {
     type: 'bool',
     default: true,
-    help: 'Deprecated, no effect: V8 is now tuned for memory by --memory-saver',
+    help: 'Deprecated, no effect (removed in the next release): V8 is now tuned for memory by --memory-saver',
   },
 } as const;
 
@@ -175,14 +176,16 @@ async function registryOptions(cfg: IgnitionServerConfig): Promise<RegistryOptio
   return opts;
 }
 
-function warnAtStart(cfg: IgnitionServerConfig, log: Logger): void {
+export function warnAtStart(cfg: Pick<IgnitionServerConfig, 'favourMemory'>, log: Logger): void {
   if (allocator() !== 'jemalloc')
     log.warn(
       { allocator: 'libc' },
       'Not running on jemalloc as the image does (LD_PRELOAD=libjemalloc.so.2): expect about 10% more memory',
     );
   if (!cfg.favourMemory)
-    log.warn('--favour-memory=false has no effect any more: to run without the memory saver, set --memory-saver=false');
+    log.warn(
+      'favour-memory (--favour-memory, KINDLING_FAVOUR_MEMORY) is deprecated and has no effect: V8 runs with its memory saver unless --memory-saver=false',
+    );
 }
 
 function createStore(

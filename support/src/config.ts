@@ -73,6 +73,12 @@ export function formatDuration(ms: number): string {
   return `${ms}ms`;
 }
 
+/** A bool flag's value as every reader takes it: true, false, 1 or 0. */
+export function parseBool(where: string, raw: string): boolean {
+  if (!['true', 'false', '1', '0'].includes(raw)) throw new ConfigError(`${where}: "${raw}" is not true or false`);
+  return raw === 'true' || raw === '1';
+}
+
 function convert(key: string, spec: FlagSpec, raw: string): FlagValue[FlagType] {
   const where = `--${flagName(key)}`;
   switch (spec.type) {
@@ -87,8 +93,7 @@ function convert(key: string, spec: FlagSpec, raw: string): FlagValue[FlagType] 
         throw new ConfigError(`${where}: ${(err as Error).message}`);
       }
     case 'bool':
-      if (!['true', 'false', '1', '0'].includes(raw)) throw new ConfigError(`${where}: "${raw}" is not true or false`);
-      return raw === 'true' || raw === '1';
+      return parseBool(where, raw);
     case 'list':
       return raw === '' ? [] : raw.split(',').map((s) => s.trim());
     default:

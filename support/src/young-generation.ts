@@ -25,7 +25,7 @@
  * wherever the command is started (the image's entrypoint takes the component's flags and environment, not Node's).
  * A flag given to Node itself wins (`node --max-semi-space-size=…`, `NODE_OPTIONS`, `node --no-memory-saver-mode`).
  */
-import { ConfigError, envName, flagName, type FlagSpec } from './config.js';
+import { ConfigError, envName, flagName, parseBool, type FlagSpec } from './config.js';
 
 const KEY = 'maxSemiSpaceSize';
 const FLAG = `--${flagName(KEY)}`;
@@ -98,18 +98,16 @@ function given(key: string, bool: boolean, args: readonly string[], env: NodeJS.
   return raw;
 }
 
-/** Whether the memory saver is wanted: `--memory-saver` / `KINDLING_MEMORY_SAVER`, as the config reads a bool. */
+/** Whether the memory saver is wanted: `--memory-saver` / `KINDLING_MEMORY_SAVER`, read as the config reads it. */
 function memorySaverWanted(args: readonly string[], env: NodeJS.ProcessEnv): boolean {
   const raw = given(SAVER_KEY, true, args, env);
-  if (raw === undefined) return true;
-  if (!['true', 'false', '1', '0'].includes(raw)) throw new ConfigError(`${SAVER_FLAG}: "${raw}" is not true or false`);
-  return raw === 'true' || raw === '1';
+  return raw === undefined || parseBool(SAVER_FLAG, raw);
 }
 
 /**
  * How `kindling <command> <args>` starts: a long-running command is restarted with its young-generation cap
  * (none when it is 0) and the memory saver (unless turned off); each unless Node was given it itself.
- * An invalid value is refused here, before anything runs.
+ * An invalid value of either is refused here, before the restart; the config reads every value again after it.
  */
 export function youngGenerationLaunch(
   command: string,
