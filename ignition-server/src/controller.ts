@@ -38,6 +38,7 @@ import { PoolInformers } from './pools.js';
 import { decideTokenSecret, type TokenSecretRefusal } from './token-secret-decision.js';
 import { keyOf, keyString, parseKey } from '../../support/src/object-key.js';
 import { ReachedRecords } from './reached.js';
+import { BootstrapRevocations } from './revocations.js';
 
 export interface ControllerOptions {
   kubeConfig: k8s.KubeConfig;
@@ -89,9 +90,7 @@ export class TokenSecretController {
   readonly #generate: WorkQueue;
   readonly #reached: WorkQueue;
   readonly #firstFetches: ReachedRecords;
-  readonly #revoke: WorkQueue;
-  /** Bootstrap tokens of deleted token Secrets, by Secret key, until the leader has deleted them from the guest. */
-  readonly #revocations = new Map<string, { namespace: string; cluster: string; tokens: string[] }>();
+  readonly #revocations: BootstrapRevocations;
   readonly #events: TokenSecretEvents;
   readonly #reads: WorkQueue;
   /** Reads of one Secret's data in flight, shared by the background queue and requests waiting on them. */
@@ -128,7 +127,13 @@ export class TokenSecretController {
       maxHoldMs: REACHED_MAX_HOLD_MS,
       release: (keys) => keys.forEach((key) => this.#reached.add(key)),
     });
-    this.#revoke = this.#queue('ignition-bootstrap-revoke', (key) => this.#revokeBootstrap(key));
+    this.#revocations = new BootstrapRevocations({
+      core: this.#core,
+      join: opts.join,
+      clock: this.#clock,
+      log: opts.log,
+      queue: (reconcile) => this.#queue('ignition-bootstrap-revoke', reconcile),
+    });
     // In the background, two at a time: a request waiting on a Secret reads it at once (load), not in this line.
     this.#reads = this.#queue('ignition-token-secret-reads', (key) => this.#read(key), 2);
   }
@@ -214,7 +219,7 @@ export class TokenSecretController {
     await Promise.all([
       this.#generate.stop(),
       this.#reached.stop(),
-      this.#revoke.stop(),
+      this.#revocations.stop(),
       this.#reads.stop(),
       this.#writer?.stop(),
     ]);
@@ -230,6 +235,7 @@ export class TokenSecretController {
       current: (key) => this.#current(key),
       refused: (key) => this.#refused.get(key),
       forgetBootstrap: (key) => this.#forgetBootstrap(key),
+      unmint: (mint) => this.#revocations.failedMint(mint),
     });
     const writer = this.#queue('ignition-token-secrets', (key) => writes.reconcile(key), LEADER_WORKERS);
     this.#writer = writer;
@@ -413,19 +419,7 @@ export class TokenSecretController {
     const secret = this.#opts.index.get(key)?.secret;
     const tokens = [secret?.bootstrapToken, secret?.rotatedBootstrapToken].filter((t): t is string => t !== undefined);
     if (!this.#writer || !secret?.cluster || tokens.length === 0) return;
-    this.#revocations.set(key, { namespace: secret.namespace, cluster: secret.cluster, tokens });
-    this.#revoke.add(key);
-  }
-
-  async #revokeBootstrap(key: string): Promise<void> {
-    const revocation = this.#revocations.get(key);
-    if (!revocation || !this.#opts.join) return;
-    await this.#opts.join.revoke(revocation);
-    this.#revocations.delete(key);
-    this.#opts.log.info(
-      { secret: key, cluster: `${revocation.namespace}/${revocation.cluster}` },
-      'Deleted the bootstrap tokens of a deleted token Secret',
-    );
+    this.#revocations.secretDeleted(key, { namespace: secret.namespace, cluster: secret.cluster, tokens });
   }
 
   async #generatePayload(key: string): Promise<ReconcileResult | void> {

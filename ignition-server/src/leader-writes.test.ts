@@ -3,12 +3,16 @@ import assert from 'node:assert/strict';
 import type * as k8s from '#k8s';
 import { SECRET_KEYS } from '../../api/src/keys.js';
 import { createLogger } from '../../support/src/logger.js';
+import { WorkQueue } from '../../support/src/queue.js';
+import { manualClock, type ManualClock } from '../../support/testing/index.js';
 import { LeaderWrites } from './leader-writes.js';
+import { BootstrapRevocations } from './revocations.js';
 import { TokenIndex, type TokenSecret, type TokenSecretEntry } from './token-index.js';
 import { createTokenAuthority } from './tokens.js';
 import type { GuestJoin } from './join.js';
 import type { TokenSecretEvents } from './events.js';
-import { ecKeyPem, manualClock } from '../testing/index.js';
+import { PATCH_SETTLED_MS } from './unmint-decision.js';
+import { ecKeyPem } from '../testing/index.js';
 
 const TTL_MS = 3_600_000;
 
@@ -28,73 +32,122 @@ const tokenSecret = (over: Partial<TokenSecret> = {}): TokenSecret => ({
 });
 
 type PatchBody = { metadata: { resourceVersion: string }; data: Record<string, string> };
-type Failure = 'conflict' | 'reset-after-write' | 'reset-before-write' | undefined;
+/**
+ * How the next patch fails: a 409, a 500 or a connection reset after or before the write was stored, or `late`:
+ * the client gives up (a reset) while the apiserver still holds the patch, to commit it when the test says.
+ */
+type Failure = 'conflict' | 'server-error' | 'reset-after-write' | 'reset-before-write' | 'late' | undefined;
+
+interface FakeApiserver {
+  core: k8s.CoreV1Api;
+  patches: PatchBody[];
+  /** Reads of the Secret (read-backs). */
+  reads: { count: number };
+  fail: (how: Failure) => void;
+  /** Someone else writes the Secret: its version moves on. */
+  bump: () => void;
+  /** The patch held by a `late` failure commits now, if its precondition still holds. */
+  commitLate: () => void;
+  remove: () => void;
+}
 
 /**
  * The management apiserver's side of one Secret: a merge patch is refused (409) unless it carries the stored
- * resourceVersion. `fail` makes the next patch fail: with a 409, or with a connection reset after or before the
- * write was stored.
+ * resourceVersion; `fail` makes the next patch fail.
  */
-function fakeApiserver(storedVersion: number): {
-  core: k8s.CoreV1Api;
-  patches: PatchBody[];
-  fail: (how: Failure) => void;
-} {
+function fakeApiserver(storedVersion: number): FakeApiserver {
   let version = storedVersion;
   let failure: Failure;
+  let held: PatchBody | undefined;
+  let gone = false;
   const data: Record<string, string> = {};
   const patches: PatchBody[] = [];
+  const reads = { count: 0 };
   const reset = (): Error => Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' });
+  const commit = (body: PatchBody): boolean => {
+    if (gone || body.metadata.resourceVersion !== String(version)) return false;
+    Object.assign(data, body.data);
+    version++;
+    return true;
+  };
   const core = {
     patchNamespacedSecret: async ({ body }: { body: PatchBody }): Promise<k8s.V1Secret> => {
       patches.push(body);
       const how = failure;
       failure = undefined;
-      if (how === 'reset-before-write') throw reset();
-      if (how === 'conflict' || body.metadata.resourceVersion !== String(version))
+      if (how === 'late') held = body;
+      if (how === 'reset-before-write' || how === 'late') throw reset();
+      if (how === 'server-error') throw Object.assign(new Error('etcdserver: request timed out'), { code: 500 });
+      if (how === 'conflict' || !commit(body))
         throw Object.assign(new Error('the object has been modified'), { code: 409 });
-      Object.assign(data, body.data);
-      version++;
       if (how === 'reset-after-write') throw reset();
-      return { metadata: { resourceVersion: String(version) }, data };
+      return { metadata: { resourceVersion: String(version) }, data: { ...data } };
     },
-    readNamespacedSecret: async (): Promise<k8s.V1Secret> => ({ metadata: { resourceVersion: String(version) }, data }),
+    readNamespacedSecret: async (): Promise<k8s.V1Secret> => {
+      reads.count++;
+      if (gone) throw Object.assign(new Error('not found'), { code: 404 });
+      return { metadata: { resourceVersion: String(version) }, data: { ...data } };
+    },
   };
-  return { core: core as unknown as k8s.CoreV1Api, patches, fail: (how) => void (failure = how) };
+  return {
+    core: core as unknown as k8s.CoreV1Api,
+    patches,
+    reads,
+    fail: (how) => void (failure = how),
+    bump: () => void version++,
+    commitLate: () => void (held && commit(held)),
+    remove: () => void (gone = true),
+  };
 }
 
-/** The guest's bootstrap tokens: minted ones, and those deleted again. */
-function fakeGuest(): { join: GuestJoin; minted: string[]; revoked: string[] } {
+/** The guest's bootstrap tokens: minted ones, and those deleted again (`failRevokes` fail before deleting). */
+function fakeGuest(): { join: GuestJoin; minted: string[]; revoked: string[]; failRevokes: { count: number } } {
   const minted: string[] = [];
   const revoked: string[] = [];
+  const failRevokes = { count: 0 };
   const join: GuestJoin = {
     mint: async () => {
       const bootstrapToken = `abcdef.${String(minted.length).padStart(16, '0')}`;
       minted.push(bootstrapToken);
       return { server: 'https://guest:6443', caPem: 'CA', bootstrapToken };
     },
-    revoke: async ({ tokens }) => void revoked.push(...tokens),
+    revoke: async ({ tokens }) => {
+      if (failRevokes.count > 0) {
+        failRevokes.count--;
+        throw new Error('guest apiserver unreachable');
+      }
+      revoked.push(...tokens);
+    },
   };
-  return { join, minted, revoked };
+  return { join, minted, revoked, failRevokes };
 }
 
 interface Leader {
   writes: LeaderWrites;
+  revocations: BootstrapRevocations;
   copy: { secret: TokenSecret };
   index: TokenIndex;
   entry: TokenSecretEntry;
-  clock: ReturnType<typeof manualClock>;
+  clock: ManualClock;
 }
 
-/** A leader whose informer copy of the Secret is whatever `copy.secret` holds. */
-async function leader(
-  apiserver: ReturnType<typeof fakeApiserver>,
-  guest: ReturnType<typeof fakeGuest>,
-): Promise<Leader> {
-  const clock = manualClock();
+/**
+ * A leader whose informer copy of the Secret is whatever `copy.secret` holds, and whose failed mints go to the
+ * controller's kind of revoke queue (a real WorkQueue on the manual clock).
+ */
+async function leader(apiserver: FakeApiserver, guest: ReturnType<typeof fakeGuest>): Promise<Leader> {
+  const clock = manualClock(Date.UTC(2026, 10, 23, 8));
+  const log = createLogger({ name: 'test', level: 'silent' });
   const index = new TokenIndex();
   const copy = { secret: tokenSecret() };
   const entry = index.upsert(copy.secret);
+  const revocations = new BootstrapRevocations({
+    core: apiserver.core,
+    join: guest.join,
+    clock,
+    log,
+    queue: (reconcile) => new WorkQueue({ name: 'revoke', reconcile, clock }),
+  });
   const writes = new LeaderWrites({
     core: apiserver.core,
     authority: await createTokenAuthority(ecKeyPem(), clock),
@@ -103,12 +156,25 @@ async function leader(
     join: guest.join,
     events: { record: async () => undefined } as unknown as TokenSecretEvents,
     clock,
-    log: createLogger({ name: 'test', level: 'silent' }),
+    log,
     current: async () => copy.secret,
     refused: () => undefined,
     forgetBootstrap: () => undefined,
+    unmint: (mint) => revocations.failedMint(mint),
   });
-  return { writes, copy, index, entry, clock };
+  return { writes, revocations, copy, index, entry, clock };
+}
+
+/** A leader's pass whose patch fails, and the revoke queue's first look at what it minted. */
+async function failedPass({ writes, revocations }: Leader): Promise<void> {
+  await assert.rejects(writes.reconcile('ns/tok'), /failed to patch the token Secret/);
+  await revocations.drained();
+}
+
+/** Moves the clock on and lets the revoke queue run what came due. */
+async function later(l: Leader, ms: number): Promise<void> {
+  l.clock.advance(ms);
+  await l.revocations.drained();
 }
 
 describe('leader writes', () => {
@@ -141,27 +207,131 @@ describe('leader writes', () => {
     assert.deepEqual(guest.revoked, []);
   });
 
-  it('when the token Secret changed under a mint (409), it should delete the minted bootstrap token from the guest and fail the pass', async () => {
+  it('when the token Secret changed under a mint (409), it should delete the minted bootstrap token from the guest without reading the Secret back', async () => {
     // Someone else (a replica recording a first fetch) wrote the Secret after the informer's copy: rv 5 against 1.
     const apiserver = fakeApiserver(5);
     const guest = fakeGuest();
-    const { writes } = await leader(apiserver, guest);
-    await assert.rejects(writes.reconcile('ns/tok'), /failed to patch the token Secret/);
+    const l = await leader(apiserver, guest);
+    await failedPass(l);
+    assert.equal(apiserver.reads.count, 0, 'the answer settles it');
     assert.equal(guest.minted.length, 1);
     assert.deepEqual(guest.revoked, guest.minted, 'no bootstrap token left that no Secret records');
   });
 
-  it('when a patch after a mint gets no answer, it should keep the bootstrap token if the Secret holds it and delete it otherwise', async () => {
-    const applied = fakeApiserver(1);
-    const keptGuest = fakeGuest();
-    applied.fail('reset-after-write');
-    await assert.rejects((await leader(applied, keptGuest)).writes.reconcile('ns/tok'), /failed to patch/);
-    assert.deepEqual(keptGuest.revoked, [], 'the Secret records it: hosts join with it');
+  it('when a patch after a mint gets no answer but was applied, it should keep the bootstrap token the Secret holds', async () => {
+    const apiserver = fakeApiserver(1);
+    const guest = fakeGuest();
+    const l = await leader(apiserver, guest);
+    apiserver.fail('reset-after-write');
+    await failedPass(l);
+    await later(l, PATCH_SETTLED_MS);
+    assert.deepEqual(guest.revoked, [], 'the Secret records it: hosts join with it');
+  });
 
-    const lost = fakeApiserver(1);
-    const lostGuest = fakeGuest();
-    lost.fail('reset-before-write');
-    await assert.rejects((await leader(lost, lostGuest)).writes.reconcile('ns/tok'), /failed to patch/);
-    assert.deepEqual(lostGuest.revoked, lostGuest.minted);
+  it('when a patch after a mint gets no answer and the Secret is still at its version, it should keep the token until the apiserver surely dropped the patch, then delete it', async () => {
+    const apiserver = fakeApiserver(1);
+    const guest = fakeGuest();
+    const l = await leader(apiserver, guest);
+    apiserver.fail('reset-before-write');
+    await failedPass(l);
+    assert.deepEqual(guest.revoked, [], 'the patch may still commit');
+    await later(l, PATCH_SETTLED_MS - 1);
+    assert.deepEqual(guest.revoked, [], 'still unknown within the deadline');
+    await later(l, 1);
+    assert.deepEqual(guest.revoked, guest.minted, 'never committed: nothing records it');
+  });
+
+  it('when a patch our client gave up on commits later, it should keep the bootstrap token the Secret then records', async () => {
+    const apiserver = fakeApiserver(1);
+    const guest = fakeGuest();
+    const l = await leader(apiserver, guest);
+    apiserver.fail('late');
+    await failedPass(l);
+    await later(l, 35_000);
+    apiserver.commitLate();
+    await later(l, PATCH_SETTLED_MS);
+    assert.deepEqual(guest.revoked, [], 'hosts of the pool join with the token the Secret serves');
+  });
+
+  it('when the Secret moved on without the token after an unanswered patch, it should delete the token before the deadline', async () => {
+    const apiserver = fakeApiserver(1);
+    const guest = fakeGuest();
+    const l = await leader(apiserver, guest);
+    apiserver.fail('late');
+    await failedPass(l);
+    apiserver.bump();
+    apiserver.commitLate();
+    await later(l, 10_000);
+    assert.deepEqual(guest.revoked, guest.minted, 'the patch can no longer commit');
+  });
+
+  it('when the Secret is gone after a patch that answered 500, it should delete the token', async () => {
+    const apiserver = fakeApiserver(1);
+    const guest = fakeGuest();
+    const l = await leader(apiserver, guest);
+    apiserver.fail('server-error');
+    apiserver.remove();
+    await failedPass(l);
+    assert.deepEqual(guest.revoked, guest.minted);
+  });
+
+  it('when the guest fails the deletion of a failed mint, it should retry with backoff until it succeeds', async () => {
+    const apiserver = fakeApiserver(5);
+    const guest = fakeGuest();
+    guest.failRevokes.count = 2;
+    const l = await leader(apiserver, guest);
+    await failedPass(l);
+    assert.deepEqual(guest.revoked, [], 'the first attempt failed');
+    await later(l, 200);
+    await later(l, 400);
+    assert.deepEqual(guest.revoked, guest.minted, 'deleted on the third attempt');
+  });
+
+  it('when a patch after a mint got no answer, the next pass should not mint again from the same copy until the version moves or the deadline passes', async () => {
+    const apiserver = fakeApiserver(1);
+    const guest = fakeGuest();
+    const l = await leader(apiserver, guest);
+    apiserver.fail('reset-after-write');
+    await failedPass(l);
+    // The queue's retry runs on the copy the patch was computed from (the echo not in yet).
+    const retry = await l.writes.reconcile('ns/tok');
+    assert.equal(guest.minted.length, 1, 'no second bootstrap token');
+    assert.equal(apiserver.patches.length, 1);
+    assert.ok(retry?.requeueAfterMs !== undefined && retry.requeueAfterMs <= PATCH_SETTLED_MS, 'looks again');
+    // The echo arrives: the Secret holds the token, so the pass mints nothing.
+    l.copy.secret = tokenSecret({
+      resourceVersion: '2',
+      token: 'minted',
+      issuedAtMs: l.clock.now(),
+      bootstrapToken: guest.minted[0],
+    });
+    await l.writes.reconcile('ns/tok');
+    assert.equal(guest.minted.length, 1);
+  });
+
+  it('when a patch after a mint got no answer and never committed, the next pass should mint again once the deadline has passed', async () => {
+    const apiserver = fakeApiserver(1);
+    const guest = fakeGuest();
+    const l = await leader(apiserver, guest);
+    apiserver.fail('reset-before-write');
+    await failedPass(l);
+    await l.writes.reconcile('ns/tok');
+    assert.equal(guest.minted.length, 1, 'not while the outcome is unknown');
+    await later(l, PATCH_SETTLED_MS);
+    await l.writes.reconcile('ns/tok');
+    assert.equal(guest.minted.length, 2, 'a patch that never committed does not hold the Secret back for good');
+    assert.equal(apiserver.patches.length, 2);
+    assert.deepEqual(guest.revoked, [guest.minted[0]]);
+  });
+
+  it('when a patch after a mint was refused, the next pass should not be held back', async () => {
+    const apiserver = fakeApiserver(1);
+    const guest = fakeGuest();
+    const l = await leader(apiserver, guest);
+    apiserver.fail('conflict');
+    await failedPass(l);
+    l.copy.secret = tokenSecret({ resourceVersion: '1' });
+    await l.writes.reconcile('ns/tok');
+    assert.equal(guest.minted.length, 2, 'a refused patch committed nothing: no guard');
   });
 });

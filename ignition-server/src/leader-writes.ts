@@ -4,7 +4,9 @@
  * token paired to it, writes the generation outcome, deletes a Secret once its expiry has passed, and reports
  * refusals, rotations and failed generations as Events. Each pass is one merge patch guarded by the
  * resourceVersion it was computed from, and is computed only from a copy that already carries this leader's last
- * patch of the Secret: a pass on an older copy would see no token and mint a second one.
+ * patch of the Secret: a pass on an older copy would see no token and mint a second one. A mint whose patch
+ * fails hands its bootstrap token to the controller's revoke queue, which deletes it from the guest once the
+ * patch surely did not commit (unmint-decision.ts).
  */
 import * as k8s from '#k8s';
 import { ANNOTATIONS, FIELD_MANAGERS, SECRET_KEYS } from '../../api/src/keys.js';
@@ -19,6 +21,8 @@ import { EVENT_REASONS, type TokenSecretEvents } from './events.js';
 import type { GuestJoin } from './join.js';
 import type { TokenSecretRefusal } from './token-secret-decision.js';
 import { parseKey } from '../../support/src/object-key.js';
+import type { FailedMint } from './revocations.js';
+import { PATCH_SETTLED_MS, patchRefused, type FailedPatch } from './unmint-decision.js';
 
 /** A token Secret the server does not act on, and why. */
 export interface Refused {
@@ -57,6 +61,8 @@ export interface LeaderWritesDeps {
   refused(key: string): Refused | undefined;
   /** The Secret is going: its bootstrap tokens are to be deleted from the guest. */
   forgetBootstrap(key: string): void;
+  /** A patch after a mint failed: its bootstrap token is to be deleted from the guest unless the patch committed. */
+  unmint(mint: FailedMint): void;
 }
 
 type Patch = { data: Record<string, string>; annotations: Record<string, string> };
@@ -67,11 +73,13 @@ export const iso = (ms: number): string => new Date(ms).toISOString().replace(/\
 export class LeaderWrites {
   readonly #deps: LeaderWritesDeps;
   /**
-   * The resourceVersion each Secret's last successful patch was computed from, until a copy other than that one
-   * is seen: the informer's copy can still be the one the patch was computed from when the next pass runs (the
-   * payload's generation finishing right after the mint wakes it before the patch's echo has arrived).
+   * The resourceVersion each Secret's last patch was computed from, until a copy other than that one is seen:
+   * the informer's copy can still be the one the patch was computed from when the next pass runs (the payload's
+   * generation finishing right after the mint wakes it before the patch's echo has arrived). A mint's patch
+   * whose outcome is unknown (no answer, a 5xx) may have committed too: its entry also ends once it surely did
+   * not (`untilMs`), so a patch that never committed does not hold the Secret back for good.
    */
-  readonly #patchedFrom = new Map<string, string>();
+  readonly #patchedFrom = new Map<string, { version: string; untilMs?: number }>();
 
   constructor(deps: LeaderWritesDeps) {
     this.#deps = deps;
@@ -83,8 +91,9 @@ export class LeaderWrites {
     if (refused) return this.#recordRefusal(refused);
     const secret = await this.#deps.current(key);
     if (!secret) return void this.#patchedFrom.delete(key);
-    if (this.#beforeOwnPatch(secret)) return { requeueAfterMs: ECHO_WAIT_MS };
     const now = this.#deps.clock.now();
+    const echoWait = this.#beforeOwnPatch(secret, now);
+    if (echoWait !== undefined) return { requeueAfterMs: echoWait };
     if (secret.expiresAtMs !== undefined && secret.expiresAtMs <= now) return this.#delete(secret);
     const patch: Patch = { data: {}, annotations: {} };
     const rotateAt = await this.#tokenPatch(secret, now, patch);
@@ -95,13 +104,20 @@ export class LeaderWrites {
     return { requeueAfterMs: Math.max(50, Math.min(...waits) + 50) };
   }
 
-  /** Whether the copy is the one this leader's last patch of the Secret was computed from (its echo not yet in). */
-  #beforeOwnPatch(secret: TokenSecret): boolean {
+  /**
+   * How long to wait before looking again when the copy is the one this leader's last patch of the Secret was
+   * computed from (its echo, which wakes the Secret sooner, not yet in); undefined when the pass may go on.
+   */
+  #beforeOwnPatch(secret: TokenSecret, now: number): number | undefined {
     const base = this.#patchedFrom.get(secret.key);
-    if (base === undefined) return false;
-    if (base === secret.resourceVersion) return true;
-    this.#patchedFrom.delete(secret.key);
-    return false;
+    if (base === undefined) return undefined;
+    if (base.version !== secret.resourceVersion || (base.untilMs !== undefined && now >= base.untilMs)) {
+      this.#patchedFrom.delete(secret.key);
+      return undefined;
+    }
+    // An unknown outcome is looked at again when it is surely known: the echo of a patch that did commit wakes
+    // the Secret sooner.
+    return base.untilMs === undefined ? ECHO_WAIT_MS : base.untilMs - now;
   }
 
   /** The Warning Event of a refusal that has stood its settling time (until then, a look again). */
@@ -184,13 +200,15 @@ export class LeaderWrites {
 
   /**
    * A merge patch guarded by the resourceVersion it was computed from: a stale cache cannot rotate twice. A patch
-   * that fails after a mint takes the minted bootstrap token back out of the guest: no Secret would record it.
+   * that fails after a mint hands the minted bootstrap token to the revoke queue; one whose outcome is unknown
+   * may still commit, so the copy it was computed from mints nothing more until that is known.
    */
   async #patch(secret: TokenSecret, patch: Patch): Promise<void> {
     const body = {
       metadata: { resourceVersion: secret.resourceVersion, annotations: patch.annotations },
       data: patch.data,
     };
+    const sentAtMs = this.#deps.clock.now();
     let written: k8s.V1Secret;
     try {
       written = await this.#deps.core.patchNamespacedSecret(
@@ -198,42 +216,23 @@ export class LeaderWrites {
         k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
       );
     } catch (err) {
-      await this.#unmint(secret, patch, err);
+      this.#failed(secret, patch, { status: statusCode(err), baseVersion: secret.resourceVersion, sentAtMs });
       throw new Error('failed to patch the token Secret', { cause: err });
     }
     // A patch that changed nothing keeps the version: the copy it was computed from is then the latest.
     if (written.metadata?.resourceVersion !== secret.resourceVersion)
-      this.#patchedFrom.set(secret.key, secret.resourceVersion);
+      this.#patchedFrom.set(secret.key, { version: secret.resourceVersion });
   }
 
-  /**
-   * Deletes from the guest the bootstrap token minted for a patch that failed (best effort: otherwise it stays
-   * valid until its expiry). An answer of the apiserver below 500 means the patch was not applied; without one
-   * (a timeout, a reset) it may have been, so the Secret is read back and the token kept if the Secret holds it.
-   */
-  async #unmint(secret: TokenSecret, patch: Patch, failure: unknown): Promise<void> {
-    const minted = patch.data[SECRET_KEYS.bootstrapToken];
-    const { join, log } = this.#deps;
-    if (minted === undefined || !join || !secret.cluster) return;
-    const where = { secret: secret.key, cluster: `${secret.namespace}/${secret.cluster}` };
-    try {
-      if ((statusCode(failure) ?? 500) >= 500 && (await this.#recorded(secret, minted))) return;
-      const token = Buffer.from(minted, 'base64').toString();
-      await join.revoke({ namespace: secret.namespace, cluster: secret.cluster, tokens: [token] });
-      log.info(where, 'Deleted from the guest the bootstrap token of a mint whose token Secret patch failed');
-    } catch (err) {
-      log.warn({ ...where, err }, 'Could not delete the bootstrap token of a failed mint; it stays until its expiry');
-    }
-  }
-
-  /** Whether the Secret as the apiserver holds it now records the bootstrap token (base64); gone, it does not. */
-  async #recorded(secret: TokenSecret, bootstrapToken: string): Promise<boolean> {
-    const { name, namespace } = secret;
-    const now = await this.#deps.core.readNamespacedSecret({ name, namespace }).catch((err: unknown) => {
-      if (isNotFound(err)) return undefined;
-      throw err;
-    });
-    return now?.data?.[SECRET_KEYS.bootstrapToken] === bootstrapToken;
+  /** After a failed patch: the guard of a mint that may yet commit, and the minted bootstrap token's fate. */
+  #failed(secret: TokenSecret, patch: Patch, failed: FailedPatch): void {
+    const minted = patch.data[SECRET_KEYS.token] !== undefined;
+    if (minted && !patchRefused(failed.status))
+      this.#patchedFrom.set(secret.key, { version: failed.baseVersion, untilMs: failed.sentAtMs + PATCH_SETTLED_MS });
+    const bootstrapToken = patch.data[SECRET_KEYS.bootstrapToken];
+    if (bootstrapToken === undefined || !secret.cluster) return;
+    const token = Buffer.from(bootstrapToken, 'base64').toString();
+    this.#deps.unmint({ secret: secret.key, cluster: secret.cluster, token, patch: failed });
   }
 
   async #delete(secret: TokenSecret): Promise<void> {
