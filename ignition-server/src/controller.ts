@@ -216,13 +216,9 @@ export class TokenSecretController {
     ]);
     await this.#informer.stop();
     await this.#pools.stop();
-    await Promise.all([
-      this.#generate.stop(),
-      this.#reached.stop(),
-      this.#revocations.stop(),
-      this.#reads.stop(),
-      this.#writer?.stop(),
-    ]);
+    // The writer first: a pass still running hands a failed mint to the revoke queue, which must still take it.
+    await this.#writer?.stop();
+    await Promise.all([this.#generate.stop(), this.#reached.stop(), this.#revocations.stop(), this.#reads.stop()]);
   }
 
   /** Starts the leader's writes; returns how to stop them. */

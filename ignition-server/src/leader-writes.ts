@@ -12,7 +12,7 @@ import * as k8s from '#k8s';
 import { ANNOTATIONS, FIELD_MANAGERS, SECRET_KEYS } from '../../api/src/keys.js';
 import type { ReconcileResult } from '../../support/src/queue.js';
 import type { Logger } from '../../support/src/logger.js';
-import { isNotFound, statusCode } from '../../support/src/errors.js';
+import { isNotFound, neverReachedServer, statusCode } from '../../support/src/errors.js';
 import type { Clock } from '../../support/src/timers.js';
 import type { TokenAuthority } from './tokens.js';
 import type { TokenIndex, TokenSecret } from './token-index.js';
@@ -65,7 +65,12 @@ export interface LeaderWritesDeps {
   unmint(mint: FailedMint): void;
 }
 
-type Patch = { data: Record<string, string>; annotations: Record<string, string> };
+type Patch = {
+  data: Record<string, string>;
+  annotations: Record<string, string>;
+  /** The bootstrap token this pass wrote into the guest, and when it expires. */
+  minted?: { bootstrapToken: string; expiresAtMs: number };
+};
 
 const b64 = (s: string): string => Buffer.from(s).toString('base64');
 export const iso = (ms: number): string => new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
@@ -160,6 +165,7 @@ export class LeaderWrites {
     if (!secret.cluster || !join) return;
     const pool = parseKey(secret.pool).name;
     const minted = await join.mint({ namespace: secret.namespace, cluster: secret.cluster, pool, expiresAtMs });
+    patch.minted = { bootstrapToken: minted.bootstrapToken, expiresAtMs };
     patch.data[SECRET_KEYS.bootstrapToken] = b64(minted.bootstrapToken);
     patch.data[SECRET_KEYS.joinServer] = b64(minted.server);
     patch.data[SECRET_KEYS.joinCa] = b64(minted.caPem);
@@ -216,7 +222,8 @@ export class LeaderWrites {
         k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
       );
     } catch (err) {
-      this.#failed(secret, patch, { status: statusCode(err), baseVersion: secret.resourceVersion, sentAtMs });
+      const failed = { status: statusCode(err), neverSent: neverReachedServer(err) };
+      this.#failed(secret, patch, { ...failed, baseVersion: secret.resourceVersion, sentAtMs });
       throw new Error('failed to patch the token Secret', { cause: err });
     }
     // A patch that changed nothing keeps the version: the copy it was computed from is then the latest.
@@ -227,12 +234,11 @@ export class LeaderWrites {
   /** After a failed patch: the guard of a mint that may yet commit, and the minted bootstrap token's fate. */
   #failed(secret: TokenSecret, patch: Patch, failed: FailedPatch): void {
     const minted = patch.data[SECRET_KEYS.token] !== undefined;
-    if (minted && !patchRefused(failed.status))
+    if (minted && !patchRefused(failed))
       this.#patchedFrom.set(secret.key, { version: failed.baseVersion, untilMs: failed.sentAtMs + PATCH_SETTLED_MS });
-    const bootstrapToken = patch.data[SECRET_KEYS.bootstrapToken];
-    if (bootstrapToken === undefined || !secret.cluster) return;
-    const token = Buffer.from(bootstrapToken, 'base64').toString();
-    this.#deps.unmint({ secret: secret.key, cluster: secret.cluster, token, patch: failed });
+    if (!patch.minted || !secret.cluster) return;
+    const { bootstrapToken: token, expiresAtMs } = patch.minted;
+    this.#deps.unmint({ secret: secret.key, cluster: secret.cluster, token, expiresAtMs, patch: failed });
   }
 
   async #delete(secret: TokenSecret): Promise<void> {

@@ -73,6 +73,7 @@ const failedMint = (status?: number): FailedMint => ({
   secret: 'ns/tok',
   cluster: 'guest',
   token: MINTED,
+  expiresAtMs: Date.UTC(2026, 10, 29, 10),
   patch: { status, baseVersion: '7', sentAtMs: Date.UTC(2026, 10, 28, 10) },
 });
 

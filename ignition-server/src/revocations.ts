@@ -13,7 +13,10 @@ import { isNotFound } from '../../support/src/errors.js';
 import { parseKey } from '../../support/src/object-key.js';
 import type { Clock } from '../../support/src/timers.js';
 import type { GuestJoin } from './join.js';
-import { decideUnmint, type FailedPatch, type ReadBack } from './unmint-decision.js';
+import { decideUnmint, type FailedPatch, type ReadBack, type SettledDecision } from './unmint-decision.js';
+import { decode } from './token-index.js';
+
+type SettledReason = Exclude<SettledDecision, { action: 'wait' }>['reason'];
 
 /** Bootstrap tokens to delete from one guest. */
 export interface Revocation {
@@ -28,6 +31,8 @@ export interface FailedMint {
   secret: string;
   cluster: string;
   token: string;
+  /** When the minted token expires: past it, nothing is left to delete. */
+  expiresAtMs: number;
   patch: FailedPatch;
 }
 
@@ -47,10 +52,15 @@ export interface BootstrapRevocationsDeps {
 const mintKey = (mint: FailedMint): string =>
   `${mint.secret}#unmint-${createHash('sha256').update(mint.token).digest('hex').slice(0, 16)}`;
 
-const decode = (data: Record<string, string> | undefined, key: string): string | undefined => {
-  const value = data?.[key];
-  return value === undefined ? undefined : Buffer.from(value, 'base64').toString('utf8');
-};
+/** The line of each way a failed mint ends. */
+const SETTLED: Readonly<Record<SettledReason, string>> = Object.freeze({
+  PatchRefused: 'Deleted from the guest the bootstrap token of a mint whose token Secret patch was refused',
+  SecretGone: 'Deleted from the guest the bootstrap token of a mint whose token Secret is gone',
+  Superseded: 'Deleted from the guest the bootstrap token of a mint whose token Secret moved on without it',
+  NeverCommitted: 'Deleted from the guest the bootstrap token of a mint whose token Secret patch never committed',
+  Recorded: 'Kept the bootstrap token of a mint whose token Secret patch got no answer: the Secret records it',
+  Expired: 'Gave up deleting the bootstrap token of a failed mint: it has expired, the guest deletes it',
+});
 
 export class BootstrapRevocations {
   readonly #deps: BootstrapRevocationsDeps;
@@ -83,8 +93,15 @@ export class BootstrapRevocations {
     return this.#queue.drained();
   }
 
-  stop(): Promise<void> {
-    return this.#queue.stop();
+  /** Stops the queue; what it still held stays in the guest until its expiry, which the line says. */
+  async stop(): Promise<void> {
+    await this.#queue.stop();
+    const pending = this.#mints.size + this.#deleted.size;
+    if (pending > 0)
+      this.#deps.log.warn(
+        { pending },
+        'Stopped with bootstrap tokens still to delete from guests: they stay valid there until their expiry',
+      );
   }
 
   #reconcile(key: string): Promise<ReconcileResult | void> {
@@ -107,19 +124,17 @@ export class BootstrapRevocations {
   async #settle(key: string, mint: FailedMint): Promise<ReconcileResult | void> {
     const { join, clock, log } = this.#deps;
     const { namespace } = parseKey(mint.secret);
-    const facts = { patch: mint.patch, token: mint.token };
+    const facts = { patch: mint.patch, token: mint.token, expiresAtMs: mint.expiresAtMs };
     let decision = decideUnmint({ ...facts, nowMs: clock.now() });
     if (decision.action === 'read')
       decision = decideUnmint({ ...facts, current: await this.#readBack(mint.secret), nowMs: clock.now() });
     if (decision.action === 'wait') return { requeueAfterMs: decision.afterMs };
-    if (decision.action === 'revoke' && join)
-      await join.revoke({ namespace, cluster: mint.cluster, tokens: [mint.token] });
+    // A mint implies the guest join; without it there is nothing in any guest to delete.
+    if (decision.action === 'revoke') await join?.revoke({ namespace, cluster: mint.cluster, tokens: [mint.token] });
     this.#mints.delete(key);
     log.info(
       { secret: mint.secret, cluster: `${namespace}/${mint.cluster}`, reason: decision.reason },
-      decision.action === 'revoke'
-        ? 'Deleted from the guest the bootstrap token of a mint whose token Secret patch did not commit'
-        : 'Kept the bootstrap token of a mint whose token Secret patch got no answer: the Secret records it',
+      SETTLED[decision.reason],
     );
   }
 

@@ -148,7 +148,8 @@ export function configText(base64: string | undefined): string {
   return base64 === undefined ? '[]' : Buffer.from(base64, 'base64').toString('utf8');
 }
 
-const decode = (data: Record<string, string> | undefined, key: string): string | undefined => {
+/** The text of a Secret's base64 `key` (undefined when absent). */
+export const decode = (data: Record<string, string> | undefined, key: string): string | undefined => {
   const v = data?.[key];
   return v === undefined ? undefined : Buffer.from(v, 'base64').toString('utf8');
 };

@@ -10,18 +10,24 @@
  * did. Without an answer (our client gives up after 30 s) or with a 5xx, the apiserver may still be working on
  * it: while the version stands, the outcome is unknown until the apiserver's own request deadline has passed.
  */
+import { API_REQUEST_TIMEOUT_MS } from '../../support/src/kubeconfig.js';
 
 /**
- * How long after a patch was sent it has surely either committed or been dropped: the apiserver ends a request
- * after its own deadline (60 s by default), and this leaves half as much again for a slow etcd write and clocks.
+ * How long after a patch was sent it has surely either committed or been dropped. Our client's deadline starts
+ * before the request leaves (a stalled connection pool can hold it nearly that long), the apiserver then works on
+ * it up to its own deadline (60 s by default), and 30 s more are left for an etcd write already proposed.
  */
-export const PATCH_SETTLED_MS = 90_000;
+export const PATCH_SETTLED_MS = API_REQUEST_TIMEOUT_MS + 60_000 + 30_000;
 /** How often an unknown outcome is looked at again before PATCH_SETTLED_MS: the version may move sooner. */
 export const RECHECK_MS = 10_000;
 
-/** The failed patch: the apiserver's answer (none: undefined), the version it was computed from, when it went. */
+/**
+ * The failed patch: the apiserver's answer (none: undefined), whether it surely never reached the apiserver (the
+ * connection refused, the name not resolved), the version it was computed from, and when it went.
+ */
 export interface FailedPatch {
   status?: number;
+  neverSent?: boolean;
   baseVersion: string;
   sentAtMs: number;
 }
@@ -31,8 +37,10 @@ export type ReadBack =
   { gone: true } | { gone: false; resourceVersion?: string; bootstrapToken?: string; rotatedBootstrapToken?: string };
 
 type UnmintReason =
-  /** An answer below 500 (a 409, a 422, a 403…): the patch was not applied. */
+  /** An answer below 500 (a 409, a 422, a 403…), or no connection at all: the patch was not applied. */
   | 'PatchRefused'
+  /** The token has expired: the guest's tokencleaner deletes it, and no host can join with it any more. */
+  | 'Expired'
   /** The Secret is gone: the patch can no longer commit, and nothing records the token. */
   | 'SecretGone'
   /** The Secret's version moved past the patch's precondition and neither slot holds the token. */
@@ -45,8 +53,8 @@ type UnmintReason =
   | 'OutcomeUnknown';
 
 export type UnmintDecision =
-  | { action: 'revoke'; reason: Exclude<UnmintReason, 'Recorded' | 'OutcomeUnknown'> }
-  | { action: 'keep'; reason: 'Recorded' }
+  | { action: 'revoke'; reason: Exclude<UnmintReason, 'Recorded' | 'Expired' | 'OutcomeUnknown'> }
+  | { action: 'keep'; reason: 'Recorded' | 'Expired' }
   | { action: 'wait'; reason: 'OutcomeUnknown'; afterMs: number }
   /** The answer does not settle it: read the Secret back and decide again with it. */
   | { action: 'read' };
@@ -55,13 +63,16 @@ export interface UnmintInput {
   patch: FailedPatch;
   /** The minted bootstrap token (compared, never kept in the decision). */
   token: string;
+  /** When the minted token expires. */
+  expiresAtMs: number;
   nowMs: number;
   /** The Secret as read back, once read. */
   current?: ReadBack;
 }
 
-/** Whether the apiserver's answer says the patch was not applied (no read-back needed). */
-export const patchRefused = (status: number | undefined): boolean => status !== undefined && status < 500;
+/** Whether the failure says the patch was not applied (no read-back needed). */
+export const patchRefused = (patch: Pick<FailedPatch, 'status' | 'neverSent'>): boolean =>
+  patch.neverSent === true || (patch.status !== undefined && patch.status < 500);
 
 /** A decision made with the Secret read back: never a read. */
 export type SettledDecision = Exclude<UnmintDecision, { action: 'read' }>;
@@ -69,8 +80,10 @@ export type SettledDecision = Exclude<UnmintDecision, { action: 'read' }>;
 /** Delete, keep, look again later, or read the Secret back first. */
 export function decideUnmint(input: UnmintInput & { current: ReadBack }): SettledDecision;
 export function decideUnmint(input: UnmintInput): UnmintDecision;
-export function decideUnmint({ patch, token, nowMs, current }: UnmintInput): UnmintDecision {
-  if (patchRefused(patch.status)) return { action: 'revoke', reason: 'PatchRefused' };
+export function decideUnmint({ patch, token, expiresAtMs, nowMs, current }: UnmintInput): UnmintDecision {
+  // A guest that keeps refusing the deletion would otherwise keep the entry, retried, for good.
+  if (nowMs >= expiresAtMs) return { action: 'keep', reason: 'Expired' };
+  if (patchRefused(patch)) return { action: 'revoke', reason: 'PatchRefused' };
   if (!current) return { action: 'read' };
   if (current.gone) return { action: 'revoke', reason: 'SecretGone' };
   if (current.bootstrapToken === token || current.rotatedBootstrapToken === token)

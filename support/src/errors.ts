@@ -92,6 +92,19 @@ function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null;
 }
 
+/**
+ * Whether a request surely never reached the server: the connection was refused or the name did not resolve
+ * (anywhere in the cause chain). A reset or a timeout does not count: the server may have acted on it.
+ */
+export function neverReachedServer(err: unknown): boolean {
+  for (let e: unknown = err; e instanceof Error || isRecord(e); e = (e as { cause?: unknown }).cause) {
+    const code = (e as { code?: unknown }).code;
+    if (code === 'ECONNREFUSED' || code === 'ENOTFOUND') return true;
+    if (!(e instanceof Error)) break;
+  }
+  return false;
+}
+
 export const isNotFound = (err: unknown): boolean => statusCode(err) === 404;
 export const isConflict = (err: unknown): boolean => statusCode(err) === 409;
 export const isAlreadyExists = (err: unknown): boolean => statusCode(err) === 409;
