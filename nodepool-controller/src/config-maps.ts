@@ -32,6 +32,10 @@ export interface ReferencedConfigMapsOptions {
 
 const NOT_LISTED_RETRY_MS = 250;
 
+/** The ConfigMaps `pool` names, by `namespace/name`. */
+export const configMapKeys = (pool: NodePool): string[] =>
+  (pool.spec.config ?? []).map((c) => keyString({ namespace: pool.metadata.namespace ?? '', name: c.name }));
+
 export class ReferencedConfigMaps implements CacheSource<ConfigMap> {
   readonly #opts: ReferencedConfigMapsOptions;
   readonly #core: k8s.CoreV1Api;
@@ -52,11 +56,7 @@ export class ReferencedConfigMaps implements CacheSource<ConfigMap> {
   /** A pool of the namespace changed: opens the watches of names newly referenced, closes the ones no longer. */
   poolChanged(namespace: string): void {
     if (this.#stopped) return;
-    const wanted = new Set(
-      this.#opts
-        .pools(namespace)
-        .flatMap((p) => (p.spec.config ?? []).map((c) => keyString({ namespace, name: c.name }))),
-    );
+    const wanted = new Set(this.#opts.pools(namespace).flatMap(configMapKeys));
     for (const key of wanted) if (!this.#watches.has(key)) this.#open(namespace, key);
     for (const [key, watch] of this.#watches)
       if (key.startsWith(`${namespace}/`) && !wanted.has(key)) {
@@ -95,8 +95,7 @@ export class ReferencedConfigMaps implements CacheSource<ConfigMap> {
       watchdogMs: this.#opts.watchdogMs,
       onEvent: () => {
         for (const pool of this.#opts.pools(namespace))
-          if (pool.spec.config?.some((c) => c.name === name))
-            this.#opts.wake(keyString({ namespace, name: pool.metadata.name }));
+          if (configMapKeys(pool).includes(key)) this.#opts.wake(keyString({ namespace, name: pool.metadata.name }));
       },
     });
     this.#watches.set(key, watch);

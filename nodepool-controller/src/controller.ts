@@ -23,7 +23,7 @@ import { Caches, type CacheSources } from './caches.js';
 import { createGuestVersions, type ControlPlaneVersions } from './guest.js';
 import { createGuestKubeConfigs } from '../../support/src/guest-kubeconfigs.js';
 import { createGuestNodes, type GuestNodes } from './nodes.js';
-import { TemplateCache } from './template-cache.js';
+import { TemplateCache, templateKeys } from './template-cache.js';
 import type { ControllerConfig } from './phases.js';
 import { NodePoolReconciler } from './reconciler.js';
 import { tagVersionResolver, type ReleaseVersionResolver } from './release.js';
@@ -31,7 +31,8 @@ import { createWriter, type Writer } from './store.js';
 import { createEventRecorder, type EventRecorder } from './events.js';
 import { CsrApprover } from './csr-approver.js';
 import { MintProgress } from './mint-progress.js';
-import { ReferencedConfigMaps } from './config-maps.js';
+import { configMapKeys, ReferencedConfigMaps } from './config-maps.js';
+import { PoolReferences } from './pool-references.js';
 import { RESOURCES, type ResourceType } from '../../api/src/resources.js';
 import { keyOf, keyString } from '../../support/src/object-key.js';
 import { OwnWrites } from './own-writes.js';
@@ -205,6 +206,21 @@ function referencedInputs(
   };
 }
 
+/** What a pool's event changes beside its key's reconcile: the watches of what the pools reference (worked out
+ * again only when that pool's own references changed), the approver's view of new pools. */
+function poolEvents(parts: {
+  configMaps: ReferencedConfigMaps;
+  templates: TemplateCache;
+  approver: () => CsrApprover;
+}): (p: NodePool, e: InformerEvent) => void {
+  const references = { configMaps: new PoolReferences(configMapKeys), templates: new PoolReferences(templateKeys) };
+  return (p, e) => {
+    if (references.configMaps.changed(p, e)) parts.configMaps.poolChanged(p.metadata.namespace ?? '');
+    if (references.templates.changed(p, e)) parts.templates.poolChanged(p.metadata.namespace ?? '');
+    if (e === 'add') parts.approver().poolChanged(p);
+  };
+}
+
 export function createNodePoolController(opts: ControllerOptions): NodePoolController {
   const { kubeConfig: kc, log } = opts;
   const core = kc.makeApiClient(k8s.CoreV1Api);
@@ -233,11 +249,7 @@ export function createNodePoolController(opts: ControllerOptions): NodePoolContr
     ],
   });
   const { configMaps, templates } = referencedInputs(opts, controller, () => pools());
-  const onPool = (p: NodePool, e: InformerEvent): void => {
-    configMaps.poolChanged(p.metadata.namespace ?? '');
-    templates.poolChanged(p.metadata.namespace ?? '');
-    if (e === 'add') approver.poolChanged(p);
-  };
+  const onPool = poolEvents({ configMaps, templates, approver: () => approver });
   const mints = new MintProgress();
   const sources = watchSources(controller, opts, { pool: onPool, mints, own }, configMaps);
   const pools = (): CacheSources['nodePools'] => sources.nodePools;

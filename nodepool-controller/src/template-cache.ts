@@ -55,6 +55,10 @@ const templateKey = (namespace: string, ref: ObjectRef): string =>
 
 const readsTemplate = (p: NodePool): boolean => p.spec.autoScaling?.min === 0;
 
+/** The template `pool` reads, by its watch's key: none unless the pool may scale to zero. */
+export const templateKeys = (pool: NodePool): string[] =>
+  readsTemplate(pool) ? [templateKey(pool.metadata.namespace ?? '', pool.spec.platform.infrastructureTemplateRef)] : [];
+
 /** Each pool may name its own template: past this many watches in a namespace, the others are read by GET. */
 export const MAX_WATCHES_PER_NAMESPACE = 8;
 
@@ -128,12 +132,7 @@ export class TemplateCache implements InfrastructureTemplates {
   }
 
   #wanted(namespace: string): Set<string> {
-    return new Set(
-      this.#opts
-        .pools(namespace)
-        .filter(readsTemplate)
-        .map((p) => templateKey(namespace, p.spec.platform.infrastructureTemplateRef)),
-    );
+    return new Set(this.#opts.pools(namespace).flatMap(templateKeys));
   }
 
   /** A watch of the template may open: a pool still names it, the apiserver did not refuse it, there is room. */
@@ -171,8 +170,7 @@ export class TemplateCache implements InfrastructureTemplates {
       watchdogMs: this.#opts.watchdogMs,
       onEvent: () => {
         for (const pool of this.#opts.pools(namespace))
-          if (readsTemplate(pool) && templateKey(namespace, pool.spec.platform.infrastructureTemplateRef) === key)
-            this.#opts.wake(keyString({ namespace, name: pool.metadata.name }));
+          if (templateKeys(pool).includes(key)) this.#opts.wake(keyString({ namespace, name: pool.metadata.name }));
       },
     });
     this.#watches.set(key, watch);

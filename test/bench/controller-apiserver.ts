@@ -8,7 +8,7 @@ import { request } from 'node:https';
 import type * as k8s from '#k8s';
 
 /** Counters by series name and label set, as one flat map. */
-type Scrape = Map<string, number>;
+export type Scrape = Map<string, number>;
 
 async function metricsText(kc: k8s.KubeConfig): Promise<string> {
   const server = kc.getCurrentCluster()?.server ?? '';

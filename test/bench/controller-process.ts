@@ -15,7 +15,7 @@ import { loadKubeConfig } from '../../support/src/kubeconfig.js';
 import { createQueueMetrics } from '../../support/src/metrics.js';
 import { youngGenerationLaunch } from '../../support/src/young-generation.js';
 import { createNodePoolController } from '../../nodepool-controller/src/controller.js';
-import { profileCpu, type ControllerCounts } from './controller-window.js';
+import { profileCpu, tallyGc, type ControllerCounts } from './controller-window.js';
 
 export interface ControllerProcessOptions {
   kubeconfigPath: string;
@@ -53,15 +53,19 @@ type Request =
   | { op: 'stop' };
 
 export interface ControllerProcess {
+  /** The process's pid, for its CPU seconds; undefined once it is gone. */
+  readonly pid: number | undefined;
   counts(namespace: string): Promise<ControllerCounts>;
   /** Resolves once the controller's queue is empty with nothing in flight. */
   drained(): Promise<void>;
   /** Queues every pool, waits until drained: the writes it took and its seconds. */
   resync(): Promise<{ writes: number; seconds: number }>;
   figures(pools: number): Promise<ControllerFigures>;
-  /** A CPU profile of the controller's process to `path` until stopProfile (nothing without a path). */
+  /** A CPU profile of the controller's process to `path` until stopProfile (nothing without a path), and a tally
+   * of its garbage collections (always). */
   profile(path: string | undefined): Promise<void>;
-  stopProfile(): Promise<void>;
+  /** The garbage collections since `profile`, as a line. */
+  stopProfile(): Promise<string>;
   stop(): Promise<void>;
 }
 
@@ -80,12 +84,15 @@ export async function startControllerProcess(opts: ControllerProcessOptions): Pr
   const ask = askerOf(child);
   await ask({ op: 'drained' });
   return {
+    get pid() {
+      return child.exitCode === null && child.signalCode === null ? child.pid : undefined;
+    },
     counts: (namespace) => ask({ op: 'counts', namespace }) as Promise<ControllerCounts>,
     drained: async () => void (await ask({ op: 'drained' })),
     resync: () => ask({ op: 'resync' }) as Promise<{ writes: number; seconds: number }>,
     figures: (pools) => ask({ op: 'figures', pools }) as Promise<ControllerFigures>,
     profile: async (path) => void (await ask({ op: 'profile', path })),
-    stopProfile: async () => void (await ask({ op: 'stop-profile' })),
+    stopProfile: () => ask({ op: 'stop-profile' }) as Promise<string>,
     stop: async () => {
       const exited = new Promise((r) => child.once('exit', r));
       await ask({ op: 'stop' });
@@ -154,6 +161,7 @@ async function child(opts: ControllerProcessOptions): Promise<void> {
   // Listening from the start: a request that came before the listener would be lost.
   const started = controller.start();
   let profile = await profileCpu(undefined);
+  let gc: ReturnType<typeof tallyGc> | undefined;
   const handlers: { [K in Request['op']]: (req: Extract<Request, { op: K }>) => Promise<unknown> } = {
     counts: ({ namespace }) => Promise.resolve(counts(controller.caches, namespace)),
     drained: () => controller.queue.drained(),
@@ -173,8 +181,14 @@ async function child(opts: ControllerProcessOptions): Promise<void> {
       events: controller.events.count,
       sent,
     }),
-    profile: async ({ path }) => void (profile = await profileCpu(path)),
-    'stop-profile': () => profile.stop(),
+    profile: async ({ path }) => {
+      gc = tallyGc();
+      profile = await profileCpu(path);
+    },
+    'stop-profile': async () => {
+      await profile.stop();
+      return gc?.stop() ?? 'none';
+    },
     stop: () => controller.stop(),
   };
   // The benchmark gone (finished, killed by its timeout): so is its controller.

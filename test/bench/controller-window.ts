@@ -1,11 +1,12 @@
 /**
  * What the NodePool controller benchmark watches during its window besides the time: where each pool is along
  * its five writes and the ignition server's two answers (a timeline, to tell the controller's pace from the
- * server's), and, when asked, a CPU profile of the controller's process (controller-process.ts) over the window
- * alone.
+ * server's), the controller process's garbage collections, and, when asked, a CPU profile of the controller's
+ * process (controller-process.ts) over the window alone.
  */
 import { writeFile } from 'node:fs/promises';
 import { Session } from 'node:inspector/promises';
+import { constants, PerformanceObserver } from 'node:perf_hooks';
 import { NODEPOOL_FINALIZER } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 
@@ -80,6 +81,34 @@ export async function profileCpu(path: string | undefined): Promise<{ stop: () =
       const { profile } = await session.post('Profiler.stop');
       session.disconnect();
       await writeFile(path, JSON.stringify(profile));
+    },
+  };
+}
+
+const GC_KINDS: Readonly<Record<number, string>> = {
+  [constants.NODE_PERFORMANCE_GC_MINOR]: 'scavenges',
+  [constants.NODE_PERFORMANCE_GC_MINOR_MARK_SWEEP]: 'minor mark-sweeps',
+  [constants.NODE_PERFORMANCE_GC_MAJOR]: 'mark-compacts',
+  [constants.NODE_PERFORMANCE_GC_INCREMENTAL]: 'incremental marking steps',
+  [constants.NODE_PERFORMANCE_GC_WEAKCB]: 'weak callbacks',
+};
+
+/** The calling process's garbage collections from now until `stop`: how many of each kind and their pauses. */
+export function tallyGc(): { stop: () => string } {
+  const kinds = new Map<string, { count: number; ms: number }>();
+  const observer = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) {
+      const kind = GC_KINDS[(entry as { detail?: { kind: number } }).detail?.kind ?? -1] ?? 'other';
+      const tally = kinds.get(kind) ?? { count: 0, ms: 0 };
+      kinds.set(kind, { count: tally.count + 1, ms: tally.ms + entry.duration });
+    }
+  });
+  observer.observe({ entryTypes: ['gc'] });
+  return {
+    stop: () => {
+      observer.disconnect();
+      const tallies = [...kinds].map(([kind, t]) => `${t.count} ${kind} ${(t.ms / 1000).toFixed(2)} s`);
+      return tallies.length === 0 ? 'none' : tallies.join(', ');
     },
   };
 }

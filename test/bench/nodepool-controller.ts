@@ -10,7 +10,8 @@
  *   MachineDeployment or MachineSet, status). No informers, no ignition server, no waiting: what those
  *   requests cost the apiserver, which a ConfigMap create does not tell (server-side apply of a custom
  *   resource costs it two to three times as much).
- * Also writes per pool, and writes during a forced resync of every pool (must be 0).
+ * Also writes per pool, and writes during a forced resync of every pool (must be 0); and, over the window and each
+ * replay, each process's CPU seconds beside the machine's (controller-cpu.ts) and the apiservers' requests.
  * The controller runs in a process of its own, as `kindling nodepool-controller` does (controller-process.ts: its
  * kubeconfig loaded by loadKubeConfig, the command's Node flags), with as many reconciles in flight as
  * the floor's client has requests (32); the benchmark's creates and its watch of the pools run in this one.
@@ -29,7 +30,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import * as k8s from '#k8s';
-import { startCluster, installCapiCrds, installKindlingCrds } from '../bed/src/index.js';
+import { startCluster, installCapiCrds, installKindlingCrds, type Cluster } from '../bed/src/index.js';
 import { createLogger } from '../../support/src/logger.js';
 import { loadKubeConfig } from '../../support/src/kubeconfig.js';
 import { ResilientInformer } from '../../support/src/informer.js';
@@ -39,9 +40,10 @@ import { LABELS, SECRET_KEYS } from '../../api/src/keys.js';
 import { loadAverage, reportRows } from './table.js';
 import { sampleProgress } from './controller-window.js';
 import { startControllerProcess } from './controller-process.js';
-import { replaySeconds } from './controller-replay.js';
+import { replaySeconds, type ReplayPlan } from './controller-replay.js';
 import { inFlight } from './in-flight.js';
-import { measured, scrapeApiserver, scrapeDelta, workTable } from './controller-apiserver.js';
+import { measured, scrapeApiserver, scrapeDelta, workTable, type Scrape } from './controller-apiserver.js';
+import { cpuStretch, cpuTable, withCpu, type CpuUse, type Processes } from './controller-cpu.js';
 
 const { values: OPTS, positionals } = parseArgs({
   allowPositionals: true,
@@ -141,6 +143,72 @@ interface Figures {
   resyncWrites: number;
 }
 
+/** A reference's seconds, with the management apiserver's work and each process's CPU over it. */
+interface Reference {
+  seconds: number;
+  work: Scrape;
+  cpu: CpuUse;
+}
+
+/** What both references replay. */
+interface ReferencePlan {
+  plan: Omit<ReplayPlan, 'namespace' | 'server'>;
+  mgmt: Cluster;
+  guest: Cluster;
+  tokenSecrets: Map<string, k8s.V1Secret>;
+  processes: Processes;
+}
+
+/**
+ * The plain replay and the replay with the server's writes, the plain one first in rounds 1, 3, … and the other
+ * first in rounds 2, 4, …: the one run second finds the other's objects in the store and the apiserver's caches,
+ * so neither is favoured over the rounds.
+ */
+async function references(
+  index: number,
+  ref: ReferencePlan,
+): Promise<{ plain: Reference; system: Reference; guest: Scrape }> {
+  const { plan, mgmt, guest, processes } = ref;
+  const run = async (namespace: string, server?: ReplayPlan['server']): Promise<Reference> => {
+    const { value, work } = await measured(mgmt.kubeConfig, () =>
+      withCpu(processes, () => replaySeconds({ ...plan, namespace, server })),
+    );
+    return { seconds: value.value, cpu: value.cpu, work };
+  };
+  const plain = (): Promise<Reference> => run(REPLAY_NS);
+  const system = async (): Promise<{ system: Reference; guest: Scrape }> => {
+    const before = await scrapeApiserver(guest.kubeConfig);
+    const done = await run(REPLAY_SERVER_NS, { guest: guest.kubeConfig, tokenSecrets: ref.tokenSecrets });
+    return { system: done, guest: scrapeDelta(before, await scrapeApiserver(guest.kubeConfig)) };
+  };
+  if (index % 2 === 0) {
+    const first = await plain();
+    return { plain: first, ...(await system()) };
+  }
+  const first = await system();
+  return { plain: await plain(), ...first };
+}
+
+/** The benchmark's processes whose CPU is read over each stretch. */
+function processesOf(
+  mgmt: Cluster,
+  guest: Cluster,
+  controller: () => number | undefined,
+  ignition: () => number | undefined,
+): Processes {
+  const of = (cluster: Cluster, name: string) => (): number | undefined =>
+    cluster.processes.find((p) => p.name === name)?.commandPid();
+  return [
+    ['management apiserver', of(mgmt, 'kube-apiserver')],
+    ['management etcd', of(mgmt, 'etcd')],
+    ['guest apiserver', of(guest, 'kube-apiserver')],
+    ['guest etcd', of(guest, 'etcd')],
+    ['controller process', controller],
+    ['ignition server', ignition],
+    ['benchmark process', () => process.pid],
+  ];
+}
+
 const converged = (p: NodePool): boolean =>
   p.status?.configHash !== undefined && p.status.observedGeneration === p.metadata.generation;
 
@@ -186,20 +254,28 @@ async function round(index: number): Promise<Figures> {
       converged,
     });
     await controller.profile(OPTS['cpu-prof'] && `${OPTS['cpu-prof']}.${index}`);
+    const processes = processesOf(
+      mgmt,
+      guest,
+      () => controller.pid,
+      () => ignition.proc.commandPid(),
+    );
     const before = await Promise.all([scrapeApiserver(mgmt.kubeConfig), scrapeApiserver(guest.kubeConfig)]);
+    const windowCpu = cpuStretch(processes);
     const started = performance.now();
     await inBatches([...Array(POOLS).keys()], IN_FLIGHT, (i) => objects.create(pool(i, release)));
     const created = performance.now();
     await pools.until(converged);
     await controller.drained();
     const seconds = (performance.now() - started) / 1000;
+    const windowUse = windowCpu.stop();
     const [mgmtAfter, guestAfter] = await Promise.all([
       scrapeApiserver(mgmt.kubeConfig),
       scrapeApiserver(guest.kubeConfig),
     ]);
     const windowWork = scrapeDelta(before[0], mgmtAfter);
     const guestWork = scrapeDelta(before[1], guestAfter);
-    await controller.stopProfile();
+    const collections = await controller.stopProfile();
     // The server's payload verdict reaches each pool's status after its token: wait for it, so that the writes
     // below count it and the resync measures the resync alone.
     await pools.until(
@@ -219,7 +295,6 @@ async function round(index: number): Promise<Figures> {
     await ignition.stop();
     const replayWrites = [...sent.values()].flat().length;
     const plan = { kc, pools: POOLS, inFlight: IN_FLIGHT, pool: (i: number) => pool(i, release), sent };
-    const replay = await measured(mgmt.kubeConfig, () => replaySeconds({ ...plan, namespace: REPLAY_NS }));
     const tokenSecrets = new Map(
       listed
         .filter((s) => s.metadata?.labels?.[LABELS.tokenSecret] === 'true')
@@ -227,12 +302,9 @@ async function round(index: number): Promise<Figures> {
     );
     // A pool missing here would get no server writes, and the reference would quietly become the plain replay.
     if (tokenSecrets.size !== POOLS) throw new Error(`${tokenSecrets.size} token Secrets of ${POOLS} pools to replay`);
-    const guestBefore = await scrapeApiserver(guest.kubeConfig);
-    const system = await measured(mgmt.kubeConfig, () =>
-      replaySeconds({ ...plan, namespace: REPLAY_SERVER_NS, server: { guest: guest.kubeConfig, tokenSecrets } }),
-    );
-    const guestSystem = scrapeDelta(guestBefore, await scrapeApiserver(guest.kubeConfig));
-    const [sameWritesSeconds, systemSeconds] = [replay.value, system.value];
+    const refs = await references(index, { plan, mgmt, guest, tokenSecrets, processes });
+    const [replay, system, guestSystem] = [refs.plain, refs.system, refs.guest];
+    const [sameWritesSeconds, systemSeconds] = [replay.seconds, system.seconds];
     out(`round ${index + 1} of ${ROUNDS}:`);
     out(
       `pools: ${POOLS} (half Replace, half InPlace); Secrets: ${secrets}; tokens minted by the ignition server: ${minted}; reconciles in flight: ${IN_FLIGHT}`,
@@ -251,6 +323,9 @@ async function round(index: number): Promise<Figures> {
       `the same, with the ignition server's writes of each pool (guest bootstrap token, one patch of mint and verdict): ${systemSeconds.toFixed(1)} s; ratio ours/system replay: ${(seconds / systemSeconds).toFixed(2)}`,
     );
     out(
+      `the replays ran in this order: ${index % 2 === 0 ? 'plain, then with the server' : 'with the server, then plain'}`,
+    );
+    out(
       `the management apiserver's work: the window, the replay, the replay with the server's writes; then the guest's:`,
     );
     workTable([
@@ -260,6 +335,12 @@ async function round(index: number): Promise<Figures> {
       { name: 'guest window', work: guestWork },
       { name: 'guest replay+s', work: guestSystem },
     ]).forEach(out);
+    cpuTable(processes, [
+      { name: 'window', cpu: windowUse },
+      { name: 'replay', cpu: replay.cpu },
+      { name: 'replay+server', cpu: system.cpu },
+    ]).forEach(out);
+    out(`the controller process's garbage collections over the window (their pauses): ${collections}`);
     out(`controller writes: ${writes} (${(writes / POOLS).toFixed(2)} per pool): ${byKind}`);
     out(
       `reconciles per pool, by result: ${reconciles}; a pool's reconcile took ${meanReconcileSeconds.toFixed(3)} s on average`,

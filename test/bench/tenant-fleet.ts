@@ -19,6 +19,7 @@ import {
 import { withJemalloc } from '../../support/src/malloc.js';
 import { freePort, ManagedProcess, startCluster, treeRssBytes, type Cluster } from '../bed/src/index.js';
 import { inFlight } from './in-flight.js';
+import { processCpuSeconds } from './cpu-seconds.js';
 
 export const COMPONENTS = ['nodepool-controller', 'ignition-server', 'inplace-upgrader', 'drainer'] as const;
 export type Component = (typeof COMPONENTS)[number];
@@ -124,13 +125,6 @@ export interface RunningComponent {
 
 const heapUsed = (metrics: string): number =>
   Number(/^nodejs_heap_size_used_bytes(?:{[^}]*})? (\S+)$/m.exec(metrics)?.[1] ?? Number.NaN);
-
-/** CPU seconds of a process from /proc/<pid>/stat (utime + stime, in clock ticks of 1/100 s). */
-function processCpuSeconds(stat: string): number {
-  // Fields after the command name (which may hold spaces) start at its closing parenthesis.
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
 
 interface LaunchEnv {
   mgmt: Cluster;
