@@ -32,7 +32,10 @@
  *   npm run bench:ignition -- [--duration 10] [--rounds 1] [--storm 2000] [--storm-configs 10]
  *     [--storm-spread 10] [--handshakes 2000] [--mid-kib 300] [--configs 100]
  *     [--secrets-per-config 10] [--config-kib 100] [--release-kib 900] [--cpu-prof <dir>] [--perf <dir>]
- *     [--only serving,storm,memory] [--payloads small,mid,bulk] [--server-node-flags '<flags>']
+ *     [--only serving,storm,memory] [--payloads small,mid,bulk] [--server-node-flags '<flags>'] [--node-threads]
+ *
+ * With --node-threads, serving and storm also measure plain node:https run as Kindling's serving threads run, a
+ * worker thread per core in one process (node-reference.ts), beside its process per core: what threads cost.
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -98,6 +101,8 @@ const OPTS = {
   perfDir: textFlag('perf'),
   /** Node or V8 flags for the server's process only (space-separated), e.g. to try a GC setting against the references. */
   serverNodeFlags: (textFlag('server-node-flags') ?? '').split(' ').filter((f) => f !== ''),
+  /** Plain node:https also in worker threads (one process), beside its processes. */
+  nodeThreads: process.argv.includes('--node-threads'),
   durationS: flag('duration', 10),
   rounds: Math.max(1, flag('rounds', 1)),
   connections: flag('connections', 64),
@@ -553,6 +558,22 @@ interface Throughput {
   results: Map<string, WrkResult[]>;
 }
 
+/**
+ * Plain node:https, a process per core (`name`), and with --node-threads also a thread per core (`name-threads`).
+ */
+async function startNodeReferences(
+  b: Bench,
+  name: string,
+  sites: Site[],
+  tls: { cert: string; key: string },
+): Promise<Reference[]> {
+  const refs = [await startNode({ dir: b.dir, name, ...tls, sites })];
+  if (OPTS.nodeThreads)
+    refs.push(await startNode({ dir: b.dir, name: `${name}-threads`, ...tls, sites, threads: true }));
+  b.processes.push(...refs.map((r) => r.proc));
+  return refs;
+}
+
 /** Phase 1: the same payload bytes from the ignition server, Go, nginx and plain Node, wrk in turn, round after round. */
 async function serving(b: Bench): Promise<Throughput[]> {
   const server = await startServer(b, 'server-serve', 'serve');
@@ -563,14 +584,14 @@ async function serving(b: Bench): Promise<Throughput[]> {
   const tls = { cert: join(b.dir, 'tls.crt'), key: join(b.dir, 'tls.key') };
   const go = await startGo({ bin: b.goBin, dir: b.dir, name: 'go-serve', ...tls, sites });
   const nginx = await startNginx({ dir: b.dir, ...tls, sites });
-  const bare = await startNode({ dir: b.dir, name: 'node-serve', ...tls, sites });
-  b.processes.push(go.proc, nginx.proc, bare.proc);
+  b.processes.push(go.proc, nginx.proc);
+  const bare = await startNodeReferences(b, 'node-serve', sites, tls);
   const kindling: Reference = { name: 'kindling', port: server.port, proc: server.proc, pids: () => [server.pid] };
   const results: Throughput[] = [];
   for (const c of cases) {
-    for (const ref of [go, nginx, bare]) await checkReference(b, ref, c);
+    for (const ref of [go, nginx, ...bare]) await checkReference(b, ref, c);
     const t: Throughput = { name: c.name, payloadBytes: c.payload.length, results: new Map() };
-    const servers = [kindling, go, nginx, bare];
+    const servers = [kindling, go, nginx, ...bare];
     for (let round = 0; round < OPTS.rounds; round++) {
       // Each round starts with the next server, so no server always runs first (on a machine still busy with the
       // set-up) or always last.
@@ -585,7 +606,7 @@ async function serving(b: Bench): Promise<Throughput[]> {
     }
     results.push(t);
   }
-  await Promise.all([server.proc.stop(), go.proc.stop(), nginx.proc.stop(), bare.proc.stop()]);
+  await Promise.all([server, go, nginx, ...bare].map((r) => r.proc.stop()));
   return results;
 }
 
@@ -869,8 +890,8 @@ async function bootStorm(b: Bench): Promise<Storms> {
   });
   const tls = { cert: join(b.dir, 'tls.crt'), key: join(b.dir, 'tls.key') };
   const go = await startGo({ bin: b.goBin, dir: b.dir, name: 'go-storm', ...tls, sites });
-  const bare = await startNode({ dir: b.dir, name: 'node-storm', ...tls, sites });
-  b.processes.push(go.proc, bare.proc);
+  b.processes.push(go.proc);
+  const bare = await startNodeReferences(b, 'node-storm', sites, tls);
   const first = sites.find((s) => s.token === hosts[0]?.token) as Site;
   const probe: Case = {
     name: 'storm',
@@ -880,14 +901,14 @@ async function bootStorm(b: Bench): Promise<Storms> {
     payload: readFileSync(first.payload),
     file: first.payload,
   };
-  for (const ref of [go, bare]) {
+  for (const ref of [go, ...bare]) {
     await checkReference(b, ref, probe);
     await warmUp(b, ref, warmFile);
     results.set(ref.name, await storm(b, ref, hostsFile));
   }
   const handshakes = new Map<string, HandshakeResult>();
-  for (const ref of [kindling, go, bare]) handshakes.set(ref.name, await handshakeCost(b, ref));
-  await Promise.all([server.proc.stop(), go.proc.stop(), bare.proc.stop()]);
+  for (const ref of [kindling, go, ...bare]) handshakes.set(ref.name, await handshakeCost(b, ref));
+  await Promise.all([server, go, ...bare].map((r) => r.proc.stop()));
   await b.core.deleteCollectionNamespacedSecret({ namespace: ns, labelSelector: LABELS.tokenSecret });
   return { results, handshakes, recording };
 }
@@ -1165,7 +1186,21 @@ function reportThroughput(ts: Throughput[]): void {
       target: '(≥ 1.0)',
       pass: undefined,
     });
+    if (t.results.has('node-serve-threads')) rows.push(threadsRow(size, med));
   }
+}
+
+/** Plain node:https in threads against its processes (--node-threads): the CPU per request threads cost. */
+function threadsRow(size: string, med: (server: string, f: (w: WrkResult) => number) => number): Row {
+  const cpu = (server: string): number => med(server, (w) => w.cpuUsPerRequest);
+  return {
+    figure: `serving ${size}: plain node:https CPU/req, threads ÷ processes`,
+    value: `${fmt(cpu('node-serve-threads'))} µs/req`,
+    reference: `processes ${fmt(cpu('node-serve'))} µs/req, kindling ${fmt(cpu('kindling'))}`,
+    ratio: cpu('node-serve-threads') / cpu('node-serve'),
+    target: '(reported)',
+    pass: undefined,
+  };
 }
 
 function stormLine(name: string, s: StormResult): string {
@@ -1235,6 +1270,18 @@ function reportStorm({ results, handshakes, recording }: Storms): void {
       target: '(reported)',
       pass: undefined,
     },
+    ...(results.has('node-storm-threads')
+      ? [
+          {
+            figure: 'boot storm: p99 arrival to last byte, against node:https in threads',
+            value: `${fmt(p99('kindling'), 1)} ms`,
+            reference: `node:https threads ${fmt(p99('node-storm-threads'), 1)} ms`,
+            ratio: p99('kindling') / p99('node-storm-threads'),
+            target: '(reported)',
+            pass: undefined,
+          },
+        ]
+      : []),
     {
       figure: 'boot storm: server CPU per TLS handshake (P-256)',
       value: `${fmt(cost('kindling'))} µs`,

@@ -5,14 +5,28 @@
  * No token verification, no revocation, no logging, no metrics: the ceiling of this runtime on this machine,
  * which Kindling's serving threads can approach but not pass.
  *
- *   node dist/test/bench/node-reference.js --addr 127.0.0.1:PORT --cert C --key K --tokens sites.json
+ * With `--threads`, one process instead, with a worker thread per core, each its own server on its own
+ * listening socket of the port (`reusePort`), as Kindling's serving threads are (ignition-server/src/serving):
+ * what this runtime costs in threads rather than processes, apart from anything Kindling adds.
+ *
+ *   node dist/test/bench/node-reference.js --addr 127.0.0.1:PORT --cert C --key K --tokens sites.json [--threads]
  */
 import cluster from 'node:cluster';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:https';
 import { availableParallelism } from 'node:os';
 import { parseArgs } from 'node:util';
+import { isMainThread, Worker, workerData } from 'node:worker_threads';
 import { SERVING_TLS } from '../../support/src/https.js';
+
+interface Options {
+  addr: string;
+  cert: string;
+  key: string;
+  tokens: string;
+  /** Each listener its own socket on the port (the threads' way); the cluster's workers share the primary's. */
+  reusePort: boolean;
+}
 
 interface Answer {
   pool: string;
@@ -31,7 +45,7 @@ function load(path: string): Map<string, Answer> {
   return byToken;
 }
 
-function serve(addr: string, cert: string, key: string, tokens: string): void {
+function serve({ addr, cert, key, tokens, reusePort }: Options): void {
   const byToken = load(tokens);
   const [host, port] = [addr.slice(0, addr.lastIndexOf(':')), Number(addr.slice(addr.lastIndexOf(':') + 1))];
   createServer({ ...SERVING_TLS, cert: readFileSync(cert), key: readFileSync(key) }, (req, res) => {
@@ -56,15 +70,37 @@ function serve(addr: string, cert: string, key: string, tokens: string): void {
         'Cache-Control': 'no-store',
       })
       .end(a.body);
-  }).listen(port, host);
+  }).listen({ port, host, reusePort });
 }
 
-const { values } = parseArgs({
-  options: { addr: { type: 'string' }, cert: { type: 'string' }, key: { type: 'string' }, tokens: { type: 'string' } },
-});
-if (cluster.isPrimary) {
-  for (let i = 0; i < availableParallelism(); i++) cluster.fork();
-  cluster.on('exit', () => process.exit(1));
+function options(): Options {
+  const { values } = parseArgs({
+    options: {
+      addr: { type: 'string' },
+      cert: { type: 'string' },
+      key: { type: 'string' },
+      tokens: { type: 'string' },
+      threads: { type: 'boolean' },
+    },
+  });
+  return {
+    addr: values.addr ?? '127.0.0.1:0',
+    cert: values.cert ?? '',
+    key: values.key ?? '',
+    tokens: values.tokens ?? '',
+    reusePort: values.threads === true,
+  };
+}
+
+if (!isMainThread) {
+  serve(workerData as Options);
+} else if (!cluster.isPrimary) {
+  serve(options());
 } else {
-  serve(values.addr ?? '127.0.0.1:0', values.cert ?? '', values.key ?? '', values.tokens ?? '');
+  const opts = options();
+  for (let i = 0; i < availableParallelism(); i++) {
+    if (!opts.reusePort) cluster.fork();
+    else new Worker(new URL(import.meta.url), { workerData: opts }).on('exit', () => process.exit(1));
+  }
+  cluster.on('exit', () => process.exit(1));
 }

@@ -2,7 +2,8 @@
  * The references of the ignition-server benchmark, each given the same TLS certificate, the same bytes and the
  * same check (the bearer token looked up, the NodePool header compared with the token's pool): a Go
  * `net/http` server built from test/bench/goref (standard library only), nginx (Debian nginx-light), and plain
- * `node:https` one process per core (node-reference.ts), the ceiling of Kindling's own runtime.
+ * `node:https` one process per core (node-reference.ts), the ceiling of Kindling's own runtime (or a thread per
+ * core, as Kindling's serving threads run).
  */
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -86,8 +87,9 @@ async function startReference(opts: ReferenceOptions, command: string, script: s
 export const startGo = (opts: ReferenceOptions & { bin: string }): Promise<Reference> =>
   startReference(opts, opts.bin, []);
 
-export const startNode = (opts: ReferenceOptions): Promise<Reference> =>
-  startReference(opts, process.execPath, [NODE_REFERENCE]);
+/** Plain node:https, a process per core, or with `threads` a worker thread per core in one process. */
+export const startNode = (opts: ReferenceOptions & { threads?: boolean }): Promise<Reference> =>
+  startReference(opts, process.execPath, [NODE_REFERENCE, ...(opts.threads === true ? ['--threads'] : [])]);
 
 /** Copies each distinct payload file under root, named by its index, and returns the token → file map. */
 async function nginxFiles(root: string, sites: Site[]): Promise<Map<string, string>> {
