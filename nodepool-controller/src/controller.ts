@@ -215,8 +215,9 @@ function poolEvents(parts: {
 }): (p: NodePool, e: InformerEvent) => void {
   const references = { configMaps: new PoolReferences(configMapKeys), templates: new PoolReferences(templateKeys) };
   return (p, e) => {
-    if (references.configMaps.changed(p, e)) parts.configMaps.poolChanged(p.metadata.namespace ?? '');
-    if (references.templates.changed(p, e)) parts.templates.poolChanged(p.metadata.namespace ?? '');
+    const namespace = p.metadata.namespace ?? '';
+    references.configMaps.onChange(p, e, () => parts.configMaps.poolChanged(namespace));
+    references.templates.onChange(p, e, () => parts.templates.poolChanged(namespace));
     if (e === 'add') parts.approver().poolChanged(p);
   };
 }

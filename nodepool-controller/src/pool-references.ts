@@ -17,13 +17,19 @@ export class PoolReferences {
     this.#of = of;
   }
 
-  /** Records `pool`'s references as of `event` (a deleted pool references nothing): whether they changed. */
-  changed(pool: NodePool, event: InformerEvent): boolean {
+  /**
+   * Runs `apply` (the namespace's references worked out again) when `pool`'s references as of `event` differ
+   * from those recorded (a deleted pool references none), and records them only once it succeeded: one that
+   * threw is tried again at the pool's next event.
+   */
+  onChange(pool: NodePool, event: InformerEvent, apply: () => void): void {
     const key = keyString(keyOf(pool));
-    const now = event === 'delete' ? '' : [...this.#of(pool)].sort().join('\n');
-    if (now === (this.#byPool.get(key) ?? '')) return false;
-    if (now === '') this.#byPool.delete(key);
+    // JSON, not a joined string: names are the tenant's, and `a` + `b` must not read as one name `a\nb`.
+    const now = event === 'delete' ? '' : JSON.stringify([...this.#of(pool)].sort());
+    const none = now === '' || now === '[]';
+    if ((none ? '' : now) === (this.#byPool.get(key) ?? '')) return;
+    apply();
+    if (none) this.#byPool.delete(key);
     else this.#byPool.set(key, now);
-    return true;
   }
 }
