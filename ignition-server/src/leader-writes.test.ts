@@ -158,6 +158,15 @@ async function leader(apiserver: FakeApiserver, guest: ReturnType<typeof fakeGue
   return { writes, revocations, copy, index, entry, clock };
 }
 
+/** A leader over a fake apiserver holding the Secret at `storedVersion`, and a fake guest. */
+async function setUp(
+  storedVersion = 1,
+): Promise<{ apiserver: FakeApiserver; guest: ReturnType<typeof fakeGuest>; l: Leader }> {
+  const apiserver = fakeApiserver(storedVersion);
+  const guest = fakeGuest();
+  return { apiserver, guest, l: await leader(apiserver, guest) };
+}
+
 /** A leader's pass whose patch fails, and the revoke queue's first look at what it minted. */
 async function failedPass({ writes, revocations }: Leader): Promise<void> {
   await assert.rejects(writes.reconcile('ns/tok'), /failed to patch the token Secret/);
@@ -204,9 +213,7 @@ describe('leader writes', () => {
 
   it('when the token Secret changed under a mint (409), it should delete the minted bootstrap token from the guest without reading the Secret back', async () => {
     // Someone else (a replica recording a first fetch) wrote the Secret after the informer's copy: rv 5 against 1.
-    const apiserver = fakeApiserver(5);
-    const guest = fakeGuest();
-    const l = await leader(apiserver, guest);
+    const { apiserver, guest, l } = await setUp(5);
     await failedPass(l);
     assert.equal(apiserver.reads.count, 0, 'the answer settles it');
     assert.equal(guest.minted.length, 1);
@@ -214,9 +221,7 @@ describe('leader writes', () => {
   });
 
   it('when a patch after a mint gets no answer but was applied, it should keep the bootstrap token the Secret holds', async () => {
-    const apiserver = fakeApiserver(1);
-    const guest = fakeGuest();
-    const l = await leader(apiserver, guest);
+    const { apiserver, guest, l } = await setUp();
     apiserver.fail('reset-after-write');
     await failedPass(l);
     await later(l, PATCH_SETTLED_MS);
@@ -224,9 +229,7 @@ describe('leader writes', () => {
   });
 
   it('when a patch after a mint gets no answer and the Secret is still at its version, it should keep the token until the apiserver surely dropped the patch, then delete it', async () => {
-    const apiserver = fakeApiserver(1);
-    const guest = fakeGuest();
-    const l = await leader(apiserver, guest);
+    const { apiserver, guest, l } = await setUp();
     apiserver.fail('reset-before-write');
     await failedPass(l);
     assert.deepEqual(guest.revoked, [], 'the patch may still commit');
@@ -237,9 +240,7 @@ describe('leader writes', () => {
   });
 
   it('when a patch our client gave up on commits later, it should keep the bootstrap token the Secret then records', async () => {
-    const apiserver = fakeApiserver(1);
-    const guest = fakeGuest();
-    const l = await leader(apiserver, guest);
+    const { apiserver, guest, l } = await setUp();
     apiserver.fail('late');
     await failedPass(l);
     await later(l, 35_000);
@@ -249,9 +250,7 @@ describe('leader writes', () => {
   });
 
   it('when the Secret moved on without the token after an unanswered patch, it should delete the token before the deadline', async () => {
-    const apiserver = fakeApiserver(1);
-    const guest = fakeGuest();
-    const l = await leader(apiserver, guest);
+    const { apiserver, guest, l } = await setUp();
     apiserver.fail('late');
     await failedPass(l);
     apiserver.bump();
@@ -261,9 +260,7 @@ describe('leader writes', () => {
   });
 
   it('when the Secret is gone after a patch that answered 500, it should delete the token', async () => {
-    const apiserver = fakeApiserver(1);
-    const guest = fakeGuest();
-    const l = await leader(apiserver, guest);
+    const { apiserver, guest, l } = await setUp();
     apiserver.fail('server-error');
     apiserver.remove();
     await failedPass(l);
@@ -271,9 +268,7 @@ describe('leader writes', () => {
   });
 
   it('when a patch after a mint got no answer, the next pass should not mint again from the same copy until the version moves or the deadline passes', async () => {
-    const apiserver = fakeApiserver(1);
-    const guest = fakeGuest();
-    const l = await leader(apiserver, guest);
+    const { apiserver, guest, l } = await setUp();
     apiserver.fail('reset-after-write');
     await failedPass(l);
     // The queue's retry runs on the copy the patch was computed from (the echo not in yet).
@@ -293,9 +288,7 @@ describe('leader writes', () => {
   });
 
   it('when a patch after a mint got no answer and never committed, the next pass should mint again once the deadline has passed', async () => {
-    const apiserver = fakeApiserver(1);
-    const guest = fakeGuest();
-    const l = await leader(apiserver, guest);
+    const { apiserver, guest, l } = await setUp();
     apiserver.fail('reset-before-write');
     await failedPass(l);
     await l.writes.reconcile('ns/tok');
@@ -308,9 +301,7 @@ describe('leader writes', () => {
   });
 
   it('when a patch after a mint was refused, the next pass should not be held back', async () => {
-    const apiserver = fakeApiserver(1);
-    const guest = fakeGuest();
-    const l = await leader(apiserver, guest);
+    const { apiserver, guest, l } = await setUp();
     apiserver.fail('conflict');
     await failedPass(l);
     l.copy.secret = tokenSecret({ resourceVersion: '1' });

@@ -22,7 +22,7 @@ import type { GuestJoin } from './join.js';
 import type { TokenSecretRefusal } from './token-secret-decision.js';
 import { parseKey } from '../../support/src/object-key.js';
 import type { FailedMint } from './revocations.js';
-import { PATCH_SETTLED_MS, patchRefused, type FailedPatch } from './unmint-decision.js';
+import { patchRefused, settledAtMs, type FailedPatch } from './unmint-decision.js';
 
 /** A token Secret the server does not act on, and why. */
 export interface Refused {
@@ -235,7 +235,7 @@ export class LeaderWrites {
   #failed(secret: TokenSecret, patch: Patch, failed: FailedPatch): void {
     const minted = patch.data[SECRET_KEYS.token] !== undefined;
     if (minted && !patchRefused(failed))
-      this.#patchedFrom.set(secret.key, { version: failed.baseVersion, untilMs: failed.sentAtMs + PATCH_SETTLED_MS });
+      this.#patchedFrom.set(secret.key, { version: failed.baseVersion, untilMs: settledAtMs(failed) });
     if (!patch.minted || !secret.cluster) return;
     const { bootstrapToken: token, expiresAtMs } = patch.minted;
     this.#deps.unmint({ secret: secret.key, cluster: secret.cluster, token, expiresAtMs, patch: failed });

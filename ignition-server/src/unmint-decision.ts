@@ -70,6 +70,9 @@ export interface UnmintInput {
   current?: ReadBack;
 }
 
+/** When the failed patch has surely either committed or been dropped. */
+export const settledAtMs = (patch: Pick<FailedPatch, 'sentAtMs'>): number => patch.sentAtMs + PATCH_SETTLED_MS;
+
 /** Whether the failure says the patch was not applied (no read-back needed). */
 export const patchRefused = (patch: Pick<FailedPatch, 'status' | 'neverSent'>): boolean =>
   patch.neverSent === true || (patch.status !== undefined && patch.status < 500);
@@ -89,7 +92,7 @@ export function decideUnmint({ patch, token, expiresAtMs, nowMs, current }: Unmi
   if (current.bootstrapToken === token || current.rotatedBootstrapToken === token)
     return { action: 'keep', reason: 'Recorded' };
   if (current.resourceVersion !== patch.baseVersion) return { action: 'revoke', reason: 'Superseded' };
-  const settledAt = patch.sentAtMs + PATCH_SETTLED_MS;
+  const settledAt = settledAtMs(patch);
   if (nowMs >= settledAt) return { action: 'revoke', reason: 'NeverCommitted' };
   return { action: 'wait', reason: 'OutcomeUnknown', afterMs: Math.min(RECHECK_MS, settledAt - nowMs) };
 }

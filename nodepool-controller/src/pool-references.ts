@@ -24,12 +24,12 @@ export class PoolReferences {
    */
   onChange(pool: NodePool, event: InformerEvent, apply: () => void): void {
     const key = keyString(keyOf(pool));
+    const refs = event === 'delete' ? [] : [...this.#of(pool)].sort();
     // JSON, not a joined string: names are the tenant's, and `a` + `b` must not read as one name `a\nb`.
-    const now = event === 'delete' ? '' : JSON.stringify([...this.#of(pool)].sort());
-    const none = now === '' || now === '[]';
-    if ((none ? '' : now) === (this.#byPool.get(key) ?? '')) return;
+    const now = refs.length === 0 ? '' : JSON.stringify(refs);
+    if (now === (this.#byPool.get(key) ?? '')) return;
     apply();
-    if (none) this.#byPool.delete(key);
+    if (now === '') this.#byPool.delete(key);
     else this.#byPool.set(key, now);
   }
 }

@@ -78,13 +78,17 @@ function apiMessageOf(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-/** HTTP status of a client-node ApiException (or of an error it caused), if any. */
-export function statusCode(err: unknown): number | undefined {
+/** The `code` of the error and of each error down its cause chain (a plain object ends the chain). */
+function* codesInCauseChain(err: unknown): Generator<unknown> {
   for (let e: unknown = err; e instanceof Error || isRecord(e); e = (e as { cause?: unknown }).cause) {
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === 'number') return code;
+    yield (e as { code?: unknown }).code;
     if (!(e instanceof Error)) break;
   }
+}
+
+/** HTTP status of a client-node ApiException (or of an error it caused), if any. */
+export function statusCode(err: unknown): number | undefined {
+  for (const code of codesInCauseChain(err)) if (typeof code === 'number') return code;
   return undefined;
 }
 
@@ -97,11 +101,7 @@ function isRecord(v: unknown): v is Record<string, unknown> {
  * (anywhere in the cause chain). A reset or a timeout does not count: the server may have acted on it.
  */
 export function neverReachedServer(err: unknown): boolean {
-  for (let e: unknown = err; e instanceof Error || isRecord(e); e = (e as { cause?: unknown }).cause) {
-    const code = (e as { code?: unknown }).code;
-    if (code === 'ECONNREFUSED' || code === 'ENOTFOUND') return true;
-    if (!(e instanceof Error)) break;
-  }
+  for (const code of codesInCauseChain(err)) if (code === 'ECONNREFUSED' || code === 'ENOTFOUND') return true;
   return false;
 }
 
