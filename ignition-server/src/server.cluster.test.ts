@@ -145,6 +145,8 @@ describe('ignition server on the test bed', { timeout: 180_000 }, () => {
     await eventually(`${name} to serve`, async () =>
       (await get(port, ca.certPem, {})).status === 401 ? true : undefined,
     );
+    // The ops port opens after the serving threads accept (once the component is up), so it is waited on too.
+    await eventually(`${name}'s ops port`, () => opsMetrics(opsPort));
     return { name, proc, port, opsPort, log };
   }
 
