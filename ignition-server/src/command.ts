@@ -279,6 +279,7 @@ export async function startIgnitionServer(
   });
   // The threads start while the token Secrets are listed; they accept once the list is in.
   serving.start();
+  ctx.memorySaver?.onCollect(() => serving.collect());
   metrics.watchRequests(() => serving.requests());
   metrics.watchThreadPauses(() => serving.pauses());
   await controller.start();

@@ -16,6 +16,7 @@ import { ConfigError, type FlagSpec } from './config.js';
 import { loadKubeConfig, setRequestGate } from './kubeconfig.js';
 import { runtimeWarning } from './runtime.js';
 import { awaitFirstContact } from './first-contact.js';
+import { MemorySaverGovernor, startedWithSaver } from './memory-saver.js';
 
 export { loadKubeConfig } from './kubeconfig.js';
 
@@ -78,6 +79,8 @@ export interface ComponentContext {
   queueMetrics: QueueMetrics;
   kubeConfig: k8s.KubeConfig;
   shutdown: Shutdown;
+  /** Turns V8's memory saver off in a burst (memory-saver.ts); none when the process was started without it. */
+  memorySaver?: MemorySaverGovernor;
 }
 
 export interface ComponentSpec {
@@ -104,7 +107,11 @@ export async function runComponent(spec: ComponentSpec): Promise<void> {
     queueMetrics: createQueueMetrics(registry),
     kubeConfig: loadKubeConfig(spec.config.kubeconfig),
     shutdown,
+    memorySaver: startedWithSaver() ? new MemorySaverGovernor({ log, registry }) : undefined,
   };
+  ctx.memorySaver?.start();
+  // Stopped as shutdown begins: a drain's quiet must not start a collection of every heap.
+  void shutdown.begun.then(() => ctx.memorySaver?.stop());
   // Says where it is going and why it cannot get there, instead of retrying silently inside the informers.
   if (!(await awaitFirstContact({ kubeConfig: ctx.kubeConfig, log, stopped: shutdown.begun }))) return;
   const readiness = await spec.start(ctx);

@@ -13,7 +13,8 @@
  * `--optimize-for-size` measured the same but also changes what V8's compilers do: the ignition server ran with
  * it until its serving threads were seen spending about 15 % more CPU per 4 KiB request than with the memory
  * saver, whose resident memory with 1,000 tokens over 100 payloads of 1 MiB is the same (docs/benchmarks.md,
- * the serving and memory rows).
+ * the serving and memory rows). In a burst the saver costs CPU, so memory-saver.ts turns it off while the process
+ * is busy and on again once it is quiet.
  *
  * V8 reads the cap only when the process starts (`v8.setFlagsFromString` later changes nothing; measured), and
  * Node refuses the memory saver in `NODE_OPTIONS`, so `bin/kindling.js` restarts itself in place (`process.execve`,
@@ -75,14 +76,10 @@ export type Launch = { restart: true; nodeFlags: string[] } | { restart: false }
  * operator's way to turn it off.
  */
 const givenToNode = (execArgv: readonly string[], env: NodeJS.ProcessEnv): Set<string> =>
-  new Set(
-    [...execArgv, ...(env.NODE_OPTIONS ?? '').split(/\s+/)].map((a) =>
-      a
-        .split('=')[0]!
-        .replaceAll('_', '-')
-        .replace(/^--no-/, '--'),
-    ),
-  );
+  new Set([...execArgv, ...(env.NODE_OPTIONS ?? '').split(/\s+/)].map((a) => v8FlagName(a).replace(/^--no-/, '--')));
+
+/** A V8 flag's name as given to Node, in V8's `-` spelling (`--max_semi_space_size=8` is `--max-semi-space-size`). */
+export const v8FlagName = (arg: string): string => arg.split('=')[0]!.replaceAll('_', '-');
 
 /**
  * The raw value of `key` given on the command line (the last one wins, as in the config), else the environment's.

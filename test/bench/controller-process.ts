@@ -14,6 +14,7 @@ import { createLogger } from '../../support/src/logger.js';
 import { loadKubeConfig } from '../../support/src/kubeconfig.js';
 import { createQueueMetrics } from '../../support/src/metrics.js';
 import { youngGenerationLaunch } from '../../support/src/young-generation.js';
+import { MemorySaverGovernor, startedWithSaver } from '../../support/src/memory-saver.js';
 import { createNodePoolController } from '../../nodepool-controller/src/controller.js';
 import { profileCpu, tallyGc, type ControllerCounts } from './controller-window.js';
 
@@ -148,10 +149,13 @@ function recordApplies(writer: ReturnType<typeof createNodePoolController>['writ
 /** The child: runs the controller and answers the benchmark's requests. */
 async function child(opts: ControllerProcessOptions): Promise<void> {
   const registry = new Registry();
+  const log = createLogger({ name: 'bench-controller', level: 'error' });
+  // As runComponent does: the memory saver off while the controller is busy.
+  if (startedWithSaver()) new MemorySaverGovernor({ log, registry }).start();
   const controller = createNodePoolController({
     kubeConfig: loadKubeConfig(opts.kubeconfigPath),
     namespaces: opts.namespaces,
-    log: createLogger({ name: 'bench-controller', level: 'error' }),
+    log,
     workers: opts.workers,
     registry,
     queueMetrics: createQueueMetrics(registry),

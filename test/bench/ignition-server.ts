@@ -14,7 +14,8 @@
  *     fetch recorded on its Secret (the server writes them after the burst: when, and at what CPU cost); then
  *     each server's CPU time per TLS handshake alone (the certificate is ECDSA P-256, as the test bed issues it);
  *  3. memory: RSS of the server with 1,000 live tokens over 100 distinct ~1 MB payloads (each fetched once),
- *     against 1.2 × the payload bytes it holds in memory + 100 MiB;
+ *     once it is idle again (its memory saver back on), against 1.2 × the payload bytes it holds in memory
+ *     + 100 MiB;
  *  4. restart: the server restarted on its cache directory with those 1,000 token Secrets (100 KiB of config
  *     each): time from spawn to the first 200 of a token.
  * Everything runs on loopback: a real test-bed apiserver, real `kindling ignition-server` processes (one per
@@ -920,7 +921,12 @@ interface MemoryResult {
   cachedBytes: number;
   configSecretBytes: number;
   rssBeforeBytes: number;
+  /** 15 s after the load: the server may still be recording first fetches. */
+  rssSettledBytes: number;
+  /** Once idle (untilIdle); the figure. */
   rssAfterBytes: number;
+  /** Seconds from the load's end to idle: undefined when the server runs without the memory saver, or never was. */
+  idleAfterS: number | undefined;
   /** Where the RSS is (anonymous, file-backed, shared) and the main thread's heap. */
   breakdown: string;
   loadS: number;
@@ -967,12 +973,17 @@ async function memory(b: Bench): Promise<MemoryResult> {
   const loadS = (performance.now() - started) / 1000;
   // Let the garbage of generation settle (bounded) before sampling, as a long-running server would.
   await new Promise((r) => setTimeout(r, 15_000));
+  const rssSettledBytes = vmRssBytes(server.pid);
+  const idleAfterS = await untilIdle(server.opsPort, started + loadS * 1000);
   const m = await opsMetrics(server.opsPort);
   const cachedBytes = metric(m, 'kindling_ignition_payload_cache_bytes');
   const status = readFileSync(`/proc/${server.pid}/status`, 'utf8');
   const kb = (field: string): number =>
     Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? Number.NaN) * 1024;
-  const breakdown = `${mappings(server.pid)}; RssAnon ${mib(kb('RssAnon'))}, RssFile ${mib(kb('RssFile'))}, RssShmem ${mib(kb('RssShmem'))}; main thread's V8 heap ${mib(metric(m, 'nodejs_heap_size_used_bytes'))} used of ${mib(metric(m, 'nodejs_heap_size_total_bytes'))}, external ${mib(metric(m, 'nodejs_external_memory_bytes'))}`;
+  const switches = (to: string): string =>
+    new RegExp(`^kindling_memory_saver_switches_total\\{to="${to}"[^}]*\\} (\\d+)`, 'm').exec(m)?.[1] ?? '0';
+  const saver = `the memory saver ${metric(m, 'kindling_memory_saver_on') === 1 ? 'on' : 'off'} (turned off ${switches('off')} and on ${switches('on')} times)`;
+  const breakdown = `${mappings(server.pid)}; ${saver}; RssAnon ${mib(kb('RssAnon'))}, RssFile ${mib(kb('RssFile'))}, RssShmem ${mib(kb('RssShmem'))}; main thread's V8 heap ${mib(metric(m, 'nodejs_heap_size_used_bytes'))} used of ${mib(metric(m, 'nodejs_heap_size_total_bytes'))}, external ${mib(metric(m, 'nodejs_external_memory_bytes'))}`;
   const rssAfterBytes = vmRssBytes(server.pid);
   if (OPTS.heapSnapshotDir !== undefined) await heapSnapshot(server, OPTS.heapSnapshotDir);
   return {
@@ -982,12 +993,32 @@ async function memory(b: Bench): Promise<MemoryResult> {
     cachedBytes,
     configSecretBytes,
     rssBeforeBytes,
+    rssSettledBytes,
     rssAfterBytes,
+    idleAfterS,
     breakdown,
     loadS,
     probe,
     server,
   };
+}
+
+/**
+ * Waits (up to 2 minutes) until the server is idle as it judges itself: its memory saver back on after the load
+ * and its heaps collected (support/src/memory-saver.ts). Seconds from `loadEndMs` (performance.now()), or
+ * undefined at once when the server runs without the saver, or after the 2 minutes.
+ */
+async function untilIdle(opsPort: number, loadEndMs: number): Promise<number | undefined> {
+  const deadline = performance.now() + 120_000;
+  while (performance.now() < deadline) {
+    const m = await opsMetrics(opsPort);
+    const on = metric(m, 'kindling_memory_saver_on');
+    if (Number.isNaN(on)) return undefined;
+    if (on === 1 && /^kindling_memory_saver_switches_total\{to="on"[^}]*\} [1-9]/m.test(m))
+      return (performance.now() - loadEndMs) / 1000;
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+  return undefined;
 }
 
 /** A heap snapshot of the server's main thread (a full GC first): then its RSS and heap again, garbage gone. */
@@ -1300,7 +1331,7 @@ function reportMemory(m: MemoryResult): void {
     `memory: ${m.tokens} live tokens over ${m.payloads} distinct payloads of ${mib(m.payloadBytes / Math.max(1, m.payloads))} each (config JSON in each token Secret: ${fmt(m.configSecretBytes / KiB)} KiB), each token fetched once`,
   );
   out(
-    `  VmRSS of the ignition-server process (every thread): ${mib(m.rssBeforeBytes)} before loading, ${mib(m.rssAfterBytes)} after (creating + minting + fetching took ${fmt(m.loadS, 1)} s); payload bytes in memory (kindling_ignition_payload_cache_bytes): ${mib(m.cachedBytes)}`,
+    `  VmRSS of the ignition-server process (every thread): ${mib(m.rssBeforeBytes)} before loading, ${mib(m.rssSettledBytes)} 15 s after loading (creating + minting + fetching took ${fmt(m.loadS, 1)} s), ${mib(m.rssAfterBytes)} once idle (${m.idleAfterS === undefined ? 'not seen: no memory saver, or not within 2 minutes' : `the memory saver back on ${fmt(m.idleAfterS, 1)} s after loading`}); payload bytes in memory (kindling_ignition_payload_cache_bytes): ${mib(m.cachedBytes)}`,
   );
   out(`  ${m.breakdown}`);
   rows.push({

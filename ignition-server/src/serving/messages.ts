@@ -42,7 +42,9 @@ export type ToThread =
   | { t: 'reply'; id: number; error?: string }
   /** `pauses`: also the thread's pauses since the previous such look (pauses.ts). */
   | { t: 'stats'; id: number; pauses?: boolean }
-  | { t: 'drain'; timeoutMs: number };
+  | { t: 'drain'; timeoutMs: number }
+  /** The memory saver is back on after a burst: the thread collects its own heap (support/src/memory-saver.ts). */
+  | { t: 'collect' };
 
 /** Counts since the thread started. */
 export interface ThreadStats {
@@ -70,4 +72,5 @@ export type FromThread =
   | { t: 'lookup'; id: number; key: string }
   | { t: 'stats'; id: number; stats: ThreadStats }
   | { t: 'drained' }
+  | { t: 'collected' }
   | { t: 'failed'; error: string };

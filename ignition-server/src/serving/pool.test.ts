@@ -308,6 +308,19 @@ describe('serving threads', () => {
     }
   });
 
+  it('when asked to collect, every thread should collect its own heap and answer, each in turn', async () => {
+    await pool.pauses();
+    const started = performance.now();
+    await pool.collect();
+    // An unanswered thread is given up after 5 s: far quicker means each answered.
+    assert.ok(performance.now() - started < 4000, `answered in ${performance.now() - started} ms`);
+    // A thread's GC entries reach its observer a moment after the collection.
+    await new Promise((r) => setTimeout(r, 100));
+    const pauses = await pool.pauses();
+    for (const p of pauses)
+      assert.ok(p && p.gcMajorCount >= 1, `the thread made a full collection: ${JSON.stringify(p)}`);
+  });
+
   it("when a token's Secret is known by metadata only, a thread should have the main thread read it, then serve", async () => {
     const p = payloads.add('c'.repeat(64), '"},"storage":{"files":[{"path":"/etc/c"}]}}');
     const { token, secret: s } = await secret('lazy', { hash: 'lazy1' });

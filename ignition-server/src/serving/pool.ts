@@ -80,6 +80,9 @@ const REUSE_PORT = process.platform === 'linux';
  */
 const YOUNG_SEMI_SPACE_MB = 8;
 
+/** How long a serving thread's heap collection is waited for (a last-resort collection takes tens of ms). */
+const COLLECT_WAIT_MS = 5_000;
+
 /** The address with the port the first thread was given (the address may ask for any port, `:0`). */
 function withPort(address: string, port: number): string {
   return `${address.slice(0, address.lastIndexOf(':') + 1)}${port}`;
@@ -169,6 +172,21 @@ export class ServingPool {
   /** Each thread's event-loop delay and GC pauses since the last call (pauses.ts), in thread order. */
   async pauses(): Promise<(ThreadPauses | undefined)[]> {
     return (await this.stats(true)).map((s) => s.pauses);
+  }
+
+  /**
+   * Each thread collects its own heap (the memory saver back on after a burst: support/src/memory-saver.ts), one
+   * after the other: one thread paused at a time, and the process's flag that exposes gc set by one at a time.
+   * A thread that does not answer within COLLECT_WAIT_MS is not waited for.
+   */
+  async collect(): Promise<void> {
+    for (const t of this.#threads) {
+      if (this.#stopping) return;
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, COLLECT_WAIT_MS).unref()));
+      await Promise.race([this.#ask(t, { t: 'collect' }, 'collected'), late]);
+      clearTimeout(timer);
+    }
   }
 
   /** Stops serving (see the module comment); the threads end with the process. */

@@ -8,7 +8,8 @@
 import type { IncomingMessage, RequestListener } from 'node:http';
 import type { TLSSocket } from 'node:tls';
 import { isMainThread, parentPort, workerData, type MessagePort } from 'node:worker_threads';
-import { createLogger } from '../../../support/src/logger.js';
+import { createLogger, type Logger } from '../../../support/src/logger.js';
+import { collectGarbage } from '../../../support/src/memory-saver.js';
 import { createApp, type RequestLine } from '../app.js';
 import { startHttpsServer, type HttpsServer } from '../../../support/src/https.js';
 import { applyChange, TokenIndex } from '../token-index.js';
@@ -125,6 +126,16 @@ function asker(port: MessagePort): {
   };
 }
 
+/** This thread's heap collected (support/src/memory-saver.ts), answered even when that failed. */
+function collect(log: Logger, post: (msg: FromThread) => void): void {
+  try {
+    collectGarbage();
+  } catch (err) {
+    log.warn({ err }, 'Collecting the heap failed');
+  }
+  post({ t: 'collected' });
+}
+
 function run(port: MessagePort, data: ThreadData): void {
   const post = (msg: FromThread): void => port.postMessage(msg);
   const log = createLogger({ name: data.logName, level: data.logLevel }).child({ part: 'http', thread: data.index });
@@ -180,6 +191,11 @@ function run(port: MessagePort, data: ThreadData): void {
     server.server.on('secureConnection', (socket: TLSSocket) => share.track(socket));
     post({ t: 'listening', port: server.port, fd: server.fd });
   };
+  const drain = async (timeoutMs: number): Promise<void> => {
+    await server?.drain(timeoutMs);
+    reports.flush();
+    post({ t: 'drained' });
+  };
   port.on('message', (msg: ToThread) => {
     switch (msg.t) {
       case 'changes':
@@ -193,11 +209,10 @@ function run(port: MessagePort, data: ThreadData): void {
         return questions.reply(msg.id, msg.error);
       case 'stats':
         return answerStats(msg.id, msg.pauses);
+      case 'collect':
+        return collect(log, post);
       case 'drain':
-        void (server?.drain(msg.timeoutMs) ?? Promise.resolve()).then(() => {
-          reports.flush();
-          post({ t: 'drained' });
-        });
+        return void drain(msg.timeoutMs);
     }
   });
 }

@@ -1,0 +1,228 @@
+/**
+ * V8's memory saver (young-generation.ts starts every long-running component with it) off while the process is
+ * busy, and on again, its heap collected, once it has been quiet for a while.
+ *
+ * Why: the saver keeps each heap's old-generation limit close to what is alive, which is what holds an idle
+ * component's memory down (the cost per tenant), but in a burst it makes V8 collect the old generation over and
+ * over: about a third of the NodePool controller's CPU while 1,000 pools converge, and the full collections (8 to
+ * 34 ms each) behind the ignition server's p99 in a storm of boots (docs/benchmarks.md). V8 reads the flag each
+ * time it sizes a heap, so it can change while the process runs; it is one flag for the whole process, every
+ * isolate (the serving threads') at once, so busy means the whole process's CPU, every thread's.
+ *
+ * Back on, the saver acts only at the next full collection, which an idle heap, its limit raised in the burst,
+ * may not reach for hours: so the heaps are collected then (each isolate its own: `onCollect`).
+ */
+import { runInNewContext } from 'node:vm';
+import { setFlagsFromString } from 'node:v8';
+import { Counter, Gauge, type Registry } from 'prom-client';
+import type { Logger } from './logger.js';
+import { v8FlagName } from './young-generation.js';
+
+/** The whole process's CPU, in cores, from which it counts as busy (one sample is enough). */
+export const BUSY_CORES = 0.5;
+/** The whole process's CPU, in cores, below which it counts as quiet. */
+export const QUIET_CORES = 0.1;
+/** How long the process stays quiet before the saver is back on: longer than a pause between two reconciles. */
+export const QUIET_MS = 10_000;
+/**
+ * The longest quiet asked for: each burst that comes back within this long of the saver going on doubles the
+ * quiet the next return asks for, so busy spells a few seconds apart (a tenant's hosts booting in waves) do not
+ * cost a collection of every heap each time.
+ */
+export const MAX_QUIET_MS = 300_000;
+/** How often the CPU is sampled: a storm of boots runs on the saver for about this long. */
+const SAMPLE_MS = 500;
+
+export interface SaverState {
+  /** Whether the saver is on. */
+  on: boolean;
+  /** How long the process must be quiet before the saver is back on. */
+  quietNeededMs: number;
+  /** Since when the process has been quiet (the governor's clock); undefined while it is not. */
+  quietSinceMs?: number;
+  /** When the saver last went back on. */
+  onSinceMs?: number;
+}
+
+export const INITIAL_SAVER_STATE: SaverState = Object.freeze({ on: true, quietNeededMs: QUIET_MS });
+
+/** What to do after a sample: turn the saver off, or on (and collect), or nothing. */
+export type SaverChange = 'off' | 'on' | undefined;
+
+/**
+ * The next state from one sample: the process's CPU over the last interval, in cores, at `nowMs`. Off at once
+ * when busy; on after `quietNeededMs` quiet in a row; between the two thresholds, neither (and not quiet).
+ */
+export function saverStep(state: SaverState, cores: number, nowMs: number): { state: SaverState; change: SaverChange } {
+  const { on, quietNeededMs, onSinceMs } = state;
+  if (cores >= BUSY_CORES) {
+    if (!on) return { state: { on, quietNeededMs }, change: undefined };
+    const soon = onSinceMs !== undefined && nowMs - onSinceMs < MAX_QUIET_MS;
+    return {
+      state: { on: false, quietNeededMs: soon ? Math.min(2 * quietNeededMs, MAX_QUIET_MS) : QUIET_MS },
+      change: 'off',
+    };
+  }
+  if (cores >= QUIET_CORES) return { state: notQuiet(state), change: undefined };
+  const quietSinceMs = state.quietSinceMs ?? nowMs;
+  if (!on && nowMs - quietSinceMs >= quietNeededMs)
+    return { state: { on: true, quietNeededMs, onSinceMs: nowMs }, change: 'on' };
+  return { state: { ...state, quietSinceMs }, change: undefined };
+}
+
+function notQuiet(state: SaverState): SaverState {
+  const next = { ...state };
+  delete next.quietSinceMs;
+  return next;
+}
+
+type Collect = (options: { type: 'major'; execution: 'sync'; flavor: 'last-resort' }) => void;
+let collector: Collect | undefined;
+
+/**
+ * A full collection of this thread's heap that gives back what it can (V8's last-resort flavour: compacting,
+ * pages released). Unless Node was given `--expose-gc`, the gc function is taken from a context of its own, the
+ * flag that exposes it set only for that moment, so no other code sees a `gc` (that context stays, a few hundred
+ * KiB). The flag is the process's: two threads must not take theirs at once (ServingPool.collect goes one by one).
+ */
+export function collectGarbage(): void {
+  collector ??= exposedGc() ?? takeGc();
+  collector({ type: 'major', execution: 'sync', flavor: 'last-resort' });
+}
+
+const exposedGc = (): Collect | undefined => {
+  const gc = (globalThis as { gc?: unknown }).gc;
+  return typeof gc === 'function' ? (gc as Collect) : undefined;
+};
+
+function takeGc(): Collect {
+  setFlagsFromString('--expose-gc');
+  try {
+    return runInNewContext('gc') as Collect;
+  } finally {
+    setFlagsFromString('--no-expose-gc');
+  }
+}
+
+export interface GovernorDeps {
+  log: Logger;
+  registry?: Registry;
+  /** The process's CPU time so far, µs (user + system, every thread). */
+  cpuMicros?: () => number;
+  nowMs?: () => number;
+  setSaver?: (on: boolean) => void;
+  collect?: () => void;
+}
+
+/** Turns the saver off and on as saverStep decides, from a sample every SAMPLE_MS (see the file's comment). */
+export class MemorySaverGovernor {
+  #state: SaverState = INITIAL_SAVER_STATE;
+  #deps: Required<Omit<GovernorDeps, 'registry'>>;
+  #listeners: (() => Promise<void> | void)[] = [];
+  #last: { cpu: number; at: number };
+  #collecting: Promise<void> | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  #switches: Counter<'to'>;
+  #collectionSeconds: Counter;
+  #on: Gauge;
+
+  constructor(deps: GovernorDeps) {
+    this.#deps = {
+      log: deps.log,
+      cpuMicros: deps.cpuMicros ?? processCpuMicros,
+      nowMs: deps.nowMs ?? (() => performance.now()),
+      setSaver: deps.setSaver ?? ((on) => setFlagsFromString(on ? '--memory-saver-mode' : '--no-memory-saver-mode')),
+      collect: deps.collect ?? collectGarbage,
+    };
+    const registers = deps.registry ? [deps.registry] : [];
+    this.#switches = new Counter({
+      name: 'kindling_memory_saver_switches_total',
+      help: "V8's memory saver turned off (the process busy) or on again (quiet), its heaps collected.",
+      labelNames: ['to'],
+      registers,
+    });
+    this.#collectionSeconds = new Counter({
+      name: 'kindling_memory_saver_collection_seconds_total',
+      help: 'Seconds spent collecting every heap of the process when the memory saver went back on.',
+      registers,
+    });
+    this.#on = new Gauge({ name: 'kindling_memory_saver_on', help: "1 while V8's memory saver is on.", registers });
+    this.#on.set(1);
+    this.#last = this.#now();
+  }
+
+  /** Also run on every turn back on, one after the other: a thread's own heap (each isolate collects its own). */
+  onCollect(fn: () => Promise<void> | void): void {
+    this.#listeners.push(fn);
+  }
+
+  start(): void {
+    this.#timer ??= setInterval(() => this.sample(), SAMPLE_MS).unref();
+  }
+
+  stop(): void {
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+
+  /** One sample (the timer's; tests call it). None while the heaps are being collected. */
+  sample(): void {
+    if (this.#collecting) return;
+    const now = this.#now();
+    const elapsedMs = now.at - this.#last.at;
+    const cores = elapsedMs > 0 ? (now.cpu - this.#last.cpu) / 1000 / elapsedMs : 0;
+    this.#last = now;
+    const { state, change } = saverStep(this.#state, cores, now.at);
+    this.#state = state;
+    if (change === undefined) return;
+    this.#deps.setSaver(change === 'on');
+    this.#switches.inc({ to: change });
+    this.#on.set(change === 'on' ? 1 : 0);
+    this.#deps.log.debug({ cores: Math.round(cores * 100) / 100 }, `Memory saver ${change}`);
+    if (change === 'on') this.#collecting = this.#collectAll().finally(() => (this.#collecting = undefined));
+  }
+
+  /** Resolves once a collection under way (if any) is over. */
+  async settled(): Promise<void> {
+    await this.#collecting;
+  }
+
+  /**
+   * Every heap, one at a time. The CPU they take is not the process's work: the next sample starts after them,
+   * else a collection of a large heap would read as a burst and turn the saver off again.
+   */
+  async #collectAll(): Promise<void> {
+    const started = this.#deps.nowMs();
+    const collections: (() => Promise<void> | void)[] = [this.#deps.collect, ...this.#listeners];
+    for (const fn of collections) {
+      try {
+        await fn();
+      } catch (err) {
+        this.#deps.log.warn({ err }, 'A heap collection after the burst failed');
+      }
+    }
+    this.#last = this.#now();
+    this.#collectionSeconds.inc((this.#last.at - started) / 1000);
+  }
+
+  #now(): { cpu: number; at: number } {
+    return { cpu: this.#deps.cpuMicros(), at: this.#deps.nowMs() };
+  }
+}
+
+function processCpuMicros(): number {
+  const { user, system } = process.cpuUsage();
+  return user + system;
+}
+
+/**
+ * Whether this process was started with the saver (young-generation.ts's restart, or Node's own flag), the last
+ * of its two spellings winning. Not under `--optimize-for-size`, which keeps V8 saving memory whatever the flag.
+ */
+export function startedWithSaver(execArgv: readonly string[] = process.execArgv): boolean {
+  const names = execArgv.map(v8FlagName);
+  return (
+    !names.includes('--optimize-for-size') &&
+    names.findLast((a) => a === '--memory-saver-mode' || a === '--no-memory-saver-mode') === '--memory-saver-mode'
+  );
+}
