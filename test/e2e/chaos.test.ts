@@ -247,6 +247,18 @@ async function workloadUnderPdb(guest: k8s.KubeConfig): Promise<Pdbs> {
 }
 
 /** Each of the pool's Nodes on the new release: the agent at the desired config, the kubelet reporting the new version. */
+/** The pool's conditions and each Node's version, state and configs: what a stalled rollout is waiting on. */
+async function rolloutState(env: LocalEnvironment): Promise<string> {
+  const pool = await env.pool(POOL);
+  const conditions = (pool.status?.conditions ?? []).map((c) => `${c.type}=${c.status} ${c.reason}: ${c.message}`);
+  const nodes = (await env.nodes(POOL)).map((n) => {
+    const a = (key: string): string => n.metadata?.annotations?.[key] ?? '-';
+    const taints = (n.spec?.taints ?? []).map((t) => t.key).join(',');
+    return `${n.metadata?.name} ${n.status?.nodeInfo?.kubeletVersion} state=${a(ANNOTATIONS.state)} current=${a(ANNOTATIONS.currentConfig)} desired=${a(ANNOTATIONS.desiredConfig)} unschedulable=${n.spec?.unschedulable === true} taints=${taints}`;
+  });
+  return [`pool ${POOL}:`, ...conditions, 'nodes:', ...nodes].join('\n  ');
+}
+
 async function rolledOut(env: LocalEnvironment): Promise<boolean> {
   const nodes = await env.nodes(POOL);
   const hosts = await env.hosts(POOL);
@@ -330,8 +342,12 @@ async function chaoticRollout(env: LocalEnvironment, chaos: Chaos, plan: Step[],
   const started = Date.now();
   const next = (await env.pool(POOL)).spec.release.image.replace(/:[^:]+$/, `:${NEXT}`);
   await env.patchPool(POOL, { spec: { release: { image: next } } });
-  const rollout = eventually(`every ${POOL} Node on ${NEXT}`, () => rolledOut(env), 12 * MINUTES, 1000).then(
+  // Within the runner's 10 minutes per test, so that a rollout that never ends says where it stands.
+  const rollout = eventually(`every ${POOL} Node on ${NEXT}`, () => rolledOut(env), 8 * MINUTES, 1000).then(
     () => (completedAt = Date.now() - started),
+    async (err: unknown) => {
+      throw new Error(`${(err as Error).message}\n${await rolloutState(env)}`, { cause: err });
+    },
   );
   const planDone = chaos.run(plan, () => completedAt !== undefined).then(release);
   await Promise.all([planDone, rollout]);
