@@ -16,7 +16,7 @@ import { ConfigError, type FlagSpec } from './config.js';
 import { loadKubeConfig, setRequestGate } from './kubeconfig.js';
 import { runtimeWarning } from './runtime.js';
 import { awaitFirstContact } from './first-contact.js';
-import { MemorySaverGovernor, startedWithSaver } from './memory-saver.js';
+import { startMemorySaverGovernor, type MemorySaverGovernor } from './memory-saver.js';
 
 export { loadKubeConfig } from './kubeconfig.js';
 
@@ -107,9 +107,8 @@ export async function runComponent(spec: ComponentSpec): Promise<void> {
     queueMetrics: createQueueMetrics(registry),
     kubeConfig: loadKubeConfig(spec.config.kubeconfig),
     shutdown,
-    memorySaver: startedWithSaver() ? new MemorySaverGovernor({ log, registry }) : undefined,
+    memorySaver: startMemorySaverGovernor({ log, registry }),
   };
-  ctx.memorySaver?.start();
   // Stopped as shutdown begins: a drain's quiet must not start a collection of every heap.
   void shutdown.begun.then(() => ctx.memorySaver?.stop());
   // Says where it is going and why it cannot get there, instead of retrying silently inside the informers.

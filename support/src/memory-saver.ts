@@ -226,3 +226,11 @@ export function startedWithSaver(execArgv: readonly string[] = process.execArgv)
     names.findLast((a) => a === '--memory-saver-mode' || a === '--no-memory-saver-mode') === '--memory-saver-mode'
   );
 }
+
+/** A started governor when the process was started with the saver (startedWithSaver), else none. */
+export function startMemorySaverGovernor(deps: GovernorDeps): MemorySaverGovernor | undefined {
+  if (!startedWithSaver()) return undefined;
+  const governor = new MemorySaverGovernor(deps);
+  governor.start();
+  return governor;
+}

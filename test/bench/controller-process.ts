@@ -14,7 +14,7 @@ import { createLogger } from '../../support/src/logger.js';
 import { loadKubeConfig } from '../../support/src/kubeconfig.js';
 import { createQueueMetrics } from '../../support/src/metrics.js';
 import { youngGenerationLaunch } from '../../support/src/young-generation.js';
-import { MemorySaverGovernor, startedWithSaver } from '../../support/src/memory-saver.js';
+import { startMemorySaverGovernor } from '../../support/src/memory-saver.js';
 import { createNodePoolController } from '../../nodepool-controller/src/controller.js';
 import { profileCpu, tallyGc, type ControllerCounts } from './controller-window.js';
 
@@ -151,7 +151,7 @@ async function child(opts: ControllerProcessOptions): Promise<void> {
   const registry = new Registry();
   const log = createLogger({ name: 'bench-controller', level: 'error' });
   // As runComponent does: the memory saver off while the controller is busy.
-  if (startedWithSaver()) new MemorySaverGovernor({ log, registry }).start();
+  startMemorySaverGovernor({ log, registry });
   const controller = createNodePoolController({
     kubeConfig: loadKubeConfig(opts.kubeconfigPath),
     namespaces: opts.namespaces,

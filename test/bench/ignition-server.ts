@@ -980,9 +980,7 @@ async function memory(b: Bench): Promise<MemoryResult> {
   const status = readFileSync(`/proc/${server.pid}/status`, 'utf8');
   const kb = (field: string): number =>
     Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? Number.NaN) * 1024;
-  const switches = (to: string): string =>
-    new RegExp(`^kindling_memory_saver_switches_total\\{to="${to}"[^}]*\\} (\\d+)`, 'm').exec(m)?.[1] ?? '0';
-  const saver = `the memory saver ${metric(m, 'kindling_memory_saver_on') === 1 ? 'on' : 'off'} (turned off ${switches('off')} and on ${switches('on')} times)`;
+  const saver = `the memory saver ${metric(m, 'kindling_memory_saver_on') === 1 ? 'on' : 'off'} (turned off ${saverSwitches(m, 'off')} and on ${saverSwitches(m, 'on')} times)`;
   const breakdown = `${mappings(server.pid)}; ${saver}; RssAnon ${mib(kb('RssAnon'))}, RssFile ${mib(kb('RssFile'))}, RssShmem ${mib(kb('RssShmem'))}; main thread's V8 heap ${mib(metric(m, 'nodejs_heap_size_used_bytes'))} used of ${mib(metric(m, 'nodejs_heap_size_total_bytes'))}, external ${mib(metric(m, 'nodejs_external_memory_bytes'))}`;
   const rssAfterBytes = vmRssBytes(server.pid);
   if (OPTS.heapSnapshotDir !== undefined) await heapSnapshot(server, OPTS.heapSnapshotDir);
@@ -1003,6 +1001,10 @@ async function memory(b: Bench): Promise<MemoryResult> {
   };
 }
 
+/** How often the server's memory saver was turned `to` off or on (kindling_memory_saver_switches_total). */
+const saverSwitches = (text: string, to: 'off' | 'on'): number =>
+  Number(new RegExp(`^kindling_memory_saver_switches_total\\{to="${to}"[^}]*\\} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
+
 /**
  * Waits (up to 2 minutes) until the server is idle as it judges itself: its memory saver back on after the load
  * and its heaps collected (support/src/memory-saver.ts). Seconds from `loadEndMs` (performance.now()), or
@@ -1014,8 +1016,7 @@ async function untilIdle(opsPort: number, loadEndMs: number): Promise<number | u
     const m = await opsMetrics(opsPort);
     const on = metric(m, 'kindling_memory_saver_on');
     if (Number.isNaN(on)) return undefined;
-    if (on === 1 && /^kindling_memory_saver_switches_total\{to="on"[^}]*\} [1-9]/m.test(m))
-      return (performance.now() - loadEndMs) / 1000;
+    if (on === 1 && saverSwitches(m, 'on') > 0) return (performance.now() - loadEndMs) / 1000;
     await new Promise((r) => setTimeout(r, 1000));
   }
   return undefined;
