@@ -11,7 +11,8 @@
  *     a new connection per fetch, within 1 s, then 15 s idle: see warmUp); then the hosts arrive evenly over
  *     10 s, each a Go client opening a new TLS connection as Ignition does (gostorm): every host must end with 200; time from each host's arrival to the last byte of
  *     its 200, p50/p99, against the Go reference and plain node:https on the same storm; every host's first
- *     fetch recorded on its Secret (the server writes them after the burst: when, and at what CPU cost); then
+ *     fetch recorded on its Secret (the server writes them after the burst: when, and at what CPU cost); with
+ *     --rounds, round after round (a storm's tail moves from run to run, the references' too), medians; then
  *     each server's CPU time per TLS handshake alone (the certificate is ECDSA P-256, as the test bed issues it);
  *  3. memory: RSS of the server with 1,000 live tokens over 100 distinct ~1 MB payloads (each fetched once),
  *     once it is idle again (its memory saver back on), against 1.2 × the payload bytes it holds in memory
@@ -575,6 +576,15 @@ async function startNodeReferences(
   return refs;
 }
 
+/**
+ * The servers in the order of a round: each round starts with the next server, so no server always runs first
+ * (on a machine still busy with the set-up) or always last.
+ */
+const rotated = <T>(servers: T[], round: number): T[] => [
+  ...servers.slice(round % servers.length),
+  ...servers.slice(0, round % servers.length),
+];
+
 /** Phase 1: the same payload bytes from the ignition server, Go, nginx and plain Node, wrk in turn, round after round. */
 async function serving(b: Bench): Promise<Throughput[]> {
   const server = await startServer(b, 'server-serve', 'serve');
@@ -594,9 +604,7 @@ async function serving(b: Bench): Promise<Throughput[]> {
     const t: Throughput = { name: c.name, payloadBytes: c.payload.length, results: new Map() };
     const servers = [kindling, go, nginx, ...bare];
     for (let round = 0; round < OPTS.rounds; round++) {
-      // Each round starts with the next server, so no server always runs first (on a machine still busy with the
-      // set-up) or always last.
-      for (const ref of [...servers.slice(round % servers.length), ...servers.slice(0, round % servers.length)]) {
+      for (const ref of rotated(servers, round)) {
         const perfFile =
           OPTS.perfDir === undefined ? undefined : join(OPTS.perfDir, `${ref.name}-${c.name}-${round}.data`);
         t.results.set(ref.name, [
@@ -793,9 +801,11 @@ async function payloadsGenerated(server: Server, count: number): Promise<void> {
 }
 
 interface Storms {
-  results: Map<string, StormResult>;
+  /** Each server's storms, a round each. */
+  results: Map<string, StormResult[]>;
   handshakes: Map<string, HandshakeResult>;
-  recording: Recording;
+  /** Each of Kindling's storms' first fetches. */
+  recordings: Recording[];
 }
 
 /** The storm's first fetches as written to the token Secrets (ignitionReachedAt), after the storm. */
@@ -858,33 +868,70 @@ async function warmUp(b: Bench, ref: Reference, warmFile: string, settled?: () =
 
 /**
  * Phase 2: N hosts (a pool each, over 10 configs of a ~300 KiB payload) boot over 10 s, each on a new TLS
- * connection (Go's client, as Ignition): first against the server (every fetch the host's first; the payloads
- * generated before), then against Go and plain node:https given each host's bytes as the server answered them.
- * Then each server's CPU per handshake alone.
+ * connection (Go's client, as Ignition), round after round (--rounds): each of Kindling's storms has hosts of
+ * its own (every fetch the host's first; the payloads generated before), Go and plain node:https storm with the
+ * first round's hosts, given each host's bytes as Kindling answered them. Round 0 starts with Kindling, whose
+ * answers the references serve; each later round with the next server. Then each server's CPU per handshake alone.
  */
 async function bootStorm(b: Bench): Promise<Storms> {
   const ns = 'storm';
   const server = await startServer(b, 'server-storm', ns);
-  const hosts = await stormHosts(b, ns, 'pool', OPTS.storm);
+  const rounds: { hosts: StormHost[]; file: string }[] = [];
+  for (let round = 0; round < OPTS.rounds; round++) {
+    const hosts = await stormHosts(b, ns, `pool${round}-`, OPTS.storm);
+    const file = join(b.dir, `storm-hosts-${round}.json`);
+    await writeFile(file, JSON.stringify(hosts.map((h) => ({ headers: h.headers }))));
+    rounds.push({ hosts, file });
+  }
   const warm = await stormHosts(b, ns, 'warm', WARM_HOSTS);
   await payloadsGenerated(server, OPTS.stormConfigs);
-  const hostsFile = join(b.dir, 'storm-hosts.json');
-  await writeFile(hostsFile, JSON.stringify(hosts.map((h) => ({ headers: h.headers }))));
   const warmFile = join(b.dir, 'warm-hosts.json');
   const warmFetches = Array.from({ length: WARM_FETCHES }, () => warm.map((h) => ({ headers: h.headers })));
   await writeFile(warmFile, JSON.stringify(warmFetches.flat()));
   const kindling: Reference = { name: 'kindling', port: server.port, proc: server.proc, pids: () => [server.pid] };
-  // The warm-up's first fetches written before the storm: their patches are not the storm's load.
-  await warmUp(b, kindling, warmFile, async () => {
-    const written = await stamped(b, warm);
-    if (written < warm.length)
-      throw new Error(`kindling: ${written} of the warm-up's ${warm.length} first fetches written`);
-  });
-  const results = new Map<string, StormResult>([['kindling', await storm(b, kindling, hostsFile, server.opsPort)]]);
-  const recording = await firstFetchesRecorded(b, hosts, kindling);
-  // Each host's payload carries its own join files: the references answer each token with its own bytes.
+  const results = new Map<string, StormResult[]>();
+  const recordings: Recording[] = [];
+  const stormKindling = async (round: number): Promise<void> => {
+    // The warm-up's first fetches written before the storm: their patches are not the storm's load.
+    await warmUp(b, kindling, warmFile, async () => {
+      const written = await stamped(b, warm);
+      if (written < warm.length)
+        throw new Error(`kindling: ${written} of the warm-up's ${warm.length} first fetches written`);
+    });
+    const { hosts, file } = rounds[round] as { hosts: StormHost[]; file: string };
+    results.set('kindling', [...(results.get('kindling') ?? []), await storm(b, kindling, file, server.opsPort)]);
+    recordings.push(await firstFetchesRecorded(b, hosts, kindling));
+  };
+  await stormKindling(0);
+  const [first] = rounds as [{ hosts: StormHost[]; file: string }];
+  const refs = await startStormReferences(b, server, [...first.hosts, ...warm], first.hosts[0] as StormHost);
+  for (let round = 0; round < OPTS.rounds; round++) {
+    for (const ref of rotated([kindling, ...refs], round)) {
+      if (ref !== kindling) {
+        await warmUp(b, ref, warmFile);
+        results.set(ref.name, [...(results.get(ref.name) ?? []), await storm(b, ref, first.file)]);
+      } else if (round > 0) await stormKindling(round);
+    }
+  }
+  const handshakes = new Map<string, HandshakeResult>();
+  for (const ref of [kindling, ...refs]) handshakes.set(ref.name, await handshakeCost(b, ref));
+  await Promise.all([server, ...refs].map((r) => r.proc.stop()));
+  await b.core.deleteCollectionNamespacedSecret({ namespace: ns, labelSelector: LABELS.tokenSecret });
+  return { results, handshakes, recordings };
+}
+
+/**
+ * Go and plain node:https for the storm, each answering every host's token with the bytes Kindling served it
+ * (each payload carries its host's own join files), checked with the first host.
+ */
+async function startStormReferences(
+  b: Bench,
+  server: Server,
+  hosts: StormHost[],
+  probeHost: StormHost,
+): Promise<Reference[]> {
   const sites: Site[] = [];
-  await inBatches([...hosts, ...warm], 20, async (h) => {
+  await inBatches(hosts, 20, async (h) => {
     const file = join(b.dir, `storm-${h.pool.replace('/', '-')}`);
     await writeFile(file, (await fetched(b, server.port, h.headers)).body as Buffer);
     sites.push({ token: h.token, pool: h.pool, payload: file });
@@ -892,26 +939,18 @@ async function bootStorm(b: Bench): Promise<Storms> {
   const tls = { cert: join(b.dir, 'tls.crt'), key: join(b.dir, 'tls.key') };
   const go = await startGo({ bin: b.goBin, dir: b.dir, name: 'go-storm', ...tls, sites });
   b.processes.push(go.proc);
-  const bare = await startNodeReferences(b, 'node-storm', sites, tls);
-  const first = sites.find((s) => s.token === hosts[0]?.token) as Site;
+  const refs = [go, ...(await startNodeReferences(b, 'node-storm', sites, tls))];
+  const site = sites.find((s) => s.token === probeHost.token) as Site;
   const probe: Case = {
     name: 'storm',
-    pool: first.pool,
-    headers: hosts[0]?.headers ?? {},
-    token: first.token,
-    payload: readFileSync(first.payload),
-    file: first.payload,
+    pool: site.pool,
+    headers: probeHost.headers,
+    token: site.token,
+    payload: readFileSync(site.payload),
+    file: site.payload,
   };
-  for (const ref of [go, ...bare]) {
-    await checkReference(b, ref, probe);
-    await warmUp(b, ref, warmFile);
-    results.set(ref.name, await storm(b, ref, hostsFile));
-  }
-  const handshakes = new Map<string, HandshakeResult>();
-  for (const ref of [kindling, go, ...bare]) handshakes.set(ref.name, await handshakeCost(b, ref));
-  await Promise.all([server, go, ...bare].map((r) => r.proc.stop()));
-  await b.core.deleteCollectionNamespacedSecret({ namespace: ns, labelSelector: LABELS.tokenSecret });
-  return { results, handshakes, recording };
+  for (const ref of refs) await checkReference(b, ref, probe);
+  return refs;
 }
 
 interface MemoryResult {
@@ -1240,21 +1279,22 @@ function stormLine(name: string, s: StormResult): string {
   return `  ${name.padEnd(10)} ${s.hosts} hosts, ${s.lost} lost, statuses over all attempts ${JSON.stringify(s.statuses)}; from arrival: first byte p50 ${ms(s.ttfbMs, 50)} ms p99 ${ms(s.ttfbMs, 99)} ms, last byte p50 ${ms(s.ttlbMs, 50)} ms p99 ${ms(s.ttlbMs, 99)} ms max ${fmt(s.ttlbMs.at(-1) ?? Number.NaN, 1)} ms; handshake (client) p50 ${ms(s.handshakeMs, 50)} ms p99 ${ms(s.handshakeMs, 99)} ms; server CPU ${fmt(s.cpuUsPerHost)} µs per host; all done in ${fmt(s.tookMs)} ms`;
 }
 
-function reportStorm({ results, handshakes, recording }: Storms): void {
-  const k = results.get('kindling') as StormResult;
+function reportStorm({ results, handshakes, recordings }: Storms): void {
+  const k = results.get('kindling') as StormResult[];
   out('');
   out(
-    `boot storm: ${OPTS.storm} hosts (a pool each, ${OPTS.stormConfigs} configs, payload ${fmt(k.payloadBytes / KiB)} KiB) arriving evenly over ${OPTS.stormSpreadS} s, each on its own new TLS connection (Go's client as Ignition's: no session resumption, X25519 then P-256; ECDSA P-256 certificate), 5xx retried with Ignition's backoff`,
+    `boot storm: ${OPTS.storm} hosts (a pool each, ${OPTS.stormConfigs} configs, payload ${fmt((k[0]?.payloadBytes ?? Number.NaN) / KiB)} KiB) arriving evenly over ${OPTS.stormSpreadS} s, each on its own new TLS connection (Go's client as Ignition's: no session resumption, X25519 then P-256; ECDSA P-256 certificate), 5xx retried with Ignition's backoff; ${OPTS.rounds} round(s), medians`,
   );
-  for (const [name, r] of results) out(stormLine(name, r));
+  for (const [name, rs] of results) rs.forEach((r, round) => out(stormLine(`${name} r${round}`, r)));
   out(
     `  by second of arrival: hosts, client handshake and last byte p99/max; for kindling, each serving thread's event-loop delay p99/max (10 ms resolution: idle shows 10) and GC pauses ms (count, longest, full collections), and the main thread's, over that second`,
   );
-  for (const [name, r] of results) {
-    out(`  ${name}`);
-    for (const line of bySecond(r.times, r.pauses)) out(line);
-    out(`    slowest 20 (arrival: client handshake, last byte, ms): ${slowest(r.times, 20)}`);
-  }
+  for (const [name, rs] of results)
+    rs.forEach((r, round) => {
+      out(`  ${name}, round ${round}`);
+      for (const line of bySecond(r.times, r.pauses)) out(line);
+      out(`    slowest 20 (arrival: client handshake, last byte, ms): ${slowest(r.times, 20)}`);
+    });
   out(
     `  handshakes alone (${OPTS.handshakes} connections, 8 at a time, closed after the handshake), server CPU per handshake: ${[
       ...handshakes,
@@ -1264,56 +1304,54 @@ function reportStorm({ results, handshakes, recording }: Storms): void {
       )
       .join(', ')}`,
   );
+  for (const [round, r] of recordings.entries())
+    out(
+      `  round ${round}: first fetches recorded (ignitionReachedAt): ${r.recorded} of ${OPTS.storm} Secrets, the last ${fmt(r.afterMs / 1000, 1)} s after the storm; server CPU meanwhile ${fmt(r.cpuUsPerHost)} µs per host`,
+    );
+  const p99s = (name: string): number[] => (results.get(name) ?? []).map((r) => pct(r.ttlbMs, 99));
   out(
-    `  first fetches recorded (ignitionReachedAt): ${recording.recorded} of ${OPTS.storm} Secrets, the last ${fmt(recording.afterMs / 1000, 1)} s after the storm; server CPU meanwhile ${fmt(recording.cpuUsPerHost)} µs per host`,
+    `  p99 arrival to last byte by round: ${[...results.keys()]
+      .map(
+        (name) =>
+          `${name} ${p99s(name)
+            .map((p) => fmt(p, 1))
+            .join(', ')} ms`,
+      )
+      .join('; ')}`,
   );
-  const p99 = (name: string): number => pct(results.get(name)?.ttlbMs ?? [], 99);
+  const p99 = (name: string): number => median(p99s(name));
+  const lost = (name: string): number => (results.get(name) ?? []).reduce((n, r) => n + r.lost, 0);
+  const recorded = Math.min(...recordings.map((r) => r.recorded));
+  const afterMs = Math.max(...recordings.map((r) => r.afterMs));
   const cost = (name: string): number => handshakes.get(name)?.cpuUsPerHandshake ?? Number.NaN;
+  const against = (name: string, label: string, target?: string): Row => ({
+    figure: `boot storm: p99 arrival to last byte${target === undefined ? `, against ${label}` : ''}`,
+    value: `${fmt(p99('kindling'), 1)} ms`,
+    reference: `${label} ${fmt(p99(name), 1)} ms`,
+    ratio: p99('kindling') / p99(name),
+    target: target ?? '(reported)',
+    pass: target === undefined ? undefined : p99('kindling') <= p99(name),
+  });
   rows.push(
     {
       figure: `boot storm: hosts lost`,
-      value: String(k.lost),
-      reference: `of ${k.hosts} (Go lost ${results.get('go-storm')?.lost}, node:https ${results.get('node-storm')?.lost})`,
+      value: String(lost('kindling')),
+      reference: `of ${k.length} × ${OPTS.storm} (Go lost ${lost('go-storm')}, node:https ${lost('node-storm')})`,
       ratio: Number.NaN,
       target: '0',
-      pass: k.lost === 0,
+      pass: lost('kindling') === 0,
     },
     {
       figure: 'boot storm: first fetches recorded',
-      value: String(recording.recorded),
-      reference: `of ${OPTS.storm}, ${fmt(recording.afterMs / 1000, 1)} s after the storm`,
+      value: String(recorded),
+      reference: `of ${OPTS.storm} each round, ${fmt(afterMs / 1000, 1)} s after the storm at most`,
       ratio: Number.NaN,
       target: `${OPTS.storm}`,
-      pass: recording.recorded >= OPTS.storm,
+      pass: recorded >= OPTS.storm,
     },
-    {
-      figure: 'boot storm: p99 arrival to last byte',
-      value: `${fmt(p99('kindling'), 1)} ms`,
-      reference: `Go ${fmt(p99('go-storm'), 1)} ms`,
-      ratio: p99('kindling') / p99('go-storm'),
-      target: '≤ 1.0',
-      pass: p99('kindling') <= p99('go-storm'),
-    },
-    {
-      figure: 'boot storm: p99 arrival to last byte, against node:https',
-      value: `${fmt(p99('kindling'), 1)} ms`,
-      reference: `node:https ${fmt(p99('node-storm'), 1)} ms`,
-      ratio: p99('kindling') / p99('node-storm'),
-      target: '(reported)',
-      pass: undefined,
-    },
-    ...(results.has('node-storm-threads')
-      ? [
-          {
-            figure: 'boot storm: p99 arrival to last byte, against node:https in threads',
-            value: `${fmt(p99('kindling'), 1)} ms`,
-            reference: `node:https threads ${fmt(p99('node-storm-threads'), 1)} ms`,
-            ratio: p99('kindling') / p99('node-storm-threads'),
-            target: '(reported)',
-            pass: undefined,
-          },
-        ]
-      : []),
+    against('go-storm', 'Go', '≤ 1.0'),
+    against('node-storm', 'node:https'),
+    ...(results.has('node-storm-threads') ? [against('node-storm-threads', 'node:https in threads')] : []),
     {
       figure: 'boot storm: server CPU per TLS handshake (P-256)',
       value: `${fmt(cost('kindling'))} µs`,
