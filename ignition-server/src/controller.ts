@@ -22,6 +22,7 @@ import type { TokenAuthority } from './tokens.js';
 import {
   configText,
   isMetadataOnly,
+  KeysByPool,
   readTokenSecret,
   slimTokenSecret,
   type CachedTokenSecret,
@@ -98,6 +99,7 @@ export class TokenSecretController {
   readonly #pools: PoolInformers;
   /** Token Secrets read and refused, by key: looked at again when their pool changes. */
   readonly #refused = new Map<string, Refused>();
+  readonly #refusedByPool = new KeysByPool();
   #writer: WorkQueue | undefined;
 
   constructor(opts: ControllerOptions) {
@@ -286,6 +288,7 @@ export class TokenSecretController {
     const decision = decideTokenSecret(secret, pool);
     if (!decision.accepted) return this.#refuse(secret, decision);
     this.#refused.delete(secret.key);
+    this.#refusedByPool.delete(secret.key);
     const entry = this.#opts.index.upsert({ ...secret, pool: decision.pool, cluster: decision.cluster });
     if (entry.payload.state === 'pending') this.#generate.add(secret.key);
     this.#writer?.add(secret.key);
@@ -313,6 +316,7 @@ export class TokenSecretController {
     const { reason, message } = decision;
     const refused = { secret, reason, message, sinceMs: same ? before.sinceMs : this.#clock.now() };
     this.#refused.set(key, refused);
+    this.#refusedByPool.set(secret);
     this.#opts.index.remove(key);
     if (same) return;
     this.#opts.metrics?.refusal(refused.reason);
@@ -327,12 +331,15 @@ export class TokenSecretController {
   #onPool(namespace: string, name: string): void {
     const ofPool = (s: TokenSecret): boolean =>
       s.namespace === namespace && (s.owner?.name === name || s.pool === `${namespace}/${name}`);
-    for (const { secret } of this.#opts.index.entries()) {
+    for (const { secret } of this.#opts.index.ofPool(namespace, name)) {
       if (!ofPool(secret)) continue;
       const decision = decideTokenSecret(secret, this.#pools.get(namespace, name));
       if (!decision.accepted) this.#refuse(secret, decision);
     }
-    for (const { secret } of [...this.#refused.values()]) if (ofPool(secret)) this.#admit(secret);
+    for (const key of this.#refusedByPool.get(namespace, name)) {
+      const secret = this.#refused.get(key)?.secret;
+      if (secret && ofPool(secret)) this.#admit(secret);
+    }
   }
 
   /** Deleted: its tokens stop working now, and so do its bootstrap tokens. */
@@ -352,6 +359,7 @@ export class TokenSecretController {
 
   #forget(key: string): void {
     this.#refused.delete(key);
+    this.#refusedByPool.delete(key);
     this.#opts.index.remove(key);
     this.#writer?.forget(key);
     this.#reads.forget(key);

@@ -1,6 +1,14 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { applyChange, joinFor, TokenIndex, type IndexChange, type TokenRef, type TokenSecret } from './token-index.js';
+import {
+  applyChange,
+  joinFor,
+  KeysByPool,
+  TokenIndex,
+  type IndexChange,
+  type TokenRef,
+  type TokenSecret,
+} from './token-index.js';
 
 const secret = (name: string, over: Partial<TokenSecret> = {}): TokenSecret => ({
   key: `ns/${name}`,
@@ -126,5 +134,36 @@ describe('token index', () => {
     const second = joinFor(ref);
     assert.deepEqual(second, first, 'the same files');
     assert.equal(joinFor(ref), second, 'kept from the second fetch on');
+  });
+
+  it('when asked for a pool, it should give the entries its label or owner names, and none once relabelled or removed', () => {
+    const index = new TokenIndex();
+    index.upsert(secret('a'));
+    index.upsert(secret('b', { pool: 'ns/q', owner: { name: 'p', uid: 'u' } }));
+    index.upsert(secret('c', { pool: 'ns/q' }));
+    const keys = (pool: string): string[] =>
+      index
+        .ofPool('ns', pool)
+        .map((e) => e.secret.key)
+        .sort();
+    assert.deepEqual(keys('p'), ['ns/a', 'ns/b'], 'by label, and by owner');
+    assert.deepEqual(keys('q'), ['ns/b', 'ns/c']);
+    index.upsert(secret('a', { pool: 'ns/q' }));
+    index.remove('ns/b');
+    assert.deepEqual(keys('p'), [], 'relabelled and removed');
+    assert.deepEqual(keys('q'), ['ns/a', 'ns/c']);
+  });
+});
+
+describe('keys by pool', () => {
+  it('when a Secret is filed again, it should be under its new pools only, and under none once deleted', () => {
+    const byPool = new KeysByPool();
+    byPool.set(secret('a', { owner: { name: 'o', uid: 'u' } }));
+    assert.deepEqual([byPool.get('ns', 'p'), byPool.get('ns', 'o')], [['ns/a'], ['ns/a']]);
+    byPool.set(secret('a', { pool: 'ns/q' }));
+    assert.deepEqual([byPool.get('ns', 'p'), byPool.get('ns', 'o'), byPool.get('ns', 'q')], [[], [], ['ns/a']]);
+    byPool.delete('ns/a');
+    byPool.delete('ns/a');
+    assert.deepEqual(byPool.get('ns', 'q'), []);
   });
 });

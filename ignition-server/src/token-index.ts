@@ -278,8 +278,39 @@ function keptPayload(previous: TokenSecretEntry | undefined, secret: TokenSecret
 
 const poolHash = (pool: string, hash: string): string => `${pool}\0${hash}`;
 
+/**
+ * Keys of token Secrets by the pools they may belong to (`namespace/name`): their owner's and their pool
+ * label's. A pool's change then looks at its own Secrets, not at every Secret of every tenant.
+ */
+export class KeysByPool {
+  readonly #keys = new Map<string, Set<string>>();
+  readonly #pools = new Map<string, string[]>();
+
+  /** Files the Secret under its pools, and under those only (a Secret relabelled leaves its old pool). */
+  set(secret: TokenSecret): void {
+    this.delete(secret.key);
+    const pools = [secret.pool, ...(secret.owner ? [`${secret.namespace}/${secret.owner.name}`] : [])];
+    this.#pools.set(secret.key, pools);
+    for (const pool of pools) this.#keys.set(pool, (this.#keys.get(pool) ?? new Set()).add(secret.key));
+  }
+
+  delete(key: string): void {
+    for (const pool of this.#pools.get(key) ?? []) {
+      const keys = this.#keys.get(pool);
+      keys?.delete(key);
+      if (keys?.size === 0) this.#keys.delete(pool);
+    }
+    this.#pools.delete(key);
+  }
+
+  get(namespace: string, name: string): string[] {
+    return [...(this.#keys.get(`${namespace}/${name}`) ?? [])];
+  }
+}
+
 export class TokenIndex {
   readonly #bySecret = new Map<string, TokenSecretEntry>();
+  readonly #byPool = new KeysByPool();
   readonly #byToken = new Map<string, TokenRef>();
   /** Secrets known by metadata only, by pool and hash (what a verified token names). */
   readonly #unloaded = new Map<string, UnloadedSecret>();
@@ -302,6 +333,7 @@ export class TokenIndex {
     const state = payload ?? keptPayload(previous, secret);
     const entry: TokenSecretEntry = { secret, payload: state, served: previous?.served ?? false };
     this.#bySecret.set(secret.key, entry);
+    this.#byPool.set(secret);
     this.#takeTokens(entry, dropped);
     const sameForServing = previous?.payload === state && servesSame(previous.secret, secret);
     if (!sameForServing) this.#observer?.({ type: 'upsert', secret, payload: entry.payload });
@@ -344,6 +376,7 @@ export class TokenIndex {
 
   remove(key: string): void {
     this.#dropTokens(this.#bySecret.get(key));
+    this.#byPool.delete(key);
     const known = this.#bySecret.delete(key) || this.#unloaded.has(key);
     this.#dropUnloaded(key);
     if (known) this.#observer?.({ type: 'remove', key });
@@ -368,6 +401,11 @@ export class TokenIndex {
   /** Every entry whose Secret is known with its data. */
   entries(): TokenSecretEntry[] {
     return [...this.#bySecret.values()];
+  }
+
+  /** The entries that may belong to the pool (by owner or by pool label): a superset, for the caller to decide. */
+  ofPool(namespace: string, name: string): TokenSecretEntry[] {
+    return this.#byPool.get(namespace, name).flatMap((key) => this.#bySecret.get(key) ?? []);
   }
 
   /** Keys of the Secrets known by metadata only. */
