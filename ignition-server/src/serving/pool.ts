@@ -183,9 +183,17 @@ export class ServingPool {
     for (const t of this.#threads) {
       if (this.#stopping) return;
       let timer: NodeJS.Timeout | undefined;
-      const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, COLLECT_WAIT_MS).unref()));
-      await Promise.race([this.#ask(t, { t: 'collect' }, 'collected'), late]);
+      const late = new Promise<'late'>(
+        (resolve) => (timer = setTimeout(() => resolve('late'), COLLECT_WAIT_MS).unref()),
+      );
+      const answer = await Promise.race([this.#ask(t, { t: 'collect' }, 'collected'), late]);
       clearTimeout(timer);
+      // The next thread is asked all the same: one thread's heap stays as it was until the next quiet spell.
+      if (answer === 'late')
+        this.#opts.log.warn(
+          { thread: t.index, waitedMs: COLLECT_WAIT_MS },
+          'A serving thread did not collect its heap in time',
+        );
     }
   }
 
