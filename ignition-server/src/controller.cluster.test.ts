@@ -22,7 +22,7 @@ import { ecKeyPem, writeReleaseFolder } from '../testing/index.js';
 import { ensureNodePool, ownedTokenSecret } from '../testing/pools.js';
 import { createIgnitionMetrics } from './metrics.js';
 import type { GuestJoin } from './join.js';
-import type { NodePool } from '../../api/src/nodepool.js';
+import { NODEPOOL_API_VERSION, NODEPOOL_PLURAL, type NodePool } from '../../api/src/nodepool.js';
 
 const NS = 'clusters';
 /** Another tenant's namespace, not served by the controllers here. */
@@ -267,31 +267,7 @@ describe('token-Secret controller on the test bed', { timeout: 180_000 }, () => 
     ];
     // The apiserver's garbage collector is not running here: a dangling owner reference stays as written.
     for (const c of cases) await core.createNamespacedSecret({ namespace: NS, body: c.secret });
-    const index = new TokenIndex();
-    const store = new PayloadStore({
-      cacheDir: join(dir, 'cache-refused'),
-      maxBytes: 64 * 1024 * 1024,
-      maxDirBytes: 64 * 1024 * 1024,
-      resolve: (ref) => resolveRelease(ref),
-      read: (ref, digest) => readRelease(ref, {}, digest),
-      log: createLogger({ name: 'test', level: 'silent' }),
-    });
-    await store.init();
-    const registry = new Registry();
-    const { guestJoin, minted } = countingJoin();
-    const controller = new TokenSecretController({
-      kubeConfig: cluster.kubeConfig,
-      log: createLogger({ name: 'test', level: 'silent' }),
-      authority,
-      index,
-      store,
-      ttlMs: 3_600_000,
-      namespaces: [NS],
-      metrics: createIgnitionMetrics(registry),
-      join: guestJoin,
-    });
-    await controller.start();
-    const stop = controller.lead();
+    const { index, store, registry, minted, stop } = await leadingController('cache-refused');
     try {
       for (const c of cases) {
         const name = c.secret.metadata?.name as string;
@@ -330,7 +306,92 @@ describe('token-Secret controller on the test bed', { timeout: 180_000 }, () => 
       assert.deepEqual(await refusalsOf(registry), { ReleaseNotOfPool: 1, NoNodePoolOwner: 1, NodePoolUidMismatch: 2 });
     } finally {
       await stop();
-      await controller.stop();
     }
   });
+
+  it("when a pool's release changes, it should decide again on that pool's token Secrets, admitting and refusing them, and leave another pool's as they were", async () => {
+    const next = `${release}-next`;
+    const moving = await ensureNodePool(cluster.kubeConfig, { namespace: NS, name: 'moving', release });
+    const still = await ensureNodePool(cluster.kubeConfig, { namespace: NS, name: 'still', release });
+    const secrets = [ownedTokenSecret(moving, next, [MOTD]).secret, ownedTokenSecret(still, next, [MOTD]).secret];
+    for (const body of secrets) await core.createNamespacedSecret({ namespace: NS, body });
+    const [movingKey, stillKey] = secrets.map((s) => `${NS}/${s.metadata?.name}`) as [string, string];
+    const { index, stop } = await leadingController('cache-moving');
+    const custom = cluster.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
+    const [group = '', version = ''] = NODEPOOL_API_VERSION.split('/');
+    const moveTo = (image: string): Promise<unknown> =>
+      custom.patchNamespacedCustomObject(
+        {
+          group,
+          version,
+          namespace: NS,
+          plural: NODEPOOL_PLURAL,
+          name: 'moving',
+          body: { spec: { release: { image } } },
+        },
+        k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+      );
+    const served = (key: string): Promise<true | undefined> =>
+      Promise.resolve(index.get(key) === undefined ? undefined : true);
+    const refused = (key: string): Promise<true | undefined> =>
+      Promise.resolve(index.get(key) === undefined ? true : undefined);
+    try {
+      for (const name of secrets.map((x) => x.metadata?.name as string))
+        await eventually(`${name} refused: its pool uses another release`, async () => {
+          const events = await core.listNamespacedEvent({
+            namespace: NS,
+            fieldSelector: `involvedObject.name=${name},reason=ReleaseNotOfPool`,
+          });
+          return events.items[0];
+        });
+      await moveTo(next);
+      await eventually("the moving pool's Secret served once its pool names its release", () => served(movingKey));
+      assert.equal(index.get(stillKey), undefined, "the other pool's Secret still refused");
+      await moveTo(release);
+      await eventually("the moving pool's Secret refused again once its pool moved back", () => refused(movingKey));
+      assert.equal(index.get(stillKey), undefined);
+    } finally {
+      await stop();
+    }
+  });
+
+  /** A controller on its own index and cache, leading, that counts its refusals and the bootstrap tokens it asks for. */
+  async function leadingController(cache: string): Promise<{
+    index: TokenIndex;
+    store: PayloadStore;
+    registry: Registry;
+    minted: string[];
+    stop: () => Promise<void>;
+  }> {
+    const index = new TokenIndex();
+    const store = new PayloadStore({
+      cacheDir: join(dir, cache),
+      maxBytes: 64 * 1024 * 1024,
+      maxDirBytes: 64 * 1024 * 1024,
+      resolve: (ref) => resolveRelease(ref),
+      read: (ref, digest) => readRelease(ref, {}, digest),
+      log: createLogger({ name: 'test', level: 'silent' }),
+    });
+    await store.init();
+    const registry = new Registry();
+    const { guestJoin, minted } = countingJoin();
+    const controller = new TokenSecretController({
+      kubeConfig: cluster.kubeConfig,
+      log: createLogger({ name: 'test', level: 'silent' }),
+      authority,
+      index,
+      store,
+      ttlMs: 3_600_000,
+      namespaces: [NS],
+      metrics: createIgnitionMetrics(registry),
+      join: guestJoin,
+    });
+    await controller.start();
+    const unlead = controller.lead();
+    const stop = async (): Promise<void> => {
+      await unlead();
+      await controller.stop();
+    };
+    return { index, store, registry, minted, stop };
+  }
 });

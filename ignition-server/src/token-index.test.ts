@@ -152,6 +152,7 @@ describe('token index', () => {
     index.remove('ns/b');
     assert.deepEqual(keys('p'), [], 'relabelled and removed');
     assert.deepEqual(keys('q'), ['ns/a', 'ns/c']);
+    assert.throws(() => new TokenIndex({ byPool: false }).ofPool('ns', 'p'), /no entries by pool/, 'a served copy');
   });
 });
 

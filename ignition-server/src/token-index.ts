@@ -288,8 +288,11 @@ export class KeysByPool {
 
   /** Files the Secret under its pools, and under those only (a Secret relabelled leaves its old pool). */
   set(secret: TokenSecret): void {
+    const pools = [...new Set([secret.pool, ...(secret.owner ? [`${secret.namespace}/${secret.owner.name}`] : [])])];
+    const before = this.#pools.get(secret.key);
+    // Most upserts (a first fetch's stamp, a mint) keep the pools: nothing to move.
+    if (before?.length === pools.length && before.every((p, i) => p === pools[i])) return;
     this.delete(secret.key);
-    const pools = [secret.pool, ...(secret.owner ? [`${secret.namespace}/${secret.owner.name}`] : [])];
     this.#pools.set(secret.key, pools);
     for (const pool of pools) this.#keys.set(pool, (this.#keys.get(pool) ?? new Set()).add(secret.key));
   }
@@ -310,12 +313,17 @@ export class KeysByPool {
 
 export class TokenIndex {
   readonly #bySecret = new Map<string, TokenSecretEntry>();
-  readonly #byPool = new KeysByPool();
+  /** Absent in a copy that is only served from (a serving thread's): nothing there asks by pool. */
+  readonly #byPool: KeysByPool | undefined;
   readonly #byToken = new Map<string, TokenRef>();
   /** Secrets known by metadata only, by pool and hash (what a verified token names). */
   readonly #unloaded = new Map<string, UnloadedSecret>();
   readonly #unloadedByPoolHash = new Map<string, Set<string>>();
   #observer: ((change: IndexChange) => void) | undefined;
+
+  constructor(opts: { byPool?: boolean } = {}) {
+    this.#byPool = opts.byPool === false ? undefined : new KeysByPool();
+  }
 
   /** Follows every change; told of every entry held now first. */
   observe(observer: (change: IndexChange) => void): void {
@@ -333,7 +341,7 @@ export class TokenIndex {
     const state = payload ?? keptPayload(previous, secret);
     const entry: TokenSecretEntry = { secret, payload: state, served: previous?.served ?? false };
     this.#bySecret.set(secret.key, entry);
-    this.#byPool.set(secret);
+    this.#byPool?.set(secret);
     this.#takeTokens(entry, dropped);
     const sameForServing = previous?.payload === state && servesSame(previous.secret, secret);
     if (!sameForServing) this.#observer?.({ type: 'upsert', secret, payload: entry.payload });
@@ -376,7 +384,7 @@ export class TokenIndex {
 
   remove(key: string): void {
     this.#dropTokens(this.#bySecret.get(key));
-    this.#byPool.delete(key);
+    this.#byPool?.delete(key);
     const known = this.#bySecret.delete(key) || this.#unloaded.has(key);
     this.#dropUnloaded(key);
     if (known) this.#observer?.({ type: 'remove', key });
@@ -403,8 +411,12 @@ export class TokenIndex {
     return [...this.#bySecret.values()];
   }
 
-  /** The entries that may belong to the pool (by owner or by pool label): a superset, for the caller to decide. */
+  /**
+   * The entries filed under the pool, by owner or by pool label. A label may name a pool of another namespace:
+   * whether such a Secret belongs to the pool is the caller's to decide.
+   */
   ofPool(namespace: string, name: string): TokenSecretEntry[] {
+    if (!this.#byPool) throw new Error('this index keeps no entries by pool');
     return this.#byPool.get(namespace, name).flatMap((key) => this.#bySecret.get(key) ?? []);
   }
 

@@ -14,6 +14,7 @@ stop() {
   wait "$child" 2>/dev/null
   exit 143
 }
+child=
 trap stop TERM INT HUP
 "$@" &
 child=$!

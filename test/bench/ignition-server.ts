@@ -800,6 +800,12 @@ async function payloadsGenerated(server: Server, count: number): Promise<void> {
   );
 }
 
+/** One of Kindling's storms: its hosts, and the file the storm client reads them from. */
+interface StormRound {
+  hosts: StormHost[];
+  file: string;
+}
+
 interface Storms {
   /** Each server's storms, a round each. */
   results: Map<string, StormResult[]>;
@@ -872,11 +878,14 @@ async function warmUp(b: Bench, ref: Reference, warmFile: string, settled?: () =
  * its own (every fetch the host's first; the payloads generated before), Go and plain node:https storm with the
  * first round's hosts, given each host's bytes as Kindling answered them. Round 0 starts with Kindling, whose
  * answers the references serve; each later round with the next server. Then each server's CPU per handshake alone.
+ * Two things differ between Kindling's rounds: every round's Secrets exist from the start (the index holds
+ * rounds × N), and from round 1 on Kindling keeps the join files of round 0's hosts, which the references'
+ * set-up fetched a second time (joinFor: about 4.5 KB a host).
  */
 async function bootStorm(b: Bench): Promise<Storms> {
   const ns = 'storm';
   const server = await startServer(b, 'server-storm', ns);
-  const rounds: { hosts: StormHost[]; file: string }[] = [];
+  const rounds: StormRound[] = [];
   for (let round = 0; round < OPTS.rounds; round++) {
     const hosts = await stormHosts(b, ns, `pool${round}-`, OPTS.storm);
     const file = join(b.dir, `storm-hosts-${round}.json`);
@@ -890,6 +899,7 @@ async function bootStorm(b: Bench): Promise<Storms> {
   await writeFile(warmFile, JSON.stringify(warmFetches.flat()));
   const kindling: Reference = { name: 'kindling', port: server.port, proc: server.proc, pids: () => [server.pid] };
   const results = new Map<string, StormResult[]>();
+  const add = (name: string, r: StormResult): void => void results.set(name, [...(results.get(name) ?? []), r]);
   const recordings: Recording[] = [];
   const stormKindling = async (round: number): Promise<void> => {
     // The warm-up's first fetches written before the storm: their patches are not the storm's load.
@@ -898,18 +908,19 @@ async function bootStorm(b: Bench): Promise<Storms> {
       if (written < warm.length)
         throw new Error(`kindling: ${written} of the warm-up's ${warm.length} first fetches written`);
     });
-    const { hosts, file } = rounds[round] as { hosts: StormHost[]; file: string };
-    results.set('kindling', [...(results.get('kindling') ?? []), await storm(b, kindling, file, server.opsPort)]);
+    const { hosts, file } = rounds[round] as StormRound;
+    add('kindling', await storm(b, kindling, file, server.opsPort));
     recordings.push(await firstFetchesRecorded(b, hosts, kindling));
   };
+  // The references serve the bytes Kindling answered round 0's hosts, so that storm comes first, before them.
   await stormKindling(0);
-  const [first] = rounds as [{ hosts: StormHost[]; file: string }];
+  const first = rounds[0] as StormRound;
   const refs = await startStormReferences(b, server, [...first.hosts, ...warm], first.hosts[0] as StormHost);
   for (let round = 0; round < OPTS.rounds; round++) {
     for (const ref of rotated([kindling, ...refs], round)) {
       if (ref !== kindling) {
         await warmUp(b, ref, warmFile);
-        results.set(ref.name, [...(results.get(ref.name) ?? []), await storm(b, ref, first.file)]);
+        add(ref.name, await storm(b, ref, first.file));
       } else if (round > 0) await stormKindling(round);
     }
   }

@@ -188,8 +188,12 @@ export class ServingPool {
       );
       const answer = await Promise.race([this.#ask(t, { t: 'collect' }, 'collected'), late]);
       clearTimeout(timer);
+      if (answer !== 'late') continue;
+      // Its late answer is then dropped. Should the next collect have asked by then, it takes that answer for its
+      // own, one collection early: harmless, the answer only paces the threads one after another.
+      t.next.delete('collected');
       // The next thread is asked all the same: one thread's heap stays as it was until the next quiet spell.
-      if (answer === 'late')
+      if (!this.#stopping)
         this.#opts.log.warn(
           { thread: t.index, waitedMs: COLLECT_WAIT_MS },
           'A serving thread did not collect its heap in time',

@@ -139,7 +139,7 @@ function collect(log: Logger, post: (msg: FromThread) => void): void {
 function run(port: MessagePort, data: ThreadData): void {
   const post = (msg: FromThread): void => port.postMessage(msg);
   const log = createLogger({ name: data.logName, level: data.logLevel }).child({ part: 'http', thread: data.index });
-  const index = new TokenIndex();
+  const index = new TokenIndex({ byPool: false });
   const payloads = new Map<string, Payload>();
   const stats: ThreadStats = { requests: {}, used: {} };
   const questions = asker(port);
