@@ -12,7 +12,7 @@ import { Registry } from 'prom-client';
 import { startCluster, eventually, installKindlingCrds, type Cluster } from '../../test/bed/src/index.js';
 import { createLogger } from '../../support/src/logger.js';
 import { SECRET_KEYS } from '../../api/src/keys.js';
-import { TokenSecretController } from './controller.js';
+import { TokenSecretController, type ControllerOptions } from './controller.js';
 import { PayloadStore } from './payload/store.js';
 import { readRelease, resolveRelease } from './release/open.js';
 import { buildRelease, writeLayoutDir } from './release/build.js';
@@ -123,25 +123,7 @@ describe('token-Secret controller on the test bed', { timeout: 180_000 }, () => 
       await tokenSecret('workers', 'h2'),
       await tokenSecret('infra', 'h1'),
     ];
-    const index = new TokenIndex();
-    const store = new PayloadStore({
-      cacheDir: join(dir, 'cache'),
-      maxBytes: 64 * 1024 * 1024,
-      maxDirBytes: 64 * 1024 * 1024,
-      resolve: (ref) => resolveRelease(ref),
-      read: (ref, digest) => readRelease(ref, {}, digest),
-      log: createLogger({ name: 'test', level: 'silent' }),
-    });
-    await store.init();
-    const controller = new TokenSecretController({
-      kubeConfig: cluster.kubeConfig,
-      log: createLogger({ name: 'test', level: 'silent' }),
-      authority,
-      index,
-      store,
-      ttlMs: 3_600_000,
-      namespaces: [NS],
-    });
+    const { index, controller } = await tokenController('cache');
     try {
       await controller.start();
       // Nothing has been read yet: a read is a round trip, and this runs right after the list.
@@ -203,25 +185,7 @@ describe('token-Secret controller on the test bed', { timeout: 180_000 }, () => 
     const { secret } = ownedTokenSecret(lazy, release, [MOTD]);
     const name = secret.metadata?.name as string;
     await core.createNamespacedSecret({ namespace: NS, body: secret });
-    const index = new TokenIndex();
-    const store = new PayloadStore({
-      cacheDir: join(dir, 'cache-lead'),
-      maxBytes: 64 * 1024 * 1024,
-      maxDirBytes: 64 * 1024 * 1024,
-      resolve: (ref) => resolveRelease(ref),
-      read: (ref, digest) => readRelease(ref, {}, digest),
-      log: createLogger({ name: 'test', level: 'silent' }),
-    });
-    await store.init();
-    const controller = new TokenSecretController({
-      kubeConfig: cluster.kubeConfig,
-      log: createLogger({ name: 'test', level: 'silent' }),
-      authority,
-      index,
-      store,
-      ttlMs: 3_600_000,
-      namespaces: [NS],
-    });
+    const { index, controller } = await tokenController('cache-lead');
     await controller.start();
     const stop = controller.lead();
     try {
@@ -363,26 +327,9 @@ describe('token-Secret controller on the test bed', { timeout: 180_000 }, () => 
     minted: string[];
     stop: () => Promise<void>;
   }> {
-    const index = new TokenIndex();
-    const store = new PayloadStore({
-      cacheDir: join(dir, cache),
-      maxBytes: 64 * 1024 * 1024,
-      maxDirBytes: 64 * 1024 * 1024,
-      resolve: (ref) => resolveRelease(ref),
-      read: (ref, digest) => readRelease(ref, {}, digest),
-      log: createLogger({ name: 'test', level: 'silent' }),
-    });
-    await store.init();
     const registry = new Registry();
     const { guestJoin, minted } = countingJoin();
-    const controller = new TokenSecretController({
-      kubeConfig: cluster.kubeConfig,
-      log: createLogger({ name: 'test', level: 'silent' }),
-      authority,
-      index,
-      store,
-      ttlMs: 3_600_000,
-      namespaces: [NS],
+    const { index, store, controller } = await tokenController(cache, {
       metrics: createIgnitionMetrics(registry),
       join: guestJoin,
     });
@@ -393,5 +340,33 @@ describe('token-Secret controller on the test bed', { timeout: 180_000 }, () => 
       await controller.stop();
     };
     return { index, store, registry, minted, stop };
+  }
+
+  /** A controller of the namespace on its own index and payload cache (`cache` under the test's folder), not started. */
+  async function tokenController(
+    cache: string,
+    more: Partial<ControllerOptions> = {},
+  ): Promise<{ index: TokenIndex; store: PayloadStore; controller: TokenSecretController }> {
+    const index = new TokenIndex();
+    const store = new PayloadStore({
+      cacheDir: join(dir, cache),
+      maxBytes: 64 * 1024 * 1024,
+      maxDirBytes: 64 * 1024 * 1024,
+      resolve: (ref) => resolveRelease(ref),
+      read: (ref, digest) => readRelease(ref, {}, digest),
+      log: createLogger({ name: 'test', level: 'silent' }),
+    });
+    await store.init();
+    const controller = new TokenSecretController({
+      kubeConfig: cluster.kubeConfig,
+      log: createLogger({ name: 'test', level: 'silent' }),
+      authority,
+      index,
+      store,
+      ttlMs: 3_600_000,
+      namespaces: [NS],
+      ...more,
+    });
+    return { index, store, controller };
   }
 });

@@ -246,7 +246,6 @@ async function workloadUnderPdb(guest: k8s.KubeConfig): Promise<Pdbs> {
   return { pdbs: ready, pods: await podsUnder(guest, ready) };
 }
 
-/** Each of the pool's Nodes on the new release: the agent at the desired config, the kubelet reporting the new version. */
 /** The pool's conditions and each Node's version, state and configs: what a stalled rollout is waiting on. */
 async function rolloutState(env: LocalEnvironment): Promise<string> {
   const pool = await env.pool(POOL);
@@ -259,6 +258,7 @@ async function rolloutState(env: LocalEnvironment): Promise<string> {
   return [`pool ${POOL}:`, ...conditions, 'nodes:', ...nodes].join('\n  ');
 }
 
+/** Each of the pool's Nodes on the new release: the agent at the desired config, the kubelet reporting the new version. */
 async function rolledOut(env: LocalEnvironment): Promise<boolean> {
   const nodes = await env.nodes(POOL);
   const hosts = await env.hosts(POOL);
