@@ -74,6 +74,16 @@ export function cpuStretch(processes: Processes): { stop: () => CpuUse } {
   };
 }
 
+/**
+ * The seconds a stretch would have lasted without the named processes' CPU, were it held by the cores alone (the
+ * machine busy from end to end, as the window is with 1,000 pools on 2 cores): the rest of its work ÷ the cores.
+ * Set against a replay's seconds, it is the least ratio the named processes could reach on this machine.
+ */
+export function secondsWithout(use: CpuUse, names: readonly string[], cores = availableParallelism()): number {
+  const theirs = names.reduce((sum, name) => sum + (use.get(name) ?? 0), 0);
+  return ((use.get(ALL) ?? 0) - theirs) / cores;
+}
+
 /** Runs `fn` as one stretch. */
 export async function withCpu<T>(processes: Processes, fn: () => Promise<T>): Promise<{ value: T; cpu: CpuUse }> {
   const stretch = cpuStretch(processes);
