@@ -33,7 +33,7 @@ export const MAX_QUIET_MS = 300_000;
 /**
  * How often the CPU is sampled: a burst runs on the saver for about this long. Its first collections under the
  * saver are the slow ones (compacting a heap sized to an idle process): sampled every 500 ms, a boot storm's
- * first half second held the serving threads' p99; a sample costs about a microsecond.
+ * first half second held the serving threads' p99. A sample is one timer and one getrusage call.
  */
 const SAMPLE_MS = 100;
 
