@@ -133,6 +133,36 @@ describe('MemorySaverGovernor', () => {
     assert.match(metrics, /kindling_memory_saver_on 1/);
   });
 
+  it('when one 100 ms sample reads half a core, it should turn the saver off at once', () => {
+    const { run, calls } = governor();
+    run(0, 100);
+    run(BUSY_CORES, 100);
+    assert.deepEqual(calls, ['saver off']);
+  });
+
+  it('when a quiet spell carries a short spell of work in some samples, it should judge it on its mean over half a second', async () => {
+    const { g, run, calls } = governor();
+    run(1, 100);
+    // 30 ms in one sample of five: 0.3 of a core in that sample, 0.06 over the half second.
+    for (let t = 0; t <= QUIET_MS; t += 500) {
+      for (let i = 0; i < 4; i++) run(0, 100);
+      run(0.3, 100);
+    }
+    await g.settled();
+    assert.deepEqual(calls, ['saver off', 'saver on', 'collect']);
+  });
+
+  it('when a sample comes a few ms after the heaps were collected, it should not read that as a burst', async () => {
+    const { g, run, calls } = governor();
+    run(1, 100);
+    run(0, 500);
+    run(0, QUIET_MS);
+    await g.settled();
+    run(1, 3);
+    run(0.02, 100);
+    assert.deepEqual(calls, ['saver off', 'saver on', 'collect']);
+  });
+
   it('when the collection itself spends CPU, it should not read it as a burst', async () => {
     const { g, run, calls, spend } = governor();
     g.onCollect(() => spend(2, 500));

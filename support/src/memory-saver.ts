@@ -31,11 +31,17 @@ export const QUIET_MS = 10_000;
  */
 export const MAX_QUIET_MS = 300_000;
 /**
- * How often the CPU is sampled: a burst runs on the saver for about this long. Its first collections under the
- * saver are the slow ones (compacting a heap sized to an idle process): sampled every 500 ms, a boot storm's
- * first half second held the serving threads' p99. A sample is one timer and one getrusage call.
+ * How often the CPU is sampled: a burst runs on the saver for up to about two of these. Its first collections
+ * under the saver are the slow ones (compacting a heap sized to an idle process): sampled every 500 ms, a boot
+ * storm's first half second had them in both serving threads (22 to 24 ms). A sample is one timer and one
+ * getrusage call.
  */
 const SAMPLE_MS = 100;
+/**
+ * How long the CPU is averaged over to judge the process quiet. One sample is enough to call it busy, but a
+ * 10 ms spell in a sample (a scrape, a lease renewal, a collection) is not the end of a quiet one.
+ */
+const QUIET_WINDOW_MS = 500;
 
 export interface SaverState {
   /** Whether the saver is on. */
@@ -124,6 +130,8 @@ export class MemorySaverGovernor {
   #deps: Required<Omit<GovernorDeps, 'registry'>>;
   #listeners: (() => Promise<void> | void)[] = [];
   #last: { cpu: number; at: number };
+  /** Where the quiet window (QUIET_WINDOW_MS) under way started. */
+  #window: { cpu: number; at: number };
   #collecting: Promise<void> | undefined;
   #timer: NodeJS.Timeout | undefined;
   #switches: Counter<'to'>;
@@ -152,7 +160,7 @@ export class MemorySaverGovernor {
     });
     this.#on = new Gauge({ name: 'kindling_memory_saver_on', help: "1 while V8's memory saver is on.", registers });
     this.#on.set(1);
-    this.#last = this.#now();
+    this.#last = this.#window = this.#now();
   }
 
   /** Also run on every turn back on, one after the other: a thread's own heap (each isolate collects its own). */
@@ -174,8 +182,14 @@ export class MemorySaverGovernor {
     if (this.#collecting) return;
     const now = this.#now();
     const elapsedMs = now.at - this.#last.at;
-    const cores = elapsedMs > 0 ? (now.cpu - this.#last.cpu) / 1000 / elapsedMs : 0;
+    // The interval runs on through a collection: a sample a few ms after it would read a few ms of CPU as a burst.
+    if (elapsedMs < SAMPLE_MS / 2) return;
+    const sampled = (now.cpu - this.#last.cpu) / 1000 / elapsedMs;
     this.#last = now;
+    const windowMs = now.at - this.#window.at;
+    if (sampled < BUSY_CORES && windowMs < QUIET_WINDOW_MS) return;
+    const cores = sampled >= BUSY_CORES ? sampled : (now.cpu - this.#window.cpu) / 1000 / windowMs;
+    this.#window = now;
     const { state, change } = saverStep(this.#state, cores, now.at);
     this.#state = state;
     if (change === undefined) return;
@@ -205,7 +219,7 @@ export class MemorySaverGovernor {
         this.#deps.log.warn({ err }, 'A heap collection after the burst failed');
       }
     }
-    this.#last = this.#now();
+    this.#last = this.#window = this.#now();
     this.#collectionSeconds.inc((this.#last.at - started) / 1000);
   }
 
