@@ -75,13 +75,19 @@ export function cpuStretch(processes: Processes): { stop: () => CpuUse } {
 }
 
 /**
- * The seconds a stretch would have lasted without the named processes' CPU, were it held by the cores alone (the
- * machine busy from end to end, as the window is with 1,000 pools on 2 cores): the rest of its work ÷ the cores.
- * Set against a replay's seconds, it is the least ratio the named processes could reach on this machine.
+ * A floor for a stretch's seconds had the named processes used no CPU and the benchmark's other processes the
+ * same: the others' CPU ÷ the cores (no stretch is shorter; what else ran on the machine is left out). While the
+ * stretch keeps the cores busy, as the window with 1,000 pools does, it is that long, and each CPU second the
+ * named processes save shortens it by 1/cores.
  */
-export function secondsWithout(use: CpuUse, names: readonly string[], cores = availableParallelism()): number {
-  const theirs = names.reduce((sum, name) => sum + (use.get(name) ?? 0), 0);
-  return ((use.get(ALL) ?? 0) - theirs) / cores;
+export function secondsWithout(
+  use: CpuUse,
+  processes: Processes,
+  names: readonly string[],
+  cores = availableParallelism(),
+): number {
+  const others = processes.map(([name]) => name).filter((name) => !names.includes(name));
+  return others.reduce((sum, name) => sum + (use.get(name) ?? 0), 0) / cores;
 }
 
 /** Runs `fn` as one stretch. */
