@@ -378,7 +378,13 @@ describe('CSR approver on the real test bed', () => {
     const denied = conditionOf(await decided('a-1-serving-foreign'), 'Denied');
     assert.equal(denied?.reason, 'ForeignSAN');
     assert.match(denied?.message ?? '', /kubernetes\.default\.svc is not among the addresses of Machine default\/a-1/);
-    const counts = await decisions();
+    // A decision is counted once the approver has its write's answer, which can come after the test reads the CSR.
+    const counts = await eventually('the serving decisions counted', async () => {
+      const c = await decisions();
+      return c['approved/KubeletServingForMachine'] !== undefined && c['denied/ForeignSAN'] !== undefined
+        ? c
+        : undefined;
+    });
     assert.equal(counts['approved/KubeletServingForMachine'], 1);
     assert.equal(counts['denied/ForeignSAN'], 1);
     assert.equal(counts['denied/WrongPool'], 1);
