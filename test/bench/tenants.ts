@@ -67,6 +67,8 @@ interface Step {
   rss: Record<Component, number>;
   /** V8 heap in use, at the end of the idle window. */
   heap: Record<Component, number>;
+  /** 1 when the memory saver was on at the end of the idle window (in every round), else 0. */
+  saver: Record<Component, number>;
   cpu: Record<Component, number>;
 }
 
@@ -126,6 +128,7 @@ async function round(env: Env, guests: readonly Guest[], pools: number): Promise
     }
     const after = components.map((c) => c.cpuSeconds());
     const heap = await Promise.all(components.map((c) => c.heapUsedBytes()));
+    const saver = await Promise.all(components.map((c) => c.saverOn()));
     const by = (f: (i: number) => number): Record<Component, number> =>
       Object.fromEntries(COMPONENTS.map((c, i) => [c, f(i)])) as Record<Component, number>;
     return {
@@ -134,6 +137,7 @@ async function round(env: Env, guests: readonly Guest[], pools: number): Promise
       pools,
       rss: by((i) => median(samples.map((s) => s[i] ?? 0))),
       heap: by((i) => heap[i] ?? 0),
+      saver: by((i) => (saver[i] === true ? 1 : 0)),
       cpu: by((i) => ((after[i] ?? 0) - (before[i] ?? 0)) / (idleMs / 1000)),
     };
   } finally {
@@ -148,10 +152,22 @@ async function measure(env: Env, label: string, guests: readonly Guest[], pools:
   const med = (f: (r: Omit<Step, 'label'>) => Record<Component, number>): Record<Component, number> =>
     Object.fromEntries(COMPONENTS.map((c) => [c, median(rounds.map((r) => f(r)[c]))])) as Record<Component, number>;
   const first = rounds[0] as Omit<Step, 'label'>;
-  const step = { ...first, label, rss: med((r) => r.rss), heap: med((r) => r.heap), cpu: med((r) => r.cpu) };
+  const everyRound = (f: (r: Omit<Step, 'label'>) => Record<Component, number>): Record<Component, number> =>
+    Object.fromEntries(COMPONENTS.map((c) => [c, Math.min(...rounds.map((r) => f(r)[c]))])) as Record<
+      Component,
+      number
+    >;
+  const step = {
+    ...first,
+    label,
+    rss: med((r) => r.rss),
+    heap: med((r) => r.heap),
+    cpu: med((r) => r.cpu),
+    saver: everyRound((r) => r.saver),
+  };
   const parts = COMPONENTS.map(
     (c) =>
-      `${c} ${(step.rss[c] / MiB).toFixed(1)} MiB (heap ${(step.heap[c] / MiB).toFixed(1)}) ${(step.cpu[c] * 100).toFixed(2)} %`,
+      `${c} ${(step.rss[c] / MiB).toFixed(1)} MiB (heap ${(step.heap[c] / MiB).toFixed(1)}${step.saver[c] === 1 ? '' : ', memory saver OFF'}) ${(step.cpu[c] * 100).toFixed(2)} %`,
   ).join(', ');
   // Every round's totals beside the medians: how far the rounds were apart.
   const spread = rounds.map((r) => `${(total(r.rss) / MiB).toFixed(1)} MiB ${(total(r.cpu) * 100).toFixed(2)} %`);
