@@ -67,6 +67,7 @@ import { loadAverage, reportRows, type Row } from './table.js';
 import { buildGo, childPid, startGo, startNginx, startNode, type Reference, type Site } from './references.js';
 import { withJemalloc } from '../../support/src/malloc.js';
 import { bySecond, slowest, tracePauses, type HostTimes, type PauseSample } from './storm-trace.js';
+import { metric } from './metric-text.js';
 
 const KINDLING = fileURLToPath(new URL('../../../bin/kindling.js', import.meta.url));
 const WRK = '/usr/bin/wrk';
@@ -388,9 +389,6 @@ async function startServer(
     namespace,
   };
 }
-
-const metric = (text: string, name: string): number =>
-  Number(new RegExp(`^${name}(?:\\{[^}]*\\})? ([\\d.e+]+)$`, 'm').exec(text)?.[1] ?? Number.NaN);
 
 interface TokenSecretSpec {
   namespace: string;

@@ -139,7 +139,7 @@ interface Figures {
   replayWrites: number;
   /** The same writes and the ignition server's (controller-replay.ts). */
   systemSeconds: number;
-  /** The window's seconds without Kindling's two processes' CPU (secondsWithout). */
+  /** A floor for the window's seconds had Kindling's two processes used no CPU (secondsWithout). */
   withoutKindlingSeconds: number;
   perPool: number;
   resyncWrites: number;

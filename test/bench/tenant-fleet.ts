@@ -118,18 +118,9 @@ export interface RunningComponent {
   rssBytes(): number;
   /** CPU time the component's process has used so far, in seconds (user + system). */
   cpuSeconds(): number;
-  /** The V8 heap in use (prom-client's nodejs_heap_size_used_bytes on its ops port), in bytes: what of the RSS
-   * is JavaScript objects, the rest being code, native buffers and the allocator's pages. */
-  heapUsedBytes(): Promise<number>;
-  /** Whether V8's memory saver is on (kindling_memory_saver_on): an idle component's heap is only as small as
-   * the saver makes it once back on after the start's burst. */
-  saverOn(): Promise<boolean>;
+  /** The text of its ops port's /metrics (read with metric-text.ts). */
+  metrics(): Promise<string>;
 }
-
-const saverOn = (metrics: string): boolean => /^kindling_memory_saver_on(?:{[^}]*})? 1$/m.test(metrics);
-
-const heapUsed = (metrics: string): number =>
-  Number(/^nodejs_heap_size_used_bytes(?:{[^}]*})? (\S+)$/m.exec(metrics)?.[1] ?? Number.NaN);
 
 interface LaunchEnv {
   mgmt: Cluster;
@@ -216,8 +207,7 @@ export async function startComponents(env: LaunchEnv): Promise<RunningComponent[
       proc,
       rssBytes: () => treeRssBytes(pid()),
       cpuSeconds: () => processCpuSeconds(readFileSync(`/proc/${pid()}/stat`, 'utf8')),
-      heapUsedBytes: async () => heapUsed(await opsMetrics(ops)),
-      saverOn: async () => saverOn(await opsMetrics(ops)),
+      metrics: () => opsMetrics(ops),
     });
   }
   return running;

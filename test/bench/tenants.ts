@@ -25,6 +25,7 @@ import type { NodePool } from '../../api/src/nodepool.js';
 import { writeIgnitionServerFiles, type IgnitionServerFiles } from '../../ignition-server/testing/index.js';
 import { eventually, installCapiCrds, installKindlingCrds, startCluster, type Cluster } from '../bed/src/index.js';
 import { loadAverage, reportRows, type Row } from './table.js';
+import { metric } from './metric-text.js';
 import {
   addGuest,
   addPools,
@@ -127,8 +128,11 @@ async function round(env: Env, guests: readonly Guest[], pools: number): Promise
       samples.push(components.map((c) => c.rssBytes()));
     }
     const after = components.map((c) => c.cpuSeconds());
-    const heap = await Promise.all(components.map((c) => c.heapUsedBytes()));
-    const saver = await Promise.all(components.map((c) => c.saverOn()));
+    // One scrape each: the V8 heap in use (what of the RSS is JavaScript objects, the rest being code, native
+    // buffers and the allocator's pages), and whether the memory saver is back on (an idle heap is only as
+    // small as the saver makes it once back on after the start's burst).
+    const scraped = await Promise.all(components.map((c) => c.metrics()));
+    const of = (i: number, name: string): number => metric(scraped[i] ?? '', name);
     const by = (f: (i: number) => number): Record<Component, number> =>
       Object.fromEntries(COMPONENTS.map((c, i) => [c, f(i)])) as Record<Component, number>;
     return {
@@ -136,8 +140,8 @@ async function round(env: Env, guests: readonly Guest[], pools: number): Promise
       nodes: guests.reduce((sum, g) => sum + g.nodes, 0),
       pools,
       rss: by((i) => median(samples.map((s) => s[i] ?? 0))),
-      heap: by((i) => heap[i] ?? 0),
-      saver: by((i) => (saver[i] === true ? 1 : 0)),
+      heap: by((i) => of(i, 'nodejs_heap_size_used_bytes')),
+      saver: by((i) => (of(i, 'kindling_memory_saver_on') === 1 ? 1 : 0)),
       cpu: by((i) => ((after[i] ?? 0) - (before[i] ?? 0)) / (idleMs / 1000)),
     };
   } finally {
@@ -149,21 +153,23 @@ async function round(env: Env, guests: readonly Guest[], pools: number): Promise
 async function measure(env: Env, label: string, guests: readonly Guest[], pools: number): Promise<Step> {
   const rounds: Omit<Step, 'label'>[] = [];
   for (let i = 0; i < Number(OPTS.rounds); i++) rounds.push(await round(env, guests, pools));
-  const med = (f: (r: Omit<Step, 'label'>) => Record<Component, number>): Record<Component, number> =>
-    Object.fromEntries(COMPONENTS.map((c) => [c, median(rounds.map((r) => f(r)[c]))])) as Record<Component, number>;
+  // Each component's figure over the rounds: their median, or for the saver whether it was on in every one.
+  const across = (
+    f: (r: Omit<Step, 'label'>) => Record<Component, number>,
+    over: (values: number[]) => number = median,
+  ): Record<Component, number> =>
+    Object.fromEntries(COMPONENTS.map((c) => [c, over(rounds.map((r) => f(r)[c]))])) as Record<Component, number>;
   const first = rounds[0] as Omit<Step, 'label'>;
-  const everyRound = (f: (r: Omit<Step, 'label'>) => Record<Component, number>): Record<Component, number> =>
-    Object.fromEntries(COMPONENTS.map((c) => [c, Math.min(...rounds.map((r) => f(r)[c]))])) as Record<
-      Component,
-      number
-    >;
   const step = {
     ...first,
     label,
-    rss: med((r) => r.rss),
-    heap: med((r) => r.heap),
-    cpu: med((r) => r.cpu),
-    saver: everyRound((r) => r.saver),
+    rss: across((r) => r.rss),
+    heap: across((r) => r.heap),
+    cpu: across((r) => r.cpu),
+    saver: across(
+      (r) => r.saver,
+      (values) => Math.min(...values),
+    ),
   };
   const parts = COMPONENTS.map(
     (c) =>
