@@ -13,7 +13,7 @@ import { createApplier } from '../../support/src/apply.js';
 import { parseManifests } from '../../support/src/manifests.js';
 import { loadCertificateAuthority } from '../../test/bed/src/pki.js';
 import { buildRelease, pushRelease } from '../../ignition-server/src/release/build.js';
-import { freePort, ManagedProcess, waitForPort, type Cluster } from '../../test/bed/src/index.js';
+import { keptPort, ManagedProcess, waitForPort, type Cluster } from '../../test/bed/src/index.js';
 import { SIMULATION } from '../../test/bed/src/keys.js';
 
 const LOCAL_DIR = fileURLToPath(new URL('../../../local/', import.meta.url));
@@ -44,19 +44,11 @@ export interface IgnitionFiles {
   replicas: { port: number; cacheDir: string }[];
 }
 
-/** A loopback port chosen once and kept in the folder: what hosts and pools were given must stay valid. */
-export async function keptPort(dir: string): Promise<number> {
-  const file = join(dir, 'port');
-  const port = (await exists(file)) ? Number(await readFile(file, 'utf8')) : await freePort();
-  await writeFile(file, String(port));
-  return port;
-}
-
 /** Replica i's port and cache folder (i ≥ 1), kept in the folder like replica 0's. */
 async function replicaServing(dir: string, replica: number): Promise<{ port: number; cacheDir: string }> {
   const own = join(dir, `replica-${replica}`);
   await mkdir(join(own, 'cache'), { recursive: true });
-  return { port: await keptPort(own), cacheDir: join(own, 'cache') };
+  return { port: await keptPort(join(own, 'port')), cacheDir: join(own, 'cache') };
 }
 
 /**
@@ -75,7 +67,7 @@ export async function ignitionFiles(stateDir: string, mgmt: Cluster, replicas = 
     cacheDir: join(dir, 'cache'),
     replicas: [],
   };
-  files.port = await keptPort(dir);
+  files.port = await keptPort(join(dir, 'port'));
   files.replicas = [{ port: files.port, cacheDir: files.cacheDir }];
   for (let i = 1; i < replicas; i++) files.replicas.push(await replicaServing(dir, i));
   if (await exists(files.signingKeyFile)) return files;
@@ -111,7 +103,7 @@ export interface LocalRegistry {
 export async function startRegistry(stateDir: string, mgmt: Cluster, address = '127.0.0.1'): Promise<LocalRegistry> {
   const dir = join(stateDir, 'registry');
   await mkdir(join(dir, 'data'), { recursive: true });
-  const port = await keptPort(dir);
+  const port = await keptPort(join(dir, 'port'));
   if (!(await exists(join(dir, 'tls.key')))) {
     const ca = await loadCertificateAuthority(mgmt.ca);
     const serving = await ca.issue({

@@ -10,7 +10,7 @@ import { createApplier } from '../../support/src/apply.js';
 import { loadCertificateAuthority } from '../../test/bed/src/pki.js';
 import { eventually, type Cluster } from '../../test/bed/src/index.js';
 import { extensionConfig } from '../../inplace-upgrader/src/preview.js';
-import { keptPort } from './environment.js';
+import { keptPort } from '../../test/bed/src/index.js';
 import { SIMULATION } from '../../test/bed/src/keys.js';
 
 export interface ExtensionFiles {
@@ -24,7 +24,7 @@ export async function extensionFiles(stateDir: string, mgmt: Cluster): Promise<E
   const dir = join(stateDir, 'extension');
   await mkdir(dir, { recursive: true });
   const files: ExtensionFiles = {
-    port: await keptPort(dir),
+    port: await keptPort(join(dir, 'port')),
     certFile: join(dir, 'tls.crt'),
     keyFile: join(dir, 'tls.key'),
   };

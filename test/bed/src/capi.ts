@@ -10,7 +10,7 @@ import { loadCertificateAuthority } from './pki.js';
 import { createApplier } from '../../../support/src/apply.js';
 import { parseManifests } from '../../../support/src/manifests.js';
 import { ManagedProcess } from './process.js';
-import { freePort } from './ports.js';
+import { keptPort } from './ports.js';
 import { capiCrdDir, testbedBinary } from './testbed.js';
 import type { Cluster } from './cluster.js';
 
@@ -77,7 +77,9 @@ export async function startCapiManager(
   });
   await writeFile(join(certDir, 'tls.crt'), serving.certPem);
   await writeFile(join(certDir, 'tls.key'), serving.keyPem, { mode: 0o600 });
-  const [webhookPort, healthPort] = [await freePort(), await freePort()];
+  // Kept, so that a restarted manager does not draw a port another component of the environment keeps.
+  const webhookPort = await keptPort(join(certDir, 'webhook-port'), { movable: true });
+  const healthPort = await keptPort(join(certDir, 'health-port'), { movable: true });
   const proc = new ManagedProcess({
     name: 'capi-manager',
     command: testbedBinary('capi-manager'),

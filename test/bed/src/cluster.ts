@@ -17,7 +17,7 @@ import * as k8s from '#k8s';
 import { createCertificateAuthority, type KeyPairPem } from './pki.js';
 import { kubeconfigSecretName, LABELS, SECRET_KEYS } from '../../../api/src/keys.js';
 import { ManagedProcess } from './process.js';
-import { freePort, portFree } from './ports.js';
+import { keptPort } from './ports.js';
 import { KWOK_STAGES_FILE, testbedBinary } from './testbed.js';
 import { treeRssBytes } from './memory.js';
 
@@ -330,7 +330,7 @@ async function startKwok(dir: string, kubeconfigPath: string): Promise<ManagedPr
       `--kubeconfig=${kubeconfigPath}`,
       `--config=${KWOK_STAGES_FILE}`,
       '--manage-all-nodes=true',
-      `--server-address=127.0.0.1:${await freePort()}`,
+      `--server-address=127.0.0.1:${await keptPort(join(dir, 'kwok-port'), { movable: true })}`,
       '--node-lease-duration-seconds=40',
       '-v=WARN',
     ],
@@ -362,21 +362,13 @@ export async function writeKubeconfigSecret(
   );
 }
 
-/** The apiserver port of a resumed cluster when it is still free, else a new one; remembered in the dir. */
-async function apiserverPort(dir: string): Promise<number> {
-  const file = join(dir, 'apiserver-port');
-  const previous = Number((await readFile(file, 'utf8').catch(() => '')).trim());
-  const port = previous > 0 && (await portFree(previous)) ? previous : await freePort();
-  await writeFile(file, `${port}\n`);
-  return port;
-}
-
 async function launch(dir: string, opts: ClusterOptions, pki: Pki, started: ManagedProcess[]): Promise<string> {
   const files = await writePkiFiles(dir, pki);
   const ports: Ports = {
-    etcdClient: await freePort(),
-    etcdPeer: await freePort(),
-    apiserver: await apiserverPort(dir),
+    // Kept, so that a resumed cluster does not draw a port another component of the environment keeps.
+    etcdClient: await keptPort(join(dir, 'etcd-client-port'), { movable: true }),
+    etcdPeer: await keptPort(join(dir, 'etcd-peer-port'), { movable: true }),
+    apiserver: await keptPort(join(dir, 'apiserver-port'), { movable: true }),
   };
   const server = `https://${servingAddress(opts) ?? '127.0.0.1'}:${ports.apiserver}`;
   const kubeconfigYaml = kubeconfigFor(opts.name, server, pki.ca.certPem, pki.admin);

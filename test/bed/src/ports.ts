@@ -1,7 +1,39 @@
+import { randomInt } from 'node:crypto';
+import { readFile, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 
-/** A loopback port that was free a moment ago; callers retry if a component fails to bind it. */
+/** Below this, ports belong to well-known services. */
+const LOWEST = 10_000;
+/** Ports this process has drawn or kept: never drawn again, so two components never get the same one. */
+const drawn = new Set<number>();
+
+/**
+ * The lowest port of the kernel's own range (an outgoing connection's source port, a listen on port 0). A port
+ * drawn below it cannot be taken between the draw and the component's bind by a connection or by another
+ * program's listen on 0; a port the kernel picked could, and a component restarting on a kept port would find
+ * it held (a restarted Cluster API manager's webhook port once landed on the registry's).
+ */
+async function kernelRangeStart(): Promise<number> {
+  const text = await readFile('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').catch(() => '');
+  const low = Number(text.trim().split(/\s+/)[0]);
+  return Number.isInteger(low) && low > 0 ? low : 32_768;
+}
+
+/** A loopback port that was free a moment ago, outside the kernel's range when the machine leaves room below it. */
 export async function freePort(): Promise<number> {
+  const below = (await kernelRangeStart()) - LOWEST;
+  for (let tries = 0; below >= 1_000 && tries < 100; tries++) {
+    const port = LOWEST + randomInt(below);
+    if (drawn.has(port) || !(await portFree(port))) continue;
+    drawn.add(port);
+    return port;
+  }
+  const port = await kernelPort();
+  drawn.add(port);
+  return port;
+}
+
+function kernelPort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.unref();
@@ -15,13 +47,43 @@ export async function freePort(): Promise<number> {
 }
 
 /** Whether a loopback port can be bound right now (so a resumed component can take its old port back). */
-export async function portFree(port: number): Promise<boolean> {
+async function portFree(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const server = createServer();
     server.unref();
     server.once('error', () => resolve(false));
     server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
   });
+}
+
+/**
+ * The port remembered in `file`, so that a restart listens where clients were told; drawn and remembered on
+ * first use. When another process holds it: a `movable` port (one whose clients are told it again on every
+ * start, as an apiserver's kubeconfig is rewritten) is drawn anew; any other is waited for a few seconds (a
+ * stopping predecessor may still hold it), then refused with the file named, rather than started beside a
+ * stranger who would answer its clients.
+ */
+export async function keptPort(file: string, opts: { movable?: boolean; waitMs?: number } = {}): Promise<number> {
+  const previous = Number((await readFile(file, 'utf8').catch(() => '')).trim());
+  if (Number.isInteger(previous) && previous > 0) {
+    drawn.add(previous);
+    if (await freeWithin(previous, opts.movable === true ? 0 : (opts.waitMs ?? 5_000))) return previous;
+    if (opts.movable !== true) {
+      throw new Error(
+        `port ${previous}, kept in ${file} so that clients find this component there after a restart, is held by another process; stop that process, or start afresh without this state folder`,
+      );
+    }
+  }
+  const port = await freePort();
+  await writeFile(file, `${port}\n`);
+  return port;
+}
+
+async function freeWithin(port: number, waitMs: number): Promise<boolean> {
+  for (const deadline = Date.now() + waitMs; ; await new Promise((r) => setTimeout(r, 100))) {
+    if (await portFree(port)) return true;
+    if (Date.now() >= deadline) return false;
+  }
 }
 
 /** Waits until something accepts connections on a port (of loopback unless told), failing early if the process meant to listen exits. */
