@@ -80,6 +80,9 @@ export function memoryDestination(): { lines: string[]; write: (line: string) =>
 }
 
 /** What an ignition server is given: a serving certificate (and its CA), a signing key, release images. */
+/** How often a serving thread samples its loop's delay: the benchmark's trace reads how late the samples ran. */
+export { LOOP_RESOLUTION_MS } from '../src/serving/pauses.js';
+
 /** The text a running ignition server's ops port serves at /metrics (Prometheus exposition format). */
 export function opsMetrics(opsPort: number): Promise<string> {
   return new Promise((resolve, reject) => {

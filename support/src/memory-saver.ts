@@ -18,7 +18,7 @@ import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Logger } from './logger.js';
 import { v8FlagName } from './young-generation.js';
 
-/** The whole process's CPU, in cores, from which it counts as busy (one sample is enough). */
+/** The whole process's CPU, in cores, over BUSY_WINDOW_MS, from which it counts as busy. */
 export const BUSY_CORES = 0.5;
 /** The whole process's CPU, in cores, below which it counts as quiet. */
 export const QUIET_CORES = 0.1;
@@ -31,17 +31,24 @@ export const QUIET_MS = 10_000;
  */
 export const MAX_QUIET_MS = 300_000;
 /**
- * How often the CPU is sampled: a burst runs on the saver for up to about two of these. Its first collections
+ * How often the CPU is sampled: a burst runs on the saver for BUSY_WINDOW_MS and up to one sample more. Its first collections
  * under the saver are the slow ones (compacting a heap sized to an idle process): sampled every 500 ms, a boot
  * storm's first half second had them in both serving threads (22 to 24 ms). A sample is one timer and one
  * getrusage call.
  */
 const SAMPLE_MS = 100;
 /**
- * How long the CPU is averaged over to judge the process quiet. One sample is enough to call it busy, but a
- * 10 ms spell in a sample (a scrape, a lease renewal, a collection) is not the end of a quiet one.
+ * How long the CPU is averaged over to call the process busy: two samples. One sample was enough until the
+ * tenants benchmark counted the saver turned off in idle components, up to twice in two minutes, each time asking
+ * for twice the quiet and a collection of every heap after it: a 50 ms spell of one thread fills half of a 100 ms
+ * sample. Over 200 ms it takes 100 ms of work, which a boot storm (about half a core) still reaches at once.
  */
-const QUIET_WINDOW_MS = 500;
+const BUSY_WINDOW_MS = 200;
+/**
+ * How long the CPU is averaged over to judge the process quiet: a 10 ms spell in a sample (a scrape, a lease
+ * renewal, a collection) is not the end of a quiet spell.
+ */
+export const QUIET_WINDOW_MS = 500;
 
 export interface SaverState {
   /** Whether the saver is on. */
@@ -129,9 +136,10 @@ export class MemorySaverGovernor {
   #state: SaverState = INITIAL_SAVER_STATE;
   #deps: Required<Omit<GovernorDeps, 'registry'>>;
   #listeners: (() => Promise<void> | void)[] = [];
-  #last: { cpu: number; at: number };
+  /** The samples since the latest one at least BUSY_WINDOW_MS old, that one first. */
+  #recent!: CpuAt[];
   /** Where the quiet window (QUIET_WINDOW_MS) under way started. */
-  #window: { cpu: number; at: number };
+  #window!: CpuAt;
   #collecting: Promise<void> | undefined;
   #timer: NodeJS.Timeout | undefined;
   #switches: Counter<'to'>;
@@ -160,7 +168,7 @@ export class MemorySaverGovernor {
     });
     this.#on = new Gauge({ name: 'kindling_memory_saver_on', help: "1 while V8's memory saver is on.", registers });
     this.#on.set(1);
-    this.#last = this.#window = this.#now();
+    this.#restart();
   }
 
   /** Also run on every turn back on, one after the other: a thread's own heap (each isolate collects its own). */
@@ -181,14 +189,10 @@ export class MemorySaverGovernor {
   sample(): void {
     if (this.#collecting) return;
     const now = this.#now();
-    const elapsedMs = now.at - this.#last.at;
-    // The interval runs on through a collection: a sample a few ms after it would read a few ms of CPU as a burst.
-    if (elapsedMs < SAMPLE_MS / 2) return;
-    const sampled = (now.cpu - this.#last.cpu) / 1000 / elapsedMs;
-    this.#last = now;
-    const windowMs = now.at - this.#window.at;
-    if (sampled < BUSY_CORES && windowMs < QUIET_WINDOW_MS) return;
-    const cores = sampled >= BUSY_CORES ? sampled : (now.cpu - this.#window.cpu) / 1000 / windowMs;
+    const recent = this.#busyWindow(now);
+    const busy = recent !== undefined && coresOver(recent, now) >= BUSY_CORES;
+    if (!busy && now.at - this.#window.at < QUIET_WINDOW_MS) return;
+    const cores = coresOver(busy ? recent : this.#window, now);
     this.#window = now;
     const { state, change } = saverStep(this.#state, cores, now.at);
     this.#state = state;
@@ -219,14 +223,37 @@ export class MemorySaverGovernor {
         this.#deps.log.warn({ err }, 'A heap collection after the burst failed');
       }
     }
-    this.#last = this.#window = this.#now();
-    this.#collectionSeconds.inc((this.#last.at - started) / 1000);
+    this.#restart();
+    this.#collectionSeconds.inc((this.#window.at - started) / 1000);
   }
 
-  #now(): { cpu: number; at: number } {
+  /** Where the busy window ending `now` starts: the latest sample at least BUSY_WINDOW_MS old, if any yet. */
+  #busyWindow(now: CpuAt): CpuAt | undefined {
+    this.#recent.push(now);
+    while ((this.#recent[1]?.at ?? now.at) <= now.at - BUSY_WINDOW_MS) this.#recent.shift();
+    const from = this.#recent[0];
+    return from !== undefined && now.at - from.at >= BUSY_WINDOW_MS ? from : undefined;
+  }
+
+  /** Every window starts again now: at construction, and after a collection (whose CPU is not the process's work). */
+  #restart(): void {
+    this.#window = this.#now();
+    this.#recent = [this.#window];
+  }
+
+  #now(): CpuAt {
     return { cpu: this.#deps.cpuMicros(), at: this.#deps.nowMs() };
   }
 }
+
+/** The process's CPU time (µs) at a moment (the governor's clock, ms). */
+interface CpuAt {
+  cpu: number;
+  at: number;
+}
+
+/** The process's CPU between two moments, in cores. */
+const coresOver = (from: CpuAt, to: CpuAt): number => (to.cpu - from.cpu) / 1000 / (to.at - from.at);
 
 function processCpuMicros(): number {
   const { user, system } = process.cpuUsage();

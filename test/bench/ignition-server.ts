@@ -67,7 +67,7 @@ import { loadAverage, reportRows, type Row } from './table.js';
 import { buildGo, childPid, startGo, startNginx, startNode, type Reference, type Site } from './references.js';
 import { withJemalloc } from '../../support/src/malloc.js';
 import { bySecond, slowest, tracePauses, type HostTimes, type PauseSample } from './storm-trace.js';
-import { metric } from './metric-text.js';
+import { metric, saverSwitches } from './metric-text.js';
 
 const KINDLING = fileURLToPath(new URL('../../../bin/kindling.js', import.meta.url));
 const WRK = '/usr/bin/wrk';
@@ -1050,9 +1050,6 @@ async function memory(b: Bench): Promise<MemoryResult> {
 }
 
 /** How often the server's memory saver was turned `to` off or on (kindling_memory_saver_switches_total). */
-const saverSwitches = (text: string, to: 'off' | 'on'): number =>
-  Number(new RegExp(`^kindling_memory_saver_switches_total\\{to="${to}"[^}]*\\} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
-
 /**
  * Waits (up to 2 minutes) until the server is idle as it judges itself: its memory saver back on after the load
  * and its heaps collected (support/src/memory-saver.ts). Seconds from `loadEndMs` (performance.now()), or

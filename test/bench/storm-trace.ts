@@ -4,7 +4,8 @@
  * held each thread's event loop (the serving threads' delay and GC pauses, the main thread's), read from the
  * ops port's metrics once a second (each read covers the second since the previous one).
  */
-import { opsMetrics } from '../../ignition-server/testing/index.js';
+import { LOOP_RESOLUTION_MS, opsMetrics } from '../../ignition-server/testing/index.js';
+import { EVENT_LOOP_PRECISION_MS } from '../../support/src/metrics.js';
 
 /** Per host, in the storm client's order (-1 when lost). */
 export interface HostTimes {
@@ -13,7 +14,11 @@ export interface HostTimes {
   ttlbMs: number[];
 }
 
-/** One read of the ops port: what each thread's loop went through since the previous read, in ms. */
+/**
+ * One read of the ops port: what each thread's loop went through since the previous read, in ms; its delays are
+ * how late the loop's samples ran (the interval the histogram holds, less the sampling period: 10 ms for the serving
+ * threads, 100 for the main thread), so an idle loop reads 0 whatever its period.
+ */
 export interface PauseSample {
   /** Since the storm started. */
   atMs: number;
@@ -49,6 +54,9 @@ const one = (text: string, name: string, ...labels: string[]): number =>
     .filter((s) => labels.every((l) => s.labels.includes(l)))
     .reduce((sum, s) => sum + s.value, 0);
 
+/** How late a loop's samples ran: the interval between them less the period they were due at. */
+const late = (intervalSeconds: number, periodMs: number): number => Math.max(0, intervalSeconds * 1000 - periodMs);
+
 function sample(text: string, atMs: number, mainGc: { ms: number; count: number; majorMs: number }): PauseSample {
   const threads = new Set(series(text, 'kindling_ignition_serving_event_loop_delay_seconds').map((s) => s.labels));
   const count = new Set([...threads].map((l) => /thread="(\d+)"/.exec(l)?.[1])).size;
@@ -60,8 +68,14 @@ function sample(text: string, atMs: number, mainGc: { ms: number; count: number;
     threads: Array.from({ length: count }, (_, i) => {
       const t = `thread="${i}"`;
       return {
-        delayP99: one(text, 'kindling_ignition_serving_event_loop_delay_seconds', t, 'stat="p99"') * 1000,
-        delayMax: one(text, 'kindling_ignition_serving_event_loop_delay_seconds', t, 'stat="max"') * 1000,
+        delayP99: late(
+          one(text, 'kindling_ignition_serving_event_loop_delay_seconds', t, 'stat="p99"'),
+          LOOP_RESOLUTION_MS,
+        ),
+        delayMax: late(
+          one(text, 'kindling_ignition_serving_event_loop_delay_seconds', t, 'stat="max"'),
+          LOOP_RESOLUTION_MS,
+        ),
         gcMs: one(text, 'kindling_ignition_serving_gc_pause_seconds', t, 'stat="total"') * 1000,
         gcMaxMs: one(text, 'kindling_ignition_serving_gc_pause_seconds', t, 'stat="max"') * 1000,
         gcCount: one(text, 'kindling_ignition_serving_gc_pauses', t, 'stat="count"'),
@@ -70,8 +84,8 @@ function sample(text: string, atMs: number, mainGc: { ms: number; count: number;
       };
     }),
     main: {
-      delayP99: one(text, 'nodejs_eventloop_lag_p99_seconds') * 1000,
-      delayMax: one(text, 'nodejs_eventloop_lag_max_seconds') * 1000,
+      delayP99: late(one(text, 'nodejs_eventloop_lag_p99_seconds'), EVENT_LOOP_PRECISION_MS),
+      delayMax: late(one(text, 'nodejs_eventloop_lag_max_seconds'), EVENT_LOOP_PRECISION_MS),
       gcMs: gcMs - mainGc.ms,
       gcCount: gcCount - mainGc.count,
       majorMs: majorMs - mainGc.majorMs,

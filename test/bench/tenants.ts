@@ -25,7 +25,8 @@ import type { NodePool } from '../../api/src/nodepool.js';
 import { writeIgnitionServerFiles, type IgnitionServerFiles } from '../../ignition-server/testing/index.js';
 import { eventually, installCapiCrds, installKindlingCrds, startCluster, type Cluster } from '../bed/src/index.js';
 import { loadAverage, reportRows, type Row } from './table.js';
-import { metric } from './metric-text.js';
+import { metric, saverSwitches } from './metric-text.js';
+import { QUIET_CORES, QUIET_WINDOW_MS } from '../../support/src/memory-saver.js';
 import {
   addGuest,
   addPools,
@@ -70,6 +71,12 @@ interface Step {
   heap: Record<Component, number>;
   /** 1 when the memory saver was on at the end of the idle window (in every round), else 0. */
   saver: Record<Component, number>;
+  /** How many times a burst turned the memory saver off since the start (the most of any round). */
+  bursts: Record<Component, number>;
+  /** How many of those came during the idle window (the most of any round). */
+  idleBursts: Record<Component, number>;
+  /** Share of the idle window's half seconds not quiet enough for the saver (QUIET_CORES or more; median). */
+  loud: Record<Component, number>;
   cpu: Record<Component, number>;
 }
 
@@ -122,9 +129,19 @@ async function round(env: Env, guests: readonly Guest[], pools: number): Promise
     await sleep(Number(OPTS.settle) * 1000);
     const idleMs = Number(OPTS.idle) * 1000;
     const before = components.map((c) => c.cpuSeconds());
+    const offBefore = (await Promise.all(components.map((c) => c.metrics()))).map((text) => saverSwitches(text, 'off'));
     const samples: number[][] = [];
+    // The CPU every half second, as the memory saver judges quiet: a window at QUIET_CORES or more restarts its count.
+    const loud = components.map(() => 0);
+    let windows = 0;
     for (let i = 0; i < 3; i++) {
-      await sleep(idleMs / 3);
+      for (const end = performance.now() + idleMs / 3; performance.now() < end; windows++) {
+        const from = components.map((c) => c.cpuSeconds());
+        await sleep(QUIET_WINDOW_MS);
+        components.forEach((c, k) => {
+          if ((c.cpuSeconds() - (from[k] ?? 0)) / (QUIET_WINDOW_MS / 1000) >= QUIET_CORES) loud[k] = (loud[k] ?? 0) + 1;
+        });
+      }
       samples.push(components.map((c) => c.rssBytes()));
     }
     const after = components.map((c) => c.cpuSeconds());
@@ -142,6 +159,9 @@ async function round(env: Env, guests: readonly Guest[], pools: number): Promise
       rss: by((i) => median(samples.map((s) => s[i] ?? 0))),
       heap: by((i) => of(i, 'nodejs_heap_size_used_bytes')),
       saver: by((i) => (of(i, 'kindling_memory_saver_on') === 1 ? 1 : 0)),
+      bursts: by((i) => saverSwitches(scraped[i] ?? '', 'off')),
+      idleBursts: by((i) => saverSwitches(scraped[i] ?? '', 'off') - (offBefore[i] ?? 0)),
+      loud: by((i) => (loud[i] ?? 0) / windows),
       cpu: by((i) => ((after[i] ?? 0) - (before[i] ?? 0)) / (idleMs / 1000)),
     };
   } finally {
@@ -166,14 +186,23 @@ async function measure(env: Env, label: string, guests: readonly Guest[], pools:
     rss: across((r) => r.rss),
     heap: across((r) => r.heap),
     cpu: across((r) => r.cpu),
+    loud: across((r) => r.loud),
     saver: across(
       (r) => r.saver,
       (values) => Math.min(...values),
     ),
+    bursts: across(
+      (r) => r.bursts,
+      (values) => Math.max(...values),
+    ),
+    idleBursts: across(
+      (r) => r.idleBursts,
+      (values) => Math.max(...values),
+    ),
   };
   const parts = COMPONENTS.map(
     (c) =>
-      `${c} ${(step.rss[c] / MiB).toFixed(1)} MiB (heap ${(step.heap[c] / MiB).toFixed(1)}${step.saver[c] === 1 ? '' : ', memory saver OFF'}) ${(step.cpu[c] * 100).toFixed(2)} %`,
+      `${c} ${(step.rss[c] / MiB).toFixed(1)} MiB (heap ${(step.heap[c] / MiB).toFixed(1)}, memory saver ${step.saver[c] === 1 ? 'on' : 'OFF'}, turned off ${step.bursts[c]}× since the start, ${step.idleBursts[c]}× while idle, ${pct(step.loud[c])} of idle half seconds not quiet) ${(step.cpu[c] * 100).toFixed(2)} %`,
   ).join(', ');
   // Every round's totals beside the medians: how far the rounds were apart.
   const spread = rounds.map((r) => `${(total(r.rss) / MiB).toFixed(1)} MiB ${(total(r.cpu) * 100).toFixed(2)} %`);

@@ -6,6 +6,7 @@
  * tells it. Even the log line of a first fetch is the main thread's to write (see REPORT_EVERY_MS).
  */
 import type { IncomingMessage, RequestListener } from 'node:http';
+import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { isMainThread, parentPort, workerData, type MessagePort } from 'node:worker_threads';
 import { createLogger, type Logger } from '../../../support/src/logger.js';
@@ -189,6 +190,7 @@ function run(port: MessagePort, data: ThreadData): void {
       handshakeTimeoutMs: data.handshakeTimeoutMs,
     });
     server.server.on('secureConnection', (socket: TLSSocket) => share.track(socket));
+    server.server.on('connection', (socket: Socket) => pauses.track(socket));
     post({ t: 'listening', port: server.port, fd: server.fd });
   };
   const drain = async (timeoutMs: number): Promise<void> => {
@@ -203,8 +205,7 @@ function run(port: MessagePort, data: ThreadData): void {
       case 'evict':
         return hold(index, payloads, msg);
       case 'listen':
-        listen(msg).catch((err: unknown) => post({ t: 'failed', error: (err as Error).message }));
-        return;
+        return void listen(msg).catch((err: unknown) => post({ t: 'failed', error: (err as Error).message }));
       case 'reply':
         return questions.reply(msg.id, msg.error);
       case 'stats':
