@@ -4,8 +4,9 @@
  * (Debian `docker-registry`) holding the sample release images built by Kindling's release tool, and the
  * sample tenant (local/samples.yaml; its workload in the guest is workload.ts).
  */
-import { access, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { access, mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { generateKeyPairSync } from 'node:crypto';
+import { get as httpsGet } from 'node:https';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as k8s from '#k8s';
@@ -15,6 +16,7 @@ import { loadCertificateAuthority } from '../../test/bed/src/pki.js';
 import { buildRelease, pushRelease } from '../../ignition-server/src/release/build.js';
 import { keptPort, ManagedProcess, waitForPort, type Cluster } from '../../test/bed/src/index.js';
 import { SIMULATION } from '../../test/bed/src/keys.js';
+import { sleep } from '../../support/src/timers.js';
 
 const LOCAL_DIR = fileURLToPath(new URL('../../../local/', import.meta.url));
 /** 1.36.3-broken-kubelet is broken on purpose: its kubelet config has a value the kubelet refuses (maxPods -1),
@@ -88,6 +90,22 @@ export async function ignitionFiles(stateDir: string, mgmt: Cluster, replicas = 
   return files;
 }
 
+/**
+ * The files of the ports clients were given, which never move (the ignition server's and its replicas', the
+ * registry's, the extension's): reserved before the clusters start (reserveKept), which come up first and may
+ * have to draw a port anew.
+ */
+export async function fixedPortFiles(stateDir: string): Promise<string[]> {
+  const ignition = join(stateDir, 'ignition-server');
+  const replicas = (await readdir(ignition).catch(() => [])).filter((name) => name.startsWith('replica-'));
+  return [
+    join(ignition, 'port'),
+    ...replicas.map((name) => join(ignition, name, 'port')),
+    join(stateDir, 'registry', 'port'),
+    join(stateDir, 'extension', 'port'),
+  ];
+}
+
 export interface LocalRegistry {
   /** host:port of the registry, for image references. */
   host: string;
@@ -130,7 +148,31 @@ export async function startRegistry(stateDir: string, mgmt: Cluster, address = '
     logFile: join(stateDir, 'logs', 'registry.log'),
   });
   await waitForPort(port, proc, undefined, address);
-  return { host: `${address}:${port}`, process: proc };
+  const host = `${address}:${port}`;
+  await answersAsRegistry(host, mgmt.ca.certPem, proc);
+  return { host, process: proc };
+}
+
+/**
+ * Until the registry itself answers on its port: its API's version header over TLS with the cluster's CA. An open
+ * port alone may be another process's (a restart once pushed the releases to a Cluster API webhook, HTTP 404).
+ */
+async function answersAsRegistry(host: string, caPem: string, proc: ManagedProcess): Promise<void> {
+  const asked = (): Promise<string | undefined> =>
+    new Promise((resolve) => {
+      const req = httpsGet(`https://${host}/v2/`, { ca: caPem, timeout: 2_000 }, (res) => {
+        res.resume();
+        resolve(res.headers['docker-distribution-api-version']?.toString());
+      });
+      req.on('timeout', () => req.destroy()).on('error', () => resolve(undefined));
+    });
+  for (const deadline = Date.now() + 10_000; Date.now() < deadline; await sleep(100)) {
+    if (!proc.alive) throw new Error(`docker-registry exited: ${proc.tail()}`);
+    if ((await asked()) === 'registry/2.0') return;
+  }
+  throw new Error(
+    `the registry did not answer on ${host} within 10 s (another process may hold the port): ${proc.tail()}`,
+  );
 }
 
 /**

@@ -18,6 +18,7 @@ import {
   installCapiCrds,
   installCrds,
   startCapiManager,
+  reserveKept,
   testbedBinary,
   type Cluster,
   type CapiManager,
@@ -27,6 +28,7 @@ import { startComponents, stopComponents, type RunningComponent } from './compon
 import type { Restart } from './supervisor.js';
 import {
   applySamples,
+  fixedPortFiles,
   ignitionFiles,
   sampleReleases,
   startRegistry,
@@ -117,6 +119,7 @@ type Config = { stateDir: string; namespace: string; samples: boolean; readyTime
 
 async function bringUp(cfg: Config): Promise<Environment> {
   const { stateDir, namespace } = cfg;
+  await reserveKept(await fixedPortFiles(stateDir));
   const mgmt = await step('management cluster (etcd, kube-apiserver, kube-controller-manager)', () =>
     startCluster({ name: 'management', dir: join(stateDir, 'management') }),
   );

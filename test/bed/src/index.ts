@@ -1,7 +1,7 @@
 export { startCluster, writeKubeconfigSecret, kubeconfigFor, type Cluster } from './cluster.js';
 export { installCrds, installKindlingCrds, installCapiCrds } from './install.js';
 export { testbedBinDir, testbedBinary } from './testbed.js';
-export { freePort, keptPort, waitForPort } from './ports.js';
+export { freePort, keptPort, reserveKept, waitForPort } from './ports.js';
 export {
   approveKubeletCsrsOf,
   bindGroup,

@@ -23,8 +23,9 @@ describe('ports', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  it('when ports are drawn, it should hand out each once, below the range the kernel picks from', async () => {
+  it('when ports are drawn, it should hand out each once, below the range the kernel picks from', async (t) => {
     const low = Number((await readFile('/proc/sys/net/ipv4/ip_local_port_range', 'utf8')).trim().split(/\s+/)[0]);
+    if (low < 11_000) return t.skip(`the kernel's range starts at ${low}: no room below it, the kernel picks`);
     const ports = await Promise.all(Array.from({ length: 50 }, () => freePort()));
     assert.equal(new Set(ports).size, ports.length);
     for (const port of ports) assert.ok(port >= 10_000 && port < low, `${port} outside [10000, ${low})`);

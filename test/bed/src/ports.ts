@@ -13,10 +13,15 @@ const drawn = new Set<number>();
  * program's listen on 0; a port the kernel picked could, and a component restarting on a kept port would find
  * it held (a restarted Cluster API manager's webhook port once landed on the registry's).
  */
-async function kernelRangeStart(): Promise<number> {
-  const text = await readFile('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').catch(() => '');
-  const low = Number(text.trim().split(/\s+/)[0]);
-  return Number.isInteger(low) && low > 0 ? low : 32_768;
+let kernelLow: Promise<number> | undefined;
+function kernelRangeStart(): Promise<number> {
+  kernelLow ??= readFile('/proc/sys/net/ipv4/ip_local_port_range', 'utf8')
+    .catch(() => '')
+    .then((text) => {
+      const low = Number(text.trim().split(/\s+/)[0]);
+      return Number.isInteger(low) && low > 0 ? low : 32_768;
+    });
+  return kernelLow;
 }
 
 /** A loopback port that was free a moment ago, outside the kernel's range when the machine leaves room below it. */
@@ -24,9 +29,11 @@ export async function freePort(): Promise<number> {
   const below = (await kernelRangeStart()) - LOWEST;
   for (let tries = 0; below >= 1_000 && tries < 100; tries++) {
     const port = LOWEST + randomInt(below);
-    if (drawn.has(port) || !(await portFree(port))) continue;
+    if (drawn.has(port)) continue;
+    // Taken before the probe, so a draw running meanwhile in this process cannot get it too.
     drawn.add(port);
-    return port;
+    if (await portFree(port)) return port;
+    drawn.delete(port);
   }
   const port = await kernelPort();
   drawn.add(port);
@@ -46,14 +53,29 @@ function kernelPort(): Promise<number> {
   });
 }
 
-/** Whether a loopback port can be bound right now (so a resumed component can take its old port back). */
+/**
+ * Whether a port can be bound right now on every address (so a resumed component can take its old port back):
+ * the wildcard conflicts with a listener on any address, loopback or the install test's.
+ */
 async function portFree(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const server = createServer();
     server.unref();
     server.once('error', () => resolve(false));
-    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+    server.listen(port, () => server.close(() => resolve(true)));
   });
+}
+
+/**
+ * Marks the ports kept in those of `files` that exist as not to be drawn by this process: read before any port is
+ * drawn, so that a component drawing anew on a restart cannot land on a port that a component started later keeps
+ * (down until then, so free).
+ */
+export async function reserveKept(files: readonly string[]): Promise<void> {
+  for (const file of files) {
+    const port = Number((await readFile(file, 'utf8').catch(() => '')).trim());
+    if (Number.isInteger(port) && port > 0) drawn.add(port);
+  }
 }
 
 /**
@@ -65,12 +87,12 @@ async function portFree(port: number): Promise<boolean> {
  */
 export async function keptPort(file: string, opts: { movable?: boolean; waitMs?: number } = {}): Promise<number> {
   const previous = Number((await readFile(file, 'utf8').catch(() => '')).trim());
-  if (Number.isInteger(previous) && previous > 0) {
+  if (Number.isInteger(previous) && previous > 0 && previous < 65_536) {
     drawn.add(previous);
     if (await freeWithin(previous, opts.movable === true ? 0 : (opts.waitMs ?? 5_000))) return previous;
     if (opts.movable !== true) {
       throw new Error(
-        `port ${previous}, kept in ${file} so that clients find this component there after a restart, is held by another process; stop that process, or start afresh without this state folder`,
+        `port ${previous}, kept in ${file} so that clients find this component there after a restart, is held by another process (or, for a port of the kernel's range kept by an older version, by a connection for a while); stop that process or try again, or start afresh without this state folder`,
       );
     }
   }
