@@ -3,7 +3,7 @@ import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { StoreMetrics } from './payload/store.js';
 import type { SharedMetrics } from './payload/shared.js';
 import type { TokenSecretRefusal } from './token-secret-decision.js';
-import type { ThreadPauses } from './serving/pauses.js';
+import { LOOP_RESOLUTION_MS, type ThreadPauses } from './serving/pauses.js';
 
 export interface IgnitionMetrics extends StoreMetrics, SharedMetrics {
   request(code: number): void;
@@ -43,7 +43,7 @@ function threadPauseGauges(registry: Registry): (read: () => Promise<(ThreadPaus
     });
   gauge(
     'kindling_ignition_serving_event_loop_delay_seconds',
-    'Event-loop delay of each serving thread since the previous scrape (the interval between samples due every 10 ms, taken while the thread has a connection open: a loop never late shows 0.01, a thread with no connection since the previous scrape 0), by stat: p50, p99, max.',
+    `Event-loop delay of each serving thread since the previous scrape (the interval between samples due every ${LOOP_RESOLUTION_MS} ms, taken while the thread has a connection open: a loop never late shows ${LOOP_RESOLUTION_MS / 1000}, a thread with no connection open since the previous scrape 0, or one sample just after its last close), by stat: p50, p99, max.`,
     { p50: (p) => p.delayP50Ms / 1000, p99: (p) => p.delayP99Ms / 1000, max: (p) => p.delayMaxMs / 1000 },
   );
   gauge(

@@ -79,7 +79,6 @@ export function memoryDestination(): { lines: string[]; write: (line: string) =>
   return { lines, write: (line: string) => void lines.push(line) };
 }
 
-/** What an ignition server is given: a serving certificate (and its CA), a signing key, release images. */
 /** How often a serving thread samples its loop's delay: the benchmark's trace reads how late the samples ran. */
 export { LOOP_RESOLUTION_MS } from '../src/serving/pauses.js';
 
@@ -94,6 +93,7 @@ export function opsMetrics(opsPort: number): Promise<string> {
   });
 }
 
+/** What an ignition server is given: a serving certificate (and its CA), a signing key, release images. */
 export interface IgnitionServerFiles {
   dir: string;
   caPem: string;

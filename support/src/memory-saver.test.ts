@@ -142,6 +142,14 @@ describe('MemorySaverGovernor', () => {
     assert.deepEqual(calls, ['saver off']);
   });
 
+  it('when the samples come a little early, it should still judge two of them', () => {
+    const { run, calls } = governor();
+    run(0, 99);
+    run(BUSY_CORES, 99.5);
+    run(BUSY_CORES, 99.5);
+    assert.deepEqual(calls, ['saver off']);
+  });
+
   it('when a quiet process has a 60 ms spell of work (a relist, a scrape), it should leave the saver on', () => {
     const { run, calls } = governor();
     for (let i = 0; i < 5; i++) run(0, 100);

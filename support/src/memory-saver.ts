@@ -41,7 +41,7 @@ const SAMPLE_MS = 100;
  * How long the CPU is averaged over to call the process busy: two samples. One sample was enough until the
  * tenants benchmark counted the saver turned off in idle components, up to twice in two minutes, each time asking
  * for twice the quiet and a collection of every heap after it: a 50 ms spell of one thread fills half of a 100 ms
- * sample. Over 200 ms it takes 100 ms of work, which a boot storm (about half a core) still reaches at once.
+ * sample. Over 200 ms it takes 100 ms of work: a boot storm of about half a core reaches it within a few samples.
  */
 const BUSY_WINDOW_MS = 200;
 /**
@@ -136,7 +136,7 @@ export class MemorySaverGovernor {
   #state: SaverState = INITIAL_SAVER_STATE;
   #deps: Required<Omit<GovernorDeps, 'registry'>>;
   #listeners: (() => Promise<void> | void)[] = [];
-  /** The samples since the latest one at least BUSY_WINDOW_MS old, that one first. */
+  /** The samples since the latest one about BUSY_WINDOW_MS old (#busyWindow), that one first. */
   #recent!: CpuAt[];
   /** Where the quiet window (QUIET_WINDOW_MS) under way started. */
   #window!: CpuAt;
@@ -227,12 +227,17 @@ export class MemorySaverGovernor {
     this.#collectionSeconds.inc((this.#window.at - started) / 1000);
   }
 
-  /** Where the busy window ending `now` starts: the latest sample at least BUSY_WINDOW_MS old, if any yet. */
+  /**
+   * Where the busy window ending `now` starts: the latest sample about BUSY_WINDOW_MS old or older, if any yet.
+   * About: the timer often fires a fraction of a millisecond early by this clock, and two samples 199 ms apart are
+   * the window all the same.
+   */
   #busyWindow(now: CpuAt): CpuAt | undefined {
+    const oldEnough = now.at - (BUSY_WINDOW_MS - SAMPLE_MS / 4);
     this.#recent.push(now);
-    while ((this.#recent[1]?.at ?? now.at) <= now.at - BUSY_WINDOW_MS) this.#recent.shift();
+    while ((this.#recent[1]?.at ?? now.at) <= oldEnough) this.#recent.shift();
     const from = this.#recent[0];
-    return from !== undefined && now.at - from.at >= BUSY_WINDOW_MS ? from : undefined;
+    return from !== undefined && from.at <= oldEnough ? from : undefined;
   }
 
   /** Every window starts again now: at construction, and after a collection (whose CPU is not the process's work). */

@@ -1049,7 +1049,6 @@ async function memory(b: Bench): Promise<MemoryResult> {
   };
 }
 
-/** How often the server's memory saver was turned `to` off or on (kindling_memory_saver_switches_total). */
 /**
  * Waits (up to 2 minutes) until the server is idle as it judges itself: its memory saver back on after the load
  * and its heaps collected (support/src/memory-saver.ts). Seconds from `loadEndMs` (performance.now()), or
@@ -1293,7 +1292,7 @@ function reportStorm({ results, handshakes, recordings }: Storms): void {
   );
   for (const [name, rs] of results) rs.forEach((r, round) => out(stormLine(`${name} r${round}`, r)));
   out(
-    `  by second of arrival: hosts, client handshake and last byte p99/max; for kindling, each serving thread's event-loop delay p99/max (10 ms resolution: idle shows 10) and GC pauses ms (count, longest, full collections), and the main thread's, over that second`,
+    `  by second of arrival: hosts, client handshake and last byte p99/max; for kindling, how late each loop's samples ran, p99/max (a serving thread's every 10 ms while it serves, the main thread's every 100 ms, so a main-thread stall under 100 ms mostly shows 0; never late or never sampled shows 0) and GC pauses ms (count, longest, full collections), over that second`,
   );
   for (const [name, rs] of results)
     rs.forEach((r, round) => {

@@ -128,8 +128,10 @@ async function round(env: Env, guests: readonly Guest[], pools: number): Promise
     await quiet(components);
     await sleep(Number(OPTS.settle) * 1000);
     const idleMs = Number(OPTS.idle) * 1000;
-    const before = components.map((c) => c.cpuSeconds());
+    // Scraped before the idle CPU is read: a scrape is work, not idling.
     const offBefore = (await Promise.all(components.map((c) => c.metrics()))).map((text) => saverSwitches(text, 'off'));
+    const before = components.map((c) => c.cpuSeconds());
+    const startedMs = performance.now();
     const samples: number[][] = [];
     // The CPU every half second, as the memory saver judges quiet: a window at QUIET_CORES or more restarts its count.
     const loud = components.map(() => 0);
@@ -145,6 +147,7 @@ async function round(env: Env, guests: readonly Guest[], pools: number): Promise
       samples.push(components.map((c) => c.rssBytes()));
     }
     const after = components.map((c) => c.cpuSeconds());
+    const idleSeconds = (performance.now() - startedMs) / 1000;
     // One scrape each: the V8 heap in use (what of the RSS is JavaScript objects, the rest being code, native
     // buffers and the allocator's pages), and whether the memory saver is back on (an idle heap is only as
     // small as the saver makes it once back on after the start's burst).
@@ -162,7 +165,7 @@ async function round(env: Env, guests: readonly Guest[], pools: number): Promise
       bursts: by((i) => saverSwitches(scraped[i] ?? '', 'off')),
       idleBursts: by((i) => saverSwitches(scraped[i] ?? '', 'off') - (offBefore[i] ?? 0)),
       loud: by((i) => (loud[i] ?? 0) / windows),
-      cpu: by((i) => ((after[i] ?? 0) - (before[i] ?? 0)) / (idleMs / 1000)),
+      cpu: by((i) => ((after[i] ?? 0) - (before[i] ?? 0)) / idleSeconds),
     };
   } finally {
     await Promise.all(components.map((c) => c.proc.stop()));

@@ -25,8 +25,8 @@ export interface ThreadPauses {
  * Fine enough to see a storm's stalls. Each sample wakes the thread (about 60 µs of CPU: 6 ms a second at this
  * resolution, measured on an otherwise idle thread), so the loop is sampled only while the thread has a
  * connection open: an idle serving thread does not wake at all. Not monitorEventLoopDelay, whose samples cannot
- * pause: enabled again, it counts the whole pause as its first interval (measured: 138 and 336 ms "delays" in a
- * storm's last second).
+ * pause: enabled again, it counts the whole pause as its first interval (measured: "delays" of 69 to 336 ms in
+ * every second of a storm).
  */
 export const LOOP_RESOLUTION_MS = 10;
 

@@ -296,7 +296,7 @@ describe('serving threads', () => {
     );
   });
 
-  it('when asked for the pauses, it should give each thread with a connection open its event-loop delay and GC pauses since the last ask', async () => {
+  it('when asked for the pauses, it should give each thread with a connection open its event-loop delay and GC pauses since the last ask, and no delay once none is open', async () => {
     // Sixteen connections: the kernel spreads them over the threads' sockets, so each thread holds some (all on one: 2^-15).
     const sockets = await Promise.all(
       Array.from(
@@ -321,6 +321,17 @@ describe('serving threads', () => {
     } finally {
       for (const socket of sockets) socket.destroy();
     }
+    // Each thread's sampler stops at its first sample with no connection open (earlier tests' kept-alive ones
+    // close within the server's keep-alive timeout), and an idle thread is not woken again.
+    await eventually(
+      'every thread idle and not sampled',
+      async () => {
+        await pool.pauses();
+        await new Promise((r) => setTimeout(r, 100));
+        return (await pool.pauses()).every((p) => p?.delayMaxMs === 0);
+      },
+      15_000,
+    );
   });
 
   it('when asked to collect, every thread should collect its own heap and answer, each in turn', async () => {
