@@ -31,10 +31,10 @@ export const QUIET_MS = 10_000;
  */
 export const MAX_QUIET_MS = 300_000;
 /**
- * How often the CPU is sampled: a burst runs on the saver for BUSY_WINDOW_MS and up to one sample more. Its first collections
- * under the saver are the slow ones (compacting a heap sized to an idle process): sampled every 500 ms, a boot
- * storm's first half second had them in both serving threads (22 to 24 ms). A sample is one timer and one
- * getrusage call.
+ * How often the CPU is sampled: a burst runs on the saver for BUSY_WINDOW_MS and up to one sample more. Its
+ * first collections under the saver are the slow ones (compacting a heap sized to an idle process): sampled every
+ * 500 ms, a boot storm's first half second had them in both serving threads (22 to 24 ms). A sample is one timer
+ * and one getrusage call.
  */
 const SAMPLE_MS = 100;
 /**

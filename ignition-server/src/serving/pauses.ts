@@ -1,14 +1,18 @@
 /**
- * What holds a serving thread's event loop: how late its timers run (while it serves)
- * and the garbage collector's pauses, since the last look. A host's handshake waits for the loop of the thread that accepted
- * it, so these are where a boot storm's tail shows first; the main thread has the same from prom-client
- * (nodejs_eventloop_lag_*, nodejs_gc_duration_seconds).
+ * What holds a serving thread's event loop: how late its timers run (while it serves) and the garbage collector's
+ * pauses, since the last look. A host's handshake waits for the loop of the thread that accepted it, so these are
+ * where a boot storm's tail shows first; the main thread has the same from prom-client (nodejs_eventloop_lag_*,
+ * nodejs_gc_duration_seconds).
  */
 import { constants, createHistogram, PerformanceObserver } from 'node:perf_hooks';
 
 /** A thread's pauses since the previous look, in milliseconds. */
 export interface ThreadPauses {
-  /** Event-loop delay, sampled every LOOP_RESOLUTION_MS (the interval between samples, so a loop that is never late reads that): median, 99th percentile and longest. */
+  /**
+   * Event-loop delay, sampled every LOOP_RESOLUTION_MS while a connection is open: median, 99th percentile and
+   * longest of the intervals between samples (so a loop that is never late reads LOOP_RESOLUTION_MS, and 0 when
+   * nothing was sampled).
+   */
   delayP50Ms: number;
   delayP99Ms: number;
   delayMaxMs: number;

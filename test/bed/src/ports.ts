@@ -24,7 +24,7 @@ function kernelRangeStart(): Promise<number> {
   return kernelLow;
 }
 
-/** A loopback port that was free a moment ago, outside the kernel's range when the machine leaves room below it. */
+/** A port free on every address a moment ago, below the kernel's range when the machine leaves room there. */
 export async function freePort(): Promise<number> {
   const below = (await kernelRangeStart()) - LOWEST;
   for (let tries = 0; below >= 1_000 && tries < 100; tries++) {
