@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { metric, saverSwitches } from './metric-text.js';
+import { labelValues, metric, metricSum, saverSwitches } from './metric-text.js';
 
 const TEXT = [
   '# HELP kindling_memory_saver_switches_total switches',
@@ -9,6 +9,11 @@ const TEXT = [
   'kindling_memory_saver_switches_total{to="off",component="drainer"} 3',
   'kindling_memory_saver_on{component="drainer"} 1',
   'nodejs_heap_size_used_bytes 1.5e+7',
+  'kindling_pause_seconds{thread="1",stat="max"} 2.5e-3',
+  'kindling_pause_seconds{thread="0",stat="max"} 1e-3',
+  'kindling_pause_seconds{thread="0",stat="p99"} NaN',
+  'kindling_pause_seconds{thread="1",stat="p99"} +Inf',
+  'kindling_drift_seconds -0.5',
 ].join('\n');
 
 describe('metric text', () => {
@@ -26,5 +31,23 @@ describe('metric text', () => {
     assert.ok(Number.isNaN(metric(TEXT, 'kindling_absent')));
     assert.ok(Number.isNaN(metric(TEXT, 'kindling_memory_saver_switches_total', { to: 'sideways' })));
     assert.equal(saverSwitches('', 'off'), 0);
+  });
+
+  it('when a value has a negative exponent, a sign, NaN or an infinity, it should read it as the text format means it', () => {
+    assert.equal(metric(TEXT, 'kindling_pause_seconds', { thread: '1', stat: 'max' }), 0.0025);
+    assert.equal(metric(TEXT, 'kindling_drift_seconds'), -0.5);
+    assert.ok(Number.isNaN(metric(TEXT, 'kindling_pause_seconds', { thread: '0', stat: 'p99' })));
+    assert.equal(metric(TEXT, 'kindling_pause_seconds', { stat: 'p99', thread: '1' }), Infinity);
+  });
+
+  it('when samples are summed, it should add those that have the labels, and read 0 when none has', () => {
+    assert.equal(metricSum(TEXT, 'kindling_pause_seconds', { stat: 'max' }), 0.0035);
+    assert.equal(metricSum(TEXT, 'kindling_pause_seconds', { thread: '0', stat: 'max' }), 0.001);
+    assert.equal(metricSum(TEXT, 'kindling_absent'), 0);
+  });
+
+  it('when a label is asked for, it should list the values its samples take, each once', () => {
+    assert.deepEqual(labelValues(TEXT, 'kindling_pause_seconds', 'thread'), ['1', '0']);
+    assert.deepEqual(labelValues(TEXT, 'kindling_memory_saver_on', 'thread'), []);
   });
 });

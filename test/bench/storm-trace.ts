@@ -6,6 +6,7 @@
  */
 import { LOOP_RESOLUTION_MS, opsMetrics } from '../../ignition-server/testing/index.js';
 import { EVENT_LOOP_PRECISION_MS } from '../../support/src/metrics.js';
+import { labelValues, metricSum } from './metric-text.js';
 
 /** Per host, in the storm client's order (-1 when lost). */
 export interface HostTimes {
@@ -41,51 +42,34 @@ function pctOf(xs: number[], p: number): number {
   return s.length === 0 ? Number.NaN : (s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] as number);
 }
 
-/** The values of a metric by their labels (`thread="0",stat="p99"`), the process's default labels left in. */
-function series(text: string, name: string): { labels: string; value: number }[] {
-  const found: { labels: string; value: number }[] = [];
-  for (const m of text.matchAll(new RegExp(`^${name}(?:\\{([^}]*)\\})? ([\\d.e+-]+|NaN)$`, 'gm')))
-    found.push({ labels: m[1] ?? '', value: Number(m[2]) });
-  return found;
-}
-
-const one = (text: string, name: string, ...labels: string[]): number =>
-  series(text, name)
-    .filter((s) => labels.every((l) => s.labels.includes(l)))
-    .reduce((sum, s) => sum + s.value, 0);
-
 /** How late a loop's samples ran: the interval between them less the period they were due at. */
 const late = (intervalSeconds: number, periodMs: number): number => Math.max(0, intervalSeconds * 1000 - periodMs);
 
+/** The serving threads' indexes, in order. */
+const threadsOf = (text: string): string[] =>
+  labelValues(text, 'kindling_ignition_serving_event_loop_delay_seconds', 'thread').sort(
+    (a, b) => Number(a) - Number(b),
+  );
+
 function sample(text: string, atMs: number, mainGc: { ms: number; count: number; majorMs: number }): PauseSample {
-  const threads = new Set(series(text, 'kindling_ignition_serving_event_loop_delay_seconds').map((s) => s.labels));
-  const count = new Set([...threads].map((l) => /thread="(\d+)"/.exec(l)?.[1])).size;
-  const gcMs = one(text, 'nodejs_gc_duration_seconds_sum') * 1000;
-  const gcCount = one(text, 'nodejs_gc_duration_seconds_count');
-  const majorMs = one(text, 'nodejs_gc_duration_seconds_sum', 'kind="major"') * 1000;
+  const gcMs = metricSum(text, 'nodejs_gc_duration_seconds_sum') * 1000;
+  const gcCount = metricSum(text, 'nodejs_gc_duration_seconds_count');
+  const majorMs = metricSum(text, 'nodejs_gc_duration_seconds_sum', { kind: 'major' }) * 1000;
+  const serving = (name: string, thread: string, stat: string): number => metricSum(text, name, { thread, stat });
   const s: PauseSample = {
     atMs,
-    threads: Array.from({ length: count }, (_, i) => {
-      const t = `thread="${i}"`;
-      return {
-        delayP99: late(
-          one(text, 'kindling_ignition_serving_event_loop_delay_seconds', t, 'stat="p99"'),
-          LOOP_RESOLUTION_MS,
-        ),
-        delayMax: late(
-          one(text, 'kindling_ignition_serving_event_loop_delay_seconds', t, 'stat="max"'),
-          LOOP_RESOLUTION_MS,
-        ),
-        gcMs: one(text, 'kindling_ignition_serving_gc_pause_seconds', t, 'stat="total"') * 1000,
-        gcMaxMs: one(text, 'kindling_ignition_serving_gc_pause_seconds', t, 'stat="max"') * 1000,
-        gcCount: one(text, 'kindling_ignition_serving_gc_pauses', t, 'stat="count"'),
-        majorMs: one(text, 'kindling_ignition_serving_gc_pause_seconds', t, 'stat="major"') * 1000,
-        majorCount: one(text, 'kindling_ignition_serving_gc_pauses', t, 'stat="major"'),
-      };
-    }),
+    threads: threadsOf(text).map((t) => ({
+      delayP99: late(serving('kindling_ignition_serving_event_loop_delay_seconds', t, 'p99'), LOOP_RESOLUTION_MS),
+      delayMax: late(serving('kindling_ignition_serving_event_loop_delay_seconds', t, 'max'), LOOP_RESOLUTION_MS),
+      gcMs: serving('kindling_ignition_serving_gc_pause_seconds', t, 'total') * 1000,
+      gcMaxMs: serving('kindling_ignition_serving_gc_pause_seconds', t, 'max') * 1000,
+      gcCount: serving('kindling_ignition_serving_gc_pauses', t, 'count'),
+      majorMs: serving('kindling_ignition_serving_gc_pause_seconds', t, 'major') * 1000,
+      majorCount: serving('kindling_ignition_serving_gc_pauses', t, 'major'),
+    })),
     main: {
-      delayP99: late(one(text, 'nodejs_eventloop_lag_p99_seconds'), EVENT_LOOP_PRECISION_MS),
-      delayMax: late(one(text, 'nodejs_eventloop_lag_max_seconds'), EVENT_LOOP_PRECISION_MS),
+      delayP99: late(metricSum(text, 'nodejs_eventloop_lag_p99_seconds'), EVENT_LOOP_PRECISION_MS),
+      delayMax: late(metricSum(text, 'nodejs_eventloop_lag_max_seconds'), EVENT_LOOP_PRECISION_MS),
       gcMs: gcMs - mainGc.ms,
       gcCount: gcCount - mainGc.count,
       majorMs: majorMs - mainGc.majorMs,
