@@ -10,6 +10,7 @@
 import * as k8s from '#k8s';
 import { ANNOTATIONS, FIELD_MANAGERS, LABELS, SECRET_KEYS } from '../../api/src/keys.js';
 import { pagedList } from '../../support/src/informer.js';
+import { createApplier, secretRef, type Applier } from '../../support/src/apply.js';
 import { NamespacedInformer } from '../../support/src/namespaced-informer.js';
 import type { ReconcileResult, WorkQueue } from '../../support/src/queue.js';
 import { createKeyQueue } from '../../support/src/controller.js';
@@ -87,6 +88,8 @@ export class TokenSecretController {
   readonly #opts: ControllerOptions;
   readonly #clock: Clock;
   readonly #core: k8s.CoreV1Api;
+  /** The token Secrets' patches (support/src/apply.ts: no model on either side). */
+  readonly #applier: Applier;
   readonly #informer: NamespacedInformer<CachedTokenSecret>;
   readonly #generate: WorkQueue;
   readonly #reached: WorkQueue;
@@ -106,6 +109,7 @@ export class TokenSecretController {
     this.#opts = opts;
     this.#clock = opts.clock ?? realClock;
     this.#core = opts.kubeConfig.makeApiClient(k8s.CoreV1Api);
+    this.#applier = createApplier(opts.kubeConfig, FIELD_MANAGERS.ignitionServer);
     this.#events = new TokenSecretEvents({
       kubeConfig: opts.kubeConfig,
       clock: this.#clock,
@@ -228,6 +232,7 @@ export class TokenSecretController {
     const writes = new LeaderWrites({
       ...this.#opts,
       core: this.#core,
+      applier: this.#applier,
       events: this.#events,
       clock: this.#clock,
       current: (key) => this.#current(key),
@@ -484,10 +489,7 @@ export class TokenSecretController {
     const { namespace, name, resourceVersion } = entry.secret;
     const body = { metadata: { resourceVersion, annotations: { [ANNOTATIONS.ignitionReachedAt]: iso(at) } } };
     try {
-      await this.#core.patchNamespacedSecret(
-        { name, namespace, body, fieldManager: FIELD_MANAGERS.ignitionServer },
-        k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
-      );
+      await this.#applier.mergePatch(secretRef({ namespace, name }), body);
     } catch (err) {
       if (isConflict(err) && again) {
         await this.#readOnce(key);

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import type * as k8s from '#k8s';
 import { SECRET_KEYS } from '../../api/src/keys.js';
 import { createLogger } from '../../support/src/logger.js';
+import type { Applier } from '../../support/src/apply.js';
 import { WorkQueue } from '../../support/src/queue.js';
 import { manualClock, type ManualClock } from '../../support/testing/index.js';
 import { LeaderWrites } from './leader-writes.js';
@@ -40,6 +41,7 @@ type Failure = 'conflict' | 'server-error' | 'reset-after-write' | 'reset-before
 
 interface FakeApiserver {
   core: k8s.CoreV1Api;
+  applier: Pick<Applier, 'mergePatch'>;
   patches: PatchBody[];
   /** Reads of the Secret (read-backs). */
   reads: { count: number };
@@ -70,8 +72,8 @@ function fakeApiserver(storedVersion: number): FakeApiserver {
     version++;
     return true;
   };
-  const core = {
-    patchNamespacedSecret: async ({ body }: { body: PatchBody }): Promise<k8s.V1Secret> => {
+  const applier = {
+    mergePatch: async <T>(_target: unknown, body: PatchBody): Promise<T> => {
       patches.push(body);
       const how = failure;
       failure = undefined;
@@ -81,8 +83,10 @@ function fakeApiserver(storedVersion: number): FakeApiserver {
       if (how === 'conflict' || !commit(body))
         throw Object.assign(new Error('the object has been modified'), { code: 409 });
       if (how === 'reset-after-write') throw reset();
-      return { metadata: { resourceVersion: String(version) }, data: { ...data } };
+      return { metadata: { resourceVersion: String(version) }, data: { ...data } } as T;
     },
+  };
+  const core = {
     readNamespacedSecret: async (): Promise<k8s.V1Secret> => {
       reads.count++;
       if (gone) throw Object.assign(new Error('not found'), { code: 404 });
@@ -91,6 +95,7 @@ function fakeApiserver(storedVersion: number): FakeApiserver {
   };
   return {
     core: core as unknown as k8s.CoreV1Api,
+    applier,
     patches,
     reads,
     fail: (how) => void (failure = how),
@@ -143,6 +148,7 @@ async function leader(apiserver: FakeApiserver, guest: ReturnType<typeof fakeGue
   });
   const writes = new LeaderWrites({
     core: apiserver.core,
+    applier: apiserver.applier,
     authority: await createTokenAuthority(ecKeyPem(), clock),
     index,
     ttlMs: TTL_MS,

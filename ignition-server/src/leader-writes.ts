@@ -9,9 +9,10 @@
  * patch surely did not commit (unmint-decision.ts).
  */
 import * as k8s from '#k8s';
-import { ANNOTATIONS, FIELD_MANAGERS, SECRET_KEYS } from '../../api/src/keys.js';
+import { ANNOTATIONS, SECRET_KEYS } from '../../api/src/keys.js';
 import type { ReconcileResult } from '../../support/src/queue.js';
 import type { Logger } from '../../support/src/logger.js';
+import { secretRef, type Applier } from '../../support/src/apply.js';
 import { isNotFound, neverReachedServer, statusCode } from '../../support/src/errors.js';
 import type { Clock } from '../../support/src/timers.js';
 import type { TokenAuthority } from './tokens.js';
@@ -48,6 +49,8 @@ const ECHO_WAIT_MS = 1_000;
 
 export interface LeaderWritesDeps {
   core: k8s.CoreV1Api;
+  /** The token Secrets' patches go through it (as the wire has them: no model on either side). */
+  applier: Pick<Applier, 'mergePatch'>;
   authority: TokenAuthority;
   index: TokenIndex;
   ttlMs: number;
@@ -217,10 +220,7 @@ export class LeaderWrites {
     const sentAtMs = this.#deps.clock.now();
     let written: k8s.V1Secret;
     try {
-      written = await this.#deps.core.patchNamespacedSecret(
-        { name: secret.name, namespace: secret.namespace, body, fieldManager: FIELD_MANAGERS.ignitionServer },
-        k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
-      );
+      written = await this.#deps.applier.mergePatch(secretRef(secret), body);
     } catch (err) {
       const failed = { status: statusCode(err), neverSent: neverReachedServer(err) };
       this.#failed(secret, patch, { ...failed, baseVersion: secret.resourceVersion, sentAtMs });

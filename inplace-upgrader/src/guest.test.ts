@@ -95,6 +95,7 @@ function fake(opts: FakeOptions = {}): Fake {
       return Promise.resolve((opts.answer?.(o) ?? o) as T);
     },
     applyStatus: () => Promise.reject(new Error('not used')),
+    mergePatch: () => Promise.reject(new Error('not used')),
   };
   const remove =
     (kind: string) =>

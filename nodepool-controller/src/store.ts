@@ -176,20 +176,11 @@ export function createWriter(
     },
     async mergePatch(target, patch, cache) {
       record('patch', target);
-      const extra = (patch as { metadata?: object }).metadata ?? {};
-      const body = {
-        ...patch,
-        apiVersion: target.apiVersion,
-        kind: target.kind,
-        metadata: { ...extra, name: target.metadata?.name, namespace: target.metadata?.namespace },
-      };
-      const live = await objects
-        .patch(body, undefined, undefined, applier.fieldManager, undefined, k8s.PatchStrategy.MergePatch)
-        .catch((err: unknown) => {
-          throw asRefusal(err, target.kind ?? '', keyString(keyOf(target))) ?? err;
-        });
-      cache?.remember(live as typeof target);
-      return live as typeof target;
+      const live = await applier.mergePatch<typeof target>(target, patch).catch((err: unknown) => {
+        throw asRefusal(err, target.kind ?? '', keyString(keyOf(target))) ?? err;
+      });
+      cache?.remember(live);
+      return live;
     },
     async remove(live, cache) {
       record('delete', live);

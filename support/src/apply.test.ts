@@ -3,9 +3,9 @@ import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type * as k8s from '#k8s';
-import { createApplier } from './apply.js';
+import { createApplier, secretRef } from './apply.js';
 import { ApiKubeConfig } from './kubeconfig.js';
-import { asRefusal } from './errors.js';
+import { asRefusal, isConflict, statusCode } from './errors.js';
 
 interface Seen {
   method: string;
@@ -97,6 +97,33 @@ describe('createApplier', () => {
       seen.at(-1)?.url,
       '/apis/kindling.dev/v1beta1/namespaces/ns/nodepools/p?fieldManager=kindling-test&force=true&dryRun=All',
     );
+  });
+
+  it('when it merge-patches, it should send the patch as it is under its field manager and return the answer', async () => {
+    const live = { apiVersion: 'v1', kind: 'Secret', metadata: { name: 's', namespace: 'ns', resourceVersion: '8' } };
+    answer = { status: 200, body: live };
+    const patch = { metadata: { resourceVersion: '7', annotations: { a: 'b' } }, data: { k: 'dg==' } };
+    const got = await createApplier(kc, 'kindling-test').mergePatch(secretRef({ namespace: 'ns', name: 's' }), patch);
+    const last = seen.at(-1);
+    assert.equal(last?.url, '/api/v1/namespaces/ns/secrets/s?fieldManager=kindling-test');
+    assert.equal(last?.contentType, 'application/merge-patch+json');
+    assert.deepEqual(JSON.parse(last?.body ?? ''), patch);
+    assert.deepEqual(got, live);
+  });
+
+  it('when a patch conflicts, it should fail with the 409 the apiserver answered', async () => {
+    answer = {
+      status: 409,
+      body: { kind: 'Status', code: 409, reason: 'Conflict', message: 'the object has been modified' },
+    };
+    const err = await createApplier(kc, 'kindling-test')
+      .mergePatch(secretRef({ namespace: 'ns', name: 's' }), { metadata: { resourceVersion: '1' } })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    assert.equal(statusCode(err), 409);
+    assert.ok(isConflict(err));
   });
 
   it('when the apiserver refuses, it should fail with its status code and message, as a refusal', async () => {

@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import * as k8s from '#k8s';
 import { flush, manualClock } from '../testing/index.js';
-import { patientWatch, ResilientInformer, type InformerEvent, type WatchRequest } from './informer.js';
+import { ResilientInformer, type InformerEvent, type WatchRequest } from './informer.js';
 import { createLogger } from './logger.js';
 
 const cm = (rv: string, data: Record<string, string>, labels: Record<string, string> = {}): k8s.V1ConfigMap => ({
@@ -71,19 +71,5 @@ describe('ResilientInformer: updates of transformed objects', () => {
     await f.send(cm('2', { big: 'x' }));
     assert.deepEqual(f.events, ['update']);
     await f.stop();
-  });
-});
-
-describe('patientWatch', () => {
-  it("when a watch is quiet, it should outlast the apiserver's minute between bookmarks instead of reconnecting every 30 s", () => {
-    const kubeConfig = new k8s.KubeConfig();
-    kubeConfig.loadFromOptions({
-      clusters: [{ name: 'c', server: 'https://127.0.0.1:6443' }],
-      users: [{ name: 'u' }],
-      contexts: [{ name: 'c', cluster: 'c', user: 'u' }],
-      currentContext: 'c',
-    });
-    const silence = (patientWatch(kubeConfig) as unknown as { requestTimeoutMs: number }).requestTimeoutMs;
-    assert.ok(silence > 61_000, `a watch gives up after ${silence} ms of silence`);
   });
 });

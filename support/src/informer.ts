@@ -16,6 +16,7 @@ import { statusCode } from './errors.js';
 import type { Logger } from './logger.js';
 import { keyOf, type ObjectKey } from './object-key.js';
 import { realClock, type Clock } from './timers.js';
+import { watchEvents } from './wire.js';
 
 export type InformerEvent = 'add' | 'update' | 'delete' | 'resync';
 
@@ -55,53 +56,26 @@ export type WatchFn = (req: WatchRequest) => Promise<void>;
 /**
  * How long a connect, or an open watch, may stay silent before the watch is given up as dead. The apiserver
  * sends a watch that asked for bookmarks one about every minute (its cacher's bookmark frequency) when
- * nothing changes; client-node's own 30 s ended every quiet watch, and so reconnected each one (a new TLS
+ * nothing changes; client-node's Watch, with its own 30 s, ended every quiet watch, and so reconnected each one (a new TLS
  * handshake, a new watch on the apiserver) twice a minute: with a dozen watches per tenant, most of the idle
  * CPU each tenant cost (docs/benchmarks.md, cost per tenant).
  */
 const WATCH_SILENCE_MS = 90_000;
 
-/** client-node's Watch with the silence it tolerates set to WATCH_SILENCE_MS. */
-export function patientWatch(kubeConfig: k8s.KubeConfig): k8s.Watch {
-  const watch = new k8s.Watch(kubeConfig);
-  // The timer's field is private in client-node's typings; a release without it must fail here, not go quiet.
-  const timed = watch as unknown as { requestTimeoutMs?: unknown };
-  if (typeof timed.requestTimeoutMs !== 'number')
-    throw new Error("client-node's Watch no longer has requestTimeoutMs: set its silence timer another way");
-  timed.requestTimeoutMs = WATCH_SILENCE_MS;
-  return watch;
-}
-
 /**
- * A WatchFn over client-node's Watch, whose timer fails a connect, or an open watch that stays silent, after
- * WATCH_SILENCE_MS. It cannot abort a connect in progress, so an abort resolves at once and the connection is
- * closed as soon as it is made.
+ * A WatchFn on the wire (wire.ts): the watch of `path` on the kubeconfig's apiserver, failed once a connect or an
+ * open watch stays silent for WATCH_SILENCE_MS. client-node's Watch read every event through web streams and
+ * readline, and could not abort a connect in progress.
  */
-function clientNodeWatch(kubeConfig: k8s.KubeConfig, path: string): WatchFn {
-  const watch = patientWatch(kubeConfig);
-  return ({ query, signal, onConnected, onEvent }) =>
-    new Promise<void>((resolve, reject) => {
-      let ended = false;
-      const end = (err?: unknown): void => {
-        if (ended) return;
-        ended = true;
-        if (err && !signal.aborted) reject(err instanceof Error ? err : new Error('watch failed', { cause: err }));
-        else resolve();
-      };
-      signal.addEventListener('abort', () => end(), { once: true });
-      watch
-        .watch(
-          path,
-          query,
-          (type: string, object: unknown) => void (ended || onEvent(type, object)),
-          (err: unknown) => end(err ?? undefined),
-        )
-        .then((request) => {
-          if (ended) return request.abort();
-          signal.addEventListener('abort', () => request.abort(), { once: true });
-          onConnected();
-        }, end);
-    });
+export function wireWatch(kubeConfig: k8s.KubeConfig, path: string, silenceMs = WATCH_SILENCE_MS): WatchFn {
+  return ({ query, signal, onConnected, onEvent }) => {
+    const cluster = kubeConfig.getCurrentCluster();
+    if (!cluster) return Promise.reject(new Error('the kubeconfig has no current cluster'));
+    const params = new URLSearchParams({ watch: 'true' });
+    for (const [key, value] of Object.entries(query)) params.set(key, String(value));
+    const url = `${cluster.server}${path}?${params.toString()}`;
+    return watchEvents(kubeConfig, { url, signal, silenceMs, onConnected, onEvent });
+  };
 }
 
 export interface InformerOptions<T extends k8s.KubernetesObject> {
@@ -131,7 +105,7 @@ export interface InformerOptions<T extends k8s.KubernetesObject> {
   /** `synced` turns false once the watch has been down this long, until a relist succeeds (default 60 s). */
   staleAfterMs?: number;
   clock?: Clock;
-  /** The watch requests (default: client-node's Watch on kubeConfig and path); unit tests pass a fake. */
+  /** The watch requests (default: wireWatch on kubeConfig and path); unit tests pass a fake. */
   watch?: WatchFn;
 }
 
@@ -176,7 +150,7 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
   constructor(opts: InformerOptions<T>) {
     this.#opts = opts;
     this.#clock = opts.clock ?? realClock;
-    this.#watch = opts.watch ?? clientNodeWatch(opts.kubeConfig, opts.path);
+    this.#watch = opts.watch ?? wireWatch(opts.kubeConfig, opts.path);
     this.#healthyAfterMs = opts.healthyAfterMs ?? 30_000;
     this.#staleAfterMs = opts.staleAfterMs ?? 60_000;
     this.#maxRestartDelayMs = opts.maxRestartDelayMs ?? 30_000;

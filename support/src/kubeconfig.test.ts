@@ -6,7 +6,7 @@ import { createServer, type AddressInfo, type Server, type Socket } from 'node:n
 import * as k8s from '#k8s';
 import { createSecureServer, type Http2SecureServer } from 'node:http2';
 import { ApiKubeConfig, makeApiClient, setRequestGate, withSignal } from './kubeconfig.js';
-import { createApplier } from './apply.js';
+import { createApplier, secretRef } from './apply.js';
 import { createCertificateAuthority, type CertificateAuthority } from '../../test/bed/src/pki.js';
 
 /** A server that accepts connections and never answers: an apiserver that hangs (paused, partitioned). */
@@ -156,8 +156,11 @@ describe('ApiKubeConfig connections', () => {
   before(async () => {
     ca = await createCertificateAuthority('test apiserver CA');
     const serving = await ca.issue({ commonName: 'apiserver', ipAddresses: ['127.0.0.1'], usage: 'server' });
-    server = createHttpsServer({ cert: serving.certPem, key: serving.keyPem }, (_req, res) => {
+    server = createHttpsServer({ cert: serving.certPem, key: serving.keyPem }, (req, res) => {
       res.setHeader('Content-Type', 'application/json');
+      // The discovery of Secrets (an applier's path), and a list for any other request.
+      const secrets = { name: 'secrets', kind: 'Secret', namespaced: true, singularName: '', verbs: [] };
+      if (req.url === '/api/v1') return void res.end(JSON.stringify({ groupVersion: 'v1', resources: [secrets] }));
       res.end(JSON.stringify({ kind: 'NamespaceList', apiVersion: 'v1', metadata: {}, items: [] }));
     });
     server.on('secureConnection', () => void handshakes++);
@@ -187,6 +190,13 @@ describe('ApiKubeConfig connections', () => {
     const before = handshakes;
     for (let i = 0; i < 10; i++) await core.listNamespace();
     assert.ok(handshakes - before <= 2, `${handshakes - before} connections for 10 requests`);
+  });
+
+  it('when writes follow one another, it should send them over the same kept-alive connections', async () => {
+    const applier = createApplier(tlsConfig(ca.certPem), 'kindling-test');
+    const before = handshakes;
+    for (let i = 0; i < 10; i++) await applier.mergePatch(secretRef({ namespace: 'ns', name: 's' }), {});
+    assert.ok(handshakes - before <= 2, `${handshakes - before} connections for 10 writes`);
   });
 
   it('when requests run at once, it should open connections for those in flight and reuse them after', async () => {

@@ -5,8 +5,7 @@
  * or partitioned peer, a connection dropped without a reset) waits forever, and so does whatever awaits it: a
  * reconcile, a shutdown, a leader's renewal. Every request made through an ApiKubeConfig is aborted after
  * API_REQUEST_TIMEOUT_MS; a caller that needs a shorter bound passes its own AbortSignal with `withSignal`.
- * Watches do not use this timeout (client-node's Watch keeps its own connect and inactivity timer; the
- * informer builds on that).
+ * Watches do not use this timeout: the informer's watch (wire.ts) has a timer of silence instead.
  *
  * A client that needs its own deadline (a guest apiserver's CSR approval, a host's kubelet) or a stop signal
  * that tears down its requests in flight gets it from makeApiClient, by the same middleware path
@@ -40,7 +39,7 @@ export function setRequestGate(check: RequestGate | undefined): void {
   gate = check;
 }
 
-type Dispatcher = NonNullable<ReturnType<k8s.RequestContext['getDispatcher']>>;
+export type Dispatcher = NonNullable<ReturnType<k8s.RequestContext['getDispatcher']>>;
 
 /** client-node's own (private) maker of a request's connection pool, from the kubeconfig's TLS options. */
 type MakeDispatcher = (cluster: k8s.Cluster | null, agentOptions: AgentOptions) => Dispatcher | undefined;
@@ -67,11 +66,16 @@ export class ApiKubeConfig extends k8s.KubeConfig {
   }
 
   override async applySecurityAuthentication(context: k8s.RequestContext): Promise<void> {
+    await this.authenticate(context);
+    // Per-call middleware (withSignal) runs after this and replaces the signal with its own.
+    context.setSignal(timeoutSignal(this.requestTimeoutMs));
+  }
+
+  /** The gate, then the credentials and the connection pool on `context`; no deadline (sendJson brings its own). */
+  async authenticate(context: k8s.RequestContext): Promise<void> {
     const refused = gate?.();
     if (refused) throw refused;
     await super.applySecurityAuthentication(context);
-    // Per-call middleware (withSignal) runs after this and replaces the signal with its own.
-    context.setSignal(timeoutSignal(this.requestTimeoutMs));
   }
 
   /** The shared pool for the options client-node read for this request (files included, read on every request);
@@ -107,7 +111,7 @@ const http1Only: Parameters<Dispatcher['compose']>[0] = (dispatch) => (opts, han
   dispatch({ ...opts, allowH2: false } as typeof opts, handler);
 
 /** What a request that ran out of time fails with (fetch rejects with the abort reason). */
-class RequestTimeoutError extends Error {
+export class RequestTimeoutError extends Error {
   override readonly name = 'TimeoutError';
 }
 
