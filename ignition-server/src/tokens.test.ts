@@ -147,13 +147,29 @@ describe('tokens', () => {
   it('when asked without waiting, it should know only tokens verified before and not expired since', async () => {
     const clock = manualClock();
     const auth = await createTokenAuthority(ecKeyPem(), clock);
+    const verifier = createTokenVerifier(auth.publicKeyPem, clock);
     const { token, claims } = await auth.mint({ pool: 'ns/p', hash: 'h', ttlMs: 10_000 });
-    assert.equal(auth.remembered(token), undefined, 'never verified: not known');
-    await auth.verify(token);
-    assert.equal(auth.remembered(token), await auth.verify(token));
-    assert.deepEqual(auth.remembered(token), claims);
+    assert.equal(verifier.remembered(token), undefined, 'never verified: not known');
+    await verifier.verify(token);
+    assert.equal(verifier.remembered(token), await verifier.verify(token));
+    assert.deepEqual(verifier.remembered(token), claims);
     clock.advance(10_000);
-    assert.equal(auth.remembered(token), undefined, 'expired: forgotten');
+    assert.equal(verifier.remembered(token), undefined, 'expired: forgotten');
+    assert.equal(await verifier.verify(token), undefined);
+  });
+
+  it('when the authority has minted a token, it should know it without a signature check, until its exp', async () => {
+    const clock = manualClock();
+    const auth = await createTokenAuthority(ecKeyPem(), clock);
+    const { token, claims } = await auth.mint({ pool: 'ns/p', hash: 'h', ttlMs: 10_000 });
+    assert.equal(auth.remembered(token), claims, 'the very claims it signed');
+    assert.equal(await auth.verify(token), claims);
+    const other = await createTokenAuthority(ecKeyPem(), clock);
+    const foreign = await other.mint({ pool: 'ns/p', hash: 'h', ttlMs: 10_000 });
+    assert.equal(auth.remembered(foreign.token), undefined, "another authority's token is not known");
+    assert.equal(await auth.verify(foreign.token), undefined);
+    clock.advance(10_000);
+    assert.equal(auth.remembered(token), undefined);
     assert.equal(await auth.verify(token), undefined);
   });
 });

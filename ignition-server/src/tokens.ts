@@ -67,18 +67,26 @@ export async function createTokenAuthority(privateKeyPem: string, clock: Clock =
   const publicKey = createPublicKey(privateKey);
   const keyId = await calculateJwkThumbprint(await exportJWK(publicKey));
   const publicKeyPem = publicKey.export({ type: 'spki', format: 'pem' }).toString();
+  const { learn, verifier } = rememberVerified((token) => verify(publicKey, token, clock), clock);
   return {
     keyId,
     publicKeyPem,
-    mint: (opts) => mint(privateKey, keyId, opts, clock),
-    ...createTokenVerifier(publicKeyPem, clock),
+    // A token this authority has just signed is known to be authentic, and its claims are the ones it signed:
+    // its Secret's echo is then indexed without a signature check (WebCrypto's verify was half of what a
+    // thousand mints cost the leader, docs/benchmarks.md, the controller row).
+    mint: async (opts) => {
+      const minted = await mint(privateKey, keyId, opts, clock);
+      learn(minted.token, minted.claims);
+      return minted;
+    },
+    ...verifier,
   };
 }
 
 /** Verifies tokens of the authority whose public key this is (SPKI PEM). */
 export function createTokenVerifier(publicKeyPem: string, clock: Clock = realClock): TokenVerifier {
   const publicKey = createPublicKey(publicKeyPem);
-  return rememberVerified((token) => verify(publicKey, token, clock), clock);
+  return rememberVerified((token) => verify(publicKey, token, clock), clock).verifier;
 }
 
 /**
@@ -92,7 +100,7 @@ export function createTokenVerifier(publicKeyPem: string, clock: Clock = realClo
 function rememberVerified(
   verifyToken: (token: string) => Promise<TokenClaims | undefined>,
   clock: Clock,
-): TokenVerifier {
+): { verifier: TokenVerifier; learn: (token: string, claims: TokenClaims) => void } {
   const verified = new Map<string, TokenClaims>();
   const remembered = (token: string): TokenClaims | undefined => {
     const known = verified.get(token);
@@ -100,17 +108,17 @@ function rememberVerified(
     verified.delete(token);
     return undefined;
   };
-  return {
-    remembered,
-    async verify(token) {
-      if (verified.has(token)) return remembered(token);
-      const claims = await verifyToken(token);
-      if (!claims) return undefined;
-      if (verified.size >= VERIFIED_TOKENS) verified.delete(verified.keys().next().value as string);
-      verified.set(token, claims);
-      return claims;
-    },
+  const learn = (token: string, claims: TokenClaims): void => {
+    if (verified.size >= VERIFIED_TOKENS) verified.delete(verified.keys().next().value as string);
+    verified.set(token, claims);
   };
+  const verify = async (token: string): Promise<TokenClaims | undefined> => {
+    if (verified.has(token)) return remembered(token);
+    const claims = await verifyToken(token);
+    if (claims) learn(token, claims);
+    return claims;
+  };
+  return { verifier: { remembered, verify }, learn };
 }
 
 /** The one signing key, read once: it mints the bearer tokens and seals the shared payload store's entries. */
