@@ -73,7 +73,8 @@ function fakeApiserver(storedVersion: number): FakeApiserver {
     return true;
   };
   const applier = {
-    mergePatch: async <T>(_target: unknown, body: PatchBody): Promise<T> => {
+    mergePatch: async <T>(target: k8s.KubernetesObject, body: PatchBody): Promise<T> => {
+      assert.deepEqual([target.kind, target.metadata?.namespace, target.metadata?.name], ['Secret', 'ns', 'tok']);
       patches.push(body);
       const how = failure;
       failure = undefined;

@@ -33,7 +33,7 @@ export interface TemplateApi {
   list(at: WatchedTemplate): Promise<k8s.KubernetesListObject<InfrastructureTemplate>>;
   /** One read, while the watch has not listed. */
   fallback: InfrastructureTemplates;
-  /** The watch requests (default: client-node's Watch). */
+  /** The watch requests (default: the informer's wireWatch). */
   watch?: (path: string) => WatchFn;
 }
 

@@ -149,6 +149,7 @@ describe('createApplier', () => {
         kind: 'Secret',
         metadata: { name: 's', namespace: 'ns' },
       }),
+      { name: 'TimeoutError' },
     );
     assert.ok(Date.now() - started < 5_000, `gave up after ${Date.now() - started} ms`);
   });

@@ -56,11 +56,11 @@ export type WatchFn = (req: WatchRequest) => Promise<void>;
 /**
  * How long a connect, or an open watch, may stay silent before the watch is given up as dead. The apiserver
  * sends a watch that asked for bookmarks one about every minute (its cacher's bookmark frequency) when
- * nothing changes; client-node's Watch, with its own 30 s, ended every quiet watch, and so reconnected each one (a new TLS
- * handshake, a new watch on the apiserver) twice a minute: with a dozen watches per tenant, most of the idle
- * CPU each tenant cost (docs/benchmarks.md, cost per tenant).
+ * nothing changes; client-node's Watch, with its own 30 s, ended every quiet watch, and so reconnected each
+ * one (a new TLS handshake, a new watch on the apiserver) twice a minute: with a dozen watches per tenant, most
+ * of the idle CPU each tenant cost (docs/benchmarks.md, cost per tenant).
  */
-const WATCH_SILENCE_MS = 90_000;
+export const WATCH_SILENCE_MS = 90_000;
 
 /**
  * A WatchFn on the wire (wire.ts): the watch of `path` on the kubeconfig's apiserver, failed once a connect or an

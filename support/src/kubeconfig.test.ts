@@ -199,6 +199,26 @@ describe('ApiKubeConfig connections', () => {
     assert.ok(handshakes - before <= 2, `${handshakes - before} connections for 10 writes`);
   });
 
+  it('when the kubeconfig names no CA (a token to a server of public trust), it should verify the server as Node does', async () => {
+    const kc = new ApiKubeConfig(5_000);
+    kc.loadFromOptions({
+      clusters: [{ name: 'c', server: `https://127.0.0.1:${port}` }],
+      users: [{ name: 'u', token: 'x' }],
+      contexts: [{ name: 'c', cluster: 'c', user: 'u' }],
+      currentContext: 'c',
+    });
+    const before = handshakes;
+    const err = await createApplier(kc, 'kindling-test')
+      .mergePatch(secretRef({ namespace: 'ns', name: 's' }), {})
+      .then(
+        () => undefined,
+        (e: unknown) => e as Error,
+      );
+    // Sent on a pool, which refused the test CA's certificate: not trusted by the system.
+    assert.match(`${err?.message} ${(err?.cause as Error | undefined)?.message}`, /certificate/);
+    assert.equal(handshakes, before);
+  });
+
   it('when requests run at once, it should open connections for those in flight and reuse them after', async () => {
     const core = tlsConfig(ca.certPem).makeApiClient(k8s.CoreV1Api);
     const before = handshakes;

@@ -4,7 +4,8 @@
  * client-node calls have no deadline of their own: a request to an apiserver that stopped answering (a paused
  * or partitioned peer, a connection dropped without a reset) waits forever, and so does whatever awaits it: a
  * reconcile, a shutdown, a leader's renewal. Every request made through an ApiKubeConfig is aborted after
- * API_REQUEST_TIMEOUT_MS; a caller that needs a shorter bound passes its own AbortSignal with `withSignal`.
+ * API_REQUEST_TIMEOUT_MS; a caller that needs a shorter bound passes its own AbortSignal with `withSignal` (an
+ * applier's writes take createApplier's `timeoutMs`).
  * Watches do not use this timeout: the informer's watch (wire.ts) has a timer of silence instead.
  *
  * A client that needs its own deadline (a guest apiserver's CSR approval, a host's kubelet) or a stop signal
@@ -71,7 +72,7 @@ export class ApiKubeConfig extends k8s.KubeConfig {
     context.setSignal(timeoutSignal(this.requestTimeoutMs));
   }
 
-  /** The gate, then the credentials and the connection pool on `context`; no deadline (sendJson brings its own). */
+  /** The gate, then the credentials and the connection pool on `context`; no deadline (wire.ts brings its own). */
   async authenticate(context: k8s.RequestContext): Promise<void> {
     const refused = gate?.();
     if (refused) throw refused;
@@ -85,11 +86,16 @@ export class ApiKubeConfig extends k8s.KubeConfig {
     agentOptions: AgentOptions,
     make: MakeDispatcher,
   ): Dispatcher | undefined {
-    const options = this.createDispatcherOptions(cluster, agentOptions);
-    // No TLS options at all (plain HTTP without a CA): client-node leaves it to fetch's global pool.
-    if (options.type === 'none') return undefined;
+    // An https server of the system's trust, reached with a token, has no TLS option at all, and client-node
+    // then leaves it to fetch's global pool (HTTP/2 offered, no pool for wire.ts to send on): it gets the shared
+    // pool too, verifying the server as Node does by default.
+    const tls =
+      this.createDispatcherOptions(cluster, agentOptions).type === 'none'
+        ? { ...agentOptions, rejectUnauthorized: true }
+        : agentOptions;
+    const options = this.createDispatcherOptions(cluster, tls);
     if (this.#pool !== undefined && isDeepStrictEqual(this.#pool.options, options)) return this.#pool.dispatcher;
-    const fresh = make(cluster, agentOptions);
+    const fresh = make(cluster, tls);
     if (fresh === undefined) return undefined;
     // A request handed the old pool a moment ago may not have dispatched yet (a closed pool refuses it): it is
     // closed once any such request has had its whole deadline; close() lets those in flight finish.
@@ -111,22 +117,29 @@ const http1Only: Parameters<Dispatcher['compose']>[0] = (dispatch) => (opts, han
   dispatch({ ...opts, allowH2: false } as typeof opts, handler);
 
 /** What a request that ran out of time fails with (fetch rejects with the abort reason). */
-export class RequestTimeoutError extends Error {
+class RequestTimeoutError extends Error {
   override readonly name = 'TimeoutError';
 }
 
 /**
  * Like AbortSignal.timeout, but aborting with a plain Error: client-node rewrites the message of some errors it
  * passes on, which throws on a DOMException's read-only message and hides the timeout behind a TypeError.
+ * `clear` stops the timer once the request is over (client-node's path has no hook for it: its timers run out).
  */
-function timeoutSignal(ms: number): AbortSignal {
+export function deadline(ms: number, why = `no answer from the apiserver within ${ms} ms`): Deadline {
   const controller = new AbortController();
-  setTimeout(
-    () => controller.abort(new RequestTimeoutError(`no answer from the apiserver within ${ms} ms`)),
-    ms,
-  ).unref();
-  return controller.signal;
+  const timer = setTimeout(() => controller.abort(new RequestTimeoutError(why)), ms).unref();
+  return { signal: controller.signal, clear: () => clearTimeout(timer), refresh: () => void timer.refresh() };
 }
+
+export interface Deadline {
+  signal: AbortSignal;
+  clear: () => void;
+  /** Starts the time over (a watch's silence). */
+  refresh: () => void;
+}
+
+const timeoutSignal = (ms: number): AbortSignal => deadline(ms).signal;
 
 /**
  * The operator's own kubeconfig at `path`; empty: $KUBECONFIG, ~/.kube/config, or the in-cluster ServiceAccount.
@@ -168,12 +181,12 @@ export function makeApiClient<T>(
 ): T {
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new Error('the kubeconfig has no current cluster');
-  const deadline = (): AbortSignal =>
+  const signal = (): AbortSignal =>
     stop ? AbortSignal.any([stop, timeoutSignal(timeoutMs)]) : timeoutSignal(timeoutMs);
   const config = k8s.createConfiguration({
     baseServer: new k8s.ServerConfiguration(cluster.server, {}),
     authMethods: { default: kc },
-    middleware: [signalMiddleware(deadline)],
+    middleware: [signalMiddleware(signal)],
   });
   return new type(config);
 }

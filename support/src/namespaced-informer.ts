@@ -30,7 +30,7 @@ export interface NamespacedInformerOptions<T extends k8s.KubernetesObject> exten
   namespaces: Namespaces;
   /** `path` is the cluster-wide collection (/api/v1/secrets); a namespace's is derived from it. */
   list: (namespace?: string) => Promise<k8s.KubernetesListObject<T>>;
-  /** The watch requests of a collection path (default: client-node's Watch); unit tests pass a fake. */
+  /** The watch requests of a collection path (default: the informer's wireWatch); unit tests pass a fake. */
   watch?: (path: string) => WatchFn;
 }
 

@@ -2,9 +2,25 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { wireWatch, type WatchRequest } from './informer.js';
+import { WATCH_SILENCE_MS, wireWatch, type WatchRequest } from './informer.js';
+import { createApplier, secretRef } from './apply.js';
+import { Lines } from './wire.js';
 import { ApiKubeConfig } from './kubeconfig.js';
 import { statusCode } from './errors.js';
+
+const SECRETS_RESOURCE = { name: 'secrets', kind: 'Secret', namespaced: true, singularName: '', verbs: [] };
+
+/** A kubeconfig of a plain-HTTP server on this machine (skipTLSVerify, as plain HTTP needs). */
+function plainKubeConfig(port: number): ApiKubeConfig {
+  const kc = new ApiKubeConfig(5_000);
+  kc.loadFromOptions({
+    clusters: [{ name: 'c', server: `http://127.0.0.1:${port}`, skipTLSVerify: true }],
+    users: [{ name: 'u', token: 't' }],
+    contexts: [{ name: 'c', cluster: 'c', user: 'u' }],
+    currentContext: 'c',
+  });
+  return kc;
+}
 
 /** How the fake apiserver answers the next watch. */
 type Script = (req: IncomingMessage, res: ServerResponse) => void;
@@ -24,15 +40,7 @@ describe("watchEvents, through the informer's wireWatch", () => {
       script(req, res);
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    kc = new ApiKubeConfig(5_000);
-    kc.loadFromOptions({
-      clusters: [
-        { name: 'c', server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true },
-      ],
-      users: [{ name: 'u', token: 't' }],
-      contexts: [{ name: 'c', cluster: 'c', user: 'u' }],
-      currentContext: 'c',
-    });
+    kc = plainKubeConfig((server.address() as AddressInfo).port);
   });
   after(() => {
     server.closeAllConnections();
@@ -91,11 +99,15 @@ describe("watchEvents, through the informer's wireWatch", () => {
     assert.ok(Date.now() - started < 3_000);
   });
 
-  it('when the apiserver does not answer the connect, it should fail with a timeout too', async () => {
+  it('when the apiserver takes the watch and never answers, it should fail with a timeout too', async () => {
     script = () => undefined;
     const got = await watch(300);
     assert.equal(got.connected, false);
     assert.equal((got.error as Error | undefined)?.name, 'TimeoutError');
+  });
+
+  it("when a watch is quiet, it should outlast the apiserver's minute between bookmarks", () => {
+    assert.ok(WATCH_SILENCE_MS > 61_000, `a watch gives up after ${WATCH_SILENCE_MS} ms of silence`);
   });
 
   it('when the apiserver refuses the watch, it should fail with its status code', async () => {
@@ -118,16 +130,120 @@ describe("watchEvents, through the informer's wireWatch", () => {
     assert.ok(got.error instanceof SyntaxError);
   });
 
-  it('when its signal aborts, it should resolve at once and deliver nothing more', async () => {
+  it('when its signal aborts on an event, it should deliver nothing after it, even from the same chunk', async () => {
     const stop = new AbortController();
     script = (_req, res) => {
       res.writeHead(200);
-      res.write(line('ADDED', 'a'));
-      setTimeout(() => stop.abort(), 50);
-      setTimeout(() => res.end(line('ADDED', 'b')), 200);
+      res.write(line('ADDED', 'a') + line('ADDED', 'b'));
     };
-    const got = await watch(5_000, {}, stop.signal);
+    const seen: string[] = [];
+    const started = Date.now();
+    await wireWatch(
+      kc,
+      '/api/v1/configmaps',
+    )({
+      query: {},
+      signal: stop.signal,
+      onConnected: () => undefined,
+      onEvent: (type, object) => {
+        seen.push(`${type} ${(object as { metadata: { name: string } }).metadata.name}`);
+        stop.abort();
+      },
+    });
+    assert.deepEqual(seen, ['ADDED a']);
+    assert.ok(Date.now() - started < 2_000, 'resolved once aborted, the connection still open');
+  });
+
+  it('when a character is split across chunks, it should decode it whole', async () => {
+    const name = 'é€😀';
+    script = (_req, res) => {
+      res.writeHead(200);
+      const bytes = Buffer.from(line('ADDED', name));
+      const cut = bytes.indexOf(Buffer.from('€')) + 1;
+      res.write(bytes.subarray(0, cut));
+      setTimeout(() => res.write(bytes.subarray(cut, cut + 2)), 20);
+      setTimeout(() => res.end(bytes.subarray(cut + 2)), 40);
+    };
+    const got = await watch();
     assert.equal(got.error, undefined);
+    assert.deepEqual(got.events, [`ADDED ${name}`]);
+  });
+
+  it('when the answer ends inside an event, it should fail the watch', async () => {
+    script = (_req, res) => {
+      res.writeHead(200);
+      res.end(line('ADDED', 'a') + line('ADDED', 'b').slice(0, 20));
+    };
+    const got = await watch();
     assert.deepEqual(got.events, ['ADDED a']);
+    assert.match((got.error as Error | undefined)?.message ?? '', /inside an event/);
+  });
+});
+
+describe('Lines', () => {
+  it('when a long line comes in small chunks, it should give it whole, once', () => {
+    const lines = new Lines(2 * 1024 * 1024);
+    const long = 'x'.repeat(1024 * 1024);
+    const got: number[] = [];
+    for (let i = 0; i < long.length; i += 1024) lines.push(long.slice(i, i + 1024), (l) => got.push(l.length));
+    lines.push('\n\nshort\nrest', (l) => got.push(l.length));
+    assert.deepEqual(got, [1024 * 1024, 5]);
+    assert.ok(lines.pending, '"rest" waits for its end');
+  });
+
+  it('when a line passes the bound, it should fail instead of holding more', () => {
+    const lines = new Lines(10_000);
+    assert.throws(() => {
+      for (let i = 0; i < 20; i++) lines.push('y'.repeat(1_000), () => undefined);
+    }, /more than 10000 characters/);
+  });
+});
+
+describe('sendJson, through an applier', () => {
+  let server: Server;
+  let kc: ApiKubeConfig;
+  let answer: { status: number; bytes: number } = { status: 200, bytes: 0 };
+
+  before(async () => {
+    server = createServer((req, res) => {
+      res.setHeader('content-type', 'application/json');
+      if (req.method === 'GET')
+        return void res.end(JSON.stringify({ groupVersion: 'v1', resources: [SECRETS_RESOURCE] }));
+      res.writeHead(answer.status);
+      // A JSON string of the size asked for: an answer no object makes.
+      const chunk = Buffer.alloc(64 * 1024, 'z');
+      res.write('"');
+      let left = answer.bytes;
+      const more = (): void => {
+        while (left > 0 && res.write(chunk.subarray(0, Math.min(left, chunk.length)))) left -= chunk.length;
+        if (left > 0) return void res.once('drain', () => ((left -= chunk.length), more()));
+        res.end('"');
+      };
+      more();
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    kc = plainKubeConfig((server.address() as AddressInfo).port);
+  });
+  after(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+
+  const patch = (): Promise<unknown> =>
+    createApplier(kc, 'kindling-test').mergePatch(secretRef({ namespace: 'ns', name: 's' }), {});
+
+  it('when an answer passes its bound, it should fail rather than hold it', async () => {
+    answer = { status: 200, bytes: 20 * 1024 * 1024 };
+    await assert.rejects(patch(), /an answer of more than/);
+  });
+
+  it('when an error answer is large, it should fail with its status and the start of its body', async () => {
+    answer = { status: 500, bytes: 1024 * 1024 };
+    const err = await patch().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    assert.equal(statusCode(err), 500);
+    assert.ok(String((err as { body?: unknown }).body).length <= 128 * 1024);
   });
 });

@@ -1,21 +1,34 @@
 /**
  * Requests to an apiserver as the wire has them, JSON in and JSON out, sent with undici's own request API on the
- * connection pool the kubeconfig gives (kubeconfig.ts). client-node's path builds a WHATWG Request, Response,
+ * connection pool an ApiKubeConfig shares (kubeconfig.ts). client-node's path builds a WHATWG Request, Response,
  * Headers and web streams for every request, behind its middleware's chains of promises, and its Watch reads
  * events through web streams and readline. Measured against the test bed's apiserver, a server-side apply of a
- * Secret cost the client 1.3 to 2.0 ms of CPU that way and about 0.9 ms this way (docs/benchmarks.md, the
- * controller row). Authentication, the request gate and the pool stay the kubeconfig's, as for any call.
+ * Secret cost the client 1.3 to 2.0 ms of CPU that way and 0.8 to 1.0 ms this way (docs/development.md).
+ * Authentication and the request gate stay the kubeconfig's, as for any call; a plain KubeConfig (the test bed's)
+ * gets a pool of client-node's making per request, as on client-node's own path.
+ *
+ * What comes back is bounded: a guest apiserver is a tenant's, and can send anything.
  */
 import * as k8s from '#k8s';
-import { ApiKubeConfig, RequestTimeoutError, type Dispatcher } from './kubeconfig.js';
+import { ApiKubeConfig, deadline, type Dispatcher } from './kubeconfig.js';
+
+/** Far above any object's JSON (etcd stores 1.5 MiB; a request may carry 3 MiB): a larger answer is not one. */
+const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
+/** What is kept of an error answer's body: its Status, or the start of a proxy's page. */
+const MAX_REFUSAL_BYTES = 64 * 1024;
+/** One watch event is one object: a line longer than an answer's bound is not one. */
+const MAX_EVENT_CHARS = MAX_ANSWER_BYTES;
+
+/** Who is asking, in the apiservers' audit logs (fetch sent `node`). */
+const USER_AGENT = 'kindling';
 
 /** The kubeconfig's credentials and connection pool on `request` (and the request gate, for an ApiKubeConfig). */
 async function prepared(kc: k8s.KubeConfig, request: k8s.RequestContext): Promise<Dispatcher> {
   await (kc instanceof ApiKubeConfig ? kc.authenticate(request) : kc.applySecurityAuthentication(request));
+  request.setHeaderParam('User-Agent', USER_AGENT);
   const dispatcher = request.getDispatcher();
-  // No TLS options at all (plain HTTP without a CA): client-node then leaves it to fetch's global pool.
-  if (dispatcher === undefined)
-    throw new Error(`no connection pool for ${request.getUrl()}: the kubeconfig has no TLS`);
+  // Only a plain KubeConfig without any TLS option gets none (an ApiKubeConfig always shares one).
+  if (dispatcher === undefined) throw new Error(`no connection pool for ${request.getUrl()}: use an ApiKubeConfig`);
   return dispatcher;
 }
 
@@ -25,65 +38,66 @@ type Answer = Awaited<ReturnType<Dispatcher['request']>>;
 function send(dispatcher: Dispatcher, request: k8s.RequestContext, signal: AbortSignal): Promise<Answer> {
   const url = new URL(request.getUrl());
   const body = request.getBody();
+  if (body !== undefined && typeof body !== 'string') throw new Error('a request body on the wire is a string');
   return dispatcher.request({
     origin: url.origin,
     path: `${url.pathname}${url.search}`,
     method: request.getHttpMethod(),
     headers: request.getHeaders(),
-    body: typeof body === 'string' ? body : undefined,
+    body,
     signal,
   });
 }
 
+/** The body as text, or an error once it passes `max` bytes (the rest is not read: the connection is dropped). */
+async function text(answer: Answer, max: number, truncate = false): Promise<string> {
+  const chunks: Buffer[] = [];
+  let length = 0;
+  for await (const chunk of answer.body as AsyncIterable<Buffer>) {
+    length += chunk.length;
+    if (length > max) {
+      answer.body.destroy();
+      if (truncate) break;
+      throw new Error(`an answer of more than ${max} bytes from the apiserver`);
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
 /** An error answer as client-node fails it: an ApiException with the Status as its body. */
 async function refusal(answer: Answer): Promise<k8s.ApiException<unknown>> {
-  const text = await answer.body.text();
-  let body: unknown = text;
+  const body = await text(answer, MAX_REFUSAL_BYTES, true);
+  let status: unknown = body;
   try {
-    body = JSON.parse(text) as unknown;
+    status = JSON.parse(body) as unknown;
   } catch {
-    // Not JSON (a proxy's page): the text as it is.
+    // Not JSON (a proxy's page, or cut at the bound): the text as it is.
   }
   const headers: Record<string, string> = {};
   for (const [k, v] of Object.entries(answer.headers))
     if (v !== undefined) headers[k] = Array.isArray(v) ? v.join(', ') : v;
-  return new k8s.ApiException(answer.statusCode, 'Unsuccessful HTTP Request', body, headers);
+  return new k8s.ApiException(answer.statusCode, 'Unsuccessful HTTP Request', status, headers);
 }
 
 /** undici fails an aborted request with an error of its own; the signal's reason says why (a deadline, a stop). */
 const why = (err: unknown, signal: AbortSignal): unknown =>
   signal.aborted && !(err instanceof k8s.ApiException) ? signal.reason : err;
 
-/**
- * Sends `request` and reads the answer as JSON, within `timeoutMs` (and until `stop`), the deadline's timer
- * cleared once the answer is in.
- */
-export async function sendJson<T>(
-  kc: k8s.KubeConfig,
-  request: k8s.RequestContext,
-  timeoutMs: number,
-  stop?: AbortSignal,
-): Promise<T> {
+/** Sends `request` and reads the answer as JSON within `timeoutMs`, the deadline's timer cleared once it is in. */
+export async function sendJson<T>(kc: k8s.KubeConfig, request: k8s.RequestContext, timeoutMs: number): Promise<T> {
   const dispatcher = await prepared(kc, request);
-  const deadline = new AbortController();
-  const timer = setTimeout(
-    () => deadline.abort(new RequestTimeoutError(`no answer from the apiserver within ${timeoutMs} ms`)),
-    timeoutMs,
-  );
-  const signal = stop ? AbortSignal.any([stop, deadline.signal]) : deadline.signal;
+  const time = deadline(timeoutMs);
   try {
-    const answer = await send(dispatcher, request, signal);
+    const answer = await send(dispatcher, request, time.signal);
     if (answer.statusCode < 200 || answer.statusCode > 299) throw await refusal(answer);
-    return JSON.parse(await answer.body.text()) as T;
+    return JSON.parse(await text(answer, MAX_ANSWER_BYTES)) as T;
   } catch (err) {
-    throw why(err, signal) as Error;
+    throw why(err, time.signal) as Error;
   } finally {
-    clearTimeout(timer);
+    time.clear();
   }
 }
-
-/** Longer than any object etcd stores (1.5 MiB) as one event, many times over: a line past it is not an event. */
-const MAX_EVENT_CHARS = 64 * 1024 * 1024;
 
 export interface WatchEvents {
   /** The watch's URL: the apiserver's, the path and the query (`watch=true` among it). */
@@ -93,53 +107,81 @@ export interface WatchEvents {
   /** A connect, or a connected watch, silent this long fails with a TimeoutError. */
   silenceMs: number;
   onConnected: () => void;
+  /** An exception it throws ends the watch with that error (the informer then starts another). */
   onEvent: (type: string, object: unknown) => void;
 }
 
 /**
  * A watch request, its events read line by line as they come: resolves when the apiserver ends it or `signal`
- * aborts it; fails on an error answer (an ApiException), a broken connection, a line that is not JSON, or silence.
+ * aborts it; fails on an error answer (an ApiException), a broken connection, silence, a line that is not JSON
+ * (client-node's Watch skipped those), a line past MAX_EVENT_CHARS, or an answer that ends inside an event.
  */
 export async function watchEvents(kc: k8s.KubeConfig, w: WatchEvents): Promise<void> {
   const request = new k8s.RequestContext(w.url, k8s.HttpMethod.GET);
   request.setHeaderParam('Accept', 'application/json');
   const dispatcher = await prepared(kc, request);
-  const silence = new AbortController();
-  const timer = setTimeout(
-    () => silence.abort(new RequestTimeoutError(`the watch was silent for ${w.silenceMs} ms`)),
-    w.silenceMs,
-  );
+  const silence = deadline(w.silenceMs, `the watch was silent for ${w.silenceMs} ms`);
   const signal = AbortSignal.any([w.signal, silence.signal]);
+  let answer: Answer | undefined;
   try {
-    const answer = await send(dispatcher, request, signal);
+    answer = await send(dispatcher, request, signal);
     if (answer.statusCode !== 200) throw await refusal(answer);
+    if (w.signal.aborted) return;
     w.onConnected();
-    answer.body.setEncoding('utf8');
-    let rest = '';
-    for await (const chunk of answer.body as AsyncIterable<string>) {
-      timer.refresh();
-      rest = eachLine(rest + chunk, (line) => {
-        if (w.signal.aborted) return;
-        const event = JSON.parse(line) as { type: string; object: unknown };
-        w.onEvent(event.type, event.object);
-      });
-      if (rest.length > MAX_EVENT_CHARS) throw new Error(`a watch event of more than ${MAX_EVENT_CHARS} characters`);
-    }
+    await readEvents(answer, w, silence.refresh);
   } catch (err) {
     if (w.signal.aborted) return;
     throw why(err, signal) as Error;
   } finally {
-    clearTimeout(timer);
+    silence.clear();
+    answer?.body.destroy();
   }
 }
 
-/** Calls `onLine` with each non-blank line `text` ends; returns what is left after the last newline. */
-function eachLine(text: string, onLine: (line: string) => void): string {
-  let start = 0;
-  for (let end = text.indexOf('\n'); end >= 0; end = text.indexOf('\n', start)) {
-    const line = text.slice(start, end);
-    start = end + 1;
-    if (line.trim() !== '') onLine(line);
+async function readEvents(answer: Answer, w: WatchEvents, heard: () => void): Promise<void> {
+  answer.body.setEncoding('utf8');
+  const lines = new Lines(MAX_EVENT_CHARS);
+  for await (const chunk of answer.body as AsyncIterable<string>) {
+    heard();
+    lines.push(chunk, (line) => {
+      if (w.signal.aborted) return;
+      const event = JSON.parse(line) as { type: string; object: unknown };
+      w.onEvent(event.type, event.object);
+    });
   }
-  return text.slice(start);
+  if (lines.pending) throw new Error('the watch ended inside an event');
+}
+
+/**
+ * Splits a stream of text into lines. Each chunk is scanned once and a line's pieces are joined once, when its
+ * end comes: joining the pending text to each chunk and scanning it again made a long line cost the square of its
+ * length, which a guest apiserver could have sent to stall the controllers.
+ */
+export class Lines {
+  #pieces: string[] = [];
+  #length = 0;
+
+  constructor(readonly maxChars: number) {}
+
+  /** Text is waiting for its line's end. */
+  get pending(): boolean {
+    return this.#pieces.some((p) => p.trim() !== '');
+  }
+
+  /** Calls `onLine` with each non-blank line `chunk` completes; keeps what follows the last newline. */
+  push(chunk: string, onLine: (line: string) => void): void {
+    let start = 0;
+    for (let end = chunk.indexOf('\n'); end >= 0; end = chunk.indexOf('\n', start)) {
+      const tail = chunk.slice(start, end);
+      const line = this.#pieces.length === 0 ? tail : this.#pieces.join('') + tail;
+      this.#pieces = [];
+      this.#length = 0;
+      start = end + 1;
+      if (line.trim() !== '') onLine(line);
+    }
+    if (start === chunk.length) return;
+    this.#pieces.push(chunk.slice(start));
+    this.#length += chunk.length - start;
+    if (this.#length > this.maxChars) throw new Error(`a line of more than ${this.maxChars} characters`);
+  }
 }

@@ -14,6 +14,8 @@ const TEXT = [
   'kindling_pause_seconds{thread="0",stat="p99"} NaN',
   'kindling_pause_seconds{thread="1",stat="p99"} +Inf',
   'kindling_drift_seconds -0.5',
+  'kindling_skew_seconds +1.5',
+  'kindling_build_info{version="1,2",note="a \\"b\\""} 1',
 ].join('\n');
 
 describe('metric text', () => {
@@ -36,6 +38,7 @@ describe('metric text', () => {
   it('when a value has a negative exponent, a sign, NaN or an infinity, it should read it as the text format means it', () => {
     assert.equal(metric(TEXT, 'kindling_pause_seconds', { thread: '1', stat: 'max' }), 0.0025);
     assert.equal(metric(TEXT, 'kindling_drift_seconds'), -0.5);
+    assert.equal(metric(TEXT, 'kindling_skew_seconds'), 1.5);
     assert.ok(Number.isNaN(metric(TEXT, 'kindling_pause_seconds', { thread: '0', stat: 'p99' })));
     assert.equal(metric(TEXT, 'kindling_pause_seconds', { stat: 'p99', thread: '1' }), Infinity);
   });
@@ -49,5 +52,6 @@ describe('metric text', () => {
   it('when a label is asked for, it should list the values its samples take, each once', () => {
     assert.deepEqual(labelValues(TEXT, 'kindling_pause_seconds', 'thread'), ['1', '0']);
     assert.deepEqual(labelValues(TEXT, 'kindling_memory_saver_on', 'thread'), []);
+    assert.deepEqual(labelValues(TEXT, 'kindling_build_info', 'version'), ['1,2'], 'a comma inside a value');
   });
 });

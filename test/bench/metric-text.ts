@@ -8,11 +8,14 @@ interface Sample {
 const valueOf = (text: string): number =>
   text.endsWith('Inf') ? (text.startsWith('-') ? -1 : 1) * Infinity : Number(text);
 
+/** A sample's labels as `k="v"` pairs (a value may hold a comma or an escaped quote). */
+const labelPairs = (set: string): string[] => [...set.matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map(([pair]) => pair);
+
 /** Every sample of `name` (a timestamp after the value, which the format allows, is not read). */
 function samples(text: string, name: string): Sample[] {
-  const pattern = new RegExp(`^${name}(?:\\{([^}]*)\\})? (-?[\\d.]+(?:e[+-]?\\d+)?|NaN|[+-]Inf)(?: \\d+)?$`, 'gm');
+  const pattern = new RegExp(`^${name}(?:\\{([^}]*)\\})? ([+-]?[\\d.]+(?:e[+-]?\\d+)?|NaN|[+-]Inf)(?: \\d+)?$`, 'gm');
   return [...text.matchAll(pattern)].map(([, set = '', value = '']) => ({
-    labels: set === '' ? [] : set.split(','),
+    labels: labelPairs(set),
     value: valueOf(value),
   }));
 }
