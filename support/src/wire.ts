@@ -3,7 +3,7 @@
  * connection pool an ApiKubeConfig shares (kubeconfig.ts). client-node's path builds a WHATWG Request, Response,
  * Headers and web streams for every request, behind its middleware's chains of promises, and its Watch reads
  * events through web streams and readline. Measured against the test bed's apiserver, a server-side apply of a
- * Secret cost the client 1.3 to 2.0 ms of CPU that way and 0.8 to 1.0 ms this way (docs/development.md).
+ * Secret cost the client 1.3 to 2.0 ms of CPU that way and 0.8 to 1.2 ms this way (docs/development.md).
  * Authentication and the request gate stay the kubeconfig's, as for any call; a plain KubeConfig (the test bed's)
  * gets a pool of client-node's making per request, as on client-node's own path.
  *
