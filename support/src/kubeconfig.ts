@@ -88,7 +88,8 @@ export class ApiKubeConfig extends k8s.KubeConfig {
   ): Dispatcher | undefined {
     // An https server of the system's trust, reached with a token, has no TLS option at all, and client-node
     // then leaves it to fetch's global pool (HTTP/2 offered, no pool for wire.ts to send on): it gets the shared
-    // pool too, verifying the server as Node does by default.
+    // pool too, client-node's own calls as well, verifying the server against the system's CAs (always: unlike
+    // fetch's pool, it does not read NODE_TLS_REJECT_UNAUTHORIZED).
     const tls =
       this.createDispatcherOptions(cluster, agentOptions).type === 'none'
         ? { ...agentOptions, rejectUnauthorized: true }

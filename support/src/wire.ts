@@ -16,8 +16,10 @@ import { ApiKubeConfig, deadline, type Dispatcher } from './kubeconfig.js';
 const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
 /** What is kept of an error answer's body: its Status, or the start of a proxy's page. */
 const MAX_REFUSAL_BYTES = 64 * 1024;
-/** One watch event is one object: a line longer than an answer's bound is not one. */
-const MAX_EVENT_CHARS = MAX_ANSWER_BYTES;
+/** One watch event is one object (its JSON a few MiB at most): a longer line is not one. */
+const MAX_EVENT_CHARS = 8 * 1024 * 1024;
+/** What a non-JSON error body (a proxy's page) keeps: it goes into the error's message, and so into logs. */
+const MAX_PAGE_CHARS = 4 * 1024;
 
 /** Who is asking, in the apiservers' audit logs (fetch sent `node`). */
 const USER_AGENT = 'kindling';
@@ -68,11 +70,12 @@ async function text(answer: Answer, max: number, truncate = false): Promise<stri
 /** An error answer as client-node fails it: an ApiException with the Status as its body. */
 async function refusal(answer: Answer): Promise<k8s.ApiException<unknown>> {
   const body = await text(answer, MAX_REFUSAL_BYTES, true);
-  let status: unknown = body;
+  let status: unknown;
   try {
     status = JSON.parse(body) as unknown;
   } catch {
-    // Not JSON (a proxy's page, or cut at the bound): the text as it is.
+    // Not JSON (a proxy's page, or cut at the bound): its start.
+    status = body.slice(0, MAX_PAGE_CHARS);
   }
   const headers: Record<string, string> = {};
   for (const [k, v] of Object.entries(answer.headers))
@@ -138,12 +141,13 @@ export async function watchEvents(kc: k8s.KubeConfig, w: WatchEvents): Promise<v
   }
 }
 
+/** `heard` starts the silence over at each whole line: a line trickled in without end does not keep a watch alive. */
 async function readEvents(answer: Answer, w: WatchEvents, heard: () => void): Promise<void> {
   answer.body.setEncoding('utf8');
   const lines = new Lines(MAX_EVENT_CHARS);
   for await (const chunk of answer.body as AsyncIterable<string>) {
-    heard();
     lines.push(chunk, (line) => {
+      heard();
       if (w.signal.aborted) return;
       const event = JSON.parse(line) as { type: string; object: unknown };
       w.onEvent(event.type, event.object);
@@ -152,10 +156,14 @@ async function readEvents(answer: Answer, w: WatchEvents, heard: () => void): Pr
   if (lines.pending) throw new Error('the watch ended inside an event');
 }
 
+/** What a pending piece costs beyond its characters (the string's header, its slot), counted against the bound. */
+const PIECE_OVERHEAD = 64;
+
 /**
  * Splits a stream of text into lines. Each chunk is scanned once and a line's pieces are joined once, when its
  * end comes: joining the pending text to each chunk and scanning it again made a long line cost the square of its
- * length, which a guest apiserver could have sent to stall the controllers.
+ * length, which a guest apiserver could have sent to stall the controllers. The bound counts each piece's overhead
+ * too: a line sent a character at a time would otherwise hold many times its length.
  */
 export class Lines {
   #pieces: string[] = [];
@@ -181,7 +189,7 @@ export class Lines {
     }
     if (start === chunk.length) return;
     this.#pieces.push(chunk.slice(start));
-    this.#length += chunk.length - start;
+    this.#length += chunk.length - start + PIECE_OVERHEAD;
     if (this.#length > this.maxChars) throw new Error(`a line of more than ${this.maxChars} characters`);
   }
 }
