@@ -14,9 +14,19 @@ const cm = (rv: string, data: Record<string, string>, labels: Record<string, str
 async function fake(
   transform?: (o: k8s.V1ConfigMap) => k8s.V1ConfigMap,
   quietWhenUnchanged = true,
-): Promise<{ events: InformerEvent[]; send: (o: k8s.V1ConfigMap) => Promise<void>; stop: () => Promise<void> }> {
+): Promise<{
+  events: InformerEvent[];
+  send: (o: k8s.V1ConfigMap, type?: string) => Promise<void>;
+  /** Each watch request's query, in order. */
+  queries: WatchRequest['query'][];
+  /** The apiserver ends the open watch (the informer then watches again at once). */
+  end: () => Promise<void>;
+  stop: () => Promise<void>;
+}> {
   const events: InformerEvent[] = [];
+  const queries: WatchRequest['query'][] = [];
   let open: WatchRequest | undefined;
+  let ended: (() => void) | undefined;
   const informer = new ResilientInformer<k8s.V1ConfigMap>({
     kubeConfig: undefined as unknown as k8s.KubeConfig,
     path: '/api/v1/configmaps',
@@ -26,23 +36,65 @@ async function fake(
     clock: manualClock(),
     transform,
     quietWhenUnchanged,
+    healthyAfterMs: 0,
     watch: (req) =>
       new Promise<void>((resolve) => {
         open = req;
+        queries.push(req.query);
+        req.onConnected();
+        ended = resolve;
         req.signal.addEventListener('abort', () => resolve());
       }),
   });
   await informer.start();
   await flush();
   events.length = 0;
-  const send = async (o: k8s.V1ConfigMap): Promise<void> => {
-    open?.onEvent('MODIFIED', o);
+  const send = async (o: k8s.V1ConfigMap, type = 'MODIFIED'): Promise<void> => {
+    open?.onEvent(type, o);
     await flush();
   };
-  return { events, send, stop: () => informer.stop() };
+  const end = async (): Promise<void> => {
+    ended?.();
+    await flush();
+  };
+  return { events, send, queries, end, stop: () => informer.stop() };
 }
 
 const withoutData = (o: k8s.V1ConfigMap): k8s.V1ConfigMap => ({ metadata: o.metadata });
+
+describe('ResilientInformer: bookmarks', () => {
+  it('when a bookmark comes, it should emit nothing, not transform it, and watch again from its resourceVersion', async () => {
+    // A transform that reads the object's data, which a bookmark does not have.
+    const f = await fake((o) => ({ metadata: o.metadata, data: { size: String(Object.keys(o.data ?? {}).length) } }));
+    const strict = await fake((o) => {
+      if (!o.data) throw new Error('not a ConfigMap');
+      return o;
+    });
+    await strict.send({ metadata: { resourceVersion: '7' } }, 'BOOKMARK');
+    assert.deepEqual(strict.events, []);
+    await strict.end();
+    assert.equal(strict.queries.at(-1)?.['resourceVersion'], '7');
+    await f.send({ metadata: { resourceVersion: '8' } }, 'BOOKMARK');
+    assert.deepEqual(f.events, []);
+    await Promise.all([f.stop(), strict.stop()]);
+  });
+});
+
+describe('ResilientInformer: an event it cannot take', () => {
+  it('when a transform throws on an object, it should skip it and go on watching after it', async () => {
+    const f = await fake((o) => {
+      if (o.data?.['bad']) throw new Error('cannot take it');
+      return o;
+    });
+    await f.send(cm('2', { bad: 'yes' }));
+    await f.send(cm('3', { big: 'z' }));
+    assert.deepEqual(f.events, ['update'], 'the good update only');
+    assert.equal(f.queries.length, 1, 'the same watch');
+    await f.end();
+    assert.equal(f.queries.at(-1)?.['resourceVersion'], '3');
+    await f.stop();
+  });
+});
 
 describe('ResilientInformer: updates of transformed objects', () => {
   it('when an update changes only what the transform drops, it should emit nothing', async () => {

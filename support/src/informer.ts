@@ -305,17 +305,30 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
 
   #onWatchEvent(round: Round, type: string, object: unknown): void {
     if (round.controller.signal.aborted) return;
-    if (type === 'ERROR') {
-      const status = object as k8s.V1Status;
-      round.error = Object.assign(new Error(`watch error: ${status.message ?? status.reason ?? 'unknown'}`), {
-        code: status.code,
-      });
-      round.controller.abort();
-      return;
+    if (type === 'ERROR') return this.#watchError(round, object as k8s.V1Status);
+    // A bookmark carries a resourceVersion and nothing else of an object: a transform would read fields it lacks.
+    if (type === 'BOOKMARK') return this.#seen(object as k8s.KubernetesObject);
+    try {
+      const obj = this.#transformed(object as T);
+      if (type === 'ADDED' || type === 'MODIFIED') this.#upsert(obj);
+      else if (type === 'DELETED') this.#remove(obj);
+    } catch (err) {
+      // Thrown out of the watch, it would end it, and the next watch would start before this very event: an object
+      // a tenant wrote that a transform or a handler cannot take would stall the informer of every tenant.
+      this.#opts.log.warn({ err, path: this.#opts.path, object: keyOf(object as T) }, 'Informer skipped a watch event');
     }
-    const obj = this.#transformed(object as T);
-    if (type === 'ADDED' || type === 'MODIFIED') this.#upsert(obj);
-    else if (type === 'DELETED') this.#remove(obj);
+    this.#seen(object as T);
+  }
+
+  #watchError(round: Round, status: k8s.V1Status): void {
+    round.error = Object.assign(new Error(`watch error: ${status.message ?? status.reason ?? 'unknown'}`), {
+      code: status.code,
+    });
+    round.controller.abort();
+  }
+
+  /** The watch resumes after `obj`'s resourceVersion. */
+  #seen(obj: k8s.KubernetesObject): void {
     this.#resourceVersion = obj.metadata?.resourceVersion ?? this.#resourceVersion;
   }
 
