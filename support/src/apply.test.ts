@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net';
 import type * as k8s from '#k8s';
 import { createApplier, secretRef } from './apply.js';
 import { ApiKubeConfig } from './kubeconfig.js';
+import { plainHttpKubeConfig } from '../testing/index.js';
 import { asRefusal, isConflict, statusCode } from './errors.js';
 
 interface Seen {
@@ -49,15 +50,7 @@ describe('createApplier', () => {
       });
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    kc = new ApiKubeConfig(5_000);
-    kc.loadFromOptions({
-      clusters: [
-        { name: 'c', server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true },
-      ],
-      users: [{ name: 'u', token: 't' }],
-      contexts: [{ name: 'c', cluster: 'c', user: 'u' }],
-      currentContext: 'c',
-    });
+    kc = plainHttpKubeConfig((server.address() as AddressInfo).port);
   });
   after(() => {
     server.closeAllConnections();

@@ -8,6 +8,7 @@ import { createSecureServer, type Http2SecureServer } from 'node:http2';
 import { getCACertificates, setDefaultCACertificates } from 'node:tls';
 import { ApiKubeConfig, makeApiClient, setRequestGate, withSignal } from './kubeconfig.js';
 import { createApplier, secretRef } from './apply.js';
+import { plainHttpKubeConfig } from '../testing/index.js';
 import { createCertificateAuthority, type CertificateAuthority } from '../../test/bed/src/pki.js';
 
 /** A server that accepts connections and never answers: an apiserver that hangs (paused, partitioned). */
@@ -16,17 +17,6 @@ async function blackHole(): Promise<{ server: Server; port: number; sockets: Soc
   const server = createServer((s) => void sockets.push(s));
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return { server, port: (server.address() as { port: number }).port, sockets };
-}
-
-function configFor(port: number, timeoutMs: number): ApiKubeConfig {
-  const kc = new ApiKubeConfig(timeoutMs);
-  kc.loadFromOptions({
-    clusters: [{ name: 'c', server: `http://127.0.0.1:${port}`, skipTLSVerify: true }],
-    users: [{ name: 'u', token: 'x' }],
-    contexts: [{ name: 'c', cluster: 'c', user: 'u' }],
-    currentContext: 'c',
-  });
-  return kc;
 }
 
 async function elapsed(call: () => Promise<unknown>): Promise<{ ms: number; err: unknown }> {
@@ -50,7 +40,7 @@ describe('ApiKubeConfig', () => {
   });
 
   it('when the apiserver never answers, it should fail every call after the request timeout', async () => {
-    const kc = configFor(hole.port, 300);
+    const kc = plainHttpKubeConfig(hole.port, 300);
     const core = kc.makeApiClient(k8s.CoreV1Api);
     const objects = k8s.KubernetesObjectApi.makeApiClient(kc);
     for (const call of [
@@ -64,7 +54,7 @@ describe('ApiKubeConfig', () => {
   });
 
   it('when a call brings its own signal, it should abort on that signal instead', async () => {
-    const core = configFor(hole.port, 60_000).makeApiClient(k8s.CoreV1Api);
+    const core = plainHttpKubeConfig(hole.port, 60_000).makeApiClient(k8s.CoreV1Api);
     const { ms, err } = await elapsed(() => core.listNamespace({}, withSignal(AbortSignal.timeout(200))));
     assert.equal((err as Error | undefined)?.name, 'TimeoutError');
     assert.ok(ms < 3000, `failed after ${ms} ms`);
@@ -73,7 +63,9 @@ describe('ApiKubeConfig', () => {
   it("when the request gate refuses, it should send nothing and fail with the gate's error", async () => {
     const before = hole.sockets.length;
     setRequestGate(() => new Error('fenced'));
-    const { err } = await elapsed(() => configFor(hole.port, 300).makeApiClient(k8s.CoreV1Api).listNamespace());
+    const { err } = await elapsed(() =>
+      plainHttpKubeConfig(hole.port, 300).makeApiClient(k8s.CoreV1Api).listNamespace(),
+    );
     setRequestGate(undefined);
     assert.equal((err as Error | undefined)?.message, 'fenced');
     assert.equal(hole.sockets.length, before, 'a connection was opened although the gate refused');

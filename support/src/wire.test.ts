@@ -5,22 +5,11 @@ import type { AddressInfo } from 'node:net';
 import { WATCH_SILENCE_MS, wireWatch, type WatchRequest } from './informer.js';
 import { createApplier, secretRef } from './apply.js';
 import { Lines } from './wire.js';
+import { plainHttpKubeConfig } from '../testing/index.js';
 import { ApiKubeConfig } from './kubeconfig.js';
 import { statusCode } from './errors.js';
 
 const SECRETS_RESOURCE = { name: 'secrets', kind: 'Secret', namespaced: true, singularName: '', verbs: [] };
-
-/** A kubeconfig of a plain-HTTP server on this machine (skipTLSVerify, as plain HTTP needs). */
-function plainKubeConfig(port: number): ApiKubeConfig {
-  const kc = new ApiKubeConfig(5_000);
-  kc.loadFromOptions({
-    clusters: [{ name: 'c', server: `http://127.0.0.1:${port}`, skipTLSVerify: true }],
-    users: [{ name: 'u', token: 't' }],
-    contexts: [{ name: 'c', cluster: 'c', user: 'u' }],
-    currentContext: 'c',
-  });
-  return kc;
-}
 
 /** How the fake apiserver answers the next watch. */
 type Script = (req: IncomingMessage, res: ServerResponse) => void;
@@ -40,7 +29,7 @@ describe("watchEvents, through the informer's wireWatch", () => {
       script(req, res);
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    kc = plainKubeConfig((server.address() as AddressInfo).port);
+    kc = plainHttpKubeConfig((server.address() as AddressInfo).port);
   });
   after(() => {
     server.closeAllConnections();
@@ -241,7 +230,7 @@ describe('sendJson, through an applier', () => {
       more();
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    kc = plainKubeConfig((server.address() as AddressInfo).port);
+    kc = plainHttpKubeConfig((server.address() as AddressInfo).port);
   });
   after(() => {
     server.closeAllConnections();

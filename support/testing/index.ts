@@ -1,5 +1,6 @@
 /** Helpers for the unit tests of support/ and of the components (not used by any command). */
 import type { Clock } from '../src/timers.js';
+import { ApiKubeConfig } from '../src/kubeconfig.js';
 
 export interface ManualClock extends Clock {
   /** Moves time forward, running each timer that comes due, in order, at its own time. */
@@ -45,3 +46,15 @@ export function manualClock(start = 0): ManualClock {
 
 /** Lets every promise callback and I/O callback queued so far run. */
 export const flush = (): Promise<void> => new Promise((r) => setImmediate(r));
+
+/** A kubeconfig of a plain-HTTP test server on this machine (skipTLSVerify, as plain HTTP needs), with a token. */
+export function plainHttpKubeConfig(port: number, timeoutMs = 5_000): ApiKubeConfig {
+  const kc = new ApiKubeConfig(timeoutMs);
+  kc.loadFromOptions({
+    clusters: [{ name: 'c', server: `http://127.0.0.1:${port}`, skipTLSVerify: true }],
+    users: [{ name: 'u', token: 't' }],
+    contexts: [{ name: 'c', cluster: 'c', user: 'u' }],
+    currentContext: 'c',
+  });
+  return kc;
+}
