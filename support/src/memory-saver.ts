@@ -12,11 +12,11 @@
  * Back on, the saver acts only at the next full collection, which an idle heap, its limit raised in the burst,
  * may not reach for hours: so the heaps are collected then (each isolate its own: `onCollect`).
  */
-import { runInNewContext } from 'node:vm';
 import { setFlagsFromString } from 'node:v8';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Logger } from './logger.js';
 import { v8FlagName } from './young-generation.js';
+import { collectGarbage } from './collect-garbage.js';
 
 /** The whole process's CPU, in cores, over BUSY_WINDOW_MS, from which it counts as busy. */
 export const BUSY_CORES = 0.5;
@@ -91,34 +91,6 @@ function notQuiet(state: SaverState): SaverState {
   const next = { ...state };
   delete next.quietSinceMs;
   return next;
-}
-
-type Collect = (options: { type: 'major'; execution: 'sync'; flavor: 'last-resort' }) => void;
-let collector: Collect | undefined;
-
-/**
- * A full collection of this thread's heap that gives back what it can (V8's last-resort flavour: compacting,
- * pages released). Unless Node was given `--expose-gc`, the gc function is taken from a context of its own, the
- * flag that exposes it set only for that moment, so no other code sees a `gc` (that context stays, a few hundred
- * KiB). The flag is the process's: two threads must not take theirs at once (ServingPool.collect goes one by one).
- */
-export function collectGarbage(): void {
-  collector ??= exposedGc() ?? takeGc();
-  collector({ type: 'major', execution: 'sync', flavor: 'last-resort' });
-}
-
-const exposedGc = (): Collect | undefined => {
-  const gc = (globalThis as { gc?: unknown }).gc;
-  return typeof gc === 'function' ? (gc as Collect) : undefined;
-};
-
-function takeGc(): Collect {
-  setFlagsFromString('--expose-gc');
-  try {
-    return runInNewContext('gc') as Collect;
-  } finally {
-    setFlagsFromString('--no-expose-gc');
-  }
 }
 
 export interface GovernorDeps {

@@ -17,7 +17,7 @@ import { IgnitionServer, opsMetrics, writeIgnitionServerFiles, type IgnitionServ
 import { ensureNodePool, ownedTokenSecret } from '../../testing/pools.js';
 import { startRegistry, type RegistryFixture } from '../../testing/registry-fixture.js';
 import { parsePullSecret, RegistryClient } from '../release/registry.js';
-import { sha256Digest } from '../release/image.js';
+import { sha256Digest } from '../release/digest.js';
 import { MEDIA_TYPES } from '../release/types.js';
 
 const NS = 'clusters';

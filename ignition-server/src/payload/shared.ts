@@ -13,7 +13,7 @@
  */
 import { ANNOTATIONS } from '../../../api/src/keys.js';
 import type { Logger } from '../../../support/src/logger.js';
-import { sha256Digest } from '../release/image.js';
+import { sha256Digest } from '../release/digest.js';
 import { RegistryClient, type RegistryOptions } from '../release/registry.js';
 import { parseReference } from '../release/reference.js';
 import { InvalidReleaseError, MEDIA_TYPES, type ImageManifest } from '../release/types.js';

@@ -14,7 +14,7 @@
  */
 import { createPrivateKey, createPublicKey } from 'node:crypto';
 import { calculateJwkThumbprint, exportJWK, jwtVerify, SignJWT } from 'jose';
-import { sha256Digest } from '../release/image.js';
+import { sha256Digest } from '../release/digest.js';
 
 const ALG = 'ES256';
 const TYP = 'kindling-payload-entry+jwt';

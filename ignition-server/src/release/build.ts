@@ -7,7 +7,7 @@ import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { pack } from 'tar-stream';
-import { sha256Digest } from './image.js';
+import { sha256Digest } from './digest.js';
 import { RegistryClient, type RegistryOptions } from './registry.js';
 import {
   FRAGMENT_DIR,

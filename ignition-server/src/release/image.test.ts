@@ -2,7 +2,8 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { gzipSync } from 'node:zlib';
 import { pack } from 'tar-stream';
-import { loadRelease, sha256Digest, type ImageSource } from './image.js';
+import { loadRelease, type ImageSource } from './image.js';
+import { sha256Digest } from './digest.js';
 import { InvalidReleaseError, MEDIA_TYPES } from './types.js';
 import { RELEASE_MANIFEST } from '../../testing/index.js';
 

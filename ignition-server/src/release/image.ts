@@ -3,10 +3,10 @@
  * names and blobs by digest; this resolves an index to one manifest, verifies every blob against its digest,
  * unpacks the layers in order and takes the release manifest and the base Ignition fragments from them.
  */
-import { createHash } from 'node:crypto';
 import { extract } from 'tar-stream';
 import { DEFAULT_MAX_RELEASE_BYTES, DEFAULT_MAX_RELEASE_LAYERS } from '../../../api/src/limits.js';
 import { InflateBudget, InflateLimitError } from '../../../support/src/inflate.js';
+import { sha256Digest } from './digest.js';
 import {
   FRAGMENT_DIR,
   InvalidReleaseError,
@@ -45,10 +45,6 @@ export interface ImageSource {
   /** A manifest by digest (an index's child). */
   manifest(digest: string): Promise<ManifestBytes>;
   blob(digest: string): Promise<Buffer>;
-}
-
-export function sha256Digest(bytes: Buffer | string): string {
-  return `sha256:${createHash('sha256').update(bytes).digest('hex')}`;
 }
 
 /** Throws unless the bytes hash to the digest. */

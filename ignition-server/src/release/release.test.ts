@@ -150,7 +150,7 @@ describe('release images', () => {
 async function layerHelpers(): Promise<{
   applyLayersForTest: (layers: [string, string][][]) => Promise<Awaited<ReturnType<typeof readRelease>>>;
 }> {
-  const { sha256Digest } = await import('./image.js');
+  const { sha256Digest } = await import('./digest.js');
   const { MEDIA_TYPES } = await import('./types.js');
   const tarOf = async (files: [string, string][]): Promise<Buffer> => {
     const p = pack();

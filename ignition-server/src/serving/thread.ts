@@ -10,7 +10,7 @@ import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { isMainThread, parentPort, workerData, type MessagePort } from 'node:worker_threads';
 import { createLogger, type Logger } from '../../../support/src/logger.js';
-import { collectGarbage } from '../../../support/src/memory-saver.js';
+import { collectGarbage } from '../../../support/src/collect-garbage.js';
 import { createApp, type RequestLine } from '../app.js';
 import { startHttpsServer, type HttpsServer } from '../../../support/src/https.js';
 import { applyChange, TokenIndex } from '../token-index.js';
