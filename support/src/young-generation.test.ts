@@ -63,14 +63,28 @@ describe('youngGenerationLaunch', () => {
     });
   });
 
-  it("when the ignition server starts with nothing set, it should keep Node's own young generation and start the memory saver", () => {
+  it("when the ignition server starts with nothing set, it should keep Node's own young generation and start the memory saver without V8's memory reducer", () => {
     assert.deepEqual(youngGenerationLaunch('ignition-server', [], {}, []), {
       restart: true,
-      nodeFlags: ['--memory-saver-mode'],
+      nodeFlags: ['--memory-saver-mode', '--no-memory-reducer'],
     });
     assert.deepEqual(youngGenerationLaunch('ignition-server', [], { KINDLING_MAX_SEMI_SPACE_SIZE: '16' }, []), {
       restart: true,
-      nodeFlags: ['--max-semi-space-size=16', '--memory-saver-mode'],
+      nodeFlags: ['--max-semi-space-size=16', '--memory-saver-mode', '--no-memory-reducer'],
+    });
+  });
+
+  it("when V8's memory reducer is given to Node, or the memory saver is not started, it should leave the reducer as it is", () => {
+    for (const given of [['--memory-reducer'], ['--no-memory_reducer']])
+      assert.deepEqual(youngGenerationLaunch('ignition-server', [], {}, given), {
+        restart: true,
+        nodeFlags: ['--memory-saver-mode'],
+      });
+    assert.deepEqual(youngGenerationLaunch('ignition-server', [], {}, ['--memory-saver-mode']), { restart: false });
+    assert.deepEqual(youngGenerationLaunch('ignition-server', ['--memory-saver=false'], {}, []), { restart: false });
+    assert.deepEqual(youngGenerationLaunch('drainer', [], {}, []), {
+      restart: true,
+      nodeFlags: ['--max-semi-space-size=8', '--memory-saver-mode'],
     });
   });
 

@@ -1,6 +1,7 @@
 /**
  * How V8 sizes the heap of each long-running component: the young generation's cap (`--max-semi-space-size`,
- * MiB) and V8's memory saver (`--memory-saver-mode`), both set when the process starts.
+ * MiB) and V8's memory saver (`--memory-saver-mode`), both set when the process starts, and for the ignition
+ * server V8's memory reducer off (`--no-memory-reducer`, WITHOUT_MEMORY_REDUCER).
  *
  * Why the cap: Node 24 lets a semi-space grow to 64 MiB in a burst of allocation (the start-up reconciles of
  * every tenant) and keeps it while the process is idle, which was most of a component's resident memory per
@@ -45,6 +46,20 @@ const DEFAULT_MIB: Readonly<Record<string, number>> = Object.freeze({
   drainer: 8,
   'ignition-server': 0,
 });
+
+const MEMORY_REDUCER = '--memory-reducer';
+const NO_MEMORY_REDUCER = '--no-memory-reducer';
+
+/**
+ * The commands started without V8's memory reducer, whenever they start with the memory saver, whose governor
+ * stands in for it (memory-saver.ts collects every heap once the whole process has been quiet). V8's reducer
+ * judges each thread idle by that thread's own allocation: in a boot storm the ignition server's main thread,
+ * which serves nothing, read as idle, and the reducer ran compacting collections of its heap (35 to 40 ms each,
+ * two 0.7 s apart) in the middle of the storm, the serving threads' hosts waiting behind them (docs/benchmarks.md,
+ * the storm row). The controllers keep it: no one waits on their pauses, and their cost per guest was measured
+ * with it.
+ */
+const WITHOUT_MEMORY_REDUCER: ReadonlySet<string> = new Set(['ignition-server']);
 
 /**
  * The `--max-semi-space-size` and `--memory-saver` flags of `command`, with their defaults: spread into the
@@ -121,6 +136,13 @@ export function youngGenerationLaunch(
   const flags: string[] = [];
   const mib = raw === undefined ? fallback : Number(raw);
   if (mib !== 0 && !forNode.has(FLAG)) flags.push(`${FLAG}=${mib}`);
-  if (memorySaverWanted(args, env) && !forNode.has(MEMORY_SAVER)) flags.push(MEMORY_SAVER);
+  flags.push(...saverFlags(command, args, env, forNode));
   return flags.length > 0 ? { restart: true, nodeFlags: flags } : { restart: false };
+}
+
+/** The memory saver, unless turned off or given to Node; and with it, for some commands, no memory reducer. */
+function saverFlags(command: string, args: readonly string[], env: NodeJS.ProcessEnv, forNode: Set<string>): string[] {
+  if (!memorySaverWanted(args, env) || forNode.has(MEMORY_SAVER)) return [];
+  const reducer = WITHOUT_MEMORY_REDUCER.has(command) && !forNode.has(MEMORY_REDUCER);
+  return reducer ? [MEMORY_SAVER, NO_MEMORY_REDUCER] : [MEMORY_SAVER];
 }
