@@ -11,7 +11,7 @@ import type { RequestListener } from 'node:http';
 import { createSecureContext } from 'node:tls';
 import { constants } from 'node:crypto';
 import type { Logger } from './logger.js';
-import { splitAddress } from './ops-server.js';
+import { splitAddress } from './address.js';
 
 export interface HttpsOptions {
   address: string;

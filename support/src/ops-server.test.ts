@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { Counter, Registry } from 'prom-client';
-import { startOpsServer, splitAddress } from './ops-server.js';
+import { startOpsServer } from './ops-server.js';
 
 describe('startOpsServer', () => {
   it('when caches are not synced yet, it should answer /readyz 503 naming them, and 200 once they are', async () => {
@@ -26,13 +26,5 @@ describe('startOpsServer', () => {
     } finally {
       await ops.close();
     }
-  });
-});
-
-describe('splitAddress', () => {
-  it('when given host:port, :port or a bare port, it should split them', () => {
-    assert.deepEqual(splitAddress('127.0.0.1:8080'), ['127.0.0.1', 8080]);
-    assert.deepEqual(splitAddress(':9090'), [undefined, 9090]);
-    assert.deepEqual(splitAddress('7070'), [undefined, 7070]);
   });
 });

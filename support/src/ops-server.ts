@@ -5,6 +5,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo, Server as NetServer } from 'node:net';
 import type { Registry } from 'prom-client';
+import { splitAddress } from './address.js';
 
 export interface ReadinessCheck {
   name: string;
@@ -54,11 +55,4 @@ async function listen(server: Server | NetServer, address: string): Promise<void
     server.once('error', reject);
     server.listen(port, host, resolve);
   });
-}
-
-/** "127.0.0.1:8080", ":8080" or "8080" → [host, port]. */
-export function splitAddress(address: string): [string | undefined, number] {
-  const i = address.lastIndexOf(':');
-  const host = i > 0 ? address.slice(0, i) : undefined;
-  return [host, Number(i >= 0 ? address.slice(i + 1) : address)];
 }
