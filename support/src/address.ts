@@ -1,7 +1,8 @@
 /**
  * The listen addresses of the ops and serving ports, apart from ops-server.ts so that a serving thread does not
  * load it: a value imported from `node:http` in an ES module makes Node evaluate every export of it, among them
- * the WebSocket getters that load Node's own undici (about 2.5 MiB of heap and 0.3 s of compilation per thread).
+ * the WebSocket getters that load Node's own undici (about 1.4 MiB of heap and 0.25 s of compilation per serving
+ * thread, docs/benchmarks.md, the storm row).
  */
 
 /** "127.0.0.1:8080", ":8080" or "8080" → [host, port]. */

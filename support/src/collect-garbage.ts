@@ -1,7 +1,7 @@
 /**
  * A full collection of the calling thread's heap, apart from memory-saver.ts so that a thread which only collects
- * (the ignition server's serving threads) does not load what the governor needs (prom-client: about 1.7 MiB of
- * heap in each thread that imports it).
+ * (the ignition server's serving threads) does not load what the governor needs (prom-client; with tar-stream,
+ * 0.7 to 1.0 MiB of a serving thread's heap, docs/benchmarks.md, the storm row).
  */
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';

@@ -74,14 +74,17 @@ describe('youngGenerationLaunch', () => {
     });
   });
 
-  it("when V8's memory reducer is given to Node, or the memory saver is not started, it should leave the reducer as it is", () => {
-    for (const given of [['--memory-reducer'], ['--no-memory_reducer']])
+  it("when Node is given V8's memory reducer or --optimize-for-size, or Kindling does not start the memory saver, it should leave the reducer as it is", () => {
+    for (const given of [['--memory-reducer'], ['--no-memory_reducer'], ['--optimize-for-size']])
       assert.deepEqual(youngGenerationLaunch('ignition-server', [], {}, given), {
         restart: true,
         nodeFlags: ['--memory-saver-mode'],
       });
     assert.deepEqual(youngGenerationLaunch('ignition-server', [], {}, ['--memory-saver-mode']), { restart: false });
     assert.deepEqual(youngGenerationLaunch('ignition-server', ['--memory-saver=false'], {}, []), { restart: false });
+  });
+
+  it('when a controller starts with the memory saver, it should keep the memory reducer (no one waits on its pauses)', () => {
     assert.deepEqual(youngGenerationLaunch('drainer', [], {}, []), {
       restart: true,
       nodeFlags: ['--max-semi-space-size=8', '--memory-saver-mode'],

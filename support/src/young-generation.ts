@@ -49,10 +49,12 @@ const DEFAULT_MIB: Readonly<Record<string, number>> = Object.freeze({
 
 const MEMORY_REDUCER = '--memory-reducer';
 const NO_MEMORY_REDUCER = '--no-memory-reducer';
+const OPTIMIZE_FOR_SIZE = '--optimize-for-size';
 
 /**
- * The commands started without V8's memory reducer, whenever they start with the memory saver, whose governor
- * stands in for it (memory-saver.ts collects every heap once the whole process has been quiet). V8's reducer
+ * The commands started without V8's memory reducer whenever Kindling starts them with the memory saver, whose
+ * governor stands in for it: after a burst, once the whole process has been quiet, it collects every heap
+ * (memory-saver.ts); between bursts the saver keeps each heap's limit close to what is alive. V8's reducer
  * judges each thread idle by that thread's own allocation: in a boot storm the ignition server's main thread,
  * which serves nothing, read as idle, and the reducer ran compacting collections of its heap (35 to 40 ms each,
  * two 0.7 s apart) in the middle of the storm, the serving threads' hosts waiting behind them (docs/benchmarks.md,
@@ -143,6 +145,8 @@ export function youngGenerationLaunch(
 /** The memory saver, unless turned off or given to Node; and with it, for some commands, no memory reducer. */
 function saverFlags(command: string, args: readonly string[], env: NodeJS.ProcessEnv, forNode: Set<string>): string[] {
   if (!memorySaverWanted(args, env) || forNode.has(MEMORY_SAVER)) return [];
-  const reducer = WITHOUT_MEMORY_REDUCER.has(command) && !forNode.has(MEMORY_REDUCER);
-  return reducer ? [MEMORY_SAVER, NO_MEMORY_REDUCER] : [MEMORY_SAVER];
+  // Under --optimize-for-size the governor does not start (memory-saver.ts, startedWithSaver): the reducer stays.
+  const withoutReducer =
+    WITHOUT_MEMORY_REDUCER.has(command) && !forNode.has(MEMORY_REDUCER) && !forNode.has(OPTIMIZE_FOR_SIZE);
+  return withoutReducer ? [MEMORY_SAVER, NO_MEMORY_REDUCER] : [MEMORY_SAVER];
 }

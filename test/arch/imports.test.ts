@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { join, relative, sep } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { FOLDERS, ROOT, cycles, importEdges } from './imports.js';
+import { FOLDERS, ROOT, cycles, importEdges, loadedBy } from './imports.js';
 
 type FenceViolation = (from: string, to: string) => string | undefined;
 
@@ -105,5 +105,17 @@ describe("the image's compile (tsconfig.build.json)", () => {
         !f.includes('/src/'),
     );
     assert.deepEqual(testCode, []);
+  });
+});
+
+describe("a serving thread's imports", () => {
+  it("when a serving thread starts, it should load neither prom-client, tar-stream nor node:http (whose exports load Node's own undici)", () => {
+    const { files, packages } = loadedBy('ignition-server/src/serving/thread.ts');
+    assert.ok(
+      files.includes('ignition-server/src/app.ts') && packages.includes('jose'),
+      'the walk follows the imports',
+    );
+    for (const unwanted of ['prom-client', 'tar-stream', 'node:http'])
+      assert.ok(!packages.includes(unwanted), `${unwanted} is loaded by ${packages.join(', ')}`);
   });
 });

@@ -136,3 +136,44 @@ export function cycles(edges: readonly Edge[]): string[][] {
   }
   return found;
 }
+
+/**
+ * The specifiers a file's static imports and re-exports load when it runs: type-only ones are left out (the
+ * compiler erases them), dynamic ones too (they load later, if at all).
+ */
+function valueImports(root: string, file: string): string[] {
+  const source = ts.createSourceFile(file, readFileSync(join(root, file), 'utf8'), ts.ScriptTarget.Latest);
+  return source.statements.flatMap((s) => {
+    if (ts.isImportDeclaration(s) && !typeOnlyImport(s.importClause))
+      return [(s.moduleSpecifier as ts.StringLiteral).text];
+    if (ts.isExportDeclaration(s) && s.moduleSpecifier && !s.isTypeOnly)
+      return [(s.moduleSpecifier as ts.StringLiteral).text];
+    return [];
+  });
+}
+
+const typeOnlyImport = (clause: ts.ImportClause | undefined): boolean =>
+  clause !== undefined &&
+  (clause.isTypeOnly ||
+    (clause.name === undefined &&
+      clause.namedBindings !== undefined &&
+      ts.isNamedImports(clause.namedBindings) &&
+      clause.namedBindings.elements.every((e) => e.isTypeOnly)));
+
+/** The files and packages (`node:` builtins included) a module loads when it runs, following its value imports. */
+export function loadedBy(entry: string, root = ROOT): { files: string[]; packages: string[] } {
+  const known = new Set(sourceFiles(root));
+  const files = new Set<string>();
+  const packages = new Set<string>();
+  const visit = (file: string): void => {
+    if (files.has(file)) return;
+    files.add(file);
+    for (const specifier of valueImports(root, file)) {
+      const to = target(file, specifier, known);
+      if (to !== undefined) visit(to);
+      else if (!specifier.startsWith('.')) packages.add(specifier);
+    }
+  };
+  visit(entry);
+  return { files: [...files].sort(), packages: [...packages].sort() };
+}

@@ -1,6 +1,6 @@
 /**
  * The content digest of OCI blobs and manifests, apart from image.ts so that what only names content (the payload
- * signature a serving thread checks) does not load the image reader (tar-stream: about 1 MiB of heap per thread).
+ * signature a serving thread checks) does not load the image reader and its tar-stream (see support/src/collect-garbage.ts).
  */
 import { createHash } from 'node:crypto';
 

@@ -127,7 +127,7 @@ function asker(port: MessagePort): {
   };
 }
 
-/** This thread's heap collected (support/src/memory-saver.ts), answered even when that failed. */
+/** This thread's heap collected (support/src/collect-garbage.ts), answered even when that failed. */
 function collect(log: Logger, post: (msg: FromThread) => void): void {
   try {
     collectGarbage();
