@@ -1,6 +1,7 @@
 /**
  * The content digest of OCI blobs and manifests, apart from image.ts so that what only names content (the payload
- * signature a serving thread checks) does not load the image reader and its tar-stream (see support/src/collect-garbage.ts).
+ * signature a serving thread checks) does not load the image reader and its tar-stream (as collect-garbage.ts
+ * keeps prom-client out of the serving threads).
  */
 import { createHash } from 'node:crypto';
 
