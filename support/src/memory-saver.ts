@@ -15,7 +15,7 @@
 import { setFlagsFromString } from 'node:v8';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Logger } from './logger.js';
-import { v8FlagName } from './young-generation.js';
+import { MEMORY_SAVER, OPTIMIZE_FOR_SIZE, v8FlagName } from './young-generation.js';
 import { collectGarbage } from './collect-garbage.js';
 
 /** The whole process's CPU, in cores, over BUSY_WINDOW_MS, from which it counts as busy. */
@@ -244,8 +244,8 @@ function processCpuMicros(): number {
 export function startedWithSaver(execArgv: readonly string[] = process.execArgv): boolean {
   const names = execArgv.map(v8FlagName);
   return (
-    !names.includes('--optimize-for-size') &&
-    names.findLast((a) => a === '--memory-saver-mode' || a === '--no-memory-saver-mode') === '--memory-saver-mode'
+    !names.includes(OPTIMIZE_FOR_SIZE) &&
+    names.findLast((a) => a === MEMORY_SAVER || a === '--no-memory-saver-mode') === MEMORY_SAVER
   );
 }
 

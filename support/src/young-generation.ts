@@ -33,7 +33,7 @@ const KEY = 'maxSemiSpaceSize';
 const FLAG = `--${flagName(KEY)}`;
 const SAVER_KEY = 'memorySaver';
 const SAVER_FLAG = `--${flagName(SAVER_KEY)}`;
-const MEMORY_SAVER = '--memory-saver-mode';
+export const MEMORY_SAVER = '--memory-saver-mode';
 
 /**
  * Each long-running command's cap, MiB, chosen by measurement (docs/benchmarks.md, cost per tenant). 8 against
@@ -49,7 +49,8 @@ const DEFAULT_MIB: Readonly<Record<string, number>> = Object.freeze({
 
 const MEMORY_REDUCER = '--memory-reducer';
 const NO_MEMORY_REDUCER = '--no-memory-reducer';
-const OPTIMIZE_FOR_SIZE = '--optimize-for-size';
+/** Under it V8 saves memory whatever the saver's flag, and no governor starts (memory-saver.ts, startedWithSaver). */
+export const OPTIMIZE_FOR_SIZE = '--optimize-for-size';
 
 /**
  * The commands started without V8's memory reducer whenever Kindling starts them with the memory saver, whose
@@ -145,7 +146,7 @@ export function youngGenerationLaunch(
 /** The memory saver, unless turned off or given to Node; and with it, for some commands, no memory reducer. */
 function saverFlags(command: string, args: readonly string[], env: NodeJS.ProcessEnv, forNode: Set<string>): string[] {
   if (!memorySaverWanted(args, env) || forNode.has(MEMORY_SAVER)) return [];
-  // Under --optimize-for-size the governor does not start (memory-saver.ts, startedWithSaver): the reducer stays.
+  // No governor starts under OPTIMIZE_FOR_SIZE to stand in for the reducer: it stays.
   const withoutReducer =
     WITHOUT_MEMORY_REDUCER.has(command) && !forNode.has(MEMORY_REDUCER) && !forNode.has(OPTIMIZE_FOR_SIZE);
   return withoutReducer ? [MEMORY_SAVER, NO_MEMORY_REDUCER] : [MEMORY_SAVER];
