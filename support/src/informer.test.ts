@@ -14,7 +14,9 @@ const cm = (rv: string, data: Record<string, string>, labels: Record<string, str
 async function fake(
   transform?: (o: k8s.V1ConfigMap) => k8s.V1ConfigMap,
   quietWhenUnchanged = true,
+  listed: k8s.V1ConfigMap[] = [cm('1', { big: 'x' })],
 ): Promise<{
+  informer: ResilientInformer<k8s.V1ConfigMap>;
   events: InformerEvent[];
   send: (o: k8s.V1ConfigMap, type?: string) => Promise<void>;
   /** Each watch request's query, in order. */
@@ -30,7 +32,7 @@ async function fake(
   const informer = new ResilientInformer<k8s.V1ConfigMap>({
     kubeConfig: undefined as unknown as k8s.KubeConfig,
     path: '/api/v1/configmaps',
-    list: () => Promise.resolve({ items: [cm('1', { big: 'x' })], metadata: { resourceVersion: '1' } }),
+    list: () => Promise.resolve({ items: listed, metadata: { resourceVersion: '1' } }),
     log: createLogger({ name: 'test', level: 'silent' }),
     onEvent: (_, e) => events.push(e),
     clock: manualClock(),
@@ -57,7 +59,7 @@ async function fake(
     ended?.();
     await flush();
   };
-  return { events, send, queries, end, stop: () => informer.stop() };
+  return { informer, events, send, queries, end, stop: () => informer.stop() };
 }
 
 const withoutData = (o: k8s.V1ConfigMap): k8s.V1ConfigMap => ({ metadata: o.metadata });
@@ -92,6 +94,24 @@ describe('ResilientInformer: an event it cannot take', () => {
     assert.equal(f.queries.length, 1, 'the same watch');
     await f.end();
     assert.equal(f.queries.at(-1)?.['resourceVersion'], '3');
+    await f.stop();
+  });
+
+  it('when a transform throws on a listed object, it should sync with the others and skip that one', async () => {
+    const other = { ...cm('1', { big: 'y' }), metadata: { namespace: 'a', name: 'two', resourceVersion: '1' } };
+    const f = await fake(
+      (o) => {
+        if (o.data?.['bad']) throw new Error('cannot take it');
+        return o;
+      },
+      true,
+      [cm('1', { bad: 'yes' }), other],
+    );
+    assert.ok(f.informer.synced);
+    assert.deepEqual(
+      f.informer.list().map((o) => o.metadata?.name),
+      ['two'],
+    );
     await f.stop();
   });
 });

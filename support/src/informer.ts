@@ -272,7 +272,7 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
       this.#relist = true;
       throw err;
     }
-    this.#replaceAll(list.items.map((o) => this.#transformed(o)));
+    this.#replaceAll(list.items.flatMap((o) => this.#listedCopy(o)));
     this.#resourceVersion = list.metadata?.resourceVersion ?? '';
     this.#listed = true;
     // The cache is a faithful picture as of now, whether or not the watch connects next.
@@ -330,6 +330,20 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
   /** The watch resumes after `obj`'s resourceVersion. */
   #seen(obj: k8s.KubernetesObject): void {
     this.#resourceVersion = obj.metadata?.resourceVersion ?? this.#resourceVersion;
+  }
+
+  /**
+   * A listed object as the cache keeps it. One a transform cannot take keeps its cached copy, if any, as its watch
+   * event would (#onWatchEvent): thrown, it would fail every relist, and the informer of every tenant would stall.
+   */
+  #listedCopy(obj: T): T[] {
+    try {
+      return [this.#transformed(obj)];
+    } catch (err) {
+      this.#opts.log.warn({ err, path: this.#opts.path, object: keyOf(obj) }, 'Informer skipped a listed object');
+      const cached = this.get(keyOf(obj));
+      return cached ? [cached] : [];
+    }
   }
 
   #transformed(obj: T): T {
