@@ -2,8 +2,8 @@
  * V8's memory saver (young-generation.ts starts every long-running component with it) off while the process is
  * busy, and on again, its heap collected, once it has been quiet for a while.
  *
- * Why: the saver keeps each heap's old-generation limit close to what is alive, which is what holds an idle
- * component's memory down (the cost per tenant), but in a burst it makes V8 collect the old generation over and
+ * Why: the saver keeps each heap's old-generation limit close to what is alive (the ignition server's less close:
+ * young-generation.ts, WITH_SAVER), which is what holds an idle component's memory down (the cost per tenant), but in a burst it makes V8 collect the old generation over and
  * over: about a third of the NodePool controller's CPU while 1,000 pools converge, and the full collections (8 to
  * 34 ms each) behind the ignition server's p99 in a storm of boots (docs/benchmarks.md). V8 reads the flag each
  * time it sizes a heap, so it can change while the process runs; it is one flag for the whole process, every

@@ -3,6 +3,8 @@ import assert from 'node:assert/strict';
 import { ConfigError, parseConfig } from './config.js';
 import { heapFlags, youngGenerationLaunch } from './young-generation.js';
 
+const IGNITION_EXTRAS = ['--no-memory-reducer', '--heap-growing-percent=100'];
+
 describe('youngGenerationLaunch', () => {
   it("when a component starts with nothing set, it should restart with its default cap and V8's memory saver", () => {
     assert.deepEqual(youngGenerationLaunch('drainer', ['--namespaces=a'], {}, []), {
@@ -63,19 +65,32 @@ describe('youngGenerationLaunch', () => {
     });
   });
 
-  it("when the ignition server starts with nothing set, it should keep Node's own young generation and start the memory saver without V8's memory reducer", () => {
+  it("when the ignition server starts with nothing set, it should keep Node's own young generation and start the memory saver without V8's memory reducer and with room for a storm", () => {
     assert.deepEqual(youngGenerationLaunch('ignition-server', [], {}, []), {
       restart: true,
-      nodeFlags: ['--memory-saver-mode', '--no-memory-reducer'],
+      nodeFlags: ['--memory-saver-mode', ...IGNITION_EXTRAS],
     });
     assert.deepEqual(youngGenerationLaunch('ignition-server', [], { KINDLING_MAX_SEMI_SPACE_SIZE: '16' }, []), {
       restart: true,
-      nodeFlags: ['--max-semi-space-size=16', '--memory-saver-mode', '--no-memory-reducer'],
+      nodeFlags: ['--max-semi-space-size=16', '--memory-saver-mode', ...IGNITION_EXTRAS],
     });
   });
 
-  it("when Node is given V8's memory reducer or --optimize-for-size, or Kindling does not start the memory saver, it should leave the reducer as it is", () => {
-    for (const given of [['--memory-reducer'], ['--no-memory_reducer'], ['--optimize-for-size']])
+  it("when Node is given a growing factor or the reducer itself, it should add only the other of the ignition server's flags", () => {
+    for (const given of [['--heap-growing-percent=20'], ['--heap_growing_percent=0']])
+      assert.deepEqual(youngGenerationLaunch('ignition-server', [], {}, given), {
+        restart: true,
+        nodeFlags: ['--memory-saver-mode', '--no-memory-reducer'],
+      });
+    assert.deepEqual(youngGenerationLaunch('ignition-server', [], { NODE_OPTIONS: '--memory-reducer' }, []), {
+      restart: true,
+      nodeFlags: ['--memory-saver-mode', '--heap-growing-percent=100'],
+    });
+  });
+
+  it('when Node is given both, or --optimize-for-size, or Kindling does not start the memory saver, it should leave the reducer and the growing factor as they are', () => {
+    const both = ['--heap-growing-percent=0'];
+    for (const given of [['--memory-reducer', ...both], ['--no-memory_reducer', ...both], ['--optimize-for-size']])
       assert.deepEqual(youngGenerationLaunch('ignition-server', [], {}, given), {
         restart: true,
         nodeFlags: ['--memory-saver-mode'],
@@ -84,7 +99,7 @@ describe('youngGenerationLaunch', () => {
     assert.deepEqual(youngGenerationLaunch('ignition-server', ['--memory-saver=false'], {}, []), { restart: false });
   });
 
-  it('when a controller starts with the memory saver, it should keep the memory reducer (no one waits on its pauses)', () => {
+  it("when a controller starts with the memory saver, it should keep the memory reducer and V8's growing factor (no one waits on its pauses)", () => {
     assert.deepEqual(youngGenerationLaunch('drainer', [], {}, []), {
       restart: true,
       nodeFlags: ['--max-semi-space-size=8', '--memory-saver-mode'],

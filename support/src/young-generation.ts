@@ -1,7 +1,7 @@
 /**
  * How V8 sizes the heap of each long-running component: the young generation's cap (`--max-semi-space-size`,
  * MiB) and V8's memory saver (`--memory-saver-mode`), both set when the process starts, and for the ignition
- * server V8's memory reducer off (`--no-memory-reducer`, WITHOUT_MEMORY_REDUCER).
+ * server V8's memory reducer off and its heaps' growing factor fixed (WITH_SAVER).
  *
  * Why the cap: Node 24 lets a semi-space grow to 64 MiB in a burst of allocation (the start-up reconciles of
  * every tenant) and keeps it while the process is idle, which was most of a component's resident memory per
@@ -47,22 +47,40 @@ const DEFAULT_MIB: Readonly<Record<string, number>> = Object.freeze({
   'ignition-server': 0,
 });
 
-const MEMORY_REDUCER = '--memory-reducer';
 const NO_MEMORY_REDUCER = '--no-memory-reducer';
+const HEAP_GROWING_PERCENT = '--heap-growing-percent';
 /** Under it V8 saves memory whatever the saver's flag, and no governor starts (memory-saver.ts, startedWithSaver). */
 export const OPTIMIZE_FOR_SIZE = '--optimize-for-size';
 
 /**
- * The commands started without V8's memory reducer whenever Kindling starts them with the memory saver, whose
- * governor stands in for it: after a burst, once the whole process has been quiet, it collects every heap
- * (memory-saver.ts); between bursts the saver keeps each heap's limit close to what is alive. V8's reducer
- * judges each thread idle by that thread's own allocation: in a boot storm the ignition server's main thread,
- * which serves nothing, read as idle, and the reducer ran compacting collections of its heap (35 to 40 ms each,
- * two 0.7 s apart) in the middle of the storm, the serving threads' hosts waiting behind them (docs/benchmarks.md,
- * the storm row). The controllers keep it: no one waits on their pauses, and their cost per guest was measured
- * with it.
+ * How far past what survived its last full collection each of the ignition server's heaps may grow before the
+ * next one, %: V8's growing factor, fixed (`--heap-growing-percent`; under the saver V8's own is about 10 %).
+ *
+ * Why: a booting host's connection leaves about 5 KB in its serving thread's old generation (Node's TLS socket and
+ * what hangs from it: plain `node:https` in a thread leaves as much, and a heap snapshot mid-storm finds none of it
+ * alive), which only a full collection frees. With V8's own factor a serving thread whose heap was collected in a
+ * quiet spell had room for about 500 hosts, so a storm met a full collection in each thread (5 to 13 ms, with
+ * marking steps of up to 8 ms before it), its hosts waiting behind them. A thread holds about 4 KB of heap per
+ * token, so 100 % leaves room for a storm of about as many hosts per thread as there are tokens, less the size of
+ * its young generation (V8 starts marking that far before the limit) (docs/benchmarks.md, the storm row). The
+ * cost: an idle heap may hold up to that much garbage until its next full collection; once the governor has
+ * collected it after a burst (compacting), it holds what is alive, as before.
  */
-const WITHOUT_MEMORY_REDUCER: ReadonlySet<string> = new Set(['ignition-server']);
+const STORM_HEAP_GROWING_PERCENT = 100;
+
+/**
+ * The commands started with more Node flags whenever Kindling starts them with the memory saver. The ignition server
+ * runs without V8's memory reducer, whose part the governor plays: after a burst, once the whole process has been
+ * quiet, it collects every heap (memory-saver.ts). V8's reducer judges each thread idle by that thread's own
+ * allocation: in a boot storm the ignition server's main thread, which serves nothing, read as idle, and the reducer
+ * ran compacting collections of its heap (35 to 40 ms each, two 0.7 s apart) in the middle of the storm, the serving
+ * threads' hosts waiting behind them (docs/benchmarks.md, the storm row). Its heaps also grow further before a full
+ * collection (STORM_HEAP_GROWING_PERCENT). The controllers keep V8's own: no one waits on their pauses, and their
+ * cost per guest was measured with it.
+ */
+const WITH_SAVER: Readonly<Record<string, readonly string[]>> = Object.freeze({
+  'ignition-server': [NO_MEMORY_REDUCER, `${HEAP_GROWING_PERCENT}=${STORM_HEAP_GROWING_PERCENT}`],
+});
 
 /**
  * The `--max-semi-space-size` and `--memory-saver` flags of `command`, with their defaults: spread into the
@@ -143,11 +161,14 @@ export function youngGenerationLaunch(
   return flags.length > 0 ? { restart: true, nodeFlags: flags } : { restart: false };
 }
 
-/** The memory saver, unless turned off or given to Node; and with it, for some commands, no memory reducer. */
+/**
+ * The memory saver, unless turned off or given to Node; and with it the command's other flags (WITH_SAVER), each
+ * unless Node was given it (`--no-` too), and none under OPTIMIZE_FOR_SIZE: no governor starts then to stand in for
+ * the reducer, and the operator asked for the smallest heap.
+ */
 function saverFlags(command: string, args: readonly string[], env: NodeJS.ProcessEnv, forNode: Set<string>): string[] {
   if (!memorySaverWanted(args, env) || forNode.has(MEMORY_SAVER)) return [];
-  // No governor starts under OPTIMIZE_FOR_SIZE to stand in for the reducer: it stays.
-  const withoutReducer =
-    WITHOUT_MEMORY_REDUCER.has(command) && !forNode.has(MEMORY_REDUCER) && !forNode.has(OPTIMIZE_FOR_SIZE);
-  return withoutReducer ? [MEMORY_SAVER, NO_MEMORY_REDUCER] : [MEMORY_SAVER];
+  if (forNode.has(OPTIMIZE_FOR_SIZE)) return [MEMORY_SAVER];
+  const more = (WITH_SAVER[command] ?? []).filter((flag) => !forNode.has(v8FlagName(flag).replace(/^--no-/, '--')));
+  return [MEMORY_SAVER, ...more];
 }
