@@ -62,10 +62,7 @@ describe('ignition-server flags', () => {
       assert.match(err, /--namespaces is required/, 'the flags were read, and only the missing namespace refused');
     }
     assert.deepEqual(restarts, []);
-    const restarted = {
-      execArgv: ['--memory-saver-mode', '--no-memory-reducer', '--heap-growing-percent=100'],
-      restart: node.restart,
-    };
+    const restarted = { execArgv: ['--memory-saver-mode', '--no-memory-reducer'], restart: node.restart };
     assert.match((await run(['--favour-memory'], restarted)).err, /--namespaces is required/);
     assert.deepEqual(restarts, []);
   });

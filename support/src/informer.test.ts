@@ -10,7 +10,10 @@ const cm = (rv: string, data: Record<string, string>, labels: Record<string, str
   data,
 });
 
-/** An informer over one object and a fake watch; `send` delivers a MODIFIED event on the open watch. */
+/**
+ * An informer over a fake list (`listed`, one object unless given; read again on every relist) and a fake watch;
+ * `send` delivers an event (MODIFIED unless given) on the open watch.
+ */
 async function fake(
   transform?: (o: k8s.V1ConfigMap) => k8s.V1ConfigMap,
   quietWhenUnchanged = true,
@@ -112,6 +115,24 @@ describe('ResilientInformer: an event it cannot take', () => {
       f.informer.list().map((o) => o.metadata?.name),
       ['two'],
     );
+    await f.stop();
+  });
+
+  it('when a transform throws on a relisted object it holds, it should keep its cached copy and emit no delete', async () => {
+    const listed = [cm('1', { big: 'x' })];
+    const f = await fake(
+      (o) => {
+        if (o.data?.['bad']) throw new Error('cannot take it');
+        return o;
+      },
+      true,
+      listed,
+    );
+    listed[0] = cm('2', { bad: 'yes' });
+    await f.send({ metadata: {}, code: 410 } as k8s.V1ConfigMap, 'ERROR');
+    assert.equal(f.queries.length, 2, 'relisted and watching again');
+    assert.equal(f.informer.get({ namespace: 'a', name: 'one' })?.metadata?.resourceVersion, '1');
+    assert.ok(!f.events.includes('delete'));
     await f.stop();
   });
 });

@@ -231,5 +231,6 @@ describe('startedWithSaver', () => {
 
   it('when Node was given --optimize-for-size, it should leave the saver alone (V8 saves memory whatever the flag)', () => {
     assert.equal(startedWithSaver(['--optimize_for_size', '--memory-saver-mode']), false);
+    assert.equal(startedWithSaver(['--no-optimize-for-size', '--memory-saver-mode']), true);
   });
 });

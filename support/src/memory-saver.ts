@@ -3,11 +3,12 @@
  * busy, and on again, its heap collected, once it has been quiet for a while.
  *
  * Why: the saver keeps each heap's old-generation limit close to what is alive (the ignition server's less close:
- * young-generation.ts, WITH_SAVER), which is what holds an idle component's memory down (the cost per tenant), but in a burst it makes V8 collect the old generation over and
- * over: about a third of the NodePool controller's CPU while 1,000 pools converge, and the full collections (8 to
- * 34 ms each) behind the ignition server's p99 in a storm of boots (docs/benchmarks.md). V8 reads the flag each
- * time it sizes a heap, so it can change while the process runs; it is one flag for the whole process, every
- * isolate (the serving threads') at once, so busy means the whole process's CPU, every thread's.
+ * young-generation.ts, STORM_HEAP_GROWING_PERCENT), which is what holds an idle component's memory down (the cost per
+ * tenant), but in a burst it makes V8 collect the old generation over and over: about a third of the NodePool
+ * controller's CPU while 1,000 pools converge, and the full collections (8 to 34 ms each) behind the ignition server's
+ * p99 in a storm of boots (docs/benchmarks.md). V8 reads the flag each time it sizes a heap, so it can change while the
+ * process runs; it is one flag for the whole process, every isolate (the serving threads') at once, so busy means the
+ * whole process's CPU, every thread's.
  *
  * Back on, the saver acts only at the next full collection, which an idle heap, its limit raised in the burst,
  * may not reach for hours: so the heaps are collected then (each isolate its own: `onCollect`).
@@ -15,7 +16,7 @@
 import { setFlagsFromString } from 'node:v8';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Logger } from './logger.js';
-import { MEMORY_SAVER, OPTIMIZE_FOR_SIZE, v8FlagName } from './young-generation.js';
+import { MEMORY_SAVER, optimizedForSize, v8FlagName } from './young-generation.js';
 import { collectGarbage } from './collect-garbage.js';
 
 /** The whole process's CPU, in cores, over BUSY_WINDOW_MS, from which it counts as busy. */
@@ -242,10 +243,9 @@ function processCpuMicros(): number {
  * of its two spellings winning. Not under `--optimize-for-size`, which keeps V8 saving memory whatever the flag.
  */
 export function startedWithSaver(execArgv: readonly string[] = process.execArgv): boolean {
-  const names = execArgv.map(v8FlagName);
   return (
-    !names.includes(OPTIMIZE_FOR_SIZE) &&
-    names.findLast((a) => a === MEMORY_SAVER || a === '--no-memory-saver-mode') === MEMORY_SAVER
+    !optimizedForSize(execArgv) &&
+    execArgv.map(v8FlagName).findLast((a) => a === MEMORY_SAVER || a === '--no-memory-saver-mode') === MEMORY_SAVER
   );
 }
 

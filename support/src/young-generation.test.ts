@@ -82,7 +82,7 @@ describe('youngGenerationLaunch', () => {
         restart: true,
         nodeFlags: ['--memory-saver-mode', '--no-memory-reducer'],
       });
-    assert.deepEqual(youngGenerationLaunch('ignition-server', [], { NODE_OPTIONS: '--memory-reducer' }, []), {
+    assert.deepEqual(youngGenerationLaunch('ignition-server', [], {}, ['--memory-reducer']), {
       restart: true,
       nodeFlags: ['--memory-saver-mode', '--heap-growing-percent=100'],
     });
@@ -97,6 +97,13 @@ describe('youngGenerationLaunch', () => {
       });
     assert.deepEqual(youngGenerationLaunch('ignition-server', [], {}, ['--memory-saver-mode']), { restart: false });
     assert.deepEqual(youngGenerationLaunch('ignition-server', ['--memory-saver=false'], {}, []), { restart: false });
+  });
+
+  it("when Node is given --no-optimize-for-size, it should add the ignition server's flags, as the governor starts", () => {
+    assert.deepEqual(youngGenerationLaunch('ignition-server', [], {}, ['--no-optimize-for-size']), {
+      restart: true,
+      nodeFlags: ['--memory-saver-mode', ...IGNITION_EXTRAS],
+    });
   });
 
   it("when a controller starts with the memory saver, it should keep the memory reducer and V8's growing factor (no one waits on its pauses)", () => {

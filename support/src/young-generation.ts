@@ -49,22 +49,29 @@ const DEFAULT_MIB: Readonly<Record<string, number>> = Object.freeze({
 
 const NO_MEMORY_REDUCER = '--no-memory-reducer';
 const HEAP_GROWING_PERCENT = '--heap-growing-percent';
-/** Under it V8 saves memory whatever the saver's flag, and no governor starts (memory-saver.ts, startedWithSaver). */
-export const OPTIMIZE_FOR_SIZE = '--optimize-for-size';
+const OPTIMIZE_FOR_SIZE = '--optimize-for-size';
+
+/**
+ * Whether Node was started with `--optimize-for-size` (Node refuses it in NODE_OPTIONS): V8 then saves memory
+ * whatever the saver's flag, and no governor starts (memory-saver.ts, startedWithSaver).
+ */
+export const optimizedForSize = (execArgv: readonly string[]): boolean =>
+  execArgv.map(v8FlagName).includes(OPTIMIZE_FOR_SIZE);
 
 /**
  * How far past what survived its last full collection each of the ignition server's heaps may grow before the
- * next one, %: V8's growing factor, fixed (`--heap-growing-percent`; under the saver V8's own is about 10 %).
+ * next one, %. V8's growing factor is then this, fixed in every mode (`--heap-growing-percent`): under the saver
+ * V8's own is about 10 %; with the saver off it may reach 300 %, which this caps.
  *
- * Why: a booting host's connection leaves about 5 KB in its serving thread's old generation (Node's TLS socket and
- * what hangs from it: plain `node:https` in a thread leaves as much, and a heap snapshot mid-storm finds none of it
- * alive), which only a full collection frees. With V8's own factor a serving thread whose heap was collected in a
- * quiet spell had room for about 500 hosts, so a storm met a full collection in each thread (5 to 13 ms, with
- * marking steps of up to 8 ms before it), its hosts waiting behind them. A thread holds about 4 KB of heap per
- * token, so 100 % leaves room for a storm of about as many hosts per thread as there are tokens, less the size of
- * its young generation (V8 starts marking that far before the limit) (docs/benchmarks.md, the storm row). The
- * cost: an idle heap may hold up to that much garbage until its next full collection; once the governor has
- * collected it after a burst (compacting), it holds what is alive, as before.
+ * Why: each booting host's connection leaves about 5 KB in its serving thread's old generation for a few seconds
+ * (Node's TLS socket and what hangs from it: plain `node:https` in a thread does the same), which only a full
+ * collection frees. A serving thread of the storm benchmark holds about 25 MB alive (6,000 tokens), so under the saver
+ * one collected in a quiet spell had room for about 500 hosts, and a storm met a full collection in each thread (pauses
+ * of 2.7 to 8.8 ms, marking steps of up to 8.6 ms before them), its hosts waiting behind them. At 100 % the room is
+ * what is alive less the young generation (V8 starts marking that far before the limit): there, 25 MB less 8 to 16 MB,
+ * 1,800 hosts a thread or more. At 50 % the storm still met one (docs/benchmarks.md, the storm row). The cost: an idle
+ * heap may hold that much garbage until its next full collection; once the governor has collected it after a burst
+ * (compacting), it holds what is alive, as before.
  */
 const STORM_HEAP_GROWING_PERCENT = 100;
 
@@ -112,7 +119,10 @@ export type Launch = { restart: true; nodeFlags: string[] } | { restart: false }
  * operator's way to turn it off.
  */
 const givenToNode = (execArgv: readonly string[], env: NodeJS.ProcessEnv): Set<string> =>
-  new Set([...execArgv, ...(env.NODE_OPTIONS ?? '').split(/\s+/)].map((a) => v8FlagName(a).replace(/^--no-/, '--')));
+  new Set([...execArgv, ...(env.NODE_OPTIONS ?? '').split(/\s+/)].map(positiveName));
+
+/** A V8 flag's name with its `--no-` dropped: either spelling of a flag counts as given. */
+const positiveName = (arg: string): string => v8FlagName(arg).replace(/^--no-/, '--');
 
 /** A V8 flag's name as given to Node, in V8's `-` spelling (`--max_semi_space_size=8` is `--max-semi-space-size`). */
 export const v8FlagName = (arg: string): string => arg.split('=')[0]!.replaceAll('_', '-');
@@ -157,18 +167,18 @@ export function youngGenerationLaunch(
   const flags: string[] = [];
   const mib = raw === undefined ? fallback : Number(raw);
   if (mib !== 0 && !forNode.has(FLAG)) flags.push(`${FLAG}=${mib}`);
-  flags.push(...saverFlags(command, args, env, forNode));
+  flags.push(...saverFlags(command, memorySaverWanted(args, env), forNode, optimizedForSize(execArgv)));
   return flags.length > 0 ? { restart: true, nodeFlags: flags } : { restart: false };
 }
 
 /**
- * The memory saver, unless turned off or given to Node; and with it the command's other flags (WITH_SAVER), each
- * unless Node was given it (`--no-` too), and none under OPTIMIZE_FOR_SIZE: no governor starts then to stand in for
- * the reducer, and the operator asked for the smallest heap.
+ * The memory saver, unless turned off or given to Node; and with it the command's other flags (WITH_SAVER), each unless
+ * Node was given it (`--no-` too), and none under `--optimize-for-size` (optimizedForSize): no governor starts then to
+ * stand in for the reducer, and the operator asked for the smallest heap.
  */
-function saverFlags(command: string, args: readonly string[], env: NodeJS.ProcessEnv, forNode: Set<string>): string[] {
-  if (!memorySaverWanted(args, env) || forNode.has(MEMORY_SAVER)) return [];
-  if (forNode.has(OPTIMIZE_FOR_SIZE)) return [MEMORY_SAVER];
-  const more = (WITH_SAVER[command] ?? []).filter((flag) => !forNode.has(v8FlagName(flag).replace(/^--no-/, '--')));
+function saverFlags(command: string, wanted: boolean, forNode: Set<string>, forSize: boolean): string[] {
+  if (!wanted || forNode.has(MEMORY_SAVER)) return [];
+  if (forSize) return [MEMORY_SAVER];
+  const more = (WITH_SAVER[command] ?? []).filter((flag) => !forNode.has(positiveName(flag)));
   return [MEMORY_SAVER, ...more];
 }
