@@ -40,7 +40,7 @@ import { PoolInformers } from './pools.js';
 import { decideTokenSecret, type TokenSecretRefusal } from './token-secret-decision.js';
 import { keyOf, keyString, parseKey } from '../../support/src/object-key.js';
 import { ReachedRecords } from './reached.js';
-import { BootstrapRevocations } from './revocations.js';
+import { BootstrapRevocations, revocationEndMs } from './revocations.js';
 
 export interface ControllerOptions {
   kubeConfig: k8s.KubeConfig;
@@ -72,6 +72,11 @@ const METADATA_LIST = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.
  * first token: four at a time made a thousand new pools wait in line for over a minute.
  */
 const LEADER_WORKERS = 32;
+/**
+ * Of those, the passes of one namespace at once: a pass waits on the tenant's guest apiserver (up to its request
+ * deadline when that hangs), so one tenant's hung guest must leave the others workers to mint with.
+ */
+const LEADER_WORKERS_PER_NAMESPACE = 24;
 /** Payloads generated at once. Every queue serves the namespaces in turn; generation also caps one namespace's share. */
 const GENERATE_WORKERS = 4;
 /** How long a request for a Secret read on demand waits for its payload (from the cache directory after a restart). */
@@ -123,9 +128,8 @@ export class TokenSecretController {
       onChange: (namespace, name) => this.#onPool(namespace, name),
     });
     this.#informer = this.#tokenSecrets();
-    this.#generate = this.#queue('ignition-payloads', (key) => this.#generatePayload(key), GENERATE_WORKERS, {
-      maxInFlightPerGroup: opts.generationsPerNamespace ?? 2,
-    });
+    const generate = (key: string): Promise<ReconcileResult | void> => this.#generatePayload(key);
+    this.#generate = this.#queue('ignition-payloads', generate, GENERATE_WORKERS, opts.generationsPerNamespace ?? 2);
     this.#reached = this.#queue('ignition-reached', (key) => this.#recordReached(key));
     this.#firstFetches = new ReachedRecords({
       clock: this.#clock,
@@ -136,6 +140,7 @@ export class TokenSecretController {
     this.#revocations = new BootstrapRevocations({
       core: this.#core,
       join: opts.join,
+      ttlMs: opts.ttlMs,
       clock: this.#clock,
       log: opts.log,
       queue: (reconcile) => this.#queue('ignition-bootstrap-revoke', reconcile),
@@ -189,7 +194,7 @@ export class TokenSecretController {
     name: string,
     reconcile: (key: string) => Promise<ReconcileResult | void>,
     workers = 4,
-    fairness: { maxInFlightPerGroup?: number } = {},
+    maxInFlightPerGroup?: number,
   ): WorkQueue {
     const { log, queueMetrics } = this.#opts;
     const failureMessage = 'Reconcile failed; retrying with backoff';
@@ -203,7 +208,7 @@ export class TokenSecretController {
       failureMessage,
       reconcile,
       groupOf: (key) => parseKey(key).namespace,
-      ...fairness,
+      ...(maxInFlightPerGroup === undefined ? {} : { maxInFlightPerGroup }),
     });
   }
 
@@ -240,7 +245,8 @@ export class TokenSecretController {
       forgetBootstrap: (key) => this.#forgetBootstrap(key),
       unmint: (mint) => this.#revocations.failedMint(mint),
     });
-    const writer = this.#queue('ignition-token-secrets', (key) => writes.reconcile(key), LEADER_WORKERS);
+    const reconcile = (key: string): Promise<ReconcileResult | void> => writes.reconcile(key);
+    const writer = this.#queue('ignition-token-secrets', reconcile, LEADER_WORKERS, LEADER_WORKERS_PER_NAMESPACE);
     this.#writer = writer;
     for (const entry of this.#opts.index.entries()) writer.add(entry.secret.key);
     for (const key of this.#refused.keys()) writer.add(key);
@@ -324,12 +330,15 @@ export class TokenSecretController {
     this.#refusedByPool.set(secret);
     this.#opts.index.remove(key);
     if (same) return;
-    this.#opts.metrics?.refusal(refused.reason);
+    this.#writer?.add(key);
+    // Every release change of a pool retires a Secret: that is no sign of a hand-written one.
+    if (reason === 'Retired')
+      return this.#opts.log.info({ secret: key, message }, 'A retired token Secret: its tokens are refused');
+    this.#opts.metrics?.refusal(reason);
     this.#opts.log.warn(
-      { secret: key, reason: refused.reason, message: refused.message },
+      { secret: key, reason, message },
       'Refused a token Secret: no token is minted or served for it and no payload generated',
     );
-    this.#writer?.add(key);
   }
 
   /** A pool changed: the verdicts on the token Secrets it owns (or that name it) may change. */
@@ -428,7 +437,8 @@ export class TokenSecretController {
     const secret = this.#opts.index.get(key)?.secret;
     const tokens = [secret?.bootstrapToken, secret?.rotatedBootstrapToken].filter((t): t is string => t !== undefined);
     if (!this.#writer || !secret?.cluster || tokens.length === 0) return;
-    this.#revocations.secretDeleted(key, { namespace: secret.namespace, cluster: secret.cluster, tokens });
+    const expiresAtMs = revocationEndMs(secret.issuedAtMs, this.#opts.ttlMs, this.#clock.now());
+    this.#revocations.secretDeleted(key, { namespace: secret.namespace, cluster: secret.cluster, tokens, expiresAtMs });
   }
 
   async #generatePayload(key: string): Promise<ReconcileResult | void> {

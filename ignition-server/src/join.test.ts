@@ -1,10 +1,15 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { parse } from 'yaml';
+import { findKubeconfigRefusal, GuestKubeconfigRefusedError } from '../../support/src/guest-kubeconfig-parse.js';
+import { isNotFound } from '../../support/src/errors.js';
 import {
   bootstrapKubeconfig,
   bootstrapTokenId,
+  createGuestJoin,
   desiredBootstrapSecret,
+  findGuestKubeconfigError,
+  GuestKubeconfigError,
   joinFileBytes,
   newBootstrapToken,
 } from './join.js';
@@ -70,5 +75,29 @@ describe('join material', () => {
         ['/etc/kubernetes/bootstrap-kubeconfig', 0o600],
       ],
     );
+  });
+
+  it("when the guest's kubeconfig cannot be had, it should fail with a GuestKubeconfigError whose cause keeps the refusal or the 404, and forget the config", async () => {
+    for (const cause of [
+      new GuestKubeconfigRefusedError('users[0].user.exec', 'would run a command'),
+      Object.assign(new Error('secrets "guest-kubeconfig" not found'), { code: 404 }),
+    ]) {
+      let forgotten = 0;
+      const join = createGuestJoin({ get: () => Promise.reject(cause), forget: () => void forgotten++ });
+      const calls = [
+        join.revoke({ namespace: 'ns', cluster: 'guest', tokens: [MATERIAL.bootstrapToken] }),
+        join.mint({ namespace: 'ns', cluster: 'guest', pool: 'workers', expiresAtMs: Date.UTC(2026, 10, 23, 20) }),
+      ];
+      for (const call of calls)
+        await assert.rejects(call, (err: unknown) => {
+          assert.ok(err instanceof GuestKubeconfigError, String(err));
+          assert.match(err.message, /in guest cluster ns\/guest/);
+          assert.equal(findGuestKubeconfigError(err), err);
+          if (cause instanceof GuestKubeconfigRefusedError) assert.equal(findKubeconfigRefusal(err), cause);
+          else assert.ok(isNotFound(err));
+          return true;
+        });
+      assert.equal(forgotten, 2);
+    }
   });
 });

@@ -64,6 +64,20 @@ interface MintRequest {
   expiresAtMs: number;
 }
 
+/**
+ * The guest's `<cluster>-kubeconfig` Secret gave no config (missing, unreadable or refused; the cause says which):
+ * nothing was sent to the guest. A caller that gives up on a gone cluster tells that apart from a guest that failed.
+ */
+export class GuestKubeconfigError extends Error {
+  override readonly name = 'GuestKubeconfigError';
+}
+
+/** The first GuestKubeconfigError in an error's cause chain. */
+export function findGuestKubeconfigError(err: unknown): GuestKubeconfigError | undefined {
+  for (let e: unknown = err; e instanceof Error; e = e.cause) if (e instanceof GuestKubeconfigError) return e;
+  return undefined;
+}
+
 /** Writes and deletes bootstrap tokens in guest clusters. */
 export interface GuestJoin {
   /** Mints a bootstrap token into the guest and returns the join material around it. */
@@ -87,11 +101,19 @@ export function createGuestJoin(kubeConfigs: GuestKubeConfigs): GuestJoin {
     what: string,
     fn: (kc: k8s.KubeConfig) => Promise<T>,
   ): Promise<T> => {
+    const failed = `failed to ${what} in guest cluster ${namespace}/${cluster}`;
+    let kc: k8s.KubeConfig;
     try {
-      return await fn(await kubeConfigs.get(namespace, cluster));
+      kc = await kubeConfigs.get(namespace, cluster);
     } catch (err) {
       kubeConfigs.forget(namespace, cluster);
-      throw new Error(`failed to ${what} in guest cluster ${namespace}/${cluster}`, { cause: err });
+      throw new GuestKubeconfigError(`${failed}: its kubeconfig could not be had`, { cause: err });
+    }
+    try {
+      return await fn(kc);
+    } catch (err) {
+      kubeConfigs.forget(namespace, cluster);
+      throw new Error(failed, { cause: err });
     }
   };
   return {

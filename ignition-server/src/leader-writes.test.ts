@@ -6,7 +6,7 @@ import { createLogger } from '../../support/src/logger.js';
 import type { Applier } from '../../support/src/apply.js';
 import { WorkQueue } from '../../support/src/queue.js';
 import { manualClock, type ManualClock } from '../../support/testing/index.js';
-import { LeaderWrites } from './leader-writes.js';
+import { LeaderWrites, type Refused } from './leader-writes.js';
 import { BootstrapRevocations } from './revocations.js';
 import { TokenIndex, type TokenSecret, type TokenSecretEntry } from './token-index.js';
 import { createTokenAuthority } from './tokens.js';
@@ -47,6 +47,8 @@ interface FakeApiserver {
   targets: string[];
   /** Reads of the Secret (read-backs). */
   reads: { count: number };
+  /** The preconditions of each delete of the Secret. */
+  deletes: unknown[];
   fail: (how: Failure) => void;
   /** Someone else writes the Secret: its version moves on. */
   bump: () => void;
@@ -68,6 +70,7 @@ function fakeApiserver(storedVersion: number): FakeApiserver {
   const patches: PatchBody[] = [];
   const targets: string[] = [];
   const reads = { count: 0 };
+  const deletes: unknown[] = [];
   const reset = (): Error => Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' });
   const commit = (body: PatchBody): boolean => {
     if (gone || body.metadata.resourceVersion !== String(version)) return false;
@@ -96,6 +99,9 @@ function fakeApiserver(storedVersion: number): FakeApiserver {
       if (gone) throw Object.assign(new Error('not found'), { code: 404 });
       return { metadata: { resourceVersion: String(version) }, data: { ...data } };
     },
+    deleteNamespacedSecret: async ({ body }: { body: { preconditions: unknown } }): Promise<void> => {
+      deletes.push(body.preconditions);
+    },
   };
   return {
     core: core as unknown as k8s.CoreV1Api,
@@ -103,6 +109,7 @@ function fakeApiserver(storedVersion: number): FakeApiserver {
     patches,
     targets,
     reads,
+    deletes,
     fail: (how) => void (failure = how),
     bump: () => void version++,
     commitLate: () => void (held && commit(held)),
@@ -138,7 +145,11 @@ interface Leader {
  * A leader whose informer copy of the Secret is whatever `copy.secret` holds, and whose failed mints go to the
  * controller's kind of revoke queue (a real WorkQueue on the manual clock).
  */
-async function leader(apiserver: FakeApiserver, guest: ReturnType<typeof fakeGuest>): Promise<Leader> {
+async function leader(
+  apiserver: FakeApiserver,
+  guest: ReturnType<typeof fakeGuest>,
+  refused?: Refused,
+): Promise<Leader> {
   const clock = manualClock(Date.UTC(2026, 10, 23, 8));
   const log = createLogger({ name: 'test', level: 'silent' });
   const index = new TokenIndex();
@@ -162,7 +173,7 @@ async function leader(apiserver: FakeApiserver, guest: ReturnType<typeof fakeGue
     clock,
     log,
     current: async () => copy.secret,
-    refused: () => undefined,
+    refused: () => refused,
     forgetBootstrap: () => undefined,
     unmint: (mint) => revocations.failedMint(mint),
   });
@@ -310,6 +321,46 @@ describe('leader writes', () => {
     assert.equal(guest.minted.length, 2, 'a patch that never committed does not hold the Secret back for good');
     assert.equal(apiserver.patches.length, 2);
     assert.deepEqual(guest.revoked, [guest.minted[0]]);
+  });
+
+  it('when the issue time of the token is far ahead of the clock (a tenant edit), it should rotate now instead of waiting for it', async () => {
+    const { apiserver, guest, l } = await setUp();
+    l.copy.secret = tokenSecret({
+      token: 'old',
+      issuedAtMs: Date.UTC(2099, 0, 1),
+      bootstrapToken: 'abcdef.0123456789abcdef',
+    });
+    const result = await l.writes.reconcile('ns/tok');
+    assert.equal(guest.minted.length, 1);
+    assert.equal(apiserver.patches[0]?.data[SECRET_KEYS.rotatedToken], Buffer.from('old').toString('base64'));
+    assert.ok(result && result.requeueAfterMs !== undefined && result.requeueAfterMs <= TTL_MS / 2 + 50);
+  });
+
+  it('when the issue time is a little ahead of the clock (another replica), it should wait for the rotation', async () => {
+    const { guest, l } = await setUp();
+    l.copy.secret = tokenSecret({ token: 'old', issuedAtMs: l.clock.now() + 60_000 });
+    await l.writes.reconcile('ns/tok');
+    assert.equal(guest.minted.length, 0);
+  });
+
+  it('when a retired Secret has not reached its expiry, it should wait for it without an Event or a delete', async () => {
+    const apiserver = fakeApiserver(1);
+    const clock0 = Date.UTC(2026, 10, 23, 8);
+    const secret = tokenSecret({ expiresAtMs: clock0 + 7_200_000 });
+    const l = await leader(apiserver, fakeGuest(), { secret, reason: 'Retired', message: 'm', sinceMs: clock0 });
+    const result = await l.writes.reconcile('ns/tok');
+    assert.deepEqual(apiserver.deletes, []);
+    assert.equal(result?.requeueAfterMs, 7_200_050);
+  });
+
+  it('when a retired Secret has passed its expiry, it should delete it, guarded by its UID', async () => {
+    const apiserver = fakeApiserver(1);
+    const clock0 = Date.UTC(2026, 10, 23, 8);
+    const secret = tokenSecret({ expiresAtMs: clock0 - 1 });
+    const l = await leader(apiserver, fakeGuest(), { secret, reason: 'Retired', message: 'm', sinceMs: clock0 });
+    await l.writes.reconcile('ns/tok');
+    assert.deepEqual(apiserver.deletes, [{ uid: 'u1' }]);
+    assert.equal(apiserver.patches.length, 0, 'nothing minted for it');
   });
 
   it('when a patch after a mint was refused, the next pass should not be held back', async () => {

@@ -47,6 +47,9 @@ const REFUSAL_SETTLE_MS = 5_000;
  */
 const ECHO_WAIT_MS = 1_000;
 
+/** The furthest ahead of the leader's clock an issue time may be and still be one a replica wrote. */
+const ISSUED_AHEAD_MS = 5 * 60_000;
+
 export interface LeaderWritesDeps {
   core: k8s.CoreV1Api;
   /** The token Secrets' patches go through it (as the wire has them: no model on either side). */
@@ -96,6 +99,7 @@ export class LeaderWrites {
   /** The leader's pass over one token Secret: expire, mint or rotate, report the payload; then wait. */
   async reconcile(key: string): Promise<ReconcileResult | void> {
     const refused = this.#deps.refused(key);
+    if (refused?.reason === 'Retired') return this.#retired(refused.secret);
     if (refused) return this.#recordRefusal(refused);
     const secret = await this.#deps.current(key);
     if (!secret) return void this.#patchedFrom.delete(key);
@@ -128,6 +132,13 @@ export class LeaderWrites {
     return base.untilMs === undefined ? ECHO_WAIT_MS : base.untilMs - now;
   }
 
+  /** A Secret its pool retired (token-secret-decision.ts): deleted at its expiry, as a served one is. */
+  async #retired(secret: TokenSecret): Promise<ReconcileResult | void> {
+    const wait = (secret.expiresAtMs ?? 0) - this.#deps.clock.now();
+    if (wait > 0) return { requeueAfterMs: wait + 50 };
+    await this.#delete(secret);
+  }
+
   /** The Warning Event of a refusal that has stood its settling time (until then, a look again). */
   async #recordRefusal(refused: Refused): Promise<ReconcileResult | void> {
     const wait = refused.sinceMs + REFUSAL_SETTLE_MS - this.#deps.clock.now();
@@ -140,8 +151,11 @@ export class LeaderWrites {
   async #tokenPatch(secret: TokenSecret, now: number, patch: Patch): Promise<number> {
     const { ttlMs, authority, metrics, log } = this.#deps;
     const half = ttlMs / 2;
-    if (secret.token && secret.issuedAtMs !== undefined && now < secret.issuedAtMs + half)
-      return secret.issuedAtMs + half;
+    const issued = secret.issuedAtMs;
+    // An issue time well ahead of this clock was not written by a replica (theirs agree closer than that): a
+    // tenant's edit, which would put off the rotation for as long as it likes. The token is rotated now instead.
+    if (secret.token && issued !== undefined && issued <= now + ISSUED_AHEAD_MS && now < issued + half)
+      return issued + half;
     const { token, claims } = await authority.mint({ pool: secret.pool, hash: secret.hash, ttlMs });
     patch.data[SECRET_KEYS.token] = b64(token);
     if (secret.token) {

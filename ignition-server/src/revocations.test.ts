@@ -5,8 +5,19 @@ import { SECRET_KEYS } from '../../api/src/keys.js';
 import { createKeyQueue } from '../../support/src/controller.js';
 import { createLogger } from '../../support/src/logger.js';
 import { manualClock, type ManualClock } from '../../support/testing/index.js';
-import type { GuestJoin } from './join.js';
-import { BootstrapRevocations, type FailedMint } from './revocations.js';
+import { GuestKubeconfigRefusedError } from '../../support/src/guest-kubeconfig-parse.js';
+import type { GuestKubeConfigs } from '../../support/src/guest-kubeconfigs.js';
+import { createGuestJoin, GuestKubeconfigError, type GuestJoin } from './join.js';
+import {
+  BootstrapRevocations,
+  bootstrapTokensExpireAtMs,
+  decideRevoke,
+  guestFailureOf,
+  withoutSettled,
+  withRevocation,
+  type FailedMint,
+  type Revocation,
+} from './revocations.js';
 import { PATCH_SETTLED_MS } from './unmint-decision.js';
 import { memoryDestination } from '../testing/index.js';
 
@@ -21,23 +32,33 @@ interface Harness {
   revoked: string[][];
   /** Guest deletions still to fail before one succeeds. */
   guestErrors: { count: number };
+  /** Calls of the guest's deletion, failed ones included. */
+  attempts: { count: number };
   keys: string[];
   logged: string[];
   /** The token Secret as the management apiserver holds it (undefined: gone). */
   stored: { secret: k8s.V1Secret | undefined };
 }
 
-function harness(): Harness {
+interface HarnessOptions {
+  /** The guest join in place of the fake one (whose deletions fail `guestErrors` times). */
+  join?: GuestJoin;
+  ttlMs?: number;
+}
+
+function harness(opts: HarnessOptions = {}): Harness {
   const clock = manualClock(Date.UTC(2026, 10, 28, 10));
   const destination = memoryDestination();
   const log = createLogger({ name: 'test', destination });
   const revoked: string[][] = [];
   const guestErrors = { count: 0 };
+  const attempts = { count: 0 };
   const keys: string[] = [];
   const stored: Harness['stored'] = { secret: { metadata: { resourceVersion: '7' }, data: {} } };
   const join: GuestJoin = {
     mint: () => Promise.reject(new Error('not in this test')),
     revoke: async ({ tokens }) => {
+      attempts.count++;
       if (guestErrors.count > 0) {
         guestErrors.count--;
         throw new Error('guest apiserver unreachable');
@@ -53,9 +74,10 @@ function harness(): Harness {
   } as unknown as k8s.CoreV1Api;
   const revocations = new BootstrapRevocations({
     core,
-    join,
+    join: opts.join ?? join,
     clock,
     log,
+    ttlMs: opts.ttlMs,
     // As the controller makes it: the key named `secret` in its failure line.
     queue: (reconcile) =>
       createKeyQueue({
@@ -66,7 +88,7 @@ function harness(): Harness {
         reconcile: (key) => (keys.push(key), reconcile(key)),
       }),
   });
-  return { revocations, clock, revoked, guestErrors, keys, logged: destination.lines, stored };
+  return { revocations, clock, revoked, guestErrors, attempts, keys, logged: destination.lines, stored };
 }
 
 const failedMint = (status?: number): FailedMint => ({
@@ -155,5 +177,152 @@ describe('bootstrap revocations', () => {
       assert.ok(!text.includes('mintedsecret'), `no token in ${text}`);
       assert.ok(!text.includes(Buffer.from(MINTED).toString('base64')), `no encoded token in ${text}`);
     }
+  });
+});
+
+const MINUTE = 60_000;
+const T0 = Date.UTC(2026, 10, 28, 10);
+const revocation = (tokens: string[], expiresAtMs?: number): Revocation => ({
+  namespace: 'ns',
+  cluster: 'guest',
+  tokens,
+  expiresAtMs,
+});
+
+/** The real guest join over a kubeconfig Secret that cannot be had; counts the reads. */
+function joinWithoutKubeconfig(err: Error): { join: GuestJoin; reads: { count: number } } {
+  const reads = { count: 0 };
+  const kubeConfigs: GuestKubeConfigs = {
+    get: () => (reads.count++, Promise.reject(err)),
+    forget: () => undefined,
+  };
+  return { join: createGuestJoin(kubeConfigs), reads };
+}
+
+const notFound = (): Error => Object.assign(new Error('secrets "guest-kubeconfig" not found'), { code: 404 });
+const lines = (h: Harness): { level: number; msg: string; reason?: string }[] =>
+  h.logged.map((line) => JSON.parse(line) as { level: number; msg: string; reason?: string });
+
+describe('bootstrap revocations of deleted token Secrets', () => {
+  it("when the cluster's kubeconfig Secret is gone (the cluster was deleted), it should give up at once and never ask again", async () => {
+    const { join, reads } = joinWithoutKubeconfig(notFound());
+    const h = harness({ join });
+    h.revocations.secretDeleted('ns/tok', revocation([RECORDED], T0 + 60 * MINUTE));
+    await h.revocations.drained();
+    for (let i = 0; i < 5; i++) await later(h, MINUTE);
+    assert.equal(reads.count, 1);
+    assert.deepEqual(h.keys, ['ns/tok']);
+    assert.ok(lines(h).some((l) => l.reason === 'KubeconfigMissing' && l.level === 30));
+    assert.ok(!h.logged.some((line) => line.includes('Reconcile failed')), 'no failure line: the end is normal');
+    await h.revocations.stop();
+    assert.ok(!h.logged.some((line) => line.includes('still to delete')), 'nothing left pending');
+  });
+
+  it("when the cluster's kubeconfig is refused, it should give up at once with a warning", async () => {
+    const { join, reads } = joinWithoutKubeconfig(new GuestKubeconfigRefusedError('users[0].user.exec', 'runs'));
+    const h = harness({ join });
+    h.revocations.secretDeleted('ns/tok', revocation([RECORDED], T0 + 60 * MINUTE));
+    await h.revocations.drained();
+    for (let i = 0; i < 5; i++) await later(h, MINUTE);
+    assert.equal(reads.count, 1);
+    assert.ok(lines(h).some((l) => l.reason === 'KubeconfigRefused' && l.level === 40));
+  });
+
+  it('when the guest stays unreachable, it should retry with backoff until the tokens expire, then give up', async () => {
+    const h = harness();
+    h.guestErrors.count = Infinity;
+    h.revocations.secretDeleted('ns/tok', revocation([RECORDED, ROTATED], T0 + 10 * MINUTE));
+    await h.revocations.drained();
+    for (let i = 0; i < 9; i++) await later(h, MINUTE);
+    const before = h.attempts.count;
+    assert.ok(before > 5, `retried (${before} attempts)`);
+    for (let i = 0; i < 30; i++) await later(h, MINUTE);
+    const after = h.attempts.count;
+    for (let i = 0; i < 30; i++) await later(h, MINUTE);
+    assert.equal(h.attempts.count, after, 'no attempt once given up');
+    assert.ok(after <= before + 2, `stopped at the expiry (${after} attempts)`);
+    assert.ok(lines(h).some((l) => l.reason === 'Expired'));
+    await h.revocations.stop();
+    assert.ok(!h.logged.some((line) => line.includes('still to delete')), 'nothing left pending');
+  });
+
+  it('when a revocation comes without its expiry, it should end at the token TTL from then', async () => {
+    const h = harness({ ttlMs: 5 * MINUTE });
+    h.guestErrors.count = Infinity;
+    h.revocations.secretDeleted('ns/tok', revocation([RECORDED]));
+    await h.revocations.drained();
+    for (let i = 0; i < 4; i++) await later(h, MINUTE);
+    assert.ok(!lines(h).some((l) => l.reason === 'Expired'), 'still trying within the TTL');
+    for (let i = 0; i < 3; i++) await later(h, MINUTE);
+    assert.ok(
+      lines(h).some((l) => l.reason === 'Expired'),
+      'given up past it',
+    );
+  });
+
+  it('when the tokens have expired already, it should not ask the guest', async () => {
+    const h = harness();
+    h.revocations.secretDeleted('ns/tok', revocation([RECORDED], T0));
+    await h.revocations.drained();
+    assert.equal(h.attempts.count, 0);
+    assert.ok(lines(h).some((l) => l.reason === 'Expired'));
+  });
+
+  it('when a token Secret of the same name is deleted again while the first is pending, it should delete the tokens of both', async () => {
+    const h = harness();
+    h.guestErrors.count = 1;
+    h.revocations.secretDeleted('ns/tok', revocation([RECORDED], T0 + 60 * MINUTE));
+    await h.revocations.drained();
+    h.revocations.secretDeleted('ns/tok', revocation([ROTATED], T0 + 60 * MINUTE));
+    await h.revocations.drained();
+    await later(h, 200);
+    assert.deepEqual(h.revoked.flat().sort(), [RECORDED, ROTATED].sort());
+  });
+
+  it('when pending deletions of one key meet, it should merge their tokens per guest and keep the later expiry', () => {
+    const first = { namespace: 'ns', cluster: 'guest', tokens: [RECORDED], expiresAtMs: T0 + 2 };
+    const other = { namespace: 'ns', cluster: 'other', tokens: [MINTED], expiresAtMs: T0 };
+    const merged = withRevocation(withRevocation([first], other), {
+      ...first,
+      tokens: [RECORDED, ROTATED],
+      expiresAtMs: T0 + 1,
+    });
+    assert.deepEqual(merged, [{ ...first, tokens: [RECORDED, ROTATED] }, other]);
+  });
+
+  it('when some tokens of a key are settled, it should keep the ones added meanwhile and drop emptied guests', () => {
+    const pending = [{ namespace: 'ns', cluster: 'guest', tokens: [RECORDED, ROTATED], expiresAtMs: T0 }];
+    assert.deepEqual(withoutSettled(pending, revocation([RECORDED])), [{ ...pending[0], tokens: [ROTATED] }]);
+    assert.deepEqual(withoutSettled(pending, revocation([RECORDED, ROTATED])), []);
+  });
+
+  it('when a deletion failed, it should give up only for a missing or refused kubeconfig, or past the expiry', () => {
+    const before = { expiresAtMs: T0 + 1, nowMs: T0 };
+    assert.deepEqual(decideRevoke(before), { action: 'revoke' });
+    assert.deepEqual(decideRevoke({ ...before, failure: 'Failed' }), { action: 'retry' });
+    assert.deepEqual(decideRevoke({ ...before, nowMs: T0 + 1 }), { action: 'give-up', reason: 'Expired' });
+    assert.deepEqual(decideRevoke({ ...before, nowMs: T0 + 1, failure: 'Failed' }), {
+      action: 'give-up',
+      reason: 'Expired',
+    });
+    for (const failure of ['KubeconfigMissing', 'KubeconfigRefused'] as const)
+      assert.deepEqual(decideRevoke({ ...before, failure }), { action: 'give-up', reason: failure });
+  });
+
+  it("when an error is read, it should call a 404 missing only when the guest's kubeconfig Secret gave it", () => {
+    const kubeconfig = (cause: Error): Error => new GuestKubeconfigError('failed: no kubeconfig', { cause });
+    assert.equal(guestFailureOf(kubeconfig(notFound())), 'KubeconfigMissing');
+    assert.equal(
+      guestFailureOf(kubeconfig(new GuestKubeconfigRefusedError('users[0].user.exec', 'runs'))),
+      'KubeconfigRefused',
+    );
+    assert.equal(guestFailureOf(kubeconfig(Object.assign(new Error('unavailable'), { code: 503 }))), 'Failed');
+    assert.equal(guestFailureOf(new Error('failed to delete', { cause: notFound() })), 'Failed');
+    assert.equal(guestFailureOf(new Error('failed to delete', { cause: new Error('ECONNREFUSED') })), 'Failed');
+  });
+
+  it("when the expiry of a Secret's bootstrap tokens is computed, it should be its issue time plus the TTL in whole seconds", () => {
+    assert.equal(bootstrapTokensExpireAtMs(T0, 11 * 3_600_000), T0 + 11 * 3_600_000);
+    assert.equal(bootstrapTokensExpireAtMs(T0, 1_500), T0 + 2_000);
   });
 });

@@ -86,6 +86,13 @@ describe('token Secret decision', () => {
       /uses release registry.example\/release:1.36.2 .* names release .*broken-kubelet/,
     ],
     [
+      'a release the pool no longer uses, with the expiry the controller writes when it retires a Secret',
+      secret({ hash: BROKEN_HASH, release: BROKEN, expiresAtMs: Date.UTC(2026, 10, 23) }),
+      pool(),
+      'Retired',
+      /moved to release registry.example\/release:1.36.2 .* was retired and is deleted at its expiry/,
+    ],
+    [
       "the pool's own release while its status refuses it",
       secret({ hash: BROKEN_HASH, release: BROKEN }),
       pool({

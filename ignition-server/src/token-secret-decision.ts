@@ -28,6 +28,11 @@ export type TokenSecretRefusal =
   | 'InputsMismatch'
   /** Neither a hash the pool's status reports nor the target of the pool's release. */
   | 'ReleaseNotOfPool'
+  /**
+   * As ReleaseNotOfPool, but with an expiry: the nodepool-controller retired it when the pool moved to another
+   * release. It is no news (no Warning Event), and the leader deletes it at its expiry, as it does a served one.
+   */
+  | 'Retired'
   /** The target of the pool's release, which the pool's status says may not roll out. */
   | 'TargetRefused';
 
@@ -42,6 +47,8 @@ export interface TokenSecretFacts {
   /** configHash over the Secret's release and config. */
   inputsHash: string;
   owner?: { name: string; uid: string };
+  /** Its expiry annotation: the nodepool-controller writes one when it retires the Secret. */
+  expiresAtMs?: number;
 }
 
 export type TokenSecretDecision =
@@ -113,6 +120,11 @@ function reportedHashes(pool: PoolFacts): string[] {
 function checkResolved(secret: TokenSecretFacts, pool: PoolFacts): TokenSecretDecision | undefined {
   if (reportedHashes(pool).includes(secret.hash)) return undefined;
   const name = pool.metadata.name;
+  if (secret.release !== pool.spec.release.image && secret.expiresAtMs !== undefined)
+    return refuse(
+      'Retired',
+      `NodePool ${name} moved to release ${pool.spec.release.image} and reports no config hash ${secret.hash}; the Secret of release ${secret.release} was retired and is deleted at its expiry`,
+    );
   if (secret.release !== pool.spec.release.image)
     return refuse(
       'ReleaseNotOfPool',

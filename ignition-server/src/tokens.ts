@@ -14,13 +14,13 @@ const ISSUER = 'kindling-ignition-server';
 const AUDIENCE = 'kindling-ignition';
 const ALG = 'ES256';
 /** The longest token we are willing to parse: a real one is ~400 bytes; anything bigger is not ours. */
-const MAX_TOKEN_LENGTH = 2048;
+export const MAX_TOKEN_LENGTH = 2048;
 /**
  * A compact JWS, base64url only. jose's decoding skips whitespace, so without this a Secret holding a minted token
  * with a space inside would verify and be served to a bearer no Ignition client sends; with it, every verified
  * token is of the bearer syntax, which the serving path relies on.
  */
-const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
+export const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 /** Verified tokens remembered: every host of a booting fleet retries with the same token until it gets 200. */
 const VERIFIED_TOKENS = 4096;
 

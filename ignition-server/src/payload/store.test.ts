@@ -205,6 +205,39 @@ describe('payload store', () => {
     assert.equal(store.generations, 5);
   });
 
+  it('when many requests miss a payload that is on disk but not in memory, it should read its file once for them all', async () => {
+    const first = options(join(dir, 'reads'));
+    const seed = new PayloadStore(first.opts);
+    await seed.init();
+    const key = (await seed.ensure('r.example/rel:1', first.source([mcDoc('99-a', '/etc/a', 60_000)]))).key;
+    const restarted = new PayloadStore(options(join(dir, 'reads')).opts);
+    await restarted.init();
+    const cached: string[] = [];
+    restarted.observe({ cached: (p) => cached.push(p.key), evicted: () => undefined });
+    const found = await Promise.all(Array.from({ length: 10 }, () => restarted.lookup(key)));
+    assert.ok(
+      found.every((p) => p !== undefined && p === found[0]),
+      'one payload, one SharedArrayBuffer, for every request',
+    );
+    assert.deepEqual(cached, [key], 'held and announced once');
+    assert.equal(await restarted.lookup(key), found[0], 'then served from memory');
+  });
+
+  it('when a payload is larger than the memory cache, it should neither hold nor announce it, and serve it from disk, one read for concurrent lookups', async () => {
+    const { opts, source } = options(join(dir, 'large'), { maxBytes: 10_000 });
+    const store = new PayloadStore(opts);
+    await store.init();
+    const cached: string[] = [];
+    store.observe({ cached: (p) => cached.push(p.key), evicted: () => undefined });
+    const generated = await store.ensure('r.example/rel:1', source([mcDoc('99-a', '/etc/a', 60_000)]));
+    assert.deepEqual([store.bytesInMemory, cached, store.peek(generated.key)], [0, [], undefined]);
+    const found = await Promise.all(Array.from({ length: 10 }, () => store.lookup(generated.key)));
+    assert.ok(found.every((p) => p !== undefined && p === found[0] && p.tail.equals(generated.tail)));
+    const again = await store.lookup(generated.key);
+    assert.ok(again && again !== found[0] && again.tail.equals(generated.tail), 'read from disk again, later');
+    assert.deepEqual([store.bytesInMemory, cached, store.generations], [0, [], 1]);
+  });
+
   it('when the config cannot be merged, it should fail with InvalidConfig once and not try again', async () => {
     const { opts, calls, source } = options(join(dir, 'd'));
     const store = new PayloadStore(opts);

@@ -122,6 +122,11 @@ export class PayloadStore {
   readonly #cache: LRUCache<string, Payload>;
   readonly #pins = new Map<string, string>();
   readonly #flights = new Map<string, Promise<Payload>>();
+  /**
+   * Reads of payload files under way, by key. Each read fills a new SharedArrayBuffer the size of the payload,
+   * outside the heap: without one read per key, N requests missing the same payload at once held N copies.
+   */
+  readonly #reads = new Map<string, Promise<Payload | undefined>>();
   readonly #pinning = new Map<string, Promise<string>>();
   readonly #dir: DirBudget;
   /** Generations that failed for good (invalid config or release), so they are not retried in a loop. */
@@ -135,7 +140,7 @@ export class PayloadStore {
     this.#cache = new LRUCache<string, Payload>({
       maxSize: opts.maxBytes,
       sizeCalculation: (p) => Math.max(1, p.tail.length + 64),
-      // Entries bigger than the whole cache are served from disk instead.
+      // Entries bigger than the whole cache are served from disk instead: lookup() reads them back each time.
       maxEntrySize: opts.maxBytes,
       dispose: (_p, key, reason) => {
         opts.metrics?.cacheBytes(this.#cache.calculatedSize);
@@ -354,7 +359,17 @@ export class PayloadStore {
     if (await this.#writeFile(join('payloads', key), bytes)) await this.#dir.added(key, length);
   }
 
-  async #readPayload(key: string): Promise<Payload | undefined> {
+  /** One read at a time per key: concurrent misses share it (see #reads). */
+  #readPayload(key: string): Promise<Payload | undefined> {
+    let read = this.#reads.get(key);
+    if (!read) {
+      read = this.#readPayloadOnce(key).finally(() => this.#reads.delete(key));
+      this.#reads.set(key, read);
+    }
+    return read;
+  }
+
+  async #readPayloadOnce(key: string): Promise<Payload | undefined> {
     if (!/^[a-f0-9]{64}$/.test(key)) return undefined;
     const bytes = await readShared(join(this.#opts.cacheDir, 'payloads', key));
     const payload = bytes && parsePayloadFile(key, bytes);

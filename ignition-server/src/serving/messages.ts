@@ -25,7 +25,7 @@ export interface ThreadData {
 }
 
 /** A payload held in memory, its bytes in shared memory (one copy for every thread). */
-interface SharedPayload {
+export interface SharedPayload {
   key: string;
   minVersion: SpecVersion;
   joinAt: number;
@@ -39,7 +39,11 @@ export type ToThread =
   | { t: 'payload'; payload: SharedPayload }
   | { t: 'evict'; key: string }
   | { t: 'listen'; address: string; fd?: number; reusePort?: boolean }
-  | { t: 'reply'; id: number; error?: string }
+  /**
+   * `payload`: a lookup's answer. The thread serves it for the requests that asked even when memory did not keep
+   * it (larger than the whole cache, it is read from disk for each lookup and never held by the threads).
+   */
+  | { t: 'reply'; id: number; error?: string; payload?: SharedPayload }
   /** `pauses`: also the thread's pauses since the previous such look (pauses.ts). */
   | { t: 'stats'; id: number; pauses?: boolean }
   | { t: 'drain'; timeoutMs: number }

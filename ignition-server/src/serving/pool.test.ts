@@ -17,7 +17,8 @@ import type { PayloadObserver } from '../payload/store.js';
 import { ecKeyPem, memoryDestination } from '../../testing/index.js';
 import { eventually } from '../../../test/bed/src/eventually.js';
 import { FIRST_SERVED_MESSAGE } from '../app.js';
-import { profilingFlags, ServingPool } from './pool.js';
+import type { ThreadStats } from './messages.js';
+import { answerWithin, profilingFlags, ServingPool } from './pool.js';
 
 const POOL = 'clusters/workers';
 const HASH = 'h1';
@@ -28,6 +29,10 @@ class Payloads {
   /** Payloads the store would read back from disk. */
   readonly disk = new Map<string, Payload>();
   readonly lookups: string[] = [];
+  /** Payloads larger than the memory cache: read back from disk for each lookup, never held. */
+  readonly tooLarge = new Set<string>();
+  /** What lookups wait for before answering. */
+  gate: Promise<void> = Promise.resolve();
   readonly touched = new Map<string, number>();
   #observer: PayloadObserver | undefined;
 
@@ -51,14 +56,15 @@ class Payloads {
     this.#observer?.evicted(key);
   }
 
-  lookup(key: string): Promise<Payload | undefined> {
+  async lookup(key: string): Promise<Payload | undefined> {
     this.lookups.push(key);
+    await this.gate;
     const p = this.disk.get(key);
-    if (p) {
+    if (p && !this.tooLarge.has(key)) {
       this.held.set(key, p);
       this.#observer?.cached(p);
     }
-    return Promise.resolve(p);
+    return p;
   }
 
   touch(key: string, hits: number): void {
@@ -66,12 +72,24 @@ class Payloads {
   }
 }
 
-function get(
+interface Response {
+  status: number;
+  body: Buffer;
+  code?: string;
+}
+
+function get(port: number, ca: string, headers: Record<string, string>): Promise<Response> {
+  return send(port, ca, headers).response;
+}
+
+/** A GET of /ignition on a connection of its own: `written` once the request is handed to the kernel. */
+function send(
   port: number,
   ca: string,
   headers: Record<string, string>,
-): Promise<{ status: number; body: Buffer; code?: string }> {
-  return new Promise((resolve, reject) => {
+): { written: Promise<void>; response: Promise<Response> } {
+  let written!: Promise<void>;
+  const response = new Promise<Response>((resolve, reject) => {
     const r = request(
       { host: '127.0.0.1', port, path: '/ignition', ca, headers, servername: 'localhost', agent: false },
       (res) => {
@@ -87,8 +105,19 @@ function get(
       },
     );
     r.on('error', reject);
+    written = new Promise((resolve) => r.once('finish', resolve));
     r.end();
   });
+  return { written, response };
+}
+
+/** A server certificate for localhost, tls.crt and tls.key in `dir`; its CA's certificate. */
+async function serverCertificate(dir: string): Promise<string> {
+  const authorityCa = await createCertificateAuthority('serving CA');
+  const pair = await authorityCa.issue({ commonName: 'ignition', dnsNames: ['localhost'], usage: 'server' });
+  await writeFile(join(dir, 'tls.crt'), pair.certPem);
+  await writeFile(join(dir, 'tls.key'), pair.keyPem);
+  return authorityCa.certPem;
 }
 
 /** A connection that has had one answer (so the server counted it) and stays open, kept alive. */
@@ -172,11 +201,7 @@ describe('serving threads', () => {
 
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'serving-'));
-    const authorityCa = await createCertificateAuthority('serving CA');
-    const pair = await authorityCa.issue({ commonName: 'ignition', dnsNames: ['localhost'], usage: 'server' });
-    await writeFile(join(dir, 'tls.crt'), pair.certPem);
-    await writeFile(join(dir, 'tls.key'), pair.keyPem);
-    ca = authorityCa.certPem;
+    ca = await serverCertificate(dir);
     authority = await createTokenAuthority(ecKeyPem());
     index = new TokenIndex();
     payloads = new Payloads();
@@ -384,6 +409,49 @@ describe('serving threads', () => {
     );
   });
 
+  it('when a ready payload is larger than the memory cache, a thread should serve it from the bytes the main thread read back, not report it missing', async () => {
+    const p = payloads.add('f'.repeat(64), '"},"storage":{"files":[{"path":"/etc/f"}]}}');
+    payloads.tooLarge.add(p.key);
+    payloads.evict(p.key);
+    const { token, secret: s } = await secret('large');
+    index.upsert(s, { state: 'ready', key: p.key });
+    const lookupsBefore = payloads.lookups.length;
+    for (const r of await many(token, 6)) {
+      assert.equal(r.status, 200, r.code);
+      assert.ok(r.body.equals(payloadBytes(p, '3.3.0')));
+    }
+    assert.ok(payloads.lookups.length > lookupsBefore, 'read back through the main thread');
+    assert.ok(!missing.includes(s.key), 'never reported missing, so never regenerated');
+  });
+
+  it('when many requests on a thread miss the same payload at once, the thread should ask the main thread for it once', async () => {
+    // Never held, so every miss would ask: only requests waiting at the same time share a question.
+    const p = payloads.add('9'.repeat(64), '"},"storage":{"files":[{"path":"/etc/9"}]}}');
+    payloads.tooLarge.add(p.key);
+    payloads.evict(p.key);
+    const { token, secret: s } = await secret('single-flight');
+    index.upsert(s, { state: 'ready', key: p.key });
+    let answer = (): void => undefined;
+    payloads.gate = new Promise((resolve) => (answer = () => resolve()));
+    try {
+      const sent = Array.from({ length: 20 }, () => send(pool.port, ca, headers(token)));
+      await Promise.all(sent.map((r) => r.written));
+      // Handed to the kernel by the clients; read by the threads a moment later.
+      await new Promise((r) => setTimeout(r, 300));
+      answer();
+      const responses = await Promise.all(sent.map((r) => r.response));
+      assert.deepEqual(
+        responses.map((r) => r.status),
+        Array(20).fill(200),
+      );
+    } finally {
+      answer();
+      payloads.gate = Promise.resolve();
+    }
+    const asked = payloads.lookups.filter((k) => k === p.key).length;
+    assert.ok(asked >= 1 && asked <= 2, `asked ${asked} times for 20 requests on 2 threads`);
+  });
+
   it('when 10,000 connections sit idle before their handshake, a real /ignition fetch should still be served', async () => {
     const p = payloads.add('e'.repeat(64), '"},"storage":{"files":[{"path":"/etc/e"}]}}');
     const { token, secret: s } = await secret('flooded');
@@ -413,11 +481,7 @@ describe('serving threads under a connection cap', () => {
 
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'serving-cap-'));
-    const authorityCa = await createCertificateAuthority('serving CA');
-    const pair = await authorityCa.issue({ commonName: 'ignition', dnsNames: ['localhost'], usage: 'server' });
-    await writeFile(join(dir, 'tls.crt'), pair.certPem);
-    await writeFile(join(dir, 'tls.key'), pair.keyPem);
-    ca = authorityCa.certPem;
+    ca = await serverCertificate(dir);
     pool = new ServingPool({
       threads: 2,
       address: '127.0.0.1:0',
@@ -462,6 +526,97 @@ describe('serving threads under a connection cap', () => {
     for (const s of held) s.destroy();
     const requests = await pool.requests();
     assert.ok((requests['503'] ?? 0) >= 1, 'the 503s counted');
+  });
+});
+
+describe("serving threads' use of payloads", () => {
+  let dir: string;
+  let ca: string;
+  let authority: TokenAuthority;
+  const index = new TokenIndex();
+  const payloads = new Payloads();
+  let pool: ServingPool;
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'serving-used-'));
+    ca = await serverCertificate(dir);
+    authority = await createTokenAuthority(ecKeyPem());
+    pool = new ServingPool({
+      threads: 1,
+      address: '127.0.0.1:0',
+      certFile: join(dir, 'tls.crt'),
+      keyFile: join(dir, 'tls.key'),
+      publicKeyPem: authority.publicKeyPem,
+      index,
+      store: payloads,
+      onServed: () => undefined,
+      onPayloadMissing: () => undefined,
+      load: () => Promise.resolve(),
+      onFailed: (err) => assert.fail(err),
+      log: createLogger({ name: 'test', level: 'silent' }),
+      logName: 'test',
+      logLevel: 'silent',
+      reloadIntervalMs: 60_000,
+      // Uses reach the store only when stats are asked for, by the test.
+      statsIntervalMs: 3_600_000,
+      maxConnections: 4096,
+    });
+    pool.start();
+    await pool.listen();
+  });
+
+  after(async () => {
+    await pool?.drain(1000);
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('when the pauses are asked for, the payloads served since the last look should still count as used, once', async () => {
+    const p = payloads.add('a'.repeat(64), '"},"storage":{"files":[{"path":"/etc/a"}]}}');
+    const { token } = await authority.mint({ pool: POOL, hash: HASH, ttlMs: 3_600_000 });
+    index.upsert(
+      {
+        key: 'clusters/used',
+        namespace: 'clusters',
+        name: 'used',
+        uid: 'used',
+        pool: POOL,
+        hash: HASH,
+        release: 'r',
+        configSha256: 'c',
+        inputsHash: 'h',
+        token,
+        resourceVersion: '1',
+      },
+      { state: 'ready', key: p.key },
+    );
+    const headers = {
+      authorization: `Bearer ${token}`,
+      nodepool: POOL,
+      accept: 'application/vnd.coreos.ignition+json;version=3.3.0',
+    };
+    assert.equal((await get(pool.port, ca, headers)).status, 200);
+    await pool.pauses();
+    assert.equal(payloads.touched.get(p.key), 1, 'told to the store');
+    await pool.requests();
+    assert.equal(payloads.touched.get(p.key), 1, 'and not told again');
+  });
+});
+
+describe('serving thread questions', () => {
+  const fallback: ThreadStats = { requests: {}, used: {} };
+
+  it('when a thread answers, it should resolve with its answer and let go of the waiter', async () => {
+    const waiting = new Map<number, (s: ThreadStats) => void>();
+    const answer = answerWithin(waiting, 1, 60_000, fallback);
+    waiting.get(1)?.({ requests: { 200: 3 }, used: {} });
+    assert.deepEqual(await answer, { requests: { 200: 3 }, used: {} });
+    assert.equal(waiting.size, 0);
+  });
+
+  it('when a thread does not answer in time, it should resolve with the fallback and let go of the waiter', async () => {
+    const waiting = new Map<number, (s: ThreadStats) => void>();
+    assert.equal(await answerWithin(waiting, 1, 10, fallback), fallback);
+    assert.equal(waiting.size, 0);
   });
 });
 

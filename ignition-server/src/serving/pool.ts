@@ -21,7 +21,7 @@ import type { IndexChange, TokenIndex } from '../token-index.js';
 import type { Payload } from '../payload/payload.js';
 import type { PayloadObserver } from '../payload/store.js';
 import { FIRST_SERVED_MESSAGE } from '../app.js';
-import type { FirstFetches, FromThread, ThreadData, ThreadStats, ToThread } from './messages.js';
+import type { FirstFetches, FromThread, SharedPayload, ThreadData, ThreadStats, ToThread } from './messages.js';
 import { ConnectionBalance } from './balance.js';
 import type { ThreadPauses } from './pauses.js';
 
@@ -82,6 +82,9 @@ const YOUNG_SEMI_SPACE_MB = 8;
 
 /** How long a serving thread's heap collection is waited for (a last-resort collection takes tens of ms). */
 const COLLECT_WAIT_MS = 5_000;
+
+/** How long a thread's stats are waited for; a thread that does not answer counts nothing this time. */
+const STATS_WAIT_MS = 5_000;
 
 /** The address with the port the first thread was given (the address may ask for any port, `:0`). */
 function withPort(address: string, port: number): string {
@@ -144,18 +147,12 @@ export class ServingPool {
   async stats(pauses = false): Promise<ThreadStats[]> {
     this.#flush();
     return Promise.all(
-      this.#threads.map(
-        (t) =>
-          new Promise<ThreadStats>((resolve) => {
-            const id = ++this.#statsId;
-            const timer = setTimeout(() => resolve({ requests: {}, used: {} }), 5_000);
-            this.#statsWaiting.set(id, (s) => {
-              clearTimeout(timer);
-              resolve(s);
-            });
-            t.worker.postMessage({ t: 'stats', id, pauses } satisfies ToThread);
-          }),
-      ),
+      this.#threads.map((t) => {
+        const id = ++this.#statsId;
+        const answer = answerWithin(this.#statsWaiting, id, STATS_WAIT_MS, { requests: {}, used: {} });
+        t.worker.postMessage({ t: 'stats', id, pauses } satisfies ToThread);
+        return answer;
+      }),
     );
   }
 
@@ -171,7 +168,10 @@ export class ServingPool {
 
   /** Each thread's event-loop delay and GC pauses since the last call (pauses.ts), in thread order. */
   async pauses(): Promise<(ThreadPauses | undefined)[]> {
-    return (await this.stats(true)).map((s) => s.pauses);
+    const stats = await this.stats(true);
+    // Their payload uses too: the thread counts them from zero again once it has answered.
+    for (const s of stats) this.#touch(s);
+    return stats.map((s) => s.pauses);
   }
 
   /**
@@ -277,7 +277,11 @@ export class ServingPool {
       case 'load':
         return this.#answer(t, msg.id, this.#opts.load(msg.pool, msg.hash));
       case 'lookup':
-        return this.#answer(t, msg.id, this.#opts.store.lookup(msg.key));
+        return this.#answer(
+          t,
+          msg.id,
+          this.#opts.store.lookup(msg.key).then((p) => p && shared(p)),
+        );
       case 'stats':
         return this.#statsWaiting.get(msg.id)?.(msg.stats);
       case 'failed':
@@ -292,9 +296,9 @@ export class ServingPool {
   }
 
   /** Replies once the work is done: the index changes and payloads it made were posted before. */
-  #answer(t: Thread, id: number, work: Promise<unknown>): void {
+  #answer(t: Thread, id: number, work: Promise<SharedPayload | undefined | void>): void {
     work.then(
-      () => this.#post(t, { t: 'reply', id }),
+      (payload) => this.#post(t, payload ? { t: 'reply', id, payload } : { t: 'reply', id }),
       (err: unknown) => this.#post(t, { t: 'reply', id, error: (err as Error).message }),
     );
   }
@@ -334,14 +338,28 @@ export class ServingPool {
   }
 }
 
-function shared(p: Payload): {
-  key: string;
-  minVersion: Payload['minVersion'];
-  joinAt: number;
-  bytes: SharedArrayBuffer;
-  offset: number;
-  length: number;
-} {
+/**
+ * The answer to question `id` from `waiting`, or `fallback` once `ms` have passed. Either way its waiter leaves the
+ * map: stats are asked every few seconds for the process's life, and a waiter kept is a closure per thread each time.
+ */
+export function answerWithin<T>(
+  waiting: Map<number, (answer: T) => void>,
+  id: number,
+  ms: number,
+  fallback: T,
+): Promise<T> {
+  return new Promise((resolve) => {
+    const done = (answer: T): void => {
+      clearTimeout(timer);
+      waiting.delete(id);
+      resolve(answer);
+    };
+    const timer = setTimeout(() => done(fallback), ms);
+    waiting.set(id, done);
+  });
+}
+
+function shared(p: Payload): SharedPayload {
   if (!(p.tail.buffer instanceof SharedArrayBuffer)) throw new Error('payload bytes are not in shared memory');
   return {
     key: p.key,

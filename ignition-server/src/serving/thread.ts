@@ -16,7 +16,7 @@ import { startHttpsServer, type HttpsServer } from '../../../support/src/https.j
 import { applyChange, TokenIndex } from '../token-index.js';
 import { createTokenVerifier } from '../tokens.js';
 import type { Payload } from '../payload/payload.js';
-import type { FirstFetches, FromThread, ThreadData, ThreadStats, ToThread } from './messages.js';
+import type { FirstFetches, FromThread, SharedPayload, ThreadData, ThreadStats, ToThread } from './messages.js';
 import { ConnectionBalance } from './balance.js';
 import { watchPauses } from './pauses.js';
 
@@ -30,19 +30,39 @@ const ASK_TIMEOUT_MS = 30_000;
  */
 const REPORT_EVERY_MS = 20;
 
+/** A payload the main thread holds, on this thread: a view of the same shared bytes, not a copy. */
+function fromShared(p: SharedPayload): Payload {
+  return { key: p.key, minVersion: p.minVersion, joinAt: p.joinAt, tail: Buffer.from(p.bytes, p.offset, p.length) };
+}
+
 /** What the main thread holds, mirrored: the index's changes, the payloads in memory. */
 function hold(index: TokenIndex, payloads: Map<string, Payload>, msg: ToThread): void {
   if (msg.t === 'changes') for (const c of msg.changes) applyChange(index, c);
   else if (msg.t === 'evict') payloads.delete(msg.key);
-  else if (msg.t === 'payload') {
-    const p = msg.payload;
-    payloads.set(p.key, {
-      key: p.key,
-      minVersion: p.minVersion,
-      joinAt: p.joinAt,
-      tail: Buffer.from(p.bytes, p.offset, p.length),
-    });
-  }
+  else if (msg.t === 'payload') payloads.set(msg.payload.key, fromShared(msg.payload));
+}
+
+/**
+ * Payloads not in this thread's memory, asked of the main thread once per key however many requests miss them at
+ * once: each answer read from disk is a payload-sized buffer. The answer is what memory holds now (its `payload`
+ * message came first), else the bytes the reply carries: a payload larger than the cache is never held, and is
+ * served from those for the requests that asked.
+ */
+function lookups(
+  payloads: Map<string, Payload>,
+  ask: (key: string) => Promise<SharedPayload | undefined>,
+): (key: string) => Promise<Payload | undefined> {
+  const asking = new Map<string, Promise<Payload | undefined>>();
+  return (key) => {
+    let answer = asking.get(key);
+    if (!answer) {
+      answer = ask(key)
+        .then((found) => payloads.get(key) ?? (found && fromShared(found)))
+        .finally(() => asking.delete(key));
+      asking.set(key, answer);
+    }
+    return answer;
+  };
 }
 
 /**
@@ -97,18 +117,25 @@ function reporter(post: (msg: FromThread) => void): {
   };
 }
 
-/** Questions to the main thread, answered by a `reply` with the same id. */
+/** A question to the main thread, waiting for its reply. */
+interface Waiter {
+  resolve: (payload?: SharedPayload) => void;
+  reject: (err: Error) => void;
+  timer: NodeJS.Timeout;
+}
+
+/** Questions to the main thread, answered by a `reply` with the same id (a lookup's with the payload found). */
 function asker(port: MessagePort): {
-  ask(msg: FromThread & { id: number }): Promise<void>;
-  reply(id: number, error?: string): void;
+  ask(msg: FromThread & { id: number }): Promise<SharedPayload | undefined>;
+  reply(id: number, error?: string, payload?: SharedPayload): void;
   nextId(): number;
 } {
-  const waiting = new Map<number, { resolve: () => void; reject: (err: Error) => void; timer: NodeJS.Timeout }>();
+  const waiting = new Map<number, Waiter>();
   let id = 0;
   return {
     nextId: () => ++id,
     ask: (msg) =>
-      new Promise<void>((resolve, reject) => {
+      new Promise<SharedPayload | undefined>((resolve, reject) => {
         const timer = setTimeout(() => {
           waiting.delete(msg.id);
           reject(new Error(`the main thread did not answer ${msg.t} within ${ASK_TIMEOUT_MS} ms`));
@@ -116,12 +143,12 @@ function asker(port: MessagePort): {
         waiting.set(msg.id, { resolve, reject, timer });
         port.postMessage(msg);
       }),
-    reply: (replyId, error) => {
+    reply: (replyId, error, payload) => {
       const w = waiting.get(replyId);
       if (!w) return;
       waiting.delete(replyId);
       clearTimeout(w.timer);
-      if (error === undefined) w.resolve();
+      if (error === undefined) w.resolve(payload);
       else w.reject(new Error(error));
     },
   };
@@ -147,6 +174,7 @@ function run(port: MessagePort, data: ThreadData): void {
   const reports = reporter(post);
   const share = balanced(new ConnectionBalance(data.connections, data.index, data.maxConnections));
   const pauses = watchPauses();
+  const lookup = lookups(payloads, (key) => questions.ask({ t: 'lookup', id: questions.nextId(), key }));
   const app = createApp({
     authority: createTokenVerifier(data.publicKeyPem),
     tokens: index,
@@ -156,15 +184,12 @@ function run(port: MessagePort, data: ThreadData): void {
         if (p) stats.used[key] = (stats.used[key] ?? 0) + 1;
         return p;
       },
-      lookup: async (key) => {
-        await questions.ask({ t: 'lookup', id: questions.nextId(), key });
-        return payloads.get(key);
-      },
+      lookup,
     },
     onServed: (entry) => reports.served(entry.secret.key),
     logFirstServed: (line) => reports.line(line),
     onPayloadMissing: (entry) => post({ t: 'missing', key: entry.secret.key }),
-    load: (pool, hash) => questions.ask({ t: 'load', id: questions.nextId(), pool, hash }),
+    load: async (pool, hash) => void (await questions.ask({ t: 'load', id: questions.nextId(), pool, hash })),
     log,
     metrics: { request: (code) => void (stats.requests[code] = (stats.requests[code] ?? 0) + 1) },
     now: Date.now,
@@ -207,7 +232,7 @@ function run(port: MessagePort, data: ThreadData): void {
       case 'listen':
         return void listen(msg).catch((err: unknown) => post({ t: 'failed', error: (err as Error).message }));
       case 'reply':
-        return questions.reply(msg.id, msg.error);
+        return questions.reply(msg.id, msg.error, msg.payload);
       case 'stats':
         return answerStats(msg.id, msg.pauses);
       case 'collect':
