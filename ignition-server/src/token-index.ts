@@ -10,7 +10,7 @@ import { configDigest } from './payload/digest.js';
 import { configHash } from '../../api/src/config-hash.js';
 import { nodePoolOwner } from './token-secret-decision.js';
 import { joinFileBytes } from './join-files.js';
-import type { TokenClaims } from './tokens.js';
+import { COMPACT_JWS, MAX_TOKEN_LENGTH, type TokenClaims } from './tokens.js';
 
 export type PayloadState =
   { state: 'pending' } | { state: 'ready'; key: string } | { state: 'failed'; reason: FailureReason; message: string };
@@ -118,27 +118,127 @@ function servesSame(a: TokenSecret, b: TokenSecret): boolean {
 
 /**
  * A token Secret as the informer keeps it: without its `config` (up to megabytes per Secret, and thousands of
- * Secrets), which only a generation needs, nor managedFields. `configSha256` stands in for the config.
+ * Secrets), which only a generation needs, and with nothing else but what the index reads (slimTokenSecret).
+ * `configSha256` stands in for the config.
  */
 export type CachedTokenSecret = k8s.V1Secret & { configSha256?: string; inputsHash?: string };
 
 /** A Secret of a metadata-only list (PartialObjectMetadata): labels and annotations, no data. */
 export const isMetadataOnly = (secret: CachedTokenSecret): boolean => secret.kind === 'PartialObjectMetadata';
 
-/** The informer's transform: everything serving needs, nothing it does not. */
+/** What the guest apiserver's bootstrap authenticator takes, and what join.ts mints. */
+const BOOTSTRAP_TOKEN = /^[a-z0-9]{6}\.[a-z0-9]{16}$/;
+
+function isHttpsUrl(text: string): boolean {
+  try {
+    return new URL(text).protocol === 'https:';
+  } catch {
+    return false;
+  }
+}
+
+/** The most bytes a data key may hold, and the form its text must have. */
+interface FieldRule {
+  maxBytes: number;
+  valid?: (text: string) => boolean;
+}
+
+const TOKEN_RULE: FieldRule = { maxBytes: MAX_TOKEN_LENGTH, valid: (t) => COMPACT_JWS.test(t) };
+const BOOTSTRAP_RULE: FieldRule = { maxBytes: 23, valid: (t) => BOOTSTRAP_TOKEN.test(t) };
+
+/**
+ * Every data key the index reads, with its bound: a tenant can write anything into its own token Secrets, and
+ * what is kept is held by the informer, the index and each serving thread (an upsert is copied to every one).
+ * A value past its bound or of another form is absent, as if never written, so the leader mends what it owns:
+ * it mints a token where there is none, and writes the join material afresh with the next token (a Secret
+ * refused whole would keep its tokens from working until someone deleted it). Each bound holds what its writer
+ * writes: the nodepool-controller's `release` (a NodePool's spec.release, at most 1024 characters by the CRD)
+ * and `pool` (namespace and name), the leader's tokens and join material (the guest's https URL and its CA, a
+ * PEM bundle of a few certificates).
+ */
+const DATA_RULES: Readonly<Record<string, FieldRule>> = {
+  [SECRET_KEYS.token]: TOKEN_RULE,
+  [SECRET_KEYS.rotatedToken]: TOKEN_RULE,
+  [SECRET_KEYS.bootstrapToken]: BOOTSTRAP_RULE,
+  [SECRET_KEYS.rotatedBootstrapToken]: BOOTSTRAP_RULE,
+  [SECRET_KEYS.joinServer]: { maxBytes: 2048, valid: isHttpsUrl },
+  [SECRET_KEYS.joinCa]: { maxBytes: 64 * 1024 },
+  [SECRET_KEYS.release]: { maxBytes: 4 * 1024 },
+  [SECRET_KEYS.pool]: { maxBytes: 63 + 1 + 253 },
+};
+
+/**
+ * The longest value of each annotation the index reads, in characters: timestamps, a generation outcome's reason,
+ * and its message (the leader's is at most 1000 characters, or names the release). A longer one is absent: the
+ * leader writes its own again.
+ */
+const ANNOTATION_LIMITS: Readonly<Record<string, number>> = {
+  [ANNOTATIONS.tokenIssuedAt]: 64,
+  [ANNOTATIONS.tokenExpiresAt]: 64,
+  [ANNOTATIONS.ignitionReachedAt]: 64,
+  [ANNOTATIONS.payloadReason]: 128,
+  [ANNOTATIONS.payloadMessage]: 8 * 1024,
+};
+
+/** The labels the index and the controller read (the token-secret label is the informer's selector). */
+const KEPT_LABELS: ReadonlySet<string> = new Set([
+  LABELS.tokenSecret,
+  LABELS.nodePool,
+  LABELS.configHash,
+  LABELS.capiClusterName,
+]);
+
+/** The text of a data key the index reads, if it is within its bound and of its form (undefined otherwise). */
+function dataField(data: Record<string, string> | undefined, key: string): string | undefined {
+  const rule = DATA_RULES[key];
+  const base64 = data?.[key];
+  // Measured before decoding: an oversized value costs no copy of its own.
+  if (!rule || base64 === undefined || base64.length > Math.ceil(rule.maxBytes / 3) * 4) return undefined;
+  const bytes = Buffer.from(base64, 'base64');
+  if (bytes.length > rule.maxBytes) return undefined;
+  const text = bytes.toString('utf8');
+  return (rule.valid?.(text) ?? true) ? text : undefined;
+}
+
+/** The value of an annotation the index reads, if it is within its bound (undefined otherwise). */
+function annotationField(annotations: Record<string, string> | undefined, key: string): string | undefined {
+  const value = annotations?.[key];
+  return value !== undefined && value.length <= (ANNOTATION_LIMITS[key] ?? -1) ? value : undefined;
+}
+
+/** The entries of a record (a Secret's data, labels or annotations) to keep. */
+function pick<V>(record: Record<string, V> | undefined, keep: (key: string) => boolean): Record<string, V> | undefined {
+  return record && Object.fromEntries(Object.entries(record).filter(([k]) => keep(k)));
+}
+
+/** The metadata the index and the controller read: what identifies the Secret, its pool, its stamps. */
+function slimMetadata(meta: k8s.V1ObjectMeta = {}): k8s.V1ObjectMeta {
+  const owner = meta.ownerReferences?.find((ref) => nodePoolOwner([ref]) !== undefined);
+  return {
+    name: meta.name,
+    namespace: meta.namespace,
+    uid: meta.uid,
+    resourceVersion: meta.resourceVersion,
+    labels: pick(meta.labels, (k) => KEPT_LABELS.has(k)),
+    annotations: pick(meta.annotations, (k) => annotationField(meta.annotations, k) !== undefined),
+    ownerReferences: owner && [owner],
+  };
+}
+
+/**
+ * The informer's transform: everything serving needs, nothing it does not. What is kept is what the index reads
+ * (DATA_RULES, ANNOTATION_LIMITS), within its bounds: a refused Secret is held by the informer too.
+ */
 export function slimTokenSecret(secret: CachedTokenSecret): CachedTokenSecret {
   if (secret.configSha256 !== undefined) return secret;
-  if (isMetadataOnly(secret)) {
-    const { managedFields: _, ...metadata } = secret.metadata ?? {};
-    return { ...secret, metadata };
-  }
-  const { [SECRET_KEYS.config]: config, ...data } = secret.data ?? {};
-  const { managedFields: _, ...metadata } = secret.metadata ?? {};
+  const metadata = slimMetadata(secret.metadata);
+  if (isMetadataOnly(secret)) return { ...secret, metadata };
+  const data = pick(secret.data, (k) => dataField(secret.data, k) !== undefined) ?? {};
   return {
     ...secret,
     metadata,
     data,
-    configSha256: configDigest(configText(config)),
+    configSha256: configDigest(configText(secret.data?.[SECRET_KEYS.config])),
     inputsHash: inputsHashOf(secret),
   };
 }
@@ -166,7 +266,7 @@ export function readTokenSecret(secret: CachedTokenSecret): TokenSecret | undefi
   const namespace = meta.namespace ?? '';
   const pool = poolOf(secret, namespace);
   const hash = meta.labels?.[LABELS.configHash];
-  const release = decode(secret.data, SECRET_KEYS.release);
+  const release = dataField(secret.data, SECRET_KEYS.release);
   if (!pool || !hash || !release || !meta.name) return undefined;
   const identity = {
     key: `${namespace}/${meta.name}`,
@@ -200,7 +300,7 @@ function inputsHashOf(secret: CachedTokenSecret): string {
   return (
     secret.inputsHash ??
     configHash({
-      release: decode(secret.data, SECRET_KEYS.release) ?? '',
+      release: dataField(secret.data, SECRET_KEYS.release) ?? '',
       config: configText(secret.data?.[SECRET_KEYS.config]),
     })
   );
@@ -213,7 +313,7 @@ function inputsHashOf(secret: CachedTokenSecret): string {
  */
 function poolOf(secret: k8s.V1Secret, namespace: string): string | undefined {
   const poolName = secret.metadata?.labels?.[LABELS.nodePool];
-  const pool = decode(secret.data, SECRET_KEYS.pool) ?? (poolName ? `${namespace}/${poolName}` : undefined);
+  const pool = dataField(secret.data, SECRET_KEYS.pool) ?? (poolName ? `${namespace}/${poolName}` : undefined);
   return pool?.startsWith(`${namespace}/`) && !pool.slice(namespace.length + 1).includes('/') ? pool : undefined;
 }
 
@@ -221,24 +321,25 @@ function fromData(
   data: Record<string, string> | undefined,
 ): Pick<TokenSecret, 'token' | 'rotatedToken' | 'bootstrapToken' | 'rotatedBootstrapToken' | 'joinServer' | 'joinCa'> {
   return {
-    token: decode(data, SECRET_KEYS.token),
-    rotatedToken: decode(data, SECRET_KEYS.rotatedToken),
-    bootstrapToken: decode(data, SECRET_KEYS.bootstrapToken),
-    rotatedBootstrapToken: decode(data, SECRET_KEYS.rotatedBootstrapToken),
-    joinServer: decode(data, SECRET_KEYS.joinServer),
-    joinCa: decode(data, SECRET_KEYS.joinCa),
+    token: dataField(data, SECRET_KEYS.token),
+    rotatedToken: dataField(data, SECRET_KEYS.rotatedToken),
+    bootstrapToken: dataField(data, SECRET_KEYS.bootstrapToken),
+    rotatedBootstrapToken: dataField(data, SECRET_KEYS.rotatedBootstrapToken),
+    joinServer: dataField(data, SECRET_KEYS.joinServer),
+    joinCa: dataField(data, SECRET_KEYS.joinCa),
   };
 }
 
 function fromAnnotations(
-  a: Record<string, string>,
+  annotations: Record<string, string>,
 ): Pick<TokenSecret, 'issuedAtMs' | 'expiresAtMs' | 'reachedAt' | 'payloadReason' | 'payloadMessage'> {
+  const a = (key: string): string | undefined => annotationField(annotations, key);
   return {
-    issuedAtMs: timeOf(a[ANNOTATIONS.tokenIssuedAt]),
-    expiresAtMs: timeOf(a[ANNOTATIONS.tokenExpiresAt]),
-    reachedAt: a[ANNOTATIONS.ignitionReachedAt],
-    payloadReason: a[ANNOTATIONS.payloadReason],
-    payloadMessage: a[ANNOTATIONS.payloadMessage],
+    issuedAtMs: timeOf(a(ANNOTATIONS.tokenIssuedAt)),
+    expiresAtMs: timeOf(a(ANNOTATIONS.tokenExpiresAt)),
+    reachedAt: a(ANNOTATIONS.ignitionReachedAt),
+    payloadReason: a(ANNOTATIONS.payloadReason),
+    payloadMessage: a(ANNOTATIONS.payloadMessage),
   };
 }
 
