@@ -11,6 +11,7 @@ import {
   type MachineSet,
 } from '../../api/src/capi.js';
 import type { KindlingConfig, KindlingConfigTemplate } from '../../api/src/bootstrap.js';
+import type { InformerEvent } from '../../support/src/informer.js';
 import { OverlayCache, type CacheSource } from './store.js';
 
 export interface CacheSources {
@@ -60,6 +61,15 @@ export class Caches {
     this.machines = new OverlayCache(s.machines);
     this.kindlingConfigs = new OverlayCache(s.kindlingConfigs ?? EMPTY);
     this.kindlingConfigTemplates = new OverlayCache(s.kindlingConfigTemplates ?? EMPTY);
+  }
+
+  /**
+   * An event of the informer behind `source`, for its overlay to forget the writes that informer has moved past
+   * (OverlayCache#observe): each informer's onEvent passes every event here. Only the overlays the controller
+   * writes through need it; the ConfigMaps are only read.
+   */
+  observe(source: Exclude<keyof CacheSources, 'configMaps'>, obj: k8s.KubernetesObject, event: InformerEvent): void {
+    this[source].observe(obj, event);
   }
 
   /** The pool's token and user-data Secrets. */

@@ -42,7 +42,7 @@ export const NODEPOOL_CONTROLLER_FLAGS = {
   maxPendingCsrsPerGuest: {
     type: 'int',
     default: 100,
-    help: 'Undecided kubelet CSRs a guest cluster may have; beyond it none of its CSRs is approved until it has fewer',
+    help: "Undecided kubelet CSRs of the last hour a guest cluster may have beyond one per live Machine; beyond it the guest's CSRs are decided in batches of its oldest",
   },
 } as const;
 

@@ -5,12 +5,14 @@
  * this process, and users label nothing.
  *
  * A name whose watch has not listed yet is not "missing": get throws NotReadyError, so the reconcile waits for it
- * quietly instead of reporting ConfigMapMissing for a ConfigMap that exists.
+ * quietly instead of reporting ConfigMapMissing for a ConfigMap that exists. The names are the tenant's (the CRD
+ * takes any string): one that is not a DNS-1123 subdomain can name no ConfigMap, so it gets no watch (the
+ * apiserver would refuse its selector, and the watch would never list) and get says at once that it is missing.
  */
 import * as k8s from '#k8s';
 import type { NodePool } from '../../api/src/nodepool.js';
 import { NotReadyError } from '../../support/src/errors.js';
-import { ResilientInformer } from '../../support/src/informer.js';
+import { ResilientInformer, type WatchFn } from '../../support/src/informer.js';
 import type { Logger } from '../../support/src/logger.js';
 import type { Clock } from '../../support/src/timers.js';
 import type { CacheSource } from './store.js';
@@ -28,24 +30,51 @@ export interface ReferencedConfigMapsOptions {
   clock?: Clock;
   /** Relist period of each watch. */
   watchdogMs?: number;
+  /** The apiserver's ConfigMap reads (default: the kubeconfig's); unit tests pass a fake. */
+  configMapApi?: ConfigMapApi;
+}
+
+/** What the watches ask of the apiserver. */
+export interface ConfigMapApi {
+  list(namespace: string, fieldSelector: string): Promise<k8s.KubernetesListObject<ConfigMap>>;
+  /** The watch requests (default: the informer's wireWatch). */
+  watch?: (path: string) => WatchFn;
 }
 
 const NOT_LISTED_RETRY_MS = 250;
 
-/** The ConfigMaps `pool` names, by `namespace/name`. */
+/** The longest object name the apiserver takes (a DNS-1123 subdomain). */
+const MAX_NAME_LENGTH = 253;
+const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+/** Whether `name` can name a ConfigMap at all (the apiserver validates object names as DNS-1123 subdomains). */
+export const isConfigMapName = (name: string): boolean =>
+  name.length <= MAX_NAME_LENGTH && DNS1123_SUBDOMAIN.test(name);
+
+/** A value in a field selector, escaped as the apiserver parses selectors: a name can add no other term. */
+export const selectorValue = (value: string): string => value.replace(/[\\,=]/g, (c) => `\\${c}`);
+
+/** The ConfigMaps `pool` names that can exist, by `namespace/name`: each gets a watch. */
 export const configMapKeys = (pool: NodePool): string[] =>
-  (pool.spec.config ?? []).map((c) => keyString({ namespace: pool.metadata.namespace ?? '', name: c.name }));
+  (pool.spec.config ?? [])
+    .filter((c) => isConfigMapName(c.name))
+    .map((c) => keyString({ namespace: pool.metadata.namespace ?? '', name: c.name }));
+
+function defaultApi(kc: k8s.KubeConfig): ConfigMapApi {
+  const core = kc.makeApiClient(k8s.CoreV1Api);
+  return { list: (namespace, fieldSelector) => core.listNamespacedConfigMap({ namespace, fieldSelector }) };
+}
 
 export class ReferencedConfigMaps implements CacheSource<ConfigMap> {
   readonly #opts: ReferencedConfigMapsOptions;
-  readonly #core: k8s.CoreV1Api;
+  readonly #api: ConfigMapApi;
   /** By `namespace/name`. */
   readonly #watches = new Map<string, ResilientInformer<ConfigMap>>();
   #stopped = false;
 
   constructor(opts: ReferencedConfigMapsOptions) {
     this.#opts = opts;
-    this.#core = opts.kubeConfig.makeApiClient(k8s.CoreV1Api);
+    this.#api = opts.configMapApi ?? defaultApi(opts.kubeConfig);
   }
 
   /** Every watch has listed at least once. */
@@ -73,6 +102,7 @@ export class ReferencedConfigMaps implements CacheSource<ConfigMap> {
   }
 
   get(key: ObjectKey): ConfigMap | undefined {
+    if (!isConfigMapName(key.name)) return undefined;
     const watch = this.#watches.get(keyString(key));
     if (!watch?.synced) throw new NotReadyError(`ConfigMap ${keyString(key)} is being read`, NOT_LISTED_RETRY_MS);
     return watch.get(key);
@@ -84,12 +114,14 @@ export class ReferencedConfigMaps implements CacheSource<ConfigMap> {
 
   #open(namespace: string, key: string): void {
     const name = key.slice(namespace.length + 1);
-    const fieldSelector = `metadata.name=${name}`;
+    const fieldSelector = `metadata.name=${selectorValue(name)}`;
+    const path = `/api/v1/namespaces/${namespace}/configmaps`;
     const watch = new ResilientInformer<ConfigMap>({
       kubeConfig: this.#opts.kubeConfig,
-      path: `/api/v1/namespaces/${namespace}/configmaps`,
+      path,
       fieldSelector,
-      list: () => this.#core.listNamespacedConfigMap({ namespace, fieldSelector }),
+      list: () => this.#api.list(namespace, fieldSelector),
+      ...(this.#api.watch ? { watch: this.#api.watch(path) } : {}),
       log: this.#opts.log.child({ configMap: key }),
       clock: this.#opts.clock,
       watchdogMs: this.#opts.watchdogMs,

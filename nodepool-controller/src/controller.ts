@@ -34,7 +34,7 @@ import { MintProgress } from './mint-progress.js';
 import { configMapKeys, ReferencedConfigMaps } from './config-maps.js';
 import { PoolReferences } from './pool-references.js';
 import { RESOURCES, type ResourceType } from '../../api/src/resources.js';
-import { keyOf, keyString } from '../../support/src/object-key.js';
+import { keyOf, keyString, parseKey } from '../../support/src/object-key.js';
 import { OwnWrites } from './own-writes.js';
 import { NODEPOOL_KIND } from '../../api/src/nodepool.js';
 
@@ -57,7 +57,7 @@ export interface ControllerOptions {
   resyncMs?: number;
   /** How long a kubelet CSR may wait for its Machine's addresses (or its Node) before it is denied. */
   csrGraceMs?: number;
-  /** Undecided kubelet CSRs a guest may have before none of its CSRs is decided. */
+  /** Undecided kubelet CSRs of the last hour a guest may have beyond one per live Machine (then: batches). */
   maxPendingCsrsPerGuest?: number;
 }
 
@@ -79,10 +79,32 @@ export interface NodePoolController {
 type Controller = ReturnType<typeof createController>;
 
 /** The informers the reconciler and the approver read: every event maps to the key of its pool. */
+/** The caches the controller writes through: each hears its informer's events (Caches#observe). */
+type Observed = Exclude<keyof CacheSources, 'configMaps'>;
+
+/** Cluster API's objects and Kindling's bootstrap provider's, each with the cache that reads it. */
+const LABELLED: readonly (readonly [ResourceType, Observed])[] = [
+  [RESOURCES.machineSets, 'machineSets'],
+  [RESOURCES.machineDeployments, 'machineDeployments'],
+  [RESOURCES.machineHealthChecks, 'healthChecks'],
+  [RESOURCES.machines, 'machines'],
+  [RESOURCES.kindlingConfigs, 'kindlingConfigs'],
+  [RESOURCES.kindlingConfigTemplates, 'kindlingConfigTemplates'],
+];
+
+/** What the informers' events mean beyond the keys they wake. */
+interface SourceEvents {
+  pool: (pool: NodePool, event: InformerEvent) => void;
+  mints: MintProgress;
+  own: OwnWrites;
+  /** Every event, for the overlay over that informer to forget the writes it has caught up with. */
+  observe: (source: Observed, obj: k8s.KubernetesObject, event: InformerEvent) => void;
+}
+
 function watchSources(
   controller: Controller,
   opts: ControllerOptions,
-  on: { pool: (pool: NodePool, event: InformerEvent) => void; mints: MintProgress; own: OwnWrites },
+  on: SourceEvents,
   configMaps: ReferencedConfigMaps,
 ): CacheSources {
   const { kubeConfig: kc, namespaces } = opts;
@@ -96,7 +118,7 @@ function watchSources(
   const core = kc.makeApiClient(k8s.CoreV1Api);
   const custom = kc.makeApiClient(k8s.CustomObjectsApi);
   const informer = <T extends k8s.KubernetesObject>(
-    { kind, ...source }: Pick<Source<T>, 'path' | 'list' | 'labelSelector'> & { kind: string },
+    { kind, cache, ...source }: Pick<Source<T>, 'path' | 'list' | 'labelSelector'> & { kind: string; cache: Observed },
     onEvent?: (o: T) => void,
   ): Informer<T> =>
     // Indexed by pool: every reconcile lists its pool's Secrets and Cluster API objects several times.
@@ -105,7 +127,10 @@ function watchSources(
       namespaces,
       ...source,
       toKeys: unlessOwn(kind, byLabel),
-      onEvent,
+      onEvent: (o, event) => {
+        on.observe(cache, o, event);
+        onEvent?.(o);
+      },
       watchdogMs: opts.resyncMs,
       indexLabel: LABELS.nodePool,
     });
@@ -121,12 +146,16 @@ function watchSources(
     watchdogMs: opts.resyncMs,
     primary: true,
     toKeys: unlessOwn(NODEPOOL_KIND, (p: NodePool) => [keyString(keyOf(p))]),
-    onEvent: on.pool,
+    onEvent: (p, event) => {
+      on.observe('nodePools', p, event);
+      on.pool(p, event);
+    },
   });
   const labelSelector = LABELS.nodePool;
   const secrets = informer<k8s.V1Secret>(
     {
       kind: 'Secret',
+      cache: 'secrets',
       path: '/api/v1/secrets',
       labelSelector,
       list: (namespace) =>
@@ -138,16 +167,10 @@ function watchSources(
   );
   // Cluster API's objects and Kindling's own bootstrap provider's: a KindlingConfig's event (Cluster API cloned or
   // rewrote it) wakes its pool.
-  const labelled = (resource: ResourceType): Informer<k8s.KubernetesObject> =>
-    informer({ ...customResource(custom, { ...resource, labelSelector }), kind: resource.kind });
-  const [machineSets, machineDeployments, healthChecks, machines, kindlingConfigs, kindlingConfigTemplates] = [
-    RESOURCES.machineSets,
-    RESOURCES.machineDeployments,
-    RESOURCES.machineHealthChecks,
-    RESOURCES.machines,
-    RESOURCES.kindlingConfigs,
-    RESOURCES.kindlingConfigTemplates,
-  ].map(labelled);
+  const labelled = ([resource, cache]: readonly [ResourceType, Observed]): Informer<k8s.KubernetesObject> =>
+    informer({ ...customResource(custom, { ...resource, labelSelector }), kind: resource.kind, cache });
+  const [machineSets, machineDeployments, healthChecks, machines, kindlingConfigs, kindlingConfigTemplates] =
+    LABELLED.map(labelled);
   return {
     nodePools: pools,
     configMaps,
@@ -228,11 +251,16 @@ export function createNodePoolController(opts: ControllerOptions): NodePoolContr
   const own = new OwnWrites();
   const writer = createWriter(kc, createApplier(kc, FIELD_MANAGERS.nodepoolController), writesOf(opts), own);
   const clock = opts.clock ?? realClock;
+  const workers = opts.workers ?? 4;
   const controller = createController({
     name: QUEUE_NAME,
     log,
     clock,
-    workers: opts.workers ?? 4,
+    workers,
+    // A tenant's pools wait behind each other, not in front of another tenant's; and a tenant whose guest hangs
+    // (its reconciles each waiting on it up to the request deadline) never holds the last worker.
+    groupOf: (key) => parseKey(key).namespace,
+    maxInFlightPerGroup: Math.max(1, workers - 1),
     queueMetrics: opts.queueMetrics,
     keyField: 'nodePool',
     reconcile: (key) => reconciler.reconcile(key),
@@ -252,7 +280,8 @@ export function createNodePoolController(opts: ControllerOptions): NodePoolContr
   const { configMaps, templates } = referencedInputs(opts, controller, () => pools());
   const onPool = poolEvents({ configMaps, templates, approver: () => approver });
   const mints = new MintProgress();
-  const sources = watchSources(controller, opts, { pool: onPool, mints, own }, configMaps);
+  const observe = (...event: Parameters<Caches['observe']>): void => caches.observe(...event);
+  const sources = watchSources(controller, opts, { pool: onPool, mints, own, observe }, configMaps);
   const pools = (): CacheSources['nodePools'] => sources.nodePools;
   const caches = new Caches(sources);
   const kubeConfigs = createGuestKubeConfigs((namespace, name) => core.readNamespacedSecret({ namespace, name }));

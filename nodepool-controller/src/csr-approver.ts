@@ -12,9 +12,10 @@
  * Pending kubelet CSRs are queued by key (`<namespace>/<cluster>/<csr>`), one reconcile per key at a time, the
  * guest clusters served in turn (one guest's flood waits behind itself, not in front of another guest's kubelet),
  * decided from the caches by decideCsr, and approved or denied through the `/approval` subresource. A guest with
- * more than maxPendingPerGuest undecided requests gets no decision at all until it has fewer (machine-approver's
- * maxPending), and a rate-limited Warning Event on its NodePools says so. A client CSR's approval is first recorded on its
- * Machine (ANNOTATIONS.approvedClientCsr, written with the Machine's resourceVersion so two CSRs racing for one
+ * more undecided requests of the last hour than one per live Machine and maxPendingPerGuest more (machine-approver's
+ * `len(machines) + maxPending`) is decided in batches of its oldest until it is under again (csr-guest.ts
+ * weighBacklog), and a rate-limited Warning Event on its NodePools says so. A client CSR's approval is first
+ * recorded on its Machine (ANNOTATIONS.approvedClientCsr, written with the Machine's resourceVersion so two CSRs racing for one
  * Machine cannot both win): a Machine joins once, and of rival CSRs for it the decision picks the oldest, whatever
  * order they are queued in. A denied bootstrap client CSR about a Machine of the requester's own pool and cluster
  * leaves its reason on that Machine (ANNOTATIONS.joinFailure, for the pool's AllNodesJoined condition; the
@@ -42,7 +43,8 @@ import { realClock, type Clock } from '../../support/src/timers.js';
 import type { Caches } from './caches.js';
 import { isDecided, KUBELET_CLIENT_SIGNER, KUBELET_SERVING_SIGNER, type Decision } from './csr-decision.js';
 import type { EventRecorder, EventSubject, Transition } from './events.js';
-import { GuestCsrs } from './csr-guest.js';
+import { GuestCsrs, PendingCap, type Backlog } from './csr-guest.js';
+import { isDeleting } from './csr-rules.js';
 import { decideWithNodes } from './csr-nodes.js';
 import { desiredGuestSetup } from './guest-setup.js';
 import { RESOURCES } from '../../api/src/resources.js';
@@ -67,7 +69,10 @@ export interface CsrApproverOptions {
   setupResyncMs?: number;
   requestTimeoutMs?: number;
   workers?: number;
-  /** Undecided CSRs a guest may have before none of its CSRs is decided (--max-pending-csrs-per-guest). */
+  /**
+   * Undecided CSRs a guest may have beyond one per live Machine before it is decided in batches of its oldest
+   * (--max-pending-csrs-per-guest).
+   */
   maxPendingPerGuest?: number;
   /** At most one Event per subject and reason in this window. */
   eventWindowMs?: number;
@@ -76,8 +81,13 @@ export interface CsrApproverOptions {
 interface Session {
   cluster: GuestCluster;
   csrs: GuestCsrs;
-  /** Over its pending cap: its CSRs were dropped from the queue, to be queued again once it is under. */
-  parked: boolean;
+  /**
+   * Its standing against its pending cap. Over it, the CSRs the cap may not decide yet are dropped from the queue,
+   * to be queued again with a later batch or once the guest is under.
+   */
+  cap: PendingCap;
+  /** Its CSRs changed since its backlog was last weighed (#weigh). */
+  unweighed: boolean;
   core: k8s.CoreV1Api;
   certificates: k8s.CertificatesV1Api;
   applier: Applier;
@@ -157,7 +167,10 @@ export class CsrApprover {
       },
       onOpened: (cluster) => {
         this.setupQueue.add(cluster.key);
-        for (const csr of this.#clusters.get(cluster.key)?.csrs.list() ?? []) this.#enqueue(cluster.key, csr);
+        const session = this.#clusters.get(cluster.key);
+        if (!session) return;
+        this.#weigh(session);
+        for (const csr of session.csrs.list()) this.#enqueue(cluster.key, csr);
       },
     });
   }
@@ -198,40 +211,85 @@ export class CsrApprover {
       onEvent: (csr, event) => {
         if (event === 'delete') this.queue.forget(`${cluster.key}/${csr.metadata?.name ?? ''}`);
         else this.#enqueue(cluster.key, csr);
-        this.#unparkIfUnder(cluster.key);
+        this.#weighSoon(session);
       },
     });
     const applier = createApplier(cluster.kubeConfig, FIELD_MANAGERS.nodepoolController, this.#timeoutMs);
-    return { cluster, csrs, core, certificates, applier, parked: false };
+    const session: Session = { cluster, csrs, core, certificates, applier, cap: new PendingCap(), unweighed: false };
+    return session;
   }
 
   #enqueue(cluster: string, csr: k8s.V1CertificateSigningRequest): void {
-    if (isCandidate(csr) && !this.#clusters.get(cluster)?.parked)
-      this.queue.add(`${cluster}/${csr.metadata?.name ?? ''}`);
+    const session = this.#clusters.get(cluster);
+    const name = csr.metadata?.name ?? '';
+    if (isCandidate(csr) && (session?.cap.mayDecide(name) ?? true)) this.queue.add(`${cluster}/${name}`);
   }
 
   get #maxPending(): number {
     return this.#opts.maxPendingPerGuest ?? DEFAULT_MAX_PENDING_PER_GUEST;
   }
 
-  /** A parked guest back under its cap: its pending CSRs (at most the cap) are queued again. */
-  #unparkIfUnder(cluster: string): void {
-    const session = this.#clusters.get(cluster);
-    if (!session?.parked || session.csrs.pending > this.#maxPending) return;
-    session.parked = false;
-    for (const csr of session.csrs.list()) this.#enqueue(cluster, csr);
+  /**
+   * Weighs the guest's backlog once the events of this tick are in: a relist delivers every CSR at once, and the
+   * weighing reads them all. A reconcile that finds it due weighs first (#reconcileCsr).
+   */
+  #weighSoon(session: Session): void {
+    if (session.unweighed) return;
+    session.unweighed = true;
+    queueMicrotask(() => {
+      if (session.unweighed) this.#weigh(session);
+    });
   }
 
-  /** Over the cap: no decision for this guest; its CSRs leave the queue, and its pools hear why (rate-limited). */
-  async #park(session: Session): Promise<void> {
-    session.parked = true;
+  /**
+   * Parks the guest when it goes over its cap, queues each new batch of its oldest CSRs while it is, and unparks
+   * it (queueing every pending CSR again) once it is under.
+   */
+  #weigh(session: Session): void {
+    session.unweighed = false;
+    // Not open yet (onOpened weighs it), or closed.
+    if (this.#clusters.get(session.cluster.key) !== session) return;
+    const step = session.cap.weigh({
+      pending: session.csrs.pending(),
+      liveMachines: this.#liveMachines(session),
+      allowance: this.#maxPending,
+      now: this.#clock.now(),
+    });
+    const { key, log } = session.cluster;
+    if (step.change === 'parked')
+      this.#warnOverCap(session, step.backlog).catch((err: unknown) =>
+        log.warn({ err }, 'Failed to report too many pending kubelet CSRs'),
+      );
+    if (step.change === 'unparked')
+      log.info({ pending: step.backlog.counted, max: step.backlog.cap }, 'Pending kubelet CSRs under the cap again');
+    if (step.queue === 'all') for (const csr of session.csrs.list()) this.#enqueue(key, csr);
+    else for (const name of step.queue) this.queue.add(`${key}/${name}`);
+  }
+
+  /** Whether the guest's cap lets this CSR be decided now, its backlog weighed first if it changed. */
+  #mayDecide(session: Session, name: string): boolean {
+    if (session.unweighed) this.#weigh(session);
+    return session.cap.mayDecide(name);
+  }
+
+  /** The guest cluster's Machines that are not being deleted: each may have a kubelet asking for a certificate. */
+  #liveMachines(session: Session): number {
+    const { namespace, name } = session.cluster;
+    return this.#opts.caches.machines.list(namespace, (m) => m.spec.clusterName === name && !isDeleting(m)).length;
+  }
+
+  /** Over the cap: the guest is decided a batch of its oldest at a time, and its pools hear why (rate-limited). */
+  async #warnOverCap(session: Session, backlog: Backlog): Promise<void> {
     const { namespace, name, log } = session.cluster;
-    const pending = session.csrs.pending;
-    log.warn({ pending, max: this.#maxPending }, 'Too many pending kubelet CSRs: approving none until fewer');
+    const { counted, cap } = backlog;
+    log.warn(
+      { pending: counted, max: cap },
+      'Too many pending kubelet CSRs: deciding the oldest first, a batch at a time',
+    );
     const t: Transition = {
       type: 'Warning',
       reason: 'TooManyPendingCSRs',
-      message: `guest cluster ${name} has ${pending} pending kubelet certificate signing requests, more than the ${this.#maxPending} allowed: none is approved until it has at most ${this.#maxPending} (delete the ones no kubelet made)`,
+      message: `guest cluster ${name} has ${counted} kubelet certificate signing requests pending from the last hour, more than the ${cap} allowed (one per live Machine and ${this.#maxPending} more): they are decided ${cap} at a time, oldest first, until it has at most ${cap} (delete the ones no kubelet made)`,
     };
     for (const pool of this.#opts.caches.nodePools.list(namespace, (p) => p.spec.clusterName === name))
       await this.#recordLimited(
@@ -275,11 +333,8 @@ export class CsrApprover {
     if (!session) return {};
     const csr = session.csrs.get(name);
     if (!csr || !isCandidate(csr)) return {};
-    if (session.parked) return {};
-    if (session.csrs.pending > this.#maxPending) {
-      await this.#park(session);
-      return {};
-    }
+    // Not in the batch: queued again with a later one, or when the guest is under its cap.
+    if (!this.#mayDecide(session, name)) return {};
     const log = session.cluster.log.child({ csr: name });
     const { namespace } = session.cluster;
     const decision = await decideWithNodes(
@@ -294,6 +349,8 @@ export class CsrApprover {
       },
       (node) => nodeExists(session.core, node),
     );
+    // A CSR left for others stops counting against the cap; one looked at again may count again.
+    if (session.csrs.setIgnored(csr, decision.action === 'ignore')) this.#weighSoon(session);
     switch (decision.action) {
       case 'ignore':
         log.debug({ why: decision.why }, 'Not a Kindling request: left for others');

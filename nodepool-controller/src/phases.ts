@@ -8,7 +8,7 @@
  * handing out its next node.
  */
 import { phasePause } from './phases/pause.js';
-import { deployedEffective, evaluateTarget } from './phases/inputs.js';
+import { deployedEffective, deployedOf, evaluateTarget } from './phases/inputs.js';
 import { phaseToken, phaseUserData } from './phases/secrets.js';
 import {
   phaseBootstrapConfigs,
@@ -39,32 +39,44 @@ const WRITING_PHASES: WritingPhase[] = [
   phaseCleanup,
 ];
 
-export async function runPhases(s: Scope, deps: PhaseDeps): Promise<Outcome> {
+/** The decision the writing phases work to, and the verdicts of the phases before them. */
+async function decide(s: Scope, deps: PhaseDeps): Promise<{ outcome: Outcome; decision: Decision }> {
   let outcome = combine(NO_OUTCOME, await phasePause(s, deps));
   const evaluated = await evaluateTarget(s, deps);
   const gate = await phaseGate(s, deps, evaluated);
   const evaluation = gate.blocked === undefined ? evaluated : { ...evaluated, blocked: gate.blocked };
   outcome = combine(combine(outcome, evaluation.result), gate.result);
-  let decision: Decision;
   if (outcome.stopped) {
-    decision = {
-      effective: deployedEffective(evaluation.deployed),
-      rolling: evaluation.blocked === undefined ? evaluation.target : undefined,
-    };
-  } else {
-    const token = await phaseToken(s, deps, evaluation);
-    outcome = combine(outcome, token.result);
-    decision = {
-      ...token.decision,
-      ...(gate.hold === undefined ? {} : { hold: gate.hold }),
-      ...(gate.ceiling === undefined ? {} : { ceiling: gate.ceiling }),
-    };
+    const rolling = evaluation.blocked === undefined ? evaluation.target : undefined;
+    return { outcome, decision: { effective: deployedEffective(evaluation.deployed), rolling } };
   }
+  const token = await phaseToken(s, deps, evaluation);
+  const decision = {
+    ...token.decision,
+    ...(gate.hold === undefined ? {} : { hold: gate.hold }),
+    ...(gate.ceiling === undefined ? {} : { ceiling: gate.ceiling }),
+  };
+  return { outcome: combine(outcome, token.result), decision };
+}
+
+/** The children as they are, for a reconcile that failed before it decided: they still point at the deployed hash
+ * (read as evaluateTarget reads it), and the status must keep saying so, not that the pool has no hash. */
+function deployedDecision(s: Scope, deps: PhaseDeps): Decision {
+  return { effective: deployedEffective(deployedOf(s, deps)) };
+}
+
+export async function runPhases(s: Scope, deps: PhaseDeps): Promise<Outcome> {
+  let decision: Decision | undefined;
   try {
+    let outcome: Outcome;
+    ({ outcome, decision } = await decide(s, deps));
     if (!outcome.stopped)
       for (const phase of WRITING_PHASES) outcome = combine(outcome, await phase(s, deps, decision));
+    return outcome;
   } finally {
-    observe(s, deps, decision);
+    // Also after a failure, wherever it came: the status is written from these observations, and one without the
+    // deployed hash would drop configHash, version and rollout, and with them the ignition server's trust in the
+    // deployed token Secret.
+    observe(s, deps, decision ?? deployedDecision(s, deps));
   }
-  return outcome;
 }

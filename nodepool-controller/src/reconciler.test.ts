@@ -1,7 +1,14 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type * as k8s from '#k8s';
-import { ANNOTATIONS, LABELS, SECRET_KEYS, tokenSecretName, userDataSecretName } from '../../api/src/keys.js';
+import {
+  ANNOTATIONS,
+  LABELS,
+  NODEPOOL_FINALIZER,
+  SECRET_KEYS,
+  tokenSecretName,
+  userDataSecretName,
+} from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 import { nodePoolFixture } from '../../api/testing/nodepool.js';
 import { NotReadyError, RefusedError } from '../../support/src/errors.js';
@@ -13,14 +20,18 @@ import { parseVersion, tagVersionResolver } from './release.js';
 import { NodePoolReconciler } from './reconciler.js';
 import { normaliseConfig } from './hash.js';
 import { MintProgress } from './mint-progress.js';
+import type { ControlPlaneVersions } from './guest.js';
+import type { GuestNodes } from './nodes.js';
 
 /** An in-memory management cluster: one map per kind, and a writer that stamps creation times from the test's clock. */
 function world(
   pool: NodePool,
-  opts: { refuse?: readonly string[] } = {},
+  opts: { refuse?: readonly string[]; versions?: ControlPlaneVersions; nodes?: GuestNodes } = {},
 ): {
   reconciler: NodePoolReconciler;
   statuses: NodePool['status'][];
+  /** The patches and deletes, in order: "patch Kind/name" and "delete Kind/name". */
+  writes: string[];
   secrets: Map<string, k8s.KubernetesObject>;
   store: (kind: string) => Map<string, k8s.KubernetesObject>;
   clock: { at: number };
@@ -39,19 +50,15 @@ function world(
   });
   store('NodePool').set(pool.metadata.name, pool);
   const statuses: NodePool['status'][] = [];
+  const writes: string[] = [];
   const put = <T extends k8s.KubernetesObject>(desired: T): T => {
     const kind = desired.kind ?? '';
     const name = desired.metadata?.name ?? '';
     const old = store(kind).get(name);
     const created = old?.metadata?.creationTimestamp ?? new Date(clock.at).toISOString();
-    // As server-side apply does, fields of other managers stay (the token the ignition server minted).
-    const data = { ...dataOf(old), ...dataOf(desired) };
-    const live = {
-      ...old,
-      ...desired,
-      ...(kind === 'Secret' ? { data } : {}),
-      metadata: { ...old?.metadata, ...desired.metadata, creationTimestamp: created },
-    } as T;
+    const kept = keptByOthers(old, desired);
+    const metadata = { ...old?.metadata, ...desired.metadata, ...kept.metadata, creationTimestamp: created };
+    const live = { ...old, ...desired, ...kept, metadata } as T;
     store(kind).set(name, live);
     return live;
   };
@@ -73,8 +80,18 @@ function world(
       statuses.push((desired as unknown as NodePool).status);
       return Promise.resolve(put(desired));
     },
-    mergePatch: (target) => Promise.resolve(target),
-    remove: () => Promise.resolve(),
+    mergePatch: (target, patch) => {
+      writes.push(`patch ${target.kind}/${target.metadata?.name}`);
+      const live = store(target.kind ?? '').get(target.metadata?.name ?? '') ?? target;
+      const annotations = withAnnotations(live.metadata?.annotations, patch);
+      const patched = { ...live, metadata: { ...live.metadata, annotations } } as typeof target;
+      store(target.kind ?? '').set(target.metadata?.name ?? '', patched);
+      return Promise.resolve(patched);
+    },
+    remove: (live) => {
+      writes.push(`delete ${live.kind}/${live.metadata?.name}`);
+      return Promise.resolve();
+    },
   };
   const caches = new Caches({
     nodePools: source('NodePool'),
@@ -91,14 +108,44 @@ function world(
   const reconciler = new NodePoolReconciler({
     caches,
     writer,
-    versions: { versionOf: () => Promise.resolve(version) },
+    versions: opts.versions ?? { versionOf: () => Promise.resolve(version) },
     releases: tagVersionResolver,
     mints,
+    ...(opts.nodes ? { nodes: opts.nodes } : {}),
     clock: { ...realClock, now: () => clock.at },
     config: { ignition: { endpoint: 'https://ignition.example', caPem: '' }, tokenGraceMs: 0, maxSkewMinors: 3 },
     log: createLogger({ name: 'test', level: 'silent' }),
   });
-  return { reconciler, statuses, secrets: store('Secret'), store, clock, mints };
+  return { reconciler, statuses, writes, secrets: store('Secret'), store, clock, mints };
+}
+
+/** Annotations after a merge patch of `metadata.annotations` (null removes one). */
+function withAnnotations(annotations: Record<string, string> | undefined, patch: object): Record<string, string> {
+  const changes = (patch as { metadata?: { annotations?: Record<string, string | null> } }).metadata?.annotations;
+  const out = { ...annotations };
+  for (const [k, v] of Object.entries(changes ?? {})) {
+    if (v === null) delete out[k];
+    else out[k] = v;
+  }
+  return out;
+}
+
+/** As server-side apply does, fields of other managers stay: the token the ignition server minted, and Cluster API's
+ * fields of a Machine (its spec, the pool's label) when the pool's labels and taints are applied to it. */
+function keptByOthers(
+  old: k8s.KubernetesObject | undefined,
+  desired: k8s.KubernetesObject,
+): { data?: object; spec?: object; metadata?: { labels: Record<string, string> } } {
+  switch (desired.kind) {
+    case 'Secret':
+      return { data: { ...dataOf(old), ...dataOf(desired) } };
+    case 'Machine': {
+      const labels = { ...old?.metadata?.labels, ...desired.metadata?.labels };
+      return { spec: { ...specOf(old), ...specOf(desired) }, metadata: { labels } };
+    }
+    default:
+      return {};
+  }
 }
 
 /** What the ignition server does to the token Secrets: mint the token, and (verdict) report the payload generated. */
@@ -115,14 +162,58 @@ function mint(secrets: Map<string, k8s.KubernetesObject>, opts: { verdict: boole
   }
 }
 
-/** Another pool's token Secret as the ignition server leaves it after a mint at `ms`. */
+/** Another pool's token Secret (of the same namespace) as the ignition server leaves it after a mint at `ms`. */
 const issuedAt = (ms: number): k8s.V1Secret => ({
-  metadata: { annotations: { [ANNOTATIONS.tokenIssuedAt]: new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z') } },
+  metadata: {
+    name: tokenSecretName('others', 'h0'),
+    namespace: 'tenant-a',
+    labels: { [LABELS.nodePool]: 'others', [LABELS.tokenSecret]: 'true' },
+    annotations: { [ANNOTATIONS.tokenIssuedAt]: new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z') },
+  },
 });
 
 const dataOf = (o: k8s.KubernetesObject | undefined): Record<string, string> | undefined =>
   (o as { data?: Record<string, string> } | undefined)?.data;
+const specOf = (o: k8s.KubernetesObject | undefined): object | undefined => (o as { spec?: object } | undefined)?.spec;
 const key = (p: NodePool): string => `${p.metadata.namespace}/${p.metadata.name}`;
+const RELEASE = (v: string): string => `registry.local:5000/kindling/release:${v}`;
+
+/** Reconciles a new pool until its children are written at its minted hash; returns the pool as stored. */
+async function deploy(w: ReturnType<typeof world>, pool: NodePool): Promise<NodePool> {
+  await assert.rejects(w.reconciler.reconcile(key(pool)), NotReadyError);
+  mint(w.secrets, { verdict: true });
+  w.clock.at += 300;
+  await w.reconciler.reconcile(key(pool));
+  return w.store('NodePool').get(pool.metadata.name) as NodePool;
+}
+
+/** A MachineSet Cluster API made from the pool's MachineDeployment, with Machines booting `hash`. */
+const capiMachineSet = (name: string, hash: string): k8s.KubernetesObject =>
+  ({
+    apiVersion: 'cluster.x-k8s.io/v1beta2',
+    kind: 'MachineSet',
+    metadata: { name, namespace: 'tenant-a', labels: { [LABELS.nodePool]: 'workers' } },
+    spec: {
+      replicas: 2,
+      template: {
+        spec: {
+          bootstrap: { dataSecretName: userDataSecretName('workers', hash) },
+          infrastructureRef: { name: 'small' },
+        },
+      },
+    },
+  }) as k8s.KubernetesObject;
+
+/** What the status says of the children: the hash and version they boot, the rollout, the nodes available. */
+const ofChildren = (
+  s: NodePool['status'],
+): Pick<NonNullable<NodePool['status']>, 'configHash' | 'version' | 'replicas' | 'rollout'> => ({
+  configHash: s?.configHash,
+  version: s?.version,
+  replicas: s?.replicas,
+  rollout: s?.rollout,
+});
+
 const cond = (s: NodePool['status'], type: string): { status: string; reason: string; message: string } | undefined =>
   s?.conditions?.find((c) => c.type === type);
 
@@ -237,6 +328,39 @@ describe('NodePoolReconciler: when the status is written', () => {
       'the hash the children are written with',
     );
     assert.equal(w.statuses[0]?.version, 'v1.36.3', 'beside the version they are written with');
+  });
+
+  it("when a deployed pool's token Secret for a new release is refused, it should keep the deployed hash, its version, the rollout under way and the replicas beside the refusal", async () => {
+    const refuse: string[] = [];
+    const w = world(
+      nodePoolFixture('workers', 'tenant-a', (p) => (p.spec.release.image = RELEASE('1.36.2'))),
+      { refuse },
+    );
+    const pool = await deploy(w, w.store('NodePool').get('workers') as NodePool);
+    const deployed = w.statuses.at(-1)?.configHash ?? '';
+    assert.notEqual(deployed, '');
+    // Cluster API still moves Machines off an older hash, and two nodes of the pool are available.
+    w.store('MachineSet').set('workers-old', capiMachineSet('workers-old', 'older'));
+    Object.assign(w.store('MachineDeployment').get('workers') ?? {}, { status: { availableReplicas: 2 } });
+    await w.reconciler.reconcile(key(pool));
+    const before = ofChildren(w.statuses.at(-1));
+    assert.deepEqual(before, { configHash: deployed, version: 'v1.36.2', replicas: 2, rollout: before.rollout });
+    assert.deepEqual([before.rollout?.from, before.rollout?.to], ['older', deployed]);
+
+    pool.spec.release.image = RELEASE('1.36.3');
+    refuse.push('Secret');
+    const written = w.statuses.length;
+    await assert.rejects(w.reconciler.reconcile(key(pool)), RefusedError);
+    assert.equal(w.statuses.length, written + 1, 'the failed reconcile writes its status');
+    assert.deepEqual(
+      ofChildren(w.statuses.at(-1)),
+      before,
+      'the children still boot the deployed hash: the ignition server keeps serving its token Secret',
+    );
+    const accepted = cond(w.statuses.at(-1), 'ChildObjectsAccepted') ?? { status: '', message: '' };
+    assert.equal(accepted.status, 'False');
+    assert.match(accepted.message, /^The apiserver refused Secret tenant-a\/token-workers-\w+ \(422\)/);
+    assert.doesNotMatch(accepted.message, new RegExp(deployed), "the refused Secret is the new hash's");
   });
 });
 
@@ -598,5 +722,99 @@ describe('NodePoolReconciler: the maintenance window', () => {
     tamper(normaliseConfig([{ name: 'motd', data: { ...motd('Welcome').data, crafted } }]));
     await w.reconciler.reconcile(key(w.pool));
     assert.doesNotMatch(recorded(), /99-crafted/, 'a document the nodes never had is not reported removed');
+  });
+});
+
+describe('NodePoolReconciler: when the pool is deleted', () => {
+  const PAUSED = { [ANNOTATIONS.capiPaused]: 'true' };
+  /** A pool being deleted, paused by its spec, with its finalizer still on. */
+  const deleting = (): NodePool =>
+    nodePoolFixture('workers', 'tenant-a', (p) => {
+      p.spec.pausedUntil = 'true';
+      p.metadata = {
+        ...p.metadata,
+        finalizers: [NODEPOOL_FINALIZER],
+        deletionTimestamp: new Date('2026-11-24T00:00:00Z'),
+      };
+    });
+  const child = (kind: string, metadata: Partial<k8s.V1ObjectMeta>): k8s.KubernetesObject => ({
+    apiVersion: 'cluster.x-k8s.io/v1beta2',
+    kind,
+    metadata: { name: 'workers', namespace: 'tenant-a', ...metadata },
+  });
+
+  it('when a paused pool is deleted, it should take the paused annotation off its child before deleting it, so Cluster API runs the deletion', async () => {
+    const pool = deleting();
+    const w = world(pool);
+    w.store('MachineDeployment').set('workers', child('MachineDeployment', { annotations: { ...PAUSED, a: 'b' } }));
+    assert.deepEqual(await w.reconciler.reconcile(key(pool)), { requeueAfterMs: 2_000 });
+    assert.deepEqual(w.writes, ['patch MachineDeployment/workers', 'delete MachineDeployment/workers']);
+    assert.deepEqual(w.store('MachineDeployment').get('workers')?.metadata?.annotations, { a: 'b' });
+  });
+
+  it('when a pool deleted while paused has a child already being deleted, it should take the paused annotation off without deleting it again', async () => {
+    const pool = deleting();
+    const w = world(pool);
+    const since = new Date('2026-11-23T00:00:00Z');
+    w.store('MachineSet').set('workers', child('MachineSet', { annotations: PAUSED, deletionTimestamp: since }));
+    assert.deepEqual(await w.reconciler.reconcile(key(pool)), { requeueAfterMs: 2_000 });
+    assert.deepEqual(w.writes, ['patch MachineSet/workers']);
+    assert.equal(w.store('MachineSet').get('workers')?.metadata?.annotations?.[ANNOTATIONS.capiPaused], undefined);
+  });
+
+  it('when an unpaused pool is deleted, it should only delete its child', async () => {
+    const pool = deleting();
+    delete pool.spec.pausedUntil;
+    const w = world(pool);
+    w.store('MachineSet').set('workers', child('MachineSet', {}));
+    assert.deepEqual(await w.reconciler.reconcile(key(pool)), { requeueAfterMs: 2_000 });
+    assert.deepEqual(w.writes, ['delete MachineSet/workers']);
+  });
+});
+
+describe("NodePoolReconciler: the guest's Nodes", () => {
+  /** A guest whose Node writes are counted, and whose control plane answers until `down`. */
+  function guest(): { versions: ControlPlaneVersions; nodes: GuestNodes; down: () => void; asked: string[][] } {
+    let up = true;
+    const asked: string[][] = [];
+    const version = parseVersion('1.36.3');
+    return {
+      versions: {
+        versionOf: () => (up && version ? Promise.resolve(version) : Promise.reject(new Error('connect ETIMEDOUT'))),
+      },
+      nodes: {
+        count: 0,
+        propagate: (_pool, names) => {
+          asked.push([...names]);
+          return Promise.resolve(0);
+        },
+      },
+      down: () => (up = false),
+      asked,
+    };
+  }
+  const machine = (name: string, node: string): k8s.KubernetesObject =>
+    ({
+      apiVersion: 'cluster.x-k8s.io/v1beta2',
+      kind: 'Machine',
+      metadata: { name, namespace: 'tenant-a', labels: { [LABELS.nodePool]: 'workers' } },
+      spec: { clusterName: 'guest', bootstrap: {}, infrastructureRef: { name } },
+      status: { nodeRef: { name: node } },
+    }) as k8s.KubernetesObject;
+
+  it("when this reconcile found the guest's control plane unreachable, it should not try its Nodes and look again with the version check", async () => {
+    const g = guest();
+    const w = world(nodePoolFixture('workers', 'tenant-a'), g);
+    const pool = await deploy(w, w.store('NodePool').get('workers') as NodePool);
+    w.store('Machine').set('m1', machine('m1', 'node-1'));
+    await w.reconciler.reconcile(key(pool));
+    assert.deepEqual(g.asked.at(-1), ['node-1'], 'a reachable guest gets its Nodes written');
+    const tries = g.asked.length;
+
+    g.down();
+    const result = await w.reconciler.reconcile(key(pool));
+    assert.equal(g.asked.length, tries, 'no Node is tried on a guest that did not answer');
+    assert.equal(result.requeueAfterMs, 10_000, "the version check's retry brings the Nodes back");
+    assert.equal(cond(w.statuses.at(-1), 'SupportedVersionSkew')?.reason, 'ControlPlaneUnreachable');
   });
 });

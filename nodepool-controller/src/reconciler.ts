@@ -4,7 +4,7 @@
  * server-side apply under FIELD_MANAGERS.nodepoolController, and only when the live object differs.
  */
 import type * as k8s from '#k8s';
-import { NODEPOOL_FINALIZER } from '../../api/src/keys.js';
+import { ANNOTATIONS, NODEPOOL_FINALIZER } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
 import { findRefusal, NotReadyError, TerminalError } from '../../support/src/errors.js';
 import type { ReconcileResult } from '../../support/src/queue.js';
@@ -13,6 +13,8 @@ import { canonicalJson } from './hash.js';
 import { computeStatus } from './status.js';
 import { conditionTransitions, type EventRecorder } from './events.js';
 import { withKind } from './apply.js';
+import type { ChildCache } from './caches.js';
+import type { Writer } from './store.js';
 import { newScope, runPhases, type Outcome, type PhaseDeps, type Scope } from './phases.js';
 import { parseKey } from '../../support/src/object-key.js';
 
@@ -38,6 +40,15 @@ function firstStatusCanWait(scope: Scope, outcome: Outcome | undefined): boolean
  * gate, the rollout's strategy): the echo of a status with a new record wakes the pool; any other's does not. */
 function newRolloutRecord(pool: NodePool, status: NonNullable<NodePool['status']>): boolean {
   return canonicalJson(status.rollout ?? null) !== canonicalJson(pool.status?.rollout ?? null);
+}
+
+/** Deletes a child of a deleted pool, unpaused first: a deleted pool goes even when paused, and Cluster API returns
+ * early for a paused object, before its deletion. Also a child already being deleted (of a pool deleted paused). */
+async function deleteChild(writer: Writer, c: ChildCache, live: k8s.KubernetesObject): Promise<void> {
+  const obj = withKind(live, c.apiVersion, c.kind);
+  if (obj.metadata?.annotations?.[ANNOTATIONS.capiPaused] !== undefined)
+    await writer.mergePatch(obj, { metadata: { annotations: { [ANNOTATIONS.capiPaused]: null } } }, c.cache);
+  if (!obj.metadata?.deletionTimestamp) await writer.remove(obj, c.cache);
 }
 
 export class NodePoolReconciler {
@@ -109,10 +120,7 @@ export class NodePoolReconciler {
       .children()
       .map((c) => ({ ...c, obj: c.cache.get({ namespace: ns, name: pool.metadata.name }) }));
     const present = children.filter((c) => c.obj !== undefined);
-    for (const c of present) {
-      if (!c.obj?.metadata?.deletionTimestamp)
-        await writer.remove(withKind(c.obj as k8s.KubernetesObject, c.apiVersion, c.kind), c.cache);
-    }
+    for (const c of present) await deleteChild(writer, c, c.obj as k8s.KubernetesObject);
     if (present.length > 0) {
       log.info({ children: present.map((c) => c.kind) }, "Waiting for the pool's children to go");
       return { requeueAfterMs: 2_000 };

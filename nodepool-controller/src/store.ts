@@ -1,12 +1,15 @@
 /**
  * What the reconciler reads (informer caches) and how it writes (server-side apply, delete, merge patch), with
  * one twist: an object the controller just wrote is remembered until its informer catches up, so a reconcile
- * that runs before the watch event arrives sees the write and does not repeat it.
+ * that runs before the watch event arrives sees the write and does not repeat it. The informer's events
+ * (OverlayCache#observe) tell when it has: a write it has moved past is forgotten, so an object someone else
+ * deleted after the controller wrote it reads as absent instead of being served for the life of the process.
  */
 import * as k8s from '#k8s';
 import type { Counter } from 'prom-client';
 import type { Applier } from '../../support/src/apply.js';
 import { asRefusal, isNotFound } from '../../support/src/errors.js';
+import type { InformerEvent } from '../../support/src/informer.js';
 import { keyOf, keyString, type ObjectKey } from '../../support/src/object-key.js';
 import type { OwnWrites } from './own-writes.js';
 
@@ -21,13 +24,37 @@ export interface CacheSource<T extends k8s.KubernetesObject> {
 /** etcd resourceVersions are integers in practice; the API calls them opaque, so this is only a freshness hint. */
 const rvOf = (o: k8s.KubernetesObject | undefined): number => Number(o?.metadata?.resourceVersion ?? 0) || 0;
 
-/** Writes looked at per indexed list to forget those the informer has caught up with. */
+/** Writes looked at per indexed list (and per informer event) to forget those the informer has caught up with. */
 const SWEEP_PER_LIST = 4;
+
+/** A write remembered: the object as the apiserver answered it, or null for a delete (`rv`: the deleted object's). */
+export interface Written {
+  obj: object | null;
+  rv: number;
+}
+
+/**
+ * Whether the informer's view of a key has caught up with the controller's write of it, so that view (the object,
+ * or its absence) is the truth and the write is forgotten. `cached`: the resourceVersion of the informer's copy
+ * (undefined: it holds none); `seen`: the newest resourceVersion among the events its watch of that namespace
+ * delivered. A watch delivers a namespace's changes in resourceVersion order, so once it has delivered one at or
+ * past the write, it has applied the write and all before it: a key it then does not hold was deleted since (or
+ * left its label selector). An rv that is no number (0) proves nothing, and the write stays until its echo.
+ */
+export function caughtUp(w: Written, cached: number | undefined, seen: number): boolean {
+  // Our delete: done once the informer drops the object, or holds one newer (created again since).
+  if (w.obj === null) return cached === undefined || cached > w.rv;
+  if (cached !== undefined) return cached >= w.rv;
+  return w.rv > 0 && seen >= w.rv;
+}
 
 export class OverlayCache<T extends k8s.KubernetesObject> {
   readonly #source: CacheSource<T>;
-  /** By namespace, then name: a list reads only its namespace's writes. */
+  /** By namespace, then name, in the order remembered: a list reads only its namespace's writes, and the sweep
+   * looks at the oldest. */
   readonly #written = new Map<string, Map<string, { obj: T | null; rv: number }>>();
+  /** By namespace: the newest resourceVersion the informer's events carried (see caughtUp). */
+  readonly #seen = new Map<string, number>();
 
   constructor(source: CacheSource<T>) {
     this.#source = source;
@@ -39,6 +66,27 @@ export class OverlayCache<T extends k8s.KubernetesObject> {
 
   rememberDeleted(obj: T): void {
     this.#remember(obj, null);
+  }
+
+  /** Writes remembered that the informer has not caught up with (what a leak of them would show). */
+  get pending(): number {
+    let count = 0;
+    for (const written of this.#written.values()) count += written.size;
+    return count;
+  }
+
+  /**
+   * An event of the informer this cache reads, delivered after the informer applied it. Without these, a write
+   * whose object someone else deleted was never forgotten (its echo never comes): every deleted NodePool (the
+   * finalizer removal is a write) stayed listed for the life of the leader, and a deleted Secret looked present.
+   */
+  observe(obj: k8s.KubernetesObject, event: InformerEvent): void {
+    const key = keyOf(obj);
+    const rv = rvOf(obj);
+    if (rv > this.#seenIn(key.namespace)) this.#seen.set(key.namespace, rv);
+    if (event === 'delete') this.#deleted(key, rv);
+    this.#pick(key.namespace, key.name, this.#source.get(key));
+    this.#sweep(key.namespace);
   }
 
   get(key: ObjectKey): T | undefined {
@@ -99,9 +147,25 @@ export class OverlayCache<T extends k8s.KubernetesObject> {
 
   #remember(key: T, obj: T | null): void {
     const namespace = key.metadata?.namespace ?? '';
+    const name = key.metadata?.name ?? '';
     let written = this.#written.get(namespace);
     if (!written) this.#written.set(namespace, (written = new Map<string, { obj: T | null; rv: number }>()));
-    written.set(key.metadata?.name ?? '', { obj, rv: rvOf(key) });
+    // Deleted first, so a rewrite moves to the back: the sweep's front stays the oldest writes.
+    written.delete(name);
+    written.set(name, { obj, rv: rvOf(key) });
+    // The informer may be past the write already (its delete can arrive before the answer to the finalizer's
+    // removal): then it is not remembered at all.
+    this.#pick(namespace, name, this.#source.get({ namespace, name }));
+  }
+
+  #seenIn(namespace: string): number {
+    return this.#seen.get(namespace) ?? 0;
+  }
+
+  /** The key's own delete, at or past the write, settles it even when resourceVersions are no numbers. */
+  #deleted({ namespace, name }: ObjectKey, rv: number): void {
+    const w = this.#written.get(namespace)?.get(name);
+    if (w?.obj && rv >= w.rv && !this.#source.get({ namespace, name })) this.#forget(namespace, name);
   }
 
   #forget(namespace: string, name: string): void {
@@ -113,18 +177,11 @@ export class OverlayCache<T extends k8s.KubernetesObject> {
   #pick(namespace: string, name: string, cached: T | undefined): T | undefined {
     const w = this.#written.get(namespace)?.get(name);
     if (!w) return cached;
-    if (w.obj === null) {
-      if (!cached || rvOf(cached) > w.rv) {
-        this.#forget(namespace, name);
-        return cached;
-      }
-      return undefined;
-    }
-    if (cached && rvOf(cached) >= w.rv) {
+    if (caughtUp(w, cached && rvOf(cached), this.#seenIn(namespace))) {
       this.#forget(namespace, name);
       return cached;
     }
-    return w.obj;
+    return w.obj ?? undefined;
   }
 }
 

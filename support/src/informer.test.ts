@@ -2,7 +2,13 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import * as k8s from '#k8s';
 import { flush, manualClock } from '../testing/index.js';
-import { ResilientInformer, type InformerEvent, type WatchRequest } from './informer.js';
+import {
+  pagedList,
+  PAGED_LIST_MAX_ITEMS,
+  ResilientInformer,
+  type InformerEvent,
+  type WatchRequest,
+} from './informer.js';
 import { createLogger } from './logger.js';
 
 const cm = (rv: string, data: Record<string, string>, labels: Record<string, string> = {}): k8s.V1ConfigMap => ({
@@ -164,5 +170,93 @@ describe('ResilientInformer: updates of transformed objects', () => {
     await f.send(cm('2', { big: 'x' }));
     assert.deepEqual(f.events, ['update']);
     await f.stop();
+  });
+});
+
+/**
+ * A server that never ends a list: every page carries `perPage` new ConfigMaps and another continue token. `asked`
+ * counts the pages it served.
+ */
+function endlessPages(perPage: number): {
+  page: (opts: { limit: number; _continue?: string }) => Promise<k8s.KubernetesListObject<k8s.V1ConfigMap>>;
+  asked: () => number;
+} {
+  let asked = 0;
+  return {
+    page: () => {
+      asked++;
+      const items = Array.from({ length: perPage }, (_, i) => ({ metadata: { name: `cm-${asked}-${i}` } }));
+      return Promise.resolve({ items, metadata: { resourceVersion: '1', _continue: `page-${asked + 1}` } });
+    },
+    asked: () => asked,
+  };
+}
+
+describe('pagedList: its budget', () => {
+  it('when the server hands out continue tokens without end, it should fail past the default item budget', async () => {
+    const server = endlessPages(100);
+    await assert.rejects(pagedList(server.page, 100)(), /the list passed its budget of 100000 items/);
+    assert.equal(server.asked(), PAGED_LIST_MAX_ITEMS / 100 + 1, 'no page asked for after the one past the budget');
+  });
+
+  it('when the pages are empty but never end, it should fail past the page budget', async () => {
+    const server = endlessPages(0);
+    await assert.rejects(pagedList(server.page, 10, { maxItems: 50 })(), /past its budget of 10 pages \(0 items\)/);
+    assert.equal(server.asked(), 10);
+  });
+
+  it('when one page holds more than the budget, it should fail without keeping it', async () => {
+    const server = endlessPages(1_000);
+    await assert.rejects(pagedList(server.page, 10, { maxItems: 500 })(), /passed its budget of 500 items \(1000 in 1/);
+    assert.equal(server.asked(), 1);
+  });
+
+  it('when a list ends exactly at its budget, it should return every item', async () => {
+    const pages = [
+      { items: [cm('1', {}), cm('1', {})], metadata: { resourceVersion: '1', _continue: 'next' } },
+      { items: [cm('1', {})], metadata: { resourceVersion: '1' } },
+    ];
+    const list = await pagedList<k8s.V1ConfigMap>(({ _continue }) => Promise.resolve(pages[_continue ? 1 : 0]!), 2, {
+      maxItems: 3,
+      maxPages: 2,
+    })();
+    assert.equal(list.items.length, 3);
+    assert.equal(list.metadata?._continue, undefined);
+  });
+
+  it('when its signal is aborted between pages, it should ask for no further page', async () => {
+    const server = endlessPages(1);
+    const controller = new AbortController();
+    const list = pagedList<k8s.V1ConfigMap>((opts, signal) => {
+      assert.equal(signal, controller.signal, 'the page function gets the signal');
+      if (server.asked() === 2) controller.abort(new Error('stopped'));
+      return server.page(opts);
+    }, 1);
+    await assert.rejects(list(controller.signal), /stopped/);
+    assert.equal(server.asked(), 3);
+  });
+
+  it('when an informer lists a server without end, it should not sync and should retry after a backoff', async () => {
+    const server = endlessPages(10);
+    const clock = manualClock();
+    const informer = new ResilientInformer<k8s.V1ConfigMap>({
+      kubeConfig: undefined as unknown as k8s.KubeConfig,
+      path: '/api/v1/configmaps',
+      list: pagedList(server.page, 10, { maxItems: 100 }),
+      log: createLogger({ name: 'test', level: 'silent' }),
+      onEvent: () => assert.fail('no event from a failed list'),
+      clock,
+      watch: () => assert.fail('no watch without a list'),
+    });
+    void informer.start();
+    await flush();
+    assert.equal(informer.synced, false);
+    assert.equal(informer.list().length, 0);
+    assert.equal(informer.restarts, 1);
+    const asked = server.asked();
+    clock.advance(1_000);
+    await flush();
+    assert.ok(server.asked() > asked, 'listed again after the backoff');
+    await informer.stop();
   });
 });

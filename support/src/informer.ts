@@ -21,21 +21,51 @@ import { watchEvents } from './wire.js';
 export type InformerEvent = 'add' | 'update' | 'delete' | 'resync';
 
 /**
+ * Items a paged list holds at most across its pages (pagedList's default budget): far above any list this project
+ * makes, and a bound on what a server that pages without end (a tenant's "guest apiserver") can make this process
+ * keep. A list past it fails; its informer then backs off and lists again, as after any failed list.
+ */
+export const PAGED_LIST_MAX_ITEMS = 100_000;
+
+export interface PagedListBudget {
+  /** Items across all pages (default PAGED_LIST_MAX_ITEMS). */
+  maxItems?: number;
+  /** Pages, empty ones included (default: twice as many as maxItems takes in full pages). */
+  maxPages?: number;
+}
+
+/**
  * A list function that reads in pages of `limit` (continue tokens), for informers over large objects: one
  * unpaginated list of many large Secrets can outlast the apiserver's request timeout and never complete.
  * The pages come from one snapshot, so the first page's resourceVersion is the whole list's.
+ *
+ * The server decides how long it hands out continue tokens, so the list has a budget: past maxItems items, or
+ * maxPages pages (empty pages with a token hold nothing but never end either), it fails instead of growing. An
+ * aborted signal stops it before the next page; the page function gets the signal too, for its request.
  */
 export function pagedList<T extends k8s.KubernetesObject>(
-  page: (opts: { limit: number; _continue?: string }) => Promise<k8s.KubernetesListObject<T>>,
+  page: (opts: { limit: number; _continue?: string }, signal?: AbortSignal) => Promise<k8s.KubernetesListObject<T>>,
   limit = 100,
-): () => Promise<k8s.KubernetesListObject<T>> {
-  return async () => {
-    const first = await page({ limit });
-    const items = [...first.items];
-    for (let next = first.metadata?._continue; next;) {
-      const more = await page({ limit, _continue: next });
-      items.push(...more.items);
-      next = more.metadata?._continue;
+  budget: PagedListBudget = {},
+): (signal?: AbortSignal) => Promise<k8s.KubernetesListObject<T>> {
+  const maxItems = budget.maxItems ?? PAGED_LIST_MAX_ITEMS;
+  const maxPages = budget.maxPages ?? 2 * Math.ceil(maxItems / limit);
+  return async (signal) => {
+    signal?.throwIfAborted();
+    const first = await page({ limit }, signal);
+    const items: T[] = [];
+    for (let list = first, pages = 1; ; pages++) {
+      // Counted before it is kept: a page past the budget is dropped with the rest.
+      const held = items.length + list.items.length;
+      if (held > maxItems)
+        throw new Error(`the list passed its budget of ${maxItems} items (${held} in ${pages} pages): given up`);
+      items.push(...list.items);
+      const next = list.metadata?._continue;
+      if (!next) break;
+      if (pages >= maxPages)
+        throw new Error(`the list went on past its budget of ${maxPages} pages (${items.length} items): given up`);
+      signal?.throwIfAborted();
+      list = await page({ limit, _continue: next }, signal);
     }
     return { ...first, items, metadata: { ...first.metadata, _continue: undefined } };
   };

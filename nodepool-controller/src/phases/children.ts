@@ -13,6 +13,7 @@ import {
   type KindlingConfigTemplate,
 } from '../../../api/src/bootstrap.js';
 import { isConflict } from '../../../support/src/errors.js';
+import { forEachLimited } from '../../../support/src/limited.js';
 import { findKubeconfigRefusal } from '../../../support/src/guest-kubeconfig-parse.js';
 import { kindlingConfigStatus, machineDataSecret, sameStatus } from '../bootstrap.js';
 import {
@@ -133,6 +134,9 @@ export async function phaseHealthCheck(s: Scope, deps: PhaseDeps, d: Decision): 
   return CONTINUE;
 }
 
+/** Machine applies in flight at once: a label change of a pool of thousands must not be thousands of requests. */
+const MACHINE_APPLIES_IN_FLIGHT = 8;
+
 /** Labels, taints and timeouts reach existing Machines in place: no rollout. A host that booted and has no
  * Node yet is late at a known moment: the pool is looked at again then. */
 export async function phaseMachines(s: Scope, deps: PhaseDeps, d: Decision): Promise<PhaseResult> {
@@ -151,14 +155,24 @@ export async function phaseMachines(s: Scope, deps: PhaseDeps, d: Decision): Pro
     const secret = clusterApi ? machineDataSecret(m, config) : undefined;
     return secret === undefined ? want : { ...want, spec: { ...want.spec, bootstrap: { dataSecretName: secret } } };
   };
-  await Promise.all(alive.map((m) => applyIfNeeded(deps, m, desired(m) as unknown as typeof m, deps.caches.machines)));
+  const apply = (m: (typeof alive)[number]): Promise<unknown> =>
+    applyIfNeeded(deps, m, desired(m) as unknown as typeof m, deps.caches.machines);
+  await forEachLimited(alive, MACHINE_APPLIES_IN_FLIGHT, apply);
   return result;
+}
+
+/** Whether this reconcile already found the guest's control plane out of reach (the version-skew check): its
+ * Nodes cannot be written either, and each try would hold a shared worker for a request deadline per Node. */
+function guestOutOfReach(s: Scope): boolean {
+  const reason = s.obs.skew?.reason;
+  return reason === 'ControlPlaneUnreachable' || reason === 'GuestKubeconfigRefused';
 }
 
 /** Labels and taints reach the guest Nodes the pool's Machines run. A guest that cannot be reached does not
  * hold up the rest of the pool: the attempt is logged and retried later. */
 export async function phaseNodes(s: Scope, deps: PhaseDeps): Promise<PhaseResult> {
-  if (!deps.nodes) return CONTINUE;
+  // The skew check's requeue brings the pool back to try again; its condition already says why.
+  if (!deps.nodes || guestOutOfReach(s)) return CONTINUE;
   const names = deps.caches
     .poolMachines(s.ns, s.pool.metadata.name)
     .filter((m) => !m.metadata.deletionTimestamp)

@@ -64,7 +64,7 @@ function checkConfig(s: Scope, deps: PhaseDeps): string | undefined {
   }
 }
 
-function deployedOf(s: Scope, deps: PhaseDeps): Deployed | undefined {
+export function deployedOf(s: Scope, deps: PhaseDeps): Deployed | undefined {
   const child = liveChild(s, deps);
   const hash = hashOfBootstrap(s.pool.metadata.name, child?.spec.template.spec.bootstrap);
   return hash === undefined ? undefined : { hash, version: parseVersion(child?.spec.template.spec.version ?? '') };
