@@ -34,7 +34,7 @@ import {
 import { GenerationError, NotGeneratedYetError, type ConfigSource, type PayloadStore } from './payload/store.js';
 import type { IgnitionMetrics } from './metrics.js';
 import { TokenSecretEvents } from './events.js';
-import { iso, LeaderWrites, type Refused } from './leader-writes.js';
+import { iso, LeaderWrites, retiredSecret, type Refused } from './leader-writes.js';
 import type { GuestJoin } from './join.js';
 import { PoolInformers } from './pools.js';
 import { decideTokenSecret, type TokenSecretRefusal } from './token-secret-decision.js';
@@ -434,7 +434,7 @@ export class TokenSecretController {
 
   /** The leader deletes a deleted Secret's bootstrap tokens from the guest (the guest's tokencleaner would at expiry). */
   #forgetBootstrap(key: string): void {
-    const secret = this.#opts.index.get(key)?.secret;
+    const secret = this.#opts.index.get(key)?.secret ?? retiredSecret(this.#refused.get(key), this.#pools);
     const tokens = [secret?.bootstrapToken, secret?.rotatedBootstrapToken].filter((t): t is string => t !== undefined);
     if (!this.#writer || !secret?.cluster || tokens.length === 0) return;
     const expiresAtMs = revocationEndMs(secret.issuedAtMs, this.#opts.ttlMs, this.#clock.now());

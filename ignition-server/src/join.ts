@@ -86,13 +86,19 @@ export interface GuestJoin {
   revoke(req: { namespace: string; cluster: string; tokens: string[] }): Promise<void>;
 }
 
+/**
+ * How long a write of a bootstrap token into a guest may take: the guest is the tenant's, and a mint waits for it
+ * on one of the leader's workers, which every tenant's first tokens share. A bootstrap token is a small Secret.
+ */
+const GUEST_WRITE_MS = 10_000;
+
 export function createGuestJoin(kubeConfigs: GuestKubeConfigs): GuestJoin {
   // One applier per guest config (a config read again after an error gets a new one): an applier learns the
   // guest's API resources on its first write, so a new one per mint asked the guest's discovery every time.
   const appliers = new WeakMap<k8s.KubeConfig, Applier>();
   const applierOf = (kc: k8s.KubeConfig): Applier => {
     let applier = appliers.get(kc);
-    if (!applier) appliers.set(kc, (applier = createApplier(kc, FIELD_MANAGERS.ignitionServer)));
+    if (!applier) appliers.set(kc, (applier = createApplier(kc, FIELD_MANAGERS.ignitionServer, GUEST_WRITE_MS)));
     return applier;
   };
   const withGuest = async <T>(

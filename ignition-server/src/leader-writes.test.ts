@@ -6,7 +6,7 @@ import { createLogger } from '../../support/src/logger.js';
 import type { Applier } from '../../support/src/apply.js';
 import { WorkQueue } from '../../support/src/queue.js';
 import { manualClock, type ManualClock } from '../../support/testing/index.js';
-import { LeaderWrites, type Refused } from './leader-writes.js';
+import { LeaderWrites, retiredSecret, type Refused } from './leader-writes.js';
 import { BootstrapRevocations } from './revocations.js';
 import { TokenIndex, type TokenSecret, type TokenSecretEntry } from './token-index.js';
 import { createTokenAuthority } from './tokens.js';
@@ -361,6 +361,18 @@ describe('leader writes', () => {
     await l.writes.reconcile('ns/tok');
     assert.deepEqual(apiserver.deletes, [{ uid: 'u1' }]);
     assert.equal(apiserver.patches.length, 0, 'nothing minted for it');
+  });
+
+  it("when a retired Secret goes, its bootstrap tokens should go to its pool's cluster, not the one its label names", () => {
+    const secret = tokenSecret({ cluster: 'label-says', owner: { name: 'pool', uid: 'p1' }, bootstrapToken: 'b' });
+    const pools = {
+      get: (ns: string, name: string) =>
+        ns === 'ns' && name === 'pool' ? { spec: { clusterName: 'guest' } } : undefined,
+    };
+    const retired = { secret, reason: 'Retired' as const, message: 'm', sinceMs: 0 };
+    assert.equal(retiredSecret(retired, pools)?.cluster, 'guest');
+    assert.equal(retiredSecret({ ...retired, reason: 'ReleaseNotOfPool' }, pools), undefined, 'only a retired one');
+    assert.equal(retiredSecret(retired, { get: () => undefined }), undefined, 'no pool: no cluster to reach');
   });
 
   it('when a patch after a mint was refused, the next pass should not be held back', async () => {

@@ -50,6 +50,19 @@ const ECHO_WAIT_MS = 1_000;
 /** The furthest ahead of the leader's clock an issue time may be and still be one a replica wrote. */
 const ISSUED_AHEAD_MS = 5 * 60_000;
 
+/**
+ * A Retired Secret with its pool's cluster, for the deletion of its bootstrap tokens once it goes: its owner was
+ * checked, so the pool is its own, and the cluster is the pool's, not the Secret's label, which a tenant writes.
+ */
+export function retiredSecret(
+  refused: Refused | undefined,
+  pools: { get(namespace: string, name: string): { spec: { clusterName: string } } | undefined },
+): TokenSecret | undefined {
+  const owner = refused?.reason === 'Retired' ? refused.secret.owner : undefined;
+  const cluster = owner && pools.get(refused?.secret.namespace ?? '', owner.name)?.spec.clusterName;
+  return refused && cluster ? { ...refused.secret, cluster } : undefined;
+}
+
 export interface LeaderWritesDeps {
   core: k8s.CoreV1Api;
   /** The token Secrets' patches go through it (as the wire has them: no model on either side). */

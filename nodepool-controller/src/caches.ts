@@ -40,6 +40,9 @@ const ofPool =
   (o: k8s.KubernetesObject): boolean =>
     o.metadata?.labels?.[LABELS.nodePool] === pool;
 
+/** The caches the controller writes through: each hears its informer's events (observe). */
+export type Observed = Exclude<keyof CacheSources, 'configMaps'>;
+
 export class Caches {
   readonly nodePools: OverlayCache<NodePool>;
   readonly configMaps: OverlayCache<k8s.V1ConfigMap>;
@@ -68,7 +71,7 @@ export class Caches {
    * (OverlayCache#observe): each informer's onEvent passes every event here. Only the overlays the controller
    * writes through need it; the ConfigMaps are only read.
    */
-  observe(source: Exclude<keyof CacheSources, 'configMaps'>, obj: k8s.KubernetesObject, event: InformerEvent): void {
+  observe(source: Observed, obj: k8s.KubernetesObject, event: InformerEvent): void {
     this[source].observe(obj, event);
   }
 

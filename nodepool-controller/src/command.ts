@@ -33,7 +33,11 @@ export const NODEPOOL_CONTROLLER_FLAGS = {
     default: 600_000,
     help: "How long a booted host may take to register its Node before the pool's AllNodesJoined condition says so",
   },
-  workers: { type: 'int', default: 4, help: 'Pools reconciled at once' },
+  workers: {
+    type: 'int',
+    default: 4,
+    help: 'Pools reconciled at once; one namespace holds all but one of them at most, so another tenant always has one',
+  },
   csrGrace: {
     type: 'duration',
     default: 120_000,

@@ -19,7 +19,7 @@ import type { QueueMetrics } from '../../support/src/metrics.js';
 import type { WorkQueue } from '../../support/src/queue.js';
 import { realClock, type Clock } from '../../support/src/timers.js';
 import type { InformerEvent } from '../../support/src/informer.js';
-import { Caches, type CacheSources } from './caches.js';
+import { Caches, type CacheSources, type Observed } from './caches.js';
 import { createGuestVersions, type ControlPlaneVersions } from './guest.js';
 import { createGuestKubeConfigs } from '../../support/src/guest-kubeconfigs.js';
 import { createGuestNodes, type GuestNodes } from './nodes.js';
@@ -78,10 +78,6 @@ export interface NodePoolController {
 
 type Controller = ReturnType<typeof createController>;
 
-/** The informers the reconciler and the approver read: every event maps to the key of its pool. */
-/** The caches the controller writes through: each hears its informer's events (Caches#observe). */
-type Observed = Exclude<keyof CacheSources, 'configMaps'>;
-
 /** Cluster API's objects and Kindling's bootstrap provider's, each with the cache that reads it. */
 const LABELLED: readonly (readonly [ResourceType, Observed])[] = [
   [RESOURCES.machineSets, 'machineSets'],
@@ -101,6 +97,7 @@ interface SourceEvents {
   observe: (source: Observed, obj: k8s.KubernetesObject, event: InformerEvent) => void;
 }
 
+/** The informers the reconciler and the approver read: every event maps to the key of its pool. */
 function watchSources(
   controller: Controller,
   opts: ControllerOptions,

@@ -78,6 +78,9 @@ export interface CsrApproverOptions {
   eventWindowMs?: number;
 }
 
+/** The least time between two weighings of a guest's backlog (#weighSoon). */
+const WEIGH_EVERY_MS = 1_000;
+
 interface Session {
   cluster: GuestCluster;
   csrs: GuestCsrs;
@@ -86,8 +89,6 @@ interface Session {
    * to be queued again with a later batch or once the guest is under.
    */
   cap: PendingCap;
-  /** Its CSRs changed since its backlog was last weighed (#weigh). */
-  unweighed: boolean;
   core: k8s.CoreV1Api;
   certificates: k8s.CertificatesV1Api;
   applier: Applier;
@@ -215,7 +216,7 @@ export class CsrApprover {
       },
     });
     const applier = createApplier(cluster.kubeConfig, FIELD_MANAGERS.nodepoolController, this.#timeoutMs);
-    const session: Session = { cluster, csrs, core, certificates, applier, cap: new PendingCap(), unweighed: false };
+    const session: Session = { cluster, csrs, core, certificates, applier, cap: new PendingCap() };
     return session;
   }
 
@@ -230,15 +231,16 @@ export class CsrApprover {
   }
 
   /**
-   * Weighs the guest's backlog once the events of this tick are in: a relist delivers every CSR at once, and the
-   * weighing reads them all. A reconcile that finds it due weighs first (#reconcileCsr).
+   * Weighs the guest's backlog once the events of this tick are in (a relist delivers every CSR at once), and at
+   * most once every WEIGH_EVERY_MS: a weighing reads all the guest's pending CSRs, and a guest admin can make tens
+   * of thousands, each an event. A reconcile that finds it due weighs first (#mayDecide).
    */
   #weighSoon(session: Session): void {
-    if (session.unweighed) return;
-    session.unweighed = true;
-    queueMicrotask(() => {
-      if (session.unweighed) this.#weigh(session);
-    });
+    const wait = session.cap.changed(this.#clock.now(), WEIGH_EVERY_MS);
+    if (wait === undefined) return;
+    const weigh = (): void => void (session.cap.unweighed && this.#weigh(session));
+    if (wait > 0) this.#clock.setTimeout(weigh, wait);
+    else queueMicrotask(weigh);
   }
 
   /**
@@ -246,7 +248,6 @@ export class CsrApprover {
    * it (queueing every pending CSR again) once it is under.
    */
   #weigh(session: Session): void {
-    session.unweighed = false;
     // Not open yet (onOpened weighs it), or closed.
     if (this.#clusters.get(session.cluster.key) !== session) return;
     const step = session.cap.weigh({
@@ -266,9 +267,9 @@ export class CsrApprover {
     else for (const name of step.queue) this.queue.add(`${key}/${name}`);
   }
 
-  /** Whether the guest's cap lets this CSR be decided now, its backlog weighed first if it changed. */
+  /** Whether the guest's cap lets this CSR be decided now, its backlog weighed first if it changed and is due. */
   #mayDecide(session: Session, name: string): boolean {
-    if (session.unweighed) this.#weigh(session);
+    if (session.cap.due(this.#clock.now(), WEIGH_EVERY_MS)) this.#weigh(session);
     return session.cap.mayDecide(name);
   }
 

@@ -161,6 +161,16 @@ describe('PendingCap', () => {
     assert.equal(later.change, 'unparked');
     assert.equal(later.queue, 'all');
   });
+
+  it('when CSRs change many times a second, it should be weighed at most once a second', () => {
+    const cap = new PendingCap();
+    assert.equal(cap.changed(NOW, 1_000), 0, 'never weighed: now');
+    assert.equal(cap.changed(NOW, 1_000), undefined, 'one weighing pending is enough');
+    cap.weigh({ pending: [], liveMachines: 0, allowance: 100, now: NOW });
+    assert.equal(cap.changed(NOW + 200, 1_000), 800, 'the rest of the second');
+    assert.equal(cap.due(NOW + 200, 1_000), false, 'a decision does not weigh it sooner');
+    assert.equal(cap.due(NOW + 1_000, 1_000), true);
+  });
 });
 
 type Csr = k8s.V1CertificateSigningRequest;

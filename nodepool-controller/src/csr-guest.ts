@@ -100,6 +100,10 @@ export interface CapStep {
 export class PendingCap {
   #parked = false;
   #admitted: ReadonlySet<string> = new Set();
+  /** The guest's CSRs changed since the last weighing. */
+  unweighed = false;
+  /** When it was last weighed (the clock's ms). */
+  weighedAtMs = Number.NEGATIVE_INFINITY;
 
   get parked(): boolean {
     return this.#parked;
@@ -110,7 +114,21 @@ export class PendingCap {
     return !this.#parked || this.#admitted.has(name);
   }
 
+  /** The backlog changed at `now`: how long until it may be weighed (0: now), or undefined if one is pending. */
+  changed(now: number, everyMs: number): number | undefined {
+    if (this.unweighed) return undefined;
+    this.unweighed = true;
+    return Math.max(0, this.weighedAtMs + everyMs - now);
+  }
+
+  /** Whether a decision should weigh the backlog first: it changed, and the last weighing is `everyMs` old. */
+  due(now: number, everyMs: number): boolean {
+    return this.unweighed && now >= this.weighedAtMs + everyMs;
+  }
+
   weigh(input: Omit<BacklogInput, 'admitted'>): CapStep {
+    this.unweighed = false;
+    this.weighedAtMs = input.now;
     const backlog = weighBacklog({ ...input, admitted: this.#admitted });
     if (!backlog.over) {
       if (!this.#parked) return { backlog, queue: [] };

@@ -9,7 +9,7 @@
  *
  * The Secrets are in tenants' namespaces, and a tenant can write any label and annotation there. So only Secrets
  * that look like token Secrets count, a mint time in the future (year 9999 would freeze the clock) does not, and
- * progress is also kept per namespace: a tenant who keeps bumping its own Secrets then moves only its own clock.
+ * progress is kept per namespace: a tenant who keeps bumping its own Secrets moves only its own clock.
  */
 import type * as k8s from '#k8s';
 import { ANNOTATIONS, LABELS, tokenSecretName } from '../../api/src/keys.js';
@@ -42,7 +42,6 @@ interface Progress {
 const NONE: Readonly<Progress> = { latestIssuedMs: Number.NEGATIVE_INFINITY, seenMs: Number.NEGATIVE_INFINITY };
 
 export class MintProgress {
-  readonly #all: Progress = { ...NONE };
   /** One entry per namespace that ever held a token Secret: a few numbers each, namespaces are the operator's. */
   readonly #byNamespace = new Map<string, Progress>();
 
@@ -50,16 +49,10 @@ export class MintProgress {
   observe(secret: k8s.V1Secret, now: number): void {
     const issuedAt = countedMint(secret, now);
     if (issuedAt === undefined) return;
-    advance(this.#all, issuedAt, now);
     const namespace = secret.metadata?.namespace ?? '';
     const progress = this.#byNamespace.get(namespace) ?? { ...NONE };
     this.#byNamespace.set(namespace, progress);
     advance(progress, issuedAt, now);
-  }
-
-  /** When the latest progress in any namespace was seen (the controller's clock); -Infinity before any. */
-  get seenMs(): number {
-    return this.#all.seenMs;
   }
 
   /** When the latest progress in `namespace` was seen (the controller's clock); -Infinity before any. */

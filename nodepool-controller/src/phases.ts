@@ -8,7 +8,7 @@
  * handing out its next node.
  */
 import { phasePause } from './phases/pause.js';
-import { deployedEffective, deployedOf, evaluateTarget } from './phases/inputs.js';
+import { deployedEffective, deployedOf, evaluateTarget, type Evaluation } from './phases/inputs.js';
 import { phaseToken, phaseUserData } from './phases/secrets.js';
 import {
   phaseBootstrapConfigs,
@@ -39,17 +39,28 @@ const WRITING_PHASES: WritingPhase[] = [
   phaseCleanup,
 ];
 
-/** The decision the writing phases work to, and the verdicts of the phases before them. */
-async function decide(s: Scope, deps: PhaseDeps): Promise<{ outcome: Outcome; decision: Decision }> {
+/** What the phases before the writing ones decided: the hash the children point at, and the one rolling out. */
+function heldDecision(evaluation: Evaluation): Decision {
+  const rolling = evaluation.blocked === undefined ? evaluation.target : undefined;
+  return { effective: deployedEffective(evaluation.deployed), rolling };
+}
+
+/**
+ * The decision the writing phases work to, and the verdicts of the phases before them. `seen` keeps the target's
+ * evaluation, so a failure after it still tells the status what is wanted.
+ */
+async function decide(
+  s: Scope,
+  deps: PhaseDeps,
+  seen: { evaluation?: Evaluation },
+): Promise<{ outcome: Outcome; decision: Decision }> {
   let outcome = combine(NO_OUTCOME, await phasePause(s, deps));
   const evaluated = await evaluateTarget(s, deps);
   const gate = await phaseGate(s, deps, evaluated);
   const evaluation = gate.blocked === undefined ? evaluated : { ...evaluated, blocked: gate.blocked };
+  seen.evaluation = evaluation;
   outcome = combine(combine(outcome, evaluation.result), gate.result);
-  if (outcome.stopped) {
-    const rolling = evaluation.blocked === undefined ? evaluation.target : undefined;
-    return { outcome, decision: { effective: deployedEffective(evaluation.deployed), rolling } };
-  }
+  if (outcome.stopped) return { outcome, decision: heldDecision(evaluation) };
   const token = await phaseToken(s, deps, evaluation);
   const decision = {
     ...token.decision,
@@ -59,24 +70,23 @@ async function decide(s: Scope, deps: PhaseDeps): Promise<{ outcome: Outcome; de
   return { outcome: combine(outcome, token.result), decision };
 }
 
-/** The children as they are, for a reconcile that failed before it decided: they still point at the deployed hash
- * (read as evaluateTarget reads it), and the status must keep saying so, not that the pool has no hash. */
-function deployedDecision(s: Scope, deps: PhaseDeps): Decision {
-  return { effective: deployedEffective(deployedOf(s, deps)) };
-}
-
 export async function runPhases(s: Scope, deps: PhaseDeps): Promise<Outcome> {
+  const seen: { evaluation?: Evaluation } = {};
   let decision: Decision | undefined;
   try {
     let outcome: Outcome;
-    ({ outcome, decision } = await decide(s, deps));
+    ({ outcome, decision } = await decide(s, deps, seen));
     if (!outcome.stopped)
       for (const phase of WRITING_PHASES) outcome = combine(outcome, await phase(s, deps, decision));
     return outcome;
   } finally {
     // Also after a failure, wherever it came: the status is written from these observations, and one without the
     // deployed hash would drop configHash, version and rollout, and with them the ignition server's trust in the
-    // deployed token Secret.
-    observe(s, deps, decision ?? deployedDecision(s, deps));
+    // deployed token Secret; one without the target would say the pool is at its desired config. Before the target
+    // was evaluated, the children say what is deployed.
+    const held = seen.evaluation
+      ? heldDecision(seen.evaluation)
+      : { effective: deployedEffective(deployedOf(s, deps)) };
+    observe(s, deps, decision ?? held);
   }
 }

@@ -15,7 +15,7 @@ import { statusCode } from '../../support/src/errors.js';
 import { ResilientInformer, type WatchFn } from '../../support/src/informer.js';
 import { keyString } from '../../support/src/object-key.js';
 import type { TemplateCapacity } from './capacity.js';
-import type { ReferencedConfigMapsOptions } from './config-maps.js';
+import { selectorValue, type ReferencedConfigMapsOptions } from './config-maps.js';
 import {
   createInfrastructureTemplates,
   pluralOf,
@@ -61,9 +61,6 @@ export const templateKeys = (pool: NodePool): string[] =>
 
 /** Each pool may name its own template: past this many watches in a namespace, the others are read by GET. */
 export const MAX_WATCHES_PER_NAMESPACE = 8;
-
-/** A value in a field selector, escaped as the apiserver parses selectors: a name can add no other term. */
-const selectorValue = (value: string): string => value.replace(/[\\,=]/g, (c) => `\\${c}`);
 
 const nameSelector = (ref: ObjectRef): string => `metadata.name=${selectorValue(ref.name)}`;
 

@@ -67,8 +67,9 @@ export function judgeRun({ err, stdout, stderr }: ValidatorRun): ValidatorOutcom
   const text = `${stdout}${stderr}`.trim();
   // A string code is Node's, not the process's: the spawn failed or the output overflowed.
   if (err && typeof err.code === 'string') return judgeNodeCode(err.code, text);
-  if (err && typeof err.code !== 'number')
-    return { verdict: 'not-run', reason: err.killed === true ? 'TimedOut' : 'Signalled' };
+  // Killed at the timeout, even if it caught the signal and exited with a status of its own.
+  if (err?.killed === true) return { verdict: 'not-run', reason: 'TimedOut' };
+  if (err && typeof err.code !== 'number') return { verdict: 'not-run', reason: 'Signalled' };
   if (text !== '') return { verdict: 'report', report: text };
   return err ? { verdict: 'report', report: `exit ${String(err.code)}` } : { verdict: 'clean' };
 }

@@ -31,8 +31,6 @@ class Payloads {
   readonly lookups: string[] = [];
   /** Payloads larger than the memory cache: read back from disk for each lookup, never held. */
   readonly tooLarge = new Set<string>();
-  /** What lookups wait for before answering. */
-  gate: Promise<void> = Promise.resolve();
   readonly touched = new Map<string, number>();
   #observer: PayloadObserver | undefined;
 
@@ -58,7 +56,6 @@ class Payloads {
 
   async lookup(key: string): Promise<Payload | undefined> {
     this.lookups.push(key);
-    await this.gate;
     const p = this.disk.get(key);
     if (p && !this.tooLarge.has(key)) {
       this.held.set(key, p);
@@ -72,24 +69,12 @@ class Payloads {
   }
 }
 
-interface Response {
-  status: number;
-  body: Buffer;
-  code?: string;
-}
-
-function get(port: number, ca: string, headers: Record<string, string>): Promise<Response> {
-  return send(port, ca, headers).response;
-}
-
-/** A GET of /ignition on a connection of its own: `written` once the request is handed to the kernel. */
-function send(
+function get(
   port: number,
   ca: string,
   headers: Record<string, string>,
-): { written: Promise<void>; response: Promise<Response> } {
-  let written!: Promise<void>;
-  const response = new Promise<Response>((resolve, reject) => {
+): Promise<{ status: number; body: Buffer; code?: string }> {
+  return new Promise((resolve, reject) => {
     const r = request(
       { host: '127.0.0.1', port, path: '/ignition', ca, headers, servername: 'localhost', agent: false },
       (res) => {
@@ -105,10 +90,8 @@ function send(
       },
     );
     r.on('error', reject);
-    written = new Promise((resolve) => r.once('finish', resolve));
     r.end();
   });
-  return { written, response };
 }
 
 /** A server certificate for localhost, tls.crt and tls.key in `dir`; its CA's certificate. */
@@ -422,34 +405,6 @@ describe('serving threads', () => {
     }
     assert.ok(payloads.lookups.length > lookupsBefore, 'read back through the main thread');
     assert.ok(!missing.includes(s.key), 'never reported missing, so never regenerated');
-  });
-
-  it('when many requests on a thread miss the same payload at once, the thread should ask the main thread for it once', async () => {
-    // Never held, so every miss would ask: only requests waiting at the same time share a question.
-    const p = payloads.add('9'.repeat(64), '"},"storage":{"files":[{"path":"/etc/9"}]}}');
-    payloads.tooLarge.add(p.key);
-    payloads.evict(p.key);
-    const { token, secret: s } = await secret('single-flight');
-    index.upsert(s, { state: 'ready', key: p.key });
-    let answer = (): void => undefined;
-    payloads.gate = new Promise((resolve) => (answer = () => resolve()));
-    try {
-      const sent = Array.from({ length: 20 }, () => send(pool.port, ca, headers(token)));
-      await Promise.all(sent.map((r) => r.written));
-      // Handed to the kernel by the clients; read by the threads a moment later.
-      await new Promise((r) => setTimeout(r, 300));
-      answer();
-      const responses = await Promise.all(sent.map((r) => r.response));
-      assert.deepEqual(
-        responses.map((r) => r.status),
-        Array(20).fill(200),
-      );
-    } finally {
-      answer();
-      payloads.gate = Promise.resolve();
-    }
-    const asked = payloads.lookups.filter((k) => k === p.key).length;
-    assert.ok(asked >= 1 && asked <= 2, `asked ${asked} times for 20 requests on 2 threads`);
   });
 
   it('when 10,000 connections sit idle before their handshake, a real /ignition fetch should still be served', async () => {

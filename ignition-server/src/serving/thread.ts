@@ -48,7 +48,7 @@ function hold(index: TokenIndex, payloads: Map<string, Payload>, msg: ToThread):
  * message came first), else the bytes the reply carries: a payload larger than the cache is never held, and is
  * served from those for the requests that asked.
  */
-function lookups(
+export function lookups(
   payloads: Map<string, Payload>,
   ask: (key: string) => Promise<SharedPayload | undefined>,
 ): (key: string) => Promise<Payload | undefined> {

@@ -31,7 +31,7 @@ const MINTING_LATELY_MS = 30_000;
 
 /**
  * Whether the answer to the token Secret is expected soon: it was written within the retry, or, up to the
- * patience, the server minted some token lately (it is working through a queue, ours in it).
+ * patience, the server minted some token of the namespace lately (it is working through a queue, ours in it).
  */
 export function answerExpected(now: number, createdMs: number, mintSeenMs: number): boolean {
   const age = now - createdMs;
@@ -54,7 +54,7 @@ export async function phaseToken(
     deps.caches.secrets,
   );
   const created = new Date(live.metadata?.creationTimestamp ?? NaN).getTime();
-  const expected = answerExpected(s.now, created, deps.mints?.seenMs ?? Number.NEGATIVE_INFINITY);
+  const expected = answerExpected(s.now, created, deps.mints?.seenMsIn(s.ns) ?? Number.NEGATIVE_INFINITY);
   if (secretText(live, SECRET_KEYS.token) === undefined) {
     s.obs.pending = `Waiting for the ignition server to mint the token of config hash ${target.hash}`;
     const error = new (expected ? AwaitingAnswer : NotReadyError)(s.obs.pending, MINT_RETRY_MS);
