@@ -329,7 +329,8 @@ export class TokenSecretController {
     this.#refused.set(key, refused);
     this.#refusedByPool.set(secret);
     this.#opts.index.remove(key);
-    if (same) return;
+    // A retired Secret's expiry may have moved: the leader looks again (it deletes at the expiry).
+    if (same) return void (reason === 'Retired' && this.#writer?.add(key));
     this.#writer?.add(key);
     // Every release change of a pool retires a Secret: that is no sign of a hand-written one.
     if (reason === 'Retired')

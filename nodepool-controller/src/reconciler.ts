@@ -6,7 +6,7 @@
 import type * as k8s from '#k8s';
 import { ANNOTATIONS, NODEPOOL_FINALIZER } from '../../api/src/keys.js';
 import type { NodePool } from '../../api/src/nodepool.js';
-import { findRefusal, NotReadyError, TerminalError } from '../../support/src/errors.js';
+import { findRefusal, isNotFound, NotReadyError, TerminalError } from '../../support/src/errors.js';
 import type { ReconcileResult } from '../../support/src/queue.js';
 import type { Logger } from '../../support/src/logger.js';
 import { canonicalJson } from './hash.js';
@@ -46,8 +46,13 @@ function newRolloutRecord(pool: NodePool, status: NonNullable<NodePool['status']
  * early for a paused object, before its deletion. Also a child already being deleted (of a pool deleted paused). */
 async function deleteChild(writer: Writer, c: ChildCache, live: k8s.KubernetesObject): Promise<void> {
   const obj = withKind(live, c.apiVersion, c.kind);
+  // Gone meanwhile (Cluster API finished it): nothing left to unpark.
   if (obj.metadata?.annotations?.[ANNOTATIONS.capiPaused] !== undefined)
-    await writer.mergePatch(obj, { metadata: { annotations: { [ANNOTATIONS.capiPaused]: null } } }, c.cache);
+    await writer
+      .mergePatch(obj, { metadata: { annotations: { [ANNOTATIONS.capiPaused]: null } } }, c.cache)
+      .catch((err: unknown) => {
+        if (!isNotFound(err)) throw err;
+      });
   if (!obj.metadata?.deletionTimestamp) await writer.remove(obj, c.cache);
 }
 
