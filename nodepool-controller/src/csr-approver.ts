@@ -15,9 +15,9 @@
  * more undecided requests of the last hour than one per live Machine and maxPendingPerGuest more (machine-approver's
  * `len(machines) + maxPending`) is decided in batches of its oldest until it is under again (csr-guest.ts
  * weighBacklog), and a rate-limited Warning Event on its NodePools says so. A client CSR's approval is first
- * recorded on its Machine (ANNOTATIONS.approvedClientCsr, written with the Machine's resourceVersion so two CSRs racing for one
- * Machine cannot both win): a Machine joins once, and of rival CSRs for it the decision picks the oldest, whatever
- * order they are queued in. A denied bootstrap client CSR about a Machine of the requester's own pool and cluster
+ * recorded on its Machine (ANNOTATIONS.approvedClientCsr, written with the Machine's resourceVersion so two CSRs
+ * racing for one Machine cannot both win): a Machine joins once, and of rival CSRs for it the decision picks the
+ * oldest, whatever order they are queued in. A denied bootstrap client CSR about a Machine of the requester's own pool and cluster
  * leaves its reason on that Machine (ANNOTATIONS.joinFailure, for the pool's AllNodesJoined condition; the
  * decision's `ofJoin`); an approval clears it. A denial about another pool's or cluster's Machine writes nothing
  * on it: its Event goes on the requester's NodePool.
