@@ -651,20 +651,7 @@ describe('NodePoolReconciler: the maintenance window', () => {
       });
       const hash = w.statuses.at(-1)?.configHash ?? '';
       // Cluster API's MachineSet of the MachineDeployment, its Machines on the template the pool names now.
-      w.store('MachineSet').set('workers-abc', {
-        apiVersion: 'cluster.x-k8s.io/v1beta2',
-        kind: 'MachineSet',
-        metadata: { name: 'workers-abc', namespace: 'tenant-a', labels: { [LABELS.nodePool]: 'workers' } },
-        spec: {
-          replicas: 2,
-          template: {
-            spec: {
-              bootstrap: { dataSecretName: userDataSecretName('workers', hash) },
-              infrastructureRef: { name: 'small' },
-            },
-          },
-        },
-      } as k8s.KubernetesObject);
+      w.store('MachineSet').set('workers-abc', capiMachineSet('workers-abc', hash));
       const md = (): { metadata?: k8s.V1ObjectMeta; spec: { paused?: boolean } } =>
         childOf(w, 'MachineDeployment') as unknown as { metadata?: k8s.V1ObjectMeta; spec: { paused?: boolean } };
       w.pool.spec.platform.infrastructureTemplateRef.name = 'large';
